@@ -1,0 +1,101 @@
+// `keywarden` command line: serve | migrate | owner create | developer create.
+import { parseArgs } from 'node:util';
+import { loadConfig, ConfigError, type Config } from './config.js';
+import { createLogger } from './logger.js';
+import { createServices } from './services.js';
+import { startServer } from './main.js';
+import { DashboardAuth } from './services/dashboard-auth.service.js';
+import { ValidationError } from './errors.js';
+
+const USAGE = `usage:
+  keywarden serve                                   serve the API on PORT (default 8080)
+  keywarden migrate                                 apply pending database migrations and exit
+  keywarden owner create --username U --password-stdin
+  keywarden developer create --username U --password-stdin   (email: first of DEVELOPER_EMAILS)`;
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+async function serve(config: Config): Promise<void> {
+  if (config.workers > 1) {
+    throw new ConfigError('WORKERS > 1 (cluster mode) is not available in this build yet; run WORKERS=1');
+  }
+  const log = createLogger(config);
+  const server = await startServer(config, { log });
+  // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
+  // signals are ignored and a watchdog bounds the whole shutdown instead.
+  let stopping = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    setTimeout(() => {
+      log.error('server.shutdown_timeout: forcing exit');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 30_000).unref();
+    server.shutdown(sig).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'server.shutdown_failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+async function createTopAccount(config: Config, kind: 'owner' | 'developer', args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { username: { type: 'string' }, 'password-stdin': { type: 'boolean' } } });
+  if (!values.username || !values['password-stdin']) {
+    console.error(USAGE);
+    return 2;
+  }
+  const password = await readStdin();
+  const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
+  const s = await createServices(config, log);
+  try {
+    const auth = new DashboardAuth(s);
+    const created = kind === 'owner' ? await auth.ensureOwner(values.username, password) : await auth.ensureDeveloper(values.username, password);
+    console.log(created ? `${kind} ${values.username} created` : `an account named ${values.username} already exists`);
+    return created ? 0 : 1;
+  } finally {
+    await s.close();
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, sub, ...rest] = argv;
+  const config = loadConfig();
+  switch (cmd) {
+    case 'serve':
+      await serve(config);
+      return -1; // keeps running
+    case 'migrate': {
+      const log = createLogger(config);
+      const s = await createServices(config, log);
+      await s.close();
+      return 0;
+    }
+    case 'owner':
+    case 'developer':
+      if (sub !== 'create') break;
+      return createTopAccount(config, cmd, rest);
+  }
+  console.error(USAGE);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
+    else if (err instanceof ValidationError) console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
+    else console.error(err);
+    process.exit(1);
+  },
+);

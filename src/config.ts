@@ -1,0 +1,91 @@
+// The only reader of process.env. Every option is documented here and in the README table
+// (PROTOCOL section 8 plus the few Keywarden-specific ones marked "extra").
+import path from 'node:path';
+
+export interface Config {
+  /** PORT: listen port (0 = any free port, used by tests). */
+  readonly port: number;
+  /** HOST: listen address. */
+  readonly host: string;
+  /** DATA_DIR: embedded database files, signing key, license-hash key, screenshots. */
+  readonly dataDir: string;
+  /** DATABASE_URL: PostgreSQL URL; unset starts an embedded PostgreSQL inside DATA_DIR. */
+  readonly databaseUrl: string | undefined;
+  /** REDIS_URL: Redis URL; unset runs one process with in-process coordination. */
+  readonly redisUrl: string | undefined;
+  /** WORKERS: worker processes sharing PORT; more than 1 needs REDIS_URL. */
+  readonly workers: number;
+  readonly ownerUsername: string | undefined;
+  readonly ownerPassword: string | undefined;
+  /** DEVELOPER_EMAILS: reserved developer e-mails, lowercased. */
+  readonly developerEmails: readonly string[];
+  readonly developerUsername: string | undefined;
+  readonly developerPassword: string | undefined;
+  /** TRUSTED_PROXIES: addresses or CIDRs whose X-Forwarded-For is believed. */
+  readonly trustedProxies: readonly string[];
+  /** RESPONSE_SIGNING_KEY: base64 Ed25519 seed (32 bytes) for kid k1. */
+  readonly responseSigningKey: string | undefined;
+  /** RESPONSE_SIGNING_KID (extra): kid of the active response-signing key. */
+  readonly responseSigningKid: string;
+  /** LICENSE_HASH_KEY (extra): base64 key (>= 32 bytes) for the keyed hash of license keys. */
+  readonly licenseHashKey: string | undefined;
+  /** ALLOW_PRIVATE_WEBHOOKS=1: webhooks may target loopback/private addresses and http:// (tests only). */
+  readonly allowPrivateWebhooks: boolean;
+  /** LOG_LEVEL: pino level. */
+  readonly logLevel: string;
+  /** REDIS_PREFIX (extra): prefix of every Redis key and channel. */
+  readonly redisPrefix: string;
+  /** SHUTDOWN_TIMEOUT_MS (extra): how long in-flight requests may take to finish on shutdown. */
+  readonly shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return n;
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+function opt(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const workers = int(env, 'WORKERS', 1, 1, 64);
+  const redisUrl = opt(env, 'REDIS_URL');
+  if (workers > 1 && !redisUrl) throw new ConfigError('WORKERS greater than 1 needs REDIS_URL');
+  const config: Config = {
+    port: int(env, 'PORT', 8080, 0, 65535),
+    host: opt(env, 'HOST') ?? '0.0.0.0',
+    dataDir: path.resolve(cwd, opt(env, 'DATA_DIR') ?? './data'),
+    databaseUrl: opt(env, 'DATABASE_URL'),
+    redisUrl,
+    workers,
+    ownerUsername: opt(env, 'OWNER_USERNAME'),
+    ownerPassword: opt(env, 'OWNER_PASSWORD'),
+    developerEmails: list(env.DEVELOPER_EMAILS).map((e) => e.toLowerCase()),
+    developerUsername: opt(env, 'DEVELOPER_USERNAME'),
+    developerPassword: opt(env, 'DEVELOPER_PASSWORD'),
+    trustedProxies: list(env.TRUSTED_PROXIES),
+    responseSigningKey: opt(env, 'RESPONSE_SIGNING_KEY'),
+    responseSigningKid: opt(env, 'RESPONSE_SIGNING_KID') ?? 'k1',
+    licenseHashKey: opt(env, 'LICENSE_HASH_KEY'),
+    allowPrivateWebhooks: env.ALLOW_PRIVATE_WEBHOOKS === '1',
+    logLevel: opt(env, 'LOG_LEVEL') ?? 'info',
+    redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+  };
+  return Object.freeze(config);
+}

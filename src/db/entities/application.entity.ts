@@ -1,0 +1,70 @@
+import { EntitySchema } from '@mikro-orm/core';
+
+export const KEY_COST_TIERS = ['days:1', 'days:7', 'days:30', 'days:90', 'days:180', 'days:365', 'lifetime'] as const;
+export type KeyCostTier = (typeof KEY_COST_TIERS)[number];
+export type KeyCosts = Partial<Record<KeyCostTier, number>>;
+
+/** SPEC "Application" plus PROTOCOL 2 (allowed_hashes) and 6 (heartbeat_interval). */
+export interface Application {
+  id: string;
+  ownerId: string;
+  name: string;
+  version: string;
+  description: string;
+  enabled: boolean;
+  disabledMessage: string;
+  keysPaused: boolean;
+  hwidLock: boolean;
+  requireSignature: boolean;
+  injectionDetection: boolean;
+  requireHeartbeat: boolean;
+  forceUpdate: boolean;
+  updateUrl: string;
+  updateMessage: string;
+  forceEncryption: boolean;
+  hashCheck: boolean;
+  expectedBinaryHash: string;
+  webhook: string;
+  keyCosts: KeyCosts;
+  allowedHashes: string[];
+  heartbeatInterval: number;
+  apiKey: string;
+  apiSecret: string;
+  createdBy: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const ApplicationSchema = new EntitySchema<Application>({
+  name: 'Application',
+  tableName: 'applications',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    ownerId: { kind: 'm:1', entity: 'Account', mapToPk: true, fieldName: 'owner_id', index: true },
+    name: { type: 'string', length: 100 },
+    version: { type: 'string', length: 64, default: '1.0' },
+    description: { type: 'text', default: '' },
+    enabled: { type: 'boolean', default: true },
+    disabledMessage: { type: 'text', default: '' },
+    keysPaused: { type: 'boolean', default: false },
+    hwidLock: { type: 'boolean', default: false },
+    requireSignature: { type: 'boolean', default: false },
+    injectionDetection: { type: 'boolean', default: true },
+    requireHeartbeat: { type: 'boolean', default: false },
+    forceUpdate: { type: 'boolean', default: false },
+    updateUrl: { type: 'text', default: '' },
+    updateMessage: { type: 'text', default: '' },
+    forceEncryption: { type: 'boolean', default: false },
+    hashCheck: { type: 'boolean', default: false },
+    expectedBinaryHash: { type: 'string', length: 128, default: '' },
+    webhook: { type: 'text', default: '' },
+    keyCosts: { type: 'json', default: '{}' },
+    allowedHashes: { type: 'json', default: '[]' },
+    heartbeatInterval: { type: 'integer', default: 30 },
+    apiKey: { type: 'string', length: 64, unique: true },
+    apiSecret: { type: 'string', length: 128 },
+    createdBy: { type: 'uuid', nullable: true },
+    createdAt: { type: 'datetime' },
+    updatedAt: { type: 'datetime' },
+  },
+});

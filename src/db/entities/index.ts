@@ -1,0 +1,19 @@
+export * from './account.entity.js';
+export * from './dashboard-session.entity.js';
+export * from './application.entity.js';
+export * from './license-key.entity.js';
+export * from './end-user.entity.js';
+export * from './blacklist-entry.entity.js';
+export * from './audit-entry.entity.js';
+import { AccountSchema } from './account.entity.js';
+import { DashboardSessionSchema } from './dashboard-session.entity.js';
+import { ApplicationSchema } from './application.entity.js';
+import { LicenseKeySchema } from './license-key.entity.js';
+import { EndUserSchema } from './end-user.entity.js';
+import { BlacklistEntrySchema } from './blacklist-entry.entity.js';
+import { AuditEntrySchema } from './audit-entry.entity.js';
+
+export const ENTITIES = [
+  AccountSchema, DashboardSessionSchema, ApplicationSchema, LicenseKeySchema, EndUserSchema,
+  BlacklistEntrySchema, AuditEntrySchema,
+];

@@ -1,0 +1,111 @@
+// Audit log. Client calls write one entry each, so writes are batched: entries queue and are
+// flushed as one multi-row INSERT on the next turn of the event loop (or at 500 entries).
+// Readers in this process call flush() first, so a request sees the entries written before it.
+import type { Logger } from 'pino';
+import type { AuditLevel } from '../entities/index.js';
+import type { Sql } from '../sql.js';
+
+export interface AuditInput {
+  appId: string | null;
+  action: string;
+  level?: AuditLevel;
+  detail?: string;
+  ip?: string;
+  location?: string;
+  screen?: string;
+  actorId?: string | null;
+  resellerId?: string | null;
+  at?: Date;
+}
+
+export interface AuditRow {
+  id: string;
+  app_id: string | null;
+  at: Date;
+  level: AuditLevel;
+  action: string;
+  detail: string;
+  ip: string;
+  location: string;
+  screen: string;
+  actor_id: string | null;
+  reseller_id: string | null;
+}
+
+export interface AuditQuery {
+  appId: string;
+  level?: string | undefined;
+  action?: string | undefined;
+  limit: number;
+  before?: string | undefined;
+  /** Only entries whose reseller_id is one of these (reseller scoping); undefined: all. */
+  resellerIds?: readonly string[] | undefined;
+}
+
+const MAX_BATCH = 500;
+
+export class AuditRepository {
+  private queue: AuditInput[] = [];
+  private flushing: Promise<void> = Promise.resolve();
+  private scheduled = false;
+
+  constructor(private readonly sql: Sql, private readonly log: Logger, private readonly now: () => number) {}
+
+  write(entry: AuditInput): void {
+    this.queue.push(entry.at ? entry : { ...entry, at: new Date(this.now()) });
+    if (this.queue.length >= MAX_BATCH) void this.flush();
+    else if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush());
+    }
+  }
+
+  /** Writes everything queued so far; resolves when it is in the database. */
+  flush(): Promise<void> {
+    this.scheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return this.flushing;
+    this.queue = [];
+    this.flushing = this.flushing.then(() => this.insert(batch)).catch((err: unknown) => {
+      this.log.error({ err, lost: batch.length }, 'audit.write_failed');
+    });
+    return this.flushing;
+  }
+
+  private async insert(batch: AuditInput[]): Promise<void> {
+    const values: unknown[] = [];
+    for (const e of batch) {
+      values.push(e.appId, e.at, e.level ?? 'info', e.action.slice(0, 64), e.detail ?? '', (e.ip ?? '').slice(0, 64),
+        e.location ?? '', e.screen ?? '', e.actorId ?? null, e.resellerId ?? null);
+    }
+    // Typed placeholders: VALUES rows are otherwise read as text.
+    const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';
+    await this.sql.run(
+      `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+       select v.* from (values ${batch.map(() => row).join(',')}) as v(app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+       -- an entry for an application deleted meanwhile is dropped instead of failing the batch
+       where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
+      values,
+    );
+  }
+
+  async list(q: AuditQuery): Promise<AuditRow[]> {
+    await this.flush();
+    const where = ['app_id = ?'];
+    const params: unknown[] = [q.appId];
+    if (q.level) { where.push('level = ?'); params.push(q.level); }
+    if (q.action) { where.push('action = ?'); params.push(q.action); }
+    if (q.before) { where.push('id < ?'); params.push(q.before); }
+    if (q.resellerIds) {
+      if (q.resellerIds.length === 0) return [];
+      where.push(`reseller_id in (${q.resellerIds.map(() => '?').join(',')})`);
+      params.push(...q.resellerIds);
+    }
+    params.push(q.limit);
+    return this.sql.all<AuditRow>(
+      `select id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id
+       from audit_log where ${where.join(' and ')} order by id desc limit ?`,
+      params,
+    );
+  }
+}

@@ -1,0 +1,117 @@
+// The one catalogue of coded errors: the only place a status and a `detail` text are spelled.
+// Client SDKs in the field match these strings to the letter (SPEC "Errors", PROTOCOL 1-7, 11).
+// Routes throw `new AppError('code')`; each transport maps it to a body in one place.
+
+export const ERRORS = {
+  // general (PROTOCOL 1)
+  payload_too_large: { status: 413, detail: 'Payload too large' },
+  malformed_json: { status: 400, detail: 'Malformed JSON body' },
+  rate_limited: { status: 429, detail: 'Rate limit exceeded' },
+  route_not_found: { status: 404, detail: 'Not found' },
+  internal: { status: 500, detail: 'Internal server error' },
+  unavailable: { status: 503, detail: 'Service unavailable' },
+
+  // client gate and sessions (PROTOCOL 2, 3)
+  app_not_found: { status: 404, detail: 'Application not found' },
+  session_invalid: { status: 401, detail: 'Invalid or expired session' },
+  signature_invalid: { status: 401, detail: 'Invalid request signature' },
+  access_denied: { status: 403, detail: 'Access denied' },
+  app_disabled: { status: 403, detail: 'Application disabled' },
+  locked_out: { status: 429, detail: 'Too many failed attempts, try again later.' },
+
+  // init
+  update_required: { status: 426, detail: 'A new version is required.' },
+  encryption_key_required: { status: 400, detail: 'Encryption key required' },
+  binary_hash_mismatch: { status: 403, detail: 'Binary hash mismatch' },
+  binary_token_invalid: { status: 403, detail: 'Invalid binary token' },
+
+  // register / login / license
+  license_invalid: { status: 400, detail: 'Invalid license key' },
+  license_used: { status: 400, detail: 'License key already used' },
+  username_taken: { status: 400, detail: 'Username already taken' },
+  license_banned: { status: 403, detail: 'License key is banned' },
+  license_paused: { status: 403, detail: 'License validation is temporarily paused for this application.' },
+  login_paused: { status: 403, detail: 'Access is temporarily paused for this application.' },
+  heartbeat_required: { status: 403, detail: 'Heartbeat session required. Call /heartbeat/start first.' },
+  license_state_changed: { status: 409, detail: 'License state changed mid-activation, please retry' },
+  license_in_progress: { status: 409, detail: 'License activation in progress, retry.' },
+  invalid_credentials: { status: 401, detail: 'Invalid username or password' },
+  license_not_valid: { status: 403, detail: 'License not valid' },
+  hwid_mismatch: { status: 403, detail: 'HWID mismatch. Key locked to another device.' },
+  license_expired: { status: 403, detail: 'License expired' },
+
+  // heartbeat
+  session_not_activated: { status: 403, detail: 'Session not activated. Call /login, /register or /license first.' },
+  heartbeat_exists: { status: 409, detail: 'heartbeat session already exists for this nonce' },
+  heartbeat_rejected: { status: 403, detail: 'rejected' },
+  heartbeat_token_invalid: { status: 401, detail: 'Invalid heartbeat token' },
+
+  // dashboard
+  not_authenticated: { status: 401, detail: 'Not authenticated' },
+  permission_denied: { status: 403, detail: 'Permission denied' },
+  owner_protected: { status: 403, detail: 'The owner account cannot be modified.' },
+  self_edit: { status: 403, detail: 'Cannot manage your own account here. Change your own password from Settings instead.' },
+  email_reserved: { status: 403, detail: 'Email address is reserved' },
+  resellers_no_apps: { status: 403, detail: "Resellers don't own apps" },
+  credits_resellers_only: { status: 400, detail: 'Credits only apply to resellers.' },
+  insufficient_credits: { status: 403, detail: 'Insufficient credits' },
+  current_password_wrong: { status: 400, detail: 'Current password is incorrect' },
+  account_username_taken: { status: 409, detail: 'Username already taken' },
+  email_taken: { status: 409, detail: 'Email address already in use' },
+  license_not_found: { status: 404, detail: 'License not found' },
+  user_not_found: { status: 404, detail: 'User not found' },
+  ban_not_found: { status: 404, detail: 'Blacklist entry not found' },
+  account_not_found: { status: 404, detail: 'Account not found' },
+  license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },
+  license_not_activated: { status: 400, detail: 'Key has not been activated yet' },
+} as const satisfies Record<string, { status: number; detail: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** One entry of a 422 body (PROTOCOL 1). */
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+export type Detail = string | Record<string, unknown> | ValidationIssue[];
+
+/**
+ * A coded failure. `detail` overrides the catalogue text only where SPEC makes it data-driven
+ * (an app's disabled_message, the 426 object); `headers` carries e.g. Retry-After.
+ */
+export class AppError extends Error {
+  readonly status: number;
+  readonly detail: Detail;
+  constructor(
+    readonly code: ErrorCode,
+    detail?: Detail,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(code);
+    this.status = ERRORS[code].status;
+    this.detail = detail ?? ERRORS[code].detail;
+  }
+}
+
+/** 422 with PROTOCOL 1's shape. */
+export class ValidationError extends Error {
+  readonly status = 422;
+  constructor(readonly issues: ValidationIssue[]) {
+    super('validation');
+  }
+}
+
+export function validationError(field: string | (string | number)[], msg: string, type = 'value_error'): ValidationError {
+  const loc = Array.isArray(field) ? ['body', ...field] : ['body', field];
+  return new ValidationError([{ loc, msg, type }]);
+}
+
+export function rateLimited(retryAfterSeconds: number): AppError {
+  return new AppError('rate_limited', undefined, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+}
+
+export function lockedOut(retryAfterSeconds: number): AppError {
+  return new AppError('locked_out', undefined, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+}

@@ -1,0 +1,77 @@
+// The dashboard pipeline, written once: 413 -> authentication (401) -> JSON (400) -> schema (422)
+// -> handler. Handlers get a typed context and return a value (sent as 200 JSON) or a Reply.
+import type { Static, TSchema } from '@sinclair/typebox';
+import { AppError } from '../errors.js';
+import type { Principal } from '../services/principal.js';
+import type { DashboardAuth } from '../services/dashboard-auth.service.js';
+import { SESSION_COOKIE } from '../services/dashboard-auth.service.js';
+import { compile, parseJson } from './validation.js';
+import { jsonReply, type IncomingRequest, type Reply, type RouteHandler } from './types.js';
+
+type Maybe<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefined;
+
+export interface DashboardCtx<B extends TSchema | undefined, Q extends TSchema | undefined> {
+  req: IncomingRequest;
+  principal: Principal;
+  body: Maybe<B>;
+  query: Maybe<Q>;
+  params: Readonly<Record<string, string>>;
+}
+
+export function isReply(v: unknown): v is Reply {
+  return typeof v === 'object' && v !== null && 'status' in v && 'body' in v && 'headers' in v;
+}
+
+export function bearerToken(req: IncomingRequest): string | undefined {
+  const auth = req.headers['authorization'];
+  if (auth && /^bearer /i.test(auth)) return auth.slice(7).trim();
+  const cookie = req.headers['cookie'];
+  if (!cookie) return undefined;
+  for (const part of cookie.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+/** Query strings arrive as text; integer-typed fields are converted before validation. */
+function queryObject(req: IncomingRequest, schema: TSchema): Record<string, unknown> {
+  const props = (schema as { properties?: Record<string, { type?: string }> }).properties ?? {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of req.query) {
+    const t = props[k]?.type;
+    out[k] = t === 'integer' && /^-?\d+$/.test(v) ? Number(v) : v;
+  }
+  return out;
+}
+
+export interface DashboardRouteOptions<B extends TSchema | undefined, Q extends TSchema | undefined> {
+  auth: DashboardAuth;
+  body?: B;
+  query?: Q;
+  /** false for the sign-in route itself. */
+  authenticate?: boolean;
+}
+
+export function dashboardHandler<B extends TSchema | undefined = undefined, Q extends TSchema | undefined = undefined>(
+  opts: DashboardRouteOptions<B, Q>,
+  fn: (ctx: DashboardCtx<B, Q>) => Promise<unknown>,
+): RouteHandler {
+  const body = opts.body ? compile(opts.body) : undefined;
+  const query = opts.query ? compile(opts.query) : undefined;
+  return async (req) => {
+    if (req.body === 'too_large') throw new AppError('payload_too_large');
+    let principal: Principal | null = null;
+    if (opts.authenticate !== false) {
+      const token = bearerToken(req);
+      principal = token ? await opts.auth.authenticate(token) : null;
+      if (!principal) throw new AppError('not_authenticated');
+    }
+    const parsedBody = body ? body.parse(parseJson(req.body)) : undefined;
+    const parsedQuery = query ? query.parse(queryObject(req, query.schema), 'query') : undefined;
+    const result = await fn({
+      req, principal: principal as Principal, body: parsedBody as Maybe<B>, query: parsedQuery as Maybe<Q>, params: req.params,
+    });
+    return isReply(result) ? result : jsonReply(200, result);
+  };
+}

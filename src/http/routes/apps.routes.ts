@@ -1,0 +1,141 @@
+import { Type } from '@sinclair/typebox';
+import type { AppDeps } from '../../app.js';
+import { KEY_COST_TIERS } from '../../db/entities/index.js';
+import { appCounts } from '../../db/repositories/application.repository.js';
+import { dashboardHandler } from '../dashboard-route.js';
+import { pathId } from '../validation.js';
+import { appView, banView, licenseView, logView } from '../views.js';
+
+const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
+
+const CreateAppBody = Type.Object({
+  name: Str(1, 100),
+  version: Type.Optional(Str(1, 64)),
+  description: Type.Optional(Str(0, 2000)),
+}, { additionalProperties: false });
+
+// PROTOCOL 11.1: SPEC's list plus the listed extras; anything else is 422.
+const PatchAppBody = Type.Object({
+  name: Type.Optional(Str(1, 100)),
+  description: Type.Optional(Str(0, 2000)),
+  version: Type.Optional(Str(1, 64)),
+  enabled: Type.Optional(Type.Boolean()),
+  disabled_message: Type.Optional(Str(0, 500)),
+  keys_paused: Type.Optional(Type.Boolean()),
+  hwid_lock: Type.Optional(Type.Boolean()),
+  require_signature: Type.Optional(Type.Boolean()),
+  injection_detection: Type.Optional(Type.Boolean()),
+  require_heartbeat: Type.Optional(Type.Boolean()),
+  force_update: Type.Optional(Type.Boolean()),
+  update_url: Type.Optional(Str(0, 2048)),
+  update_message: Type.Optional(Str(0, 500)),
+  force_encryption: Type.Optional(Type.Boolean()),
+  hash_check: Type.Optional(Type.Boolean()),
+  expected_binary_hash: Type.Optional(Type.Union([Type.Literal(''), Type.String({ pattern: '^[0-9a-fA-F]{8,128}$' })])),
+  webhook: Type.Optional(Str(0, 2048)),
+  key_costs: Type.Optional(Type.Object(
+    Object.fromEntries(KEY_COST_TIERS.map((t) => [t, Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000 }), Type.Null()]))])),
+    { additionalProperties: false },
+  )),
+  heartbeat_interval: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+}, { additionalProperties: false, minProperties: 1 });
+
+const HashesBody = Type.Object({
+  hashes: Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{8,128}$' }), { maxItems: 1000 }),
+}, { additionalProperties: false });
+
+const GenerateBody = Type.Object({
+  amount: Type.Integer({ minimum: 1, maximum: 500 }),
+  duration: Type.Optional(Type.Integer({ minimum: 1, maximum: 3650 })),
+  unit: Type.Optional(Type.Union([Type.Literal('hours'), Type.Literal('days'), Type.Literal('weeks'), Type.Literal('months'), Type.Literal('lifetime')])),
+  level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+  mask: Type.Optional(Str(1, 128)),
+  alphabet: Type.Optional(Str(1, 256)),
+  note: Type.Optional(Str(0, 1000)),
+}, { additionalProperties: false });
+
+const BanBody = Type.Object({
+  type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]),
+  value: Str(1, 256),
+}, { additionalProperties: false });
+
+const LogsQuery = Type.Object({
+  level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
+  action: Type.Optional(Str(1, 64)),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+  before: Type.Optional(Type.String({ pattern: '^[0-9]{1,19}$' })),
+}, { additionalProperties: false });
+
+export function appsRoutes({ router, domain, s }: AppDeps): void {
+  const { auth, apps } = domain;
+  const now = () => s.clock.now();
+
+  router.add({
+    method: 'post', path: '/api/apps', unprefixed: true,
+    doc: { summary: 'Create an application', tag: 'apps', auth: 'dashboard', body: CreateAppBody, permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth, body: CreateAppBody }, async ({ principal, body }) => appView(await apps.create(principal, body), principal, { keys: 0, users: 0 })),
+  });
+  router.add({
+    method: 'get', path: '/api/apps',
+    doc: { summary: 'Applications visible to the caller', tag: 'apps', auth: 'dashboard', permission: 'any signed-in account' },
+    handler: dashboardHandler({ auth }, async ({ principal }) => {
+      const list = await apps.list(principal);
+      const counts = await appCounts(s.sql, list.map((a) => a.id));
+      return list.map((a) => appView(a, principal, counts.get(a.id)));
+    }),
+  });
+  router.add({
+    method: 'get', path: '/api/apps/:id',
+    doc: { summary: 'One application', tag: 'apps', auth: 'dashboard', permission: 'any account the app is visible to' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
+      return appView(app, principal, (await appCounts(s.sql, [app.id])).get(app.id));
+    }),
+  });
+  router.add({
+    method: 'patch', path: '/api/apps/:id', unprefixed: true,
+    doc: { summary: 'Change application settings', tag: 'apps', auth: 'dashboard', body: PatchAppBody, permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth, body: PatchAppBody }, async ({ principal, params, body }) =>
+      appView(await apps.update(principal, pathId(params.id, 'app_not_found'), body), principal)),
+  });
+  router.add({
+    method: 'put', path: '/api/apps/:id/hashes', unprefixed: true,
+    doc: { summary: 'Replace the allowed binary hashes (hash_check)', tag: 'apps', auth: 'dashboard', body: HashesBody, permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth, body: HashesBody }, async ({ principal, params, body }) =>
+      appView(await apps.setHashes(principal, pathId(params.id, 'app_not_found'), body.hashes), principal)),
+  });
+  router.add({
+    method: 'post', path: '/api/apps/:id/licenses', unprefixed: true,
+    doc: { summary: 'Generate license keys (plaintext returned only here)', tag: 'licenses', auth: 'dashboard', body: GenerateBody, permission: 'generate_keys' },
+    handler: dashboardHandler({ auth, body: GenerateBody }, async ({ principal, params, body }) => {
+      const created = await apps.generateLicenses(principal, pathId(params.id, 'app_not_found'), body);
+      return created.map(({ row, key }) => licenseView(row, now(), key));
+    }),
+  });
+  router.add({
+    method: 'get', path: '/api/apps/:id/logs',
+    doc: { summary: 'Audit log, newest first', tag: 'apps', auth: 'dashboard', query: LogsQuery, permission: 'view_auth_logs' },
+    handler: dashboardHandler({ auth, query: LogsQuery }, async ({ principal, params, query }) =>
+      (await apps.logs(principal, pathId(params.id, 'app_not_found'), query)).map(logView)),
+  });
+  router.add({
+    method: 'post', path: '/api/apps/:id/bans', unprefixed: true,
+    doc: { summary: 'Blacklist an IP or HWID', tag: 'blacklist', auth: 'dashboard', body: BanBody, permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth, body: BanBody }, async ({ principal, params, body }) =>
+      banView(await apps.addBan(principal, pathId(params.id, 'app_not_found'), body.type, body.value))),
+  });
+  router.add({
+    method: 'get', path: '/api/apps/:id/bans',
+    doc: { summary: 'Blacklist entries', tag: 'blacklist', auth: 'dashboard', permission: 'view_blocked_ips' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) =>
+      (await apps.listBans(principal, pathId(params.id, 'app_not_found'))).map(banView)),
+  });
+  router.add({
+    method: 'delete', path: '/api/bans/:id', unprefixed: true,
+    doc: { summary: 'Remove a blacklist entry', tag: 'blacklist', auth: 'dashboard', permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await apps.removeBan(principal, pathId(params.id, 'ban_not_found'));
+      return { success: true };
+    }),
+  });
+}

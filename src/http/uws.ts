@@ -1,0 +1,209 @@
+// The only module that touches uWebSockets.js request/response objects (STYLE 1, 2).
+// uWS rules this file enforces for every route, so no route has to remember them:
+// - `req` is only valid synchronously inside the handler: headers, url, params and the peer
+//   address are copied out before anything awaits;
+// - a handler that returns without responding and without `onAborted` crashes the process:
+//   onAborted is registered first, always;
+// - a body is aggregated from onData chunks (copied: uWS reuses the ArrayBuffer) up to a cap;
+// - after every await, an aborted response is never touched; status and headers are written
+//   inside cork().
+import { createRequire } from 'node:module';
+import { STATUS_CODES } from 'node:http';
+import type { Logger } from 'pino';
+import type * as UwsTypes from 'uWebSockets.js';
+import type { ClientIpResolver } from './client-ip.js';
+import type { IncomingRequest, Method, Reply, RouteHandler } from './types.js';
+import { errorReply } from './error-reply.js';
+
+export type Uws = typeof UwsTypes;
+export type UwsApp = UwsTypes.TemplatedApp;
+export type UwsResponse = UwsTypes.HttpResponse;
+export type UwsRequest = UwsTypes.HttpRequest;
+
+/**
+ * Loads uWebSockets.js and refuses to go on when the package fell back to its JavaScript shim
+ * (it does so silently, with only a console warning, when the native binary cannot load).
+ */
+export function loadUws(): Uws {
+  const require = createRequire(import.meta.url);
+  const uws = require('uWebSockets.js') as Uws;
+  if (typeof uws.App !== 'function' || !Function.prototype.toString.call(uws.App).includes('[native code]')) {
+    throw new Error(
+      `uWebSockets.js native binding did not load (Node ${process.versions.node}, ABI ${process.versions.modules}, ` +
+        `${process.platform}-${process.arch}); refusing to start on the slow JavaScript fallback`,
+    );
+  }
+  return uws;
+}
+
+export interface RouteMount {
+  method: Method;
+  /** uWS pattern, e.g. `/api/apps/:id`. */
+  pattern: string;
+  bodyLimit: number;
+  handler: RouteHandler;
+}
+
+export interface HttpServerOptions {
+  log: Logger;
+  resolveIp: ClientIpResolver;
+  onReply?: (pattern: string, method: Method, status: number, startedAt: bigint) => void;
+}
+
+interface Inflight {
+  count: number;
+  idle: (() => void)[];
+}
+
+export interface HttpServer {
+  readonly app: UwsApp;
+  mount(route: RouteMount): void;
+  /** Catch-all for unmatched paths; call after every mount. */
+  mountFallback(handler: RouteHandler): void;
+  listen(host: string, port: number): Promise<number>;
+  /** Stops accepting connections; in-flight requests go on. */
+  stopListening(): void;
+  /** Resolves when no request is in flight (or after timeoutMs). */
+  drain(timeoutMs: number): Promise<boolean>;
+}
+
+const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
+  get: 'get', post: 'post', put: 'put', patch: 'patch', delete: 'del',
+};
+
+function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer {
+  const app = uws.App();
+  const inflight: Inflight = { count: 0, idle: [] };
+  let listenSocket: UwsTypes.us_listen_socket | undefined;
+  let closing = false;
+
+  const finishOne = () => {
+    inflight.count--;
+    if (inflight.count === 0) for (const wake of inflight.idle.splice(0)) wake();
+  };
+
+  function send(res: UwsResponse, aborted: { v: boolean }, reply: Reply, closeConnection: boolean): void {
+    if (aborted.v) return;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status));
+      for (const name in reply.headers) res.writeHeader(name, reply.headers[name]!);
+      res.end(reply.body, closeConnection || closing);
+    });
+  }
+
+  function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {
+    return (res: UwsResponse, req: UwsRequest): void => {
+      const startedAt = process.hrtime.bigint();
+      const aborted = { v: false };
+      res.onAborted(() => {
+        aborted.v = true;
+      });
+      // Everything from `req` is copied now: it is invalid after this function returns.
+      const headers: Record<string, string> = {};
+      req.forEach((k, v) => {
+        headers[k] = v;
+      });
+      const method = req.getMethod() as Method;
+      const path = req.getUrl();
+      const query = new URLSearchParams(req.getQuery() ?? '');
+      let handler = route?.handler ?? fallback;
+      const params: Record<string, string> = {};
+      for (let i = 0; i < paramNames.length; i++) {
+        try {
+          params[paramNames[i]!] = decodeURIComponent(req.getParameter(i) ?? '');
+        } catch {
+          handler = fallback; // malformed %-escape in a path segment: nothing can match it
+        }
+      }
+      const ip = opts.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
+      const limit = route?.bodyLimit ?? 0;
+
+      inflight.count++;
+      const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
+      const bodyPromise: Promise<Buffer | 'too_large'> =
+        method === 'get' || method === 'delete' || method === 'head' as Method
+          ? Promise.resolve(Buffer.alloc(0))
+          : declared !== undefined && declared > limit
+            ? Promise.resolve('too_large' as const) // known too large: answer without reading it
+            : readBody(res, limit);
+      let closeAfter = declared !== undefined && declared > limit && method !== 'get' && method !== 'delete';
+
+      bodyPromise
+        .then((body) => {
+          if (body === 'too_large') closeAfter = true;
+          const incoming: IncomingRequest = { method, path, query, headers, ip, params, body };
+          return handler(incoming);
+        })
+        .catch((err: unknown) => errorReply(err, opts.log, { path }))
+        .then((reply) => {
+          send(res, aborted, reply, closeAfter);
+          opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
+        })
+        .catch((err: unknown) => opts.log.error({ err, path }, 'http.reply_failed'))
+        .finally(finishOne);
+    };
+  }
+
+  let fallbackHandler: RouteHandler = async () => ({ status: 404, body: '{"detail":"Not found"}', headers: { 'Content-Type': 'application/json' } });
+
+  return {
+    app,
+    mount(route) {
+      const paramNames = [...route.pattern.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
+      app[UWS_METHOD[route.method]](route.pattern, handle(route, (r) => fallbackHandler(r), paramNames));
+    },
+    mountFallback(handler) {
+      fallbackHandler = handler;
+      app.any('/*', handle(undefined, handler, []));
+    },
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
+          listenSocket = socket;
+          resolve(uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket));
+        });
+      });
+    },
+    stopListening() {
+      closing = true;
+      if (listenSocket) uws.us_listen_socket_close(listenSocket);
+      listenSocket = undefined;
+    },
+    drain(timeoutMs) {
+      if (inflight.count === 0) return Promise.resolve(true);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), timeoutMs);
+        inflight.idle.push(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+    },
+  };
+}
+
+/** Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end. */
+function readBody(res: UwsResponse, limit: number): Promise<Buffer | 'too_large'> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    res.onData((chunk, isLast) => {
+      if (!tooLarge) {
+        size += chunk.byteLength;
+        if (size > limit) {
+          tooLarge = true;
+          chunks.length = 0;
+        } else if (chunk.byteLength > 0) {
+          chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses this memory after the callback
+        }
+      }
+      if (isLast) resolve(tooLarge ? 'too_large' : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+  });
+}

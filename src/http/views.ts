@@ -1,0 +1,84 @@
+// API shapes (snake_case, ISO timestamps) of stored records, with role-based hiding applied here.
+import type { Application, BlacklistEntry } from '../db/entities/index.js';
+import type { AuditRow } from '../db/repositories/audit.repository.js';
+import type { LicenseRow } from '../db/repositories/license.repository.js';
+import type { Principal } from '../services/principal.js';
+import { beatInterval } from '../services/apps.service.js';
+
+const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
+
+export function appView(a: Application, p: Principal, stats?: { keys: number; users: number }) {
+  return {
+    id: a.id,
+    name: a.name,
+    version: a.version,
+    description: a.description,
+    enabled: a.enabled,
+    disabled_message: a.disabledMessage,
+    keys_paused: a.keysPaused,
+    hwid_lock: a.hwidLock,
+    require_signature: a.requireSignature,
+    injection_detection: a.injectionDetection,
+    require_heartbeat: a.requireHeartbeat,
+    force_update: a.forceUpdate,
+    update_url: a.updateUrl,
+    update_message: a.updateMessage,
+    force_encryption: a.forceEncryption,
+    hash_check: a.hashCheck,
+    expected_binary_hash: a.expectedBinaryHash,
+    webhook: a.webhook,
+    key_costs: a.keyCosts,
+    allowed_hashes: a.allowedHashes,
+    heartbeat_interval: a.heartbeatInterval,
+    beat_interval: beatInterval(a.heartbeatInterval),
+    api_key: a.apiKey,
+    // SPEC: api_secret is hidden from resellers.
+    ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),
+    owner_id: a.ownerId,
+    created_at: a.createdAt.toISOString(),
+    updated_at: a.updatedAt.toISOString(),
+    ...(stats ? { stats } : {}),
+  };
+}
+
+function licenseStatus(r: LicenseRow, now: number): 'active' | 'banned' | 'unactivated' | 'expired' {
+  if (r.status === 'banned') return 'banned';
+  if (r.status === 'unused' || (r.status === 'pending' && !r.used_by)) return 'unactivated';
+  if (r.expires_at && r.duration_unit !== 'lifetime' && r.duration_days !== 0 && new Date(r.expires_at).getTime() < now) return 'expired';
+  return 'active';
+}
+
+export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
+  return {
+    id: r.id,
+    ...(plaintext !== undefined ? { key: plaintext } : {}),
+    key_preview: r.key_preview,
+    app_id: r.app_id,
+    status: r.status,
+    computed_status: licenseStatus(r, now),
+    used_by: r.used_by,
+    hwid: r.hwid,
+    ip: r.ip,
+    level: r.level,
+    duration_value: r.duration_value,
+    duration_unit: r.duration_unit,
+    duration_days: r.duration_days,
+    created_at: isoOrNull(r.created_at),
+    last_login: isoOrNull(r.last_login),
+    expires_at: isoOrNull(r.expires_at),
+    note: r.note,
+    reseller_id: r.reseller_id,
+    created_by: r.created_by,
+  };
+}
+
+export function banView(b: BlacklistEntry) {
+  return { id: b.id, app_id: b.appId, type: b.type, value: b.value, created_at: b.createdAt.toISOString(), created_by: b.createdBy };
+}
+
+export function logView(r: AuditRow) {
+  return {
+    id: r.id, time: new Date(r.at).toISOString(), level: r.level, action: r.action, detail: r.detail,
+    ip: r.ip, location: r.location, screen: r.screen, actor_id: r.actor_id,
+  };
+}

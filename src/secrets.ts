@@ -1,0 +1,49 @@
+// Long-lived secrets: taken from configuration, else generated once into DATA_DIR/secrets
+// (0600, created with O_EXCL so concurrently starting workers agree on one value).
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { ED25519_SEED_BYTES, randomBytes, signingKeyFromSeed, type SigningKeyPair } from './crypto/index.js';
+import type { Config } from './config.js';
+
+async function loadOrCreate(file: string, bytes: number): Promise<Buffer> {
+  await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    await fs.writeFile(file, randomBytes(bytes).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  return Buffer.from((await fs.readFile(file, 'utf8')).trim(), 'base64');
+}
+
+function fromBase64(name: string, value: string, minBytes: number, exactBytes?: number): Buffer {
+  const buf = Buffer.from(value, 'base64');
+  if ((exactBytes !== undefined && buf.byteLength !== exactBytes) || buf.byteLength < minBytes) {
+    throw new Error(`${name} must be base64 of ${exactBytes ?? `at least ${minBytes}`} bytes`);
+  }
+  return buf;
+}
+
+export interface ResponseSigningKey extends SigningKeyPair {
+  readonly kid: string;
+}
+
+export interface Secrets {
+  /** The active response-signing key (PROTOCOL 4). */
+  readonly signing: ResponseSigningKey;
+  /** Every published key; the active one is among them. */
+  readonly publishedKeys: readonly ResponseSigningKey[];
+  /** Key of the HMAC under which license keys are stored (PROTOCOL 9). */
+  readonly licenseHashKey: Buffer;
+}
+
+export async function loadSecrets(config: Config): Promise<Secrets> {
+  const dir = path.join(config.dataDir, 'secrets');
+  const seed = config.responseSigningKey
+    ? fromBase64('RESPONSE_SIGNING_KEY', config.responseSigningKey, ED25519_SEED_BYTES, ED25519_SEED_BYTES)
+    : await loadOrCreate(path.join(dir, `response-signing-${config.responseSigningKid}.seed`), ED25519_SEED_BYTES);
+  const signing: ResponseSigningKey = { kid: config.responseSigningKid, ...signingKeyFromSeed(seed) };
+  const licenseHashKey = config.licenseHashKey
+    ? fromBase64('LICENSE_HASH_KEY', config.licenseHashKey, 32)
+    : await loadOrCreate(path.join(dir, 'license-hash.key'), 32);
+  return { signing, publishedKeys: [signing], licenseHashKey };
+}

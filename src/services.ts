@@ -1,0 +1,90 @@
+// One services object, no module singletons (STYLE 8): createServices(config) builds everything
+// a worker needs; tests build their own. close() releases in reverse order of creation.
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { systemClock, type Clock } from './clock.js';
+import { initOrm, migrate, type Orm } from './db/orm.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded-postgres.js';
+import { Sql } from './db/sql.js';
+import { AccountRepository } from './db/repositories/account.repository.js';
+import { SessionRepository } from './db/repositories/session.repository.js';
+import { ApplicationRepository } from './db/repositories/application.repository.js';
+import { LicenseRepository } from './db/repositories/license.repository.js';
+import { BlacklistRepository } from './db/repositories/blacklist.repository.js';
+import { AuditRepository } from './db/repositories/audit.repository.js';
+import type { Coordinator } from './cluster/coordinator.js';
+import { LocalCoordinator } from './cluster/local.coordinator.js';
+import { RedisCoordinator } from './cluster/redis.coordinator.js';
+import { loadSecrets, type Secrets } from './secrets.js';
+
+export interface Repositories {
+  accounts: AccountRepository;
+  sessions: SessionRepository;
+  apps: ApplicationRepository;
+  licenses: LicenseRepository;
+  blacklist: BlacklistRepository;
+  audit: AuditRepository;
+}
+
+export interface Services {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly orm: Orm;
+  readonly sql: Sql;
+  readonly repos: Repositories;
+  readonly coordinator: Coordinator;
+  readonly secrets: Secrets;
+  /** Closes the coordinator, the database pool and (last) the embedded PostgreSQL. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  clock?: Clock;
+  /** Run migrations on start (true for `serve`; the cluster primary runs them once for all workers). */
+  migrate?: boolean;
+}
+
+export async function createServices(config: Config, log: Logger, opts: ServiceOptions = {}): Promise<Services> {
+  const clock = opts.clock ?? systemClock;
+  let embedded: EmbeddedPostgres | undefined;
+  let orm: Orm | undefined;
+  let coordinator: Coordinator | undefined;
+  try {
+    if (!config.databaseUrl) embedded = await startEmbeddedPostgres(config.dataDir, log);
+    orm = await initOrm({ url: config.databaseUrl ?? embedded!.target, logger: log });
+    if (opts.migrate !== false) {
+      const applied = await migrate(orm);
+      if (applied.length > 0) log.info({ applied }, 'db.migrated');
+    }
+    const secrets = await loadSecrets(config);
+    coordinator = config.redisUrl ? new RedisCoordinator(config.redisUrl, config.redisPrefix) : new LocalCoordinator(() => clock.now());
+    if (coordinator.kind === 'redis') await coordinator.ping();
+    const sql = new Sql(orm);
+    const repos: Repositories = {
+      accounts: new AccountRepository(orm),
+      sessions: new SessionRepository(orm),
+      apps: new ApplicationRepository(orm, sql),
+      licenses: new LicenseRepository(sql),
+      blacklist: new BlacklistRepository(orm, sql),
+      audit: new AuditRepository(sql, log, () => clock.now()),
+    };
+    let closing: Promise<void> | undefined;
+    const o = orm;
+    const c = coordinator;
+    return {
+      config, log, clock, orm: o, sql, repos, coordinator: c, secrets,
+      close: () => (closing ??= (async () => {
+        await repos.audit.flush();
+        await c.close();
+        await o.close(true);
+        await embedded?.stop();
+      })()),
+    };
+  } catch (err) {
+    await coordinator?.close().catch(() => undefined);
+    await orm?.close(true).catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,233 @@
+// Applications and what hangs off them on the dashboard: settings, key generation, blacklist, logs.
+// Visibility is part of every query (AppScope), so an id from another tree finds nothing (404).
+import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import { AppError, validationError } from '../errors.js';
+import { hmacSha256, randomHex, randomToken } from '../crypto/index.js';
+import type { Application, BlacklistType, DurationUnit, KeyCosts } from '../db/entities/index.js';
+import type { AppScope } from '../db/repositories/application.repository.js';
+import type { AuditRow } from '../db/repositories/audit.repository.js';
+import type { LicenseRow } from '../db/repositories/license.repository.js';
+import type { Services } from '../services.js';
+import { normalizeIp } from '../http/client-ip.js';
+import { hasPermission, requirePermission, type Principal } from './principal.js';
+import {
+  ALPHABET_CLASSES, DEFAULT_ALPHABET, DEFAULT_MASK, MIN_RANDOM_CHARS, durationDays, expandMask, keyPreview,
+  normalizeAlphabet, placeholderCount, pricePerKey,
+} from './license-keys.js';
+import { assertWebhookUrl } from './webhook-url.js';
+
+export const MAX_DURATION_DAYS = 3650;
+
+export function scopeOf(p: Principal): AppScope {
+  if (p.role === 'developer') return { kind: 'all' };
+  if (p.role === 'owner') return { kind: 'owner', ownerId: p.account.id };
+  return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
+}
+
+/** Effective beat interval: heartbeat_interval clamped to [5, 300] (PROTOCOL 6). */
+export function beatInterval(heartbeatInterval: number): number {
+  return Math.min(300, Math.max(5, heartbeatInterval));
+}
+
+export interface AppPatch {
+  name?: string; version?: string; description?: string; enabled?: boolean; disabled_message?: string;
+  keys_paused?: boolean; hwid_lock?: boolean; require_signature?: boolean; injection_detection?: boolean;
+  require_heartbeat?: boolean; force_update?: boolean; update_url?: string; update_message?: string;
+  force_encryption?: boolean; hash_check?: boolean; expected_binary_hash?: string; webhook?: string;
+  key_costs?: Record<string, number | null | undefined>; heartbeat_interval?: number;
+}
+
+const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
+  name: 'name', version: 'version', description: 'description', enabled: 'enabled', disabled_message: 'disabledMessage',
+  keys_paused: 'keysPaused', hwid_lock: 'hwidLock', require_signature: 'requireSignature',
+  injection_detection: 'injectionDetection', require_heartbeat: 'requireHeartbeat', force_update: 'forceUpdate',
+  update_url: 'updateUrl', update_message: 'updateMessage', force_encryption: 'forceEncryption', hash_check: 'hashCheck',
+  expected_binary_hash: 'expectedBinaryHash', webhook: 'webhook', key_costs: 'keyCosts', heartbeat_interval: 'heartbeatInterval',
+};
+
+export interface GenerateInput {
+  amount: number;
+  duration?: number;
+  unit?: DurationUnit;
+  level?: number;
+  mask?: string;
+  alphabet?: string;
+  note?: string;
+}
+
+export class AppsService {
+  constructor(private readonly s: Services) {}
+
+  private now(): Date {
+    return new Date(this.s.clock.now());
+  }
+
+  /** The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). */
+  async visible(p: Principal, id: string): Promise<Application> {
+    const app = await this.s.repos.apps.findInScope(scopeOf(p), id);
+    if (!app) throw new AppError('app_not_found');
+    return app;
+  }
+
+  private assertManager(p: Principal): void {
+    if (p.role === 'reseller') throw new AppError('permission_denied');
+  }
+
+  async create(p: Principal, input: { name: string; version?: string; description?: string }): Promise<Application> {
+    this.assertManager(p);
+    const now = this.now();
+    const app = await this.s.repos.apps.create({
+      id: randomUUID(),
+      ownerId: p.role === 'admin' ? p.account.ownerId : p.account.id,
+      name: input.name, version: input.version ?? '1.0', description: input.description ?? '',
+      enabled: true, disabledMessage: '', keysPaused: false, hwidLock: false, requireSignature: false,
+      injectionDetection: true, requireHeartbeat: false, forceUpdate: false, updateUrl: '', updateMessage: '',
+      forceEncryption: false, hashCheck: false, expectedBinaryHash: '', webhook: '', keyCosts: {}, allowedHashes: [],
+      heartbeatInterval: 30, apiKey: randomHex(16), apiSecret: randomToken(32), createdBy: p.account.id,
+      createdAt: now, updatedAt: now,
+    });
+    // An admin sees only its allowed apps: the app it creates is one of them.
+    if (p.role === 'admin') await this.s.repos.accounts.allowApp(p.account.id, app.id, now);
+    this.s.repos.audit.write({ appId: app.id, action: 'app.create', detail: `Application "${app.name}" created`, actorId: p.account.id });
+    return app;
+  }
+
+  list(p: Principal): Promise<Application[]> {
+    return this.s.repos.apps.list(scopeOf(p));
+  }
+
+  async update(p: Principal, id: string, patch: AppPatch): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const changes: Partial<Application> = { updatedAt: this.now() };
+    for (const [field, value] of Object.entries(patch) as [keyof AppPatch, unknown][]) {
+      if (value === undefined) continue;
+      (changes as Record<string, unknown>)[PATCH_FIELDS[field]] = value;
+    }
+    if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
+    if (patch.webhook !== undefined && patch.webhook !== '') await assertWebhookUrl(patch.webhook, this.s.config.allowPrivateWebhooks);
+    if (patch.key_costs !== undefined) {
+      const costs: KeyCosts = {};
+      for (const [tier, v] of Object.entries(patch.key_costs)) if (v !== null && v !== undefined) costs[tier as keyof KeyCosts] = v;
+      changes.keyCosts = costs;
+    }
+    const app = await this.s.repos.apps.update(scopeOf(p), id, changes);
+    if (!app) throw new AppError('app_not_found');
+    this.s.repos.audit.write({
+      appId: id, action: 'app.update', detail: `Settings changed: ${Object.keys(patch).join(', ')}`, actorId: p.account.id,
+    });
+    return app;
+  }
+
+  async setHashes(p: Principal, id: string, hashes: string[]): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const allowedHashes = [...new Set(hashes.map((h) => h.toLowerCase()))];
+    const app = await this.s.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
+    if (!app) throw new AppError('app_not_found');
+    this.s.repos.audit.write({ appId: id, action: 'app.hashes', detail: `${allowedHashes.length} allowed binary hashes`, actorId: p.account.id });
+    return app;
+  }
+
+  /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
+  async generateLicenses(p: Principal, appId: string, input: GenerateInput): Promise<{ row: LicenseRow; key: string }[]> {
+    requirePermission(p, 'generate_keys');
+    const app = await this.visible(p, appId);
+    const unit = input.unit ?? 'days';
+    if (unit !== 'lifetime' && input.duration === undefined) throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
+    const value = unit === 'lifetime' ? 0 : input.duration!;
+    const days = durationDays(value, unit);
+    if (days > MAX_DURATION_DAYS) throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
+    const mask = input.mask ?? DEFAULT_MASK;
+    if (placeholderCount(mask) < MIN_RANDOM_CHARS) {
+      throw validationError('mask', `Mask needs at least ${MIN_RANDOM_CHARS} placeholders (*, # or X)`, 'value_error');
+    }
+    const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
+    if (!ALPHABET_CLASSES.test(alphabet)) {
+      throw validationError('alphabet', 'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes', 'value_error');
+    }
+    const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
+    const charge = p.role === 'reseller' ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount } : null;
+    const key = this.s.secrets.licenseHashKey;
+    const created = await this.s.repos.licenses.insertBatch(
+      {
+        appId, level: input.level ?? 1, durationValue: value, durationUnit: unit, durationDays: days, note: input.note ?? '',
+        resellerId: generatorIsStaff ? p.account.id : null, createdBy: p.account.id, charge,
+      },
+      input.amount,
+      () => {
+        const plaintext = expandMask(mask, alphabet);
+        return { plaintext, keyHash: licenseHash(key, plaintext), keyPreview: keyPreview(plaintext) };
+      },
+      this.now(),
+    );
+    this.s.repos.audit.write({
+      appId, action: 'license.generate', actorId: p.account.id, resellerId: generatorIsStaff ? p.account.id : null,
+      detail: `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
+    });
+    return created;
+  }
+
+  async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string) {
+    this.assertManager(p);
+    await this.visible(p, appId);
+    let value = rawValue.trim();
+    if (type === 'ip') {
+      if (isIP(value) === 0) throw validationError('value', 'Value must be an IPv4 or IPv6 address', 'value_error');
+      value = normalizeIp(value);
+    } else {
+      value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
+    }
+    const entry = await this.s.repos.blacklist.add(appId, type, value, p.account.id, this.now());
+    this.s.repos.audit.write({ appId, action: 'blacklist.add', detail: `${type} ${value} blacklisted`, actorId: p.account.id });
+    return entry;
+  }
+
+  async removeBan(p: Principal, banId: string): Promise<void> {
+    this.assertManager(p);
+    const entry = await this.s.repos.blacklist.findById(banId);
+    if (!entry) throw new AppError('ban_not_found');
+    const app = await this.s.repos.apps.findInScope(scopeOf(p), entry.appId);
+    if (!app) throw new AppError('ban_not_found');
+    await this.s.repos.blacklist.remove(banId);
+    this.s.repos.audit.write({ appId: entry.appId, action: 'blacklist.remove', detail: `${entry.type} ${entry.value} removed from blacklist`, actorId: p.account.id });
+  }
+
+  async listBans(p: Principal, appId: string) {
+    requirePermission(p, 'view_blocked_ips');
+    await this.visible(p, appId);
+    return this.s.repos.blacklist.list(appId);
+  }
+
+  async logs(p: Principal, appId: string, q: { level?: string; action?: string; limit?: number; before?: string }): Promise<AuditRow[]> {
+    requirePermission(p, 'view_auth_logs');
+    await this.visible(p, appId);
+    const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
+    const rows = await this.s.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
+    if (hasPermission(p, 'view_ip')) return rows;
+    return rows.map((r) => ({ ...r, ip: '', detail: stripIps(r.detail) }));
+  }
+
+  /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
+  subtreeIds(accountId: string): Promise<string[]> {
+    return this.s.sql
+      .all<{ id: string }>(
+        `with recursive sub(id) as (select id from accounts where id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
+         select id from sub`,
+        [accountId],
+      )
+      .then((rows) => rows.map((r) => r.id));
+  }
+}
+
+export function licenseHash(key: Buffer, plaintext: string): string {
+  return hmacSha256(key, plaintext).toString('hex');
+}
+
+const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}\b/g;
+const IPV6 = /\b(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{0,4}\b|::(?:ffff:)?[0-9a-f.:]+/gi;
+/** SPEC reseller hiding rule 3: IP-shaped substrings are removed from log details. */
+export function stripIps(text: string): string {
+  return text.replace(IPV4, '').replace(IPV6, '');
+}

@@ -1,0 +1,110 @@
+// Dashboard sign-in (PROTOCOL 7): opaque bearer tokens (stored as SHA-256), HttpOnly cookie,
+// username lockout after 5 failures in 15 minutes, owner and developer bootstrap.
+import { AppError, validationError } from '../errors.js';
+import { burnPasswordCheck, hashPassword, randomToken, sha256Hex, verifyPassword } from '../crypto/index.js';
+import type { Account } from '../db/entities/index.js';
+import type { Services } from '../services.js';
+import { Lockout } from './lockout.js';
+import { effectiveRole, type Principal } from './principal.js';
+import { assertPasswordPolicy } from './password-policy.js';
+
+export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
+export const SESSION_COOKIE = 'kw_session';
+const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
+
+export class DashboardAuth {
+  private readonly lockout: Lockout;
+
+  constructor(private readonly s: Services) {
+    this.lockout = new Lockout(s.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
+  }
+
+  private now(): Date {
+    return new Date(this.s.clock.now());
+  }
+
+  principalOf(account: Account, sessionId: string): Principal {
+    return { account, sessionId, role: effectiveRole(account, this.s.config.developerEmails) };
+  }
+
+  async login(username: string, password: string, ip: string): Promise<{ token: string; principal: Principal }> {
+    const key = username.toLowerCase();
+    await this.lockout.check([key]);
+    const account = await this.s.repos.accounts.findByUsername(username);
+    // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
+    const ok = account ? await verifyPassword(account.passwordHash, password) : await burnPasswordCheck(password);
+    if (!account || !ok || !account.enabled) {
+      await this.lockout.fail([key]);
+      this.s.log.info({ username: key, ip }, 'dashboard.login_failed');
+      throw new AppError('invalid_credentials');
+    }
+    const token = randomToken(32);
+    const sessionId = await this.s.repos.sessions.create(account.id, sha256Hex(token), ip, this.now(), SESSION_TTL_MS);
+    return { token, principal: this.principalOf(account, sessionId) };
+  }
+
+  /** The principal for a bearer token or cookie value, or null when unknown, expired or disabled. */
+  async authenticate(token: string): Promise<Principal | null> {
+    if (token.length < 20 || token.length > 128) return null;
+    const found = await this.s.repos.sessions.findLive(sha256Hex(token), this.now());
+    if (!found || !found.account.enabled) return null;
+    return this.principalOf(found.account, found.sessionId);
+  }
+
+  async logout(p: Principal): Promise<void> {
+    await this.s.repos.sessions.delete(p.sessionId);
+  }
+
+  /** Own password change: other sessions are revoked, this one stays signed in. */
+  async changePassword(p: Principal, current: string, next: string): Promise<void> {
+    if (!(await verifyPassword(p.account.passwordHash, current))) throw new AppError('current_password_wrong');
+    assertPasswordPolicy(next, p.account.username);
+    await this.s.repos.accounts.setPassword(p.account.id, await hashPassword(next), this.now());
+    await this.s.repos.sessions.revokeAll(p.account.id, p.sessionId);
+  }
+
+  /** Creates the owner `username` unless an account of that name exists; returns whether it created one. */
+  async ensureOwner(username: string, password: string): Promise<boolean> {
+    return this.ensureTopAccount(username, password, null);
+  }
+
+  /** PROTOCOL 11.16: a developer is a stored top-level account whose email is a reserved developer address. */
+  async ensureDeveloper(username: string, password: string): Promise<boolean> {
+    const email = this.s.config.developerEmails[0];
+    if (!email) throw new Error('DEVELOPER_EMAILS must name at least one address to create a developer account');
+    return this.ensureTopAccount(username, password, email);
+  }
+
+  private async ensureTopAccount(username: string, password: string, email: string | null): Promise<boolean> {
+    if (!USERNAME.test(username)) throw validationError('username', 'Username must be 3-32 characters of a-z, A-Z, 0-9, _ or -');
+    assertPasswordPolicy(password, username);
+    if (await this.s.repos.accounts.findByUsername(username)) return false;
+    await this.s.repos.accounts.create(
+      { username, passwordHash: await hashPassword(password), role: 'owner', parentId: null, email, webhookSecret: randomToken(32) },
+      this.now(),
+    );
+    return true;
+  }
+}
+
+export function accountView(p: Principal | { account: Account; role: string }) {
+  const a = p.account;
+  return {
+    id: a.id,
+    username: a.username,
+    display_name: a.displayName,
+    email: a.email,
+    role: p.role,
+    parent_id: a.parentId,
+    owner_id: a.ownerId,
+    enabled: a.enabled,
+    allowed_apps: a.allowedApps,
+    key_quota: a.keyQuota,
+    credits: a.keyQuota,
+    notes: a.notes,
+    permissions: a.permissions,
+    subscription_expires_at: a.subscriptionExpiresAt ? a.subscriptionExpiresAt.toISOString() : null,
+    webhook: a.webhook,
+    created_at: a.createdAt.toISOString(),
+  };
+}
