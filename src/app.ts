@@ -8,12 +8,29 @@ import { createHttpServer, loadUws, type HttpServer } from './http/uws.js';
 import { systemRoutes } from './http/routes/system.routes.js';
 import { authRoutes } from './http/routes/auth.routes.js';
 import { appsRoutes } from './http/routes/apps.routes.js';
+import { clientRoutes } from './http/routes/client.routes.js';
 import { DashboardAuth } from './services/dashboard-auth.service.js';
 import { AppsService } from './services/apps.service.js';
+import { ClientAppCache } from './services/client-app-cache.js';
+import { ClientSessions } from './services/client-sessions.js';
+import { ClientService } from './services/client.service.js';
+import { HeartbeatService } from './services/heartbeat.service.js';
+import { LicenseHost } from './actors/license-host.js';
+import { LicenseOpsRepository } from './db/repositories/license-ops.repository.js';
+import { EndUserRepository } from './db/repositories/end-user.repository.js';
 
 export interface Domain {
   auth: DashboardAuth;
   apps: AppsService;
+  appCache: ClientAppCache;
+  sessions: ClientSessions;
+  licenseOps: LicenseOpsRepository;
+  licenses: LicenseHost;
+  heartbeats: HeartbeatService;
+  client: ClientService;
+  /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
+  start(): Promise<void>;
+  stop(): Promise<void>;
 }
 
 export interface AppDeps {
@@ -30,7 +47,39 @@ export interface App {
 }
 
 export function createDomain(s: Services): Domain {
-  return { auth: new DashboardAuth(s), apps: new AppsService(s) };
+  const now = () => s.clock.now();
+  const appCache = new ClientAppCache(s.repos.apps, s.sql, s.coordinator, now);
+  const sessions = new ClientSessions(s.coordinator, now);
+  const faultMs = s.config.faultAfterClaimMs;
+  const licenseOps = new LicenseOpsRepository(s.sql, {
+    now,
+    ...(faultMs > 0 ? { afterClaim: () => new Promise<void>((r) => setTimeout(r, faultMs)) } : {}),
+  });
+  const licenses = new LicenseHost(
+    { register: (id, op) => licenseOps.register(id, op), activate: (id, op) => licenseOps.activate(id, op) },
+    { log: s.log, now },
+  );
+  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit });
+  const client = new ClientService({
+    now, coordinator: s.coordinator, sessions, heartbeats, licenses, licenseOps, users: new EndUserRepository(s.sql),
+    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey,
+  });
+  return {
+    auth: new DashboardAuth(s), apps: new AppsService(s, appCache), appCache, sessions, licenseOps, licenses, heartbeats, client,
+    async start() {
+      await appCache.start();
+      heartbeats.startSweeper();
+      // One process alone (no Redis) cannot race a live claim: recover every pending key.
+      // With other workers around, only claims older than any live register can be dead.
+      const recovered = await licenseOps.recoverPending(s.coordinator.kind === 'local' ? 0 : 60_000);
+      if (recovered > 0) s.log.warn({ recovered }, 'license.pending_recovered');
+    },
+    async stop() {
+      heartbeats.close();
+      licenses.close();
+      await appCache.stop();
+    },
+  };
 }
 
 export function createApp(s: Services): App {
@@ -47,6 +96,7 @@ export function createApp(s: Services): App {
   systemRoutes(deps);
   authRoutes(deps);
   appsRoutes(deps);
+  clientRoutes(deps);
   router.mount(server);
   server.mountFallback(async () => {
     throw new AppError('route_not_found');

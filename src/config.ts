@@ -37,6 +37,8 @@ export interface Config {
   readonly redisPrefix: string;
   /** SHUTDOWN_TIMEOUT_MS (extra): how long in-flight requests may take to finish on shutdown. */
   readonly shutdownTimeoutMs: number;
+  /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
+  readonly faultAfterClaimMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -86,6 +88,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel: opt(env, 'LOG_LEVEL') ?? 'info',
     redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
   };
   return Object.freeze(config);
 }

@@ -27,6 +27,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   let port: number;
   try {
     app = createApp(services);
+    await app.domain.start();
     await bootstrapAccounts(config, app, log);
     port = await app.server.listen(config.host, config.port);
   } catch (err) {
@@ -42,6 +43,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       app.server.stopListening();
       const drained = await app.server.drain(config.shutdownTimeoutMs);
       if (!drained) log.warn('server.drain_timeout: requests still in flight were cut off');
+      await app.domain.stop();
       await services.close();
       log.info('server.stopped');
     })());

@@ -4,6 +4,12 @@ import type { Orm } from './orm.js';
 
 type Ctx = unknown;
 
+/** Raw rows carry timestamptz as text (MikroORM's pg type parsers); this reads one as a Date. */
+export function toDate(v: Date | string | null | undefined): Date | null {
+  if (v === null || v === undefined) return null;
+  return v instanceof Date ? v : new Date(v);
+}
+
 export class Sql {
   constructor(private readonly orm: Orm) {}
 

@@ -16,6 +16,7 @@ import {
   normalizeAlphabet, placeholderCount, pricePerKey,
 } from './license-keys.js';
 import { assertWebhookUrl } from './webhook-url.js';
+import type { ClientAppCache } from './client-app-cache.js';
 
 export const MAX_DURATION_DAYS = 3650;
 
@@ -57,7 +58,7 @@ export interface GenerateInput {
 }
 
 export class AppsService {
-  constructor(private readonly s: Services) {}
+  constructor(private readonly s: Services, private readonly appCache: ClientAppCache) {}
 
   private now(): Date {
     return new Date(this.s.clock.now());
@@ -114,9 +115,29 @@ export class AppsService {
     }
     const app = await this.s.repos.apps.update(scopeOf(p), id, changes);
     if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
     this.s.repos.audit.write({
       appId: id, action: 'app.update', detail: `Settings changed: ${Object.keys(patch).join(', ')}`, actorId: p.account.id,
     });
+    return app;
+  }
+
+  /** Irreversible: the app with every key, user, log and ban; live sessions end on their next call. */
+  async remove(p: Principal, id: string): Promise<void> {
+    this.assertManager(p);
+    if (!(await this.s.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    this.s.log.info({ appId: id, by: p.account.id }, 'app.delete');
+  }
+
+  /** A new api_secret: signatures made with the old one stop verifying at once (on every worker). */
+  async rotateSecret(p: Principal, id: string): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const app = await this.s.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
+    if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    this.s.repos.audit.write({ appId: id, action: 'app.rotate_secret', level: 'warning', detail: 'API secret rotated', actorId: p.account.id });
     return app;
   }
 
@@ -126,6 +147,7 @@ export class AppsService {
     const allowedHashes = [...new Set(hashes.map((h) => h.toLowerCase()))];
     const app = await this.s.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
     this.s.repos.audit.write({ appId: id, action: 'app.hashes', detail: `${allowedHashes.length} allowed binary hashes`, actorId: p.account.id });
     return app;
   }
@@ -180,6 +202,7 @@ export class AppsService {
       value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
     }
     const entry = await this.s.repos.blacklist.add(appId, type, value, p.account.id, this.now());
+    await this.appCache.invalidate(appId);
     this.s.repos.audit.write({ appId, action: 'blacklist.add', detail: `${type} ${value} blacklisted`, actorId: p.account.id });
     return entry;
   }
@@ -191,6 +214,7 @@ export class AppsService {
     const app = await this.s.repos.apps.findInScope(scopeOf(p), entry.appId);
     if (!app) throw new AppError('ban_not_found');
     await this.s.repos.blacklist.remove(banId);
+    await this.appCache.invalidate(entry.appId);
     this.s.repos.audit.write({ appId: entry.appId, action: 'blacklist.remove', detail: `${entry.type} ${entry.value} removed from blacklist`, actorId: p.account.id });
   }
 

@@ -72,7 +72,7 @@ describe('keywarden command line', () => {
     expect(await first.exited).toBe(0);
     const order = messages(first).filter((m) => m.startsWith('server.') || m.startsWith('db.embedded.'));
     const at = (m: string) => order.lastIndexOf(m);
-    const seq = JSON.stringify(order);
+    const seq = JSON.stringify(order) + first.lines.filter((l) => /stop/.test(l)).join("\n");
     expect(at('server.stopping'), seq).toBeGreaterThan(at('server.listening'));
     expect(at('db.embedded.stopped'), seq).toBeGreaterThan(at('server.stopping'));
     expect(at('server.stopped'), seq).toBeGreaterThan(at('db.embedded.stopped'));

@@ -72,6 +72,11 @@ export class ApplicationRepository {
     return app;
   }
 
+  /** Deletes an app in scope; its keys, users, bans and logs go with it (ON DELETE CASCADE). */
+  async delete(scope: AppScope, id: string): Promise<boolean> {
+    return (await this.orm.em.fork().nativeDelete(ApplicationSchema, { id, ...scopeWhere(scope) })) > 0;
+  }
+
   findForClientByApiKey(apiKey: string): Promise<ClientAppRow | undefined> {
     return this.sql.one<ClientAppRow>(`select ${CLIENT_APP_COLUMNS} from applications where api_key = ?`, [apiKey]);
   }

@@ -99,6 +99,22 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
       appView(await apps.update(principal, pathId(params.id, 'app_not_found'), body), principal)),
   });
   router.add({
+    method: 'delete', path: '/api/apps/:id',
+    doc: { summary: 'Delete an application with every key, user, log, ban and session (irreversible)', tag: 'apps', auth: 'dashboard', permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      const id = pathId(params.id, 'app_not_found');
+      await apps.remove(principal, id);
+      domain.heartbeats.dropApp(id);
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'post', path: '/api/apps/:id/rotate-secret', unprefixed: true,
+    doc: { summary: 'Generate a new api_secret', tag: 'apps', auth: 'dashboard', permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) =>
+      appView(await apps.rotateSecret(principal, pathId(params.id, 'app_not_found')), principal)),
+  });
+  router.add({
     method: 'put', path: '/api/apps/:id/hashes', unprefixed: true,
     doc: { summary: 'Replace the allowed binary hashes (hash_check)', tag: 'apps', auth: 'dashboard', body: HashesBody, permission: 'owner, admin, developer' },
     handler: dashboardHandler({ auth, body: HashesBody }, async ({ principal, params, body }) =>

@@ -1,0 +1,112 @@
+// Hosts license-key actors in this worker: one actor per key id, created on demand, fed one
+// operation at a time from a per-key queue, passivated when idle, capped in number.
+import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
+import type { Logger } from 'pino';
+import { AppError } from '../errors.js';
+import { licenseMachine, type ActivateOp, type EffectOutput, type LicenseOp, type RegisterOp } from './license.machine.js';
+
+export interface LicenseEffects {
+  register(licenseId: string, op: RegisterOp): Promise<EffectOutput>;
+  activate(licenseId: string, op: ActivateOp): Promise<EffectOutput>;
+}
+
+interface Entry {
+  actor: Actor<typeof licenseMachine>;
+  /** The queue: each operation starts when the previous one settled. */
+  tail: Promise<unknown>;
+  queued: number;
+  lastUsed: number;
+}
+
+export interface LicenseHostOptions {
+  log: Logger;
+  now: () => number;
+  /** Idle actors older than this are stopped by the sweeper. */
+  idleMs?: number;
+  /** Upper bound of live actors; the least recently used idle ones are stopped past it. */
+  maxActors?: number;
+}
+
+export class LicenseHost {
+  private readonly entries = new Map<string, Entry>();
+  private readonly machine;
+  private seq = 0;
+  private readonly sweeper: NodeJS.Timeout;
+  private readonly idleMs: number;
+  private readonly maxActors: number;
+
+  constructor(effects: LicenseEffects, private readonly opts: LicenseHostOptions) {
+    this.idleMs = opts.idleMs ?? 30_000;
+    this.maxActors = opts.maxActors ?? 10_000;
+    const logged = <I extends { licenseId: string; op: LicenseOp }>(fn: (input: I) => Promise<EffectOutput>) =>
+      fromPromise<EffectOutput, I>(async ({ input }) => {
+        try {
+          return await fn(input);
+        } catch (err) {
+          opts.log.error({ err, licenseId: input.licenseId, op: input.op.kind }, 'license.effect_failed');
+          throw err;
+        }
+      });
+    this.machine = licenseMachine.provide({
+      actors: {
+        register: logged(({ licenseId, op }) => effects.register(licenseId, op as RegisterOp)),
+        activate: logged(({ licenseId, op }) => effects.activate(licenseId, op as ActivateOp)),
+      },
+    });
+    this.sweeper = setInterval(() => this.passivate(this.idleMs), Math.min(this.idleMs, 10_000));
+    this.sweeper.unref();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Runs `op` on the key's actor after every operation queued before it; throws the outcome's AppError. */
+  async run(licenseId: string, op: LicenseOp): Promise<Record<string, unknown>> {
+    let entry = this.entries.get(licenseId);
+    if (!entry) {
+      if (this.entries.size >= this.maxActors) this.passivate(0);
+      const actor = createActor(this.machine, { input: { licenseId } });
+      actor.start();
+      entry = { actor, tail: Promise.resolve(), queued: 0, lastUsed: this.opts.now() };
+      this.entries.set(licenseId, entry);
+    }
+    const e = entry;
+    const opId = ++this.seq;
+    e.queued++;
+    const result = e.tail.then(async () => {
+      e.actor.send({ type: 'OPERATE', opId, op });
+      const snap = await waitFor(e.actor, (s) => s.matches('idle') && s.context.lastOutcome?.opId === opId);
+      return snap.context.lastOutcome!;
+    });
+    e.tail = result.catch(() => undefined);
+    try {
+      const outcome = await result;
+      if (!outcome.ok) throw outcome.code === 'internal' ? new Error(`license operation ${op.kind} failed`) : new AppError(outcome.code);
+      return outcome.value;
+    } finally {
+      e.queued--;
+      e.lastUsed = this.opts.now();
+    }
+  }
+
+  /** Stops actors with nothing queued that have been idle at least `minIdleMs`. */
+  passivate(minIdleMs: number): number {
+    const cutoff = this.opts.now() - minIdleMs;
+    let stopped = 0;
+    for (const [id, e] of this.entries) {
+      if (e.queued === 0 && e.lastUsed <= cutoff) {
+        e.actor.stop();
+        this.entries.delete(id);
+        stopped++;
+      }
+    }
+    return stopped;
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const e of this.entries.values()) e.actor.stop();
+    this.entries.clear();
+  }
+}

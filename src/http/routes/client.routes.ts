@@ -1,0 +1,78 @@
+import { Type } from '@sinclair/typebox';
+import type { AppDeps } from '../../app.js';
+import { clientHandler, type ClientDeps } from '../client-route.js';
+import { signReply } from '../client-signing.js';
+import { SCREENSHOT_BODY_LIMIT } from '../router.js';
+import { jsonReply } from '../types.js';
+
+const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
+const Session = Type.String({ minLength: 1, maxLength: 128 });
+const Hwid = Str(8, 256);
+const InitIv = Type.Optional(Str(0, 64));
+const Screenshot = Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024 }));
+const Username = Str(1, 64);
+// Byte length (<= 72 UTF-8 bytes) is checked after the schema; this caps the characters.
+const Password = Str(1, 72);
+
+// Client endpoints ignore unknown fields (PROTOCOL 1): no additionalProperties: false here.
+export const InitBody = Type.Object({
+  api_key: Str(1, 128), version: Type.Optional(Str(1, 64)), enc_key: Type.Optional(Str(0, 35)), init_iv: InitIv,
+  binary_hash: Type.Optional(Str(0, 128)), binary_token: Type.Optional(Str(0, 128)), binary_token_hash: Type.Optional(Str(0, 128)),
+});
+export const RegisterBody = Type.Object({ session: Session, username: Username, password: Password, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
+export const LoginBody = Type.Object({ session: Session, username: Username, password: Password, hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
+export const LicenseBody = Type.Object({ session: Session, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
+export const StartBody = Type.Object({ session: Session, system_id: Str(8, 128) });
+export const BeatBody = Type.Object({
+  session: Session, token: Type.String({ maxLength: 256 }), system_id: Str(8, 128), beat_index: Type.Integer({ minimum: 1, maximum: 2 ** 31 }),
+  code_hash: Type.Optional(Str(8, 128)), code_size: Type.Optional(Type.Integer({ minimum: 0 })), debugger_detected: Type.Optional(Type.Boolean()),
+});
+export const StopBody = Type.Object({ session: Session, token: Type.String({ maxLength: 256 }) });
+
+export function clientRoutes({ router, s, domain }: AppDeps): void {
+  const { client, heartbeats } = domain;
+  const deps: ClientDeps = {
+    log: s.log, now: () => s.clock.now(), coordinator: s.coordinator, apps: domain.appCache, sessions: domain.sessions,
+    audit: s.repos.audit, signingKey: () => s.secrets.signing,
+  };
+  // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute.
+  const limit = (name: string, points: number) => s.coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
+  const doc = (summary: string, body: typeof InitBody | typeof RegisterBody | typeof LoginBody | typeof LicenseBody | typeof StartBody | typeof BeatBody | typeof StopBody) =>
+    ({ summary, tag: 'client', auth: 'client' as const, body });
+
+  router.add({
+    method: 'post', path: '/api/client/init', doc: doc('Open a client session', InitBody),
+    handler: clientHandler(deps, { action: 'client.init', schema: InitBody, limiter: limit('init', 30), identifiesBy: 'api_key', disabledDetail: 'message' }, (c) => client.init(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/register', bodyLimit: SCREENSHOT_BODY_LIMIT, doc: doc('Claim a key and create an end user', RegisterBody),
+    handler: clientHandler(deps, { action: 'client.register', schema: RegisterBody, limiter: limit('register', 20), identifiesBy: 'session', disabledDetail: 'message' }, (c) => client.register(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/login', bodyLimit: SCREENSHOT_BODY_LIMIT, doc: doc('Log an end user in', LoginBody),
+    handler: clientHandler(deps, { action: 'client.login', schema: LoginBody, limiter: limit('login', 20), identifiesBy: 'session', disabledDetail: 'message' }, (c) => client.login(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/license', bodyLimit: SCREENSHOT_BODY_LIMIT, doc: doc('Activate a license key without an account', LicenseBody),
+    handler: clientHandler(deps, { action: 'client.license', schema: LicenseBody, limiter: limit('license', 20), identifiesBy: 'session', disabledDetail: 'message' }, (c) => client.license(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/heartbeat/start', doc: doc('Start a heartbeat session', StartBody),
+    handler: clientHandler(deps, { action: 'client.heartbeat.start', schema: StartBody, identifiesBy: 'session', disabledDetail: 'plain' }, (c) => heartbeats.start(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/heartbeat', doc: doc('One heartbeat', BeatBody),
+    handler: clientHandler(deps, { action: 'client.heartbeat', schema: BeatBody, identifiesBy: 'session', disabledDetail: 'plain' }, (c) => heartbeats.beat(c)),
+  });
+  router.add({
+    method: 'post', path: '/api/client/heartbeat/stop', doc: doc('Stop a heartbeat session', StopBody),
+    handler: clientHandler(deps, { action: 'client.heartbeat.stop', schema: StopBody, identifiesBy: 'session', disabledDetail: 'plain' }, (c) => heartbeats.stop(c)),
+  });
+  router.add({
+    method: 'get', path: '/api/client/keys', doc: { summary: 'Response-signing public keys', tag: 'client', auth: 'none' },
+    handler: async (req) => signReply(
+      jsonReply(200, { keys: s.secrets.publishedKeys.map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: k.publicKey.toString('base64') })) }),
+      s.secrets.signing, req.method, req.path, req.headers['x-nonce'] ?? '', s.clock.now(),
+    ),
+  });
+}

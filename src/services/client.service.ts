@@ -1,0 +1,174 @@
+// The client runtime contract: init, register, login, license (SPEC endpoints and error tables,
+// PROTOCOL 2). Every check below is ordered; the order is the policy.
+import { AppError, validationError } from '../errors.js';
+import { burnPasswordCheck, hashPassword, hmacSha256, constantTimeEqual, verifyPassword } from '../crypto/index.js';
+import type { ClientCtx, ClientResult } from '../http/client-route.js';
+import type { LicenseHost } from '../actors/license-host.js';
+import type { LicenseOpsRepository } from '../db/repositories/license-ops.repository.js';
+import type { EndUserRepository } from '../db/repositories/end-user.repository.js';
+import type { AuditRepository } from '../db/repositories/audit.repository.js';
+import type { Coordinator } from '../cluster/coordinator.js';
+import type { ClientSessions } from './client-sessions.js';
+import type { HeartbeatService } from './heartbeat.service.js';
+import { licenseHash } from './apps.service.js';
+import { toDate } from '../db/sql.js';
+import { Lockout } from './lockout.js';
+
+export const MAX_PASSWORD_BYTES = 72;
+
+export interface InitBody {
+  api_key: string; version?: string; enc_key?: string; init_iv?: string;
+  binary_hash?: string; binary_token?: string; binary_token_hash?: string;
+}
+interface AuthFields { session: string; hwid: string; screenshot?: string; init_iv?: string }
+export interface RegisterBody extends AuthFields { username: string; password: string; license: string }
+export interface LoginBody extends AuthFields { username: string; password: string }
+export interface LicenseBody extends AuthFields { license: string }
+
+export interface ClientServiceDeps {
+  now: () => number;
+  coordinator: Coordinator;
+  sessions: ClientSessions;
+  heartbeats: HeartbeatService;
+  licenses: LicenseHost;
+  licenseOps: LicenseOpsRepository;
+  users: EndUserRepository;
+  audit: AuditRepository;
+  licenseHashKey: Buffer;
+}
+
+const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
+
+export class ClientService {
+  private readonly lockout: Lockout;
+
+  constructor(private readonly d: ClientServiceDeps) {
+    this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
+  }
+
+  async init(ctx: ClientCtx<InitBody>): Promise<ClientResult> {
+    const app = ctx.app.row;
+    const b = ctx.body;
+    const version = b.version ?? '1.0';
+    if (version !== app.version) {
+      if (app.force_update) {
+        throw new AppError('update_required', {
+          message: app.update_message || 'A new version is required.', latest_version: app.version, update_url: app.update_url, force_update: true,
+        });
+      }
+      this.d.audit.write({
+        appId: app.id, action: 'client.version_mismatch', level: 'warning', ip: ctx.ip,
+        detail: `Client version ${version} differs from application version ${app.version}`,
+      });
+    }
+    if (app.force_encryption && !b.enc_key) throw new AppError('encryption_key_required');
+    if (app.hash_check && !(b.binary_hash && app.allowed_hashes.includes(b.binary_hash.toLowerCase()))) throw new AppError('binary_hash_mismatch');
+    if (b.binary_token !== undefined) {
+      const expected = hmacSha256(app.api_secret, b.binary_token).toString('hex');
+      if (!b.binary_token_hash || !constantTimeEqual(expected, b.binary_token_hash.toLowerCase())) throw new AppError('binary_token_invalid');
+    }
+    const encKey = b.enc_key ? b.enc_key : null;
+    const session = await this.d.sessions.create(app.id, encKey);
+    ctx.audit.detail = `Session opened (version ${version})`;
+    return { body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } }, encKey };
+  }
+
+  async register(ctx: ClientCtx<RegisterBody>): Promise<ClientResult> {
+    const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'license_paused');
+    const b = ctx.body;
+    try {
+      const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
+      if (!licenseId) throw new AppError('license_invalid');
+      // Hashed before the claim, so the key stays pending for as short a time as possible.
+      const passwordHash = await hashPassword(b.password);
+      const v = await this.d.licenses.run(licenseId, {
+        kind: 'register', appId: app.id, username: b.username, passwordHash, hwid, ip: ctx.ip, hwidLock: app.hwid_lock,
+      });
+      await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: v.userId as string, licenseId });
+      ctx.audit.detail = `User ${b.username} registered`;
+      ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
+      return {
+        body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
+        encKey: session.record.encKey,
+      };
+    } catch (err) {
+      if (err instanceof AppError && LOCKOUT_COUNTED.has(err.code)) await this.lockout.fail(lockKeys);
+      throw err;
+    }
+  }
+
+  async login(ctx: ClientCtx<LoginBody>): Promise<ClientResult> {
+    const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'login_paused');
+    const b = ctx.body;
+    const user = await this.d.users.findForLogin(app.id, b.username);
+    // Unknown names cost the same Argon2id work as a wrong password; every failure reads the same.
+    const passwordOk = user ? await verifyPassword(user.password_hash, b.password) : await burnPasswordCheck(b.password);
+    const now = this.d.now();
+    const expiresAt = toDate(user?.expires_at);
+    const failure = !user ? 'unknown user'
+      : !passwordOk ? 'wrong password'
+      : user.banned ? 'user banned'
+      : expiresAt && expiresAt.getTime() < now ? 'user expired'
+      : user.key_status === null ? 'license key deleted'
+      : user.key_status === 'banned' ? 'license key banned'
+      : app.hwid_lock && user.hwid !== '' && user.hwid !== hwid ? 'HWID mismatch'
+      : null;
+    if (failure || !user) {
+      await this.lockout.fail(lockKeys);
+      ctx.audit.detail = `401 login of ${b.username} failed: ${failure}`;
+      ctx.audit.resellerId = user?.reseller_id ?? null;
+      throw new AppError('invalid_credentials');
+    }
+    await this.d.users.recordLogin(user, ctx.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
+    await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: user.id, licenseId: user.license_id ?? undefined });
+    ctx.audit.detail = `User ${b.username} logged in`;
+    ctx.audit.resellerId = user.reseller_id;
+    return {
+      body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
+      encKey: session.record.encKey,
+    };
+  }
+
+  async license(ctx: ClientCtx<LicenseBody>): Promise<ClientResult> {
+    const { app, session } = this.auth(ctx);
+    const b = ctx.body;
+    if (app.keys_paused) throw new AppError('license_paused');
+    this.requireHeartbeat(ctx);
+    const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
+    if (!licenseId) throw new AppError('license_invalid');
+    const v = await this.d.licenses.run(licenseId, { kind: 'activate', appId: app.id, hwid: b.hwid.toLowerCase(), ip: ctx.ip, hwidLock: app.hwid_lock });
+    await this.d.sessions.activate(session.token, session.record, { licenseId });
+    ctx.audit.detail = 'License activated';
+    ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
+    return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
+  }
+
+  private auth<B>(ctx: ClientCtx<B>) {
+    if (!ctx.session) throw new AppError('session_invalid');
+    return { app: ctx.app.row, session: ctx.session };
+  }
+
+  /** What register and login check first, in order: password size, lockout, paused, heartbeat. */
+  private async accountCall(ctx: ClientCtx<RegisterBody | LoginBody>, pausedCode: 'license_paused' | 'login_paused') {
+    const { app, session } = this.auth(ctx);
+    assertPasswordBytes(ctx.body.password);
+    const lockKeys = [`${app.id}:u:${ctx.body.username.toLowerCase()}`, `${app.id}:ip:${ctx.ip}`];
+    await this.lockout.check(lockKeys);
+    if (app.keys_paused) throw new AppError(pausedCode);
+    this.requireHeartbeat(ctx);
+    return { app, session, hwid: ctx.body.hwid.toLowerCase(), lockKeys };
+  }
+
+  /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
+  private requireHeartbeat<B>(ctx: ClientCtx<B>): void {
+    if (!ctx.app.row.require_heartbeat || !ctx.session) return;
+    if (!this.d.sessions.isActivated(ctx.session.record)) return;
+    if (!this.d.heartbeats.isAlive(ctx.session.token)) throw new AppError('heartbeat_required');
+  }
+}
+
+function assertPasswordBytes(password: string): void {
+  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
+    throw validationError('password', `Password must be at most ${MAX_PASSWORD_BYTES} UTF-8 bytes`, 'string_too_long');
+  }
+}
