@@ -18,6 +18,14 @@ import { HeartbeatService } from './services/heartbeat.service.js';
 import { LicenseHost } from './actors/license-host.js';
 import { LicenseOpsRepository } from './db/repositories/license-ops.repository.js';
 import { EndUserRepository } from './db/repositories/end-user.repository.js';
+import { KeyAdminRepository } from './db/repositories/key-admin.repository.js';
+import { KeysAdminService } from './services/keys-admin.service.js';
+import { EventBus } from './services/events.js';
+import { keysRoutes } from './http/routes/keys.routes.js';
+import { teamRoutes } from './http/routes/team.routes.js';
+import { TeamService } from './services/team.service.js';
+import { TeamRepository } from './db/repositories/account.repository.js';
+import { LiveHub } from './ws/live.js';
 
 export interface Domain {
   auth: DashboardAuth;
@@ -28,6 +36,9 @@ export interface Domain {
   licenses: LicenseHost;
   heartbeats: HeartbeatService;
   client: ClientService;
+  keys: KeysAdminService;
+  team: TeamService;
+  events: EventBus;
   /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -41,6 +52,7 @@ export interface AppDeps {
 }
 
 export interface App {
+  readonly live: LiveHub;
   readonly server: HttpServer;
   readonly router: Router;
   readonly domain: Domain;
@@ -59,15 +71,21 @@ export function createDomain(s: Services): Domain {
     { register: (id, op) => licenseOps.register(id, op), activate: (id, op) => licenseOps.activate(id, op) },
     { log: s.log, now },
   );
-  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit });
+  const events = new EventBus(s.coordinator, now, s.log);
+  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit, events });
+  events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({
     now, coordinator: s.coordinator, sessions, heartbeats, licenses, licenseOps, users: new EndUserRepository(s.sql),
-    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey,
+    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events,
   });
+  const apps = new AppsService(s, appCache, events);
+  const keys = new KeysAdminService(s, new KeyAdminRepository(s.sql), apps, events);
   return {
-    auth: new DashboardAuth(s), apps: new AppsService(s, appCache), appCache, sessions, licenseOps, licenses, heartbeats, client,
+    auth: new DashboardAuth(s), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
+    team: new TeamService(s, new TeamRepository(s.orm)),
     async start() {
       await appCache.start();
+      await events.start();
       heartbeats.startSweeper();
       // One process alone (no Redis) cannot race a live claim: recover every pending key.
       // With other workers around, only claims older than any live register can be dead.
@@ -77,6 +95,7 @@ export function createDomain(s: Services): Domain {
     async stop() {
       heartbeats.close();
       licenses.close();
+      await events.stop();
       await appCache.stop();
     },
   };
@@ -97,9 +116,25 @@ export function createApp(s: Services): App {
   authRoutes(deps);
   appsRoutes(deps);
   clientRoutes(deps);
+  keysRoutes(deps);
+  teamRoutes(deps);
+  const live = new LiveHub({ log: s.log, auth: domain.auth, apps: domain.apps, events: domain.events });
+  live.start();
+  live.mount(server.app);
+  const notHere = async () => {
+    throw new AppError('route_not_found');
+  };
+  router.add({
+    method: 'get', path: '/api/ws', docOnly: true, handler: notHere,
+    doc: { summary: 'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; subprotocol msgpack for MessagePack frames', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
+  });
+  router.add({
+    method: 'get', path: '/api/apps/:id/events', docOnly: true, handler: notHere,
+    doc: { summary: 'Server-Sent Events: one `event:` per kind', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
+  });
   router.mount(server);
   server.mountFallback(async () => {
     throw new AppError('route_not_found');
   });
-  return { server, router, domain };
+  return { server, router, domain, live };
 }

@@ -62,6 +62,8 @@ export const ERRORS = {
   user_not_found: { status: 404, detail: 'User not found' },
   ban_not_found: { status: 404, detail: 'Blacklist entry not found' },
   account_not_found: { status: 404, detail: 'Account not found' },
+  subscription_admins_only: { status: 400, detail: 'Subscriptions only apply to admins.' },
+  subscription_expired: { status: 403, detail: 'Subscription expired' },
   license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },
   license_not_activated: { status: 400, detail: 'Key has not been activated yet' },
 } as const satisfies Record<string, { status: number; detail: string }>;

@@ -27,6 +27,8 @@ export interface Route {
   /** Also serve the path without its `/api` prefix (PROTOCOL 1). */
   unprefixed?: boolean;
   bodyLimit?: number;
+  /** Served by another transport (WebSocket, SSE): listed in OpenAPI, not mounted here. */
+  docOnly?: boolean;
   doc: RouteDoc;
   handler: RouteHandler;
 }
@@ -40,6 +42,7 @@ export class Router {
 
   mount(server: HttpServer): void {
     for (const r of this.routes) {
+      if (r.docOnly) continue;
       const bodyLimit = r.bodyLimit ?? DEFAULT_BODY_LIMIT;
       server.mount({ method: r.method, pattern: r.path, bodyLimit, handler: r.handler });
       if (r.unprefixed) server.mount({ method: r.method, pattern: r.path.replace(/^\/api/, ''), bodyLimit, handler: r.handler });

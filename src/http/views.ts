@@ -2,7 +2,7 @@
 import type { Application, BlacklistEntry } from '../db/entities/index.js';
 import type { AuditRow } from '../db/repositories/audit.repository.js';
 import type { LicenseRow } from '../db/repositories/license.repository.js';
-import type { Principal } from '../services/principal.js';
+import { hasPermission, type Principal } from '../services/principal.js';
 import { beatInterval } from '../services/apps.service.js';
 
 const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
@@ -46,6 +46,14 @@ function licenseStatus(r: LicenseRow, now: number): 'active' | 'banned' | 'unact
   if (r.status === 'unused' || (r.status === 'pending' && !r.used_by)) return 'unactivated';
   if (r.expires_at && r.duration_unit !== 'lifetime' && r.duration_days !== 0 && new Date(r.expires_at).getTime() < now) return 'expired';
   return 'active';
+}
+
+/** SPEC hiding rules 2-3 for key rows: no hwid without view_hwid, no ip without view_ip. */
+export function hiddenLicenseView(p: Principal, r: LicenseRow, now: number) {
+  const v: Partial<ReturnType<typeof licenseView>> = licenseView(r, now);
+  if (!hasPermission(p, 'view_hwid')) delete v.hwid;
+  if (!hasPermission(p, 'view_ip')) delete v.ip;
+  return v;
 }
 
 export function licenseView(r: LicenseRow, now: number, plaintext?: string) {

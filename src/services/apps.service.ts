@@ -17,6 +17,7 @@ import {
 } from './license-keys.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { ClientAppCache } from './client-app-cache.js';
+import type { EventBus } from './events.js';
 
 export const MAX_DURATION_DAYS = 3650;
 
@@ -58,7 +59,7 @@ export interface GenerateInput {
 }
 
 export class AppsService {
-  constructor(private readonly s: Services, private readonly appCache: ClientAppCache) {}
+  constructor(private readonly s: Services, private readonly appCache: ClientAppCache, private readonly events: EventBus) {}
 
   private now(): Date {
     return new Date(this.s.clock.now());
@@ -127,6 +128,8 @@ export class AppsService {
     this.assertManager(p);
     if (!(await this.s.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
+    // Every worker ends the app's live heartbeat sessions.
+    await this.events.publish('app.delete', id, {});
     this.s.log.info({ appId: id, by: p.account.id }, 'app.delete');
   }
 
@@ -184,6 +187,7 @@ export class AppsService {
       },
       this.now(),
     );
+    await this.events.publish('license.generate', appId, { count: created.length, license_ids: created.map((c) => c.row.id) }, generatorIsStaff ? p.account.id : null);
     this.s.repos.audit.write({
       appId, action: 'license.generate', actorId: p.account.id, resellerId: generatorIsStaff ? p.account.id : null,
       detail: `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,

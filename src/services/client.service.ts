@@ -13,6 +13,7 @@ import type { HeartbeatService } from './heartbeat.service.js';
 import { licenseHash } from './apps.service.js';
 import { toDate } from '../db/sql.js';
 import { Lockout } from './lockout.js';
+import type { EventBus } from './events.js';
 
 export const MAX_PASSWORD_BYTES = 72;
 
@@ -35,6 +36,7 @@ export interface ClientServiceDeps {
   users: EndUserRepository;
   audit: AuditRepository;
   licenseHashKey: Buffer;
+  events: EventBus;
 }
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
@@ -87,6 +89,7 @@ export class ClientService {
       await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: v.userId as string, licenseId });
       ctx.audit.detail = `User ${b.username} registered`;
       ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
+      await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: ctx.ip }, ctx.audit.resellerId);
       return {
         body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
         encKey: session.record.encKey,
@@ -123,6 +126,7 @@ export class ClientService {
     await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: user.id, licenseId: user.license_id ?? undefined });
     ctx.audit.detail = `User ${b.username} logged in`;
     ctx.audit.resellerId = user.reseller_id;
+    await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: ctx.ip }, user.reseller_id);
     return {
       body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
       encKey: session.record.encKey,
@@ -140,6 +144,7 @@ export class ClientService {
     await this.d.sessions.activate(session.token, session.record, { licenseId });
     ctx.audit.detail = 'License activated';
     ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
+    await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip }, ctx.audit.resellerId);
     return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
   }
 

@@ -48,7 +48,11 @@ export class DashboardAuth {
     if (token.length < 20 || token.length > 128) return null;
     const found = await this.s.repos.sessions.findLive(sha256Hex(token), this.now());
     if (!found || !found.account.enabled) return null;
-    return this.principalOf(found.account, found.sessionId);
+    const a = found.account;
+    if (a.role === 'admin' && a.subscriptionExpiresAt && a.subscriptionExpiresAt.getTime() < this.s.clock.now()) {
+      throw new AppError('subscription_expired');
+    }
+    return this.principalOf(a, found.sessionId);
   }
 
   async logout(p: Principal): Promise<void> {

@@ -10,6 +10,7 @@ import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import type { Logger } from 'pino';
 import type { ClientSessions } from './client-sessions.js';
 import { beatInterval } from './apps.service.js';
+import type { EventBus, LiveEvent } from './events.js';
 
 export interface StartBody { session: string; system_id: string }
 export interface BeatBody {
@@ -46,6 +47,7 @@ export interface HeartbeatServiceDeps {
   log: Logger;
   sessions: ClientSessions;
   audit: AuditRepository;
+  events: EventBus;
   maxLiveActors?: number;
 }
 
@@ -58,6 +60,33 @@ export class HeartbeatService {
       maxLive: d.maxLiveActors ?? 10_000,
       onExpired: (c) => d.log.debug({ appId: c.appId }, 'heartbeat.expired'),
     });
+  }
+
+  /**
+   * Revocations arrive as live events from any worker: a deleted or banned key, or a banned user,
+   * kills the sessions bound to it, so the copy stops at its next beat (PROTOCOL 11.10). A deleted
+   * user's session is orphaned, not killed (SPEC "End user").
+   */
+  onEvent(e: LiveEvent): void {
+    const d = e.data;
+    if (e.kind === 'app.delete') this.dropApp(e.app_id);
+    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true)) this.revoke((c) => c.licenseId === d.license_id);
+    else if (e.kind === 'user.ban' && d.banned === true) this.revoke((c) => c.userId === d.user_id);
+  }
+
+  private revoke(match: (c: HeartbeatContext) => boolean): void {
+    for (const c of this.host.contexts()) {
+      if (!match(c)) continue;
+      this.host.send(c.session, { type: 'KILL', reason: 'revoked' });
+      this.d.audit.write({ appId: c.appId, action: 'heartbeat.kill', level: 'warning', detail: `Session killed: ${KILL_TEXT.revoked}` });
+      void this.d.sessions.get(c.session).then((rec) => rec && this.d.sessions.deactivate(c.session, rec));
+    }
+  }
+
+  countForApp(appId: string): number {
+    let n = 0;
+    for (const c of this.host.contexts()) if (c.appId === appId) n++;
+    return n;
   }
 
   /** Ends every heartbeat session of an application (it was deleted). */
@@ -126,7 +155,7 @@ export class HeartbeatService {
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'killed') {
-      await this.killed(ctx, v.reason);
+      await this.killed(ctx, v.reason, r.before);
       throw new AppError('heartbeat_rejected');
     }
     const c = r.context as HeartbeatContext;
@@ -147,12 +176,14 @@ export class HeartbeatService {
     const r = this.host.send(s.token, { type: 'STOP', token: ctx.body.token });
     if (!r || r.verdict.kind !== 'stopped') throw new AppError('heartbeat_token_invalid');
     ctx.audit.detail = `Heartbeat stopped after ${r.before.beatCount} beats`;
+    await this.d.events.publish('heartbeat.stop', ctx.app.row.id, { user_id: r.before.userId, license_id: r.before.licenseId, beats: r.before.beatCount });
     return { body: { success: true } };
   }
 
-  private async killed(ctx: ClientCtx<unknown>, reason: KillReason): Promise<void> {
+  private async killed(ctx: ClientCtx<unknown>, reason: KillReason, before: HeartbeatContext): Promise<void> {
     ctx.audit.action = 'heartbeat.kill';
     ctx.audit.detail = `Session killed: ${KILL_TEXT[reason]}`;
+    await this.d.events.publish('heartbeat.kill', ctx.app.row.id, { reason, ip: ctx.ip, user_id: before.userId, license_id: before.licenseId });
     const s = ctx.session!;
     const current = await this.d.sessions.get(s.token);
     if (current) await this.d.sessions.deactivate(s.token, current);

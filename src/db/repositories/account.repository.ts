@@ -64,3 +64,65 @@ export class AccountRepository {
     await em.flush();
   }
 }
+
+export class TeamRepository {
+  constructor(private readonly orm: Orm) {}
+
+  /** Every account below `rootId` (not itself), by walking parent_id. */
+  async descendants(rootId: string): Promise<Account[]> {
+    const em = this.orm.em.fork();
+    const rows = await em.getConnection().execute<{ id: string }[]>(
+      `with recursive sub(id) as (select id from accounts where parent_id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
+       select id from sub`,
+      [rootId],
+    );
+    if (rows.length === 0) return [];
+    return em.find(AccountSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { createdAt: 'asc' } });
+  }
+
+  all(): Promise<Account[]> {
+    return this.orm.em.fork().find(AccountSchema, {}, { orderBy: { createdAt: 'asc' } });
+  }
+
+  findByEmail(email: string): Promise<Account | null> {
+    return this.orm.em.fork().findOne(AccountSchema, { email });
+  }
+
+  async update(id: string, patch: Partial<Account>): Promise<Account> {
+    const em = this.orm.em.fork();
+    const a = await em.findOneOrFail(AccountSchema, { id });
+    em.assign(a, patch);
+    await em.flush();
+    return a;
+  }
+
+  /** Deletes an account, moving its children under `newParentId`; returns how many moved. */
+  async deleteAndAdopt(id: string, newParentId: string): Promise<number> {
+    const em = this.orm.em.fork();
+    return em.transactional(async (tx) => {
+      const moved = await tx.nativeUpdate(AccountSchema, { parentId: id }, { parentId: newParentId });
+      await tx.nativeDelete(AccountSchema, { id });
+      return moved;
+    });
+  }
+
+  /** Credits top-up in one statement: clamped at 0; an unlimited balance becomes finite at the amount. */
+  async addCredits(id: string, amount: number, now: Date): Promise<void> {
+    await this.orm.em.fork().getConnection().execute(
+      'update accounts set key_quota = greatest(0, coalesce(key_quota, 0) + ?), updated_at = ? where id = ?',
+      [amount, now, id],
+    );
+  }
+
+  /** Removes app ids from the allowed lists of these accounts. */
+  async removeApps(ids: readonly string[], appIds: readonly string[], now: Date): Promise<void> {
+    if (ids.length === 0 || appIds.length === 0) return;
+    const em = this.orm.em.fork();
+    const accounts = await em.find(AccountSchema, { id: { $in: [...ids] } });
+    for (const a of accounts) {
+      a.allowedApps = a.allowedApps.filter((x) => !appIds.includes(x));
+      a.updatedAt = now;
+    }
+    await em.flush();
+  }
+}

@@ -104,7 +104,6 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       const id = pathId(params.id, 'app_not_found');
       await apps.remove(principal, id);
-      domain.heartbeats.dropApp(id);
       return { success: true };
     }),
   });
