@@ -129,9 +129,9 @@ export class LiveHub {
               res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end('{"detail":"Not authenticated"}');
               return;
             }
+            // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
             const msgpack = protocols.includes('msgpack');
-            if (msgpack) res.writeHeader('Sec-WebSocket-Protocol', 'msgpack');
-            res.upgrade<WsData>({ principal, msgpack, unsubs: [], closed: false }, key, msgpack ? '' : (protocols[0] ?? ''), extensions, context);
+            res.upgrade<WsData>({ principal, msgpack, unsubs: [], closed: false }, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
           });
         }, (err: unknown) => {
           hub.d.log.error({ err }, 'ws.upgrade_failed');

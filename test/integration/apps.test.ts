@@ -128,6 +128,25 @@ describe('applications', () => {
   });
 });
 
+describe('admins acting on one of several allowed apps (regression: the scope once replaced the id)', () => {
+  it('reads, changes and deletes exactly the app named, and nothing outside the allowed list', async () => {
+    const ownerId = (await owner.get('/api/auth/me')).body.account.id;
+    const [a, b, c] = await Promise.all([1, 2, 3].map(async (i) => (await owner.post('/apps', { name: `Scoped ${i}` })).body));
+    const adm = await createAccount(t, { username: 'scopeadmin', password: 'admin-pass-1', role: 'admin', parentId: ownerId, ownerId });
+    await t.server.services.repos.accounts.allowApp(adm.id, a.id, new Date());
+    await t.server.services.repos.accounts.allowApp(adm.id, b.id, new Date());
+    const api = await new Api(t.base).signIn('scopeadmin', 'admin-pass-1');
+    expect((await api.get(`/api/apps/${b.id}`)).body.name).toBe('Scoped 2');
+    expect((await api.get(`/api/apps/${c.id}`)).status).toBe(404);
+    expect((await api.patch(`/apps/${b.id}`, { name: 'Renamed 2' })).body.name).toBe('Renamed 2');
+    expect((await owner.get(`/api/apps/${a.id}`)).body.name).toBe('Scoped 1');
+    expect((await api.delete(`/api/apps/${b.id}`)).body).toEqual({ success: true });
+    expect((await owner.get(`/api/apps/${a.id}`)).status).toBe(200);
+    expect((await owner.get(`/api/apps/${c.id}`)).status).toBe(200);
+    expect((await api.delete(`/api/apps/${c.id}`)).status).toBe(404);
+  });
+});
+
 describe('blacklist', () => {
   it('adds, lists and removes IP and HWID entries', async () => {
     const app = (await owner.post('/apps', { name: 'Bans' })).body;

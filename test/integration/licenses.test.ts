@@ -102,4 +102,20 @@ describe('key generation', () => {
     expect(exact.status).toBe(200);
     expect((await r.get('/api/auth/me')).body.account.credits).toBe(0);
   });
+
+  it('concurrent generations against one balance never overdraw it', async () => {
+    const ownerId = (await owner.get('/api/auth/me')).body.account.id;
+    const app2 = (await owner.post('/apps', { name: 'Race' })).body.id;
+    const seller = await createAccount(t, { username: 'race-seller', password: 'seller-pass-1', role: 'reseller', parentId: ownerId, ownerId });
+    await t.server.services.sql.run(
+      `update accounts set key_quota = 10, allowed_apps = ?::jsonb, permissions = jsonb_set(permissions, '{generate_keys}', 'true') where id = ?`,
+      [JSON.stringify([app2]), seller.id],
+    );
+    const r = await new Api(t.base).signIn('race-seller', 'seller-pass-1');
+    const results = await Promise.all(Array.from({ length: 25 }, () => r.post(`/apps/${app2}/licenses`, { amount: 1, duration: 1 })));
+    expect(results.filter((x) => x.status === 200)).toHaveLength(10);
+    for (const x of results.filter((y) => y.status !== 200)) expect(x.body).toEqual({ detail: 'Insufficient credits' });
+    expect((await r.get('/api/auth/me')).body.account.credits).toBe(0);
+    expect((await owner.get(`/api/apps/${app2}`)).body.stats.keys).toBe(10);
+  });
 });

@@ -16,6 +16,19 @@ function scopeWhere(scope: AppScope): Record<string, unknown> {
   }
 }
 
+/**
+ * One app by id, inside a scope. Built explicitly rather than by spreading scopeWhere over
+ * `{ id }`: the scope's own `id` condition would replace the requested id and match every
+ * allowed app.
+ */
+function oneInScope(scope: AppScope, id: string): Record<string, unknown> | null {
+  switch (scope.kind) {
+    case 'all': return { id };
+    case 'owner': return { id, ownerId: scope.ownerId };
+    case 'allowed': return scope.appIds.includes(id) ? { id, ownerId: scope.ownerId } : null;
+  }
+}
+
 /** The fields the client hot path needs, read with one indexed query and no ORM bookkeeping. */
 export interface ClientAppRow {
   id: string;
@@ -58,14 +71,17 @@ export class ApplicationRepository {
     return this.orm.em.fork().find(ApplicationSchema, scopeWhere(scope), { orderBy: { createdAt: 'asc' } });
   }
 
-  findInScope(scope: AppScope, id: string): Promise<Application | null> {
-    return this.orm.em.fork().findOne(ApplicationSchema, { id, ...scopeWhere(scope) });
+  async findInScope(scope: AppScope, id: string): Promise<Application | null> {
+    const where = oneInScope(scope, id);
+    return where ? this.orm.em.fork().findOne(ApplicationSchema, where) : null;
   }
 
   /** Applies `patch` to an app in scope; returns the updated app, or null when not in scope. */
   async update(scope: AppScope, id: string, patch: Partial<Application>): Promise<Application | null> {
+    const where = oneInScope(scope, id);
+    if (!where) return null;
     const em = this.orm.em.fork();
-    const app = await em.findOne(ApplicationSchema, { id, ...scopeWhere(scope) });
+    const app = await em.findOne(ApplicationSchema, where);
     if (!app) return null;
     em.assign(app, patch);
     await em.flush();
@@ -74,7 +90,8 @@ export class ApplicationRepository {
 
   /** Deletes an app in scope; its keys, users, bans and logs go with it (ON DELETE CASCADE). */
   async delete(scope: AppScope, id: string): Promise<boolean> {
-    return (await this.orm.em.fork().nativeDelete(ApplicationSchema, { id, ...scopeWhere(scope) })) > 0;
+    const where = oneInScope(scope, id);
+    return where !== null && (await this.orm.em.fork().nativeDelete(ApplicationSchema, where)) > 0;
   }
 
   findForClientByApiKey(apiKey: string): Promise<ClientAppRow | undefined> {

@@ -1,0 +1,48 @@
+// Starts `keywarden serve` as a real child process and waits for it to listen.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+export interface ServerProcess {
+  child: ChildProcessWithoutNullStreams;
+  base: string;
+  port: number;
+  output: string[];
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
+    cwd: root,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '', ...env },
+  });
+  const output: string[] = [];
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    child.stderr.on('data', (d: Buffer) => output.push(d.toString()));
+    child.stdout.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        output.push(line);
+        const m = /"port":(\d+)[^\n]*"msg":"server.listening"/.exec(line);
+        if (m) {
+          const port = Number(m[1]);
+          resolve({
+            child, port, base: `http://127.0.0.1:${port}`, output, exited,
+            stop: async (signal = 'SIGTERM') => {
+              if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+              return exited;
+            },
+          });
+        }
+      }
+    });
+    void exited.then((code) => reject(new Error(`server exited (${code}) before listening:\n${output.join('\n')}`)));
+  });
+}
