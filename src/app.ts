@@ -26,6 +26,8 @@ import { teamRoutes } from './http/routes/team.routes.js';
 import { TeamService } from './services/team.service.js';
 import { TeamRepository } from './db/repositories/account.repository.js';
 import { LiveHub } from './ws/live.js';
+import { WebhookService } from './services/webhooks.service.js';
+import { ScreenshotStore } from './services/screenshots.js';
 
 export interface Domain {
   auth: DashboardAuth;
@@ -38,6 +40,7 @@ export interface Domain {
   client: ClientService;
   keys: KeysAdminService;
   team: TeamService;
+  webhooks: WebhookService;
   events: EventBus;
   /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
   start(): Promise<void>;
@@ -72,17 +75,22 @@ export function createDomain(s: Services): Domain {
     { log: s.log, now },
   );
   const events = new EventBus(s.coordinator, now, s.log);
+  const webhooks = new WebhookService({
+    sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
+    ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
+  });
   const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit, events });
   events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({
     now, coordinator: s.coordinator, sessions, heartbeats, licenses, licenseOps, users: new EndUserRepository(s.sql),
-    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events,
+    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks, sql: s.sql,
+    screenshots: new ScreenshotStore(s.config.dataDir),
   });
   const apps = new AppsService(s, appCache, events);
   const keys = new KeysAdminService(s, new KeyAdminRepository(s.sql), apps, events);
   return {
     auth: new DashboardAuth(s), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
-    team: new TeamService(s, new TeamRepository(s.orm)),
+    team: new TeamService(s, new TeamRepository(s.orm)), webhooks,
     async start() {
       await appCache.start();
       await events.start();
@@ -93,6 +101,7 @@ export function createDomain(s: Services): Domain {
       if (recovered > 0) s.log.warn({ recovered }, 'license.pending_recovered');
     },
     async stop() {
+      await webhooks.drain();
       heartbeats.close();
       licenses.close();
       await events.stop();

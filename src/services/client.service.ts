@@ -14,6 +14,9 @@ import { licenseHash } from './apps.service.js';
 import { toDate } from '../db/sql.js';
 import { Lockout } from './lockout.js';
 import type { EventBus } from './events.js';
+import type { WebhookService } from './webhooks.service.js';
+import type { ScreenshotStore } from './screenshots.js';
+import type { Sql } from '../db/sql.js';
 
 export const MAX_PASSWORD_BYTES = 72;
 
@@ -37,6 +40,9 @@ export interface ClientServiceDeps {
   audit: AuditRepository;
   licenseHashKey: Buffer;
   events: EventBus;
+  webhooks: WebhookService;
+  screenshots: ScreenshotStore;
+  sql: Sql;
 }
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
@@ -78,6 +84,7 @@ export class ClientService {
   async register(ctx: ClientCtx<RegisterBody>): Promise<ClientResult> {
     const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'license_paused');
     const b = ctx.body;
+    const shot = this.d.screenshots.decode(b.screenshot);
     try {
       const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
       if (!licenseId) throw new AppError('license_invalid');
@@ -90,6 +97,11 @@ export class ClientService {
       ctx.audit.detail = `User ${b.username} registered`;
       ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
       await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: ctx.ip }, ctx.audit.resellerId);
+      const shotPath = await this.keepScreenshot(app.id, shot, [
+        ['update end_users set activation_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, v.userId]],
+        ['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]],
+      ]);
+      this.d.webhooks.notify(app.id, ctx.audit.resellerId, 'client.register', { username: b.username, hwid, ip: ctx.ip, new_device: true, screenshot: shotPath });
       return {
         body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
         encKey: session.record.encKey,
@@ -103,6 +115,7 @@ export class ClientService {
   async login(ctx: ClientCtx<LoginBody>): Promise<ClientResult> {
     const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'login_paused');
     const b = ctx.body;
+    const shot = this.d.screenshots.decode(b.screenshot);
     const user = await this.d.users.findForLogin(app.id, b.username);
     // Unknown names cost the same Argon2id work as a wrong password; every failure reads the same.
     const passwordOk = user ? await verifyPassword(user.password_hash, b.password) : await burnPasswordCheck(b.password);
@@ -127,6 +140,12 @@ export class ClientService {
     ctx.audit.detail = `User ${b.username} logged in`;
     ctx.audit.resellerId = user.reseller_id;
     await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: ctx.ip }, user.reseller_id);
+    const shotPath = await this.keepScreenshot(app.id, shot, [
+      ['update end_users set last_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, user.id]],
+    ]);
+    this.d.webhooks.notify(app.id, user.reseller_id, 'client.login', {
+      username: b.username, hwid, ip: ctx.ip, new_device: !user.known_hwids.includes(hwid), screenshot: shotPath,
+    });
     return {
       body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
       encKey: session.record.encKey,
@@ -136,6 +155,7 @@ export class ClientService {
   async license(ctx: ClientCtx<LicenseBody>): Promise<ClientResult> {
     const { app, session } = this.auth(ctx);
     const b = ctx.body;
+    const shot = this.d.screenshots.decode(b.screenshot);
     if (app.keys_paused) throw new AppError('license_paused');
     this.requireHeartbeat(ctx);
     const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
@@ -145,7 +165,19 @@ export class ClientService {
     ctx.audit.detail = 'License activated';
     ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
     await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip }, ctx.audit.resellerId);
+    const shotPath = await this.keepScreenshot(app.id, shot, [['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]]]);
+    this.d.webhooks.notify(app.id, ctx.audit.resellerId, 'client.license', {
+      license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip, new_device: v.newDevice === true, screenshot: shotPath,
+    });
     return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
+  }
+
+  /** Writes an accepted activation's screenshot and records its path; '' when none was sent. */
+  private async keepScreenshot(appId: string, shot: Buffer | undefined, updates: [string, (path: string) => unknown[]][]): Promise<string> {
+    if (!shot) return '';
+    const rel = await this.d.screenshots.save(appId, shot);
+    for (const [sql, params] of updates) await this.d.sql.run(sql, params(rel));
+    return rel;
   }
 
   private auth<B>(ctx: ClientCtx<B>) {

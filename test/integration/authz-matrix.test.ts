@@ -54,6 +54,9 @@ const make = {
     const r = await admin.post('/api/team', { username: `mx${Math.random().toString(36).slice(2, 10)}`, password: 'member-pass-1' });
     return r.body.id as string;
   },
+  async lang() {
+    return 'python';
+  },
   /** An admin directly under the owner (subscription targets). */
   async subadmin() {
     const r = await owner.post('/api/team', { username: `ad${Math.random().toString(36).slice(2, 10)}`, password: 'member-pass-1', role: 'admin' });
@@ -99,6 +102,7 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/users/{user}', reseller: 'delete_keys' },
   { method: 'GET', path: '/api/apps/{app}/stats', reseller: 'view_stats' },
   { method: 'GET', path: '/api/apps/{app}/credentials', reseller: 'allow' },
+  { method: 'GET', path: '/api/apps/{app}/sdk/{lang}', reseller: 'deny' },
   { method: 'GET', path: '/api/team', reseller: 'allow', rival: 'allowed' },
   { method: 'POST', path: '/api/team', body: { username: 'RANDOM', password: 'member-pass-1' }, reseller: 'deny', rival: 'allowed' },
   { method: 'PATCH', path: '/api/team/{member}', body: { enabled: true }, reseller: 'deny' },

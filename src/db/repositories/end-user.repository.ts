@@ -12,6 +12,7 @@ export interface LoginRow {
   license_id: string | null;
   /** null when the key was deleted. */
   key_status: string | null;
+  known_hwids: string[];
 }
 
 export class EndUserRepository {
@@ -19,7 +20,7 @@ export class EndUserRepository {
 
   findForLogin(appId: string, username: string): Promise<LoginRow | undefined> {
     return this.sql.one<LoginRow>(
-      `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id, k.status as key_status
+      `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id, u.known_hwids, k.status as key_status
        from end_users u left join license_keys k on k.id = u.license_id
        where u.app_id = ? and u.username = ?`,
       [appId, username],

@@ -118,7 +118,7 @@ export class LicenseOpsRepository {
           [op.hwid, op.ip, expiresAt, new Date(now), licenseId],
         );
         if (done === 0) continue; // changed under us: read again
-        return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id } };
+        return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id, newDevice: true } };
       }
       if (op.hwidLock && key.hwid !== '' && key.hwid !== op.hwid) return { ok: false, status: 'used', code: 'hwid_mismatch' };
       const expiresAt = toDate(key.expires_at);
@@ -128,7 +128,7 @@ export class LicenseOpsRepository {
         [new Date(now), op.ip, op.hwid, licenseId],
       );
       if (done === 0) continue;
-      return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id } };
+      return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id, newDevice: key.hwid !== op.hwid } };
     }
     return { ok: false, status: 'unknown', code: 'license_in_progress' };
   }

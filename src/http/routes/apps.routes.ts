@@ -4,6 +4,8 @@ import { KEY_COST_TIERS } from '../../db/entities/index.js';
 import { appCounts } from '../../db/repositories/application.repository.js';
 import { dashboardHandler } from '../dashboard-route.js';
 import { pathId } from '../validation.js';
+import { AppError, ValidationError } from '../../errors.js';
+import { isSdkLang, sdkArchive, sdkFileName } from '../../services/sdk-archive.js';
 import { appView, banView, licenseView, logView } from '../views.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
@@ -97,6 +99,18 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     doc: { summary: 'Change application settings', tag: 'apps', auth: 'dashboard', body: PatchAppBody, permission: 'owner, admin, developer' },
     handler: dashboardHandler({ auth, body: PatchAppBody }, async ({ principal, params, body }) =>
       appView(await apps.update(principal, pathId(params.id, 'app_not_found'), body), principal)),
+  });
+  router.add({
+    method: 'get', path: '/api/apps/:id/sdk/:lang', unprefixed: true,
+    doc: { summary: 'Download the client archive for python, csharp or cpp (svc_sdk_<lang>.zip)', tag: 'apps', auth: 'dashboard', permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      const lang = params.lang ?? '';
+      if (!isSdkLang(lang)) throw new ValidationError([{ loc: ['path', 'lang'], msg: 'lang must be python, csharp or cpp', type: 'enum' }]);
+      if (principal.role === 'reseller') throw new AppError('permission_denied');
+      const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
+      const zip = sdkArchive(lang, app, s.secrets.publishedKeys);
+      return { status: 200, body: zip, headers: { 'Content-Type': 'application/zip', 'Content-Disposition': `attachment; filename="${sdkFileName(lang)}"` } };
+    }),
   });
   router.add({
     method: 'delete', path: '/api/apps/:id',

@@ -39,7 +39,8 @@ export function authRoutes({ router, domain }: AppDeps): void {
   });
   router.add({
     method: 'get', path: '/api/auth/me', doc: { summary: 'The signed-in account', tag: 'auth', auth: 'dashboard' },
-    handler: dashboardHandler({ auth }, async ({ principal }) => ({ account: accountView(principal) })),
+    // Only the account itself sees its webhook secret (it verifies X-Keywarden-Signature with it).
+    handler: dashboardHandler({ auth }, async ({ principal }) => ({ account: { ...accountView(principal), webhook_secret: principal.account.webhookSecret } })),
   });
   router.add({
     method: 'post', path: '/api/auth/password',
