@@ -27,6 +27,9 @@ import { TeamService } from './services/team.service.js';
 import { TeamRepository } from './db/repositories/account.repository.js';
 import { LiveHub } from './ws/live.js';
 import { WebhookService } from './services/webhooks.service.js';
+import { ClusterNode, shardOf } from './cluster/cluster-node.js';
+import { revive } from './services/heartbeat.service.js';
+import type { LicenseOp } from './actors/license.machine.js';
 import { ScreenshotStore } from './services/screenshots.js';
 
 export interface Domain {
@@ -42,6 +45,7 @@ export interface Domain {
   team: TeamService;
   webhooks: WebhookService;
   events: EventBus;
+  node: ClusterNode;
   /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -79,10 +83,28 @@ export function createDomain(s: Services): Domain {
     sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
     ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
   });
-  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit, events });
+  // The node calls back into the heartbeat service when shards come and go.
+  let heartbeatsRef: HeartbeatService | undefined;
+  const node = new ClusterNode(s.coordinator, {
+    acquired: async (shard) => heartbeatsRef?.shardAcquired(shard),
+    released: (shard) => heartbeatsRef?.shardReleased(shard),
+  }, s.log, now);
+  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit, events, coordinator: s.coordinator, node });
+  heartbeatsRef = heartbeats;
+  // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
+  node.handle('lic.run', async (_op, args) => {
+    const a = args as { licenseId: string; op: LicenseOp };
+    return licenses.run(a.licenseId, a.op);
+  });
+  const routedLicenses = {
+    run: (licenseId: string, op: LicenseOp) =>
+      node.route(shardOf(licenseId), 'lic.run', { licenseId, op }, () => licenses.run(licenseId, op)).catch((err: unknown) => {
+        throw revive(err);
+      }),
+  };
   events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({
-    now, coordinator: s.coordinator, sessions, heartbeats, licenses, licenseOps, users: new EndUserRepository(s.sql),
+    now, coordinator: s.coordinator, sessions, heartbeats, licenses: routedLicenses, licenseOps, users: new EndUserRepository(s.sql),
     audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks, sql: s.sql,
     screenshots: new ScreenshotStore(s.config.dataDir),
   });
@@ -90,10 +112,11 @@ export function createDomain(s: Services): Domain {
   const keys = new KeysAdminService(s, new KeyAdminRepository(s.sql), apps, events);
   return {
     auth: new DashboardAuth(s), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
-    team: new TeamService(s, new TeamRepository(s.orm)), webhooks,
+    team: new TeamService(s, new TeamRepository(s.orm)), webhooks, node,
     async start() {
       await appCache.start();
       await events.start();
+      await node.start();
       heartbeats.startSweeper();
       // One process alone (no Redis) cannot race a live claim: recover every pending key.
       // With other workers around, only claims older than any live register can be dead.
@@ -102,6 +125,8 @@ export function createDomain(s: Services): Domain {
     },
     async stop() {
       await webhooks.drain();
+      // Hand every shard back (state is already durable with Redis), then stop answering calls.
+      await node.close();
       heartbeats.close();
       licenses.close();
       await events.stop();
@@ -121,6 +146,13 @@ export function createApp(s: Services): App {
   const router = new Router();
   const domain = createDomain(s);
   const deps: AppDeps = { s, domain, router, metrics };
+  metrics.gauge('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
+  metrics.gauge('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
+  metrics.gauge('keywarden_cluster_forwarded_total', 'Actor operations sent to the owning worker', () => domain.node.forwarded);
+  metrics.gauge('keywarden_cluster_local_total', 'Actor operations run on this worker', () => domain.node.servedLocally);
+  metrics.gauge('keywarden_heartbeat_sessions', 'Heartbeat sessions hosted by this worker', () => domain.heartbeats.host.size);
+  metrics.gauge('keywarden_heartbeat_live_actors', 'Heartbeat sessions currently live actors (not passivated)', () => domain.heartbeats.host.liveActors);
+  metrics.gauge('keywarden_license_live_actors', 'License-key actors currently live', () => domain.licenses.size);
   systemRoutes(deps);
   authRoutes(deps);
   appsRoutes(deps);

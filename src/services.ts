@@ -54,7 +54,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
     if (!config.databaseUrl) embedded = await startEmbeddedPostgres(config.dataDir, log);
     orm = await initOrm({ url: config.databaseUrl ?? embedded!.target, logger: log });
     if (opts.migrate !== false) {
-      const applied = await migrate(orm);
+      const applied = await migrate(orm, config.databaseUrl ?? embedded!.target);
       if (applied.length > 0) log.info({ applied }, 'db.migrated');
     }
     const secrets = await loadSecrets(config);

@@ -26,6 +26,24 @@ export interface Coordinator {
   del(key: string): Promise<void>;
   publish(channel: string, message: Buffer): Promise<void>;
   subscribe(channel: string, onMessage: (message: Buffer) => void): Promise<Unsubscribe>;
+  /**
+   * Grants a lease to `holder` when it is free or expired, with a fencing number that increases
+   * on every grant; renews it (same fence) when `holder` has it already. null: someone else has it.
+   */
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<number | null>;
+  /** Extends a lease still held under this fence; false when it was lost. */
+  renewLease(name: string, holder: string, fence: number, ttlMs: number): Promise<boolean>;
+  releaseLease(name: string, holder: string, fence: number): Promise<void>;
+  leaseHolder(name: string): Promise<{ holder: string; fence: number } | null>;
+  /**
+   * Writes (value) or deletes (null) one field of a hash only while `lease` is held by `holder`
+   * under `fence`: a write from a stale owner is refused (false).
+   */
+  fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null): Promise<boolean>;
+  hashSet(hash: string, field: string, value: Buffer): Promise<void>;
+  hashDel(hash: string, field: string): Promise<void>;
+  hashGet(hash: string, field: string): Promise<Buffer | null>;
+  hashGetAll(hash: string): Promise<Map<string, Buffer>>;
   /** Throws when the shared store cannot be reached (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

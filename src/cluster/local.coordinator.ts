@@ -12,6 +12,9 @@ export class LocalCoordinator implements Coordinator {
   readonly kind = 'local' as const;
   private readonly store = new Map<string, Entry>();
   private readonly channels = new Map<string, Set<(m: Buffer) => void>>();
+  private readonly leases = new Map<string, { holder: string; fence: number; expiresAt: number }>();
+  private readonly fences = new Map<string, number>();
+  private readonly hashes = new Map<string, Map<string, Buffer>>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly now: () => number = Date.now) {
@@ -66,12 +69,77 @@ export class LocalCoordinator implements Coordinator {
     };
   }
 
+  private liveLease(name: string) {
+    const l = this.leases.get(name);
+    if (l && l.expiresAt <= this.now()) {
+      this.leases.delete(name);
+      return undefined;
+    }
+    return l;
+  }
+
+  async acquireLease(name: string, holder: string, ttlMs: number) {
+    const l = this.liveLease(name);
+    if (l && l.holder !== holder) return null;
+    const fence = l ? l.fence : (this.fences.get(name) ?? 0) + 1;
+    this.fences.set(name, fence);
+    this.leases.set(name, { holder, fence, expiresAt: this.now() + ttlMs });
+    return fence;
+  }
+
+  async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
+    const l = this.liveLease(name);
+    if (!l || l.holder !== holder || l.fence !== fence) return false;
+    l.expiresAt = this.now() + ttlMs;
+    return true;
+  }
+
+  async releaseLease(name: string, holder: string, fence: number) {
+    const l = this.liveLease(name);
+    if (l && l.holder === holder && l.fence === fence) this.leases.delete(name);
+  }
+
+  async leaseHolder(name: string) {
+    const l = this.liveLease(name);
+    return l ? { holder: l.holder, fence: l.fence } : null;
+  }
+
+  async fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null) {
+    const l = this.liveLease(lease);
+    if (!l || l.holder !== holder || l.fence !== fence) return false;
+    if (value === null) await this.hashDel(hash, field);
+    else await this.hashSet(hash, field, value);
+    return true;
+  }
+
+  async hashSet(hash: string, field: string, value: Buffer) {
+    let h = this.hashes.get(hash);
+    if (!h) this.hashes.set(hash, (h = new Map()));
+    h.set(field, value);
+  }
+
+  async hashDel(hash: string, field: string) {
+    const h = this.hashes.get(hash);
+    h?.delete(field);
+    if (h?.size === 0) this.hashes.delete(hash);
+  }
+
+  async hashGet(hash: string, field: string) {
+    return this.hashes.get(hash)?.get(field) ?? null;
+  }
+
+  async hashGetAll(hash: string) {
+    return new Map(this.hashes.get(hash) ?? []);
+  }
+
   async ping() {}
 
   async close() {
     clearInterval(this.sweeper);
     this.store.clear();
     this.channels.clear();
+    this.leases.clear();
+    this.hashes.clear();
   }
 
   private sweep() {

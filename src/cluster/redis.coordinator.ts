@@ -4,6 +4,29 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Coordinator, LimiterOptions, Unsubscribe } from './coordinator.js';
 
+// Lease value: "<holder>:<fence>". The fence counter lives in its own key and only grows.
+const ACQUIRE = `
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local sep = string.find(cur, ':[^:]*$')
+  if string.sub(cur, 1, sep - 1) ~= ARGV[1] then return -1 end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return tonumber(string.sub(cur, sep + 1))
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
+return fence`;
+const RENEW = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`;
+const RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+const FENCED_HSET = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], ARGV[2]) else redis.call('HSET', KEYS[2], ARGV[2], ARGV[4]) end
+return 1`;
+
 export class RedisCoordinator implements Coordinator {
   readonly kind = 'redis' as const;
   readonly redis: Redis;
@@ -11,7 +34,8 @@ export class RedisCoordinator implements Coordinator {
   private readonly handlers = new Map<string, Set<(m: Buffer) => void>>();
 
   constructor(url: string, private readonly prefix: string) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    // Auto-pipelining batches the commands issued in one event-loop turn (lease renewals, state writes).
+    this.redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: true });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
     this.redis.on('error', () => undefined);
   }
@@ -69,6 +93,48 @@ export class RedisCoordinator implements Coordinator {
         await this.sub?.unsubscribe(full);
       }
     };
+  }
+
+  async acquireLease(name: string, holder: string, ttlMs: number) {
+    const r = (await this.redis.eval(ACQUIRE, 2, this.k(`lease:${name}`), this.k(`fence:${name}`), holder, Math.ceil(ttlMs))) as number;
+    return r < 0 ? null : r;
+  }
+
+  async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
+    return (await this.redis.eval(RENEW, 1, this.k(`lease:${name}`), `${holder}:${fence}`, Math.ceil(ttlMs))) === 1;
+  }
+
+  async releaseLease(name: string, holder: string, fence: number) {
+    await this.redis.eval(RELEASE, 1, this.k(`lease:${name}`), `${holder}:${fence}`);
+  }
+
+  async leaseHolder(name: string) {
+    const v = await this.redis.get(this.k(`lease:${name}`));
+    if (!v) return null;
+    const sep = v.lastIndexOf(':');
+    return { holder: v.slice(0, sep), fence: Number(v.slice(sep + 1)) };
+  }
+
+  async fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null) {
+    const r = await this.redis.eval(FENCED_HSET, 2, this.k(`lease:${lease}`), this.k(hash), `${holder}:${fence}`, field, value === null ? '1' : '0', value ?? '');
+    return r === 1;
+  }
+
+  async hashSet(hash: string, field: string, value: Buffer) {
+    await this.redis.hset(this.k(hash), field, value);
+  }
+
+  async hashDel(hash: string, field: string) {
+    await this.redis.hdel(this.k(hash), field);
+  }
+
+  async hashGet(hash: string, field: string) {
+    return this.redis.hgetBuffer(this.k(hash), field);
+  }
+
+  async hashGetAll(hash: string) {
+    const raw = await this.redis.hgetallBuffer(this.k(hash));
+    return new Map(Object.entries(raw));
   }
 
   async ping() {

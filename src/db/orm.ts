@@ -7,6 +7,7 @@ import { MIGRATIONS } from './migrations/index.js';
 import type { DbTarget } from './embedded-postgres.js';
 // CommonJS without statically detectable named exports: import the default under real Node ESM.
 import pgConnectionString from 'pg-connection-string';
+import pg from 'pg';
 
 const parsePgUrl = pgConnectionString.parse;
 
@@ -69,8 +70,23 @@ export async function initOrm({ url, poolMax = 10, logger }: OrmOptions): Promis
   });
 }
 
-/** Applies every pending migration; returns the names applied. */
-export async function migrate(orm: Orm): Promise<string[]> {
-  const applied = await orm.getMigrator().up();
-  return applied.map((m) => m.name);
+const MIGRATION_LOCK = 0x4b57_4d31; // "KWM1": one advisory lock id for every Keywarden process
+
+/**
+ * Applies every pending migration; returns the names applied. Processes starting together
+ * (cluster workers, several hosts) take turns on a PostgreSQL advisory lock, held on a
+ * connection of its own, so two of them never run the same migration.
+ */
+export async function migrate(orm: Orm, target: string | DbTarget): Promise<string[]> {
+  const t = typeof target === 'string' ? parseDatabaseUrl(target) : target;
+  const lock = new pg.Client({ host: t.host, port: t.port, user: t.user, password: t.password, database: t.dbName });
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    const applied = await orm.getMigrator().up();
+    return applied.map((m) => m.name);
+  } finally {
+    await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    await lock.end();
+  }
 }

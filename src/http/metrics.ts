@@ -1,5 +1,5 @@
 // Prometheus metrics for /metrics. One registry per app instance (no module singleton).
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -13,6 +13,11 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'keywarden_' });
+  }
+
+  /** A gauge read at scrape time (cluster and actor numbers). */
+  gauge(name: string, help: string, read: () => number): void {
+    new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
   }
 
   observe(route: string, method: string, status: number, startedAt: bigint): void {

@@ -34,7 +34,7 @@ export interface ClientServiceDeps {
   coordinator: Coordinator;
   sessions: ClientSessions;
   heartbeats: HeartbeatService;
-  licenses: LicenseHost;
+  licenses: Pick<LicenseHost, 'run'>;
   licenseOps: LicenseOpsRepository;
   users: EndUserRepository;
   audit: AuditRepository;
@@ -157,7 +157,7 @@ export class ClientService {
     const b = ctx.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     if (app.keys_paused) throw new AppError('license_paused');
-    this.requireHeartbeat(ctx);
+    await this.requireHeartbeat(ctx);
     const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
     if (!licenseId) throw new AppError('license_invalid');
     const v = await this.d.licenses.run(licenseId, { kind: 'activate', appId: app.id, hwid: b.hwid.toLowerCase(), ip: ctx.ip, hwidLock: app.hwid_lock });
@@ -192,15 +192,15 @@ export class ClientService {
     const lockKeys = [`${app.id}:u:${ctx.body.username.toLowerCase()}`, `${app.id}:ip:${ctx.ip}`];
     await this.lockout.check(lockKeys);
     if (app.keys_paused) throw new AppError(pausedCode);
-    this.requireHeartbeat(ctx);
+    await this.requireHeartbeat(ctx);
     return { app, session, hwid: ctx.body.hwid.toLowerCase(), lockKeys };
   }
 
   /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
-  private requireHeartbeat<B>(ctx: ClientCtx<B>): void {
+  private async requireHeartbeat<B>(ctx: ClientCtx<B>): Promise<void> {
     if (!ctx.app.row.require_heartbeat || !ctx.session) return;
     if (!this.d.sessions.isActivated(ctx.session.record)) return;
-    if (!this.d.heartbeats.isAlive(ctx.session.token)) throw new AppError('heartbeat_required');
+    if (!(await this.d.heartbeats.isAlive(ctx.session.token))) throw new AppError('heartbeat_required');
   }
 }
 

@@ -83,10 +83,16 @@ export class DashboardAuth {
     if (!USERNAME.test(username)) throw validationError('username', 'Username must be 3-32 characters of a-z, A-Z, 0-9, _ or -');
     assertPasswordPolicy(password, username);
     if (await this.s.repos.accounts.findByUsername(username)) return false;
-    await this.s.repos.accounts.create(
-      { username, passwordHash: await hashPassword(password), role: 'owner', parentId: null, email, webhookSecret: randomToken(32) },
-      this.now(),
-    );
+    try {
+      await this.s.repos.accounts.create(
+        { username, passwordHash: await hashPassword(password), role: 'owner', parentId: null, email, webhookSecret: randomToken(32) },
+        this.now(),
+      );
+    } catch (err) {
+      // Workers starting together race to bootstrap the same account: the loser finds it made.
+      if ((err as Error).name === 'UniqueConstraintViolationException') return false;
+      throw err;
+    }
     return true;
   }
 }

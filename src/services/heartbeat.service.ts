@@ -1,13 +1,20 @@
 // Heartbeat protocol (SPEC heartbeat endpoints and state table, PROTOCOL 6, 11.12-11.13) on top
-// of the actor host. Kills and refusals are audited; kills deactivate the client session, so the
-// client must authenticate again before a new start.
-import { AppError } from '../errors.js';
+// of the actor host, sharded over the cluster: a session lives on the worker owning
+// shardOf(session). The worker that received the request runs the gate; the operation runs on
+// the owner (here, or through a call), and with Redis the owner writes the session's new state
+// under its lease's fencing number before answering, so a beat is acknowledged only once it is
+// durable and a new owner after a failover continues from exactly that state.
+// Kills and refusals are audited; kills deactivate the client session.
+import { pack, unpack } from 'msgpackr';
+import type { Logger } from 'pino';
+import { AppError, ERRORS, type ErrorCode } from '../errors.js';
 import { hmacSha256, randomHex } from '../crypto/index.js';
 import type { ClientCtx, ClientResult } from '../http/client-route.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
-import type { HeartbeatContext, KillReason, RejectReason } from '../actors/heartbeat.machine.js';
+import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from '../actors/heartbeat.machine.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
-import type { Logger } from 'pino';
+import type { Coordinator } from '../cluster/coordinator.js';
+import { NotOwner, shardOf, type ClusterNode } from '../cluster/cluster-node.js';
 import type { ClientSessions } from './client-sessions.js';
 import { beatInterval } from './apps.service.js';
 import type { EventBus, LiveEvent } from './events.js';
@@ -48,57 +55,46 @@ export interface HeartbeatServiceDeps {
   sessions: ClientSessions;
   audit: AuditRepository;
   events: EventBus;
+  coordinator: Coordinator;
+  node: ClusterNode;
   maxLiveActors?: number;
 }
 
+// What crosses workers: plain data only.
+interface StartArgs { session: string; appId: string; systemId: string; beatInterval: number; token: string; userId: string | null; licenseId: string | null }
+interface BeatArgs { session: string; beat: BeatInput }
+interface StopArgs { session: string; token: string }
+interface BeatOutcome {
+  verdict: BeatVerdict | null;
+  token: string;
+  beatCount: number;
+  warnings: number;
+  previousToken: string;
+  userId: string | null;
+  licenseId: string | null;
+}
+
+const hashOf = (shard: number) => `hbs:${shard}`;
+
 export class HeartbeatService {
   readonly host: HeartbeatHost;
+  /** Sessions per shard, so a shard can be dropped without scanning every session. */
+  private readonly byShard = new Map<number, Set<string>>();
+  /** With Redis, state is written to it before a reply; alone, memory is all there is. */
+  private readonly durable: boolean;
 
   constructor(private readonly d: HeartbeatServiceDeps) {
+    this.durable = d.coordinator.kind === 'redis';
     this.host = new HeartbeatHost({
       now: d.now,
       maxLive: d.maxLiveActors ?? 10_000,
-      onExpired: (c) => d.log.debug({ appId: c.appId }, 'heartbeat.expired'),
+      onExpired: (c) => {
+        this.unindex(c.session);
+        void this.persist(c.session, null);
+        d.log.debug({ appId: c.appId }, 'heartbeat.expired');
+      },
     });
-  }
-
-  /**
-   * Revocations arrive as live events from any worker: a deleted or banned key, or a banned user,
-   * kills the sessions bound to it, so the copy stops at its next beat (PROTOCOL 11.10). A deleted
-   * user's session is orphaned, not killed (SPEC "End user").
-   */
-  onEvent(e: LiveEvent): void {
-    const d = e.data;
-    if (e.kind === 'app.delete') this.dropApp(e.app_id);
-    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true)) this.revoke((c) => c.licenseId === d.license_id);
-    else if (e.kind === 'user.ban' && d.banned === true) this.revoke((c) => c.userId === d.user_id);
-  }
-
-  private revoke(match: (c: HeartbeatContext) => boolean): void {
-    for (const c of this.host.contexts()) {
-      if (!match(c)) continue;
-      this.host.send(c.session, { type: 'KILL', reason: 'revoked' });
-      this.d.audit.write({ appId: c.appId, action: 'heartbeat.kill', level: 'warning', detail: `Session killed: ${KILL_TEXT.revoked}` });
-      void this.d.sessions.get(c.session).then((rec) => rec && this.d.sessions.deactivate(c.session, rec));
-    }
-  }
-
-  countForApp(appId: string): number {
-    let n = 0;
-    for (const c of this.host.contexts()) if (c.appId === appId) n++;
-    return n;
-  }
-
-  /** Ends every heartbeat session of an application (it was deleted). */
-  dropApp(appId: string): number {
-    let n = 0;
-    for (const c of this.host.contexts()) {
-      if (c.appId === appId) {
-        this.host.remove(c.session);
-        n++;
-      }
-    }
-    return n;
+    for (const op of ['hb.start', 'hb.beat', 'hb.stop', 'hb.kill']) d.node.handle(op, (o, args) => this.onCall(o, args));
   }
 
   startSweeper(): void {
@@ -107,25 +103,163 @@ export class HeartbeatService {
 
   close(): void {
     this.host.close();
+    this.byShard.clear();
   }
 
+  // ---- shard lifecycle (called by the cluster node) -------------------------------------------
+
+  async shardAcquired(shard: number): Promise<void> {
+    if (!this.durable) return;
+    const now = this.d.now();
+    for (const [session, raw] of await this.d.coordinator.hashGetAll(hashOf(shard))) {
+      const c = unpack(raw) as HeartbeatContext;
+      if (c.expiresAt <= now) continue; // evicted by the sweeper of whoever owns it next
+      this.host.restore(c);
+      this.index(session);
+    }
+  }
+
+  shardReleased(shard: number): void {
+    for (const session of this.byShard.get(shard) ?? []) this.host.remove(session);
+    this.byShard.delete(shard);
+  }
+
+  private index(session: string): void {
+    const shard = shardOf(session);
+    let set = this.byShard.get(shard);
+    if (!set) this.byShard.set(shard, (set = new Set()));
+    set.add(session);
+  }
+
+  private unindex(session: string): void {
+    const shard = shardOf(session);
+    const set = this.byShard.get(shard);
+    set?.delete(session);
+    if (set?.size === 0) this.byShard.delete(shard);
+  }
+
+  /** Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is gone. */
+  private async persist(session: string, c: HeartbeatContext | null): Promise<void> {
+    const shard = shardOf(session);
+    const fence = this.d.node.fenceOf(shard);
+    if (fence === undefined) throw new NotOwner(shard);
+    if (!this.durable) return;
+    const ok = await this.d.coordinator.fencedHashSet(this.d.node.leaseName(shard), this.d.node.id, fence, hashOf(shard), session, c ? pack(c) : null);
+    if (!ok) {
+      this.shardReleased(shard);
+      throw new NotOwner(shard);
+    }
+  }
+
+  // ---- operations, run on the shard's owner ---------------------------------------------------
+
+  private async onCall(op: string, args: unknown): Promise<unknown> {
+    switch (op) {
+      case 'hb.start': return this.startHere(args as StartArgs);
+      case 'hb.beat': return this.beatHere(args as BeatArgs);
+      case 'hb.stop': return this.stopHere(args as StopArgs);
+      case 'hb.kill': return this.killHere((args as { sessions: string[] }).sessions);
+      default: throw new Error(`unknown call ${op}`);
+    }
+  }
+
+  private owns(session: string): void {
+    const shard = shardOf(session);
+    if (this.d.node.fenceOf(shard) === undefined) throw new NotOwner(shard);
+  }
+
+  private async startHere(a: StartArgs): Promise<{ ok: true }> {
+    this.owns(a.session);
+    const existing = this.host.peek(a.session);
+    if (existing && existing.expiresAt > this.d.now()) throw coded('heartbeat_exists');
+    if (existing) this.host.remove(a.session);
+    const c = this.host.create({ ...a, now: this.d.now() });
+    this.index(a.session);
+    try {
+      await this.persist(a.session, c);
+    } catch (err) {
+      this.host.remove(a.session);
+      throw err;
+    }
+    return { ok: true };
+  }
+
+  private async beatHere(a: BeatArgs): Promise<BeatOutcome> {
+    this.owns(a.session);
+    // The sweeper runs every second; a beat past the deadline must not slip through in between.
+    const current = this.host.peek(a.session);
+    if (current && current.expiresAt <= this.d.now()) {
+      this.host.remove(a.session);
+      this.unindex(a.session);
+      await this.persist(a.session, null);
+    }
+    const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
+    if (!r) return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
+    if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
+    else if (r.verdict.kind === 'killed') {
+      this.unindex(a.session);
+      await this.persist(a.session, null);
+    }
+    return {
+      verdict: r.verdict, token: r.context?.token ?? '', beatCount: r.context?.beatCount ?? 0, warnings: r.context?.warnings ?? 0,
+      previousToken: r.before.token, userId: r.before.userId, licenseId: r.before.licenseId,
+    };
+  }
+
+  private async stopHere(a: StopArgs): Promise<{ stopped: boolean; beats: number; userId: string | null; licenseId: string | null }> {
+    this.owns(a.session);
+    const r = this.host.send(a.session, { type: 'STOP', token: a.token });
+    if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
+    this.unindex(a.session);
+    await this.persist(a.session, null);
+    return { stopped: true, beats: r.before.beatCount, userId: r.before.userId, licenseId: r.before.licenseId };
+  }
+
+  private async killHere(sessions: string[]): Promise<number> {
+    let n = 0;
+    for (const session of sessions) {
+      const r = this.host.send(session, { type: 'KILL', reason: 'revoked' });
+      if (!r) continue;
+      this.unindex(session);
+      await this.persist(session, null).catch(() => undefined);
+      this.d.audit.write({ appId: r.before.appId, action: 'heartbeat.kill', level: 'warning', detail: `Session killed: ${KILL_TEXT.revoked}` });
+      const rec = await this.d.sessions.get(session);
+      if (rec) await this.d.sessions.deactivate(session, rec);
+      n++;
+    }
+    return n;
+  }
+
+  private route<T>(session: string, op: string, args: unknown, here: () => Promise<T>): Promise<T> {
+    return this.d.node.route(shardOf(session), op, args, here).catch((err: unknown) => {
+      throw revive(err);
+    });
+  }
+
+  // ---- the endpoints --------------------------------------------------------------------------
+
   /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */
-  isAlive(session: string): boolean {
-    const c = this.host.peek(session);
-    if (!c || c.expiresAt <= this.d.now()) return false;
-    return c.beatCount === 0 || this.d.now() - c.lastBeatAt <= c.beatInterval * 3 * 1000;
+  async isAlive(session: string): Promise<boolean> {
+    let c: HeartbeatContext | undefined = this.host.peek(session);
+    if (!c && this.durable) {
+      const raw = await this.d.coordinator.hashGet(hashOf(shardOf(session)), session);
+      c = raw ? (unpack(raw) as HeartbeatContext) : undefined;
+    }
+    const now = this.d.now();
+    if (!c || c.expiresAt <= now) return false;
+    return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
   }
 
   async start(ctx: ClientCtx<StartBody>): Promise<ClientResult> {
     const s = ctx.session!;
     if (!this.d.sessions.isActivated(s.record)) throw new AppError('session_not_activated');
-    if (this.host.has(s.token)) throw new AppError('heartbeat_exists');
     const token = newHeartbeatToken();
     const interval = beatInterval(ctx.app.row.heartbeat_interval);
-    this.host.create({
-      appId: ctx.app.row.id, session: s.token, token, systemId: ctx.body.system_id, beatInterval: interval, now: this.d.now(),
+    const args: StartArgs = {
+      session: s.token, appId: ctx.app.row.id, systemId: ctx.body.system_id, beatInterval: interval, token,
       userId: s.record.userId, licenseId: s.record.licenseId,
-    });
+    };
+    await this.route(s.token, 'hb.start', args, () => this.startHere(args));
     ctx.audit.detail = `Heartbeat started (interval ${interval}s)`;
     return { body: { success: true, token, beat_interval: interval, proof: startProof(s.token, ctx.body.system_id, token) } };
   }
@@ -133,59 +267,87 @@ export class HeartbeatService {
   async beat(ctx: ClientCtx<BeatBody>): Promise<ClientResult> {
     const s = ctx.session!;
     const b = ctx.body;
-    // The sweeper runs every second; a beat past the deadline must not slip through in between.
-    const current = this.host.peek(s.token);
-    if (current && current.expiresAt <= this.d.now()) this.host.remove(s.token);
-    const newToken = newHeartbeatToken();
-    const r = this.host.send(s.token, {
-      type: 'BEAT',
+    const args: BeatArgs = {
+      session: s.token,
       beat: {
         now: this.d.now(), token: b.token, systemId: b.system_id, beatIndex: b.beat_index, codeHash: b.code_hash, codeSize: b.code_size,
         debuggerDetected: b.debugger_detected, pinnedHash: ctx.app.row.expected_binary_hash, injectionDetection: ctx.app.row.injection_detection,
-        newToken,
+        newToken: newHeartbeatToken(),
       },
-    });
-    if (!r) {
+    };
+    const r = await this.route(s.token, 'hb.beat', args, () => this.beatHere(args));
+    const v = r.verdict;
+    if (!v) {
       ctx.audit.detail = '403 beat refused: no live heartbeat session';
       throw new AppError('heartbeat_rejected');
     }
-    const v = r.verdict;
     if (v.kind === 'rejected') {
       ctx.audit.detail = `403 beat refused: ${REJECT_TEXT[v.reason]}`;
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'killed') {
-      await this.killed(ctx, v.reason, r.before);
+      ctx.audit.action = 'heartbeat.kill';
+      ctx.audit.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
+      const current = await this.d.sessions.get(s.token);
+      if (current) await this.d.sessions.deactivate(s.token, current);
+      await this.d.events.publish('heartbeat.kill', ctx.app.row.id, { reason: v.reason, ip: ctx.ip, user_id: r.userId, license_id: r.licenseId });
       throw new AppError('heartbeat_rejected');
     }
-    const c = r.context as HeartbeatContext;
     if (v.kind === 'accepted' && v.drift) {
       ctx.audit.level = 'warning';
-      ctx.audit.detail = `Beat ${b.beat_index} late: drift warning ${c.warnings} of 3`;
+      ctx.audit.detail = `Beat ${b.beat_index} late: drift warning ${r.warnings} of 3`;
     } else {
       // Accepted beats are counted in metrics, not written one by one to the audit log.
       ctx.audit.skip = true;
     }
     return {
-      body: { success: true, new_token: c.token, beat_count: c.beatCount, proof: beatProof(r.before.token, s.token, b.beat_index, c.token, c.beatCount) },
+      body: { success: true, new_token: r.token, beat_count: r.beatCount, proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount) },
     };
   }
 
   async stop(ctx: ClientCtx<StopBody>): Promise<ClientResult> {
     const s = ctx.session!;
-    const r = this.host.send(s.token, { type: 'STOP', token: ctx.body.token });
-    if (!r || r.verdict.kind !== 'stopped') throw new AppError('heartbeat_token_invalid');
-    ctx.audit.detail = `Heartbeat stopped after ${r.before.beatCount} beats`;
-    await this.d.events.publish('heartbeat.stop', ctx.app.row.id, { user_id: r.before.userId, license_id: r.before.licenseId, beats: r.before.beatCount });
+    const args: StopArgs = { session: s.token, token: ctx.body.token };
+    const r = await this.route(s.token, 'hb.stop', args, () => this.stopHere(args));
+    if (!r.stopped) throw new AppError('heartbeat_token_invalid');
+    ctx.audit.detail = `Heartbeat stopped after ${r.beats} beats`;
+    await this.d.events.publish('heartbeat.stop', ctx.app.row.id, { user_id: r.userId, license_id: r.licenseId, beats: r.beats });
     return { body: { success: true } };
   }
 
-  private async killed(ctx: ClientCtx<unknown>, reason: KillReason, before: HeartbeatContext): Promise<void> {
-    ctx.audit.action = 'heartbeat.kill';
-    ctx.audit.detail = `Session killed: ${KILL_TEXT[reason]}`;
-    await this.d.events.publish('heartbeat.kill', ctx.app.row.id, { reason, ip: ctx.ip, user_id: before.userId, license_id: before.licenseId });
-    const s = ctx.session!;
-    const current = await this.d.sessions.get(s.token);
-    if (current) await this.d.sessions.deactivate(s.token, current);
+  // ---- revocations (every worker gets every event; each acts on the sessions it owns) ---------
+
+  /**
+   * A deleted or banned key, or a banned user, kills the sessions bound to it, so the copy stops
+   * at its next beat (PROTOCOL 11.10). A deleted user's session is orphaned, not killed (SPEC).
+   */
+  onEvent(e: LiveEvent): void {
+    const d = e.data;
+    let match: ((c: HeartbeatContext) => boolean) | undefined;
+    if (e.kind === 'app.delete') match = (c) => c.appId === e.app_id;
+    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true)) match = (c) => c.licenseId === d.license_id;
+    else if (e.kind === 'user.ban' && d.banned === true) match = (c) => c.userId === d.user_id;
+    if (!match) return;
+    const sessions = this.host.contexts().filter(match).map((c) => c.session);
+    if (sessions.length > 0) void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
   }
+
+  /** Live sessions of an app on this worker (the whole app with one worker). */
+  countForApp(appId: string): number {
+    let n = 0;
+    for (const c of this.host.contexts()) if (c.appId === appId) n++;
+    return n;
+  }
+}
+
+function coded(code: ErrorCode): Error {
+  return new AppError(code);
+}
+
+/** A coded error from another worker becomes the same AppError here. */
+export function revive(err: unknown): Error {
+  const e = err as Error & { code?: string; remote?: boolean };
+  if (e instanceof AppError) return e;
+  if (e?.remote && e.code && e.code in ERRORS) return new AppError(e.code as ErrorCode);
+  return e;
 }

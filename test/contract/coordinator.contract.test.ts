@@ -62,6 +62,43 @@ for (const [name, enabled, make] of implementations) {
       await l.consume('other-ip');
     });
 
+    it('grants a lease to one holder, renews it under the same fence, and grants again with a higher fence', async () => {
+      const f1 = await c.acquireLease('shard-1', 'w1', 60_000);
+      expect(f1).toBeGreaterThan(0);
+      expect(await c.acquireLease('shard-1', 'w2', 60_000)).toBeNull();
+      expect(await c.acquireLease('shard-1', 'w1', 60_000)).toBe(f1);
+      expect(await c.renewLease('shard-1', 'w1', f1!, 60_000)).toBe(true);
+      expect(await c.renewLease('shard-1', 'w2', f1!, 60_000)).toBe(false);
+      expect(await c.leaseHolder('shard-1')).toEqual({ holder: 'w1', fence: f1 });
+      await c.releaseLease('shard-1', 'w1', f1!);
+      expect(await c.leaseHolder('shard-1')).toBeNull();
+      const f2 = await c.acquireLease('shard-1', 'w2', 60_000);
+      expect(f2).toBeGreaterThan(f1!);
+    });
+
+    it('an expired lease goes to the next holder; the old holder can neither renew nor write', async () => {
+      const f1 = (await c.acquireLease('shard-2', 'w1', 40))!;
+      expect(await c.fencedHashSet('shard-2', 'w1', f1, 'h2', 's', Buffer.from('v1'))).toBe(true);
+      await new Promise((r) => setTimeout(r, 90)); // the expiry itself is under test
+      const f2 = (await c.acquireLease('shard-2', 'w2', 60_000))!;
+      expect(f2).toBeGreaterThan(f1);
+      expect(await c.renewLease('shard-2', 'w1', f1, 60_000)).toBe(false);
+      expect(await c.fencedHashSet('shard-2', 'w1', f1, 'h2', 's', Buffer.from('stale'))).toBe(false);
+      expect(await c.fencedHashSet('shard-2', 'w2', f2, 'h2', 's', Buffer.from('v2'))).toBe(true);
+      expect((await c.hashGet('h2', 's'))?.toString()).toBe('v2');
+      expect(await c.fencedHashSet('shard-2', 'w2', f2, 'h2', 's', null)).toBe(true);
+      expect(await c.hashGet('h2', 's')).toBeNull();
+    });
+
+    it('keeps hashes', async () => {
+      await c.hashSet('h3', 'a', Buffer.from('1'));
+      await c.hashSet('h3', 'b', Buffer.from('2'));
+      const all = await c.hashGetAll('h3');
+      expect([...all.keys()].sort()).toEqual(['a', 'b']);
+      await c.hashDel('h3', 'a');
+      expect([...(await c.hashGetAll('h3')).keys()]).toEqual(['b']);
+    });
+
     it('answers ping', async () => {
       await expect(c.ping()).resolves.toBeUndefined();
     });
