@@ -1,14 +1,23 @@
 import { defineConfig } from 'vitest/config';
 
+// Two groups: the in-process suites run in parallel first; then the end-to-end suites, which
+// start real server processes (a cluster of three among them), run one file at a time so they
+// never compete with each other for the two cores.
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Test files share one PostgreSQL server but each gets its own database.
     pool: 'forks',
-    fileParallelism: true,
-    maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: { name: 'suite', include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
+      },
+      {
+        extends: true,
+        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], fileParallelism: false, maxWorkers: 1, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });

@@ -146,6 +146,7 @@ export function createApp(s: Services): App {
   const router = new Router();
   const domain = createDomain(s);
   const deps: AppDeps = { s, domain, router, metrics };
+  metrics.gauge('keywarden_process_pid', 'This worker\'s process id (tells workers sharing a port apart)', () => process.pid);
   metrics.gauge('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
   metrics.gauge('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
   metrics.gauge('keywarden_cluster_forwarded_total', 'Actor operations sent to the owning worker', () => domain.node.forwarded);

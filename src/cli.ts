@@ -4,6 +4,7 @@ import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { createServices } from './services.js';
 import { startServer } from './main.js';
+import { superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './services/dashboard-auth.service.js';
 import { ValidationError } from './errors.js';
 
@@ -19,12 +20,11 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
-async function serve(config: Config): Promise<void> {
-  if (config.workers > 1) {
-    throw new ConfigError('WORKERS > 1 (cluster mode) is not available in this build yet; run WORKERS=1');
-  }
-  const log = createLogger(config);
-  const server = await startServer(config, { log });
+async function serve(config: Config, asWorker = false): Promise<void> {
+  const log = createLogger(config, asWorker ? { worker: Number(process.env.KW_WORKER_INDEX ?? 0) } : {});
+  const server = !asWorker && config.workers > 1
+    ? { shutdown: (await superviseWorkers(config, log)).stop }
+    : await startServer(config, { log });
   // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
   // signals are ignored and a watchdog bounds the whole shutdown instead.
   let stopping = false;
@@ -35,7 +35,7 @@ async function serve(config: Config): Promise<void> {
       log.error('server.shutdown_timeout: forcing exit');
       process.exit(1);
     }, config.shutdownTimeoutMs + 30_000).unref();
-    server.shutdown(sig).then(
+    server.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {
         log.error({ err }, 'server.shutdown_failed');
@@ -73,6 +73,9 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       await serve(config);
       return -1; // keeps running
+    case 'worker': // one worker of `serve` with WORKERS > 1
+      await serve(config, true);
+      return -1;
     case 'migrate': {
       const log = createLogger(config);
       const s = await createServices(config, log);

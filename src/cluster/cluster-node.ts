@@ -17,9 +17,9 @@ export const SHARD_COUNT = 1024;
 export const LEASE_TTL_MS = 4_000;
 export const MEMBER_TTL_MS = 3_000;
 export const TICK_MS = 500;
-const CALL_TIMEOUT_MS = 2_000;
+const CALL_TIMEOUT_MS = 3_000;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
-export const ROUTE_DEADLINE_MS = 8_000;
+export const ROUTE_DEADLINE_MS = 12_000;
 
 /** FNV-1a, 32 bit: a stable hash of a session nonce or key id. */
 export function fnv1a(s: string): number {

@@ -1,0 +1,59 @@
+// Cluster mode (WORKERS=N, needs REDIS_URL): this primary process starts the embedded PostgreSQL
+// when no DATABASE_URL is given, then runs N worker processes that each listen on the same PORT
+// (uWS listens with SO_REUSEPORT, so the kernel spreads connections over them). A worker that
+// dies is started again; SIGTERM/SIGINT stop every worker in order (each hands its shards over)
+// and the database last.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded-postgres.js';
+
+const RESPAWN_DELAY_MS = 1_000;
+
+export interface Supervisor {
+  stop(): Promise<void>;
+}
+
+export async function superviseWorkers(config: Config, log: Logger): Promise<Supervisor> {
+  let embedded: EmbeddedPostgres | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedPostgres(config.dataDir, log);
+    const t = embedded.target;
+    databaseUrl = `postgresql://${t.user}:${encodeURIComponent(t.password)}@localhost:${t.port}/${t.dbName}?host=${encodeURIComponent(t.host)}`;
+  }
+  const cli = fileURLToPath(new URL('./cli.ts', import.meta.url));
+  const children = new Map<number, ChildProcess>();
+  let stopping = false;
+
+  const startWorker = (index: number): void => {
+    // execArgv carries the TypeScript loader the primary itself runs under.
+    const child = spawn(process.execPath, [...process.execArgv, cli, 'worker'], {
+      stdio: 'inherit',
+      env: { ...process.env, DATABASE_URL: databaseUrl, WORKERS: '1', KW_WORKER_INDEX: String(index) },
+    });
+    children.set(index, child);
+    child.once('exit', (code, signal) => {
+      children.delete(index);
+      if (stopping) return;
+      log.error({ worker: index, code, signal }, 'cluster.worker_died: starting it again');
+      setTimeout(() => !stopping && startWorker(index), RESPAWN_DELAY_MS).unref();
+    });
+  };
+  for (let i = 0; i < config.workers; i++) startWorker(i);
+  log.info({ workers: config.workers, port: config.port }, 'cluster.started');
+
+  return {
+    async stop() {
+      stopping = true;
+      await Promise.all([...children.values()].map((c) => new Promise<void>((resolve) => {
+        if (c.exitCode !== null || c.signalCode !== null) return resolve();
+        c.once('exit', () => resolve());
+        c.kill('SIGTERM');
+      })));
+      await embedded?.stop();
+      log.info('cluster.stopped');
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// `keywarden serve` with WORKERS=2: two worker processes share one port, see each other, split
+// the shards, and all stop in order on SIGTERM to the primary.
+import net from 'node:net';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createTestDatabase } from '../helpers/server.js';
+import { spawnServer } from '../helpers/process.js';
+import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+
+const hasRedis = await redisAvailable();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function scrape(base: string): Promise<Record<string, number>> {
+  // A new connection each time, so the kernel may hand it to either worker.
+  const text = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^(keywarden_(?:process_pid|cluster_members|cluster_owned_shards)) (\d+)/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+describe.skipIf(!hasRedis)('WORKERS=2', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-workers-'));
+  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+  it('runs two workers on one port that split the shards and stop with the primary', async () => {
+    const db = await createTestDatabase();
+    const port = await freePort();
+    const primary = await spawnServer({ WORKERS: '2', PORT: String(port), DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kww${Date.now()}:`, DATA_DIR: dataDir });
+    try {
+      const seen = new Map<number, Record<string, number>>();
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline) {
+        const m = await scrape(`http://127.0.0.1:${port}`);
+        if (m.keywarden_process_pid) seen.set(m.keywarden_process_pid, m);
+        const all = [...seen.values()];
+        if (seen.size === 2 && all.every((x) => x.keywarden_cluster_members === 2) && all.reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0) === 1024) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(seen.size).toBe(2);
+      expect([...seen.values()].reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0)).toBe(1024);
+    } finally {
+      expect(await primary.stop('SIGTERM')).toBe(0);
+      await db.drop();
+    }
+    expect(primary.output.join('\n')).toContain('cluster.stopped');
+  }, 60_000);
+});
