@@ -89,7 +89,9 @@ export function createDomain(s: Services): Domain {
     acquired: async (shard) => heartbeatsRef?.shardAcquired(shard),
     released: (shard) => heartbeatsRef?.shardReleased(shard),
   }, s.log, now);
-  const heartbeats = new HeartbeatService({ now, log: s.log, sessions, audit: s.repos.audit, events, coordinator: s.coordinator, node });
+  const heartbeats = new HeartbeatService({
+    now, log: s.log, sessions, audit: s.repos.audit, events, coordinator: s.coordinator, node, maxLiveActors: s.config.heartbeatMaxLiveActors,
+  });
   heartbeatsRef = heartbeats;
   // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
   node.handle('lic.run', async (_op, args) => {

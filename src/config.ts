@@ -39,6 +39,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
   readonly faultAfterClaimMs: number;
+  /** HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept as live XState actors per worker; the rest are passivated. */
+  readonly heartbeatMaxLiveActors: number;
   /** WEBHOOK_RETRY_MS (tests only): comma-separated backoff delays between webhook attempts. */
   readonly webhookRetryMs: readonly number[] | undefined;
 }
@@ -91,6 +93,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
+    heartbeatMaxLiveActors: int(env, 'HEARTBEAT_MAX_LIVE_ACTORS', 1_000, 1, 10_000_000),
     webhookRetryMs: env.WEBHOOK_RETRY_MS ? list(env.WEBHOOK_RETRY_MS).map(Number).filter((n) => Number.isInteger(n) && n >= 0) : undefined,
   };
   return Object.freeze(config);

@@ -74,6 +74,22 @@ async function runAsUser(): Promise<RunAs | undefined> {
   return { uid, gid };
 }
 
+/**
+ * The unprivileged server user must be able to reach DATA_DIR: every directory on the way needs
+ * search (x) permission for others. A checkout under /root (0700) or a mkdtemp parent lacks it;
+ * add o+x (search only, not listing) where missing, and say so.
+ */
+async function allowTraversal(dataDir: string, log: Logger): Promise<void> {
+  for (let dir = path.resolve(dataDir); ; dir = path.dirname(dir)) {
+    const mode = (await fs.stat(dir)).mode & 0o777;
+    if ((mode & 0o001) === 0) {
+      await fs.chmod(dir, mode | 0o001);
+      log.warn({ dir }, 'db.embedded.traversal_granted: added o+x so the PostgreSQL user can reach DATA_DIR');
+    }
+    if (path.dirname(dir) === dir) break;
+  }
+}
+
 async function ensureDir(dir: string, owner: RunAs | undefined, mode: number): Promise<void> {
   await fs.mkdir(dir, { recursive: true, mode });
   await fs.chmod(dir, mode);
@@ -135,8 +151,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   const bin = await binaries();
   const owner = await runAsUser();
   await fs.mkdir(dataDir, { recursive: true });
-  // The server's user must be able to traverse DATA_DIR (mkdtemp and umask 077 give 0700).
-  if (owner) await fs.chmod(dataDir, ((await fs.stat(dataDir)).mode & 0o777) | 0o711);
+  if (owner) await allowTraversal(dataDir, log);
 
   const pgData = path.join(dataDir, 'pg');
   const runDir = path.join(dataDir, 'pg-run');
