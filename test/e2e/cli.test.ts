@@ -1,51 +1,23 @@
 // The product as a newcomer runs it: the `keywarden` command as a real process, an embedded
 // PostgreSQL in DATA_DIR, data kept across restarts, and the shutdown order on SIGTERM.
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
+import { spawnServer, type ServerProcess } from '../helpers/process.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-e2e-'));
-const baseEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '' };
+const baseEnv = { DATA_DIR: dataDir, LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '' };
 
-interface Proc {
-  child: ChildProcessWithoutNullStreams;
-  port: number;
-  lines: string[];
-  exited: Promise<number | null>;
+function keywarden(env: Record<string, string> = {}): Promise<ServerProcess> {
+  return spawnServer({ ...baseEnv, ...env } as Record<string, string>);
 }
 
-function keywarden(args: string[], env: Record<string, string | undefined> = {}): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), ...args], { cwd: root, env: { ...baseEnv, ...env } });
-  const lines: string[] = [];
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(line);
-        try {
-          const rec = JSON.parse(line) as { msg?: string; port?: number };
-          if (rec.msg === 'server.listening') resolve({ child, port: rec.port!, lines, exited });
-        } catch {
-          // not a log record
-        }
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => lines.push(d.toString()));
-    void exited.then((code) => reject(new Error(`keywarden exited (${code}) before listening:\n${lines.join('\n')}`)));
-  });
-}
-
-function messages(p: Proc): string[] {
-  return p.lines.flatMap((l) => {
+function messages(p: ServerProcess): string[] {
+  return p.output.flatMap((l) => {
     try {
       return [(JSON.parse(l) as { msg: string }).msg];
     } catch {
@@ -59,28 +31,28 @@ afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 describe('keywarden command line', () => {
   it('serves with an embedded PostgreSQL, keeps data across a restart, and shuts down in order on SIGTERM', async () => {
     const created = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'owner', 'create', '--username', 'boss', '--password-stdin'], {
-      cwd: root, env: { ...baseEnv, LOG_LEVEL: 'warn' }, input: 'boss-pass-123\n', encoding: 'utf8',
+      cwd: root, env: { ...process.env, ...baseEnv, LOG_LEVEL: 'warn' }, input: 'boss-pass-123\n', encoding: 'utf8',
     });
     expect(created.stdout + created.stderr).toContain('owner boss created');
     expect(created.status).toBe(0);
 
-    const first = await keywarden(['serve']);
-    const api = await new Api(`http://127.0.0.1:${first.port}`).signIn('boss', 'boss-pass-123');
+    const first = await keywarden();
+    const api = await new Api(first.base).signIn('boss', 'boss-pass-123');
     const app = (await api.post('/apps', { name: 'Durable' })).body;
     await api.post(`/apps/${app.id}/licenses`, { amount: 3, duration: 30 });
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
     const order = messages(first).filter((m) => m.startsWith('server.') || m.startsWith('db.embedded.'));
     const at = (m: string) => order.lastIndexOf(m);
-    const seq = JSON.stringify(order) + first.lines.filter((l) => /stop/.test(l)).join("\n");
+    const seq = JSON.stringify(order);
     expect(at('server.stopping'), seq).toBeGreaterThan(at('server.listening'));
     expect(at('db.embedded.stopped'), seq).toBeGreaterThan(at('server.stopping'));
     expect(at('server.stopped'), seq).toBeGreaterThan(at('db.embedded.stopped'));
     expect(order.filter((m) => m === 'db.embedded.stopped'), seq).toHaveLength(1);
 
-    const second = await keywarden(['serve']);
+    const second = await keywarden();
     try {
-      const again = await new Api(`http://127.0.0.1:${second.port}`).signIn('boss', 'boss-pass-123');
+      const again = await new Api(second.base).signIn('boss', 'boss-pass-123');
       const got = await again.get(`/api/apps/${app.id}`);
       expect(got.body).toMatchObject({ name: 'Durable', api_key: app.api_key, stats: { keys: 3 } });
     } finally {

@@ -1,5 +1,4 @@
 // A server SIGKILLed between claim and finalise must not leave the key pending.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { createTestDatabase } from '../helpers/server.js';
+import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import pg from 'pg';
 
-const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-crash-'));
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 
@@ -21,25 +20,8 @@ afterAll(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-function serve(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
-    cwd: root,
-    env: {
-      ...process.env, DATA_DIR: dataDir, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info',
-      OWNER_USERNAME: 'crash', OWNER_PASSWORD: 'crash-pass-1', REDIS_URL: '', ...env,
-    },
-  });
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const port = new Promise<number>((resolve, reject) => {
-    let buf = '';
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const m = /"port":(\d+)[^\n]*"msg":"server.listening"/.exec(buf);
-      if (m) resolve(Number(m[1]));
-    });
-    void exited.then(() => reject(new Error(`server exited early: ${buf}`)));
-  });
-  return { child, port, exited };
+function serve(env: Record<string, string>): Promise<ServerProcess> {
+  return spawnServer({ DATA_DIR: dataDir, DATABASE_URL: db.url, OWNER_USERNAME: 'crash', OWNER_PASSWORD: 'crash-pass-1', ...env });
 }
 
 async function keyStatus(): Promise<string> {
@@ -54,8 +36,8 @@ async function keyStatus(): Promise<string> {
 
 describe('crash between claim and finalise', () => {
   it('the key is recovered on the next start and can be registered', async () => {
-    const first = serve({ FAULT_AFTER_CLAIM_MS: '600000' });
-    const base = `http://127.0.0.1:${await first.port}`;
+    const first = await serve({ FAULT_AFTER_CLAIM_MS: '600000' });
+    const base = first.base;
     const owner = await new Api(base).signIn('crash', 'crash-pass-1');
     const app = (await owner.post('/apps', { name: 'Crashy' })).body;
     const [key] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body.map((k: { key: string }) => k.key);
@@ -68,17 +50,16 @@ describe('crash between claim and finalise', () => {
     await first.exited;
     await hanging;
 
-    const second = serve({});
+    const second = await serve({});
     try {
-      const base2 = `http://127.0.0.1:${await second.port}`;
+      const base2 = second.base;
       expect(await keyStatus()).toBe('unused');
       const c2 = new ClientApi(base2);
       const s2 = (await c2.post('/api/client/init', { api_key: app.api_key })).body.session;
       const r = await c2.post('/api/client/register', { session: s2, username: 'ghost', password: 'pw-ghost-1', license: key, hwid: hwid() });
       expect(r.status).toBe(200);
     } finally {
-      second.child.kill('SIGTERM');
-      await second.exited;
+      await second.stop('SIGTERM');
     }
   });
 });
