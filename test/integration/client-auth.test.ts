@@ -359,3 +359,30 @@ describe('the shared gate', () => {
     expect(logs.slice(0, 2)).toEqual(['client.license:warning', 'client.init:info']);
   });
 });
+
+describe('remaining rows of the register, login and license tables', () => {
+  it('register and login: 403 Heartbeat session required on an activated session without a live heartbeat', async () => {
+    const f = await appFixture(t, { require_heartbeat: true });
+    const [k1, k2] = await f.keys(2);
+    const { c, session } = await fresh(f);
+    expect((await c.post('/api/client/register', { session, username: 'hb1', password: 'pw-hb1-1', license: k1, hwid: hwid() })).status).toBe(200);
+    const reg = await c.post('/api/client/register', { session, username: 'hb2', password: 'pw-hb2-1', license: k2, hwid: hwid() });
+    expect(reg.status).toBe(403);
+    expect(reg.body).toEqual({ detail: 'Heartbeat session required. Call /heartbeat/start first.' });
+    const login = await c.post('/api/client/login', { session, username: 'hb1', password: 'pw-hb1-1', hwid: hwid() });
+    expect(login.status).toBe(403);
+    expect(login.body).toEqual({ detail: 'Heartbeat session required. Call /heartbeat/start first.' });
+  });
+
+  it.each(['login', 'license'])('%s: 20 calls per minute per IP, then 429 Rate limit exceeded', async (endpoint) => {
+    const f = await appFixture(t);
+    const { c, session } = await fresh(f);
+    const body = endpoint === 'login' ? { session, username: 'x', password: 'p', hwid: 'short' } : { session, license: 'k', hwid: 'short' };
+    for (let i = 0; i < 20; i++) expect((await c.post(`/api/client/${endpoint}`, body)).status).toBe(422);
+    const r = await c.post(`/api/client/${endpoint}`, body);
+    expect(r.status).toBe(429);
+    expect(r.body).toEqual({ detail: 'Rate limit exceeded' });
+    expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
