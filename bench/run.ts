@@ -17,7 +17,8 @@ const root = path.resolve(here, '..');
 const quick = process.argv.includes('--quick');
 const DURATION_S = quick ? 3 : 15;
 const CONNECTIONS = 16; // one session chain per wrk thread (see lua/heartbeat.lua)
-const MEMORY_POINTS = quick ? [10_000] : [10_000, 100_000, 250_000];
+const memoryOnly = process.argv.find((a) => a.startsWith('--memory='));
+const MEMORY_POINTS = memoryOnly ? [Number(memoryOnly.split('=')[1])] : quick ? [10_000] : [10_000, 100_000, 250_000];
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
 
@@ -101,11 +102,17 @@ async function post(base: string, p: string, body: unknown, token?: string, retr
   return json;
 }
 
+async function patch(base: string, p: string, body: unknown, token: string): Promise<void> {
+  const res = await fetch(base + p, { method: 'PATCH', body: JSON.stringify(body), headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
+  if (res.status !== 200) throw new Error(`${p} -> ${res.status} ${await res.text()}`);
+}
+
 interface Fixture { apiKey: string; license: string; username: string; password: string }
 
-async function fixture(base: string): Promise<Fixture> {
+async function fixture(base: string, settings: Record<string, unknown> = {}): Promise<Fixture> {
   const { token } = await post(base, '/api/auth/login', OWNER);
   const app = await post(base, '/api/apps', { name: `Bench ${Date.now()}` }, token);
+  if (Object.keys(settings).length > 0) await patch(base, `/api/apps/${app.id}`, settings, token);
   const [k1, k2] = await post(base, `/api/apps/${app.id}/licenses`, { amount: 2, unit: 'lifetime' }, token);
   const s = (await post(base, '/api/client/init', { api_key: app.api_key })).session;
   await post(base, '/api/client/register', { session: s, username: 'benchuser', password: 'bench-user-1', license: k2.key, hwid: 'bench-device-0001' });
@@ -197,6 +204,7 @@ async function main(): Promise<void> {
   };
 
   try {
+    if (memoryOnly) return await memoryWorkload(serve, freshDb);
     // (a) the ceiling
     progress('(a) ceiling: bare uWebSockets.js + JSON + Ed25519');
     const cport = await freePort();
@@ -236,25 +244,7 @@ async function main(): Promise<void> {
       rows.push({ workload: `(f) latency at ${share * 100}% load, 1 worker`, rps: rps(w), p50_ms: w.p50_us / 1000, p99_ms: w.p99_us / 1000, p999_ms: w.p999_us / 1000 });
     }
 
-    // (e) memory per live session
-    for (const n of MEMORY_POINTS) {
-      progress(`(e) memory with ${n} live sessions`);
-      const mem = await serve({ DATABASE_URL: await freshDb() }, ['--expose-gc']);
-      const mf = await fixture(mem.base);
-      // Settled samples: a full collection before each (SIGUSR2 -> gc(), see src/cli.ts).
-      const settled = async () => {
-        mem.child.kill('SIGUSR2');
-        await new Promise((r) => setTimeout(r, 500));
-        return metrics(mem.base);
-      };
-      const before = await settled();
-      await heartbeatSessions(mem.base, mf, n, 64);
-      const after = await settled();
-      const rss = ((after.keywarden_process_resident_memory_bytes ?? 0) - (before.keywarden_process_resident_memory_bytes ?? 0)) / n;
-      const heap = ((after.keywarden_nodejs_heap_size_used_bytes ?? 0) - (before.keywarden_nodejs_heap_size_used_bytes ?? 0)) / n;
-      rows.push({ workload: `(e) memory per live session at ${n}`, value: Math.round(rss), unit: 'bytes RSS', note: `heap ${Math.round(heap)} B/session; ${after.keywarden_heartbeat_sessions} sessions, ${after.keywarden_heartbeat_live_actors} live actors` });
-      mem.child.kill('SIGTERM');
-    }
+    await memoryWorkload(serve, freshDb);
 
     // (c) cluster mode
     for (const workers of [2, 3]) {
@@ -284,8 +274,35 @@ async function main(): Promise<void> {
   } finally {
     for (const c of cleanups.reverse()) await c();
     if (embedded) await embedded.stop();
+    report();
   }
-  report();
+}
+
+type Serve = (env: Record<string, string>, nodeFlags?: string[]) => Promise<{ base: string; child: ChildProcess }>;
+
+async function memoryWorkload(serve: Serve, freshDb: () => Promise<string>): Promise<void> {
+  // (e) memory per live session
+  for (const n of MEMORY_POINTS) {
+    progress(`(e) memory with ${n} live sessions`);
+    const mem = await serve({ DATABASE_URL: await freshDb() }, ['--expose-gc']);
+    // The longest interval (expiry 6 x 300 s): creating 250k sessions takes longer than the
+    // default 180 s expiry, and an expired session is not a live one.
+    const mf = await fixture(mem.base, { heartbeat_interval: 300 });
+    // Settled samples: a full collection before each (SIGUSR2 -> gc(), see src/cli.ts).
+    const settled = async () => {
+      mem.child.kill('SIGUSR2');
+      await new Promise((r) => setTimeout(r, 500));
+      return metrics(mem.base);
+    };
+    const before = await settled();
+    await heartbeatSessions(mem.base, mf, n, 64);
+    const after = await settled();
+    const rss = ((after.keywarden_process_resident_memory_bytes ?? 0) - (before.keywarden_process_resident_memory_bytes ?? 0)) / n;
+    const heap = ((after.keywarden_nodejs_heap_size_used_bytes ?? 0) - (before.keywarden_nodejs_heap_size_used_bytes ?? 0)) / n;
+    rows.push({ workload: `(e) memory per live session at ${n}`, value: Math.round(rss), unit: 'bytes RSS', note: `heap ${Math.round(heap)} B/session; ${after.keywarden_heartbeat_sessions} sessions, ${after.keywarden_heartbeat_live_actors} live actors` });
+    mem.child.kill('SIGTERM');
+  }
+
 }
 
 function report(): void {

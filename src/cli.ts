@@ -45,6 +45,8 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // A background task's rejected promise is a bug to log, not a reason to take every client down.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'process.unhandled_rejection'));
   // Benchmarks start workers with --expose-gc and ask for a collection before a memory sample.
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc) process.on('SIGUSR2', () => gc());

@@ -143,7 +143,7 @@ export class ClusterNode {
       const live: string[] = [];
       for (const [id, at] of stamps) {
         if (now - Number(at.toString()) <= MEMBER_TTL_MS) live.push(id);
-        else if (now - Number(at.toString()) > MEMBER_TTL_MS * 10) void this.coordinator.hashDel('members', id);
+        else if (now - Number(at.toString()) > MEMBER_TTL_MS * 10) void this.coordinator.hashDel('members', id).catch(() => undefined);
       }
       this.members = live.sort();
       const renewals = [...this.owned].map(async ([shard, fence]) => {

@@ -88,10 +88,17 @@ export class LocalCoordinator implements Coordinator {
   }
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
-    const l = this.liveLease(name);
-    if (!l || l.holder !== holder || l.fence !== fence) return false;
-    l.expiresAt = this.now() + ttlMs;
-    return true;
+    const l = this.leases.get(name);
+    if (l && l.holder === holder && l.fence === fence) {
+      l.expiresAt = this.now() + ttlMs;
+      return true;
+    }
+    // Expired, and nobody was granted it since (the fence counter only moves on a grant): still ours.
+    if ((!l || l.expiresAt <= this.now()) && this.fences.get(name) === fence) {
+      this.leases.set(name, { holder, fence, expiresAt: this.now() + ttlMs });
+      return true;
+    }
+    return false;
   }
 
   async releaseLease(name: string, holder: string, fence: number) {

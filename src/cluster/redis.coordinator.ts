@@ -16,8 +16,15 @@ end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 return fence`;
+// An expired lease nobody was granted since (the fence counter still equals ours) is renewed too:
+// no other holder can have written under it. A stalled owner keeps its shards instead of dropping them.
 const RENEW = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not cur and redis.call('GET', KEYS[2]) == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0`;
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -101,7 +108,7 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
-    return (await this.redis.eval(RENEW, 1, this.k(`lease:${name}`), `${holder}:${fence}`, Math.ceil(ttlMs))) === 1;
+    return (await this.redis.eval(RENEW, 2, this.k(`lease:${name}`), this.k(`fence:${name}`), `${holder}:${fence}`, Math.ceil(ttlMs), String(fence))) === 1;
   }
 
   async releaseLease(name: string, holder: string, fence: number) {

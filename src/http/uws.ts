@@ -124,13 +124,14 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
 
       inflight.count++;
       const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
-      const bodyPromise: Promise<Buffer | 'too_large'> =
-        method === 'get' || method === 'delete' || method === 'head' as Method
-          ? Promise.resolve(Buffer.alloc(0))
-          : declared !== undefined && declared > limit
-            ? Promise.resolve('too_large' as const) // known too large: answer without reading it
-            : readBody(res, limit);
-      let closeAfter = declared !== undefined && declared > limit && method !== 'get' && method !== 'delete';
+      const bodyless = method === 'get' || method === 'delete';
+      const announcedTooLarge = !bodyless && declared !== undefined && declared > limit;
+      const bodyPromise: Promise<Buffer | 'too_large'> = bodyless
+        ? Promise.resolve(Buffer.alloc(0))
+        : announcedTooLarge
+          ? Promise.resolve('too_large' as const) // known too large: answer without reading it, then close
+          : readBody(res, limit);
+      let closeAfter = announcedTooLarge;
 
       bodyPromise
         .then((body) => {

@@ -90,6 +90,14 @@ for (const [name, enabled, make] of implementations) {
       expect(await c.hashGet('h2', 's')).toBeNull();
     });
 
+    it('an expired lease nobody took since can still be renewed by its holder (a stalled owner keeps its shard)', async () => {
+      const f1 = (await c.acquireLease('shard-3', 'w1', 30))!;
+      await new Promise((r) => setTimeout(r, 80)); // the expiry itself is under test
+      expect(await c.renewLease('shard-3', 'w1', f1, 60_000)).toBe(true);
+      expect(await c.leaseHolder('shard-3')).toEqual({ holder: 'w1', fence: f1 });
+      expect(await c.acquireLease('shard-3', 'w2', 60_000)).toBeNull();
+    });
+
     it('keeps hashes', async () => {
       await c.hashSet('h3', 'a', Buffer.from('1'));
       await c.hashSet('h3', 'b', Buffer.from('2'));

@@ -217,6 +217,17 @@ describe('kill conditions', () => {
   });
 });
 
+describe('a stalled worker (regression: a lease renewed late used to drop every session)', () => {
+  it('keeps its sessions when its shard leases outlive their TTL before a renewal', async () => {
+    const l = await live({ heartbeat_interval: 30 });
+    expect((await l.beat()).status).toBe(200);
+    clock.advance(10_000); // longer than the 4 s lease TTL, as after a long event-loop stall
+    await t.server.app.domain.node.tick();
+    expect(t.server.app.domain.node.ownedShards).toBe(1024);
+    expect((await l.beat()).status).toBe(200);
+  });
+});
+
 describe('expiry and stop', () => {
   it('evicts a session with no beat for max(60, beat_interval x 6) seconds', async () => {
     const l = await live({ heartbeat_interval: 5 });
