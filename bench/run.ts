@@ -69,7 +69,7 @@ async function until(what: string, cond: () => Promise<boolean>, ms = 60_000): P
 
 function wrk(script: string, base: string, env: Record<string, string>, threads = CONNECTIONS, duration = DURATION_S): WrkResult {
   const r = spawnSync('wrk', [`-t${threads}`, `-c${threads}`, `-d${duration}s`, '--timeout', '5s', '-s', path.join(here, 'lua', script), base], {
-    env: { ...process.env, ...env }, encoding: 'utf8',
+    env: { ...process.env, KW_LUA_DIR: path.join(here, 'lua'), ...env }, encoding: 'utf8',
   });
   const line = r.stdout.split('\n').find((l) => l.startsWith('KWRESULT '));
   if (!line) throw new Error(`wrk gave no result: ${r.stdout}\n${r.stderr}`);

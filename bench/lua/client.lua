@@ -3,6 +3,8 @@
 -- KW_CALL: init | login | license; KW_SESSIONS: "session" lines (login, license);
 -- KW_API_KEY, KW_USERNAME, KW_PASSWORD, KW_LICENSE.
 local call = os.getenv("KW_CALL")
+dofile(os.getenv("KW_LUA_DIR") .. "/common.lua")
+
 local counter = 0
 local lines = {}
 
@@ -33,7 +35,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-  io.write(string.format('KWRESULT {"requests":%d,"duration_us":%d,"non2xx":%d,"socket_errors":%d,"p50_us":%d,"p99_us":%d,"p999_us":%d}\n',
-    summary.requests, summary.duration, summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))
+  report(summary, latency)
 end

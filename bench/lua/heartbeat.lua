@@ -1,6 +1,8 @@
 -- Heartbeats: one connection per wrk thread, each thread carrying one session's token chain
 -- (wrk cannot tell which connection a response belongs to, so a chain needs its own thread).
 -- KW_SESSIONS: a file of "session token" lines; KW_DELAY_MS: pause before each request (rate control).
+dofile(os.getenv("KW_LUA_DIR") .. "/common.lua")
+
 local counter = 0
 local lines = {}
 
@@ -34,7 +36,5 @@ function delay()
 end
 
 function done(summary, latency, requests)
-  io.write(string.format('KWRESULT {"requests":%d,"duration_us":%d,"non2xx":%d,"socket_errors":%d,"p50_us":%d,"p99_us":%d,"p999_us":%d}\n',
-    summary.requests, summary.duration, summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))
+  report(summary, latency)
 end
