@@ -28,7 +28,6 @@ import { TeamRepository } from './db/repositories/account.repository.js';
 import { LiveHub } from './ws/live.js';
 import { WebhookService } from './services/webhooks.service.js';
 import { ClusterNode, shardOf } from './cluster/cluster-node.js';
-import { revive } from './services/heartbeat.service.js';
 import type { LicenseOp } from './actors/license.machine.js';
 import { ScreenshotStore } from './services/screenshots.js';
 
@@ -100,9 +99,7 @@ export function createDomain(s: Services): Domain {
   });
   const routedLicenses = {
     run: (licenseId: string, op: LicenseOp) =>
-      node.route(shardOf(licenseId), 'lic.run', { licenseId, op }, () => licenses.run(licenseId, op)).catch((err: unknown) => {
-        throw revive(err);
-      }),
+      node.route(shardOf(licenseId), 'lic.run', { licenseId, op }, () => licenses.run(licenseId, op)),
   };
   events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({

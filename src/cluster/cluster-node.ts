@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from './coordinator.js';
+import { AppError, ERRORS, type ErrorCode } from '../errors.js';
 
 export const SHARD_COUNT = 1024;
 export const LEASE_TTL_MS = 4_000;
@@ -296,12 +297,11 @@ export class CallTimeout extends Error {
   }
 }
 
-/** Errors cross workers by name and code: a coded AppError stays one (see heartbeat/license routing). */
+/** Errors cross workers by name and code: a coded AppError on the owner is the same AppError here. */
 function reviveError(e: { name: string; code?: string; message: string }): Error {
   if (e.name === 'NotOwner') return new NotOwner(-1);
-  const err = new Error(e.message) as Error & { code?: string; remote?: boolean };
+  if (e.code && e.code in ERRORS) return new AppError(e.code as ErrorCode);
+  const err = new Error(e.message);
   err.name = e.name;
-  if (e.code) err.code = e.code;
-  err.remote = true;
   return err;
 }

@@ -71,11 +71,6 @@ export function ed25519Sign(message: Uint8Array, secretKey: Uint8Array): Buffer 
   return sig;
 }
 
-export function ed25519Verify(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean {
-  if (signature.byteLength !== sodium.crypto_sign_BYTES || publicKey.byteLength !== sodium.crypto_sign_PUBLICKEYBYTES) return false;
-  return sodium.crypto_sign_verify_detached(signature, message, publicKey);
-}
-
 // ---- Argon2id (always the async variants: they run on libuv's pool, never on the event loop) --
 
 const PWHASH_OPS = sodium.crypto_pwhash_OPSLIMIT_INTERACTIVE;

@@ -239,13 +239,7 @@ export class AppsService {
 
   /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
   subtreeIds(accountId: string): Promise<string[]> {
-    return this.s.sql
-      .all<{ id: string }>(
-        `with recursive sub(id) as (select id from accounts where id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
-         select id from sub`,
-        [accountId],
-      )
-      .then((rows) => rows.map((r) => r.id));
+    return this.s.repos.accounts.subtreeIds(accountId);
   }
 }
 

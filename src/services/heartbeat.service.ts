@@ -7,7 +7,7 @@
 // Kills and refusals are audited; kills deactivate the client session.
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
-import { AppError, ERRORS, type ErrorCode } from '../errors.js';
+import { AppError } from '../errors.js';
 import { hmacSha256, randomHex } from '../crypto/index.js';
 import type { ClientCtx, ClientResult } from '../http/client-route.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
@@ -172,7 +172,7 @@ export class HeartbeatService {
   private async startHere(a: StartArgs): Promise<{ ok: true }> {
     this.owns(a.session);
     const existing = this.host.peek(a.session);
-    if (existing && existing.expiresAt > this.d.now()) throw coded('heartbeat_exists');
+    if (existing && existing.expiresAt > this.d.now()) throw new AppError('heartbeat_exists');
     if (existing) this.host.remove(a.session);
     const c = this.host.create({ ...a, now: this.d.now() });
     this.index(a.session);
@@ -232,9 +232,7 @@ export class HeartbeatService {
   }
 
   private route<T>(session: string, op: string, args: unknown, here: () => Promise<T>): Promise<T> {
-    return this.d.node.route(shardOf(session), op, args, here).catch((err: unknown) => {
-      throw revive(err);
-    });
+    return this.d.node.route(shardOf(session), op, args, here);
   }
 
   // ---- the endpoints --------------------------------------------------------------------------
@@ -341,14 +339,3 @@ export class HeartbeatService {
   }
 }
 
-function coded(code: ErrorCode): Error {
-  return new AppError(code);
-}
-
-/** A coded error from another worker becomes the same AppError here. */
-export function revive(err: unknown): Error {
-  const e = err as Error & { code?: string; remote?: boolean };
-  if (e instanceof AppError) return e;
-  if (e?.remote && e.code && e.code in ERRORS) return new AppError(e.code as ErrorCode);
-  return e;
-}

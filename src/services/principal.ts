@@ -29,8 +29,4 @@ export function requireRole(p: Principal, ...roles: Role[]): void {
   if (!roles.includes(p.role)) throw new AppError('permission_denied');
 }
 
-export function isReseller(p: Principal): boolean {
-  return p.role === 'reseller';
-}
-
 export type { Permissions };

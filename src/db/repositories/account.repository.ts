@@ -13,8 +13,19 @@ export interface NewAccount {
   webhookSecret: string;
 }
 
+/** Every account below `?` (not itself), by walking parent_id. */
+const DESCENDANTS_SQL = `with recursive sub(id) as (
+    select id from accounts where parent_id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
+  select id from sub`;
+
 export class AccountRepository {
   constructor(private readonly orm: Orm) {}
+
+  /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
+  async subtreeIds(accountId: string): Promise<string[]> {
+    const rows = await this.orm.em.getConnection().execute<{ id: string }[]>(DESCENDANTS_SQL, [accountId]);
+    return [accountId, ...rows.map((r) => r.id)];
+  }
 
   findByUsername(username: string): Promise<Account | null> {
     return this.orm.em.fork().findOne(AccountSchema, { username });
@@ -71,11 +82,7 @@ export class TeamRepository {
   /** Every account below `rootId` (not itself), by walking parent_id. */
   async descendants(rootId: string): Promise<Account[]> {
     const em = this.orm.em.fork();
-    const rows = await em.getConnection().execute<{ id: string }[]>(
-      `with recursive sub(id) as (select id from accounts where parent_id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
-       select id from sub`,
-      [rootId],
-    );
+    const rows = await em.getConnection().execute<{ id: string }[]>(DESCENDANTS_SQL, [rootId]);
     if (rows.length === 0) return [];
     return em.find(AccountSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { createdAt: 'asc' } });
   }
