@@ -4,6 +4,8 @@ import { AppError } from './errors.js';
 import { createClientIpResolver } from './http/client-ip.js';
 import { Metrics } from './http/metrics.js';
 import { Router } from './http/router.js';
+import { errorReply } from './http/error-reply.js';
+import { signReply } from './http/client-signing.js';
 import { createHttpServer, loadUws, type HttpServer } from './http/uws.js';
 import { systemRoutes } from './http/routes/system.routes.js';
 import { authRoutes } from './http/routes/auth.routes.js';
@@ -30,6 +32,9 @@ import { WebhookService } from './services/webhooks.service.js';
 import { ClusterNode, shardOf } from './cluster/cluster-node.js';
 import type { LicenseOp } from './actors/license.machine.js';
 import { ScreenshotStore } from './services/screenshots.js';
+
+/** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
+const NONCE_PURGE_MS = 60_000;
 
 export interface Domain {
   auth: DashboardAuth;
@@ -108,6 +113,7 @@ export function createDomain(s: Services): Domain {
     screenshots: new ScreenshotStore(s.config.dataDir),
   });
   const apps = new AppsService(s, appCache, events);
+  let noncePurge: NodeJS.Timeout | undefined;
   const keys = new KeysAdminService(s, new KeyAdminRepository(s.sql), apps, events);
   return {
     auth: new DashboardAuth(s), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
@@ -117,12 +123,16 @@ export function createDomain(s: Services): Domain {
       await events.start();
       await node.start();
       heartbeats.startSweeper();
+      noncePurge = setInterval(() => {
+        s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => s.log.warn({ err }, 'nonce.purge_failed'));
+      }, NONCE_PURGE_MS).unref();
       // One process alone (no Redis) cannot race a live claim: recover every pending key.
       // With other workers around, only claims older than any live register can be dead.
       const recovered = await licenseOps.recoverPending(s.coordinator.kind === 'local' ? 0 : 60_000);
       if (recovered > 0) s.log.warn({ recovered }, 'license.pending_recovered');
     },
     async stop() {
+      clearInterval(noncePurge);
       await webhooks.drain();
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
@@ -174,8 +184,17 @@ export function createApp(s: Services): App {
     doc: { summary: 'Server-Sent Events: one `event:` per kind', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
   });
   router.mount(server);
-  server.mountFallback(async () => {
-    throw new AppError('route_not_found');
+  // PROTOCOL 11.20: an unknown path is 404, a known path with another method 405 with `Allow`;
+  // under /api/client/ both leave signed like every other client response.
+  server.mountFallback(async (req) => {
+    const allowed = router.methodsAt(req.path);
+    // A path whose method is served but that reached here anyway (a malformed %-escape) names nothing: 404.
+    const err = allowed.length > 0 && !allowed.includes(req.method)
+      ? new AppError('method_not_allowed', undefined, { Allow: allowed.map((m) => m.toUpperCase()).join(', ') })
+      : new AppError('route_not_found');
+    const reply = errorReply(err, s.log);
+    if (!req.path.startsWith('/api/client/')) return reply;
+    return signReply(reply, s.secrets.signing, req.method, req.path, req.headers['x-nonce'] ?? '', s.clock.now());
   });
   return { server, router, domain, live };
 }

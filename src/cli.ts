@@ -58,6 +58,10 @@ async function createTopAccount(config: Config, kind: 'owner' | 'developer', arg
     console.error(USAGE);
     return 2;
   }
+  // Checked before anything starts: a missing setting is a one-line message, not a stack trace.
+  if (kind === 'developer' && config.developerEmails.length === 0) {
+    throw new ConfigError('DEVELOPER_EMAILS must name at least one address (the developer account\'s email)');
+  }
   const password = await readStdin();
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
   const s = await createServices(config, log);

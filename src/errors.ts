@@ -8,6 +8,7 @@ export const ERRORS = {
   malformed_json: { status: 400, detail: 'Malformed JSON body' },
   rate_limited: { status: 429, detail: 'Rate limit exceeded' },
   route_not_found: { status: 404, detail: 'Not found' },
+  method_not_allowed: { status: 405, detail: 'Method not allowed' },
   internal: { status: 500, detail: 'Internal server error' },
   unavailable: { status: 503, detail: 'Service unavailable' },
 
@@ -57,7 +58,7 @@ export const ERRORS = {
   insufficient_credits: { status: 403, detail: 'Insufficient credits' },
   current_password_wrong: { status: 400, detail: 'Current password is incorrect' },
   account_username_taken: { status: 409, detail: 'Username already taken' },
-  email_taken: { status: 409, detail: 'Email address already in use' },
+  email_taken: { status: 409, detail: 'Email already in use' },
   license_not_found: { status: 404, detail: 'License not found' },
   user_not_found: { status: 404, detail: 'User not found' },
   ban_not_found: { status: 404, detail: 'Blacklist entry not found' },

@@ -12,6 +12,7 @@ import { ApplicationRepository } from './db/repositories/application.repository.
 import { LicenseRepository } from './db/repositories/license.repository.js';
 import { BlacklistRepository } from './db/repositories/blacklist.repository.js';
 import { AuditRepository } from './db/repositories/audit.repository.js';
+import { NonceRepository } from './db/repositories/nonce.repository.js';
 import type { Coordinator } from './cluster/coordinator.js';
 import { LocalCoordinator } from './cluster/local.coordinator.js';
 import { RedisCoordinator } from './cluster/redis.coordinator.js';
@@ -24,6 +25,7 @@ export interface Repositories {
   licenses: LicenseRepository;
   blacklist: BlacklistRepository;
   audit: AuditRepository;
+  nonces: NonceRepository;
 }
 
 export interface Services {
@@ -59,7 +61,14 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
     }
     const secrets = await loadSecrets(config);
     coordinator = config.redisUrl ? new RedisCoordinator(config.redisUrl, config.redisPrefix) : new LocalCoordinator(() => clock.now());
-    if (coordinator.kind === 'redis') await coordinator.ping();
+    if (coordinator instanceof RedisCoordinator) {
+      await coordinator.ping();
+      const persistence = await coordinator.persistence();
+      if (persistence !== 'aof') {
+        log.warn({ persistence }, 'redis.no_persistence: client and heartbeat sessions live in Redis; without appendonly yes '
+          + 'a Redis restart ends every one of them (clients must init and activate again). See README "Redis persistence".');
+      }
+    }
     const sql = new Sql(orm);
     const repos: Repositories = {
       accounts: new AccountRepository(orm),
@@ -68,6 +77,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       licenses: new LicenseRepository(sql),
       blacklist: new BlacklistRepository(orm, sql),
       audit: new AuditRepository(sql, log, () => clock.now()),
+      nonces: new NonceRepository(sql),
     };
     let closing: Promise<void> | undefined;
     const o = orm;

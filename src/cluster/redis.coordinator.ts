@@ -34,6 +34,8 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], ARGV[2]) else redis.call('HSET', KEYS[2], ARGV[2], ARGV[4]) end
 return 1`;
 
+const REDIS_COMMAND_TIMEOUT_MS = 2_000;
+
 export class RedisCoordinator implements Coordinator {
   readonly kind = 'redis' as const;
   readonly redis: Redis;
@@ -42,7 +44,11 @@ export class RedisCoordinator implements Coordinator {
 
   constructor(url: string, private readonly prefix: string) {
     // Auto-pipelining batches the commands issued in one event-loop turn (lease renewals, state writes).
-    this.redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: true });
+    // commandTimeout: a stalled Redis (SIGSTOP, a full network buffer) fails a call within 2 s, which
+    // answers 503, instead of leaving requests and /readyz hanging for as long as the stall lasts.
+    this.redis = new Redis(url, {
+      maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: true, commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
     this.redis.on('error', () => undefined);
   }
@@ -146,6 +152,21 @@ export class RedisCoordinator implements Coordinator {
 
   async ping() {
     await this.redis.ping();
+  }
+
+  /**
+   * How this Redis keeps data across its own restart. Client and heartbeat sessions live here, so
+   * without AOF a Redis restart ends every one of them. 'unknown': CONFIG is refused (managed Redis).
+   */
+  async persistence(): Promise<'aof' | 'rdb' | 'none' | 'unknown'> {
+    try {
+      const [, aof] = (await this.redis.config('GET', 'appendonly')) as string[];
+      if (aof === 'yes') return 'aof';
+      const [, save] = (await this.redis.config('GET', 'save')) as string[];
+      return save ? 'rdb' : 'none';
+    } catch {
+      return 'unknown';
+    }
   }
 
   async close() {

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { AppError, rateLimited, validationError } from '../errors.js';
 import type { AuditLevel } from '../db/entities/index.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
-import type { Coordinator } from '../cluster/coordinator.js';
+import type { NonceRepository } from '../db/repositories/nonce.repository.js';
 import type { ResponseSigningKey } from '../secrets.js';
 import type { CachedApp, ClientAppCache } from '../services/client-app-cache.js';
 import type { ClientSession, ClientSessions } from '../services/client-sessions.js';
@@ -24,10 +24,10 @@ import type { IncomingRequest, Reply, RouteHandler } from './types.js';
 export interface ClientDeps {
   log: Logger;
   now: () => number;
-  coordinator: Coordinator;
   apps: ClientAppCache;
   sessions: ClientSessions;
   audit: AuditRepository;
+  nonces: NonceRepository;
   signingKey: () => ResponseSigningKey;
 }
 
@@ -108,12 +108,12 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
         : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
     } catch (err) {
       reply = errorReply(err, deps.log, { action: spec.action });
-      if (err instanceof AppError || reply.status === 422) {
+      if (err instanceof AppError || reply.status < 500) {
         audit.level ??= 'warning';
         audit.detail ??= `${reply.status} ${err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed'}`;
       } else {
         audit.level ??= 'error';
-        audit.detail ??= '500 internal error';
+        audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
       }
     }
     if (app && !audit.skip) {
@@ -135,6 +135,7 @@ async function checkSignature(deps: ClientDeps, req: IncomingRequest, appId: str
   const body = req.body === 'too_large' ? Buffer.alloc(0) : req.body;
   if (!requestSignatureValid(apiSecret, canonicalRequest(req.method, req.path, ts, nonce, body), sig)) throw new AppError('signature_invalid');
   // Recorded only once the signature verified, so nobody can burn another client's nonces.
-  if (!(await deps.coordinator.setIfAbsent(`nonce:${appId}:${nonce}`, Buffer.from('1'), NONCE_TTL_MS))) throw new AppError('signature_invalid');
+  const now = deps.now();
+  if (!(await deps.nonces.claim(appId, nonce, new Date(now + NONCE_TTL_MS), new Date(now)))) throw new AppError('signature_invalid');
 }
 

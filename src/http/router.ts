@@ -35,9 +35,20 @@ export interface Route {
 
 export class Router {
   readonly routes: Route[] = [];
+  private matchers: { re: RegExp; method: Method }[] | undefined;
 
   add(route: Route): void {
     this.routes.push(route);
+    this.matchers = undefined;
+  }
+
+  /** Methods some route serves at this concrete path (an unmatched request's 405 `Allow`, PROTOCOL 11.20). */
+  methodsAt(path: string): Method[] {
+    this.matchers ??= this.routes.flatMap((r) => {
+      const variants = r.unprefixed ? [r.path, r.path.replace(/^\/api/, '')] : [r.path];
+      return variants.map((p) => ({ re: new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`), method: r.method }));
+    });
+    return [...new Set(this.matchers.filter((m) => m.re.test(path)).map((m) => m.method))];
   }
 
   mount(server: HttpServer): void {

@@ -30,13 +30,38 @@ function issuesOf<T extends TSchema>(check: TypeCheck<T>, value: unknown, where:
   return issues;
 }
 
+/**
+ * PostgreSQL text cannot hold U+0000, so text carrying it is refused at the edge for every route
+ * (PROTOCOL 11.18): it is never stored, never reaches a query, never becomes a 500.
+ */
+function nulIssue(value: unknown, loc: (string | number)[]): ValidationIssue | undefined {
+  if (typeof value === 'string') {
+    return value.includes('\0') ? { loc, msg: 'Text must not contain the character U+0000', type: 'value_error' } : undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const issue = nulIssue(value[i], [...loc, i]);
+      if (issue) return issue;
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    const issue = (key.includes('\0') ? nulIssue(key, [...loc, key]) : undefined) ?? nulIssue((value as Record<string, unknown>)[key], [...loc, key]);
+    if (issue) return issue;
+  }
+  return undefined;
+}
+
 export function compile<T extends TSchema>(schema: T): Validator<T> {
   const check = TypeCompiler.Compile(schema);
   return {
     schema,
     parse(value, where = 'body') {
-      if (check.Check(value)) return value;
-      throw new ValidationError(issuesOf(check, value, where));
+      if (!check.Check(value)) throw new ValidationError(issuesOf(check, value, where));
+      const nul = nulIssue(value, [where]);
+      if (nul) throw new ValidationError([nul]);
+      return value;
     },
   };
 }

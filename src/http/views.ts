@@ -3,7 +3,7 @@ import type { Application, BlacklistEntry } from '../db/entities/index.js';
 import type { AuditRow } from '../db/repositories/audit.repository.js';
 import type { LicenseRow } from '../db/repositories/license.repository.js';
 import { hasPermission, type Principal } from '../services/principal.js';
-import { beatInterval } from '../services/apps.service.js';
+import { beatInterval, stripIps } from '../services/apps.service.js';
 
 const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -84,9 +84,17 @@ export function banView(b: BlacklistEntry) {
   return { id: b.id, app_id: b.appId, type: b.type, value: b.value, created_at: b.createdAt.toISOString(), created_by: b.createdBy };
 }
 
-export function logView(r: AuditRow) {
+/**
+ * SPEC hiding for log entries: without view_ip no ip, no location and no IP-shaped text in detail;
+ * the screenshot (`screen`) needs view_hwid and view_ip (PROTOCOL 11.17). Hidden fields are absent.
+ */
+export function logView(r: AuditRow, p: Principal) {
+  const ip = hasPermission(p, 'view_ip');
+  const hwid = hasPermission(p, 'view_hwid');
   return {
-    id: r.id, time: new Date(r.at).toISOString(), level: r.level, action: r.action, detail: r.detail,
-    ip: r.ip, location: r.location, screen: r.screen, actor_id: r.actor_id,
+    id: r.id, time: new Date(r.at).toISOString(), level: r.level, action: r.action, detail: ip ? r.detail : stripIps(r.detail),
+    ...(ip ? { ip: r.ip, location: r.location } : {}),
+    ...(ip && hwid ? { screen: r.screen } : {}),
+    actor_id: r.actor_id,
   };
 }

@@ -1,25 +1,29 @@
 // Applications and what hangs off them on the dashboard: settings, key generation, blacklist, logs.
 // Visibility is part of every query (AppScope), so an id from another tree finds nothing (404).
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { AppError, validationError } from '../errors.js';
 import { hmacSha256, randomHex, randomToken } from '../crypto/index.js';
 import type { Application, BlacklistType, DurationUnit, KeyCosts } from '../db/entities/index.js';
 import type { AppScope } from '../db/repositories/application.repository.js';
 import type { AuditRow } from '../db/repositories/audit.repository.js';
-import type { LicenseRow } from '../db/repositories/license.repository.js';
+import { KeySpaceExhausted, type LicenseRow } from '../db/repositories/license.repository.js';
 import type { Services } from '../services.js';
 import { normalizeIp } from '../http/client-ip.js';
 import { hasPermission, requirePermission, type Principal } from './principal.js';
 import {
-  ALPHABET_CLASSES, DEFAULT_ALPHABET, DEFAULT_MASK, MIN_RANDOM_CHARS, durationDays, expandMask, keyPreview,
-  normalizeAlphabet, placeholderCount, pricePerKey,
+  ALPHABET_CLASSES, DEFAULT_ALPHABET, DEFAULT_MASK, ENUMERABLE_KEY_SPACE, durationDays, enumerateKeys, expandMask, keyPreview,
+  keySpace, normalizeAlphabet, placeholderCount, pricePerKey,
 } from './license-keys.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { ClientAppCache } from './client-app-cache.js';
 import type { EventBus } from './events.js';
 
 export const MAX_DURATION_DAYS = 3650;
+
+function spaceExhausted(amount: number) {
+  return validationError('mask', `This mask and alphabet cannot produce ${amount} new keys for this application`, 'value_error');
+}
 
 export function scopeOf(p: Principal): AppScope {
   if (p.role === 'developer') return { kind: 'all' };
@@ -155,6 +159,28 @@ export class AppsService {
     return app;
   }
 
+  /**
+   * Where new keys come from (PROTOCOL 11.19), decided before any work: random draws over a large key
+   * space; over a small one, the exact list of keys the application does not have yet, shuffled,
+   * so a mask that cannot yield `amount` new keys is refused at once instead of searched forever.
+   */
+  private async keySource(appId: string, mask: string, alphabet: string, amount: number) {
+    const key = this.s.secrets.licenseHashKey;
+    const entry = (plaintext: string) => ({ plaintext, keyHash: licenseHash(key, plaintext), keyPreview: keyPreview(plaintext) });
+    const space = keySpace(mask, alphabet.length);
+    if (space < BigInt(amount)) throw spaceExhausted(amount);
+    if (space > BigInt(ENUMERABLE_KEY_SPACE)) return () => entry(expandMask(mask, alphabet));
+    const all = [...enumerateKeys(mask, alphabet)].map(entry);
+    const taken = await this.s.repos.licenses.existingHashes(appId, all.map((k) => k.keyHash));
+    const left = all.filter((k) => !taken.has(k.keyHash));
+    if (left.length < amount) throw spaceExhausted(amount);
+    for (let i = left.length - 1; i > 0; i--) {
+      const j = randomInt(i + 1);
+      [left[i], left[j]] = [left[j]!, left[i]!];
+    }
+    return () => left.pop() ?? null;
+  }
+
   /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
   async generateLicenses(p: Principal, appId: string, input: GenerateInput): Promise<{ row: LicenseRow; key: string }[]> {
     requirePermission(p, 'generate_keys');
@@ -165,28 +191,26 @@ export class AppsService {
     const days = durationDays(value, unit);
     if (days > MAX_DURATION_DAYS) throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
     const mask = input.mask ?? DEFAULT_MASK;
-    if (placeholderCount(mask) < MIN_RANDOM_CHARS) {
-      throw validationError('mask', `Mask needs at least ${MIN_RANDOM_CHARS} placeholders (*, # or X)`, 'value_error');
-    }
+    if (placeholderCount(mask) === 0) throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
     const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
     if (!ALPHABET_CLASSES.test(alphabet)) {
       throw validationError('alphabet', 'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes', 'value_error');
     }
+    const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
     const charge = p.role === 'reseller' ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount } : null;
-    const key = this.s.secrets.licenseHashKey;
     const created = await this.s.repos.licenses.insertBatch(
       {
         appId, level: input.level ?? 1, durationValue: value, durationUnit: unit, durationDays: days, note: input.note ?? '',
         resellerId: generatorIsStaff ? p.account.id : null, createdBy: p.account.id, charge,
       },
       input.amount,
-      () => {
-        const plaintext = expandMask(mask, alphabet);
-        return { plaintext, keyHash: licenseHash(key, plaintext), keyPreview: keyPreview(plaintext) };
-      },
+      makeKey,
       this.now(),
-    );
+    ).catch((err: unknown) => {
+      if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
+      throw err;
+    });
     await this.events.publish('license.generate', appId, { count: created.length, license_ids: created.map((c) => c.row.id) }, generatorIsStaff ? p.account.id : null);
     this.s.repos.audit.write({
       appId, action: 'license.generate', actorId: p.account.id, resellerId: generatorIsStaff ? p.account.id : null,
@@ -232,9 +256,8 @@ export class AppsService {
     requirePermission(p, 'view_auth_logs');
     await this.visible(p, appId);
     const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
-    const rows = await this.s.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
-    if (hasPermission(p, 'view_ip')) return rows;
-    return rows.map((r) => ({ ...r, ip: '', detail: stripIps(r.detail) }));
+    // Hiding (view_ip, view_hwid) is applied by the view: hidden fields are absent (PROTOCOL 11.17).
+    return this.s.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
   }
 
   /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */

@@ -6,6 +6,10 @@ import type { ApplicationRepository, ClientAppRow } from '../db/repositories/app
 import type { Sql } from '../db/sql.js';
 
 export const APP_CACHE_TTL_MS = 2_000;
+/** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
+const API_KEY_FORMAT = /^[0-9a-f]{32}$/;
+/** Lookups by api_key are remembered, misses included; a flood of random keys must not grow memory. */
+const MAX_API_KEY_ENTRIES = 10_000;
 const CHANNEL = 'app.changed';
 
 export interface CachedApp {
@@ -51,10 +55,12 @@ export class ClientAppCache {
   }
 
   async getByApiKey(apiKey: string): Promise<CachedApp | null> {
+    if (!API_KEY_FORMAT.test(apiKey)) return null;
     const hit = this.idByApiKey.get(apiKey);
     const now = this.now();
     if (hit && now - hit.at < APP_CACHE_TTL_MS) return hit.id ? this.getById(hit.id) : null;
     const row = await this.apps.findForClientByApiKey(apiKey);
+    if (this.idByApiKey.size >= MAX_API_KEY_ENTRIES) this.idByApiKey.clear();
     this.idByApiKey.set(apiKey, { id: row?.id ?? null, at: now });
     if (!row) return null;
     const value = await this.load(row);

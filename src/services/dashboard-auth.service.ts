@@ -4,6 +4,7 @@ import { AppError, validationError } from '../errors.js';
 import { burnPasswordCheck, hashPassword, randomToken, sha256Hex, verifyPassword } from '../crypto/index.js';
 import type { Account } from '../db/entities/index.js';
 import type { Services } from '../services.js';
+import { ConfigError } from '../config.js';
 import { Lockout } from './lockout.js';
 import { effectiveRole, type Principal } from './principal.js';
 import { assertPasswordPolicy } from './password-policy.js';
@@ -11,12 +12,17 @@ import { assertPasswordPolicy } from './password-policy.js';
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 export const SESSION_COOKIE = 'kw_session';
 const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
+/** Failed sign-ins from one IP within 15 minutes, whatever the usernames, that lock the IP for 15 minutes. */
+export const IP_FAILURES = 20;
 
 export class DashboardAuth {
   private readonly lockout: Lockout;
+  /** Password spraying: many usernames from one address. Counted apart from the per-username lock. */
+  private readonly ipLockout: Lockout;
 
   constructor(private readonly s: Services) {
     this.lockout = new Lockout(s.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
+    this.ipLockout = new Lockout(s.coordinator, { name: 'dashboard-ip', failures: IP_FAILURES, windowSeconds: 900, lockSeconds: 900 });
   }
 
   private now(): Date {
@@ -29,12 +35,12 @@ export class DashboardAuth {
 
   async login(username: string, password: string, ip: string): Promise<{ token: string; principal: Principal }> {
     const key = username.toLowerCase();
-    await this.lockout.check([key]);
+    await Promise.all([this.lockout.check([key]), this.ipLockout.check([ip])]);
     const account = await this.s.repos.accounts.findByUsername(username);
     // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
     const ok = account ? await verifyPassword(account.passwordHash, password) : await burnPasswordCheck(password);
     if (!account || !ok || !account.enabled) {
-      await this.lockout.fail([key]);
+      await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([ip])]);
       this.s.log.info({ username: key, ip }, 'dashboard.login_failed');
       throw new AppError('invalid_credentials');
     }
@@ -75,7 +81,7 @@ export class DashboardAuth {
   /** PROTOCOL 11.16: a developer is a stored top-level account whose email is a reserved developer address. */
   async ensureDeveloper(username: string, password: string): Promise<boolean> {
     const email = this.s.config.developerEmails[0];
-    if (!email) throw new Error('DEVELOPER_EMAILS must name at least one address to create a developer account');
+    if (!email) throw new ConfigError('DEVELOPER_EMAILS must name at least one address to create a developer account');
     return this.ensureTopAccount(username, password, email);
   }
 

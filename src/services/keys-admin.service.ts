@@ -174,7 +174,8 @@ export class KeysAdminService {
       ...(hwid ? { hwid: u.hwid, known_hwids: u.known_hwids } : {}),
       ...(ip ? { ip: u.ip, known_countries: u.known_countries } : {}),
       last_geo: geo(u.last_geo), geo: geo(u.geo), activation_geo: geo(u.activation_geo),
-      ...(hwid || ip ? { last_screenshot_path: u.last_screenshot_path, activation_screenshot_path: u.activation_screenshot_path, screenshot_path: u.screenshot_path } : {}),
+      // PROTOCOL 11.17: screenshot paths need both permissions.
+      ...(hwid && ip ? { last_screenshot_path: u.last_screenshot_path, activation_screenshot_path: u.activation_screenshot_path, screenshot_path: u.screenshot_path } : {}),
     };
   }
 }

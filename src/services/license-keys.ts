@@ -6,7 +6,10 @@ import { randomBytes } from '../crypto/index.js';
 export const MASK_PLACEHOLDERS = new Set(['*', '#', 'X']);
 export const DEFAULT_MASK = 'XXXXX-XXXXX-XXXXX-XXXXX-XXXXX';
 export const DEFAULT_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+/** Masks with fewer placeholders are accepted but flagged as weak (PROTOCOL 11.19). */
 export const MIN_RANDOM_CHARS = 8;
+/** Key spaces up to this size are enumerated, so the generator knows exactly which keys are left. */
+export const ENUMERABLE_KEY_SPACE = 16_384;
 
 /** Character classes the generator offers; an alphabet is a union of some of them. */
 export const ALPHABET_CLASSES = /^[A-Za-z0-9]+$/;
@@ -15,6 +18,24 @@ export function placeholderCount(mask: string): number {
   let n = 0;
   for (const ch of mask) if (MASK_PLACEHOLDERS.has(ch)) n++;
   return n;
+}
+
+/** How many distinct keys `mask` can produce over an alphabet of `alphabetSize` characters. */
+export function keySpace(mask: string, alphabetSize: number): bigint {
+  return BigInt(alphabetSize) ** BigInt(placeholderCount(mask));
+}
+
+/** Every key of a small key space, in order (callers check keySpace <= ENUMERABLE_KEY_SPACE first). */
+export function* enumerateKeys(mask: string, alphabet: string): Generator<string> {
+  const slots = placeholderCount(mask);
+  const total = alphabet.length ** slots;
+  for (let i = 0; i < total; i++) {
+    const digits: string[] = [];
+    for (let n = i, d = 0; d < slots; d++, n = Math.floor(n / alphabet.length)) digits.push(alphabet[n % alphabet.length]!);
+    let out = '';
+    for (const ch of mask) out += MASK_PLACEHOLDERS.has(ch) ? digits.pop()! : ch;
+    yield out;
+  }
 }
 
 /** Removes duplicates, keeping first occurrences. */

@@ -37,7 +37,9 @@ export interface LiveDeps {
 }
 
 const HIDDEN_WITHOUT_HWID = ['hwid', 'known_hwids'];
-const HIDDEN_WITHOUT_IP = ['ip', 'known_countries', 'city', 'region', 'country', 'lat', 'lon'];
+const HIDDEN_WITHOUT_IP = ['ip', 'known_countries', 'city', 'region', 'country', 'lat', 'lon', 'location'];
+/** PROTOCOL 11.17: screenshot paths need both view_hwid and view_ip. */
+const SCREENSHOT_FIELDS = ['last_screenshot_path', 'activation_screenshot_path', 'screenshot_path', 'screen'];
 
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
 export function eventFor(sub: Pick<Subscriber, 'principal' | 'scope'>, e: LiveEvent): Record<string, unknown> | null {
@@ -45,6 +47,7 @@ export function eventFor(sub: Pick<Subscriber, 'principal' | 'scope'>, e: LiveEv
   const data: Record<string, unknown> = { ...e.data };
   if (!hasPermission(sub.principal, 'view_hwid')) for (const k of HIDDEN_WITHOUT_HWID) delete data[k];
   if (!hasPermission(sub.principal, 'view_ip')) for (const k of HIDDEN_WITHOUT_IP) delete data[k];
+  if (!hasPermission(sub.principal, 'view_hwid') || !hasPermission(sub.principal, 'view_ip')) for (const k of SCREENSHOT_FIELDS) delete data[k];
   return { id: e.id, kind: e.kind, app_id: e.app_id, at: e.at, data };
 }
 

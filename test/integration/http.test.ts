@@ -72,11 +72,17 @@ describe('HTTP layer', () => {
     expect(str.status).toBe(422);
   });
 
-  it('serves 404 with a detail for unknown paths and methods', async () => {
+  it('serves 404 for unknown paths and 405 with Allow for a known path with another method (PROTOCOL 11.20)', async () => {
     const r = await owner.get('/no/such/thing');
     expect(r.status).toBe(404);
     expect(r.body).toEqual({ detail: 'Not found' });
-    expect((await owner.call('PUT', '/healthz', {})).status).toBe(404);
+    const wrong = await owner.call('PUT', '/healthz', {});
+    expect(wrong.status).toBe(405);
+    expect(wrong.body).toEqual({ detail: 'Method not allowed' });
+    expect(wrong.headers.get('allow')).toBe('GET');
+    const patchable = await owner.call('PUT', '/api/apps/00000000-0000-0000-0000-000000000000', {});
+    expect(patchable.headers.get('allow')).toBe('GET, PATCH, DELETE');
+    expect(wrong.headers.get('x-response-signature')).toBeNull(); // dashboard routes stay unsigned
     expect((await owner.get('/api/apps/%E0%A4%A')).status).toBe(404);
   });
 

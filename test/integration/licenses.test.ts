@@ -35,9 +35,13 @@ describe('key generation', () => {
       expect(r.status, alphabet).toBe(422);
       expect(r.body.detail[0].loc).toEqual(['body', 'alphabet']);
     }
+    // PROTOCOL 11.19: a mask with fewer than 8 placeholders is weak but valid; one without any is refused.
     const weakMask = await owner.post(`/apps/${appId}/licenses`, { amount: 1, duration: 1, mask: 'KEY-***' });
-    expect(weakMask.status).toBe(422);
-    expect(weakMask.body.detail[0].loc).toEqual(['body', 'mask']);
+    expect(weakMask.status).toBe(200);
+    expect(weakMask.body[0].key).toMatch(/^KEY-[A-Z0-9]{3}$/);
+    const noPlaceholder = await owner.post(`/apps/${appId}/licenses`, { amount: 1, duration: 1, mask: 'KEY-ABC' });
+    expect(noPlaceholder.status).toBe(422);
+    expect(noPlaceholder.body.detail[0].loc).toEqual(['body', 'mask']);
   });
 
   it('rule 6: plaintext is returned only at generation; storage keeps a keyed hash and a preview', async () => {

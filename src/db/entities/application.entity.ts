@@ -41,7 +41,7 @@ export const ApplicationSchema = new EntitySchema<Application>({
   properties: {
     id: { type: 'uuid', primary: true },
     ownerId: { kind: 'm:1', entity: 'Account', mapToPk: true, fieldName: 'owner_id', index: true },
-    name: { type: 'string', length: 100 },
+    name: { type: 'string', length: 4096 },
     version: { type: 'string', length: 64, default: '1.0' },
     description: { type: 'text', default: '' },
     enabled: { type: 'boolean', default: true },

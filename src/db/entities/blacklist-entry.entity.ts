@@ -7,6 +7,8 @@ export interface BlacklistEntry {
   appId: string;
   type: BlacklistType;
   value: string;
+  /** SHA-256 (hex) of value: the unique key, since a 4,096-character value is too long for a btree entry. */
+  valueHash: string;
   createdAt: Date;
   createdBy: string | null;
 }
@@ -14,12 +16,13 @@ export interface BlacklistEntry {
 export const BlacklistEntrySchema = new EntitySchema<BlacklistEntry>({
   name: 'BlacklistEntry',
   tableName: 'blacklist_entries',
-  uniques: [{ properties: ['appId', 'type', 'value'] }],
+  uniques: [{ properties: ['appId', 'type', 'valueHash'] }],
   properties: {
     id: { type: 'uuid', primary: true },
     appId: { kind: 'm:1', entity: 'Application', mapToPk: true, fieldName: 'app_id', deleteRule: 'cascade' },
     type: { type: 'string', length: 4 },
-    value: { type: 'string', length: 256 },
+    value: { type: 'text' },
+    valueHash: { type: 'string', length: 64 },
     createdAt: { type: 'datetime' },
     createdBy: { type: 'uuid', nullable: true },
   },

@@ -5,6 +5,7 @@ export * from './license-key.entity.js';
 export * from './end-user.entity.js';
 export * from './blacklist-entry.entity.js';
 export * from './audit-entry.entity.js';
+export * from './request-nonce.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -12,8 +13,9 @@ import { LicenseKeySchema } from './license-key.entity.js';
 import { EndUserSchema } from './end-user.entity.js';
 import { BlacklistEntrySchema } from './blacklist-entry.entity.js';
 import { AuditEntrySchema } from './audit-entry.entity.js';
+import { RequestNonceSchema } from './request-nonce.entity.js';
 
 export const ENTITIES = [
   AccountSchema, DashboardSessionSchema, ApplicationSchema, LicenseKeySchema, EndUserSchema,
-  BlacklistEntrySchema, AuditEntrySchema,
+  BlacklistEntrySchema, AuditEntrySchema, RequestNonceSchema,
 ];

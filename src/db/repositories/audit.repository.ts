@@ -44,6 +44,11 @@ export interface AuditQuery {
 
 const MAX_BATCH = 500;
 
+/** PostgreSQL text cannot hold U+0000: an entry quoting client input keeps it readable instead of failing. */
+function text(v: string | undefined): string {
+  return v === undefined ? '' : v.includes('\0') ? v.replaceAll('\0', '\uFFFD') : v;
+}
+
 export class AuditRepository {
   private queue: AuditInput[] = [];
   private flushing: Promise<void> = Promise.resolve();
@@ -66,17 +71,32 @@ export class AuditRepository {
     const batch = this.queue;
     if (batch.length === 0) return this.flushing;
     this.queue = [];
-    this.flushing = this.flushing.then(() => this.insert(batch)).catch((err: unknown) => {
-      this.log.error({ err, lost: batch.length }, 'audit.write_failed');
-    });
+    this.flushing = this.flushing.then(() => this.insertBatch(batch));
     return this.flushing;
+  }
+
+  /**
+   * One multi-row INSERT; should it fail, the entries go in one at a time, so an entry the database
+   * refuses costs only itself and never the valid entries that shared its batch.
+   */
+  private async insertBatch(batch: AuditInput[]): Promise<void> {
+    try {
+      await this.insert(batch);
+    } catch (err) {
+      if (batch.length === 1) {
+        this.log.error({ err, action: batch[0]!.action }, 'audit.write_failed');
+        return;
+      }
+      this.log.warn({ err, size: batch.length }, 'audit.batch_failed_retrying_singly');
+      for (const e of batch) await this.insertBatch([e]);
+    }
   }
 
   private async insert(batch: AuditInput[]): Promise<void> {
     const values: unknown[] = [];
     for (const e of batch) {
-      values.push(e.appId, e.at, e.level ?? 'info', e.action.slice(0, 64), e.detail ?? '', (e.ip ?? '').slice(0, 64),
-        e.location ?? '', e.screen ?? '', e.actorId ?? null, e.resellerId ?? null);
+      values.push(e.appId, e.at, e.level ?? 'info', text(e.action).slice(0, 64), text(e.detail), text(e.ip).slice(0, 64),
+        text(e.location), text(e.screen), e.actorId ?? null, e.resellerId ?? null);
     }
     // Typed placeholders: VALUES rows are otherwise read as text.
     const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';

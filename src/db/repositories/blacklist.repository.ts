@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Orm } from '../orm.js';
 import { BlacklistEntrySchema, type BlacklistEntry, type BlacklistType } from '../entities/index.js';
 import type { Sql } from '../sql.js';
@@ -9,9 +9,9 @@ export class BlacklistRepository {
   /** Adds an entry; adding an existing (type, value) returns the existing entry. */
   async add(appId: string, type: BlacklistType, value: string, createdBy: string | null, now: Date): Promise<BlacklistEntry> {
     const row = await this.sql.one<{ id: string }>(
-      `insert into blacklist_entries (id, app_id, type, value, created_at, created_by) values (?, ?, ?, ?, ?, ?)
-       on conflict (app_id, type, value) do update set value = excluded.value returning id`,
-      [randomUUID(), appId, type, value, now, createdBy],
+      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by) values (?, ?, ?, ?, ?, ?, ?)
+       on conflict (app_id, type, value_hash) do update set value = excluded.value returning id`,
+      [randomUUID(), appId, type, value, createHash('sha256').update(value).digest('hex'), now, createdBy],
     );
     return this.orm.em.fork().findOneOrFail(BlacklistEntrySchema, { id: row!.id });
   }
@@ -26,14 +26,5 @@ export class BlacklistRepository {
 
   list(appId: string): Promise<BlacklistEntry[]> {
     return this.orm.em.fork().find(BlacklistEntrySchema, { appId }, { orderBy: { createdAt: 'desc' } });
-  }
-
-  /** Hot path: is this IP or HWID blacklisted for the app? One indexed query. */
-  async isBlocked(appId: string, ip: string, hwid: string | undefined): Promise<boolean> {
-    const row = await this.sql.one(
-      `select 1 from blacklist_entries where app_id = ? and ((type = 'ip' and value = ?) or (type = 'hwid' and value = ?)) limit 1`,
-      [appId, ip, hwid ?? null],
-    );
-    return row !== undefined;
   }
 }

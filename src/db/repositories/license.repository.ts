@@ -3,6 +3,15 @@ import type { DurationUnit } from '../entities/index.js';
 import type { Sql } from '../sql.js';
 import { AppError } from '../../errors.js';
 
+const MAX_ROUNDS = 10;
+
+/** The mask and alphabet could not yield enough keys that are new for the application. */
+export class KeySpaceExhausted extends Error {
+  constructor() {
+    super('license key space exhausted');
+  }
+}
+
 export interface NewKey {
   keyHash: string;
   keyPreview: string;
@@ -49,12 +58,26 @@ export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_i
 export class LicenseRepository {
   constructor(private readonly sql: Sql) {}
 
+  /** Which of these key hashes the application has already. */
+  async existingHashes(appId: string, hashes: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (let i = 0; i < hashes.length; i += 5000) {
+      const chunk = hashes.slice(i, i + 5000);
+      const rows = await this.sql.all<{ key_hash: string }>(
+        `select key_hash from license_keys where app_id = ? and key_hash in (${chunk.map(() => '?').join(',')})`, [appId, ...chunk],
+      );
+      for (const r of rows) found.add(r.key_hash);
+    }
+    return found;
+  }
+
   /**
    * Inserts a batch of keys and charges credits in one transaction. `makeKey` is called again for
-   * a key whose hash already exists in the app (a collision), so the batch always has `amount` keys.
+   * a key whose hash already exists in the app (a collision), so the batch always has `amount` keys;
+   * it returns null when it has no candidate left.
    * The charge is a conditional UPDATE: concurrent generations against one balance never overdraw.
    */
-  async insertBatch(batch: KeyBatch, amount: number, makeKey: () => NewKey & { plaintext: string }, now: Date): Promise<{ row: LicenseRow; key: string }[]> {
+  async insertBatch(batch: KeyBatch, amount: number, makeKey: () => (NewKey & { plaintext: string }) | null, now: Date): Promise<{ row: LicenseRow; key: string }[]> {
     return this.sql.transaction(async (tx) => {
       if (batch.charge) {
         const charged = await this.sql.run(
@@ -67,19 +90,23 @@ export class LicenseRepository {
         }
       }
       const out: { row: LicenseRow; key: string }[] = [];
-      // One multi-row INSERT per round; a hash collision (astronomically rare with a sane mask)
-      // is skipped by ON CONFLICT and regenerated in the next round.
+      // One multi-row INSERT per round; a key that exists already is skipped by ON CONFLICT and
+      // replaced in the next round. Draws and rounds are bounded: a mask whose key space is used
+      // up ends in KeySpaceExhausted (the transaction rolls back: nothing created, nothing charged).
       for (let round = 0; out.length < amount; round++) {
-        if (round > 10) throw new Error('license key space exhausted for this mask and alphabet');
+        if (round >= MAX_ROUNDS) throw new KeySpaceExhausted();
         const byHash = new Map<string, string>();
         const values: unknown[] = [];
-        while (byHash.size < amount - out.length) {
+        const need = amount - out.length;
+        for (let draws = need * 20 + 100; byHash.size < need && draws > 0; draws--) {
           const k = makeKey();
+          if (k === null) break;
           if (byHash.has(k.keyHash)) continue;
           byHash.set(k.keyHash, k.plaintext);
           values.push(randomUUID(), batch.appId, k.keyHash, k.keyPreview, batch.level, batch.durationValue, batch.durationUnit,
             batch.durationDays, now, batch.note, batch.resellerId, batch.createdBy);
         }
+        if (byHash.size === 0) throw new KeySpaceExhausted();
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
           `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit, duration_days,
              created_at, note, reseller_id, created_by)

@@ -10,31 +10,34 @@ import { appView, banView, licenseView, logView } from '../views.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 
+// PROTOCOL 11.18: free text takes up to 4,096 characters.
+const TEXT_MAX = 4096;
+
 const CreateAppBody = Type.Object({
-  name: Str(1, 100),
+  name: Str(1, TEXT_MAX),
   version: Type.Optional(Str(1, 64)),
-  description: Type.Optional(Str(0, 2000)),
+  description: Type.Optional(Str(0, TEXT_MAX)),
 }, { additionalProperties: false });
 
 // PROTOCOL 11.1: SPEC's list plus the listed extras; anything else is 422.
 const PatchAppBody = Type.Object({
-  name: Type.Optional(Str(1, 100)),
-  description: Type.Optional(Str(0, 2000)),
+  name: Type.Optional(Str(1, TEXT_MAX)),
+  description: Type.Optional(Str(0, TEXT_MAX)),
   version: Type.Optional(Str(1, 64)),
   enabled: Type.Optional(Type.Boolean()),
-  disabled_message: Type.Optional(Str(0, 500)),
+  disabled_message: Type.Optional(Str(0, TEXT_MAX)),
   keys_paused: Type.Optional(Type.Boolean()),
   hwid_lock: Type.Optional(Type.Boolean()),
   require_signature: Type.Optional(Type.Boolean()),
   injection_detection: Type.Optional(Type.Boolean()),
   require_heartbeat: Type.Optional(Type.Boolean()),
   force_update: Type.Optional(Type.Boolean()),
-  update_url: Type.Optional(Str(0, 2048)),
-  update_message: Type.Optional(Str(0, 500)),
+  update_url: Type.Optional(Str(0, TEXT_MAX)),
+  update_message: Type.Optional(Str(0, TEXT_MAX)),
   force_encryption: Type.Optional(Type.Boolean()),
   hash_check: Type.Optional(Type.Boolean()),
   expected_binary_hash: Type.Optional(Type.Union([Type.Literal(''), Type.String({ pattern: '^[0-9a-fA-F]{8,128}$' })])),
-  webhook: Type.Optional(Str(0, 2048)),
+  webhook: Type.Optional(Str(0, TEXT_MAX)),
   key_costs: Type.Optional(Type.Object(
     Object.fromEntries(KEY_COST_TIERS.map((t) => [t, Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000 }), Type.Null()]))])),
     { additionalProperties: false },
@@ -53,19 +56,20 @@ const GenerateBody = Type.Object({
   level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
   mask: Type.Optional(Str(1, 128)),
   alphabet: Type.Optional(Str(1, 256)),
-  note: Type.Optional(Str(0, 1000)),
+  note: Type.Optional(Str(0, TEXT_MAX)),
 }, { additionalProperties: false });
 
 const BanBody = Type.Object({
   type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]),
-  value: Str(1, 256),
+  value: Str(1, TEXT_MAX),
 }, { additionalProperties: false });
 
 const LogsQuery = Type.Object({
   level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
   action: Type.Optional(Str(1, 64)),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-  before: Type.Optional(Type.String({ pattern: '^[0-9]{1,19}$' })),
+  // audit ids are bigints: 18 digits stay below 2^63 - 1, so no value can overflow the query
+  before: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$' })),
 }, { additionalProperties: false });
 
 export function appsRoutes({ router, domain, s }: AppDeps): void {
@@ -145,7 +149,7 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     method: 'get', path: '/api/apps/:id/logs',
     doc: { summary: 'Audit log, newest first', tag: 'apps', auth: 'dashboard', query: LogsQuery, permission: 'view_auth_logs' },
     handler: dashboardHandler({ auth, query: LogsQuery }, async ({ principal, params, query }) =>
-      (await apps.logs(principal, pathId(params.id, 'app_not_found'), query)).map(logView)),
+      (await apps.logs(principal, pathId(params.id, 'app_not_found'), query)).map((r) => logView(r, principal))),
   });
   router.add({
     method: 'post', path: '/api/apps/:id/bans', unprefixed: true,

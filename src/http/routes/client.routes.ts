@@ -32,8 +32,8 @@ export const StopBody = Type.Object({ session: Session, token: Type.String({ max
 export function clientRoutes({ router, s, domain }: AppDeps): void {
   const { client, heartbeats } = domain;
   const deps: ClientDeps = {
-    log: s.log, now: () => s.clock.now(), coordinator: s.coordinator, apps: domain.appCache, sessions: domain.sessions,
-    audit: s.repos.audit, signingKey: () => s.secrets.signing,
+    log: s.log, now: () => s.clock.now(), apps: domain.appCache, sessions: domain.sessions,
+    audit: s.repos.audit, nonces: s.repos.nonces, signingKey: () => s.secrets.signing,
   };
   // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute.
   const limit = (name: string, points: number) => s.coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });

@@ -38,7 +38,8 @@ const SubscriptionBody = Type.Object({
   expires_at: Type.Optional(Type.String({ maxLength: 40 })),
 }, { additionalProperties: false });
 const PasswordBody = Type.Object({ password: Password }, { additionalProperties: false });
-const WebhookBody = Type.Object({ webhook: Type.String({ maxLength: 2048 }) }, { additionalProperties: false });
+// PROTOCOL 11.18: a webhook URL is free text of up to 4,096 characters.
+const WebhookBody = Type.Object({ webhook: Type.String({ maxLength: 4096 }) }, { additionalProperties: false });
 
 export function teamRoutes({ router, domain }: AppDeps): void {
   const { auth, team } = domain;
