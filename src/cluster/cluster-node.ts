@@ -18,7 +18,8 @@ export const SHARD_COUNT = 1024;
 export const LEASE_TTL_MS = 4_000;
 export const MEMBER_TTL_MS = 3_000;
 export const TICK_MS = 500;
-const CALL_TIMEOUT_MS = 3_000;
+/** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
+const OWNER_CHECK_MS = 1_000;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
 export const ROUTE_DEADLINE_MS = 12_000;
 
@@ -81,7 +82,7 @@ export class ClusterNode {
   private readonly owned = new Map<number, number>();
   private members: string[] = [];
   private readonly ownerCache = new Map<number, { holder: string; at: number }>();
-  private readonly pending = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly pending = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private timer: NodeJS.Timeout | undefined;
   private unsub: Unsubscribe | undefined;
   private leaving = false;
@@ -199,9 +200,11 @@ export class ClusterNode {
   /**
    * Runs `op` on the owner of `shard`: here when we own it, else on the owner through a call.
    * Waits (bounded) through failover and handover, when a shard is briefly without an owner.
+   * Past the deadline the caller gets 503 (Retry-After), never a 500.
    */
   async route<T>(shard: number, op: string, args: unknown, local: () => Promise<T>): Promise<T> {
-    const deadline = this.now() + ROUTE_DEADLINE_MS;
+    // Real time, not the injected clock: this bounds a wait on sockets and other processes.
+    const deadline = performance.now() + ROUTE_DEADLINE_MS;
     let fresh = false;
     for (;;) {
       const owner = await this.ownerOf(shard, fresh);
@@ -212,32 +215,57 @@ export class ClusterNode {
         }
         if (owner) {
           this.forwarded++;
-          return (await this.call(owner, op, args)) as T;
+          return (await this.callOwner(shard, owner, op, args, deadline)) as T;
         }
       } catch (err) {
-        if (!(err instanceof NotOwner) && !(err instanceof CallTimeout)) throw err;
+        if (!(err instanceof NotOwner) && !(err instanceof OwnerMoved)) throw err;
       }
-      if (this.now() > deadline) throw new Error(`no owner for shard ${shard}`);
+      if (performance.now() > deadline) throw noOwner();
       fresh = true;
       await new Promise((r) => setTimeout(r, 50));
     }
   }
 
-  call(worker: string, op: string, args: unknown): Promise<unknown> {
+  /**
+   * Sends one call to the shard's owner and waits for its answer for as long as that worker still
+   * holds the shard (up to the deadline). A call is never sent twice to the same owner: a slow or
+   * starved owner may still be running the first one, and a second copy of a claim queued behind it
+   * would answer the client with the first copy's effect. It is abandoned only when the lease moved
+   * (the owner died or handed the shard over), and then the new owner is asked.
+   */
+  private async callOwner(shard: number, owner: string, op: string, args: unknown, deadline: number): Promise<unknown> {
+    const { id, reply } = this.send(owner, op, args);
+    const waiting = Symbol('waiting');
+    try {
+      for (;;) {
+        const remaining = deadline - performance.now();
+        if (remaining <= 0) throw noOwner();
+        let timer: NodeJS.Timeout | undefined;
+        const tick = new Promise<typeof waiting>((r) => {
+          timer = setTimeout(() => r(waiting), Math.min(OWNER_CHECK_MS, remaining));
+        });
+        const r = await Promise.race([reply, tick]).finally(() => clearTimeout(timer));
+        if (r !== waiting) return r;
+        if ((await this.ownerOf(shard, true)) !== owner) throw new OwnerMoved();
+      }
+    } finally {
+      this.pending.delete(id);
+    }
+  }
+
+  /** Publishes one request frame; the promise settles with the owner's reply (no timeout of its own). */
+  private send(worker: string, op: string, args: unknown): { id: string; reply: Promise<unknown> } {
     const id = randomUUID();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new CallTimeout(worker));
-      }, CALL_TIMEOUT_MS);
-      this.pending.set(id, { resolve, reject, timer });
+    const reply = new Promise<unknown>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
       const frame: Frame = { t: 'req', id, from: this.id, op, args };
       this.coordinator.publish(`rpc:${worker}`, pack(frame)).catch((err: unknown) => {
-        clearTimeout(timer);
         this.pending.delete(id);
         reject(err as Error);
       });
     });
+    reply.catch(() => undefined); // settled after the caller gave up: nobody is listening any more
+    return { id, reply };
   }
 
   private async onFrame(raw: Buffer): Promise<void> {
@@ -250,7 +278,6 @@ export class ClusterNode {
     if (f.t === 'res') {
       const p = this.pending.get(f.id);
       if (!p) return;
-      clearTimeout(p.timer);
       this.pending.delete(f.id);
       if (f.ok) p.resolve(f.value);
       else p.reject(reviveError(f.error!));
@@ -283,18 +310,17 @@ export class ClusterNode {
   async close(): Promise<void> {
     if (!this.leaving) await this.leave();
     await this.unsub?.();
-    for (const p of this.pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(new Error('cluster node closed'));
-    }
+    for (const p of this.pending.values()) p.reject(new Error('cluster node closed'));
     this.pending.clear();
   }
 }
 
-export class CallTimeout extends Error {
-  constructor(worker: string) {
-    super(`call to ${worker} timed out`);
-  }
+/** The worker a call went to no longer holds the shard: ask the new owner. */
+class OwnerMoved extends Error {}
+
+/** No worker could serve the shard in time (failover under way, or the owner starved): retry later. */
+function noOwner(): AppError {
+  return new AppError('unavailable', undefined, { 'Retry-After': '3' });
 }
 
 /** Errors cross workers by name and code: a coded AppError on the owner is the same AppError here. */
