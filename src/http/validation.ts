@@ -34,21 +34,21 @@ function issuesOf<T extends TSchema>(check: TypeCheck<T>, value: unknown, where:
  * PostgreSQL text cannot hold U+0000, so text carrying it is refused at the edge for every route
  * (PROTOCOL 11.18): it is never stored, never reaches a query, never becomes a 500.
  */
-function nulIssue(value: unknown, loc: (string | number)[]): ValidationIssue | undefined {
-  if (typeof value === 'string') {
-    return value.includes('\0') ? { loc, msg: 'Text must not contain the character U+0000', type: 'value_error' } : undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const issue = nulIssue(value[i], [...loc, i]);
-      if (issue) return issue;
+function nulIssue(value: unknown, where: string): ValidationIssue | undefined {
+  // Iterative: fields a schema leaves open (client bodies ignore unknown fields) may nest thousands deep.
+  const stack: { v: unknown; loc: (string | number)[] }[] = [{ v: value, loc: [where] }];
+  while (stack.length > 0) {
+    const { v, loc } = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return { loc, msg: 'Text must not contain the character U+0000', type: 'value_error' };
+    } else if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) stack.push({ v: v[i], loc: [...loc, i] });
+    } else if (typeof v === 'object' && v !== null) {
+      for (const key in v) {
+        if (key.includes('\0')) return { loc: [...loc, key], msg: 'Text must not contain the character U+0000', type: 'value_error' };
+        stack.push({ v: (v as Record<string, unknown>)[key], loc: [...loc, key] });
+      }
     }
-    return undefined;
-  }
-  for (const key in value) {
-    const issue = (key.includes('\0') ? nulIssue(key, [...loc, key]) : undefined) ?? nulIssue((value as Record<string, unknown>)[key], [...loc, key]);
-    if (issue) return issue;
   }
   return undefined;
 }
@@ -59,7 +59,7 @@ export function compile<T extends TSchema>(schema: T): Validator<T> {
     schema,
     parse(value, where = 'body') {
       if (!check.Check(value)) throw new ValidationError(issuesOf(check, value, where));
-      const nul = nulIssue(value, [where]);
+      const nul = nulIssue(value, where);
       if (nul) throw new ValidationError([nul]);
       return value;
     },
