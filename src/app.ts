@@ -31,6 +31,7 @@ import { LiveHub } from './ws/live.js';
 import { WebhookService } from './services/webhooks.service.js';
 import { ClusterNode, shardOf } from './cluster/cluster-node.js';
 import type { LicenseOp } from './actors/license.machine.js';
+import type { ClusterOps } from './services/cluster-ops.js';
 import { ScreenshotStore } from './services/screenshots.js';
 
 /** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
@@ -49,7 +50,7 @@ export interface Domain {
   team: TeamService;
   webhooks: WebhookService;
   events: EventBus;
-  node: ClusterNode;
+  node: ClusterNode<ClusterOps>;
   /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -89,7 +90,7 @@ export function createDomain(s: Services): Domain {
   });
   // The node calls back into the heartbeat service when shards come and go.
   let heartbeatsRef: HeartbeatService | undefined;
-  const node = new ClusterNode(s.coordinator, {
+  const node = new ClusterNode<ClusterOps>(s.coordinator, {
     acquired: async (shard) => heartbeatsRef?.shardAcquired(shard),
     released: (shard) => heartbeatsRef?.shardReleased(shard),
   }, s.log, now);
@@ -98,10 +99,7 @@ export function createDomain(s: Services): Domain {
   });
   heartbeatsRef = heartbeats;
   // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
-  node.handle('lic.run', async (_op, args) => {
-    const a = args as { licenseId: string; op: LicenseOp };
-    return licenses.run(a.licenseId, a.op);
-  });
+  node.handle('lic.run', (a) => licenses.run(a.licenseId, a.op));
   const routedLicenses = {
     run: (licenseId: string, op: LicenseOp) =>
       node.route(shardOf(licenseId), 'lic.run', { licenseId, op }, () => licenses.run(licenseId, op)),

@@ -1,120 +1,62 @@
 // One worker's place in the cluster, built on the coordination port alone (so it runs the same
-// on LocalCoordinator with one member and on Redis with many):
-// - membership: each worker stamps itself into the `members` hash every tick; a stamp older than
-//   MEMBER_TTL_MS means the worker is gone;
-// - shards: SHARD_COUNT fixed shards; each is assigned by rendezvous hashing over the live
-//   members, so a join or leave moves only the shards it must;
-// - leases: a worker serves a shard only while it holds the shard's lease, renewed every tick;
-//   every grant has a new fencing number and every state write carries it (fencedHashSet);
-// - calls: a request for a shard owned elsewhere goes to the owner as a msgpack frame on its
-//   `rpc:<worker>` channel and the reply comes back on the caller's, within one HTTP request.
+// on LocalCoordinator with one member and on Redis with many). It composes three parts, one file
+// each: membership.ts (who is alive), shard-leases.ts (which shards this worker serves, fenced)
+// and rpc.ts (typed calls to another worker); this file ticks them and routes an operation to
+// the owner of its shard.
 import { randomUUID } from 'node:crypto';
-import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
-import type { Coordinator, Unsubscribe } from './coordinator.js';
-import { AppError, ERRORS, type ErrorCode } from '../errors.js';
+import type { Coordinator } from './coordinator.js';
+import { AppError } from '../errors.js';
+import { Membership } from './membership.js';
+import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
+import { Rpc, type OpHandler, type OpMap } from './rpc.js';
+import { NotOwner } from './wire-errors.js';
 
-export const SHARD_COUNT = 1024;
-export const LEASE_TTL_MS = 4_000;
-export const MEMBER_TTL_MS = 3_000;
+export { SHARD_COUNT, LEASE_TTL_MS, fnv1a, rendezvous, shardOf, type ShardHandlers } from './shard-leases.js';
+export { MEMBER_TTL_MS } from './membership.js';
+export { NotOwner } from './wire-errors.js';
+export type { OpMap } from './rpc.js';
+
 export const TICK_MS = 500;
-/** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
-const OWNER_CHECK_MS = 1_000;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
 export const ROUTE_DEADLINE_MS = 12_000;
+/** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
+const OWNER_CHECK_MS = 1_000;
 
-/** FNV-1a, 32 bit: a stable hash of a session nonce or key id. */
-export function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
-
-export function shardOf(id: string): number {
-  return fnv1a(id) % SHARD_COUNT;
-}
-
-/** Rendezvous (highest random weight) hashing: the member with the top score owns the shard. */
-export function rendezvous(shard: number, members: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestScore = -1;
-  for (const m of members) {
-    const score = fnv1a(`${m}#${shard}`);
-    if (score > bestScore || (score === bestScore && best !== undefined && m < best)) {
-      best = m;
-      bestScore = score;
-    }
-  }
-  return best;
-}
-
-export class NotOwner extends Error {
-  constructor(readonly shard: number) {
-    super(`not the owner of shard ${shard}`);
-  }
-}
-
-export interface ShardHandlers {
-  /** A shard became ours: load its state. */
-  acquired(shard: number, fence: number): Promise<void>;
-  /** A shard is no longer ours: drop its in-memory state. */
-  released(shard: number): void;
-}
-
-type CallHandler = (op: string, args: unknown) => Promise<unknown>;
-
-interface Frame {
-  t: 'req' | 'res';
-  id: string;
-  from: string;
-  op?: string;
-  args?: unknown;
-  ok?: boolean;
-  value?: unknown;
-  error?: { name: string; code?: string; message: string };
-}
-
-export class ClusterNode {
+export class ClusterNode<Ops extends OpMap = OpMap> {
   readonly id: string = randomUUID();
-  private readonly owned = new Map<number, number>();
-  private members: string[] = [];
-  private readonly ownerCache = new Map<number, { holder: string; at: number }>();
-  private readonly pending = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly membership: Membership;
+  private readonly leases: ShardLeases;
+  private readonly rpc: Rpc<Ops>;
   private timer: NodeJS.Timeout | undefined;
-  private unsub: Unsubscribe | undefined;
   private leaving = false;
   private ticking: Promise<void> | undefined;
-  private readonly handlers = new Map<string, CallHandler>();
   /** Operations sent to another worker (the share of forwarded requests). */
   forwarded = 0;
   /** Operations run here. */
   servedLocally = 0;
 
-  constructor(
-    private readonly coordinator: Coordinator,
-    private readonly shards: ShardHandlers,
-    private readonly log: Logger,
-    private readonly now: () => number,
-  ) {}
+  constructor(coordinator: Coordinator, shards: ShardHandlers, private readonly log: Logger, now: () => number) {
+    this.membership = new Membership(coordinator, this.id, now);
+    this.leases = new ShardLeases(coordinator, this.id, shards, log, now, TICK_MS);
+    this.rpc = new Rpc<Ops>(coordinator, this.id, log);
+  }
 
   get ownedShards(): number {
-    return this.owned.size;
+    return this.leases.size;
   }
 
   get memberCount(): number {
-    return this.members.length;
+    return this.membership.members.length;
   }
 
   /** Registers what answers calls of `op` from other workers. */
-  handle(op: string, handler: CallHandler): void {
-    this.handlers.set(op, handler);
+  handle<K extends keyof Ops & string>(op: K, handler: OpHandler<Ops, K>): void {
+    this.rpc.handle(op, handler);
   }
 
   async start(): Promise<void> {
-    this.unsub = await this.coordinator.subscribe(`rpc:${this.id}`, (m) => void this.onFrame(m));
+    await this.rpc.start();
     await this.tick();
     this.timer = setInterval(() => void this.tick(), TICK_MS);
     this.timer.unref();
@@ -122,11 +64,11 @@ export class ClusterNode {
 
   /** Fence of a shard this worker holds, or undefined. */
   fenceOf(shard: number): number | undefined {
-    return this.owned.get(shard);
+    return this.leases.fenceOf(shard);
   }
 
   leaseName(shard: number): string {
-    return `shard:${shard}`;
+    return leaseName(shard);
   }
 
   /** One round: stamp membership, read members, renew, release and acquire leases. */
@@ -139,62 +81,16 @@ export class ClusterNode {
 
   private async round(): Promise<void> {
     try {
-      const now = this.now();
-      if (!this.leaving) await this.coordinator.hashSet('members', this.id, Buffer.from(String(now)));
-      const stamps = await this.coordinator.hashGetAll('members');
-      const live: string[] = [];
-      for (const [id, at] of stamps) {
-        if (now - Number(at.toString()) <= MEMBER_TTL_MS) live.push(id);
-        else if (now - Number(at.toString()) > MEMBER_TTL_MS * 10) void this.coordinator.hashDel('members', id).catch(() => undefined);
-      }
-      this.members = live.sort();
-      const renewals = [...this.owned].map(async ([shard, fence]) => {
-        const want = !this.leaving && rendezvous(shard, this.members) === this.id;
-        if (!want) return this.release(shard, fence);
-        if (!(await this.coordinator.renewLease(this.leaseName(shard), this.id, fence, LEASE_TTL_MS))) {
-          this.log.warn({ shard }, 'cluster.lease_lost');
-          this.owned.delete(shard);
-          this.shards.released(shard);
-        }
-      });
-      await Promise.all(renewals);
-      if (this.leaving) return;
-      const wanted: number[] = [];
-      for (let shard = 0; shard < SHARD_COUNT; shard++) {
-        if (!this.owned.has(shard) && rendezvous(shard, this.members) === this.id) wanted.push(shard);
-      }
-      await Promise.all(wanted.map(async (shard) => {
-        const fence = await this.coordinator.acquireLease(this.leaseName(shard), this.id, LEASE_TTL_MS);
-        if (fence === null) return; // its previous owner still holds it; retried next tick
-        try {
-          await this.shards.acquired(shard, fence);
-          this.owned.set(shard, fence);
-          this.ownerCache.delete(shard);
-        } catch (err) {
-          this.log.error({ err, shard }, 'cluster.acquire_failed');
-          await this.coordinator.releaseLease(this.leaseName(shard), this.id, fence);
-        }
-      }));
+      const members = await this.membership.refresh(this.leaving);
+      await this.leases.rebalance(members, this.leaving);
     } catch (err) {
       this.log.warn({ err }, 'cluster.tick_failed');
     }
   }
 
-  private async release(shard: number, fence: number): Promise<void> {
-    this.owned.delete(shard);
-    this.shards.released(shard);
-    await this.coordinator.releaseLease(this.leaseName(shard), this.id, fence);
-  }
-
   /** Who serves a shard now: this worker, another one, or nobody (between owners). */
-  async ownerOf(shard: number, fresh = false): Promise<string | null> {
-    if (this.owned.has(shard)) return this.id;
-    const cached = this.ownerCache.get(shard);
-    if (!fresh && cached && this.now() - cached.at < TICK_MS) return cached.holder;
-    const lease = await this.coordinator.leaseHolder(this.leaseName(shard));
-    if (lease) this.ownerCache.set(shard, { holder: lease.holder, at: this.now() });
-    else this.ownerCache.delete(shard);
-    return lease?.holder ?? null;
+  ownerOf(shard: number, fresh = false): Promise<string | null> {
+    return this.leases.holderOf(shard, fresh);
   }
 
   /**
@@ -202,7 +98,7 @@ export class ClusterNode {
    * Waits (bounded) through failover and handover, when a shard is briefly without an owner.
    * Past the deadline the caller gets 503 (Retry-After), never a 500.
    */
-  async route<T>(shard: number, op: string, args: unknown, local: () => Promise<T>): Promise<T> {
+  async route<K extends keyof Ops & string>(shard: number, op: K, args: Ops[K]['args'], local: () => Promise<Ops[K]['result']>): Promise<Ops[K]['result']> {
     // Real time, not the injected clock: this bounds a wait on sockets and other processes.
     const deadline = performance.now() + ROUTE_DEADLINE_MS;
     let fresh = false;
@@ -215,7 +111,7 @@ export class ClusterNode {
         }
         if (owner) {
           this.forwarded++;
-          return (await this.callOwner(shard, owner, op, args, deadline)) as T;
+          return await this.callOwner(shard, owner, op, args, deadline);
         }
       } catch (err) {
         if (!(err instanceof NotOwner) && !(err instanceof OwnerMoved)) throw err;
@@ -233,8 +129,8 @@ export class ClusterNode {
    * would answer the client with the first copy's effect. It is abandoned only when the lease moved
    * (the owner died or handed the shard over), and then the new owner is asked.
    */
-  private async callOwner(shard: number, owner: string, op: string, args: unknown, deadline: number): Promise<unknown> {
-    const { id, reply } = this.send(owner, op, args);
+  private async callOwner<K extends keyof Ops & string>(shard: number, owner: string, op: K, args: Ops[K]['args'], deadline: number): Promise<Ops[K]['result']> {
+    const { reply, forget } = this.rpc.send(owner, op, args);
     const waiting = Symbol('waiting');
     try {
       for (;;) {
@@ -245,54 +141,12 @@ export class ClusterNode {
           timer = setTimeout(() => r(waiting), Math.min(OWNER_CHECK_MS, remaining));
         });
         const r = await Promise.race([reply, tick]).finally(() => clearTimeout(timer));
-        if (r !== waiting) return r;
+        if (r !== waiting) return r as Ops[K]['result'];
         if ((await this.ownerOf(shard, true)) !== owner) throw new OwnerMoved();
       }
     } finally {
-      this.pending.delete(id);
+      forget();
     }
-  }
-
-  /** Publishes one request frame; the promise settles with the owner's reply (no timeout of its own). */
-  private send(worker: string, op: string, args: unknown): { id: string; reply: Promise<unknown> } {
-    const id = randomUUID();
-    const reply = new Promise<unknown>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      const frame: Frame = { t: 'req', id, from: this.id, op, args };
-      this.coordinator.publish(`rpc:${worker}`, pack(frame)).catch((err: unknown) => {
-        this.pending.delete(id);
-        reject(err as Error);
-      });
-    });
-    reply.catch(() => undefined); // settled after the caller gave up: nobody is listening any more
-    return { id, reply };
-  }
-
-  private async onFrame(raw: Buffer): Promise<void> {
-    let f: Frame;
-    try {
-      f = unpack(raw) as Frame;
-    } catch {
-      return;
-    }
-    if (f.t === 'res') {
-      const p = this.pending.get(f.id);
-      if (!p) return;
-      this.pending.delete(f.id);
-      if (f.ok) p.resolve(f.value);
-      else p.reject(reviveError(f.error!));
-      return;
-    }
-    let reply: Frame;
-    try {
-      const handler = this.handlers.get(f.op!);
-      if (!handler) throw new Error(`no handler for ${f.op}`);
-      reply = { t: 'res', id: f.id, from: this.id, ok: true, value: await handler(f.op!, f.args) };
-    } catch (err) {
-      const e = err as Error & { code?: string; shard?: number };
-      reply = { t: 'res', id: f.id, from: this.id, ok: false, error: { name: e instanceof NotOwner ? 'NotOwner' : e.name, ...(e.code ? { code: e.code } : {}), message: e.message } };
-    }
-    await this.coordinator.publish(`rpc:${f.from}`, pack(reply)).catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));
   }
 
   /**
@@ -303,15 +157,13 @@ export class ClusterNode {
     this.leaving = true;
     if (this.timer) clearInterval(this.timer);
     await this.ticking;
-    await this.coordinator.hashDel('members', this.id);
-    await Promise.all([...this.owned].map(([shard, fence]) => this.release(shard, fence)));
+    await this.membership.leave();
+    await this.leases.releaseAll();
   }
 
   async close(): Promise<void> {
     if (!this.leaving) await this.leave();
-    await this.unsub?.();
-    for (const p of this.pending.values()) p.reject(new Error('cluster node closed'));
-    this.pending.clear();
+    await this.rpc.close();
   }
 }
 
@@ -321,13 +173,4 @@ class OwnerMoved extends Error {}
 /** No worker could serve the shard in time (failover under way, or the owner starved): retry later. */
 function noOwner(): AppError {
   return new AppError('unavailable', undefined, { 'Retry-After': '3' });
-}
-
-/** Errors cross workers by name and code: a coded AppError on the owner is the same AppError here. */
-function reviveError(e: { name: string; code?: string; message: string }): Error {
-  if (e.name === 'NotOwner') return new NotOwner(-1);
-  if (e.code && e.code in ERRORS) return new AppError(e.code as ErrorCode);
-  const err = new Error(e.message);
-  err.name = e.name;
-  return err;
 }

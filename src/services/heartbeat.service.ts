@@ -5,12 +5,12 @@
 // under its lease's fencing number before answering, so a beat is acknowledged only once it is
 // durable and a new owner after a failover continues from exactly that state.
 // Kills and refusals are audited; kills deactivate the client session.
-import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
 import { hmacSha256, randomHex } from '../crypto/index.js';
 import type { ClientCtx, ClientResult } from '../http/client-route.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
+import { decodeHeartbeat, encodeHeartbeat } from '../actors/heartbeat-codec.js';
 import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from '../actors/heartbeat.machine.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import type { Coordinator } from '../cluster/coordinator.js';
@@ -18,6 +18,7 @@ import { NotOwner, shardOf, type ClusterNode } from '../cluster/cluster-node.js'
 import type { ClientSessions } from './client-sessions.js';
 import { beatInterval } from './apps.service.js';
 import type { EventBus, LiveEvent } from './events.js';
+import type { ClusterOps } from './cluster-ops.js';
 
 export interface StartBody { session: string; system_id: string }
 export interface BeatBody {
@@ -56,15 +57,16 @@ export interface HeartbeatServiceDeps {
   audit: AuditRepository;
   events: EventBus;
   coordinator: Coordinator;
-  node: ClusterNode;
+  node: ClusterNode<ClusterOps>;
   maxLiveActors?: number;
 }
 
-// What crosses workers: plain data only.
-interface StartArgs { session: string; appId: string; systemId: string; beatInterval: number; token: string; userId: string | null; licenseId: string | null }
-interface BeatArgs { session: string; beat: BeatInput }
-interface StopArgs { session: string; token: string }
-interface BeatOutcome {
+// What crosses workers: plain data only (the operations are declared in cluster-ops.ts).
+export interface StartArgs { session: string; appId: string; systemId: string; beatInterval: number; token: string; userId: string | null; licenseId: string | null }
+export interface BeatArgs { session: string; beat: BeatInput }
+export interface StopArgs { session: string; token: string }
+export interface StopOutcome { stopped: boolean; beats: number; userId: string | null; licenseId: string | null }
+export interface BeatOutcome {
   verdict: BeatVerdict | null;
   token: string;
   beatCount: number;
@@ -95,7 +97,9 @@ export class HeartbeatService {
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
     });
-    for (const op of ['hb.start', 'hb.beat', 'hb.stop', 'hb.kill']) d.node.handle(op, (o, args) => this.onCall(o, args));
+    d.node.handle('hb.start', (a) => this.startHere(a));
+    d.node.handle('hb.beat', (a) => this.beatHere(a));
+    d.node.handle('hb.stop', (a) => this.stopHere(a));
   }
 
   startSweeper(): void {
@@ -113,7 +117,14 @@ export class HeartbeatService {
     if (!this.durable) return;
     const now = this.d.now();
     for (const [session, raw] of await this.d.coordinator.hashGetAll(hashOf(shard))) {
-      const c = unpack(raw) as HeartbeatContext;
+      let c: HeartbeatContext;
+      try {
+        c = decodeHeartbeat(raw);
+      } catch (err) {
+        // Written by a build that knows a newer format (a rolling upgrade): leave it to such a worker.
+        this.d.log.error({ err, shard }, 'heartbeat.restore_refused');
+        continue;
+      }
       if (c.expiresAt <= now) continue; // evicted by the sweeper of whoever owns it next
       this.host.restore(c);
       this.index(session);
@@ -145,7 +156,7 @@ export class HeartbeatService {
     const fence = this.d.node.fenceOf(shard);
     if (fence === undefined) throw new NotOwner(shard);
     if (!this.durable) return;
-    const ok = await this.d.coordinator.fencedHashSet(this.d.node.leaseName(shard), this.d.node.id, fence, hashOf(shard), session, c ? pack(c) : null);
+    const ok = await this.d.coordinator.fencedHashSet(this.d.node.leaseName(shard), this.d.node.id, fence, hashOf(shard), session, c ? encodeHeartbeat(c) : null);
     if (!ok) {
       this.shardReleased(shard);
       throw new NotOwner(shard);
@@ -153,16 +164,6 @@ export class HeartbeatService {
   }
 
   // ---- operations, run on the shard's owner ---------------------------------------------------
-
-  private async onCall(op: string, args: unknown): Promise<unknown> {
-    switch (op) {
-      case 'hb.start': return this.startHere(args as StartArgs);
-      case 'hb.beat': return this.beatHere(args as BeatArgs);
-      case 'hb.stop': return this.stopHere(args as StopArgs);
-      case 'hb.kill': return this.killHere((args as { sessions: string[] }).sessions);
-      default: throw new Error(`unknown call ${op}`);
-    }
-  }
 
   private owns(session: string): void {
     const shard = shardOf(session);
@@ -207,7 +208,7 @@ export class HeartbeatService {
     };
   }
 
-  private async stopHere(a: StopArgs): Promise<{ stopped: boolean; beats: number; userId: string | null; licenseId: string | null }> {
+  private async stopHere(a: StopArgs): Promise<StopOutcome> {
     this.owns(a.session);
     const r = this.host.send(a.session, { type: 'STOP', token: a.token });
     if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
@@ -231,7 +232,7 @@ export class HeartbeatService {
     return n;
   }
 
-  private route<T>(session: string, op: string, args: unknown, here: () => Promise<T>): Promise<T> {
+  private route<K extends keyof ClusterOps & string>(session: string, op: K, args: ClusterOps[K]['args'], here: () => Promise<ClusterOps[K]['result']>) {
     return this.d.node.route(shardOf(session), op, args, here);
   }
 
@@ -242,7 +243,7 @@ export class HeartbeatService {
     let c: HeartbeatContext | undefined = this.host.peek(session);
     if (!c && this.durable) {
       const raw = await this.d.coordinator.hashGet(hashOf(shardOf(session)), session);
-      c = raw ? (unpack(raw) as HeartbeatContext) : undefined;
+      c = raw ? decodeHeartbeat(raw) : undefined;
     }
     const now = this.d.now();
     if (!c || c.expiresAt <= now) return false;

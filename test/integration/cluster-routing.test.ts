@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
 import { ClusterNode, SHARD_COUNT } from '../../src/cluster/cluster-node.js';
+import { AppError, ValidationError } from '../../src/errors.js';
 
 const log = pino({ level: 'silent' });
 const shards = { acquired: async () => undefined, released: () => undefined };
@@ -40,7 +41,7 @@ describe('forwarding to a slow owner', () => {
     const shard = shardOwnedBy(b);
     expect(a.fenceOf(shard)).toBeUndefined();
     let runs = 0;
-    b.handle('slow.op', async (_op, args) => {
+    b.handle('slow.op', async (args) => {
       runs++;
       await new Promise((r) => setTimeout(r, 4_500)); // longer than the old 3 s call timeout
       return { echoed: args, run: runs };
@@ -52,12 +53,19 @@ describe('forwarding to a slow owner', () => {
     expect(runs).toBe(1);
   }, 20_000);
 
-  it('an error coded on the owner arrives as the same coded error', async () => {
+  it('an error coded on the owner arrives as the same coded error, with its detail and headers', async () => {
     const shard = shardOwnedBy(b);
-    const { AppError } = await import('../../src/errors.js');
     b.handle('coded.op', async () => {
-      throw new AppError('license_used');
+      throw new AppError('app_disabled', 'Down for maintenance until 10:00', { 'Retry-After': '7' });
     });
-    await expect(a.route(shard, 'coded.op', {}, async () => 'local')).rejects.toMatchObject({ code: 'license_used', status: 400 });
+    const err = await a.route(shard, 'coded.op', {}, async () => 'local').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect(err).toMatchObject({ code: 'app_disabled', status: 403, detail: 'Down for maintenance until 10:00', headers: { 'Retry-After': '7' } });
+    b.handle('invalid.op', async () => {
+      throw new ValidationError([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
+    });
+    const invalid = await a.route(shard, 'invalid.op', {}, async () => 'local').catch((e: unknown) => e);
+    expect(invalid).toBeInstanceOf(ValidationError);
+    expect((invalid as ValidationError).issues).toEqual([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
   });
 });

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { pack } from 'msgpackr';
+import { UnknownSnapshotVersion, decodeHeartbeat, encodeHeartbeat } from '../../src/actors/heartbeat-codec.js';
 import { createActor } from 'xstate';
 import {
   HEARTBEAT_SNAPSHOT_VERSION, heartbeatMachine, judgeBeat, type BeatInput, type HeartbeatContext,
@@ -42,15 +44,26 @@ describe('judgeBeat: the order of checks is the policy', () => {
 });
 
 describe('heartbeat machine', () => {
-  it('persists, encodes and rehydrates mid-session (versioned snapshot)', () => {
-    const a = createActor(heartbeatMachine, { input }).start();
-    a.send({ type: 'BEAT', beat: beat({ codeSize: 42 }) });
-    const persisted = JSON.parse(JSON.stringify(a.getPersistedSnapshot()));
-    expect(persisted.context.v).toBe(HEARTBEAT_SNAPSHOT_VERSION);
-    const b = createActor(heartbeatMachine, { snapshot: persisted, input }).start();
-    expect(b.getSnapshot().context).toMatchObject({ token: 'TT' + 'b'.repeat(32), lastBeatIndex: 1, beatCount: 1, codeSize: 42, codeHash: 'abcdef12' });
-    b.send({ type: 'BEAT', beat: beat({ token: 'TT' + 'b'.repeat(32), beatIndex: 2, codeSize: 43, now: T0 + 2000 }) });
-    expect(b.getSnapshot().value).toBe('killed');
+  it('crosses a process boundary through the versioned codec and goes on judging with the restored baseline', () => {
+    // The production path: a host's context -> encodeHeartbeat (Redis) -> decodeHeartbeat -> another host's restore.
+    const a = new HeartbeatHost({ now: () => T0 });
+    a.create(input);
+    a.send(input.session, { type: 'BEAT', beat: beat({ codeSize: 42 }) });
+    const before = a.peek(input.session)!;
+    const decoded = decodeHeartbeat(encodeHeartbeat(before));
+    expect(decoded).toEqual({ ...before, last: null });
+    expect(decoded.v).toBe(HEARTBEAT_SNAPSHOT_VERSION);
+    const b = new HeartbeatHost({ now: () => T0 });
+    b.restore(decoded);
+    const tampered = b.send(input.session, { type: 'BEAT', beat: beat({ token: 'TT' + 'b'.repeat(32), beatIndex: 2, codeSize: 43, now: T0 + 2000 }) });
+    expect(tampered?.verdict).toEqual({ kind: 'killed', reason: 'code_changed' });
+    a.close();
+    b.close();
+  });
+
+  it('refuses a snapshot of a version it does not know', () => {
+    expect(() => decodeHeartbeat(pack([HEARTBEAT_SNAPSHOT_VERSION + 1, 'app']))).toThrow(UnknownSnapshotVersion);
+    expect(() => decodeHeartbeat(pack({ v: 1, token: 'x' }))).toThrow(UnknownSnapshotVersion);
   });
 
   it('stop with the right token closes; with a wrong one stays alive', () => {

@@ -1,0 +1,123 @@
+// Shard ownership: SHARD_COUNT fixed shards, each assigned by rendezvous hashing over the live
+// members; a worker serves a shard only while it holds the shard's lease, renewed every tick.
+// Every grant has a new fencing number, which every state write on the shard carries
+// (Coordinator.fencedHashSet), so a worker that lost a lease can never overwrite its successor.
+import type { Logger } from 'pino';
+import type { Coordinator } from './coordinator.js';
+
+export const SHARD_COUNT = 1024;
+export const LEASE_TTL_MS = 4_000;
+
+/** FNV-1a, 32 bit: a stable hash of a session nonce or key id. */
+export function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+export function shardOf(id: string): number {
+  return fnv1a(id) % SHARD_COUNT;
+}
+
+/** Rendezvous (highest random weight) hashing: the member with the top score owns the shard. */
+export function rendezvous(shard: number, members: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestScore = -1;
+  for (const m of members) {
+    const score = fnv1a(`${m}#${shard}`);
+    if (score > bestScore || (score === bestScore && best !== undefined && m < best)) {
+      best = m;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+export interface ShardHandlers {
+  /** A shard became ours: load its state. */
+  acquired(shard: number, fence: number): Promise<void>;
+  /** A shard is no longer ours: drop its in-memory state. */
+  released(shard: number): void;
+}
+
+export function leaseName(shard: number): string {
+  return `shard:${shard}`;
+}
+
+export class ShardLeases {
+  /** shard -> fence of the lease this worker holds. */
+  private readonly owned = new Map<number, number>();
+  private readonly holderCache = new Map<number, { holder: string; at: number }>();
+
+  constructor(
+    private readonly coordinator: Coordinator,
+    private readonly id: string,
+    private readonly handlers: ShardHandlers,
+    private readonly log: Logger,
+    private readonly now: () => number,
+    /** How long a looked-up holder of someone else's shard is believed. */
+    private readonly cacheMs: number,
+  ) {}
+
+  get size(): number {
+    return this.owned.size;
+  }
+
+  fenceOf(shard: number): number | undefined {
+    return this.owned.get(shard);
+  }
+
+  /** Renews what this worker should keep, releases what it should not, acquires what it should. */
+  async rebalance(members: readonly string[], leaving: boolean): Promise<void> {
+    await Promise.all([...this.owned].map(async ([shard, fence]) => {
+      if (leaving || rendezvous(shard, members) !== this.id) return this.release(shard, fence);
+      if (!(await this.coordinator.renewLease(leaseName(shard), this.id, fence, LEASE_TTL_MS))) {
+        this.log.warn({ shard }, 'cluster.lease_lost');
+        this.owned.delete(shard);
+        this.handlers.released(shard);
+      }
+    }));
+    if (leaving) return;
+    const wanted: number[] = [];
+    for (let shard = 0; shard < SHARD_COUNT; shard++) {
+      if (!this.owned.has(shard) && rendezvous(shard, members) === this.id) wanted.push(shard);
+    }
+    await Promise.all(wanted.map(async (shard) => {
+      const fence = await this.coordinator.acquireLease(leaseName(shard), this.id, LEASE_TTL_MS);
+      if (fence === null) return; // its previous owner still holds it; retried next tick
+      try {
+        await this.handlers.acquired(shard, fence);
+        this.owned.set(shard, fence);
+        this.holderCache.delete(shard);
+      } catch (err) {
+        this.log.error({ err, shard }, 'cluster.acquire_failed');
+        await this.coordinator.releaseLease(leaseName(shard), this.id, fence);
+      }
+    }));
+  }
+
+  /** Lets every shard go (graceful leave): its state is already durable, the next owner loads it. */
+  async releaseAll(): Promise<void> {
+    await Promise.all([...this.owned].map(([shard, fence]) => this.release(shard, fence)));
+  }
+
+  private async release(shard: number, fence: number): Promise<void> {
+    this.owned.delete(shard);
+    this.handlers.released(shard);
+    await this.coordinator.releaseLease(leaseName(shard), this.id, fence);
+  }
+
+  /** Who serves a shard now: this worker, another one, or nobody (between owners). */
+  async holderOf(shard: number, fresh: boolean): Promise<string | null> {
+    if (this.owned.has(shard)) return this.id;
+    const cached = this.holderCache.get(shard);
+    if (!fresh && cached && this.now() - cached.at < this.cacheMs) return cached.holder;
+    const lease = await this.coordinator.leaseHolder(leaseName(shard));
+    if (lease) this.holderCache.set(shard, { holder: lease.holder, at: this.now() });
+    else this.holderCache.delete(shard);
+    return lease?.holder ?? null;
+  }
+}

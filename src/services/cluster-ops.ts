@@ -1,0 +1,13 @@
+// The operations one worker asks another to run (on the owner of a shard), with their argument
+// and result types: the cluster layer routes them, this layer declares them (dependencies point
+// inward). Only plain data crosses: msgpack frames.
+import type { OpMap } from '../cluster/cluster-node.js';
+import type { LicenseOp } from '../actors/license.machine.js';
+import type { BeatArgs, BeatOutcome, StartArgs, StopArgs, StopOutcome } from './heartbeat.service.js';
+
+export interface ClusterOps extends OpMap {
+  'hb.start': { args: StartArgs; result: { ok: true } };
+  'hb.beat': { args: BeatArgs; result: BeatOutcome };
+  'hb.stop': { args: StopArgs; result: StopOutcome };
+  'lic.run': { args: { licenseId: string; op: LicenseOp }; result: Record<string, unknown> };
+}
