@@ -19,6 +19,7 @@ import { ClientService } from './services/client.service.js';
 import { HeartbeatService } from './services/heartbeat.service.js';
 import { LicenseHost } from './actors/license-host.js';
 import { LicenseOpsRepository } from './db/repositories/license-ops.repository.js';
+import { licenseEffects } from './services/license-effects.js';
 import { EndUserRepository } from './db/repositories/end-user.repository.js';
 import { KeyAdminRepository } from './db/repositories/key-admin.repository.js';
 import { KeysAdminService } from './services/keys-admin.service.js';
@@ -74,15 +75,8 @@ export function createDomain(s: Services): Domain {
   const now = () => s.clock.now();
   const appCache = new ClientAppCache(s.repos.apps, s.sql, s.coordinator, now);
   const sessions = new ClientSessions(s.coordinator, now);
-  const faultMs = s.config.faultAfterClaimMs;
-  const licenseOps = new LicenseOpsRepository(s.sql, {
-    now,
-    ...(faultMs > 0 ? { afterClaim: () => new Promise<void>((r) => setTimeout(r, faultMs)) } : {}),
-  });
-  const licenses = new LicenseHost(
-    { register: (id, op) => licenseOps.register(id, op), activate: (id, op) => licenseOps.activate(id, op) },
-    { log: s.log, now },
-  );
+  const licenseOps = new LicenseOpsRepository(s.sql);
+  const licenses = new LicenseHost(licenseEffects(licenseOps, { now, afterClaimMs: s.config.faultAfterClaimMs }), { log: s.log, now });
   const events = new EventBus(s.coordinator, now, s.log);
   const webhooks = new WebhookService({
     sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
@@ -126,7 +120,7 @@ export function createDomain(s: Services): Domain {
       }, NONCE_PURGE_MS).unref();
       // One process alone (no Redis) cannot race a live claim: recover every pending key.
       // With other workers around, only claims older than any live register can be dead.
-      const recovered = await licenseOps.recoverPending(s.coordinator.kind === 'local' ? 0 : 60_000);
+      const recovered = await licenseOps.recoverPending(new Date(now() - (s.coordinator.kind === 'local' ? 0 : 60_000)));
       if (recovered > 0) s.log.warn({ recovered }, 'license.pending_recovered');
     },
     async stop() {

@@ -3,11 +3,20 @@
 import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
-import { licenseMachine, type ActivateOp, type EffectOutput, type LicenseOp, type RegisterOp } from './license.machine.js';
+import {
+  isResting, licenseMachine, type Decision, type DecideInput, type FinaliseOutput, type LicenseOp, type WriteInput,
+} from './license.machine.js';
 
+/** The steps of license operations: the policy's decision and the conditional writes (see license.machine.ts). */
 export interface LicenseEffects {
-  register(licenseId: string, op: RegisterOp): Promise<EffectOutput>;
-  activate(licenseId: string, op: ActivateOp): Promise<EffectOutput>;
+  decide(input: DecideInput): Promise<Decision>;
+  claim(input: WriteInput): Promise<boolean>;
+  /** Test-only fault injection point between claim and finalise (FAULT_AFTER_CLAIM_MS). */
+  afterClaim(input: WriteInput): Promise<void>;
+  finalise(input: WriteInput): Promise<FinaliseOutput>;
+  release(input: WriteInput): Promise<void>;
+  activateUnused(input: WriteInput): Promise<boolean>;
+  touchUsed(input: WriteInput): Promise<boolean>;
 }
 
 interface Entry {
@@ -38,19 +47,24 @@ export class LicenseHost {
   constructor(effects: LicenseEffects, private readonly opts: LicenseHostOptions) {
     this.idleMs = opts.idleMs ?? 30_000;
     this.maxActors = opts.maxActors ?? 10_000;
-    const logged = <I extends { licenseId: string; op: LicenseOp }>(fn: (input: I) => Promise<EffectOutput>) =>
-      fromPromise<EffectOutput, I>(async ({ input }) => {
+    const step = <I extends { licenseId: string; op: LicenseOp }, O>(name: string, fn: (input: I) => Promise<O>) =>
+      fromPromise<O, I>(async ({ input }) => {
         try {
           return await fn(input);
         } catch (err) {
-          opts.log.error({ err, licenseId: input.licenseId, op: input.op.kind }, 'license.effect_failed');
+          opts.log.error({ err, licenseId: input.licenseId, op: input.op.kind, step: name }, 'license.effect_failed');
           throw err;
         }
       });
     this.machine = licenseMachine.provide({
       actors: {
-        register: logged(({ licenseId, op }) => effects.register(licenseId, op as RegisterOp)),
-        activate: logged(({ licenseId, op }) => effects.activate(licenseId, op as ActivateOp)),
+        decide: step('decide', (i: DecideInput) => effects.decide(i)),
+        claim: step('claim', (i: WriteInput) => effects.claim(i)),
+        afterClaim: step('afterClaim', (i: WriteInput) => effects.afterClaim(i)),
+        finalise: step('finalise', (i: WriteInput) => effects.finalise(i)),
+        release: step('release', (i: WriteInput) => effects.release(i)),
+        activateUnused: step('activateUnused', (i: WriteInput) => effects.activateUnused(i)),
+        touchUsed: step('touchUsed', (i: WriteInput) => effects.touchUsed(i)),
       },
     });
     this.sweeper = setInterval(() => this.passivate(this.idleMs), Math.min(this.idleMs, 10_000));
@@ -76,7 +90,7 @@ export class LicenseHost {
     e.queued++;
     const result = e.tail.then(async () => {
       e.actor.send({ type: 'OPERATE', opId, op });
-      const snap = await waitFor(e.actor, (s) => s.matches('idle') && s.context.lastOutcome?.opId === opId);
+      const snap = await waitFor(e.actor, (s) => isResting(s) && s.context.lastOutcome?.opId === opId);
       return snap.context.lastOutcome!;
     });
     e.tail = result.catch(() => undefined);

@@ -1,15 +1,10 @@
 // Client IP: the socket address, or the right-most untrusted X-Forwarded-For hop when the socket
 // peer is a trusted proxy (PROTOCOL 1). node:net's BlockList does the CIDR matching.
 import { BlockList, isIP } from 'node:net';
+import { normalizeIp } from '../services/ip-address.js';
 
 export type ClientIpResolver = (socketIp: string, forwardedFor: string | undefined) => string;
 
-/** uWS gives IPv4 peers on a dual-stack socket as IPv4-mapped IPv6; report them as IPv4. */
-export function normalizeIp(ip: string): string {
-  const lower = ip.toLowerCase();
-  if (lower.startsWith('::ffff:') && isIP(lower.slice(7)) === 4) return lower.slice(7);
-  return lower;
-}
 
 export function createClientIpResolver(trusted: readonly string[]): ClientIpResolver {
   if (trusted.length === 0) return (socketIp) => normalizeIp(socketIp);

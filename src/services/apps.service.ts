@@ -9,7 +9,7 @@ import type { AppScope } from '../db/repositories/application.repository.js';
 import type { AuditRow } from '../db/repositories/audit.repository.js';
 import { KeySpaceExhausted, type LicenseRow } from '../db/repositories/license.repository.js';
 import type { Services } from '../services.js';
-import { normalizeIp } from '../http/client-ip.js';
+import { normalizeIp } from './ip-address.js';
 import { hasPermission, requirePermission, type Principal } from './principal.js';
 import {
   ALPHABET_CLASSES, DEFAULT_ALPHABET, DEFAULT_MASK, ENUMERABLE_KEY_SPACE, durationDays, enumerateKeys, expandMask, keyPreview,

@@ -1,14 +1,25 @@
-// The database side of license-key operations. Every state change is a conditional UPDATE
-// (`... WHERE status = 'unused'`), so two claims cannot both win even in different processes;
-// the actor in front of it only makes operations on one key take turns within a worker.
-import { randomUUID } from 'node:crypto';
-import type { LicenseStatus, DurationUnit } from '../entities/index.js';
+// The database side of license-key operations: reads, and conditional writes that carry out what
+// the policy (services/license-policy.ts) decided. Every state change is conditional on the state
+// it expects (`... WHERE status = 'unused'`), so two claims cannot both win even in different
+// processes; the license actor only makes operations on one key take turns within a worker.
+// Nothing here decides an answer to a client: methods report what the database did.
+import type { DurationUnit, LicenseStatus } from '../entities/index.js';
 import { toDate, type Sql } from '../sql.js';
-import type { ActivateOp, EffectOutput, RegisterOp } from '../../actors/license.machine.js';
-import { durationMs } from '../../services/license-keys.js';
+
+/** A stored key as the license policy reads it. */
+export interface StoredKey {
+  status: LicenseStatus;
+  usedBy: string;
+  userId: string | null;
+  hwid: string;
+  level: number;
+  durationValue: number;
+  durationUnit: DurationUnit;
+  expiresAt: Date | null;
+  resellerId: string | null;
+}
 
 interface KeyRow {
-  id: string;
   status: LicenseStatus;
   used_by: string;
   user_id: string | null;
@@ -20,128 +31,117 @@ interface KeyRow {
   reseller_id: string | null;
 }
 
-const KEY_COLUMNS = 'id, status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id';
-
-/** A used key whose user was deleted can be registered again (PROTOCOL 11.10). */
+/** The same rule as license-policy isClaimable, as the condition of the claim itself (PROTOCOL 11.10). */
 const CLAIMABLE = `(status = 'unused' or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
 
-function isClaimable(k: KeyRow): boolean {
-  return k.status === 'unused' || (k.status === 'used' && k.user_id === null && k.used_by !== '' && k.used_by !== 'license-only');
+export interface NewEndUser {
+  id: string;
+  appId: string;
+  username: string;
+  passwordHash: string;
+  ip: string;
+  /** Stored HWID: the activation's under hwid_lock, else '' (pinned at the first login). */
+  hwid: string;
+  knownHwid: string;
+  level: number;
+  expiresAt: Date | null;
+  resellerId: string | null;
 }
 
-function expiryFrom(k: KeyRow, now: number): Date | null {
-  const ms = durationMs(k.duration_value, k.duration_unit);
-  return ms === null ? null : new Date(now + ms);
-}
+export type FinaliseResult = 'done' | 'username_taken' | 'state_changed';
 
-class UsernameTaken extends Error {}
-class StateChanged extends Error {}
-
-export interface LicenseOpsOptions {
-  now: () => number;
-  /** Test-only fault injection (FAULT_AFTER_CLAIM_MS): pause between claim and finalise. */
-  afterClaim?: () => Promise<void>;
+class Rollback extends Error {
+  constructor(readonly result: FinaliseResult) {
+    super(result);
+  }
 }
 
 export class LicenseOpsRepository {
-  constructor(private readonly sql: Sql, private readonly opts: LicenseOpsOptions) {}
+  constructor(private readonly sql: Sql) {}
 
   /** Finds a key of an app by its keyed hash: the id its actor is keyed by. */
   async idByHash(appId: string, keyHash: string): Promise<string | undefined> {
     return (await this.sql.one<{ id: string }>('select id from license_keys where app_id = ? and key_hash = ?', [appId, keyHash]))?.id;
   }
 
-  private load(id: string): Promise<KeyRow | undefined> {
-    return this.sql.one<KeyRow>(`select ${KEY_COLUMNS} from license_keys where id = ?`, [id]);
+  async load(id: string): Promise<StoredKey | undefined> {
+    const k = await this.sql.one<KeyRow>(
+      'select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id from license_keys where id = ?', [id],
+    );
+    return k && {
+      status: k.status, usedBy: k.used_by, userId: k.user_id, hwid: k.hwid, level: k.level, durationValue: k.duration_value,
+      durationUnit: k.duration_unit, expiresAt: toDate(k.expires_at), resellerId: k.reseller_id,
+    };
   }
 
-  /** register: claim (-> pending), create the user and finalise (-> used) in one transaction, or roll the claim back. */
-  async register(licenseId: string, op: RegisterOp): Promise<EffectOutput> {
-    const key = await this.load(licenseId);
-    if (!key) return { ok: false, status: 'unknown', code: 'license_invalid' };
-    if (key.status === 'banned') return { ok: false, status: 'banned', code: 'license_banned' };
-    if (!isClaimable(key)) return { ok: false, status: key.status, code: 'license_used' };
+  /** unused (or reclaimable) -> pending, stamped; false when the key was not claimable any more. */
+  async claim(id: string, stamp: Date): Promise<boolean> {
+    return (await this.sql.run(`update license_keys set status = 'pending', pending_since = ? where id = ? and ${CLAIMABLE}`, [stamp, id])) === 1;
+  }
 
-    const stamp = new Date(this.opts.now());
-    const claimed = await this.sql.run(`update license_keys set status = 'pending', pending_since = ? where id = ? and ${CLAIMABLE}`, [stamp, licenseId]);
-    if (claimed === 0) return { ok: false, status: 'unknown', code: 'license_used' };
-
+  /**
+   * pending -> used under the same claim stamp, creating the end user, in one transaction; nothing is
+   * written when the username exists or the claim changed under us (a ban, a recovery).
+   */
+  async finalise(id: string, stamp: Date, user: NewEndUser, now: Date): Promise<FinaliseResult> {
     try {
-      await this.opts.afterClaim?.();
-      const now = this.opts.now();
-      const expiresAt = toDate(key.expires_at) ?? expiryFrom(key, now);
-      const userId = randomUUID();
       await this.sql.transaction(async (tx) => {
         const inserted = await this.sql.one(
           `insert into end_users (id, app_id, username, password_hash, created_at, last_login, ip, hwid, known_hwids, level, expires_at,
              banned, license_id, reseller_id)
            values (?, ?, ?, ?, ?, null, ?, ?, jsonb_build_array(?::text), ?, ?, false, ?, ?)
            on conflict (app_id, username) do nothing returning id`,
-          [userId, op.appId, op.username, op.passwordHash, new Date(now), op.ip, op.hwidLock ? op.hwid : '', op.hwid, key.level,
-            expiresAt, licenseId, key.reseller_id],
+          [user.id, user.appId, user.username, user.passwordHash, now, user.ip, user.hwid, user.knownHwid, user.level, user.expiresAt, id, user.resellerId],
           tx,
         );
-        if (!inserted) throw new UsernameTaken();
+        if (!inserted) throw new Rollback('username_taken');
         const finalised = await this.sql.run(
           `update license_keys set status = 'used', used_by = ?, user_id = ?, hwid = ?, ip = ?, expires_at = ?, pending_since = null
            where id = ? and status = 'pending' and pending_since = ?`,
-          [op.username, userId, op.hwid, op.ip, expiresAt, licenseId, stamp],
+          [user.username, user.id, user.knownHwid, user.ip, user.expiresAt, id, stamp],
           tx,
         );
-        if (finalised === 0) throw new StateChanged();
+        if (finalised === 0) throw new Rollback('state_changed');
       });
-      return { ok: true, status: 'used', value: { userId, username: op.username, level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id } };
+      return 'done';
     } catch (err) {
-      // SPEC: the claim is left alone when its state changed under us; any other failure resets it.
-      if (err instanceof StateChanged) return { ok: false, status: 'unknown', code: 'license_state_changed' };
-      await this.sql.run(`update license_keys set status = ?, pending_since = null where id = ? and status = 'pending' and pending_since = ?`,
-        [key.status, licenseId, stamp]);
-      if (err instanceof UsernameTaken) return { ok: false, status: key.status, code: 'username_taken' };
+      if (err instanceof Rollback) return err.result;
       throw err;
     }
   }
 
-  /** license-only: unused -> used (stamping expiry, hwid, used_by), or a check of a used key. */
-  async activate(licenseId: string, op: ActivateOp): Promise<EffectOutput> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const key = await this.load(licenseId);
-      if (!key) return { ok: false, status: 'unknown', code: 'license_invalid' };
-      if (key.status === 'banned') return { ok: false, status: 'banned', code: 'license_banned' };
-      if (key.status === 'pending') return { ok: false, status: 'pending', code: 'license_in_progress' };
-      if (key.status !== 'unused' && key.status !== 'used') return { ok: false, status: key.status, code: 'license_not_valid' };
-      const now = this.opts.now();
-      if (key.status === 'unused') {
-        const expiresAt = expiryFrom(key, now);
-        const done = await this.sql.run(
-          `update license_keys set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
-           where id = ? and status = 'unused'`,
-          [op.hwid, op.ip, expiresAt, new Date(now), licenseId],
-        );
-        if (done === 0) continue; // changed under us: read again
-        return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id, newDevice: true } };
-      }
-      if (op.hwidLock && key.hwid !== '' && key.hwid !== op.hwid) return { ok: false, status: 'used', code: 'hwid_mismatch' };
-      const expiresAt = toDate(key.expires_at);
-      if (expiresAt && expiresAt.getTime() < now) return { ok: false, status: 'used', code: 'license_expired' };
-      const done = await this.sql.run(
-        `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end where id = ? and status = 'used'`,
-        [new Date(now), op.ip, op.hwid, licenseId],
-      );
-      if (done === 0) continue;
-      return { ok: true, status: 'used', value: { level: key.level, expiresAt: expiresAt?.toISOString() ?? null, resellerId: key.reseller_id, newDevice: key.hwid !== op.hwid } };
-    }
-    return { ok: false, status: 'unknown', code: 'license_in_progress' };
+  /** pending -> the status it had before the claim, only while the claim is still ours. */
+  async release(id: string, previous: LicenseStatus, stamp: Date): Promise<void> {
+    await this.sql.run(`update license_keys set status = ?, pending_since = null where id = ? and status = 'pending' and pending_since = ?`,
+      [previous, id, stamp]);
+  }
+
+  /** unused -> used by a license-only activation; false when the key changed meanwhile. */
+  async activateUnused(id: string, a: { hwid: string; ip: string; expiresAt: Date | null; now: Date }): Promise<boolean> {
+    return (await this.sql.run(
+      `update license_keys set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
+       where id = ? and status = 'unused'`,
+      [a.hwid, a.ip, a.expiresAt, a.now, id],
+    )) === 1;
+  }
+
+  /** A used key's return: last login and IP, and its HWID when none is stored; false when it changed meanwhile. */
+  async touchUsed(id: string, a: { hwid: string; ip: string; now: Date }): Promise<boolean> {
+    return (await this.sql.run(
+      `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end where id = ? and status = 'used'`,
+      [a.now, a.ip, a.hwid, id],
+    )) === 1;
   }
 
   /**
    * A claim whose process died between claim and finalise leaves a key pending: put it back to
    * the status it had before the claim. Returns how many keys were recovered.
    */
-  recoverPending(olderThanMs: number): Promise<number> {
+  recoverPending(pendingBefore: Date): Promise<number> {
     return this.sql.run(
       `update license_keys set status = case when used_by = '' then 'unused' else 'used' end, pending_since = null
        where status = 'pending' and (pending_since is null or pending_since <= ?)`,
-      [new Date(this.opts.now() - olderThanMs)],
+      [pendingBefore],
     );
   }
 }
