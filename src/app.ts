@@ -11,7 +11,7 @@ import { systemRoutes } from './http/routes/system.routes.js';
 import { authRoutes } from './http/routes/auth.routes.js';
 import { appsRoutes } from './http/routes/apps.routes.js';
 import { clientRoutes } from './http/routes/client.routes.js';
-import { DashboardAuth } from './services/dashboard-auth.service.js';
+import { DashboardAuth, type DashboardAuthDeps } from './services/dashboard-auth.service.js';
 import { AppsService } from './services/apps.service.js';
 import { ClientAppCache } from './services/client-app-cache.js';
 import { ClientSessions } from './services/client-sessions.js';
@@ -71,6 +71,11 @@ export interface App {
   readonly domain: Domain;
 }
 
+/** Dashboard sign-in's dependencies (also used by the command line). */
+export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
+  return { repos: s.repos, coordinator: s.coordinator, developerEmails: s.config.developerEmails, log: s.log, now: () => s.clock.now() };
+}
+
 export function createDomain(s: Services): Domain {
   const now = () => s.clock.now();
   const appCache = new ClientAppCache(s.repos.apps, s.sql, s.coordinator, now);
@@ -82,16 +87,11 @@ export function createDomain(s: Services): Domain {
     sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
     ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
   });
-  // The node calls back into the heartbeat service when shards come and go.
-  let heartbeatsRef: HeartbeatService | undefined;
-  const node = new ClusterNode<ClusterOps>(s.coordinator, {
-    acquired: async (shard) => heartbeatsRef?.shardAcquired(shard),
-    released: (shard) => heartbeatsRef?.shardReleased(shard),
-  }, s.log, now);
+  const node = new ClusterNode<ClusterOps>(s.coordinator, s.log, now);
+  // The heartbeat service registers its shard handlers and operations on the node itself.
   const heartbeats = new HeartbeatService({
     now, log: s.log, sessions, audit: s.repos.audit, events, coordinator: s.coordinator, node, maxLiveActors: s.config.heartbeatMaxLiveActors,
   });
-  heartbeatsRef = heartbeats;
   // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
   node.handle('lic.run', (a) => licenses.run(a.licenseId, a.op));
   const routedLicenses = {
@@ -104,12 +104,18 @@ export function createDomain(s: Services): Domain {
     audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks, sql: s.sql,
     screenshots: new ScreenshotStore(s.config.dataDir),
   });
-  const apps = new AppsService(s, appCache, events);
+  const log = s.log;
+  const apps = new AppsService({
+    repos: s.repos, licenseHashKey: s.secrets.licenseHashKey, allowPrivateWebhooks: s.config.allowPrivateWebhooks, log, now,
+  }, appCache, events);
   let noncePurge: NodeJS.Timeout | undefined;
-  const keys = new KeysAdminService(s, new KeyAdminRepository(s.sql), apps, events);
+  const keys = new KeysAdminService({ audit: s.repos.audit, now }, new KeyAdminRepository(s.sql), apps, events);
   return {
-    auth: new DashboardAuth(s), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
-    team: new TeamService(s, new TeamRepository(s.orm)), webhooks, node,
+    auth: new DashboardAuth(dashboardAuthDeps(s)), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
+    team: new TeamService({
+      repos: s.repos, allowPrivateWebhooks: s.config.allowPrivateWebhooks, developerEmails: s.config.developerEmails, log, now,
+    }, new TeamRepository(s.orm)),
+    webhooks, node,
     async start() {
       await appCache.start();
       await events.start();

@@ -6,6 +6,7 @@ import { createServices } from './services.js';
 import { startServer } from './main.js';
 import { superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './services/dashboard-auth.service.js';
+import { dashboardAuthDeps } from './app.js';
 import { ValidationError } from './errors.js';
 
 const USAGE = `usage:
@@ -66,7 +67,7 @@ async function createTopAccount(config: Config, kind: 'owner' | 'developer', arg
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
   const s = await createServices(config, log);
   try {
-    const auth = new DashboardAuth(s);
+    const auth = new DashboardAuth(dashboardAuthDeps(s));
     const created = kind === 'owner' ? await auth.ensureOwner(values.username, password) : await auth.ensureDeveloper(values.username, password);
     console.log(created ? `${kind} ${values.username} created` : `an account named ${values.username} already exists`);
     return created ? 0 : 1;

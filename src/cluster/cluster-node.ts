@@ -36,9 +36,9 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
   /** Operations run here. */
   servedLocally = 0;
 
-  constructor(coordinator: Coordinator, shards: ShardHandlers, private readonly log: Logger, now: () => number) {
+  constructor(coordinator: Coordinator, private readonly log: Logger, now: () => number) {
     this.membership = new Membership(coordinator, this.id, now);
-    this.leases = new ShardLeases(coordinator, this.id, shards, log, now, TICK_MS);
+    this.leases = new ShardLeases(coordinator, this.id, log, now, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log);
   }
 
@@ -48,6 +48,11 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
 
   get memberCount(): number {
     return this.membership.members.length;
+  }
+
+  /** Registers who loads a shard's state when this worker acquires it and drops it on release (before start). */
+  onShards(handlers: ShardHandlers): void {
+    this.leases.handlers = handlers;
   }
 
   /** Registers what answers calls of `op` from other workers. */

@@ -52,10 +52,12 @@ export class ShardLeases {
   private readonly owned = new Map<number, number>();
   private readonly holderCache = new Map<number, { holder: string; at: number }>();
 
+  /** Who loads and drops a shard's state; registered by the layer that keeps it (ClusterNode.onShards). */
+  handlers: ShardHandlers = { acquired: async () => undefined, released: () => undefined };
+
   constructor(
     private readonly coordinator: Coordinator,
     private readonly id: string,
-    private readonly handlers: ShardHandlers,
     private readonly log: Logger,
     private readonly now: () => number,
     /** How long a looked-up holder of someone else's shard is believed. */

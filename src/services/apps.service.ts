@@ -8,7 +8,8 @@ import type { Application, BlacklistType, DurationUnit, KeyCosts } from '../db/e
 import type { AppScope } from '../db/repositories/application.repository.js';
 import type { AuditRow } from '../db/repositories/audit.repository.js';
 import { KeySpaceExhausted, type LicenseRow } from '../db/repositories/license.repository.js';
-import type { Services } from '../services.js';
+import type { Logger } from 'pino';
+import type { Repositories } from '../services.js';
 import { normalizeIp } from './ip-address.js';
 import { hasPermission, requirePermission, type Principal } from './principal.js';
 import {
@@ -62,16 +63,25 @@ export interface GenerateInput {
   note?: string;
 }
 
+/** What the applications service uses, and nothing more (one composition root: app.ts). */
+export interface AppsServiceDeps {
+  repos: Pick<Repositories, 'apps' | 'licenses' | 'blacklist' | 'audit' | 'accounts'>;
+  licenseHashKey: Buffer;
+  allowPrivateWebhooks: boolean;
+  log: Logger;
+  now: () => number;
+}
+
 export class AppsService {
-  constructor(private readonly s: Services, private readonly appCache: ClientAppCache, private readonly events: EventBus) {}
+  constructor(private readonly d: AppsServiceDeps, private readonly appCache: ClientAppCache, private readonly events: EventBus) {}
 
   private now(): Date {
-    return new Date(this.s.clock.now());
+    return new Date(this.d.now());
   }
 
   /** The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). */
   async visible(p: Principal, id: string): Promise<Application> {
-    const app = await this.s.repos.apps.findInScope(scopeOf(p), id);
+    const app = await this.d.repos.apps.findInScope(scopeOf(p), id);
     if (!app) throw new AppError('app_not_found');
     return app;
   }
@@ -83,7 +93,7 @@ export class AppsService {
   async create(p: Principal, input: { name: string; version?: string; description?: string }): Promise<Application> {
     this.assertManager(p);
     const now = this.now();
-    const app = await this.s.repos.apps.create({
+    const app = await this.d.repos.apps.create({
       id: randomUUID(),
       ownerId: p.role === 'admin' ? p.account.ownerId : p.account.id,
       name: input.name, version: input.version ?? '1.0', description: input.description ?? '',
@@ -94,13 +104,13 @@ export class AppsService {
       createdAt: now, updatedAt: now,
     });
     // An admin sees only its allowed apps: the app it creates is one of them.
-    if (p.role === 'admin') await this.s.repos.accounts.allowApp(p.account.id, app.id, now);
-    this.s.repos.audit.write({ appId: app.id, action: 'app.create', detail: `Application "${app.name}" created`, actorId: p.account.id });
+    if (p.role === 'admin') await this.d.repos.accounts.allowApp(p.account.id, app.id, now);
+    this.d.repos.audit.write({ appId: app.id, action: 'app.create', detail: `Application "${app.name}" created`, actorId: p.account.id });
     return app;
   }
 
   list(p: Principal): Promise<Application[]> {
-    return this.s.repos.apps.list(scopeOf(p));
+    return this.d.repos.apps.list(scopeOf(p));
   }
 
   async update(p: Principal, id: string, patch: AppPatch): Promise<Application> {
@@ -112,16 +122,16 @@ export class AppsService {
       (changes as Record<string, unknown>)[PATCH_FIELDS[field]] = value;
     }
     if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
-    if (patch.webhook !== undefined && patch.webhook !== '') await assertWebhookUrl(patch.webhook, this.s.config.allowPrivateWebhooks);
+    if (patch.webhook !== undefined && patch.webhook !== '') await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
     if (patch.key_costs !== undefined) {
       const costs: KeyCosts = {};
       for (const [tier, v] of Object.entries(patch.key_costs)) if (v !== null && v !== undefined) costs[tier as keyof KeyCosts] = v;
       changes.keyCosts = costs;
     }
-    const app = await this.s.repos.apps.update(scopeOf(p), id, changes);
+    const app = await this.d.repos.apps.update(scopeOf(p), id, changes);
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
-    this.s.repos.audit.write({
+    this.d.repos.audit.write({
       appId: id, action: 'app.update', detail: `Settings changed: ${Object.keys(patch).join(', ')}`, actorId: p.account.id,
     });
     return app;
@@ -130,21 +140,21 @@ export class AppsService {
   /** Irreversible: the app with every key, user, log and ban; live sessions end on their next call. */
   async remove(p: Principal, id: string): Promise<void> {
     this.assertManager(p);
-    if (!(await this.s.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
+    if (!(await this.d.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
     // Every worker ends the app's live heartbeat sessions.
     await this.events.publish('app.delete', id, {});
-    this.s.log.info({ appId: id, by: p.account.id }, 'app.delete');
+    this.d.log.info({ appId: id, by: p.account.id }, 'app.delete');
   }
 
   /** A new api_secret: signatures made with the old one stop verifying at once (on every worker). */
   async rotateSecret(p: Principal, id: string): Promise<Application> {
     this.assertManager(p);
     await this.visible(p, id);
-    const app = await this.s.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
+    const app = await this.d.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
-    this.s.repos.audit.write({ appId: id, action: 'app.rotate_secret', level: 'warning', detail: 'API secret rotated', actorId: p.account.id });
+    this.d.repos.audit.write({ appId: id, action: 'app.rotate_secret', level: 'warning', detail: 'API secret rotated', actorId: p.account.id });
     return app;
   }
 
@@ -152,10 +162,10 @@ export class AppsService {
     this.assertManager(p);
     await this.visible(p, id);
     const allowedHashes = [...new Set(hashes.map((h) => h.toLowerCase()))];
-    const app = await this.s.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
+    const app = await this.d.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
-    this.s.repos.audit.write({ appId: id, action: 'app.hashes', detail: `${allowedHashes.length} allowed binary hashes`, actorId: p.account.id });
+    this.d.repos.audit.write({ appId: id, action: 'app.hashes', detail: `${allowedHashes.length} allowed binary hashes`, actorId: p.account.id });
     return app;
   }
 
@@ -165,13 +175,13 @@ export class AppsService {
    * so a mask that cannot yield `amount` new keys is refused at once instead of searched forever.
    */
   private async keySource(appId: string, mask: string, alphabet: string, amount: number) {
-    const key = this.s.secrets.licenseHashKey;
+    const key = this.d.licenseHashKey;
     const entry = (plaintext: string) => ({ plaintext, keyHash: licenseHash(key, plaintext), keyPreview: keyPreview(plaintext) });
     const space = keySpace(mask, alphabet.length);
     if (space < BigInt(amount)) throw spaceExhausted(amount);
     if (space > BigInt(ENUMERABLE_KEY_SPACE)) return () => entry(expandMask(mask, alphabet));
     const all = [...enumerateKeys(mask, alphabet)].map(entry);
-    const taken = await this.s.repos.licenses.existingHashes(appId, all.map((k) => k.keyHash));
+    const taken = await this.d.repos.licenses.existingHashes(appId, all.map((k) => k.keyHash));
     const left = all.filter((k) => !taken.has(k.keyHash));
     if (left.length < amount) throw spaceExhausted(amount);
     for (let i = left.length - 1; i > 0; i--) {
@@ -199,7 +209,7 @@ export class AppsService {
     const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
     const charge = p.role === 'reseller' ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount } : null;
-    const created = await this.s.repos.licenses.insertBatch(
+    const created = await this.d.repos.licenses.insertBatch(
       {
         appId, level: input.level ?? 1, durationValue: value, durationUnit: unit, durationDays: days, note: input.note ?? '',
         resellerId: generatorIsStaff ? p.account.id : null, createdBy: p.account.id, charge,
@@ -212,7 +222,7 @@ export class AppsService {
       throw err;
     });
     await this.events.publish('license.generate', appId, { count: created.length, license_ids: created.map((c) => c.row.id) }, generatorIsStaff ? p.account.id : null);
-    this.s.repos.audit.write({
+    this.d.repos.audit.write({
       appId, action: 'license.generate', actorId: p.account.id, resellerId: generatorIsStaff ? p.account.id : null,
       detail: `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
     });
@@ -229,27 +239,27 @@ export class AppsService {
     } else {
       value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
     }
-    const entry = await this.s.repos.blacklist.add(appId, type, value, p.account.id, this.now());
+    const entry = await this.d.repos.blacklist.add(appId, type, value, p.account.id, this.now());
     await this.appCache.invalidate(appId);
-    this.s.repos.audit.write({ appId, action: 'blacklist.add', detail: `${type} ${value} blacklisted`, actorId: p.account.id });
+    this.d.repos.audit.write({ appId, action: 'blacklist.add', detail: `${type} ${value} blacklisted`, actorId: p.account.id });
     return entry;
   }
 
   async removeBan(p: Principal, banId: string): Promise<void> {
     this.assertManager(p);
-    const entry = await this.s.repos.blacklist.findById(banId);
+    const entry = await this.d.repos.blacklist.findById(banId);
     if (!entry) throw new AppError('ban_not_found');
-    const app = await this.s.repos.apps.findInScope(scopeOf(p), entry.appId);
+    const app = await this.d.repos.apps.findInScope(scopeOf(p), entry.appId);
     if (!app) throw new AppError('ban_not_found');
-    await this.s.repos.blacklist.remove(banId);
+    await this.d.repos.blacklist.remove(banId);
     await this.appCache.invalidate(entry.appId);
-    this.s.repos.audit.write({ appId: entry.appId, action: 'blacklist.remove', detail: `${entry.type} ${entry.value} removed from blacklist`, actorId: p.account.id });
+    this.d.repos.audit.write({ appId: entry.appId, action: 'blacklist.remove', detail: `${entry.type} ${entry.value} removed from blacklist`, actorId: p.account.id });
   }
 
   async listBans(p: Principal, appId: string) {
     requirePermission(p, 'view_blocked_ips');
     await this.visible(p, appId);
-    return this.s.repos.blacklist.list(appId);
+    return this.d.repos.blacklist.list(appId);
   }
 
   async logs(p: Principal, appId: string, q: { level?: string; action?: string; limit?: number; before?: string }): Promise<AuditRow[]> {
@@ -257,12 +267,12 @@ export class AppsService {
     await this.visible(p, appId);
     const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
     // Hiding (view_ip, view_hwid) is applied by the view: hidden fields are absent (PROTOCOL 11.17).
-    return this.s.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
+    return this.d.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
   }
 
   /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
   subtreeIds(accountId: string): Promise<string[]> {
-    return this.s.repos.accounts.subtreeIds(accountId);
+    return this.d.repos.accounts.subtreeIds(accountId);
   }
 }
 

@@ -3,7 +3,9 @@
 import { AppError, validationError } from '../errors.js';
 import { burnPasswordCheck, hashPassword, randomToken, sha256Hex, verifyPassword } from '../crypto/index.js';
 import type { Account } from '../db/entities/index.js';
-import type { Services } from '../services.js';
+import type { Logger } from 'pino';
+import type { Repositories } from '../services.js';
+import type { Coordinator } from '../cluster/coordinator.js';
 import { ConfigError } from '../config.js';
 import { Lockout } from './lockout.js';
 import { effectiveRole, type Principal } from './principal.js';
@@ -15,62 +17,71 @@ const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
 /** Failed sign-ins from one IP within 15 minutes, whatever the usernames, that lock the IP for 15 minutes. */
 export const IP_FAILURES = 20;
 
+/** What dashboard sign-in uses, and nothing more (one composition root: app.ts, cli.ts). */
+export interface DashboardAuthDeps {
+  repos: Pick<Repositories, 'accounts' | 'sessions'>;
+  coordinator: Coordinator;
+  developerEmails: readonly string[];
+  log: Logger;
+  now: () => number;
+}
+
 export class DashboardAuth {
   private readonly lockout: Lockout;
   /** Password spraying: many usernames from one address. Counted apart from the per-username lock. */
   private readonly ipLockout: Lockout;
 
-  constructor(private readonly s: Services) {
-    this.lockout = new Lockout(s.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
-    this.ipLockout = new Lockout(s.coordinator, { name: 'dashboard-ip', failures: IP_FAILURES, windowSeconds: 900, lockSeconds: 900 });
+  constructor(private readonly d: DashboardAuthDeps) {
+    this.lockout = new Lockout(d.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
+    this.ipLockout = new Lockout(d.coordinator, { name: 'dashboard-ip', failures: IP_FAILURES, windowSeconds: 900, lockSeconds: 900 });
   }
 
   private now(): Date {
-    return new Date(this.s.clock.now());
+    return new Date(this.d.now());
   }
 
   principalOf(account: Account, sessionId: string): Principal {
-    return { account, sessionId, role: effectiveRole(account, this.s.config.developerEmails) };
+    return { account, sessionId, role: effectiveRole(account, this.d.developerEmails) };
   }
 
   async login(username: string, password: string, ip: string): Promise<{ token: string; principal: Principal }> {
     const key = username.toLowerCase();
     await Promise.all([this.lockout.check([key]), this.ipLockout.check([ip])]);
-    const account = await this.s.repos.accounts.findByUsername(username);
+    const account = await this.d.repos.accounts.findByUsername(username);
     // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
     const ok = account ? await verifyPassword(account.passwordHash, password) : await burnPasswordCheck(password);
     if (!account || !ok || !account.enabled) {
       await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([ip])]);
-      this.s.log.info({ username: key, ip }, 'dashboard.login_failed');
+      this.d.log.info({ username: key, ip }, 'dashboard.login_failed');
       throw new AppError('invalid_credentials');
     }
     const token = randomToken(32);
-    const sessionId = await this.s.repos.sessions.create(account.id, sha256Hex(token), ip, this.now(), SESSION_TTL_MS);
+    const sessionId = await this.d.repos.sessions.create(account.id, sha256Hex(token), ip, this.now(), SESSION_TTL_MS);
     return { token, principal: this.principalOf(account, sessionId) };
   }
 
   /** The principal for a bearer token or cookie value, or null when unknown, expired or disabled. */
   async authenticate(token: string): Promise<Principal | null> {
     if (token.length < 20 || token.length > 128) return null;
-    const found = await this.s.repos.sessions.findLive(sha256Hex(token), this.now());
+    const found = await this.d.repos.sessions.findLive(sha256Hex(token), this.now());
     if (!found || !found.account.enabled) return null;
     const a = found.account;
-    if (a.role === 'admin' && a.subscriptionExpiresAt && a.subscriptionExpiresAt.getTime() < this.s.clock.now()) {
+    if (a.role === 'admin' && a.subscriptionExpiresAt && a.subscriptionExpiresAt.getTime() < this.d.now()) {
       throw new AppError('subscription_expired');
     }
     return this.principalOf(a, found.sessionId);
   }
 
   async logout(p: Principal): Promise<void> {
-    await this.s.repos.sessions.delete(p.sessionId);
+    await this.d.repos.sessions.delete(p.sessionId);
   }
 
   /** Own password change: other sessions are revoked, this one stays signed in. */
   async changePassword(p: Principal, current: string, next: string): Promise<void> {
     if (!(await verifyPassword(p.account.passwordHash, current))) throw new AppError('current_password_wrong');
     assertPasswordPolicy(next, p.account.username);
-    await this.s.repos.accounts.setPassword(p.account.id, await hashPassword(next), this.now());
-    await this.s.repos.sessions.revokeAll(p.account.id, p.sessionId);
+    await this.d.repos.accounts.setPassword(p.account.id, await hashPassword(next), this.now());
+    await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
   }
 
   /** Creates the owner `username` unless an account of that name exists; returns whether it created one. */
@@ -80,7 +91,7 @@ export class DashboardAuth {
 
   /** PROTOCOL 11.16: a developer is a stored top-level account whose email is a reserved developer address. */
   async ensureDeveloper(username: string, password: string): Promise<boolean> {
-    const email = this.s.config.developerEmails[0];
+    const email = this.d.developerEmails[0];
     if (!email) throw new ConfigError('DEVELOPER_EMAILS must name at least one address to create a developer account');
     return this.ensureTopAccount(username, password, email);
   }
@@ -88,9 +99,9 @@ export class DashboardAuth {
   private async ensureTopAccount(username: string, password: string, email: string | null): Promise<boolean> {
     if (!USERNAME.test(username)) throw validationError('username', 'Username must be 3-32 characters of a-z, A-Z, 0-9, _ or -');
     assertPasswordPolicy(password, username);
-    if (await this.s.repos.accounts.findByUsername(username)) return false;
+    if (await this.d.repos.accounts.findByUsername(username)) return false;
     try {
-      await this.s.repos.accounts.create(
+      await this.d.repos.accounts.create(
         { username, passwordHash: await hashPassword(password), role: 'owner', parentId: null, email, webhookSecret: randomToken(32) },
         this.now(),
       );

@@ -97,6 +97,7 @@ export class HeartbeatService {
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
     });
+    d.node.onShards({ acquired: (shard) => this.shardAcquired(shard), released: (shard) => this.shardReleased(shard) });
     d.node.handle('hb.start', (a) => this.startHere(a));
     d.node.handle('hb.beat', (a) => this.beatHere(a));
     d.node.handle('hb.stop', (a) => this.stopHere(a));

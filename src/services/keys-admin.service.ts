@@ -5,7 +5,7 @@ import { AppError, ValidationError } from '../errors.js';
 import type { DurationUnit } from '../db/entities/index.js';
 import type { KeyAdminRepository, ResellerScope, UserRow } from '../db/repositories/key-admin.repository.js';
 import type { LicenseRow } from '../db/repositories/license.repository.js';
-import type { Services } from '../services.js';
+import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import { toDate } from '../db/sql.js';
 import type { AppsService } from './apps.service.js';
 import type { EventBus } from './events.js';
@@ -14,16 +14,22 @@ import { hasPermission, requirePermission, requireRole, type Principal } from '.
 
 export const USER_LIST_LIMIT = 2000;
 
+/** What key and user administration uses, besides its repository (one composition root: app.ts). */
+export interface KeysAdminDeps {
+  audit: AuditRepository;
+  now: () => number;
+}
+
 export class KeysAdminService {
   constructor(
-    private readonly s: Services,
+    private readonly d: KeysAdminDeps,
     private readonly repo: KeyAdminRepository,
     private readonly apps: AppsService,
     private readonly events: EventBus,
   ) {}
 
   private now(): Date {
-    return new Date(this.s.clock.now());
+    return new Date(this.d.now());
   }
 
   /** PROTOCOL 11.9: owners and developers see every record; admins and resellers their subtree's. */
@@ -58,7 +64,7 @@ export class KeysAdminService {
   }
 
   private record(p: Principal, appId: string, kind: string, detail: string, data: Record<string, unknown>, resellerId: string | null, level: 'info' | 'warning' = 'info') {
-    this.s.repos.audit.write({ appId, action: kind, detail, actorId: p.account.id, resellerId, level });
+    this.d.audit.write({ appId, action: kind, detail, actorId: p.account.id, resellerId, level });
     return this.events.publish(kind, appId, data, resellerId);
   }
 

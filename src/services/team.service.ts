@@ -5,7 +5,8 @@ import { AppError, ValidationError, validationError } from '../errors.js';
 import { hashPassword, randomToken } from '../crypto/index.js';
 import { noPermissions, type Account, type Permissions, type StoredRole } from '../db/entities/index.js';
 import type { TeamRepository } from '../db/repositories/account.repository.js';
-import type { Services } from '../services.js';
+import type { Logger } from 'pino';
+import type { Repositories } from '../services.js';
 import { scopeOf } from './apps.service.js';
 import { assertPasswordPolicy } from './password-policy.js';
 import { effectiveRole, type Principal } from './principal.js';
@@ -28,15 +29,24 @@ export interface TeamCreate {
 
 export type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
 
+/** What the team service uses, and nothing more (one composition root: app.ts). */
+export interface TeamServiceDeps {
+  repos: Pick<Repositories, 'accounts' | 'apps' | 'audit' | 'sessions'>;
+  allowPrivateWebhooks: boolean;
+  developerEmails: readonly string[];
+  log: Logger;
+  now: () => number;
+}
+
 export class TeamService {
-  constructor(private readonly s: Services, private readonly team: TeamRepository) {}
+  constructor(private readonly d: TeamServiceDeps, private readonly team: TeamRepository) {}
 
   private now(): Date {
-    return new Date(this.s.clock.now());
+    return new Date(this.d.now());
   }
 
   view(a: Account) {
-    const role = effectiveRole(a, this.s.config.developerEmails);
+    const role = effectiveRole(a, this.d.developerEmails);
     return {
       id: a.id, username: a.username, display_name: a.displayName, email: a.email, role, parent_id: a.parentId, owner_id: a.ownerId,
       enabled: a.enabled, allowed_apps: a.allowedApps, key_quota: a.keyQuota, credits: a.keyQuota, notes: a.notes,
@@ -58,7 +68,7 @@ export class TeamService {
    * caller's subtree -> 403 scope.
    */
   private async target(p: Principal, id: string): Promise<Account> {
-    const a = await this.s.repos.accounts.findById(id);
+    const a = await this.d.repos.accounts.findById(id);
     if (!a || (p.role !== 'developer' && a.ownerId !== p.account.ownerId)) throw new AppError('account_not_found');
     if (a.id === p.account.id) throw new AppError('self_edit');
     if (a.role === 'owner') throw new AppError('owner_protected');
@@ -81,7 +91,7 @@ export class TeamService {
   private async normalizeEmail(email: string, exceptId?: string): Promise<string | null> {
     const e = email.trim().toLowerCase();
     if (e === '') return null;
-    if (this.s.config.developerEmails.includes(e)) throw new AppError('email_reserved');
+    if (this.d.developerEmails.includes(e)) throw new AppError('email_reserved');
     const other = await this.team.findByEmail(e);
     if (other && other.id !== exceptId) throw new AppError('email_taken');
     return e;
@@ -90,7 +100,7 @@ export class TeamService {
   /** SPEC rule 8: only apps the caller owns or is assigned can be given out. */
   private async assertAssignable(p: Principal, appIds: readonly string[]): Promise<string[]> {
     const unique = [...new Set(appIds)];
-    const visible = new Set((await this.s.repos.apps.list(scopeOf(p))).map((a) => a.id));
+    const visible = new Set((await this.d.repos.apps.list(scopeOf(p))).map((a) => a.id));
     if (unique.some((id) => !visible.has(id))) throw new AppError('permission_denied');
     return unique;
   }
@@ -100,11 +110,11 @@ export class TeamService {
     const role: StoredRole = b.role ?? 'reseller';
     if (role === 'admin' && !this.isTop(p)) throw new AppError('permission_denied'); // admins create only resellers
     assertPasswordPolicy(b.password, b.username);
-    if (await this.s.repos.accounts.findByUsername(b.username)) throw new AppError('account_username_taken');
+    if (await this.d.repos.accounts.findByUsername(b.username)) throw new AppError('account_username_taken');
     const email = b.email !== undefined ? await this.normalizeEmail(b.email) : null;
     const allowedApps = await this.assertAssignable(p, b.allowed_apps ?? []);
     const now = this.now();
-    const created = await this.s.repos.accounts.create({
+    const created = await this.d.repos.accounts.create({
       username: b.username, displayName: b.display_name ?? b.username, passwordHash: await hashPassword(b.password), role,
       parentId: p.account.id, ownerId: p.account.ownerId, email, webhookSecret: randomToken(32),
     }, now);
@@ -133,7 +143,7 @@ export class TeamService {
     }
     if (b.email !== undefined) patch.email = await this.normalizeEmail(b.email, t.id);
     const account = await this.team.update(t.id, patch);
-    await this.s.repos.sessions.revokeAll(t.id);
+    await this.d.repos.sessions.revokeAll(t.id);
     this.audit(p, 'team.update', `${t.username} changed: ${Object.keys(b).join(', ')}`);
     return account;
   }
@@ -161,12 +171,12 @@ export class TeamService {
     const wanted = await this.assertAssignable(p, appIds);
     const removed = t.allowedApps.filter((x) => !wanted.includes(x));
     const account = await this.team.update(t.id, { allowedApps: wanted, updatedAt: this.now() });
-    await this.s.repos.sessions.revokeAll(t.id);
+    await this.d.repos.sessions.revokeAll(t.id);
     if (t.role === 'admin' && removed.length > 0) {
       // Cascade: resellers under the admin lose the apps the admin lost.
       const below = await this.team.descendants(t.id);
       await this.team.removeApps(below.map((d) => d.id), removed, this.now());
-      for (const d of below) if (d.allowedApps.some((x) => removed.includes(x))) await this.s.repos.sessions.revokeAll(d.id);
+      for (const d of below) if (d.allowedApps.some((x) => removed.includes(x))) await this.d.repos.sessions.revokeAll(d.id);
     }
     this.audit(p, 'team.apps', `${t.username} apps set to ${wanted.length}`);
     return account;
@@ -177,7 +187,7 @@ export class TeamService {
     if (t.role !== 'reseller') throw new AppError('credits_resellers_only');
     await this.team.addCredits(t.id, amount, this.now());
     this.audit(p, 'team.credits', `${amount >= 0 ? '+' : ''}${amount} credits for ${t.username}`);
-    return (await this.s.repos.accounts.findById(t.id))!;
+    return (await this.d.repos.accounts.findById(t.id))!;
   }
 
   async setSubscription(p: Principal, id: string, b: SubscriptionChange): Promise<Account> {
@@ -209,26 +219,26 @@ export class TeamService {
     // Rule 6: only the owner resets an admin's password.
     if (t.role === 'admin' && !this.isTop(p)) throw new AppError('permission_denied');
     assertPasswordPolicy(password, t.username);
-    await this.s.repos.accounts.setPassword(t.id, await hashPassword(password), this.now());
-    await this.s.repos.sessions.revokeAll(t.id);
+    await this.d.repos.accounts.setPassword(t.id, await hashPassword(password), this.now());
+    await this.d.repos.sessions.revokeAll(t.id);
     this.audit(p, 'team.password', `${t.username} password reset`);
   }
 
   async setOwnWebhook(p: Principal, webhook: string): Promise<Account> {
     if (p.role === 'reseller') throw new AppError('resellers_no_apps');
-    if (webhook !== '') await assertWebhookUrl(webhook, this.s.config.allowPrivateWebhooks);
+    if (webhook !== '') await assertWebhookUrl(webhook, this.d.allowPrivateWebhooks);
     return this.team.update(p.account.id, { webhook, updatedAt: this.now() });
   }
 
   async setMemberWebhook(p: Principal, id: string, webhook: string): Promise<Account> {
     const t = await this.target(p, id);
-    if (webhook !== '') await assertWebhookUrl(webhook, this.s.config.allowPrivateWebhooks);
+    if (webhook !== '') await assertWebhookUrl(webhook, this.d.allowPrivateWebhooks);
     return this.team.update(t.id, { webhook, updatedAt: this.now() });
   }
 
   /** Team changes belong to no application: audited with app_id null and logged. */
   private audit(p: Principal, action: string, detail: string): void {
-    this.s.repos.audit.write({ appId: null, action, detail, actorId: p.account.id });
-    this.s.log.info({ by: p.account.id, action }, detail);
+    this.d.repos.audit.write({ appId: null, action, detail, actorId: p.account.id });
+    this.d.log.info({ by: p.account.id, action }, detail);
   }
 }

@@ -8,15 +8,14 @@ import { ClusterNode, SHARD_COUNT } from '../../src/cluster/cluster-node.js';
 import { AppError, ValidationError } from '../../src/errors.js';
 
 const log = pino({ level: 'silent' });
-const shards = { acquired: async () => undefined, released: () => undefined };
 let coordinator: LocalCoordinator;
 let a: ClusterNode;
 let b: ClusterNode;
 
 beforeAll(async () => {
   coordinator = new LocalCoordinator();
-  a = new ClusterNode(coordinator, shards, log, Date.now);
-  b = new ClusterNode(coordinator, shards, log, Date.now);
+  a = new ClusterNode(coordinator, log, Date.now);
+  b = new ClusterNode(coordinator, log, Date.now);
   await a.start();
   await b.start();
   // Both see each other after a round; then each holds its rendezvous share of the shards.
