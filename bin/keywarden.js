@@ -1,8 +1,23 @@
 #!/usr/bin/env node
-// Thin launcher: runs the TypeScript CLI through tsx so `npx keywarden ...` works from a checkout.
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), ...process.argv.slice(2)], { stdio: 'inherit' });
-process.exit(r.status ?? 1);
+// `keywarden <command>` (and `npm run keywarden -- <command>`): runs the compiled CLI in dist/,
+// building it first when it is missing or older than the sources (scripts/build.mjs), so the
+// command line never needs a TypeScript loader. The CLI runs in this process: its exit code and
+// its signal handling are the command's own.
+import { pathToFileURL } from 'node:url';
+import { ensureServerBuild, ensureWebBuildIfPresent } from '../scripts/build.mjs';
+
+const args = process.argv.slice(2);
+let cli;
+try {
+  if (args[0] === 'serve') await ensureWebBuildIfPresent();
+  cli = await ensureServerBuild();
+} catch (err) {
+  console.error(`keywarden: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+}
+if (!/--enable-source-maps\b/.test(process.env.NODE_OPTIONS ?? '')) {
+  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim();
+}
+process.setSourceMapsEnabled(true);
+process.argv = [process.argv[0], cli, ...args];
+await import(pathToFileURL(cli).href);

@@ -23,12 +23,14 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
     const t = embedded.target;
     databaseUrl = `postgresql://${t.user}:${encodeURIComponent(t.password)}@localhost:${t.port}/${t.dbName}?host=${encodeURIComponent(t.host)}`;
   }
-  const cli = fileURLToPath(new URL('./cli.ts', import.meta.url));
+  // The worker runs the CLI next to this module: dist/src/cli.js when the primary runs compiled
+  // JavaScript (npm start), src/cli.ts under the TypeScript loader in tests and development.
+  const cli = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './cli.ts' : './cli.js', import.meta.url));
   const children = new Map<number, ChildProcess>();
   let stopping = false;
 
   const startWorker = (index: number): void => {
-    // execArgv carries the TypeScript loader the primary itself runs under.
+    // execArgv carries the TypeScript loader the primary itself runs under (none for compiled JS).
     const child = spawn(process.execPath, [...process.execArgv, cli, 'worker'], {
       stdio: 'inherit',
       env: { ...process.env, DATABASE_URL: databaseUrl, WORKERS: '1', KW_WORKER_INDEX: String(index) },
