@@ -22,10 +22,11 @@ export function isReply(v: unknown): v is Reply {
   return typeof v === 'object' && v !== null && 'status' in v && 'body' in v && 'headers' in v;
 }
 
-export function bearerToken(req: IncomingRequest): string | undefined {
-  const auth = req.headers['authorization'];
+/** The dashboard token of a request: `Authorization: Bearer`, else the kw_session cookie. */
+export function bearerToken(headers: Readonly<Record<string, string>>): string | undefined {
+  const auth = headers['authorization'];
   if (auth && /^bearer /i.test(auth)) return auth.slice(7).trim();
-  const cookie = req.headers['cookie'];
+  const cookie = headers['cookie'];
   if (!cookie) return undefined;
   for (const part of cookie.split(';')) {
     const eq = part.indexOf('=');
@@ -63,7 +64,7 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
     if (req.body === 'too_large') throw new AppError('payload_too_large');
     let principal: Principal | null = null;
     if (opts.authenticate !== false) {
-      const token = bearerToken(req);
+      const token = bearerToken(req.headers);
       principal = token ? await opts.auth.authenticate(token) : null;
       if (!principal) throw new AppError('not_authenticated');
     }

@@ -71,8 +71,29 @@ const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
   get: 'get', post: 'post', put: 'put', patch: 'patch', delete: 'del',
 };
 
-function statusLine(status: number): string {
+export function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+/** What a handler may need from uWS's `req`, copied now: `req` is invalid once the handler returns. */
+export function copyRequest(req: UwsRequest, paramCount = 0): { headers: Record<string, string>; query: URLSearchParams; params: string[] } {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
+  return { headers, query: new URLSearchParams(req.getQuery() ?? ''), params };
+}
+
+/** Writes a reply unless the response was aborted: status, then headers, then body, inside cork. */
+export function writeReply(res: UwsResponse, aborted: boolean, reply: Reply, closeConnection = false): void {
+  if (aborted) return;
+  res.cork(() => {
+    res.writeStatus(statusLine(reply.status));
+    for (const name in reply.headers) res.writeHeader(name, reply.headers[name]!);
+    res.end(reply.body, closeConnection);
+  });
 }
 
 export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer {
@@ -87,12 +108,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   };
 
   function send(res: UwsResponse, aborted: { v: boolean }, reply: Reply, closeConnection: boolean): void {
-    if (aborted.v) return;
-    res.cork(() => {
-      res.writeStatus(statusLine(reply.status));
-      for (const name in reply.headers) res.writeHeader(name, reply.headers[name]!);
-      res.end(reply.body, closeConnection || closing);
-    });
+    writeReply(res, aborted.v, reply, closeConnection || closing);
   }
 
   function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {

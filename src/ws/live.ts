@@ -4,7 +4,6 @@
 // each subscriber gets only what its scoping allows, with hidden fields removed.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
-import { STATUS_CODES } from 'node:http';
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import type * as Uws from 'uWebSockets.js';
@@ -15,7 +14,8 @@ import type { DashboardAuth } from '../services/dashboard-auth.service.js';
 import type { AppsService } from '../services/apps.service.js';
 import type { EventBus, LiveEvent } from '../services/events.js';
 import { bearerToken } from '../http/dashboard-route.js';
-import type { IncomingRequest } from '../http/types.js';
+import { errorReply } from '../http/error-reply.js';
+import { copyRequest, writeReply } from '../http/uws.js';
 
 export const MAX_BACKPRESSURE = 1024 * 1024;
 const APP_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -109,37 +109,26 @@ export class LiveHub {
       idleTimeout: 120,
       sendPingsAutomatically: true,
       upgrade: (res, req, context) => {
-        // uWS: copy everything from req now, register onAborted before the await.
+        // uWS: register onAborted before the await, copy everything from req now.
         let aborted = false;
         res.onAborted(() => {
           aborted = true;
         });
-        const headers: Record<string, string> = {};
-        req.forEach((k, v) => {
-          headers[k] = v;
-        });
-        const query = new URLSearchParams(req.getQuery() ?? '');
+        const { headers, query } = copyRequest(req);
         const key = headers['sec-websocket-key'] ?? '';
         const protocols = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
         const extensions = headers['sec-websocket-extensions'] ?? '';
-        const pseudo = { headers, query } as unknown as IncomingRequest;
         // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= work too.
-        const token = bearerToken(pseudo) ?? query.get('token') ?? undefined;
+        const token = bearerToken(headers) ?? query.get('token') ?? undefined;
         (token ? hub.d.auth.authenticate(token).catch(() => null) : Promise.resolve(null)).then((principal) => {
+          if (!principal) return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
           if (aborted) return;
           res.cork(() => {
-            if (!principal) {
-              res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end('{"detail":"Not authenticated"}');
-              return;
-            }
             // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
             const msgpack = protocols.includes('msgpack');
             res.upgrade<WsData>({ principal, msgpack, unsubs: [], closed: false }, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
           });
-        }, (err: unknown) => {
-          hub.d.log.error({ err }, 'ws.upgrade_failed');
-          if (!aborted) res.cork(() => res.writeStatus('500 Internal Server Error').end());
-        });
+        }, (err: unknown) => writeReply(res, aborted, errorReply(err, hub.d.log, { route: '/api/ws' })));
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
@@ -188,12 +177,8 @@ export class LiveHub {
         for (const u of unsubs) u();
       };
       res.onAborted(cleanup);
-      const headers: Record<string, string> = {};
-      req.forEach((k, v) => {
-        headers[k] = v;
-      });
-      const appId = req.getParameter(0) ?? '';
-      const token = bearerToken({ headers } as unknown as IncomingRequest);
+      const { headers, params: [appId = ''] } = copyRequest(req, 1);
+      const token = bearerToken(headers);
       let backedUp = 0;
       const write = (chunk: string): void => {
         if (closed) return;
@@ -223,11 +208,9 @@ export class LiveHub {
           res.write(': subscribed\n\n');
         });
       })().catch((err: unknown) => {
-        if (closed) return;
-        const e = err instanceof AppError ? err : new AppError('internal');
-        if (!(err instanceof AppError)) hub.d.log.error({ err }, 'sse.failed');
+        const wasClosed = closed;
         closed = true;
-        res.cork(() => res.writeStatus(`${e.status} ${STATUS_CODES[e.status] ?? ''}`).writeHeader('Content-Type', 'application/json').end(JSON.stringify({ detail: e.detail })));
+        writeReply(res, wasClosed, errorReply(err, hub.d.log, { route: '/api/apps/:id/events' }));
       });
     });
   }
