@@ -1,0 +1,183 @@
+// Writes the shared SDK test vectors (sdk/vectors/*.json) with the server's own code: the request
+// canonical string and HMAC, the response signer, the heartbeat proofs, the response encryption and
+// the error catalogue. Every input is fixed, so the output is byte-for-byte deterministic
+// (Ed25519 signatures, HMAC and AES-CBC with a fixed IV all are); test/unit/sdk-vectors.test.ts
+// regenerates them in memory and fails when the committed files differ.
+//
+//   npx tsx scripts/gen-vectors.ts            write sdk/vectors/*.json
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { hmacSha256, sha256, signingKeyFromSeed } from '../src/crypto/index.js';
+import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/http/client-signing.js';
+import { beatProof, startProof } from '../src/services/heartbeat.service.js';
+import { ERRORS, type ErrorCode } from '../src/errors.js';
+import { ERROR_MAP, FALLBACK_CODE, SDK_CODES, STATUS_FALLBACKS, type SdkCode } from '../sdk/vectors/error-map.js';
+
+export const VECTORS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../sdk/vectors');
+
+/** Test-only seeds, derived from a label so anyone can re-derive them. Never use them for real. */
+const seedOf = (label: string) => sha256(`keywarden-test-vector-seed:${label}`);
+const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
+const json = (v: unknown) => JSON.stringify(v, null, 2) + '\n';
+
+function requestSignatures() {
+  const inputs = [
+    { method: 'POST', path: '/api/client/init', timestamp: '1767225600', nonce: 'AAAAAAAAAAAAAAAAAAAAAA', body: '{"api_key":"kwpk_test","version":"1.0"}', api_secret: 'kwsk_test_secret_0001' },
+    { method: 'POST', path: '/api/client/login', timestamp: '1767225661', nonce: 'nonce-with_dash-0123456789', body: '{"session":"s","username":"jürgen","password":"pässwörd-✓","hwid":"hwid-00000001"}', api_secret: 'kwsk_test_secret_0001' },
+    { method: 'POST', path: '/api/client/heartbeat', timestamp: '1767225999', nonce: 'Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09_-Zz09', body: '', api_secret: 'secret with spaces and ünïcode' },
+    { method: 'post', path: '/api/client/license', timestamp: '0', nonce: 'lowercase-method-0001', body: '{}', api_secret: 'x' },
+  ];
+  const cases = inputs.map((c) => {
+    const canonical = canonicalRequest(c.method, c.path, c.timestamp, c.nonce, Buffer.from(c.body, 'utf8'));
+    return { ...c, canonical, signature: hmacSha256(c.api_secret, canonical).toString('hex') };
+  });
+  return {
+    description: 'PROTOCOL 3. canonical = METHOD(upper-cased) \\n PATH \\n X-Timestamp \\n X-Nonce \\n hex(sha256(utf8 body)); signature = hex(HMAC-SHA256(utf8(api_secret), canonical))',
+    cases,
+  };
+}
+
+function responseSignatures() {
+  const k1 = { kid: 'k1', ...signingKeyFromSeed(seedOf('k1')) };
+  const k2 = { kid: 'k2', ...signingKeyFromSeed(seedOf('k2')) };
+  const k9 = { kid: 'k9', ...signingKeyFromSeed(seedOf('k9-not-pinned')) };
+  const now = 1767225600;
+  const sign = (key: typeof k1, c: { method: string; path: string; status: number; timestamp: number; nonce: string; body: string }) =>
+    signReply({ status: c.status, body: c.body, headers: {} }, key, c.method, c.path, c.nonce, c.timestamp * 1000).headers['X-Response-Signature']!;
+  const base = { method: 'POST', path: '/api/client/init', status: 200, nonce: 'client-nonce-000000000001', body: '{"success":true,"session":"abc","app":{"name":"Demo ✓","version":"1.0","hwid_lock":false}}' };
+  type Case = { name: string; key: typeof k1; kid?: string; timestamp: number; signedNonce?: string; signature?: string; valid: boolean; reason?: string; verification_reason?: string } & Partial<typeof base>;
+  const specs: Case[] = [
+    { name: 'init success', key: k1, timestamp: now, valid: true },
+    { name: 'failure answers are signed too', key: k1, timestamp: now - 3, status: 401, path: '/api/client/login', body: '{"detail":"Invalid username or password"}', valid: true },
+    { name: '429 with empty nonce', key: k1, timestamp: now, status: 429, path: '/api/client/license', nonce: '', body: '{"detail":"Rate limit exceeded"}', valid: true },
+    { name: 'second pinned key', key: k2, timestamp: now + 10, path: '/api/client/heartbeat', body: '{"success":true,"new_token":"TT00112233445566778899aabbccddeeff","beat_count":1,"proof":"x"}', valid: true },
+    { name: 'empty body (405)', key: k1, timestamp: now, status: 405, path: '/api/client/init', body: '', valid: true },
+    { name: 'timestamp exactly 300 s old is accepted', key: k1, timestamp: now - 300, valid: true },
+    { name: 'timestamp exactly 300 s ahead is accepted', key: k1, timestamp: now + 300, valid: true },
+    { name: 'timestamp 301 s old', key: k1, timestamp: now - 301, valid: false, reason: 'stale', verification_reason: 'stale' },
+    { name: 'timestamp 1000 s old', key: k1, timestamp: now - 1000, valid: false, reason: 'stale', verification_reason: 'stale' },
+    { name: 'timestamp 400 s in the future', key: k1, timestamp: now + 400, valid: false, reason: 'stale', verification_reason: 'stale' },
+    { name: 'body byte flipped', key: k1, timestamp: now, valid: false, reason: 'bad_signature', verification_reason: 'bad_signature' },
+    { name: 'signed by a key under an unpinned kid', key: k9, timestamp: now, valid: false, reason: 'unknown_kid', verification_reason: 'unknown_kid' },
+    { name: 'kid header names k1 but a foreign key signed', key: k9, kid: 'k1', timestamp: now, valid: false, reason: 'bad_signature', verification_reason: 'bad_signature' },
+    { name: 'signature not base64', key: k1, timestamp: now, signature: '!!notbase64!!', valid: false, reason: 'bad_base64', verification_reason: 'bad_base64' },
+    { name: 'signature base64 of 63 bytes', key: k1, timestamp: now, signature: b64(Buffer.alloc(63, 7)), valid: false, reason: 'bad_base64', verification_reason: 'bad_base64' },
+    { name: 'signed over another request nonce (replayed answer)', key: k1, timestamp: now, signedNonce: 'someone-elses-nonce-0001', valid: false, reason: 'foreign_nonce', verification_reason: 'bad_signature' },
+    { name: 'status changed', key: k1, timestamp: now, valid: false, reason: 'bad_signature', verification_reason: 'bad_signature' },
+  ];
+  const cases = specs.map((s) => {
+    const c = { method: s.method ?? base.method, path: s.path ?? base.path, status: s.status ?? base.status, nonce: s.nonce ?? base.nonce, body: s.body ?? base.body };
+    const kid = s.kid ?? s.key.kid;
+    let signature = s.signature ?? sign({ ...s.key, kid }, { ...c, timestamp: s.timestamp, nonce: s.signedNonce ?? c.nonce });
+    let body = c.body;
+    let status = c.status;
+    if (s.name === 'body byte flipped') body = body.replace('"abc"', '"abd"');
+    if (s.name === 'status changed') status = 201;
+    const message = responseMessage(kid, c.method, c.path, status, String(s.timestamp), c.nonce, Buffer.from(body, 'utf8'));
+    return {
+      name: s.name, kid, public_key: b64(s.key.publicKey), seed: b64(seedOf(s.key === k9 ? 'k9-not-pinned' : s.key.kid)),
+      method: c.method, path: c.path, status, timestamp: String(s.timestamp), nonce: c.nonce, body, now, message, signature, valid: s.valid,
+      ...(s.reason ? { reason: s.reason, verification_reason: s.verification_reason } : {}),
+    };
+  });
+  return {
+    description: 'PROTOCOL 4. A verifier pins `pinned_keys`, uses `now` (unix seconds) as its clock and `nonce` as the X-Nonce it sent; '
+      + 'it refuses when the kid is not pinned, the signature is not base64 of 64 bytes, |timestamp - now| > 300, or Ed25519 does not verify `message`.',
+    max_skew_seconds: 300,
+    pinned_keys: [k1, k2].map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: b64(k.publicKey) })),
+    cases,
+  };
+}
+
+function proofs() {
+  const session = 'q3Xb2v0Jm5Qk8rT1yW4zA7cD9eF2gH5jK8mN1pR4sU0';
+  const start = [
+    { session, system_id: 'system-0001', token: 'TT0123456789abcdef0123456789abcdef' },
+    { session: 'short-session', system_id: 'Sÿstem-ünïcode', token: 'TTffffffffffffffffffffffffffffffff' },
+  ].map((c) => ({ ...c, proof: startProof(c.session, c.system_id, c.token) }));
+  const beat = [
+    { previous_token: 'TT0123456789abcdef0123456789abcdef', session, beat_index: 1, new_token: 'TTaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', beat_count: 1 },
+    { previous_token: 'TTaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', session, beat_index: 2, new_token: 'TTbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', beat_count: 2 },
+    { previous_token: 'TTbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', session, beat_index: 7, new_token: 'TTcccccccccccccccccccccccccccccccc', beat_count: 3 },
+    { previous_token: 'TTcccccccccccccccccccccccccccccccc', session, beat_index: 2147483648, new_token: 'TTdddddddddddddddddddddddddddddddd', beat_count: 4 },
+  ].map((c) => ({ ...c, proof: beatProof(c.previous_token, c.session, c.beat_index, c.new_token, c.beat_count) }));
+  return {
+    description: 'PROTOCOL 6. start proof = base64(HMAC-SHA256(utf8(session), "kwhs1\\n" + system_id + "\\n" + token)); '
+      + 'beat proof = base64(HMAC-SHA256(utf8(previous_token), "kwhb1\\n" + session + "\\n" + beat_index + "\\n" + new_token + "\\n" + beat_count)). Integers in decimal.',
+    start,
+    beat,
+  };
+}
+
+function encryption() {
+  const inputs = [
+    { enc_key: 'client-enc-key', api_secret: 'kwsk_test_secret_0001', init_iv: 'iv-seed-0001', plaintext: '{"success":true,"message":"Logged in","user":{"username":"alice","level":3,"expires_at":"2026-02-01T00:00:00.000Z"}}' },
+    { enc_key: 'k', api_secret: 's', init_iv: 'exactly16bytes!!', plaintext: '0123456789abcdef' },
+    { enc_key: 'ünïcode-key', api_secret: 'secret ✓', init_iv: 'x'.repeat(64), plaintext: '{"success":true,"level":1,"expires_at":null,"message":"Grüße"}' },
+  ];
+  const cases = inputs.map((c) => {
+    const wire = JSON.parse(encryptBody(Buffer.from(c.plaintext, 'utf8'), c.enc_key, c.api_secret, c.init_iv).toString('utf8')) as { enc: string };
+    return {
+      ...c,
+      key_hex: sha256(`${c.enc_key}-${c.api_secret}`).toString('hex'),
+      iv_hex: sha256(c.init_iv).subarray(0, 16).toString('hex'),
+      ciphertext: wire.enc,
+    };
+  });
+  return {
+    description: 'PROTOCOL 5. The success body is {"enc": ciphertext}; ciphertext = base64(AES-256-CBC-PKCS7(key = sha256(utf8(enc_key + "-" + api_secret)), iv = sha256(utf8(init_iv))[0..16], utf8(plaintext))).',
+    cases,
+  };
+}
+
+function errors() {
+  const seen = new Map<string, SdkCode>();
+  const entries: { name: ErrorCode; status: number; detail: string; sdk_code: SdkCode }[] = [];
+  for (const [name, sdk] of Object.entries(ERROR_MAP) as [ErrorCode, SdkCode | null][]) {
+    if (sdk === null) continue;
+    const { status, detail } = ERRORS[name];
+    const k = `${status}\n${detail}`;
+    if (seen.has(k) && seen.get(k) !== sdk) throw new Error(`errors: ${status} "${detail}" maps to two SDK codes`);
+    seen.set(k, sdk);
+    entries.push({ name, status, detail, sdk_code: sdk });
+  }
+  // Answers no catalogue entry spells, resolved by the status fallbacks or the fallback code.
+  const extra_cases = [
+    { status: 403, detail: 'Down for maintenance until Monday.', sdk_code: 'app_disabled', why: "an app's disabled_message" },
+    { status: 426, detail: { message: 'Please update', latest_version: '2.0', update_url: 'https://example.com/dl', force_update: true }, sdk_code: 'update_required', why: 'the 426 object' },
+    { status: 429, detail: 'Slow down', sdk_code: 'rate_limited', why: 'any other 429' },
+    { status: 422, detail: [{ loc: ['body', 'hwid'], msg: 'String should have at least 8 characters', type: 'string_too_short' }], sdk_code: FALLBACK_CODE, why: 'validation' },
+    { status: 502, detail: 'Bad Gateway', sdk_code: FALLBACK_CODE, why: 'a proxy in front of the server' },
+    { status: 400, detail: 'Some future error', sdk_code: FALLBACK_CODE, why: 'unknown text' },
+    { status: 401, detail: 'Some future error', sdk_code: FALLBACK_CODE, why: 'unknown text' },
+  ];
+  return {
+    description: 'Map a failure answer to an SDK code: (1) an entry whose status and detail (a string, compared exactly) match; '
+      + '(2) else status_fallbacks[status]; (3) else `fallback`. network, timeout, verification and clock_skew are also raised by the SDK itself '
+      + '(no byte answered / no answer in time / a response or proof that does not verify / an unfixable clock).',
+    codes: [...SDK_CODES],
+    fallback: FALLBACK_CODE,
+    status_fallbacks: Object.fromEntries(Object.entries(STATUS_FALLBACKS).map(([s, c]) => [s, c])),
+    entries,
+    extra_cases,
+  };
+}
+
+/** File name -> exact file content. */
+export function buildVectors(): Record<string, string> {
+  return {
+    'request-signatures.json': json(requestSignatures()),
+    'response-signatures.json': json(responseSignatures()),
+    'proofs.json': json(proofs()),
+    'encryption.json': json(encryption()),
+    'errors.json': json(errors()),
+  };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+  for (const [name, content] of Object.entries(buildVectors())) {
+    fs.writeFileSync(path.join(VECTORS_DIR, name), content);
+    console.log(`wrote sdk/vectors/${name}`);
+  }
+}

@@ -1,0 +1,301 @@
+// The Keywarden client: every call carries a fresh nonce (and an HMAC when the config holds a
+// secret), and every answer is verified against the pinned keys before a byte of it is believed
+// (PROTOCOL 3-5). Failures are KeywardenErrors; nothing here exits or throws untyped errors at
+// the host program.
+import { randomBytes } from 'node:crypto';
+import type { KeywardenConfig } from './config.js';
+import { loadConfigFile, parseConfig } from './config.js';
+import { canonicalRequest, decryptResponse, proofEquals, requestSignature, startProof } from './crypto.js';
+import { pinKeys, verifyResponse, type PinnedKeys } from './verify.js';
+import { KeywardenError, errorFromAnswer, verificationError } from './errors.js';
+import { defaultTransport, TransportError, type Transport } from './transport.js';
+import { machineHwid, selfHash } from './machine.js';
+import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
+
+export interface Logger {
+  debug?(msg: string, fields?: Record<string, unknown>): void;
+  info?(msg: string, fields?: Record<string, unknown>): void;
+  warn?(msg: string, fields?: Record<string, unknown>): void;
+  error?(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ClientOptions {
+  /** Overrides the config's base_url. */
+  baseUrl?: string;
+  /** Per-call timeout, ms. Default 10 000. */
+  timeoutMs?: number;
+  /** Extra attempts for a call that certainly never reached the server. Default 2. */
+  retries?: number;
+  /** http:// proxy URL for the default transport. */
+  proxy?: string;
+  logger?: Logger;
+  /** Milliseconds since the epoch. Default Date.now. */
+  clock?: () => number;
+  transport?: Transport;
+  /** Asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret. */
+  encKey?: string;
+  /** Largest clock offset (s) adopted from the first verified answer; further off it is refused as stale. Default 600. */
+  maxClockOffsetSeconds?: number;
+}
+
+export interface AppInfo { name: string; version: string; hwidLock: boolean; session: string }
+export interface UserInfo { username: string; level: number; expiresAt: Date | null; message: string }
+export interface LicenseInfo { level: number; expiresAt: Date | null; message: string }
+export interface InitOptions { binaryHash?: string; binaryToken?: string; binaryTokenHash?: string }
+
+/** What the SDK repeats to re-authenticate a heartbeat on its own. */
+export type Activation =
+  | { kind: 'login'; username: string; password: string; hwid: string }
+  | { kind: 'license'; key: string; hwid: string };
+
+const WINDOW_S = 300;
+const CLIENT = '/api/client/';
+
+function nonce(): string {
+  return randomBytes(18).toString('base64url');
+}
+
+function toDate(v: unknown): Date | null {
+  if (typeof v !== 'string') return null;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+export class Client {
+  readonly config: KeywardenConfig;
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  readonly retries: number;
+  readonly log: Logger;
+  readonly clock: () => number;
+  private readonly transport: Transport;
+  private readonly keys: PinnedKeys;
+  private readonly encKey: string | undefined;
+  private readonly maxOffsetS: number;
+  /** Server time minus local time (ms), adopted from the first verified answer. */
+  private offsetMs: number | undefined;
+  private sessionToken: string | undefined;
+  private initOptions: InitOptions = {};
+  /** The last successful activation, repeated by a heartbeat's re-authentication. */
+  lastActivation: Activation | undefined;
+
+  static fromConfig(config: KeywardenConfig | string, options: ClientOptions = {}): Client {
+    return new Client(typeof config === 'string' ? loadConfigFile(config) : parseConfig(config), options);
+  }
+
+  constructor(config: KeywardenConfig, o: ClientOptions = {}) {
+    this.config = config;
+    this.baseUrl = (o.baseUrl ?? config.base_url).replace(/\/+$/, '');
+    this.timeoutMs = o.timeoutMs ?? 10_000;
+    this.retries = o.retries ?? 2;
+    this.log = o.logger ?? {};
+    this.clock = o.clock ?? Date.now;
+    this.transport = o.transport ?? defaultTransport(o.proxy ? { proxy: o.proxy } : {});
+    this.maxOffsetS = o.maxClockOffsetSeconds ?? 600;
+    this.encKey = o.encKey;
+    if (this.encKey && !config.api_secret) throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
+    this.keys = pinKeys(config.response_keys);
+  }
+
+  /** The session from init, if any. */
+  get session(): string | undefined {
+    return this.sessionToken;
+  }
+
+  /** Server clock offset in ms once learned (server minus local). */
+  get clockOffsetMs(): number | undefined {
+    return this.offsetMs;
+  }
+
+  /** Local clock corrected by the learned offset. */
+  serverNow(): number {
+    return this.clock() + (this.offsetMs ?? 0);
+  }
+
+  /** Salted machine id for this application. */
+  machineHwid(): string {
+    return machineHwid(this.config.api_key);
+  }
+
+  async init(o: InitOptions = {}): Promise<AppInfo> {
+    this.initOptions = o;
+    const body: Record<string, unknown> = { api_key: this.config.api_key, version: this.config.version ?? '1.0' };
+    if (this.encKey) body.enc_key = this.encKey;
+    if (o.binaryHash) body.binary_hash = o.binaryHash;
+    if (o.binaryToken !== undefined) {
+      body.binary_token = o.binaryToken;
+      if (o.binaryTokenHash !== undefined) body.binary_token_hash = o.binaryTokenHash;
+    }
+    const r = await this.call('init', body);
+    const app = (r.app ?? {}) as Record<string, unknown>;
+    if (typeof r.session !== 'string' || typeof app.name !== 'string') throw verificationError('malformed', 'init answer lacks session or app');
+    this.sessionToken = r.session;
+    return { name: app.name, version: String(app.version ?? ''), hwidLock: app.hwid_lock === true, session: r.session };
+  }
+
+  /** Registers, then logs in at once and ignores that login's failure (as reference clients do since 1.1). */
+  async register(a: { username: string; password: string; license: string; hwid?: string }): Promise<UserInfo> {
+    const hwid = a.hwid ?? this.machineHwid();
+    const r = await this.call('register', { session: this.requireSession(), username: a.username, password: a.password, license: a.license, hwid });
+    const user = this.user(r);
+    try {
+      await this.login({ username: a.username, password: a.password, hwid });
+    } catch (err) {
+      this.log.warn?.('keywarden.register.login_failed', { error: (err as Error).message });
+    }
+    this.lastActivation = { kind: 'login', username: a.username, password: a.password, hwid };
+    return user;
+  }
+
+  async login(a: { username: string; password: string; hwid?: string }): Promise<UserInfo> {
+    const hwid = a.hwid ?? this.machineHwid();
+    const r = await this.call('login', { session: this.requireSession(), username: a.username, password: a.password, hwid });
+    this.lastActivation = { kind: 'login', username: a.username, password: a.password, hwid };
+    return this.user(r);
+  }
+
+  async activateLicense(key: string, hwid?: string): Promise<LicenseInfo> {
+    const h = hwid ?? this.machineHwid();
+    const r = await this.call('license', { session: this.requireSession(), license: key, hwid: h });
+    if (typeof r.level !== 'number') throw verificationError('malformed', 'license answer lacks level');
+    this.lastActivation = { kind: 'license', key, hwid: h };
+    return { level: r.level, expiresAt: toDate(r.expires_at), message: String(r.message ?? '') };
+  }
+
+  /**
+   * Opens a heartbeat session and beats until stopped or killed. systemId defaults to the
+   * machine hwid, codeHash to selfHash().
+   */
+  async startHeartbeat(systemId?: string, codeHash?: string, options: HeartbeatOptions = {}): Promise<Heartbeat> {
+    const sys = systemId ?? this.machineHwid();
+    let code = codeHash;
+    if (code === undefined) {
+      try {
+        code = selfHash();
+      } catch {
+        code = selfHash(process.execPath);
+      }
+    }
+    const started = await this.openHeartbeat(sys);
+    const hb = new Heartbeat(this, sys, code, started, options);
+    hb.begin();
+    return hb;
+  }
+
+  /** heartbeat/start with the proof checked before the token is trusted. */
+  async openHeartbeat(systemId: string): Promise<{ session: string; token: string; beatInterval: number }> {
+    const session = this.requireSession();
+    const r = await this.call('heartbeat/start', { session, system_id: systemId });
+    if (typeof r.token !== 'string' || typeof r.beat_interval !== 'number') throw verificationError('malformed', 'heartbeat/start answer lacks token');
+    if (!proofEquals(r.proof, startProof(session, systemId, r.token))) throw verificationError('bad_proof', 'heartbeat/start proof does not verify');
+    return { session, token: r.token, beatInterval: r.beat_interval };
+  }
+
+  /** init + the remembered activation, for a heartbeat whose state was lost. */
+  async reauthenticate(): Promise<void> {
+    const a = this.lastActivation;
+    if (!a) throw new KeywardenError('session_expired', 'nothing to re-authenticate with: no login or license succeeded on this client');
+    await this.init(this.initOptions);
+    if (a.kind === 'login') await this.login(a);
+    else await this.activateLicense(a.key, a.hwid);
+  }
+
+  private requireSession(): string {
+    if (!this.sessionToken) throw new KeywardenError('session_expired', 'call init() first');
+    return this.sessionToken;
+  }
+
+  private user(r: Record<string, unknown>): UserInfo {
+    const u = r.user as Record<string, unknown> | undefined;
+    if (!u || typeof u.username !== 'string' || typeof u.level !== 'number') throw verificationError('malformed', 'answer lacks user');
+    return { username: u.username, level: u.level, expiresAt: toDate(u.expires_at), message: String(r.message ?? '') };
+  }
+
+  /**
+   * One verified client call. Sends again (fresh nonce) only when the request certainly never
+   * reached the server, or once after the server refused our request signature while our clock
+   * was off (learned from that same signed answer).
+   */
+  async call(endpoint: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    let attempt = 0;
+    let clockRetried = false;
+    for (;;) {
+      try {
+        return await this.once(endpoint, body);
+      } catch (err) {
+        if (err instanceof KeywardenError && err.notSent && attempt < this.retries) {
+          attempt++;
+          this.log.debug?.('keywarden.call.retry', { endpoint, attempt, error: err.message });
+          await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+          continue;
+        }
+        if (err instanceof KeywardenError && err.code === 'clock_skew' && !clockRetried && (err as ClockAware).offsetLearned) {
+          clockRetried = true;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  private async once(endpoint: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const path = CLIENT + endpoint;
+    const initIv = this.encKey ? randomBytes(16).toString('base64url') : undefined;
+    const raw = Buffer.from(JSON.stringify(initIv ? { ...body, init_iv: initIv } : body), 'utf8');
+    const n = nonce();
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-nonce': n };
+    if (this.config.api_secret) {
+      const ts = String(Math.floor(this.serverNow() / 1000));
+      headers['x-timestamp'] = ts;
+      headers['x-signature'] = requestSignature(this.config.api_secret, canonicalRequest('POST', path, ts, n, raw));
+    }
+    let res;
+    try {
+      res = await this.transport({ method: 'POST', url: this.baseUrl + path, headers, body: raw, timeoutMs: this.timeoutMs });
+    } catch (err) {
+      const t = err instanceof TransportError ? err : undefined;
+      const kind = t?.kind ?? 'network';
+      throw new KeywardenError(kind, `${kind} on ${path}: ${(err as Error)?.message ?? String(err)}`, { notSent: t ? !t.sent : false, cause: err });
+    }
+    const hadOffset = this.offsetMs !== undefined;
+    this.verify(path, res.status, res.headers, res.body, n);
+    let parsed: Record<string, unknown>;
+    try {
+      const v: unknown = JSON.parse(Buffer.from(res.body).toString('utf8'));
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('not an object');
+      parsed = v as Record<string, unknown>;
+    } catch {
+      throw verificationError('malformed', `answer of ${path} (${res.status}) is not a JSON object`);
+    }
+    if (res.status !== 200) {
+      const e = errorFromAnswer(res.status, parsed.detail, res.headers['retry-after']);
+      // Our timestamp was refused and this signed answer just taught us the server's clock: worth one retry.
+      if (e.code === 'clock_skew' && !hadOffset && Math.abs(this.offsetMs ?? 0) > 60_000) (e as ClockAware).offsetLearned = true;
+      throw e;
+    }
+    if (typeof parsed.enc === 'string' && initIv && this.encKey) {
+      try {
+        const v: unknown = JSON.parse(decryptResponse(parsed.enc, this.encKey, this.config.api_secret!, initIv).toString('utf8'));
+        if (v === null || typeof v !== 'object') throw new Error('not an object');
+        parsed = v as Record<string, unknown>;
+      } catch {
+        throw verificationError('malformed', `encrypted answer of ${path} does not decrypt`);
+      }
+    }
+    if (parsed.success !== true) throw verificationError('malformed', `answer of ${path} lacks success: true`);
+    return parsed;
+  }
+
+  private verify(path: string, status: number, headers: Record<string, string>, body: Uint8Array, n: string): void {
+    // Before the offset is known a larger distance is allowed: the answer is bound to this
+    // request's fresh nonce, so it cannot be an old one replayed. Afterwards: 300 s around server time.
+    const limit = this.offsetMs === undefined ? this.maxOffsetS : WINDOW_S;
+    const serverMs = verifyResponse(this.keys, { method: 'POST', path, status, headers, body, nonce: n }, this.serverNow(), limit);
+    if (this.offsetMs === undefined) {
+      this.offsetMs = serverMs - this.clock();
+      if (Math.abs(this.offsetMs) > 5000) this.log.info?.('keywarden.clock.offset', { offsetMs: this.offsetMs });
+    }
+  }
+}
+
+interface ClockAware { offsetLearned?: boolean }

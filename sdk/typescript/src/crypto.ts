@@ -1,0 +1,65 @@
+// PROTOCOL 3-6 with node:crypto only. Each function matches one section of sdk/vectors.
+import { createDecipheriv, createHash, createHmac, createPublicKey, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+
+export const sha256Hex = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
+
+/** PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
+export function canonicalRequest(method: string, path: string, timestamp: string, nonce: string, body: Uint8Array | string): string {
+  return `${method.toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${sha256Hex(body)}`;
+}
+
+export function requestSignature(apiSecret: string, canonical: string): string {
+  return createHmac('sha256', Buffer.from(apiSecret, 'utf8')).update(canonical, 'utf8').digest('hex');
+}
+
+/** PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
+export function responseMessage(kid: string, method: string, path: string, status: number, timestamp: string, nonce: string, body: Uint8Array | string): string {
+  return `kw1\n${kid}\n${method.toUpperCase()}\n${path}\n${status}\n${timestamp}\n${nonce}\n${sha256Hex(body)}`;
+}
+
+export function ed25519PublicKey(base64: string): KeyObject {
+  const raw = Buffer.from(base64, 'base64');
+  if (raw.length !== 32) throw new TypeError('an Ed25519 public key is 32 bytes');
+  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });
+}
+
+/** Strict base64 of exactly 64 bytes, else undefined (Buffer.from would silently skip junk). */
+export function decodeSignature(value: string): Buffer | undefined {
+  if (!/^[A-Za-z0-9+/]{86}==$/.test(value)) return undefined;
+  const b = Buffer.from(value, 'base64');
+  return b.length === 64 ? b : undefined;
+}
+
+export function ed25519Verify(key: KeyObject, message: string, signature: Uint8Array): boolean {
+  try {
+    return verify(null, Buffer.from(message, 'utf8'), key, signature);
+  } catch {
+    return false;
+  }
+}
+
+/** PROTOCOL 6, heartbeat/start. */
+export function startProof(session: string, systemId: string, token: string): string {
+  return createHmac('sha256', Buffer.from(session, 'utf8')).update(`kwhs1\n${systemId}\n${token}`, 'utf8').digest('base64');
+}
+
+/** PROTOCOL 6, heartbeat. */
+export function beatProof(previousToken: string, session: string, beatIndex: number, newToken: string, beatCount: number): string {
+  return createHmac('sha256', Buffer.from(previousToken, 'utf8')).update(`kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`, 'utf8').digest('base64');
+}
+
+/** Constant-time comparison of two base64 proofs. */
+export function proofEquals(given: unknown, expected: string): boolean {
+  if (typeof given !== 'string') return false;
+  const a = Buffer.from(given, 'utf8');
+  const b = Buffer.from(expected, 'utf8');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** PROTOCOL 5: returns the plaintext bytes; throws on a wrong key or damaged ciphertext. */
+export function decryptResponse(ciphertextB64: string, encKey: string, apiSecret: string, initIv: string): Buffer {
+  const key = createHash('sha256').update(`${encKey}-${apiSecret}`, 'utf8').digest();
+  const iv = createHash('sha256').update(initIv, 'utf8').digest().subarray(0, 16);
+  const d = createDecipheriv('aes-256-cbc', key, iv);
+  return Buffer.concat([d.update(Buffer.from(ciphertextB64, 'base64')), d.final()]);
+}

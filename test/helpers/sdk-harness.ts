@@ -1,0 +1,129 @@
+// One real Keywarden server prepared for an SDK's integration tests, plus tampering fakes.
+//
+// ENV CONTRACT (what startSdkHarness().env holds; pass it to the SDK test process):
+//   KW_BASE_URL        base URL of the real server, e.g. http://127.0.0.1:41234 (no trailing slash)
+//   KW_CONFIG_PLAIN    path of keywarden.json for app PLAIN    (require_signature off; no api_secret in the file)
+//   KW_CONFIG_SIGNED   path of keywarden.json for app SIGNED   (require_signature on; file carries api_secret)
+//   KW_CONFIG_OUTDATED path of keywarden.json for app OUTDATED (force_update on, app version "2.0",
+//                      update_url "https://example.com/download/2.0", update_message "Version 2.0 is out.";
+//                      the file says version "1.0", so init answers 426 -> update_required)
+//   KW_KEYS_PLAIN      comma-separated unused license keys of PLAIN  (30 keys, 30 days, level 3)
+//   KW_KEYS_SIGNED     comma-separated unused license keys of SIGNED (30 keys, 30 days, level 3)
+//   KW_KEYS_OUTDATED   (extra) keys of OUTDATED, same shape
+//   KW_TAMPER_URLS     JSON object mode -> base URL of a fake that forwards to the real server and
+//                      spoils /api/client/* answers:
+//                        forged        one body byte flipped, headers kept          -> verification bad_signature
+//                        unsigned      X-Response-* headers stripped                -> verification unsigned
+//                        replayed      every path answered with an answer recorded at harness start
+//                                      (init: a genuine 200 for PLAIN), i.e. another request's nonce
+//                                                                                   -> verification bad_signature
+//                        foreign_nonce request forwarded with a different X-Nonce    -> verification bad_signature
+//                        unknown_kid   re-signed by a foreign key under kid "k9"     -> verification unknown_kid
+//                        stale         re-signed by the real key, timestamp 1000 s old -> verification stale
+//                        bad_base64    X-Response-Signature "!!notbase64!!"         -> verification bad_base64
+//                        bad_proof     heartbeat/start and heartbeat answers carry a wrong `proof`, correctly
+//                                      signed; other paths untouched                -> verification bad_proof
+//                        rate_limited  (extra) untouched, but the path's per-IP bucket is spent first: every
+//                                      POST gets the server's own signed 429 + Retry-After -> rate_limited
+//                      Use them with the PLAIN config and the SDK's baseUrl option (every mode except
+//                      bad_proof refuses init already). Each mode has its own client IP at the server.
+//   KW_VECTORS_DIR     absolute path of sdk/vectors
+//   KW_OWNER_TOKEN     (extra) dashboard bearer token of the owner (e.g. to read /api/apps/{id}/logs)
+//   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
+// All three apps have hwid_lock on, injection_detection on (debugger_detected: true kills the
+// heartbeat: 403 rejected -> heartbeat_killed) and heartbeat_interval 5 (beat_interval 5; beating
+// faster is fine, only late beats count as drift). Rate limits per client IP: init 30/min; register,
+// login, license 20/min each; 10 failed logins/registers lock a username or IP for 15 minutes.
+// Direct calls to KW_BASE_URL all come from 127.0.0.1: keep an SDK test file under those budgets.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Api } from './http.js';
+import { OWNER, startTestServer, type TestServer } from './server.js';
+import { startTamperProxies } from './tamper-proxy.js';
+import { clientConfig } from '../../src/services/sdk-archive.js';
+
+export interface SdkHarness {
+  env: Record<string, string>;
+  server: TestServer;
+  close(): Promise<void>;
+}
+
+const VECTORS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/vectors');
+const KEYS_PER_APP = 30;
+
+interface AppSpec { label: 'PLAIN' | 'SIGNED' | 'OUTDATED'; settings: Record<string, unknown>; configVersion?: string }
+const APPS: AppSpec[] = [
+  { label: 'PLAIN', settings: { require_signature: false } },
+  { label: 'SIGNED', settings: { require_signature: true } },
+  {
+    label: 'OUTDATED',
+    settings: { require_signature: false, force_update: true, version: '2.0', update_url: 'https://example.com/download/2.0', update_message: 'Version 2.0 is out.' },
+    configVersion: '1.0',
+  },
+];
+
+export async function startSdkHarness(): Promise<SdkHarness> {
+  const seed = randomBytes(32).toString('base64');
+  const server = await startTestServer({ RESPONSE_SIGNING_KEY: seed, TRUSTED_PROXIES: '127.0.0.1' });
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-sdk-harness-'));
+  let proxies: Awaited<ReturnType<typeof startTamperProxies>> | undefined;
+  try {
+    const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
+    const published = ((await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }).keys;
+    const env: Record<string, string> = { KW_BASE_URL: server.base, KW_VECTORS_DIR: VECTORS_DIR, KW_OWNER_TOKEN: owner.token! };
+    const ids: Record<string, string> = {};
+    const apiKeys: Record<string, { api_key: string; version: string }> = {};
+    for (const spec of APPS) {
+      const created = await owner.post('/apps', { name: `SDK ${spec.label}` });
+      if (created.status !== 200) throw new Error(`app creation refused: ${created.status} ${JSON.stringify(created.body)}`);
+      const patched = await owner.patch(`/apps/${created.body.id}`, { hwid_lock: true, injection_detection: true, heartbeat_interval: 5, ...spec.settings });
+      if (patched.status !== 200) throw new Error(`app settings refused: ${patched.status} ${JSON.stringify(patched.body)}`);
+      const app = patched.body as { id: string; name: string; api_key: string; api_secret: string; version: string; require_signature: boolean };
+      const keys = await owner.post(`/apps/${app.id}/licenses`, { amount: KEYS_PER_APP, duration: 30, unit: 'days', level: 3 });
+      if (keys.status !== 200) throw new Error(`key generation refused: ${keys.status} ${JSON.stringify(keys.body)}`);
+      const config = clientConfig(
+        { name: app.name, apiKey: app.api_key, apiSecret: app.api_secret, version: spec.configVersion ?? app.version, requireSignature: app.require_signature },
+        published, server.base,
+      );
+      const file = path.join(dir, `keywarden-${spec.label.toLowerCase()}.json`);
+      await fs.writeFile(file, JSON.stringify(config, null, 2) + '\n');
+      env[`KW_CONFIG_${spec.label}`] = file;
+      env[`KW_KEYS_${spec.label}`] = (keys.body as { key: string }[]).map((k) => k.key).join(',');
+      ids[spec.label] = app.id;
+      apiKeys[spec.label] = { api_key: app.api_key, version: app.version };
+    }
+    env.KW_APP_IDS = JSON.stringify(ids);
+
+    proxies = await startTamperProxies(server.base, seed, published[0]?.kid ?? 'k1');
+    // Record an answer for every client path through `replayed` now, so that the SDK's very first
+    // call there is already answered with another request's (foreign-nonce) response.
+    const prime = async (p: string, body: unknown) => {
+      const r = await fetch(proxies!.urls.replayed + p, {
+        method: 'POST', headers: { 'content-type': 'application/json', 'x-nonce': randomBytes(16).toString('base64url') }, body: JSON.stringify(body),
+      });
+      await r.arrayBuffer();
+    };
+    await prime('/api/client/init', { api_key: apiKeys.PLAIN!.api_key, version: apiKeys.PLAIN!.version });
+    for (const p of ['register', 'login', 'license', 'heartbeat/start', 'heartbeat', 'heartbeat/stop']) await prime(`/api/client/${p}`, {});
+    env.KW_TAMPER_URLS = JSON.stringify(proxies.urls);
+
+    const p = proxies;
+    return {
+      env,
+      server,
+      async close() {
+        await p.close();
+        await server.close();
+        await fs.rm(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await proxies?.close();
+    await server.close();
+    await fs.rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}

@@ -1,0 +1,312 @@
+// The TypeScript SDK (sdk/typescript) end to end against a real server prepared by the SDK
+// harness: the whole client surface, the tamper fakes, heartbeat robustness, and the packed
+// package installed outside the repository and run with plain node.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, defaultTransport, KeywardenError, TransportError, type Heartbeat, type Transport } from '../../sdk/typescript/src/index.js';
+import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { Api } from '../helpers/http.js';
+
+let h: SdkHarness;
+let keys: { PLAIN: string[]; SIGNED: string[] };
+beforeAll(async () => {
+  h = await startSdkHarness();
+  keys = { PLAIN: h.env.KW_KEYS_PLAIN!.split(','), SIGNED: h.env.KW_KEYS_SIGNED!.split(',') };
+});
+afterAll(() => h?.close());
+
+const plain = (o: Parameters<typeof Client.fromConfig>[1] = {}) => Client.fromConfig(h.env.KW_CONFIG_PLAIN!, o);
+const signed = (o: Parameters<typeof Client.fromConfig>[1] = {}) => Client.fromConfig(h.env.KW_CONFIG_SIGNED!, o);
+const key = (app: 'PLAIN' | 'SIGNED') => keys[app].shift()!;
+const owner = () => new Api(h.env.KW_BASE_URL!, h.env.KW_OWNER_TOKEN);
+const appId = (label: string) => (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>)[label]!;
+const failure = async (p: Promise<unknown>) => {
+  const e = await p.then(() => undefined, (x: unknown) => x);
+  expect(e).toBeInstanceOf(KeywardenError);
+  return e as KeywardenError;
+};
+/** Resolves with the first `n` events of `name`; rejects on 'killed' unless that is awaited. */
+function events<T>(hb: Heartbeat, name: string, n = 1): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const got: T[] = [];
+    hb.on(name, (e: T) => {
+      got.push(e);
+      if (got.length === n) resolve(got);
+    });
+    if (name !== 'killed') hb.on('killed', (k: { error: Error }) => reject(k.error));
+  });
+}
+const HWID_A = 'sdk-ts-hwid-aaaaaaaa';
+const HWID_B = 'sdk-ts-hwid-bbbbbbbb';
+
+describe('TypeScript SDK against the server', () => {
+  it('init returns the app; the signed app needs the secret and decrypts with encKey', async () => {
+    expect(await plain().init()).toMatchObject({ name: 'SDK PLAIN', version: '1.0', hwidLock: true, session: expect.stringMatching(/^[\w-]{43}$/) });
+    const wire: string[] = [];
+    const real = defaultTransport();
+    const c = signed({ encKey: 'sdk-ts-enc', transport: async (req) => { const r = await real(req); wire.push(Buffer.from(r.body).toString('utf8')); return r; } });
+    expect((await c.init()).name).toBe('SDK SIGNED');
+    const lic = await c.activateLicense(key('SIGNED'), HWID_A);
+    expect(lic.level).toBe(3);
+    // both answers travelled encrypted (PROTOCOL 5) and were decrypted by the SDK
+    expect(wire.map((w) => Object.keys(JSON.parse(w)))).toEqual([['enc'], ['enc']]);
+    // Without the secret the server refuses the unsigned request; the SDK reports it typed.
+    const cfg = JSON.parse(fs.readFileSync(h.env.KW_CONFIG_SIGNED!, 'utf8'));
+    delete cfg.api_secret;
+    expect((await failure(Client.fromConfig(cfg).init())).code).toBe('clock_skew');
+  });
+
+  it('register logs in at once (last_login set); login maps wrong passwords to invalid_key', async () => {
+    const c = plain();
+    await c.init();
+    const u = await c.register({ username: 'ts-user', password: 'ts-pass-123', license: key('PLAIN'), hwid: HWID_A });
+    expect(u).toMatchObject({ username: 'ts-user', level: 3 });
+    expect(u.expiresAt).toBeInstanceOf(Date);
+    const users = (await owner().get(`/api/apps/${appId('PLAIN')}/users`)).body as { username: string; last_login: string | null }[];
+    expect(users.find((x) => x.username === 'ts-user')?.last_login).toBeTruthy();
+    expect(await failure(c.login({ username: 'ts-user', password: 'wrong-pass', hwid: HWID_A }))).toMatchObject({ code: 'invalid_key', status: 401 });
+    const again = plain();
+    await again.init();
+    expect((await again.login({ username: 'ts-user', password: 'ts-pass-123', hwid: HWID_A })).level).toBe(3);
+    expect(await failure(again.register({ username: 'ts-user2', password: 'ts-pass-123', license: 'NOT-A-KEY', hwid: HWID_A }))).toMatchObject({ code: 'invalid_key', status: 400 });
+  });
+
+  it('activates a license with level and expiry, and the hwid lock refuses another device', async () => {
+    const k = key('PLAIN');
+    const c = plain();
+    await c.init();
+    const lic = await c.activateLicense(k, HWID_A);
+    expect(lic.level).toBe(3);
+    const days = (lic.expiresAt!.getTime() - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(29);
+    expect(days).toBeLessThanOrEqual(30.01);
+    const other = plain();
+    await other.init();
+    expect(await failure(other.activateLicense(k, HWID_B))).toMatchObject({ code: 'hwid_mismatch', status: 403 });
+    expect((await failure(other.activateLicense(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A'), HWID_B))).code).toBe('invalid_key');
+  });
+
+  it('beats three times with verified proofs and stops on the server', async () => {
+    const c = plain();
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-system-01', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    expect(hb.beatInterval).toBe(5);
+    const beats = await events<{ index: number; count: number }>(hb, 'beat', 3);
+    expect(beats).toEqual([{ index: 1, count: 1 }, { index: 2, count: 2 }, { index: 3, count: 3 }]);
+    const stopped = events(hb, 'stopped');
+    await hb.stop();
+    await stopped;
+    expect(h.server.server.app.domain.heartbeats.host.peek(c.session!)).toBeUndefined();
+  });
+
+  it('a debugger report kills the heartbeat: killed with heartbeat_killed', async () => {
+    const c = plain();
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-system-02', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => true, reauth: true });
+    const [killed] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect(killed!.error).toMatchObject({ code: 'heartbeat_killed', status: 403, detail: 'rejected' });
+    expect(hb.running).toBe(false);
+  });
+
+  it('an outdated client gets update_required with latest_version and update_url', async () => {
+    const e = await failure(Client.fromConfig(h.env.KW_CONFIG_OUTDATED!).init());
+    expect(e).toMatchObject({ code: 'update_required', status: 426, latestVersion: '2.0', updateUrl: 'https://example.com/download/2.0' });
+  });
+
+  it('a rate-limited call is rate_limited with retry_after', async () => {
+    const urls = JSON.parse(h.env.KW_TAMPER_URLS!) as Record<string, string>;
+    const e = await failure(plain({ baseUrl: urls.rate_limited }).init());
+    expect(e.code).toBe('rate_limited');
+    expect(e.retryAfter).toBeGreaterThan(0);
+  });
+
+  it('works with a clock 8 minutes off, signing with the server time it learned', async () => {
+    const skewed = () => Date.now() - 8 * 60_000;
+    const c = signed({ clock: skewed });
+    await c.init();
+    expect(Math.abs(c.clockOffsetMs! - 8 * 60_000)).toBeLessThan(3000);
+    expect((await c.activateLicense(key('SIGNED'), HWID_A)).level).toBe(3);
+    const p = plain({ clock: () => Date.now() + 7 * 60_000 });
+    await p.init();
+    expect((await p.activateLicense(key('PLAIN'), HWID_A)).level).toBe(3);
+  });
+});
+
+describe('TypeScript SDK refuses every tampered answer', () => {
+  const urls = () => JSON.parse(h.env.KW_TAMPER_URLS!) as Record<string, string>;
+  it.each([
+    ['forged', 'bad_signature'], ['unsigned', 'unsigned'], ['replayed', undefined], ['foreign_nonce', 'bad_signature'],
+    ['unknown_kid', 'unknown_kid'], ['stale', 'stale'], ['bad_base64', 'bad_base64'],
+  ])('%s', async (mode, reason) => {
+    const c = plain({ baseUrl: urls()[mode], retries: 0 });
+    const e = await failure(c.init());
+    expect(e.code).toBe('verification');
+    // a replayed answer fails on its signature, or first on its age when it was recorded long ago
+    if (reason) expect(e.reason).toBe(reason);
+    else expect(['bad_signature', 'stale']).toContain(e.reason);
+    expect(c.session).toBeUndefined();
+  });
+
+  it('bad_proof: the heartbeat token is not trusted', async () => {
+    const c = plain({ baseUrl: urls().bad_proof });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    expect(await failure(c.startHeartbeat('sdk-ts-system-03', 'abcdef0123456789'))).toMatchObject({ code: 'verification', reason: 'bad_proof' });
+  });
+});
+
+describe('TypeScript SDK heartbeat robustness', () => {
+  async function closedPort(): Promise<number> {
+    return new Promise((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+    });
+  }
+  /** A transport that lets `plan(path, n)` decide, per heartbeat call, to fail before sending or after the server answered. */
+  function scripted(plan: (n: number) => 'refuse' | 'lose' | 'pass', closed: number): Transport {
+    const real = defaultTransport();
+    let n = 0;
+    return async (req) => {
+      if (!req.url.endsWith('/api/client/heartbeat')) return real(req);
+      const what = plan(++n);
+      if (what === 'refuse') return real({ ...req, url: req.url.replace(/:\d+\//, `:${closed}/`) }); // genuine ECONNREFUSED
+      const res = await real(req);
+      if (what === 'lose') throw new TransportError('network', true, 'connection reset after the server answered');
+      return res;
+    };
+  }
+
+  it('a beat that never reached the server is sent again with the same index and token', async () => {
+    const closed = await closedPort();
+    // calls 2 and 3 are refused: Client.call retries the same body, the third attempt gets through
+    const c = plain({ transport: scripted((n) => (n === 2 || n === 3 ? 'refuse' : 'pass'), closed), retries: 2 });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-system-04', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const degraded: unknown[] = [];
+    hb.on('degraded', (d) => degraded.push(d));
+    const beats = await events<{ index: number }>(hb, 'beat', 3);
+    expect(beats.map((b) => b.index)).toEqual([1, 2, 3]);
+    expect(degraded).toEqual([]);
+    await hb.stop();
+  });
+
+  it('when retries run out it degrades without losing state and goes on with the same index', async () => {
+    const closed = await closedPort();
+    const c = plain({ transport: scripted((n) => (n === 2 ? 'refuse' : 'pass'), closed), retries: 0 });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-system-05', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const degraded = events<{ error: KeywardenError; lost: boolean }>(hb, 'degraded');
+    const beats = await events<{ index: number }>(hb, 'beat', 3);
+    const [d] = await degraded;
+    expect(d).toMatchObject({ lost: false, error: { code: 'network', notSent: true } });
+    expect(beats.map((b) => b.index)).toEqual([1, 2, 3]);
+    await hb.stop();
+  });
+
+  it('a lost answer degrades and, with reauth, re-authenticates and starts again by itself', async () => {
+    const c = plain({ transport: scripted((n) => (n === 2 ? 'lose' : 'pass'), 1) });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const firstSession = c.session;
+    const hb = await c.startHeartbeat('sdk-ts-system-06', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false, reauth: true });
+    const degraded = events<{ lost: boolean; reauthenticating: boolean }>(hb, 'degraded');
+    const recovered = events<{ session: string }>(hb, 'recovered');
+    const beats = await events<{ index: number; count: number }>(hb, 'beat', 3);
+    expect((await degraded)[0]).toMatchObject({ lost: true, reauthenticating: true });
+    expect((await recovered)[0]!.session).not.toBe(firstSession);
+    // beat 1 on the first session, then the new session counts from 1 again
+    expect(beats.map((b) => b.count)).toEqual([1, 1, 2]);
+    await hb.stop();
+  });
+
+  it('without reauth a lost answer cannot be recovered: the next beat is refused and the heartbeat is killed', async () => {
+    const c = plain({ transport: scripted((n) => (n === 2 ? 'lose' : 'pass'), 1) });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-system-07', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const degraded = events<{ lost: boolean }>(hb, 'degraded');
+    const [k] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect((await degraded)[0]!.lost).toBe(true);
+    expect(k!.error.code).toBe('heartbeat_killed');
+  });
+});
+
+describe('the downloaded zip, as a new user would use it', () => {
+  it('unzips, builds and runs the example against the server', async () => {
+    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId('PLAIN')}/sdk/typescript`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
+    expect(res.status).toBe(200);
+    const { unzipSync } = await import('fflate');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-zip-'));
+    try {
+      for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
+        fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+        fs.writeFileSync(path.join(dir, name), data);
+      }
+      const root = path.join(dir, 'svc_sdk_typescript');
+      // README step 1, `npm install --no-save typescript@5 @types/node@20`, without the registry: link the repository's copies.
+      const repoModules = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../node_modules');
+      fs.mkdirSync(path.join(root, 'node_modules/@types'), { recursive: true });
+      fs.symlinkSync(path.join(repoModules, 'typescript'), path.join(root, 'node_modules/typescript'), 'dir');
+      fs.symlinkSync(path.join(repoModules, '@types/node'), path.join(root, 'node_modules/@types/node'), 'dir');
+      const run = async (args: string[]) => (await promisify(execFile)(process.execPath, args, { cwd: root, encoding: 'utf8' })).stdout;
+      await run(['scripts/build.mjs']);
+      const out = await run(['examples/activate.mjs', key('PLAIN'), '--beats', '2']);
+      expect(out).toMatch(/connected to SDK PLAIN/);
+      expect(out).toMatch(/beat 2 verified/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+describe('the packed package', () => {
+  const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/typescript');
+  let tmp: string;
+  afterAll(() => { if (tmp) fs.rmSync(tmp, { recursive: true, force: true }); });
+
+  it('installs from npm pack output outside the repo and runs with plain node (ESM, CJS, example)', async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-consumer-'));
+    const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const info = JSON.parse(packed) as { filename: string; files: { path: string }[] }[];
+    const files = info[0]!.files.map((f) => f.path);
+    expect(files).toEqual(expect.arrayContaining(['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'examples/activate.mjs', 'README.md', 'package.json']));
+    expect(files.some((f) => f.startsWith('src/') || f.startsWith('test/'))).toBe(false);
+    const consumer = path.join(tmp, 'consumer');
+    fs.mkdirSync(consumer);
+    fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', path.join(tmp, info[0]!.filename)], { cwd: consumer, stdio: 'pipe' });
+    const installed = JSON.parse(fs.readFileSync(path.join(consumer, 'node_modules/@keywarden/client/package.json'), 'utf8'));
+    expect(installed.dependencies ?? {}).toEqual({});
+
+    fs.writeFileSync(path.join(consumer, 'esm.mjs'), `
+      import { Client, KeywardenError } from '@keywarden/client';
+      const c = Client.fromConfig(process.env.KW_CONFIG_PLAIN);
+      const app = await c.init();
+      const lic = await c.activateLicense(process.argv[2], 'consumer-hwid-0001');
+      console.log(JSON.stringify({ app: app.name, level: lic.level, date: lic.expiresAt instanceof Date, typed: typeof KeywardenError }));
+    `);
+    fs.writeFileSync(path.join(consumer, 'cjs.cjs'), `
+      const { Client, KeywardenError } = require('@keywarden/client');
+      Client.fromConfig(process.env.KW_CONFIG_OUTDATED).init().then(() => process.exit(3), (e) => {
+        console.log(JSON.stringify({ typed: e instanceof KeywardenError, code: e.code, latest: e.latestVersion }));
+      });
+    `);
+    // Asynchronously: the server runs in this process and must keep answering meanwhile.
+    const run = async (args: string[]) => (await promisify(execFile)(process.execPath, args, { cwd: consumer, env: { PATH: process.env.PATH ?? '', ...h.env }, encoding: 'utf8' })).stdout;
+    expect(JSON.parse(await run(['esm.mjs', key('PLAIN')]))).toEqual({ app: 'SDK PLAIN', level: 3, date: true, typed: 'function' });
+    expect(JSON.parse(await run(['cjs.cjs']))).toEqual({ typed: true, code: 'update_required', latest: '2.0' });
+    const example = await run(['node_modules/@keywarden/client/examples/activate.mjs', key('PLAIN'), h.env.KW_CONFIG_PLAIN!, '--beats', '2']);
+    expect(example).toMatch(/license ok: level 3/);
+    expect(example).toMatch(/beat 2 verified/);
+    expect(example).toMatch(/heartbeat stopped/);
+  }, 120_000);
+});

@@ -1,0 +1,75 @@
+// The committed SDK vectors (sdk/vectors/*.json) must be exactly what the server's own code
+// produces today, so a change to signing, proofs, encryption or the error catalogue cannot leave
+// the SDKs testing against stale expectations. The cases are also re-checked with node:crypto,
+// independently of the server's sodium-native, so the flags valid/reason are not just echoed.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createDecipheriv, createHash, createHmac, createPublicKey, verify } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { buildVectors, VECTORS_DIR } from '../../scripts/gen-vectors.js';
+import { ERRORS } from '../../src/errors.js';
+
+const built = buildVectors();
+const load = (name: string) => JSON.parse(fs.readFileSync(path.join(VECTORS_DIR, name), 'utf8'));
+
+describe('sdk/vectors', () => {
+  it.each(Object.keys(built))('%s is up to date (npx tsx scripts/gen-vectors.ts)', (name) => {
+    expect(fs.readFileSync(path.join(VECTORS_DIR, name), 'utf8')).toBe(built[name]);
+  });
+
+  it('request signatures verify with node:crypto', () => {
+    for (const c of load('request-signatures.json').cases) {
+      const canonical = `${c.method.toUpperCase()}\n${c.path}\n${c.timestamp}\n${c.nonce}\n${createHash('sha256').update(c.body, 'utf8').digest('hex')}`;
+      expect(c.canonical).toBe(canonical);
+      expect(c.signature).toBe(createHmac('sha256', Buffer.from(c.api_secret, 'utf8')).update(canonical).digest('hex'));
+    }
+  });
+
+  it('response signature cases are valid or refused for the reason they name', () => {
+    const v = load('response-signatures.json');
+    const pinned = new Map<string, string>(v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]));
+    const check = (c: any): string => {
+      const pub = pinned.get(c.kid);
+      if (!pub) return 'unknown_kid';
+      const sig = Buffer.from(c.signature, 'base64');
+      if (!/^[A-Za-z0-9+/]+={0,2}$/.test(c.signature) || sig.length !== 64) return 'bad_base64';
+      if (Math.abs(Number(c.timestamp) - c.now) > v.max_skew_seconds) return 'stale';
+      const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub, 'base64').toString('base64url') }, format: 'jwk' });
+      const message = `kw1\n${c.kid}\n${c.method}\n${c.path}\n${c.status}\n${c.timestamp}\n${c.nonce}\n${createHash('sha256').update(c.body, 'utf8').digest('hex')}`;
+      expect(c.message).toBe(message);
+      return verify(null, Buffer.from(message), key, sig) ? 'ok' : 'bad_signature';
+    };
+    const reasons = new Set<string>();
+    for (const c of v.cases) {
+      expect(check(c), c.name).toBe(c.valid ? 'ok' : c.verification_reason);
+      if (!c.valid) reasons.add(c.reason);
+    }
+    expect([...reasons].sort()).toEqual(['bad_base64', 'bad_signature', 'foreign_nonce', 'stale', 'unknown_kid']);
+  });
+
+  it('proofs match node:crypto', () => {
+    const p = load('proofs.json');
+    const mac = (k: string, m: string) => createHmac('sha256', Buffer.from(k, 'utf8')).update(m, 'utf8').digest('base64');
+    for (const c of p.start) expect(c.proof).toBe(mac(c.session, `kwhs1\n${c.system_id}\n${c.token}`));
+    for (const c of p.beat) expect(c.proof).toBe(mac(c.previous_token, `kwhb1\n${c.session}\n${c.beat_index}\n${c.new_token}\n${c.beat_count}`));
+  });
+
+  it('ciphertexts decrypt with node:crypto', () => {
+    for (const c of load('encryption.json').cases) {
+      const key = createHash('sha256').update(`${c.enc_key}-${c.api_secret}`, 'utf8').digest();
+      const iv = createHash('sha256').update(c.init_iv, 'utf8').digest().subarray(0, 16);
+      const d = createDecipheriv('aes-256-cbc', key, iv);
+      expect(Buffer.concat([d.update(Buffer.from(c.ciphertext, 'base64')), d.final()]).toString('utf8')).toBe(c.plaintext);
+    }
+  });
+
+  it('errors.json spells every client entry exactly as the catalogue does', () => {
+    const e = load('errors.json');
+    for (const x of e.entries) expect({ status: x.status, detail: x.detail }).toEqual(ERRORS[x.name as keyof typeof ERRORS]);
+    expect(e.codes).toContain(e.fallback);
+    for (const c of [...e.entries.map((x: any) => x.sdk_code), ...Object.values(e.status_fallbacks)]) expect(e.codes).toContain(c);
+    // The client-visible details a user meets first are all there.
+    const names = e.entries.map((x: { name: string }) => x.name);
+    for (const n of ['license_invalid', 'license_used', 'hwid_mismatch', 'license_expired', 'heartbeat_rejected', 'rate_limited', 'locked_out', 'update_required']) expect(names).toContain(n);
+  });
+});
