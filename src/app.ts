@@ -34,6 +34,8 @@ import { ClusterNode, shardOf } from './cluster/cluster-node.js';
 import type { LicenseOp } from './actors/license.machine.js';
 import type { ClusterOps } from './services/cluster-ops.js';
 import { ScreenshotStore } from './services/screenshots.js';
+import { ActivationGeo } from './services/activation-geo.js';
+import { GeoRepository } from './db/repositories/geo.repository.js';
 
 /** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
 const NONCE_PURGE_MS = 60_000;
@@ -86,6 +88,8 @@ export function createDomain(s: Services): Domain {
   const webhooks = new WebhookService({
     sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
     ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
+    dataDir: s.config.dataDir, developerEmails: s.config.developerEmails, discordHosts: s.config.webhookDiscordHosts,
+    geoAttribution: s.geo.attribution,
   });
   const node = new ClusterNode<ClusterOps>(s.coordinator, s.log, now);
   // The heartbeat service registers its shard handlers and operations on the node itself.
@@ -103,6 +107,7 @@ export function createDomain(s: Services): Domain {
     now, coordinator: s.coordinator, sessions, heartbeats, licenses: routedLicenses, licenseOps, users: new EndUserRepository(s.sql),
     audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks, sql: s.sql,
     screenshots: new ScreenshotStore(s.config.dataDir),
+    geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log: s.log }),
   });
   const log = s.log;
   const apps = new AppsService({

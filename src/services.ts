@@ -17,6 +17,7 @@ import type { Coordinator } from './cluster/coordinator.js';
 import { LocalCoordinator } from './cluster/local.coordinator.js';
 import { RedisCoordinator } from './cluster/redis.coordinator.js';
 import { loadSecrets, type Secrets } from './secrets.js';
+import { GeoLocator, locationText } from './services/geo.js';
 
 export interface Repositories {
   accounts: AccountRepository;
@@ -37,6 +38,8 @@ export interface Services {
   readonly repos: Repositories;
   readonly coordinator: Coordinator;
   readonly secrets: Secrets;
+  /** GEOIP_DB lookups (activation geo, log locations). */
+  readonly geo: GeoLocator;
   /** Closes the coordinator, the database pool and (last) the embedded PostgreSQL. Idempotent. */
   close(): Promise<void>;
 }
@@ -60,6 +63,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       if (applied.length > 0) log.info({ applied }, 'db.migrated');
     }
     const secrets = await loadSecrets(config);
+    const geo = await GeoLocator.open(config.geoipDb, log);
     coordinator = config.redisUrl ? new RedisCoordinator(config.redisUrl, config.redisPrefix) : new LocalCoordinator(() => clock.now());
     if (coordinator instanceof RedisCoordinator) {
       await coordinator.ping();
@@ -76,14 +80,14 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       apps: new ApplicationRepository(orm, sql),
       licenses: new LicenseRepository(sql),
       blacklist: new BlacklistRepository(orm, sql),
-      audit: new AuditRepository(sql, log, () => clock.now()),
+      audit: new AuditRepository(sql, log, () => clock.now(), async (ip) => locationText(await geo.lookup(ip))),
       nonces: new NonceRepository(sql),
     };
     let closing: Promise<void> | undefined;
     const o = orm;
     const c = coordinator;
     return {
-      config, log, clock, orm: o, sql, repos, coordinator: c, secrets,
+      config, log, clock, orm: o, sql, repos, coordinator: c, secrets, geo,
       close: () => (closing ??= (async () => {
         await repos.audit.flush();
         await c.close();

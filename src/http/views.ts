@@ -4,6 +4,7 @@ import type { AuditRow } from '../db/repositories/audit.repository.js';
 import type { LicenseRow } from '../db/repositories/license.repository.js';
 import { hasPermission, type Principal } from '../services/principal.js';
 import { beatInterval, stripIps } from '../services/apps.service.js';
+import { GEO_IP_FIELDS } from '../services/geo.js';
 
 const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -48,11 +49,30 @@ function licenseStatus(r: LicenseRow, now: number): 'active' | 'banned' | 'unact
   return 'active';
 }
 
-/** SPEC hiding rules 2-3 for key rows: no hwid without view_hwid, no ip without view_ip. */
+/** SPEC hiding rule 3 for a geo object: without view_ip it keeps none of ip, city, region, country, lat, lon. */
+export function geoWithoutIp(g: Record<string, unknown> | null): Record<string, unknown> | null {
+  if (!g) return g;
+  const rest = { ...g };
+  for (const k of GEO_IP_FIELDS) delete rest[k];
+  return rest;
+}
+
+/**
+ * SPEC hiding rules 2-4 for key rows: no hwid without view_hwid; no ip, known_countries or geo
+ * fields without view_ip; no screenshot path without both (PROTOCOL 11.17). Hidden means absent.
+ */
 export function hiddenLicenseView(p: Principal, r: LicenseRow, now: number) {
   const v: Partial<ReturnType<typeof licenseView>> = licenseView(r, now);
-  if (!hasPermission(p, 'view_hwid')) delete v.hwid;
-  if (!hasPermission(p, 'view_ip')) delete v.ip;
+  const hwid = hasPermission(p, 'view_hwid');
+  const ip = hasPermission(p, 'view_ip');
+  if (!hwid) delete v.hwid;
+  if (!ip) {
+    delete v.ip;
+    delete v.known_countries;
+    v.activation_geo = geoWithoutIp(r.activation_geo);
+    v.last_geo = geoWithoutIp(r.last_geo);
+  }
+  if (!hwid || !ip) delete v.screenshot_path;
   return v;
 }
 
@@ -77,6 +97,10 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
     note: r.note,
     reseller_id: r.reseller_id,
     created_by: r.created_by,
+    activation_geo: r.activation_geo ?? null,
+    last_geo: r.last_geo ?? null,
+    known_countries: r.known_countries ?? [],
+    screenshot_path: r.screenshot_path ?? '',
   };
 }
 

@@ -17,6 +17,8 @@ import type { EventBus } from './events.js';
 import type { WebhookService } from './webhooks.service.js';
 import type { ScreenshotStore } from './screenshots.js';
 import type { Sql } from '../db/sql.js';
+import { alertReasons, type ActivationGeo, type Sighting } from './activation-geo.js';
+import { keyPreview } from './license-keys.js';
 
 export const MAX_PASSWORD_BYTES = 72;
 
@@ -43,6 +45,7 @@ export interface ClientServiceDeps {
   webhooks: WebhookService;
   screenshots: ScreenshotStore;
   sql: Sql;
+  geo: ActivationGeo;
 }
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
@@ -101,7 +104,9 @@ export class ClientService {
         ['update end_users set activation_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, v.userId]],
         ['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]],
       ]);
-      this.d.webhooks.notify(app.id, ctx.audit.resellerId, 'client.register', { username: b.username, hwid, ip: ctx.ip, new_device: true, screenshot: shotPath });
+      const seen = await this.d.geo.user(ctx.ip, v.userId as string, { licenseId });
+      // The first device of a new account is its activation, not an alert.
+      this.announce(ctx, 'client.register', seen, false, { username: b.username, hwid, ip: ctx.ip, new_device: true, screenshot: shotPath });
       return {
         body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
         encKey: session.record.encKey,
@@ -143,9 +148,9 @@ export class ClientService {
     const shotPath = await this.keepScreenshot(app.id, shot, [
       ['update end_users set last_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, user.id]],
     ]);
-    this.d.webhooks.notify(app.id, user.reseller_id, 'client.login', {
-      username: b.username, hwid, ip: ctx.ip, new_device: !user.known_hwids.includes(hwid), screenshot: shotPath,
-    });
+    const seen = await this.d.geo.user(ctx.ip, user.id, null);
+    const newDevice = !user.known_hwids.includes(hwid);
+    this.announce(ctx, 'client.login', seen, newDevice, { username: b.username, hwid, ip: ctx.ip, new_device: newDevice, screenshot: shotPath });
     return {
       body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
       encKey: session.record.encKey,
@@ -166,10 +171,32 @@ export class ClientService {
     ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
     await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip }, ctx.audit.resellerId);
     const shotPath = await this.keepScreenshot(app.id, shot, [['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]]]);
-    this.d.webhooks.notify(app.id, ctx.audit.resellerId, 'client.license', {
-      license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip, new_device: v.newDevice === true, screenshot: shotPath,
+    const seen = await this.d.geo.key(ctx.ip, licenseId);
+    // A key's first activation pins its first device: only a later, different device is an alert.
+    this.announce(ctx, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
+      license_id: licenseId, key_preview: keyPreview(b.license), hwid: b.hwid.toLowerCase(), ip: ctx.ip, new_device: v.newDevice === true, screenshot: shotPath,
     });
     return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
+  }
+
+  /**
+   * After a successful activation: a warning `client.alert` audit line when it came from a new device
+   * or a new location (SPEC "Alert webhook" rule 1), and the activation webhook, which carries the
+   * location and says which alert, if any, it is.
+   */
+  private announce(ctx: ClientCtx<unknown>, event: string, seen: Sighting, newDevice: boolean, data: Record<string, unknown>): void {
+    const app = ctx.app.row;
+    const alert = alertReasons(newDevice, seen.newLocation);
+    const resellerId = ctx.audit.resellerId ?? null;
+    if (alert.length > 0) {
+      // No place or address in the detail: resellers without view_ip see the detail too.
+      const who = typeof data.username === 'string' ? `user ${data.username}` : `key ${String(data.key_preview)}`;
+      this.d.audit.write({
+        appId: app.id, action: 'client.alert', level: 'warning', ip: ctx.ip, location: seen.location, resellerId,
+        detail: `${event} of ${who} from ${alert.map((a) => (a === 'new_device' ? 'a new device' : 'a new location')).join(' and ')}`,
+      });
+    }
+    this.d.webhooks.notify(app.id, resellerId, event, { ...data, geo: seen.geo, location: seen.location, new_location: seen.newLocation, alert });
   }
 
   /** Writes an accepted activation's screenshot and records its path; '' when none was sent. */

@@ -31,7 +31,7 @@ export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOp
       }
       const v = judgeActivate(key, op, now);
       if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
-      const value = { level: key!.level, expiresAt: iso(v.expiresAt), resellerId: key!.resellerId, newDevice: v.kind === 'first_use' || v.newDevice };
+      const value = { level: key!.level, expiresAt: iso(v.expiresAt), resellerId: key!.resellerId, newDevice: v.kind === 'first_use' || v.newDevice, firstUse: v.kind === 'first_use' };
       return v.kind === 'first_use' ? { kind: 'activate_unused', value, expiresAt: iso(v.expiresAt) } : { kind: 'touch_used', value };
     },
     claim: ({ licenseId, stamp }) => repo.claim(licenseId, new Date(stamp)),

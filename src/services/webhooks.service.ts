@@ -2,15 +2,22 @@
 // the default webhook of the account that owns the key (its reseller), then the app owner's
 // global webhook. Payload {id, event, app_id, occurred_at, data}, signed with the secret of the
 // account whose webhook it is: X-Keywarden-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." + body)>.
-// Discord URLs get an embed instead. Delivery runs after the response, is retried with backoff
-// for a bounded time, never follows redirects, re-checks the target address, and every attempt
-// is written to the app's audit log.
+// Discord URLs get an embed instead, with the activation screenshot attached (discord-embed.ts).
+// What a delivery shows follows SPEC's hiding rules for the account whose webhook it is: a
+// reseller's default webhook carries no HWID without view_hwid, no IP or geo without view_ip, and
+// no screenshot without both (PROTOCOL 11.17). Delivery runs after the response, is retried with
+// backoff for a bounded time, never follows redirects, re-checks the target address, and every
+// attempt is written to the app's audit log.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { hmacSha256 } from '../crypto/index.js';
 import type { Sql } from '../db/sql.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
+import type { Permissions, StoredRole } from '../db/entities/index.js';
 import { assertWebhookUrl } from './webhook-url.js';
+import { discordBody, type EncodedBody, type Screenshot } from './discord-embed.js';
 
 export const RETRY_DELAYS_MS = [1_000, 4_000, 15_000];
 const ATTEMPT_TIMEOUT_MS = 5_000;
@@ -18,6 +25,9 @@ const ATTEMPT_TIMEOUT_MS = 5_000;
 export interface WebhookTarget {
   url: string;
   secret: string;
+  appName: string;
+  /** What the account whose webhook it is may see (SPEC "Reseller scoping and hiding"). */
+  sees: { hwid: boolean; ip: boolean };
 }
 
 export interface WebhookDeps {
@@ -28,10 +38,30 @@ export interface WebhookDeps {
   allowPrivate: boolean;
   /** Tests shorten the backoff. */
   retryDelaysMs?: readonly number[];
+  /** Where screenshot paths in webhook data are relative to (DATA_DIR). */
+  dataDir: string;
+  developerEmails: readonly string[];
+  /** WEBHOOK_DISCORD_HOSTS: more hosts (`name` or `name:port`) to send the Discord format to. */
+  discordHosts?: readonly string[];
+  /** Credit line of the geo data, shown next to locations in Discord embeds. */
+  geoAttribution?: string | null;
 }
 
-export function isDiscord(url: URL): boolean {
-  return /(^|\.)discord(app)?\.com$/i.test(url.hostname);
+export function isDiscord(url: URL, extraHosts: readonly string[] = []): boolean {
+  return /(^|\.)discord(app)?\.com$/i.test(url.hostname) || extraHosts.includes(url.host.toLowerCase()) || extraHosts.includes(url.hostname.toLowerCase());
+}
+
+/** Fields of webhook data that need view_hwid, view_ip, or both (the screenshot). */
+const NEEDS_HWID = ['hwid', 'known_hwids'];
+const NEEDS_IP = ['ip', 'geo', 'location', 'known_countries'];
+const SCREENSHOT = /^screenshots\/[0-9a-f-]{36}\/[0-9a-f-]{36}\.(png|jpg|webp|bin)$/;
+
+export function visibleData(data: Record<string, unknown>, sees: WebhookTarget['sees']): Record<string, unknown> {
+  const out = { ...data };
+  if (!sees.hwid) for (const k of NEEDS_HWID) delete out[k];
+  if (!sees.ip) for (const k of NEEDS_IP) delete out[k];
+  if (!sees.hwid || !sees.ip) delete out.screenshot;
+  return out;
 }
 
 export class WebhookService {
@@ -41,17 +71,28 @@ export class WebhookService {
 
   /** The webhook an event of this app (about a record of this reseller) goes to, if any. */
   async resolve(appId: string, resellerId: string | null): Promise<WebhookTarget | null> {
-    const row = await this.d.sql.one<{ app_hook: string; owner_hook: string; owner_secret: string; member_hook: string | null; member_secret: string | null }>(
-      `select a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
-              m.webhook as member_hook, m.webhook_secret as member_secret
+    const row = await this.d.sql.one<{
+      app_name: string; app_hook: string; owner_hook: string; owner_secret: string;
+      member_hook: string | null; member_secret: string | null; member_role: StoredRole | null; member_permissions: Permissions | null; member_email: string | null;
+    }>(
+      `select a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
+              m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role, m.permissions as member_permissions,
+              m.email as member_email
        from applications a join accounts o on o.id = a.owner_id left join accounts m on m.id = ?
        where a.id = ?`,
       [resellerId, appId],
     );
     if (!row) return null;
-    if (row.app_hook) return { url: row.app_hook, secret: row.owner_secret };
-    if (row.member_hook && row.member_secret) return { url: row.member_hook, secret: row.member_secret };
-    if (row.owner_hook) return { url: row.owner_hook, secret: row.owner_secret };
+    const all = { hwid: true, ip: true };
+    if (row.app_hook) return { url: row.app_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
+    if (row.member_hook && row.member_secret) {
+      // Owners, admins and developers see everything; a reseller what its permissions allow.
+      const developer = row.member_email !== null && this.d.developerEmails.includes(row.member_email.toLowerCase());
+      const sees = row.member_role !== 'reseller' || developer ? all
+        : { hwid: row.member_permissions?.view_hwid === true, ip: row.member_permissions?.view_ip === true };
+      return { url: row.member_hook, secret: row.member_secret, appName: row.app_name, sees };
+    }
+    if (row.owner_hook) return { url: row.owner_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
     return null;
   }
 
@@ -73,9 +114,10 @@ export class WebhookService {
     const id = randomUUID();
     const occurredAt = new Date(this.d.now()).toISOString();
     const url = new URL(target.url);
-    const body = Buffer.from(JSON.stringify(isDiscord(url)
-      ? { embeds: [{ title: `Keywarden: ${event}`, timestamp: occurredAt, fields: Object.entries(data).map(([name, value]) => ({ name, value: String(value ?? '-'), inline: true })) }] }
-      : { id, event, app_id: appId, occurred_at: occurredAt, data }));
+    const shown = visibleData(data, target.sees);
+    const body: EncodedBody = isDiscord(url, this.d.discordHosts)
+      ? discordBody({ event, appName: target.appName, occurredAt, data: shown, screenshot: await this.screenshot(shown.screenshot), attribution: this.d.geoAttribution })
+      : { body: Buffer.from(JSON.stringify({ id, event, app_id: appId, occurred_at: occurredAt, data: shown })), contentType: 'application/json' };
     const delays = this.d.retryDelaysMs ?? RETRY_DELAYS_MS;
     for (let attempt = 1; attempt <= delays.length + 1; attempt++) {
       const outcome = await this.attempt(target, body);
@@ -90,7 +132,18 @@ export class WebhookService {
     }
   }
 
-  private async attempt(target: WebhookTarget, body: Buffer): Promise<{ ok: boolean; final?: boolean; detail: string }> {
+  /** The stored activation screenshot a Discord embed attaches; undefined when none or unreadable. */
+  private async screenshot(rel: unknown): Promise<Screenshot | undefined> {
+    if (typeof rel !== 'string' || !SCREENSHOT.test(rel)) return undefined;
+    try {
+      return { bytes: await fs.readFile(path.join(this.d.dataDir, rel)), ext: path.extname(rel).slice(1) };
+    } catch (err) {
+      this.d.log.warn({ err, path: rel }, 'webhook.screenshot_unreadable');
+      return undefined;
+    }
+  }
+
+  private async attempt(target: WebhookTarget, { body, contentType }: EncodedBody): Promise<{ ok: boolean; final?: boolean; detail: string }> {
     try {
       // Checked again at delivery: the name may resolve elsewhere now (PROTOCOL 11.14).
       await assertWebhookUrl(target.url, this.d.allowPrivate);
@@ -105,7 +158,7 @@ export class WebhookService {
         body: new Uint8Array(body),
         redirect: 'manual',
         signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
-        headers: { 'Content-Type': 'application/json', 'User-Agent': 'Keywarden-Webhook/1', 'X-Keywarden-Signature': `t=${t},v1=${signature}` },
+        headers: { 'Content-Type': contentType, 'User-Agent': 'Keywarden-Webhook/1', 'X-Keywarden-Signature': `t=${t},v1=${signature}` },
       });
       await res.arrayBuffer().catch(() => undefined);
       if (res.status >= 200 && res.status < 300) return { ok: true, detail: `HTTP ${res.status}` };

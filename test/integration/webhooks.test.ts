@@ -80,7 +80,8 @@ describe('activation webhooks', () => {
   it("without an app webhook, a reseller's key goes to the reseller's default, else to the owner's global webhook", async () => {
     const f = await appFixture(t);
     await f.owner.patch('/api/account/webhook', { webhook: `${hookBase}/global` });
-    const member = await f.owner.post('/api/team', { username: 'hookseller', password: 'seller-pass-1', allowed_apps: [f.app.id], permissions: { generate_keys: true } });
+    // view_hwid: a reseller's webhook shows only what the reseller may see (discord-webhooks.test.ts).
+    const member = await f.owner.post('/api/team', { username: 'hookseller', password: 'seller-pass-1', allowed_apps: [f.app.id], permissions: { generate_keys: true, view_hwid: true } });
     await f.owner.patch(`/api/team/${member.body.id}/webhook`, { webhook: `${hookBase}/member` });
     const seller = await new Api(t.base).signIn('hookseller', 'seller-pass-1');
     const sellerKey = (await seller.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 1 })).body[0].key;
@@ -92,6 +93,9 @@ describe('activation webhooks', () => {
     const memberHit = await nextHit((h) => h.path === '/member' && JSON.parse(h.body).data.hwid === hwid('m'));
     const globalHit = await nextHit((h) => h.path === '/global' && JSON.parse(h.body).data.hwid === hwid('o'));
     const sellerMe = (await seller.get('/api/auth/me')).body.account.webhook_secret;
+    // No view_ip: the reseller's webhook carries no address, location or geo.
+    for (const hidden of ['ip', 'location', 'geo']) expect(JSON.parse(memberHit.body).data).not.toHaveProperty(hidden);
+    expect(JSON.parse(globalHit.body).data).toHaveProperty('ip');
     expect(verify(memberHit, sellerMe)).toBe(true);
     expect(verify(globalHit, (await f.owner.get('/api/auth/me')).body.account.webhook_secret)).toBe(true);
     await f.owner.patch('/api/account/webhook', { webhook: '' });
@@ -123,8 +127,8 @@ describe('SDK archive', () => {
     expect(res.headers.get('content-disposition')).toBe('attachment; filename="svc_sdk_python.zip"');
     const files = unzipSync(new Uint8Array(await res.arrayBuffer()));
     const config = JSON.parse(strFromU8(files['svc_sdk_python/keywarden.json']!));
-    expect(config).toMatchObject({ api_key: f.app.api_key, api_secret: f.app.api_secret, require_signature: true, response_keys: [{ kid: 'k1', alg: 'Ed25519' }] });
-    for (const lang of ['csharp', 'cpp']) expect((await f.owner.get(`/api/apps/${f.app.id}/sdk/${lang}`)).status).toBe(200);
+    expect(config).toMatchObject({ format: 1, api_key: f.app.api_key, api_secret: f.app.api_secret, response_keys: [{ kid: 'k1', alg: 'Ed25519' }] });
+    for (const lang of ['csharp', 'cpp', 'typescript']) expect((await f.owner.get(`/api/apps/${f.app.id}/sdk/${lang}`)).status).toBe(200);
     expect((await f.owner.get(`/api/apps/${f.app.id}/sdk/rust`)).status).toBe(422);
   });
 });

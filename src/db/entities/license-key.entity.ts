@@ -31,6 +31,9 @@ export interface LicenseKey {
   resellerId: string | null;
   createdBy: string | null;
   activationGeo: Record<string, unknown> | null;
+  /** Where the key was used last (license-only use), and every country it was used from. */
+  lastGeo: Record<string, unknown> | null;
+  knownCountries: string[];
   screenshotPath: string;
 }
 
@@ -61,6 +64,8 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
     resellerId: { type: 'uuid', nullable: true, index: true },
     createdBy: { type: 'uuid', nullable: true },
     activationGeo: { type: 'json', nullable: true },
+    lastGeo: { type: 'json', nullable: true },
+    knownCountries: { type: 'json', default: '[]' },
     screenshotPath: { type: 'text', default: '' },
   },
 });

@@ -54,7 +54,16 @@ export class AuditRepository {
   private flushing: Promise<void> = Promise.resolve();
   private scheduled = false;
 
-  constructor(private readonly sql: Sql, private readonly log: Logger, private readonly now: () => number) {}
+  /**
+   * `locate` turns an entry's IP into its Location column (SPEC "Log entry") when the writer gave
+   * none; it runs here, at flush, so no request waits for it.
+   */
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    private readonly now: () => number,
+    private readonly locate: (ip: string) => Promise<string> = async () => '',
+  ) {}
 
   write(entry: AuditInput): void {
     this.queue.push(entry.at ? entry : { ...entry, at: new Date(this.now()) });
@@ -94,9 +103,10 @@ export class AuditRepository {
 
   private async insert(batch: AuditInput[]): Promise<void> {
     const values: unknown[] = [];
-    for (const e of batch) {
+    const locations = await Promise.all(batch.map((e) => (e.location !== undefined || !e.ip ? e.location : this.locate(e.ip).catch(() => ''))));
+    for (const [i, e] of batch.entries()) {
       values.push(e.appId, e.at, e.level ?? 'info', text(e.action).slice(0, 64), text(e.detail), text(e.ip).slice(0, 64),
-        text(e.location), text(e.screen), e.actorId ?? null, e.resellerId ?? null);
+        text(locations[i]), text(e.screen), e.actorId ?? null, e.resellerId ?? null);
     }
     // Typed placeholders: VALUES rows are otherwise read as text.
     const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';

@@ -50,10 +50,15 @@ export interface LicenseRow {
   note: string;
   reseller_id: string | null;
   created_by: string | null;
+  activation_geo: Record<string, unknown> | null;
+  last_geo: Record<string, unknown> | null;
+  known_countries: string[];
+  screenshot_path: string;
 }
 
 export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value, duration_unit,
-  duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by`;
+  duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
+  activation_geo, last_geo, known_countries, screenshot_path`;
 
 export class LicenseRepository {
   constructor(private readonly sql: Sql) {}

@@ -5,7 +5,7 @@ import { appCounts } from '../../db/repositories/application.repository.js';
 import { dashboardHandler } from '../dashboard-route.js';
 import { pathId } from '../validation.js';
 import { AppError, ValidationError } from '../../errors.js';
-import { isSdkLang, sdkArchive, sdkFileName } from '../../services/sdk-archive.js';
+import { isSdkLang, SDK_LANGS, sdkArchive, sdkFileName } from '../../services/sdk-archive.js';
 import { appView, banView, licenseView, logView } from '../views.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
@@ -106,13 +106,17 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
   });
   router.add({
     method: 'get', path: '/api/apps/:id/sdk/:lang', unprefixed: true,
-    doc: { summary: 'Download the client archive for python, csharp or cpp (svc_sdk_<lang>.zip)', tag: 'apps', auth: 'dashboard', permission: 'owner, admin, developer' },
-    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+    doc: { summary: 'Download the client SDK for python, csharp, cpp or typescript (svc_sdk_<lang>.zip: library source, example, keywarden.json)', tag: 'apps', auth: 'dashboard', permission: 'owner, admin, developer' },
+    handler: dashboardHandler({ auth }, async ({ principal, params, req }) => {
       const lang = params.lang ?? '';
-      if (!isSdkLang(lang)) throw new ValidationError([{ loc: ['path', 'lang'], msg: 'lang must be python, csharp or cpp', type: 'enum' }]);
+      if (!isSdkLang(lang)) throw new ValidationError([{ loc: ['path', 'lang'], msg: `lang must be one of ${SDK_LANGS.join(', ')}`, type: 'enum' }]);
       if (principal.role === 'reseller') throw new AppError('permission_denied');
       const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
-      const zip = sdkArchive(lang, app, s.secrets.publishedKeys);
+      // PUBLIC_URL when configured; else the Host this dashboard was reached at (a strict
+      // host[:port] only, so a forged Host cannot write arbitrary text into the config).
+      const host = req.headers['host'] ?? '';
+      const baseUrl = s.config.publicUrl ?? `http://${/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/.test(host) ? host : 'localhost:8080'}`;
+      const zip = await sdkArchive({ lang, app, keys: s.secrets.publishedKeys, baseUrl });
       return { status: 200, body: zip, headers: { 'Content-Type': 'application/zip', 'Content-Disposition': `attachment; filename="${sdkFileName(lang)}"` } };
     }),
   });
