@@ -6,12 +6,12 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from 'pino';
 import { AppError, rateLimited, validationError } from '../errors.js';
-import type { AuditLevel } from '../db/entities/index.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import type { NonceRepository } from '../db/repositories/nonce.repository.js';
 import type { ResponseSigningKey } from '../secrets.js';
 import type { CachedApp, ClientAppCache } from '../services/client-app-cache.js';
-import type { ClientSession, ClientSessions } from '../services/client-sessions.js';
+import type { ClientSessions } from '../services/client-sessions.js';
+import type { AuditNote, ClientCall, ClientOutcome } from '../services/client-call.js';
 import { consumeOrThrow } from '../services/lockout.js';
 import {
   NONCE_FORMAT, NONCE_TTL_MS, TIMESTAMP_WINDOW_S, canonicalRequest, encryptBody, requestSignatureValid, signReply,
@@ -31,23 +31,6 @@ export interface ClientDeps {
   signingKey: () => ResponseSigningKey;
 }
 
-export interface ClientCtx<B> {
-  req: IncomingRequest;
-  ip: string;
-  body: B;
-  app: CachedApp;
-  /** The session token and record (absent on init). */
-  session: { token: string; record: ClientSession } | null;
-  /** Lets the endpoint say what the audit line records, and for which reseller. */
-  audit: { action?: string; detail?: string; level?: AuditLevel; resellerId?: string | null; skip?: boolean };
-}
-
-export interface ClientResult {
-  body: Record<string, unknown>;
-  /** Encrypt with this key when the call carried init_iv (PROTOCOL 5). */
-  encKey?: string | null;
-}
-
 export interface ClientRouteSpec<S extends TSchema> {
   /** Audit action and log name: `client.init`, `client.heartbeat.start`, ... */
   action: string;
@@ -63,11 +46,15 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientRouteSpec<S>, fn: (ctx: ClientCtx<Static<S>>) => Promise<ClientResult>): RouteHandler {
+/**
+ * One client route: the gate, then `fn` with a ClientCall of plain data; this transport alone turns
+ * the service's outcome into the reply, writes its audit line, encrypts and signs.
+ */
+export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientRouteSpec<S>, fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>): RouteHandler {
   const validator = compile(spec.schema);
   return async (req) => {
     let app: CachedApp | null = null;
-    const audit: ClientCtx<unknown>['audit'] = {};
+    let audit: AuditNote = {};
     let reply: Reply;
     try {
       if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
@@ -77,7 +64,7 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
       // Only calls carrying a screenshot may use the 4 MiB allowance (PROTOCOL 1).
       if (req.body.byteLength > DEFAULT_BODY_LIMIT && obj.screenshot === undefined) throw new AppError('payload_too_large');
 
-      let session: ClientCtx<unknown>['session'] = null;
+      let session: ClientCall<unknown>['session'] = null;
       if (spec.identifiesBy === 'api_key') {
         if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128) {
           throw validationError('api_key', 'api_key is required', 'missing');
@@ -100,7 +87,9 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
       }
 
       const body = validator.parse(raw);
-      const result = await fn({ req, ip: req.ip, body, app, session, audit });
+      const result = await fn({ app, session, ip: req.ip, nonce: req.headers['x-nonce'] ?? '', body });
+      audit = result.audit;
+      if (!result.ok) throw result.error;
       const json = Buffer.from(JSON.stringify(result.body));
       const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
       reply = result.encKey && initIv

@@ -2,7 +2,8 @@
 // PROTOCOL 2). Every check below is ordered; the order is the policy.
 import { AppError, validationError } from '../errors.js';
 import { burnPasswordCheck, hashPassword, hmacSha256, constantTimeEqual, verifyPassword } from '../crypto/index.js';
-import type { ClientCtx, ClientResult } from '../http/client-route.js';
+import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './client-call.js';
+import type { InitRequest, LicenseRequest, LoginRequest, RegisterRequest } from './client-requests.js';
 import type { LicenseHost } from '../actors/license-host.js';
 import type { LicenseOpsRepository } from '../db/repositories/license-ops.repository.js';
 import type { EndUserRepository } from '../db/repositories/end-user.repository.js';
@@ -21,15 +22,6 @@ import { alertReasons, type ActivationGeo, type Sighting } from './activation-ge
 import { keyPreview } from './license-keys.js';
 
 export const MAX_PASSWORD_BYTES = 72;
-
-export interface InitBody {
-  api_key: string; version?: string; enc_key?: string; init_iv?: string;
-  binary_hash?: string; binary_token?: string; binary_token_hash?: string;
-}
-interface AuthFields { session: string; hwid: string; screenshot?: string; init_iv?: string }
-export interface RegisterBody extends AuthFields { username: string; password: string; license: string }
-export interface LoginBody extends AuthFields { username: string; password: string }
-export interface LicenseBody extends AuthFields { license: string }
 
 export interface ClientServiceDeps {
   now: () => number;
@@ -57,9 +49,13 @@ export class ClientService {
     this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
   }
 
-  async init(ctx: ClientCtx<InitBody>): Promise<ClientResult> {
-    const app = ctx.app.row;
-    const b = ctx.body;
+  init(call: ClientCall<InitRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runInit(call, note));
+  }
+
+  private async runInit(call: ClientCall<InitRequest>, note: AuditNote) {
+    const app = call.app.row;
+    const b = call.body;
     const version = b.version ?? '1.0';
     if (version !== app.version) {
       if (app.force_update) {
@@ -68,7 +64,7 @@ export class ClientService {
         });
       }
       this.d.audit.write({
-        appId: app.id, action: 'client.version_mismatch', level: 'warning', ip: ctx.ip,
+        appId: app.id, action: 'client.version_mismatch', level: 'warning', ip: call.ip,
         detail: `Client version ${version} differs from application version ${app.version}`,
       });
     }
@@ -80,13 +76,17 @@ export class ClientService {
     }
     const encKey = b.enc_key ? b.enc_key : null;
     const session = await this.d.sessions.create(app.id, encKey);
-    ctx.audit.detail = `Session opened (version ${version})`;
+    note.detail = `Session opened (version ${version})`;
     return { body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } }, encKey };
   }
 
-  async register(ctx: ClientCtx<RegisterBody>): Promise<ClientResult> {
-    const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'license_paused');
-    const b = ctx.body;
+  register(call: ClientCall<RegisterRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runRegister(call, note));
+  }
+
+  private async runRegister(call: ClientCall<RegisterRequest>, note: AuditNote) {
+    const { app, session, hwid, lockKeys } = await this.accountCall(call, 'license_paused');
+    const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     try {
       const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
@@ -94,19 +94,19 @@ export class ClientService {
       // Hashed before the claim, so the key stays pending for as short a time as possible.
       const passwordHash = await hashPassword(b.password);
       const v = await this.d.licenses.run(licenseId, {
-        kind: 'register', appId: app.id, username: b.username, passwordHash, hwid, ip: ctx.ip, hwidLock: app.hwid_lock,
+        kind: 'register', appId: app.id, username: b.username, passwordHash, hwid, ip: call.ip, hwidLock: app.hwid_lock,
       });
       await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: v.userId as string, licenseId });
-      ctx.audit.detail = `User ${b.username} registered`;
-      ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
-      await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: ctx.ip }, ctx.audit.resellerId);
+      note.detail = `User ${b.username} registered`;
+      note.resellerId = (v.resellerId as string | null) ?? null;
+      await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip }, note.resellerId);
       const shotPath = await this.keepScreenshot(app.id, shot, [
         ['update end_users set activation_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, v.userId]],
         ['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]],
       ]);
-      const seen = await this.d.geo.user(ctx.ip, v.userId as string, { licenseId });
+      const seen = await this.d.geo.user(call.ip, v.userId as string, { licenseId });
       // The first device of a new account is its activation, not an alert.
-      this.announce(ctx, 'client.register', seen, false, { username: b.username, hwid, ip: ctx.ip, new_device: true, screenshot: shotPath });
+      this.announce(call, note, 'client.register', seen, false, { username: b.username, hwid, ip: call.ip, new_device: true, screenshot: shotPath });
       return {
         body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
         encKey: session.record.encKey,
@@ -117,9 +117,13 @@ export class ClientService {
     }
   }
 
-  async login(ctx: ClientCtx<LoginBody>): Promise<ClientResult> {
-    const { app, session, hwid, lockKeys } = await this.accountCall(ctx, 'login_paused');
-    const b = ctx.body;
+  login(call: ClientCall<LoginRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runLogin(call, note));
+  }
+
+  private async runLogin(call: ClientCall<LoginRequest>, note: AuditNote) {
+    const { app, session, hwid, lockKeys } = await this.accountCall(call, 'login_paused');
+    const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     const user = await this.d.users.findForLogin(app.id, b.username);
     // Unknown names cost the same Argon2id work as a wrong password; every failure reads the same.
@@ -136,45 +140,49 @@ export class ClientService {
       : null;
     if (failure || !user) {
       await this.lockout.fail(lockKeys);
-      ctx.audit.detail = `401 login of ${b.username} failed: ${failure}`;
-      ctx.audit.resellerId = user?.reseller_id ?? null;
+      note.detail = `401 login of ${b.username} failed: ${failure}`;
+      note.resellerId = user?.reseller_id ?? null;
       throw new AppError('invalid_credentials');
     }
-    await this.d.users.recordLogin(user, ctx.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
+    await this.d.users.recordLogin(user, call.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
     await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: user.id, licenseId: user.license_id ?? undefined });
-    ctx.audit.detail = `User ${b.username} logged in`;
-    ctx.audit.resellerId = user.reseller_id;
-    await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: ctx.ip }, user.reseller_id);
+    note.detail = `User ${b.username} logged in`;
+    note.resellerId = user.reseller_id;
+    await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: call.ip }, user.reseller_id);
     const shotPath = await this.keepScreenshot(app.id, shot, [
       ['update end_users set last_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, user.id]],
     ]);
-    const seen = await this.d.geo.user(ctx.ip, user.id, null);
+    const seen = await this.d.geo.user(call.ip, user.id, null);
     const newDevice = !user.known_hwids.includes(hwid);
-    this.announce(ctx, 'client.login', seen, newDevice, { username: b.username, hwid, ip: ctx.ip, new_device: newDevice, screenshot: shotPath });
+    this.announce(call, note, 'client.login', seen, newDevice, { username: b.username, hwid, ip: call.ip, new_device: newDevice, screenshot: shotPath });
     return {
       body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
       encKey: session.record.encKey,
     };
   }
 
-  async license(ctx: ClientCtx<LicenseBody>): Promise<ClientResult> {
-    const { app, session } = this.auth(ctx);
-    const b = ctx.body;
+  license(call: ClientCall<LicenseRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runLicense(call, note));
+  }
+
+  private async runLicense(call: ClientCall<LicenseRequest>, note: AuditNote) {
+    const { app, session } = this.auth(call);
+    const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     if (app.keys_paused) throw new AppError('license_paused');
-    await this.requireHeartbeat(ctx);
+    await this.requireHeartbeat(call);
     const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
     if (!licenseId) throw new AppError('license_invalid');
-    const v = await this.d.licenses.run(licenseId, { kind: 'activate', appId: app.id, hwid: b.hwid.toLowerCase(), ip: ctx.ip, hwidLock: app.hwid_lock });
+    const v = await this.d.licenses.run(licenseId, { kind: 'activate', appId: app.id, hwid: b.hwid.toLowerCase(), ip: call.ip, hwidLock: app.hwid_lock });
     await this.d.sessions.activate(session.token, session.record, { licenseId });
-    ctx.audit.detail = 'License activated';
-    ctx.audit.resellerId = (v.resellerId as string | null) ?? null;
-    await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: ctx.ip }, ctx.audit.resellerId);
+    note.detail = 'License activated';
+    note.resellerId = (v.resellerId as string | null) ?? null;
+    await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip }, note.resellerId);
     const shotPath = await this.keepScreenshot(app.id, shot, [['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]]]);
-    const seen = await this.d.geo.key(ctx.ip, licenseId);
+    const seen = await this.d.geo.key(call.ip, licenseId);
     // A key's first activation pins its first device: only a later, different device is an alert.
-    this.announce(ctx, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
-      license_id: licenseId, key_preview: keyPreview(b.license), hwid: b.hwid.toLowerCase(), ip: ctx.ip, new_device: v.newDevice === true, screenshot: shotPath,
+    this.announce(call, note, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
+      license_id: licenseId, key_preview: keyPreview(b.license), hwid: b.hwid.toLowerCase(), ip: call.ip, new_device: v.newDevice === true, screenshot: shotPath,
     });
     return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
   }
@@ -184,15 +192,15 @@ export class ClientService {
    * or a new location (SPEC "Alert webhook" rule 1), and the activation webhook, which carries the
    * location and says which alert, if any, it is.
    */
-  private announce(ctx: ClientCtx<unknown>, event: string, seen: Sighting, newDevice: boolean, data: Record<string, unknown>): void {
-    const app = ctx.app.row;
+  private announce(call: ClientCall<unknown>, note: AuditNote, event: string, seen: Sighting, newDevice: boolean, data: Record<string, unknown>): void {
+    const app = call.app.row;
     const alert = alertReasons(newDevice, seen.newLocation);
-    const resellerId = ctx.audit.resellerId ?? null;
+    const resellerId = note.resellerId ?? null;
     if (alert.length > 0) {
       // No place or address in the detail: resellers without view_ip see the detail too.
       const who = typeof data.username === 'string' ? `user ${data.username}` : `key ${String(data.key_preview)}`;
       this.d.audit.write({
-        appId: app.id, action: 'client.alert', level: 'warning', ip: ctx.ip, location: seen.location, resellerId,
+        appId: app.id, action: 'client.alert', level: 'warning', ip: call.ip, location: seen.location, resellerId,
         detail: `${event} of ${who} from ${alert.map((a) => (a === 'new_device' ? 'a new device' : 'a new location')).join(' and ')}`,
       });
     }
@@ -207,27 +215,27 @@ export class ClientService {
     return rel;
   }
 
-  private auth<B>(ctx: ClientCtx<B>) {
-    if (!ctx.session) throw new AppError('session_invalid');
-    return { app: ctx.app.row, session: ctx.session };
+  private auth<B>(call: ClientCall<B>) {
+    if (!call.session) throw new AppError('session_invalid');
+    return { app: call.app.row, session: call.session };
   }
 
   /** What register and login check first, in order: password size, lockout, paused, heartbeat. */
-  private async accountCall(ctx: ClientCtx<RegisterBody | LoginBody>, pausedCode: 'license_paused' | 'login_paused') {
-    const { app, session } = this.auth(ctx);
-    assertPasswordBytes(ctx.body.password);
-    const lockKeys = [`${app.id}:u:${ctx.body.username.toLowerCase()}`, `${app.id}:ip:${ctx.ip}`];
+  private async accountCall(call: ClientCall<RegisterRequest | LoginRequest>, pausedCode: 'license_paused' | 'login_paused') {
+    const { app, session } = this.auth(call);
+    assertPasswordBytes(call.body.password);
+    const lockKeys = [`${app.id}:u:${call.body.username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];
     await this.lockout.check(lockKeys);
     if (app.keys_paused) throw new AppError(pausedCode);
-    await this.requireHeartbeat(ctx);
-    return { app, session, hwid: ctx.body.hwid.toLowerCase(), lockKeys };
+    await this.requireHeartbeat(call);
+    return { app, session, hwid: call.body.hwid.toLowerCase(), lockKeys };
   }
 
   /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
-  private async requireHeartbeat<B>(ctx: ClientCtx<B>): Promise<void> {
-    if (!ctx.app.row.require_heartbeat || !ctx.session) return;
-    if (!this.d.sessions.isActivated(ctx.session.record)) return;
-    if (!(await this.d.heartbeats.isAlive(ctx.session.token))) throw new AppError('heartbeat_required');
+  private async requireHeartbeat<B>(call: ClientCall<B>): Promise<void> {
+    if (!call.app.row.require_heartbeat || !call.session) return;
+    if (!this.d.sessions.isActivated(call.session.record)) return;
+    if (!(await this.d.heartbeats.isAlive(call.session.token))) throw new AppError('heartbeat_required');
   }
 }
 

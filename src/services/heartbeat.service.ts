@@ -8,7 +8,8 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
 import { hmacSha256, randomHex } from '../crypto/index.js';
-import type { ClientCtx, ClientResult } from '../http/client-route.js';
+import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './client-call.js';
+import type { BeatRequest, StartRequest, StopRequest } from './client-requests.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
 import { decodeHeartbeat, encodeHeartbeat } from '../actors/heartbeat-codec.js';
 import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from '../actors/heartbeat.machine.js';
@@ -20,12 +21,6 @@ import { beatInterval } from './apps.service.js';
 import type { EventBus, LiveEvent } from './events.js';
 import type { ClusterOps } from './cluster-ops.js';
 
-export interface StartBody { session: string; system_id: string }
-export interface BeatBody {
-  session: string; token: string; system_id: string; beat_index: number;
-  code_hash?: string; code_size?: number; debugger_detected?: boolean;
-}
-export interface StopBody { session: string; token: string }
 
 const KILL_TEXT: Record<KillReason, string> = {
   system_id: 'system_id differs from start',
@@ -251,68 +246,80 @@ export class HeartbeatService {
     return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
   }
 
-  async start(ctx: ClientCtx<StartBody>): Promise<ClientResult> {
-    const s = ctx.session!;
+  start(call: ClientCall<StartRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runStart(call, note));
+  }
+
+  private async runStart(call: ClientCall<StartRequest>, note: AuditNote) {
+    const s = call.session!;
     if (!this.d.sessions.isActivated(s.record)) throw new AppError('session_not_activated');
     const token = newHeartbeatToken();
-    const interval = beatInterval(ctx.app.row.heartbeat_interval);
+    const interval = beatInterval(call.app.row.heartbeat_interval);
     const args: StartArgs = {
-      session: s.token, appId: ctx.app.row.id, systemId: ctx.body.system_id, beatInterval: interval, token,
+      session: s.token, appId: call.app.row.id, systemId: call.body.system_id, beatInterval: interval, token,
       userId: s.record.userId, licenseId: s.record.licenseId,
     };
     await this.route(s.token, 'hb.start', args, () => this.startHere(args));
-    ctx.audit.detail = `Heartbeat started (interval ${interval}s)`;
-    return { body: { success: true, token, beat_interval: interval, proof: startProof(s.token, ctx.body.system_id, token) } };
+    note.detail = `Heartbeat started (interval ${interval}s)`;
+    return { body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) } };
   }
 
-  async beat(ctx: ClientCtx<BeatBody>): Promise<ClientResult> {
-    const s = ctx.session!;
-    const b = ctx.body;
+  beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runBeat(call, note));
+  }
+
+  private async runBeat(call: ClientCall<BeatRequest>, note: AuditNote) {
+    const s = call.session!;
+    const b = call.body;
     const args: BeatArgs = {
       session: s.token,
       beat: {
         now: this.d.now(), token: b.token, systemId: b.system_id, beatIndex: b.beat_index, codeHash: b.code_hash, codeSize: b.code_size,
-        debuggerDetected: b.debugger_detected, pinnedHash: ctx.app.row.expected_binary_hash, injectionDetection: ctx.app.row.injection_detection,
+        debuggerDetected: b.debugger_detected, pinnedHash: call.app.row.expected_binary_hash, injectionDetection: call.app.row.injection_detection,
         newToken: newHeartbeatToken(),
       },
     };
     const r = await this.route(s.token, 'hb.beat', args, () => this.beatHere(args));
     const v = r.verdict;
     if (!v) {
-      ctx.audit.detail = '403 beat refused: no live heartbeat session';
+      note.detail = '403 beat refused: no live heartbeat session';
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'rejected') {
-      ctx.audit.detail = `403 beat refused: ${REJECT_TEXT[v.reason]}`;
+      note.detail = `403 beat refused: ${REJECT_TEXT[v.reason]}`;
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'killed') {
-      ctx.audit.action = 'heartbeat.kill';
-      ctx.audit.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
+      note.action = 'heartbeat.kill';
+      note.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
       const current = await this.d.sessions.get(s.token);
       if (current) await this.d.sessions.deactivate(s.token, current);
-      await this.d.events.publish('heartbeat.kill', ctx.app.row.id, { reason: v.reason, ip: ctx.ip, user_id: r.userId, license_id: r.licenseId });
+      await this.d.events.publish('heartbeat.kill', call.app.row.id, { reason: v.reason, ip: call.ip, user_id: r.userId, license_id: r.licenseId });
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'accepted' && v.drift) {
-      ctx.audit.level = 'warning';
-      ctx.audit.detail = `Beat ${b.beat_index} late: drift warning ${r.warnings} of 3`;
+      note.level = 'warning';
+      note.detail = `Beat ${b.beat_index} late: drift warning ${r.warnings} of 3`;
     } else {
       // Accepted beats are counted in metrics, not written one by one to the audit log.
-      ctx.audit.skip = true;
+      note.skip = true;
     }
     return {
       body: { success: true, new_token: r.token, beat_count: r.beatCount, proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount) },
     };
   }
 
-  async stop(ctx: ClientCtx<StopBody>): Promise<ClientResult> {
-    const s = ctx.session!;
-    const args: StopArgs = { session: s.token, token: ctx.body.token };
+  stop(call: ClientCall<StopRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runStop(call, note));
+  }
+
+  private async runStop(call: ClientCall<StopRequest>, note: AuditNote) {
+    const s = call.session!;
+    const args: StopArgs = { session: s.token, token: call.body.token };
     const r = await this.route(s.token, 'hb.stop', args, () => this.stopHere(args));
     if (!r.stopped) throw new AppError('heartbeat_token_invalid');
-    ctx.audit.detail = `Heartbeat stopped after ${r.beats} beats`;
-    await this.d.events.publish('heartbeat.stop', ctx.app.row.id, { user_id: r.userId, license_id: r.licenseId, beats: r.beats });
+    note.detail = `Heartbeat stopped after ${r.beats} beats`;
+    await this.d.events.publish('heartbeat.stop', call.app.row.id, { user_id: r.userId, license_id: r.licenseId, beats: r.beats });
     return { body: { success: true } };
   }
 

@@ -22,6 +22,7 @@ const RULES: [RegExp, string[]][] = [
 
 /** Folder -> folders it must never import (STYLE "The shape of the house": dependencies point inward). */
 const FOLDER_RULES: Record<string, string[]> = {
+  services: ['http', 'ws'],
   db: ['services', 'actors', 'cluster', 'http', 'ws'],
   cluster: ['services', 'actors', 'db', 'http', 'ws'],
   actors: ['services', 'http', 'ws'],

@@ -1,33 +1,9 @@
-import { Type } from '@sinclair/typebox';
+import { BeatBody, InitBody, LicenseBody, LoginBody, RegisterBody, StartBody, StopBody } from '../../services/client-requests.js';
 import type { AppDeps } from '../../app.js';
 import { clientHandler, type ClientDeps } from '../client-route.js';
 import { signReply } from '../client-signing.js';
 import { SCREENSHOT_BODY_LIMIT } from '../router.js';
 import { jsonReply } from '../types.js';
-
-const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
-const Session = Type.String({ minLength: 1, maxLength: 128 });
-const Hwid = Str(8, 256);
-const InitIv = Type.Optional(Str(0, 64));
-const Screenshot = Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024 }));
-const Username = Str(1, 64);
-// Byte length (<= 72 UTF-8 bytes) is checked after the schema; this caps the characters.
-const Password = Str(1, 72);
-
-// Client endpoints ignore unknown fields (PROTOCOL 1): no additionalProperties: false here.
-export const InitBody = Type.Object({
-  api_key: Str(1, 128), version: Type.Optional(Str(1, 64)), enc_key: Type.Optional(Str(0, 35)), init_iv: InitIv,
-  binary_hash: Type.Optional(Str(0, 128)), binary_token: Type.Optional(Str(0, 128)), binary_token_hash: Type.Optional(Str(0, 128)),
-});
-export const RegisterBody = Type.Object({ session: Session, username: Username, password: Password, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
-export const LoginBody = Type.Object({ session: Session, username: Username, password: Password, hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
-export const LicenseBody = Type.Object({ session: Session, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
-export const StartBody = Type.Object({ session: Session, system_id: Str(8, 128) });
-export const BeatBody = Type.Object({
-  session: Session, token: Type.String({ maxLength: 256 }), system_id: Str(8, 128), beat_index: Type.Integer({ minimum: 1, maximum: 2 ** 31 }),
-  code_hash: Type.Optional(Str(8, 128)), code_size: Type.Optional(Type.Integer({ minimum: 0 })), debugger_detected: Type.Optional(Type.Boolean()),
-});
-export const StopBody = Type.Object({ session: Session, token: Type.String({ maxLength: 256 }) });
 
 export function clientRoutes({ router, s, domain }: AppDeps): void {
   const { client, heartbeats } = domain;
