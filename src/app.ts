@@ -21,6 +21,7 @@ import { LicenseHost } from './actors/license-host.js';
 import { LicenseOpsRepository } from './db/repositories/license-ops.repository.js';
 import { licenseEffects } from './services/license-effects.js';
 import { EndUserRepository } from './db/repositories/end-user.repository.js';
+import { WebhookRepository } from './db/repositories/webhook.repository.js';
 import { KeyAdminRepository } from './db/repositories/key-admin.repository.js';
 import { KeysAdminService } from './services/keys-admin.service.js';
 import { EventBus } from './services/events.js';
@@ -80,13 +81,13 @@ export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
 
 export function createDomain(s: Services): Domain {
   const now = () => s.clock.now();
-  const appCache = new ClientAppCache(s.repos.apps, s.sql, s.coordinator, now);
+  const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);
   const sessions = new ClientSessions(s.coordinator, now);
   const licenseOps = new LicenseOpsRepository(s.sql);
   const licenses = new LicenseHost(licenseEffects(licenseOps, { now, afterClaimMs: s.config.faultAfterClaimMs }), { log: s.log, now });
   const events = new EventBus(s.coordinator, now, s.log);
   const webhooks = new WebhookService({
-    sql: s.sql, audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
+    targets: new WebhookRepository(s.sql), audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
     ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
     dataDir: s.config.dataDir, developerEmails: s.config.developerEmails, discordHosts: s.config.webhookDiscordHosts,
     geoAttribution: s.geo.attribution,
@@ -105,7 +106,7 @@ export function createDomain(s: Services): Domain {
   events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({
     now, coordinator: s.coordinator, sessions, heartbeats, licenses: routedLicenses, licenseOps, users: new EndUserRepository(s.sql),
-    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks, sql: s.sql,
+    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks,
     screenshots: new ScreenshotStore(s.config.dataDir),
     geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log: s.log }),
   });

@@ -27,6 +27,11 @@ export class Sql {
     return r.affectedRows;
   }
 
+  /** Throws unless the database answers (readiness). */
+  async ping(): Promise<void> {
+    await this.one('select 1');
+  }
+
   /** Runs `fn` in one transaction; pass the given ctx to every statement inside. */
   transaction<T>(fn: (ctx: Ctx) => Promise<T>): Promise<T> {
     return this.orm.em.getConnection().transactional((trx) => fn(trx));

@@ -229,6 +229,11 @@ export class AppsService {
     return created;
   }
 
+  /** Keys and end users per application (the app cards). */
+  counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
+    return this.d.repos.apps.counts(ids);
+  }
+
   async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string) {
     this.assertManager(p);
     await this.visible(p, appId);

@@ -3,7 +3,7 @@
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../cluster/coordinator.js';
 import type { ApplicationRepository, ClientAppRow } from '../db/repositories/application.repository.js';
-import type { Sql } from '../db/sql.js';
+import type { BlacklistRepository } from '../db/repositories/blacklist.repository.js';
 
 export const APP_CACHE_TTL_MS = 2_000;
 /** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
@@ -30,7 +30,7 @@ export class ClientAppCache {
 
   constructor(
     private readonly apps: ApplicationRepository,
-    private readonly sql: Sql,
+    private readonly blacklist: Pick<BlacklistRepository, 'values'>,
     private readonly coordinator: Coordinator,
     private readonly now: () => number,
   ) {}
@@ -79,7 +79,7 @@ export class ClientAppCache {
   }
 
   private async load(row: ClientAppRow): Promise<CachedApp> {
-    const entries = await this.sql.all<{ type: string; value: string }>('select type, value from blacklist_entries where app_id = ?', [row.id]);
+    const entries = await this.blacklist.values(row.id);
     const blockedIps = new Set<string>();
     const blockedHwids = new Set<string>();
     for (const e of entries) (e.type === 'ip' ? blockedIps : blockedHwids).add(e.value);

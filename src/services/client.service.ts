@@ -17,7 +17,6 @@ import { Lockout } from './lockout.js';
 import type { EventBus } from './events.js';
 import type { WebhookService } from './webhooks.service.js';
 import type { ScreenshotStore } from './screenshots.js';
-import type { Sql } from '../db/sql.js';
 import { alertReasons, type ActivationGeo, type Sighting } from './activation-geo.js';
 import { keyPreview } from './license-keys.js';
 
@@ -36,7 +35,6 @@ export interface ClientServiceDeps {
   events: EventBus;
   webhooks: WebhookService;
   screenshots: ScreenshotStore;
-  sql: Sql;
   geo: ActivationGeo;
 }
 
@@ -100,10 +98,10 @@ export class ClientService {
       note.detail = `User ${b.username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
       await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip }, note.resellerId);
-      const shotPath = await this.keepScreenshot(app.id, shot, [
-        ['update end_users set activation_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, v.userId]],
-        ['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]],
-      ]);
+      const shotPath = await this.keepScreenshot(app.id, shot, async (p) => {
+        await this.d.users.setScreenshot(v.userId as string, 'activation', p);
+        await this.d.licenseOps.setScreenshot(licenseId, p);
+      });
       const seen = await this.d.geo.user(call.ip, v.userId as string, { licenseId });
       // The first device of a new account is its activation, not an alert.
       this.announce(call, note, 'client.register', seen, false, { username: b.username, hwid, ip: call.ip, new_device: true, screenshot: shotPath });
@@ -149,9 +147,7 @@ export class ClientService {
     note.detail = `User ${b.username} logged in`;
     note.resellerId = user.reseller_id;
     await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: call.ip }, user.reseller_id);
-    const shotPath = await this.keepScreenshot(app.id, shot, [
-      ['update end_users set last_screenshot_path = ?, screenshot_path = ? where id = ?', (p) => [p, p, user.id]],
-    ]);
+    const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.users.setScreenshot(user.id, 'last', p));
     const seen = await this.d.geo.user(call.ip, user.id, null);
     const newDevice = !user.known_hwids.includes(hwid);
     this.announce(call, note, 'client.login', seen, newDevice, { username: b.username, hwid, ip: call.ip, new_device: newDevice, screenshot: shotPath });
@@ -178,7 +174,7 @@ export class ClientService {
     note.detail = 'License activated';
     note.resellerId = (v.resellerId as string | null) ?? null;
     await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip }, note.resellerId);
-    const shotPath = await this.keepScreenshot(app.id, shot, [['update license_keys set screenshot_path = ? where id = ?', (p) => [p, licenseId]]]);
+    const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.licenseOps.setScreenshot(licenseId, p));
     const seen = await this.d.geo.key(call.ip, licenseId);
     // A key's first activation pins its first device: only a later, different device is an alert.
     this.announce(call, note, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
@@ -208,10 +204,10 @@ export class ClientService {
   }
 
   /** Writes an accepted activation's screenshot and records its path; '' when none was sent. */
-  private async keepScreenshot(appId: string, shot: Buffer | undefined, updates: [string, (path: string) => unknown[]][]): Promise<string> {
+  private async keepScreenshot(appId: string, shot: Buffer | undefined, record: (path: string) => Promise<void>): Promise<string> {
     if (!shot) return '';
     const rel = await this.d.screenshots.save(appId, shot);
-    for (const [sql, params] of updates) await this.d.sql.run(sql, params(rel));
+    await record(rel);
     return rel;
   }
 

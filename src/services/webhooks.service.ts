@@ -13,9 +13,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { hmacSha256 } from '../crypto/index.js';
-import type { Sql } from '../db/sql.js';
+import type { WebhookRepository } from '../db/repositories/webhook.repository.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
-import type { Permissions, StoredRole } from '../db/entities/index.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import { discordBody, type EncodedBody, type Screenshot } from './discord-embed.js';
 
@@ -31,7 +30,7 @@ export interface WebhookTarget {
 }
 
 export interface WebhookDeps {
-  sql: Sql;
+  targets: Pick<WebhookRepository, 'candidates'>;
   audit: AuditRepository;
   log: Logger;
   now: () => number;
@@ -71,17 +70,7 @@ export class WebhookService {
 
   /** The webhook an event of this app (about a record of this reseller) goes to, if any. */
   async resolve(appId: string, resellerId: string | null): Promise<WebhookTarget | null> {
-    const row = await this.d.sql.one<{
-      app_name: string; app_hook: string; owner_hook: string; owner_secret: string;
-      member_hook: string | null; member_secret: string | null; member_role: StoredRole | null; member_permissions: Permissions | null; member_email: string | null;
-    }>(
-      `select a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
-              m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role, m.permissions as member_permissions,
-              m.email as member_email
-       from applications a join accounts o on o.id = a.owner_id left join accounts m on m.id = ?
-       where a.id = ?`,
-      [resellerId, appId],
-    );
+    const row = await this.d.targets.candidates(appId, resellerId);
     if (!row) return null;
     const all = { hwid: true, ip: true };
     if (row.app_hook) return { url: row.app_hook, secret: row.owner_secret, appName: row.app_name, sees: all };

@@ -48,6 +48,12 @@ describe('folder boundaries', () => {
     });
   }
 
+  it('SQL runs only in src/db (repositories); everything else calls their methods', () => {
+    const runsSql = /\bsql\.(all|one|run|transaction)\s*[<(]/;
+    const offenders = files(src).filter((f) => !path.relative(src, f).startsWith(`db${path.sep}`) && runsSql.test(fs.readFileSync(f, 'utf8')));
+    expect(offenders.map((f) => path.relative(src, f))).toEqual([]);
+  });
+
   it('the rule finds a violation when there is one (self-check)', () => {
     const probe = path.join(src, 'db', '__probe__.ts');
     fs.writeFileSync(probe, "import { x } from '../services/apps.service.js';\n");

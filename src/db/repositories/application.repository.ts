@@ -101,18 +101,18 @@ export class ApplicationRepository {
   findForClientById(id: string): Promise<ClientAppRow | undefined> {
     return this.sql.one<ClientAppRow>(`select ${CLIENT_APP_COLUMNS} from applications where id = ?`, [id]);
   }
-}
 
-/** Key and user counts per application (SPEC "stats"), one grouped query each. */
-export async function appCounts(sql: Sql, ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
-  const out = new Map<string, { keys: number; users: number }>(ids.map((id) => [id, { keys: 0, users: 0 }]));
-  if (ids.length === 0) return out;
-  const marks = ids.map(() => '?').join(',');
-  const [keys, users] = await Promise.all([
-    sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from license_keys where app_id in (${marks}) group by app_id`, [...ids]),
-    sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from end_users where app_id in (${marks}) group by app_id`, [...ids]),
-  ]);
-  for (const r of keys) out.get(r.app_id)!.keys = Number(r.n);
-  for (const r of users) out.get(r.app_id)!.users = Number(r.n);
-  return out;
+  /** Key and user counts per application (SPEC "stats"), one grouped query each. */
+  async counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
+    const out = new Map<string, { keys: number; users: number }>(ids.map((id) => [id, { keys: 0, users: 0 }]));
+    if (ids.length === 0) return out;
+    const marks = ids.map(() => '?').join(',');
+    const [keys, users] = await Promise.all([
+      this.sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from license_keys where app_id in (${marks}) group by app_id`, [...ids]),
+      this.sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from end_users where app_id in (${marks}) group by app_id`, [...ids]),
+    ]);
+    for (const r of keys) out.get(r.app_id)!.keys = Number(r.n);
+    for (const r of users) out.get(r.app_id)!.users = Number(r.n);
+    return out;
+  }
 }

@@ -24,6 +24,11 @@ export class BlacklistRepository {
     await this.orm.em.fork().nativeDelete(BlacklistEntrySchema, { id });
   }
 
+  /** Every (type, value) of an application's blacklist: the client hot path caches them as sets. */
+  values(appId: string): Promise<{ type: BlacklistType; value: string }[]> {
+    return this.sql.all<{ type: BlacklistType; value: string }>('select type, value from blacklist_entries where app_id = ?', [appId]);
+  }
+
   list(appId: string): Promise<BlacklistEntry[]> {
     return this.orm.em.fork().find(BlacklistEntrySchema, { appId }, { orderBy: { createdAt: 'desc' } });
   }

@@ -18,6 +18,12 @@ export interface LoginRow {
 export class EndUserRepository {
   constructor(private readonly sql: Sql) {}
 
+  /** A user's screenshot paths: the activation's (register) or the latest login's; screenshot_path is the newest. */
+  async setScreenshot(userId: string, kind: 'activation' | 'last', path: string): Promise<void> {
+    const column = kind === 'activation' ? 'activation_screenshot_path' : 'last_screenshot_path';
+    await this.sql.run(`update end_users set ${column} = ?, screenshot_path = ? where id = ?`, [path, path, userId]);
+  }
+
   findForLogin(appId: string, username: string): Promise<LoginRow | undefined> {
     return this.sql.one<LoginRow>(
       `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id, u.known_hwids, k.status as key_status

@@ -133,6 +133,11 @@ export class LicenseOpsRepository {
     )) === 1;
   }
 
+  /** The screenshot of the key's latest activation. */
+  async setScreenshot(id: string, path: string): Promise<void> {
+    await this.sql.run('update license_keys set screenshot_path = ? where id = ?', [path, id]);
+  }
+
   /**
    * A claim whose process died between claim and finalise leaves a key pending: put it back to
    * the status it had before the claim. Returns how many keys were recovered.

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { AppDeps } from '../../app.js';
 import { KEY_COST_TIERS } from '../../db/entities/index.js';
-import { appCounts } from '../../db/repositories/application.repository.js';
 import { dashboardHandler } from '../dashboard-route.js';
 import { pathId } from '../validation.js';
 import { AppError, ValidationError } from '../../errors.js';
@@ -86,7 +85,7 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     doc: { summary: 'Applications visible to the caller', tag: 'apps', auth: 'dashboard', permission: 'any signed-in account' },
     handler: dashboardHandler({ auth }, async ({ principal }) => {
       const list = await apps.list(principal);
-      const counts = await appCounts(s.sql, list.map((a) => a.id));
+      const counts = await apps.counts(list.map((a) => a.id));
       return list.map((a) => appView(a, principal, counts.get(a.id)));
     }),
   });
@@ -95,7 +94,7 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     doc: { summary: 'One application', tag: 'apps', auth: 'dashboard', permission: 'any account the app is visible to' },
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
-      return appView(app, principal, (await appCounts(s.sql, [app.id])).get(app.id));
+      return appView(app, principal, (await apps.counts([app.id])).get(app.id));
     }),
   });
   router.add({

@@ -19,7 +19,7 @@ export function systemRoutes({ router, s, metrics }: AppDeps): void {
         timer = setTimeout(() => reject(new Error(`readiness check took over ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
       });
       try {
-        await Promise.race([Promise.all([s.sql.one('select 1'), s.coordinator.ping()]), deadline]);
+        await Promise.race([Promise.all([s.sql.ping(), s.coordinator.ping()]), deadline]);
       } catch (err) {
         s.log.warn({ err }, 'http.not_ready');
         throw new AppError('unavailable', undefined, { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) });
