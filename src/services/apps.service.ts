@@ -18,6 +18,7 @@ import {
 } from './license-keys.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { ClientAppCache } from './client-app-cache.js';
+import type { AppPatch, GenerateInput } from './dashboard-requests.js';
 import type { EventBus } from './events.js';
 
 export const MAX_DURATION_DAYS = 3650;
@@ -37,14 +38,6 @@ export function beatInterval(heartbeatInterval: number): number {
   return Math.min(300, Math.max(5, heartbeatInterval));
 }
 
-export interface AppPatch {
-  name?: string; version?: string; description?: string; enabled?: boolean; disabled_message?: string;
-  keys_paused?: boolean; hwid_lock?: boolean; require_signature?: boolean; injection_detection?: boolean;
-  require_heartbeat?: boolean; force_update?: boolean; update_url?: string; update_message?: string;
-  force_encryption?: boolean; hash_check?: boolean; expected_binary_hash?: string; webhook?: string;
-  key_costs?: Record<string, number | null | undefined>; heartbeat_interval?: number;
-}
-
 const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   name: 'name', version: 'version', description: 'description', enabled: 'enabled', disabled_message: 'disabledMessage',
   keys_paused: 'keysPaused', hwid_lock: 'hwidLock', require_signature: 'requireSignature',
@@ -52,16 +45,6 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   update_url: 'updateUrl', update_message: 'updateMessage', force_encryption: 'forceEncryption', hash_check: 'hashCheck',
   expected_binary_hash: 'expectedBinaryHash', webhook: 'webhook', key_costs: 'keyCosts', heartbeat_interval: 'heartbeatInterval',
 };
-
-export interface GenerateInput {
-  amount: number;
-  duration?: number;
-  unit?: DurationUnit;
-  level?: number;
-  mask?: string;
-  alphabet?: string;
-  note?: string;
-}
 
 /** What the applications service uses, and nothing more (one composition root: app.ts). */
 export interface AppsServiceDeps {

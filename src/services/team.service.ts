@@ -11,21 +11,10 @@ import { scopeOf } from './apps.service.js';
 import { assertPasswordPolicy } from './password-policy.js';
 import { effectiveRole, type Principal } from './principal.js';
 import { assertWebhookUrl } from './webhook-url.js';
+import type { TeamCreate } from './dashboard-requests.js';
 
 export const NOTES_MAX = 500;
 const DAY_MS = 86_400_000;
-
-export interface TeamCreate {
-  username: string;
-  display_name?: string;
-  password: string;
-  role?: 'admin' | 'reseller';
-  email?: string;
-  allowed_apps?: string[];
-  key_quota?: number;
-  notes?: string;
-  permissions?: Partial<Permissions>;
-}
 
 export type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
 

@@ -2,24 +2,13 @@ import { Type } from '@sinclair/typebox';
 import type { AppDeps } from '../../app.js';
 import { PERMISSION_KEYS } from '../../db/entities/index.js';
 import { dashboardHandler } from '../dashboard-route.js';
+import { PermissionsObject, TeamCreateBody } from '../../services/dashboard-requests.js';
 import { pathId } from '../validation.js';
 
 const Username = Type.String({ pattern: '^[a-zA-Z0-9_-]{3,32}$' });
 const Password = Type.String({ minLength: 8, maxLength: 128 });
 const Uuid = Type.String({ pattern: '^[0-9a-fA-F-]{36}$' });
-const PermissionsObject = Type.Object(Object.fromEntries(PERMISSION_KEYS.map((k) => [k, Type.Optional(Type.Boolean())])), { additionalProperties: false });
 
-const CreateBody = Type.Object({
-  username: Username,
-  display_name: Type.Optional(Type.String({ maxLength: 100 })),
-  password: Password,
-  role: Type.Optional(Type.Union([Type.Literal('admin'), Type.Literal('reseller')])),
-  email: Type.Optional(Type.String({ maxLength: 254, pattern: '^$|^[^@\\s]+@[^@\\s]+$' })),
-  allowed_apps: Type.Optional(Type.Array(Uuid, { maxItems: 1000 })),
-  key_quota: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000_000 })),
-  notes: Type.Optional(Type.String({ maxLength: 500 })),
-  permissions: Type.Optional(PermissionsObject),
-}, { additionalProperties: false });
 const PatchBody = Type.Object({
   role: Type.Optional(Type.Union([Type.Literal('admin'), Type.Literal('reseller')])),
   enabled: Type.Optional(Type.Boolean()),
@@ -52,8 +41,8 @@ export function teamRoutes({ router, domain }: AppDeps): void {
     handler: dashboardHandler({ auth }, async ({ principal }) => (await team.members(principal)).map((a) => team.view(a))),
   });
   router.add({
-    method: 'post', path: '/api/team', doc: doc('Create a member (admins create only resellers)', 'owner, admin, developer', CreateBody),
-    handler: dashboardHandler({ auth, body: CreateBody }, async ({ principal, body }) => team.view(await team.create(principal, body))),
+    method: 'post', path: '/api/team', doc: doc('Create a member (admins create only resellers)', 'owner, admin, developer', TeamCreateBody),
+    handler: dashboardHandler({ auth, body: TeamCreateBody }, async ({ principal, body }) => team.view(await team.create(principal, body))),
   });
   router.add({
     method: 'patch', path: '/api/team/:id', doc: doc('Change role, enabled or email', 'owner, admin (own subtree), developer', PatchBody),
