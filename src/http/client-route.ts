@@ -108,7 +108,7 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
     if (app && !audit.skip) {
       deps.audit.write({
         appId: app.row.id, action: audit.action ?? spec.action, level: audit.level ?? 'info', detail: audit.detail ?? 'ok', ip: req.ip,
-        resellerId: audit.resellerId ?? null,
+        resellerId: audit.resellerId ?? null, ...(audit.screen ? { screen: audit.screen } : {}),
       });
     }
     return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());

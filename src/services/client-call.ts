@@ -23,6 +23,8 @@ export interface AuditNote {
   detail?: string;
   level?: AuditLevel;
   resellerId?: string | null;
+  /** The activation's screenshot (DATA_DIR-relative path): the log's Screen column. */
+  screen?: string;
   skip?: boolean;
 }
 

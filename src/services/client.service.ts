@@ -102,6 +102,7 @@ export class ClientService {
         await this.d.users.setScreenshot(v.userId as string, 'activation', p);
         await this.d.licenseOps.setScreenshot(licenseId, p);
       });
+      note.screen = shotPath;
       const seen = await this.d.geo.user(call.ip, v.userId as string, { licenseId });
       // The first device of a new account is its activation, not an alert.
       this.announce(call, note, 'client.register', seen, false, { username: b.username, hwid, ip: call.ip, new_device: true, screenshot: shotPath });
@@ -148,6 +149,7 @@ export class ClientService {
     note.resellerId = user.reseller_id;
     await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: call.ip }, user.reseller_id);
     const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.users.setScreenshot(user.id, 'last', p));
+    note.screen = shotPath;
     const seen = await this.d.geo.user(call.ip, user.id, null);
     const newDevice = !user.known_hwids.includes(hwid);
     this.announce(call, note, 'client.login', seen, newDevice, { username: b.username, hwid, ip: call.ip, new_device: newDevice, screenshot: shotPath });
@@ -175,6 +177,7 @@ export class ClientService {
     note.resellerId = (v.resellerId as string | null) ?? null;
     await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip }, note.resellerId);
     const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.licenseOps.setScreenshot(licenseId, p));
+    note.screen = shotPath;
     const seen = await this.d.geo.key(call.ip, licenseId);
     // A key's first activation pins its first device: only a later, different device is an alert.
     this.announce(call, note, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {

@@ -190,3 +190,42 @@ describe('the request-nonce ledger survives a restart (finding 6, PROTOCOL 11.21
     }
   });
 });
+
+describe('hidden fields are absent, and screenshots need view_hwid and view_ip (finding 13, PROTOCOL 11.17)', () => {
+  it('users and logs show a screenshot path only with both permissions; a hidden ip is absent, not ""', async () => {
+    const fx = await appFixture(t);
+    const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');
+    // Each member generates its own key, so the user registered with it (and its log lines) are in its scope.
+    const member = async (name: string, permissions: Record<string, boolean>) => {
+      const r = await fx.owner.post('/api/team', {
+        username: name, password: 'seller-pass-1', allowed_apps: [fx.app.id],
+        permissions: { view_keys: true, view_auth_logs: true, generate_keys: true, ...permissions },
+      });
+      expect(r.status).toBe(200);
+      const api = await new Api(t.base).signIn(name, 'seller-pass-1');
+      const [{ key }] = (await api.post(`/apps/${fx.app.id}/licenses`, { amount: 1, duration: 1 })).body;
+      const c = fx.client();
+      const reg = await c.post('/api/client/register', {
+        session: await fx.session(c), username: `user-of-${name}`, password: 'pw-shot-1', license: key, hwid: hwid(name), screenshot: png.toString('base64'),
+      });
+      expect(reg.status).toBe(200);
+      return api;
+    };
+    const cases = [
+      { api: await member('shots-both', { view_hwid: true, view_ip: true }), ip: true, shots: true },
+      { api: await member('shots-hwid', { view_hwid: true }), ip: false, shots: false },
+      { api: await member('shots-none', {}), ip: false, shots: false },
+    ];
+    for (const { api, ip, shots } of cases) {
+      const users = (await api.get(`/api/apps/${fx.app.id}/users`)).body as Record<string, unknown>[];
+      expect(users).toHaveLength(1);
+      for (const field of ['activation_screenshot_path', 'last_screenshot_path', 'screenshot_path']) expect(field in users[0]!).toBe(shots);
+      expect('ip' in users[0]!).toBe(ip);
+      const logs = ((await api.get(`/api/apps/${fx.app.id}/logs`)).body as Record<string, unknown>[]).filter((l) => l.action === 'client.register');
+      expect(logs).toHaveLength(1);
+      expect('ip' in logs[0]!).toBe(ip); // absent, never ""
+      expect('screen' in logs[0]!).toBe(shots);
+      if (shots) expect(logs[0]!.screen).toMatch(/^screenshots\//); // the log's Screen column points at the activation's
+    }
+  });
+});
