@@ -86,4 +86,5 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   subscription_expired: null,
   license_lifetime: null,
   license_not_activated: null,
+  cross_site: null,
 };

@@ -1,0 +1,139 @@
+// The C# SDK (sdk/csharp) end to end: built with Mono by its own build.sh, its test program run
+// against a real server prepared by the SDK harness (tamper fakes included) plus a TLS proxy with a
+// self-signed certificate for the pinning test; then the downloaded zip, unzipped into an empty
+// directory and built as its README says, runs the example against the server.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import http from 'node:http';
+import https from 'node:https';
+import { X509Certificate, createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { requireToolchain } from '../helpers/toolchain.js';
+
+const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
+const found = (cmd: string, args: string[]) => {
+  try {
+    return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
+  } catch {
+    return false;
+  }
+};
+const hasMono = requireToolchain('mono (mono-complete: mcs + mono; and libsodium23)', found('mcs', ['--version']) && found('mono', ['--version']));
+
+interface Run { code: number | null; out: string }
+/**
+ * Asynchronously (the server runs in this process and must keep answering while the child runs).
+ */
+function run(cmd: string, args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: o.cwd, env: { ...process.env, ...o.env } });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
+  });
+}
+
+/** A TLS-terminating reverse proxy with a fresh self-signed certificate; returns its URL and the certificate's SPKI pin. */
+async function startTlsProxy(target: string, dir: string): Promise<{ url: string; pin: string; close(): Promise<void> } | undefined> {
+  const key = path.join(dir, 'tls-key.pem');
+  const cert = path.join(dir, 'tls-cert.pem');
+  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  if (made.status !== 0) {
+    console.warn('skipping the TLS pinning check: openssl could not make a certificate');
+    return undefined;
+  }
+  const pem = fs.readFileSync(cert);
+  const spki = new X509Certificate(pem).publicKey.export({ type: 'spki', format: 'der' });
+  const pin = createHash('sha256').update(spki).digest('base64');
+  const upstream = new URL(target);
+  const server = https.createServer({ key: fs.readFileSync(key), cert: pem }, (req, res) => {
+    const fwd = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    fwd.on('error', () => { res.writeHead(502); res.end(); });
+    req.pipe(fwd);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    pin,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
+  let h: SdkHarness;
+  let tmp: string;
+  let build: string;
+  let tls: Awaited<ReturnType<typeof startTlsProxy>>;
+
+  beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cs-'));
+    build = path.join(tmp, 'build');
+    const built = await run('bash', [path.join(SDK_DIR, 'build.sh'), build], { cwd: tmp, timeoutMs: 170_000 });
+    if (built.code !== 0) throw new Error(`sdk/csharp/build.sh failed (${built.code}):\n${built.out}`);
+    h = await startSdkHarness();
+    tls = await startTlsProxy(h.env.KW_BASE_URL!, tmp);
+  }, 240_000);
+
+  afterAll(async () => {
+    await tls?.close();
+    await h?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('builds and passes its unit and integration tests (every tamper mode refused)', async () => {
+    const env: Record<string, string> = { ...h.env, KW_REQUIRE_INTEGRATION: '1' };
+    if (tls) Object.assign(env, { KW_TLS_URL: tls.url, KW_TLS_PIN: tls.pin });
+    const r = await run('mono', ['--debug', path.join(build, 'Keywarden.Tests.exe')], { cwd: tmp, env, timeoutMs: 280_000 });
+    if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out); // KW_SHOW=1: print every C# test line
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^\d+ passed, 0 failed, \d+ skipped$/m);
+    const ran = Number(/integration tests run: (\d+)/.exec(r.out)?.[1] ?? 0);
+    expect(ran).toBeGreaterThanOrEqual(tls ? 19 : 18);
+    // vectors and error table found through KW_VECTORS_DIR: nothing skipped but (without openssl) TLS
+    const skipped = r.out.split('\n').filter((l) => l.startsWith('skip '));
+    expect(skipped.filter((l) => !(l.includes('TLS pinning') && !tls))).toEqual([]);
+    for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
+      expect(r.out).toContain(`ok   integration/tamper: ${mode} is refused`);
+    }
+    expect(r.out).toContain('ok   integration/tamper: bad_proof: the heartbeat token is not trusted');
+  }, 300_000);
+
+  it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
+    const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
+    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId}/sdk/csharp`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
+    expect(res.status).toBe(200);
+    const { unzipSync } = await import('fflate');
+    const dir = path.join(tmp, 'zip');
+    for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
+      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+      fs.writeFileSync(path.join(dir, name), data);
+    }
+    const root = path.join(dir, 'svc_sdk_csharp');
+    for (const f of ['README.md', 'Keywarden.csproj', 'build.sh', 'keywarden.json', 'examples/Activate.cs', 'src/KeywardenClient.cs']) {
+      expect(fs.existsSync(path.join(root, f)), f).toBe(true);
+    }
+    expect(fs.readFileSync(path.join(root, 'README.md'), 'utf8')).toContain('bash build.sh');
+    const built = await run('bash', ['build.sh'], { cwd: root, timeoutMs: 170_000 });
+    expect(built.code, built.out).toBe(0);
+    const key = h.env.KW_KEYS_PLAIN!.split(',').at(-1)!; // the test program takes keys from the front
+    const ex = await run('mono', ['build/Activate.exe', key], { cwd: root, timeoutMs: 60_000 });
+    expect(ex.code, ex.out).toBe(0);
+    expect(ex.out).toMatch(/connected to SDK PLAIN/);
+    expect(ex.out).toMatch(/license ok: level 3/);
+    expect(ex.out).toMatch(/beat 3 verified/);
+    expect(ex.out).toMatch(/heartbeat stopped/);
+  }, 240_000);
+});
