@@ -37,6 +37,8 @@ import type { ClusterOps } from './services/cluster-ops.js';
 import { ScreenshotStore } from './services/screenshots.js';
 import { ActivationGeo } from './services/activation-geo.js';
 import { GeoRepository } from './db/repositories/geo.repository.js';
+import { mountDashboard } from './http/static.js';
+import { trustOrigins } from './http/dashboard-route.js';
 
 /** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
 const NONCE_PURGE_MS = 60_000;
@@ -159,6 +161,8 @@ export function createApp(s: Services): App {
   const router = new Router();
   const domain = createDomain(s);
   const deps: AppDeps = { s, domain, router, metrics };
+  // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
+  trustOrigins(domain.auth, [s.config.publicUrl]);
   metrics.gauge('keywarden_process_pid', 'This worker\'s process id (tells workers sharing a port apart)', () => process.pid);
   metrics.gauge('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
   metrics.gauge('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
@@ -188,6 +192,8 @@ export function createApp(s: Services): App {
     doc: { summary: 'Server-Sent Events: one `event:` per kind', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
   });
   router.mount(server);
+  // The web dashboard's files (web/dist) at /dashboard/, read into memory now, off the request path.
+  void mountDashboard(server).preload();
   // PROTOCOL 11.20: an unknown path is 404, a known path with another method 405 with `Allow`;
   // under /api/client/ both leave signed like every other client response.
   server.mountFallback(async (req) => {

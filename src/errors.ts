@@ -67,6 +67,8 @@ export const ERRORS = {
   subscription_expired: { status: 403, detail: 'Subscription expired' },
   license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },
   license_not_activated: { status: 400, detail: 'Key has not been activated yet' },
+  // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
+  cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -1,5 +1,13 @@
-// The dashboard pipeline, written once: 413 -> authentication (401) -> JSON (400) -> schema (422)
-// -> handler. Handlers get a typed context and return a value (sent as 200 JSON) or a Reply.
+// The dashboard pipeline, written once: 413 -> cross-site check (403) -> authentication (401)
+// -> JSON (400) -> schema (422) -> handler. Handlers get a typed context and return a value (sent
+// as 200 JSON) or a Reply.
+//
+// CSRF: the kw_session cookie is SameSite=Strict, and on top of that a write (POST, PUT, PATCH,
+// DELETE) authenticated by the cookie must name its origin: `Origin` (or, when a browser sends
+// none, `Referer`) must be the request's own Host or PUBLIC_URL, else 403 `Cross-site request
+// refused`. Another site cannot attach a Bearer header (no CORS here), so Bearer calls are not
+// checked; the sign-in route refuses a foreign Origin too (login CSRF), while callers that send
+// no Origin at all (curl, SDKs) sign in as before.
 import type { Static, TSchema } from '@sinclair/typebox';
 import { AppError } from '../errors.js';
 import type { Principal } from '../services/principal.js';
@@ -22,10 +30,16 @@ export function isReply(v: unknown): v is Reply {
   return typeof v === 'object' && v !== null && 'status' in v && 'body' in v && 'headers' in v;
 }
 
+/** The token of an `Authorization: Bearer` header, if any. */
+function headerToken(headers: Readonly<Record<string, string>>): string | undefined {
+  const auth = headers['authorization'];
+  return auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : undefined;
+}
+
 /** The dashboard token of a request: `Authorization: Bearer`, else the kw_session cookie. */
 export function bearerToken(headers: Readonly<Record<string, string>>): string | undefined {
-  const auth = headers['authorization'];
-  if (auth && /^bearer /i.test(auth)) return auth.slice(7).trim();
+  const fromHeader = headerToken(headers);
+  if (fromHeader) return fromHeader;
   const cookie = headers['cookie'];
   if (!cookie) return undefined;
   for (const part of cookie.split(';')) {
@@ -33,6 +47,38 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
     if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return decodeURIComponent(part.slice(eq + 1).trim());
   }
   return undefined;
+}
+
+/** Origins besides the request's own Host that the dashboard may be served from (PUBLIC_URL), per server. */
+const trustedOrigins = new WeakMap<DashboardAuth, ReadonlySet<string>>();
+
+/** Lets cookie-authenticated writes come from `origins` too (app.ts passes PUBLIC_URL). */
+export function trustOrigins(auth: DashboardAuth, origins: readonly (string | undefined)[]): void {
+  const set = new Set<string>();
+  for (const o of origins) if (o) set.add(new URL(o).origin.toLowerCase());
+  trustedOrigins.set(auth, set);
+}
+
+/** `host[:port]` without a default port, lower-cased, for comparing a Host header with a URL's host. */
+function normalHost(host: string, scheme: string): string {
+  const h = host.toLowerCase();
+  return (scheme === 'https:' && h.endsWith(':443')) || (scheme === 'http:' && h.endsWith(':80')) ? h.replace(/:\d+$/, '') : h;
+}
+
+/** Whether the request's Origin (else Referer) is its own Host or a trusted origin; undefined when it names none. */
+export function fromOwnOrigin(req: IncomingRequest, trusted: ReadonlySet<string> | undefined): boolean | undefined {
+  const source = req.headers['origin'] ?? req.headers['referer'];
+  if (source === undefined || source === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(source); // "null" (an opaque origin: sandboxed frame, file:) does not parse: refused
+  } catch {
+    return false;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
+  if (trusted?.has(url.origin.toLowerCase())) return true;
+  const host = req.headers['host'];
+  return host !== undefined && normalHost(host, url.protocol) === normalHost(url.host, url.protocol);
 }
 
 /** Query strings arrive as text; integer-typed fields are converted before validation. */
@@ -62,6 +108,12 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
   const query = opts.query ? compile(opts.query) : undefined;
   return async (req) => {
     if (req.body === 'too_large') throw new AppError('payload_too_large');
+    if (req.method !== 'get') {
+      const own = fromOwnOrigin(req, trustedOrigins.get(opts.auth));
+      // A write the kw_session cookie would authenticate must prove its origin; a sign-in may not name a foreign one.
+      const byCookie = opts.authenticate !== false && !headerToken(req.headers) && bearerToken(req.headers) !== undefined;
+      if ((byCookie && own !== true) || (opts.authenticate === false && own === false)) throw new AppError('cross_site');
+    }
     let principal: Principal | null = null;
     if (opts.authenticate !== false) {
       const token = bearerToken(req.headers);

@@ -1,0 +1,143 @@
+// The page frame: sign-in when there is no session, else the header (application picker, Team,
+// Account, sign-out) and the current view.
+import { useEffect, useMemo } from 'react';
+import { useIsFetching, useIsMutating, useQuery, useQueryClient, type QueryClient } from '@tanstack/react-query';
+import { ApiError } from './api/errors.js';
+import { onSignedOut } from './api/client.js';
+import { apps as appsApi, auth } from './api/endpoints.js';
+import { ErrorState, Loading, useDelayed } from './components/ui.js';
+import { isManager } from './lib/permissions.js';
+import { Link, navigate, paths, useRoute } from './router.js';
+import { SessionContext, callerOf, type Session } from './session.js';
+import { LoginView } from './views/LoginView.js';
+import { AppsView } from './views/AppsView.js';
+import { AppView } from './views/AppView.js';
+import { TeamView } from './views/TeamView.js';
+import { AccountView } from './views/AccountView.js';
+
+/** Drops every cached answer but the session's own query (its observer stays subscribed). */
+function forgetAccount(qc: QueryClient): void {
+  qc.removeQueries({ predicate: (q) => q.queryKey[0] !== 'me' });
+}
+
+function ProgressBar() {
+  const busy = useIsFetching() + useIsMutating() > 0;
+  const late = useDelayed(busy);
+  return <div className={`top-progress${late ? ' on' : ''}`} role="progressbar" aria-hidden={!late} aria-label="Working" />;
+}
+
+export function App() {
+  const qc = useQueryClient();
+  const me = useQuery({
+    queryKey: ['me'],
+    queryFn: async () => {
+      try {
+        return await auth.me();
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) return null; // not signed in
+        throw err;
+      }
+    },
+    staleTime: 60_000,
+  });
+
+  useEffect(() => onSignedOut(() => {
+    forgetAccount(qc);
+    qc.setQueryData(['me'], null);
+  }), [qc]);
+
+  const session = useMemo<Session | null>(() => {
+    const account = me.data?.account;
+    if (!account) return null;
+    return {
+      account,
+      caller: callerOf(account),
+      signOut: async () => {
+        try {
+          await auth.logout();
+        } finally {
+          forgetAccount(qc);
+          qc.setQueryData(['me'], null);
+          navigate(paths.apps(), true);
+        }
+      },
+      refresh: () => void qc.invalidateQueries({ queryKey: ['me'] }),
+    };
+  }, [me.data, qc]);
+
+  if (me.isPending) return <main className="center"><Loading label="Loading Keywarden" /></main>;
+  if (me.isError) return <main className="center"><ErrorState error={me.error} retry={() => void me.refetch()} /></main>;
+  if (!session) {
+    return (
+      <LoginView
+        onSignedIn={(account) => {
+          forgetAccount(qc);
+          qc.setQueryData(['me'], { account });
+          void qc.invalidateQueries({ queryKey: ['me'] }); // adds what only /me carries (webhook_secret)
+        }}
+      />
+    );
+  }
+  return (
+    <SessionContext.Provider value={session}>
+      <ProgressBar />
+      <Shell />
+    </SessionContext.Provider>
+  );
+}
+
+function Shell() {
+  const route = useRoute();
+  return (
+    <SessionContext.Consumer>
+      {(s) => s && (
+        <>
+          <a className="skip-link" href="#main">Skip to content</a>
+          <header className="topbar">
+            <Link to={paths.apps()} className="brand" aria-label="Keywarden: applications">
+              <img src="/dashboard/favicon.svg" alt="" width="22" height="22" /> Keywarden
+            </Link>
+            <AppPicker current={route.name === 'app' ? route.appId : undefined} />
+            <nav className="topnav" aria-label="Main">
+              <Link to={paths.apps()} aria-current={route.name === 'apps' ? 'page' : undefined}>Apps</Link>
+              {isManager(s.caller) && <Link to={paths.team()} aria-current={route.name === 'team' ? 'page' : undefined}>Team</Link>}
+              <Link to={paths.account()} aria-current={route.name === 'account' ? 'page' : undefined}>Account</Link>
+            </nav>
+            <div className="whoami">
+              <span title={`Signed in as ${s.account.username} (${s.account.role})`}>{s.account.username} <span className="role">{s.account.role}</span></span>
+              <button type="button" className="btn btn-ghost" onClick={() => void s.signOut()}>Sign out</button>
+            </div>
+          </header>
+          <main id="main" className="content" tabIndex={-1}>
+            {route.name === 'apps' && <AppsView />}
+            {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
+            {route.name === 'team' && <TeamView />}
+            {route.name === 'account' && <AccountView />}
+            {route.name === 'not_found' && <div className="alert">No page at {route.path}. <Link to={paths.apps()}>Go to your applications</Link>.</div>}
+          </main>
+          <footer className="footer">
+            Keywarden · times in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); hover a time for UTC
+          </footer>
+        </>
+      )}
+    </SessionContext.Consumer>
+  );
+}
+
+function AppPicker({ current }: { current: string | undefined }) {
+  const list = useQuery({ queryKey: ['apps'], queryFn: appsApi.list });
+  if (!list.data || list.data.length === 0) return null;
+  return (
+    <label className="picker">
+      <span className="sr-only">Application</span>
+      <select
+        value={current ?? ''}
+        onChange={(e) => navigate(e.target.value ? paths.app(e.target.value) : paths.apps())}
+        aria-label="Application"
+      >
+        <option value="">All applications</option>
+        {list.data.map((a) => <option key={a.id} value={a.id}>{a.name}</option>)}
+      </select>
+    </label>
+  );
+}

@@ -1,0 +1,85 @@
+// Every call the dashboard makes, typed on both sides: the request by the generated OpenAPI paths,
+// the answer by responses.ts (checked against the real server by test/web/api-contract.test.ts).
+import { api, unwrap } from './client.js';
+import type { paths } from './schema.js';
+import type { Account, App, Ban, Credentials, EndUser, Generated, License, LicensePage, LogEntry, Me, Stats } from './responses.js';
+
+type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> =
+  paths[P][M] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
+type Query<P extends keyof paths> = paths[P]['get'] extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
+
+export type AppPatch = Body<'/api/apps/{id}', 'patch'>;
+export type AppCreate = Body<'/api/apps', 'post'>;
+export type GenerateInput = Body<'/api/apps/{id}/licenses', 'post'>;
+export type ExtendInput = Body<'/api/licenses/{id}/extend', 'post'>;
+export type TeamCreate = Body<'/api/team', 'post'>;
+export type TeamPatch = Body<'/api/team/{id}', 'patch'>;
+export type SubscriptionInput = Body<'/api/team/{id}/subscription', 'patch'>;
+export type PermissionsInput = Body<'/api/team/{id}/permissions', 'patch'>['permissions'];
+export type LicenseQuery = Query<'/api/apps/{id}/licenses'>;
+export type LogQuery = Query<'/api/apps/{id}/logs'>;
+export type BanInput = Body<'/api/apps/{id}/bans', 'post'>;
+
+const id = (v: string) => ({ params: { path: { id: v } } });
+
+export const auth = {
+  login: (username: string, password: string) =>
+    unwrap<{ token: string; account: Account }>(api.POST('/api/auth/login', { body: { username, password } })),
+  logout: () => unwrap<unknown>(api.POST('/api/auth/logout')),
+  me: () => unwrap<Me>(api.GET('/api/auth/me')),
+  changePassword: (current_password: string, password: string) =>
+    unwrap<unknown>(api.POST('/api/auth/password', { body: { current_password, password } })),
+};
+
+export const apps = {
+  list: () => unwrap<App[]>(api.GET('/api/apps')),
+  get: (appId: string) => unwrap<App>(api.GET('/api/apps/{id}', id(appId))),
+  create: (body: AppCreate) => unwrap<App>(api.POST('/api/apps', { body })),
+  update: (appId: string, body: AppPatch) => unwrap<App>(api.PATCH('/api/apps/{id}', { ...id(appId), body })),
+  remove: (appId: string) => unwrap<unknown>(api.DELETE('/api/apps/{id}', id(appId))),
+  rotateSecret: (appId: string) => unwrap<App>(api.POST('/api/apps/{id}/rotate-secret', id(appId))),
+  setHashes: (appId: string, hashes: string[]) => unwrap<App>(api.PUT('/api/apps/{id}/hashes', { ...id(appId), body: { hashes } })),
+  credentials: (appId: string) => unwrap<Credentials>(api.GET('/api/apps/{id}/credentials', id(appId))),
+  stats: (appId: string) => unwrap<Stats>(api.GET('/api/apps/{id}/stats', id(appId))),
+  logs: (appId: string, query: LogQuery) => unwrap<LogEntry[]>(api.GET('/api/apps/{id}/logs', { params: { path: { id: appId }, query } })),
+  bans: (appId: string) => unwrap<Ban[]>(api.GET('/api/apps/{id}/bans', id(appId))),
+  addBan: (appId: string, body: BanInput) => unwrap<Ban>(api.POST('/api/apps/{id}/bans', { ...id(appId), body })),
+  removeBan: (banId: string) => unwrap<unknown>(api.DELETE('/api/bans/{id}', id(banId))),
+  /** The SDK archive is a plain GET the browser downloads itself (the cookie authenticates it). */
+  sdkUrl: (appId: string, lang: string) => `/api/apps/${encodeURIComponent(appId)}/sdk/${encodeURIComponent(lang)}`,
+};
+
+export const licenses = {
+  list: (appId: string, query: LicenseQuery) =>
+    unwrap<LicensePage>(api.GET('/api/apps/{id}/licenses', { params: { path: { id: appId }, query } })),
+  generate: (appId: string, body: GenerateInput) => unwrap<Generated>(api.POST('/api/apps/{id}/licenses', { ...id(appId), body })),
+  extend: (licenseId: string, body: ExtendInput) => unwrap<License>(api.POST('/api/licenses/{id}/extend', { ...id(licenseId), body })),
+  extendAll: (appId: string, body: Body<'/api/apps/{id}/licenses/extend-all', 'post'>) =>
+    unwrap<{ extended: number; skipped: number }>(api.POST('/api/apps/{id}/licenses/extend-all', { ...id(appId), body })),
+  resetHwid: (licenseId: string) => unwrap<unknown>(api.POST('/api/licenses/{id}/reset-hwid', id(licenseId))),
+  setBanned: (licenseId: string, banned: boolean) => unwrap<License>(api.PATCH('/api/licenses/{id}/ban', { ...id(licenseId), body: { banned } })),
+  remove: (licenseId: string) => unwrap<unknown>(api.DELETE('/api/licenses/{id}', id(licenseId))),
+};
+
+export const users = {
+  list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
+  resetHwid: (userId: string) => unwrap<unknown>(api.POST('/api/users/{id}/reset-hwid', id(userId))),
+  setBanned: (userId: string, banned: boolean) => unwrap<unknown>(api.PATCH('/api/users/{id}/ban', { ...id(userId), body: { banned } })),
+  remove: (userId: string) => unwrap<unknown>(api.DELETE('/api/users/{id}', id(userId))),
+};
+
+export const team = {
+  list: () => unwrap<Account[]>(api.GET('/api/team')),
+  create: (body: TeamCreate) => unwrap<Account>(api.POST('/api/team', { body })),
+  update: (memberId: string, body: TeamPatch) => unwrap<Account>(api.PATCH('/api/team/{id}', { ...id(memberId), body })),
+  remove: (memberId: string) => unwrap<{ success: boolean; adopted_children: number }>(api.DELETE('/api/team/{id}', id(memberId))),
+  setPermissions: (memberId: string, permissions: PermissionsInput) =>
+    unwrap<Account>(api.PATCH('/api/team/{id}/permissions', { ...id(memberId), body: { permissions } })),
+  setApps: (memberId: string, allowed_apps: string[]) => unwrap<Account>(api.PATCH('/api/team/{id}/apps', { ...id(memberId), body: { allowed_apps } })),
+  addCredits: (memberId: string, amount: number) => unwrap<Account>(api.POST('/api/team/{id}/credits', { ...id(memberId), body: { amount } })),
+  setSubscription: (memberId: string, body: SubscriptionInput) =>
+    unwrap<Account>(api.PATCH('/api/team/{id}/subscription', { ...id(memberId), body })),
+  setPassword: (memberId: string, password: string) => unwrap<unknown>(api.POST('/api/team/{id}/password', { ...id(memberId), body: { password } })),
+  setWebhook: (memberId: string, webhook: string) => unwrap<Account>(api.PATCH('/api/team/{id}/webhook', { ...id(memberId), body: { webhook } })),
+  setOwnWebhook: (webhook: string) => unwrap<Account>(api.PATCH('/api/account/webhook', { body: { webhook } })),
+};

@@ -1,0 +1,57 @@
+// Every failed call becomes an ApiError carrying the server's `detail` text, and for a 422 the
+// message of each field it names (PROTOCOL 1: detail = [{loc: ["body", "field", ...], msg}]).
+
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type?: string;
+}
+
+export class ApiError extends Error {
+  /** Field path (`hwid`, `key_costs.days:30`, `query.q`...) -> message, from a 422. */
+  readonly fields: Readonly<Record<string, string>>;
+
+  constructor(readonly status: number, message: string, fields: Record<string, string> = {}, readonly retryAfter?: number) {
+    super(message);
+    this.name = 'ApiError';
+    this.fields = fields;
+  }
+
+  /** The message for a field, or for any field under it (`key_costs` finds `key_costs.days:30`). */
+  field(name: string): string | undefined {
+    if (this.fields[name] !== undefined) return this.fields[name];
+    const prefix = `${name}.`;
+    for (const [k, v] of Object.entries(this.fields)) if (k.startsWith(prefix)) return v;
+    return undefined;
+  }
+}
+
+/** `["body", "key_costs", "days:30"]` -> `key_costs.days:30`; query fields keep their `query.` prefix. */
+export function fieldPath(loc: readonly (string | number)[]): string {
+  const parts = loc.map(String);
+  if (parts[0] === 'body') parts.shift();
+  return parts.join('.') || 'body';
+}
+
+/** Builds the error of a failed response from its status and parsed body (which may be anything). */
+export function apiError(status: number, statusText: string, body: unknown, retryAfter?: string | null): ApiError {
+  const seconds = retryAfter && /^\d+$/.test(retryAfter) ? Number(retryAfter) : undefined;
+  const detail = typeof body === 'object' && body !== null && 'detail' in body ? (body as { detail: unknown }).detail : undefined;
+  if (Array.isArray(detail)) {
+    const fields: Record<string, string> = {};
+    const lines: string[] = [];
+    for (const issue of detail as ValidationIssue[]) {
+      const path = Array.isArray(issue?.loc) ? fieldPath(issue.loc) : 'body';
+      const msg = typeof issue?.msg === 'string' ? issue.msg : 'Invalid value';
+      fields[path] ??= msg;
+      lines.push(`${path}: ${msg}`);
+    }
+    return new ApiError(status, lines.join('; ') || 'Invalid input', fields, seconds);
+  }
+  if (typeof detail === 'string') return new ApiError(status, detail, {}, seconds);
+  if (typeof detail === 'object' && detail !== null && typeof (detail as { message?: unknown }).message === 'string') {
+    return new ApiError(status, (detail as { message: string }).message, {}, seconds);
+  }
+  if (typeof body === 'string' && body.trim() && body.length < 300 && !body.trimStart().startsWith('<')) return new ApiError(status, body.trim(), {}, seconds);
+  return new ApiError(status, status === 0 ? 'The server could not be reached.' : `The server answered ${status}${statusText ? ` ${statusText}` : ''}.`, {}, seconds);
+}

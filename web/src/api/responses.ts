@@ -1,0 +1,172 @@
+// The shapes of the API's answers that the dashboard reads. /api/openapi.json types requests but
+// not responses, so they are declared here once, as TypeBox schemas: the page imports only the
+// types (no TypeBox code reaches the bundle) and test/web/api-contract.test.ts checks real server
+// answers against the schemas, so a field renamed on the server fails a test instead of the page.
+// Fields a caller may not see (SPEC "Reseller scoping and hiding") are optional: hidden means absent.
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+const Iso = Type.String({ format: 'date-time' });
+const Geo = Nullable(Type.Object({}, { additionalProperties: true }));
+const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('reseller'), Type.Literal('developer')]);
+const PermissionMap = Type.Record(Type.String(), Type.Boolean());
+const KeyCostsMap = Type.Record(Type.String(), Nullable(Type.Number()));
+
+export const AccountSchema = Type.Object({
+  id: Type.String(),
+  username: Type.String(),
+  display_name: Nullable(Type.String()),
+  email: Nullable(Type.String()),
+  role: Role,
+  parent_id: Nullable(Type.String()),
+  owner_id: Nullable(Type.String()),
+  enabled: Type.Boolean(),
+  allowed_apps: Type.Array(Type.String()),
+  key_quota: Nullable(Type.Number()),
+  credits: Nullable(Type.Number()),
+  notes: Nullable(Type.String()),
+  permissions: Nullable(PermissionMap),
+  subscription_expires_at: Nullable(Iso),
+  webhook: Nullable(Type.String()),
+  created_at: Iso,
+});
+export type Account = Static<typeof AccountSchema>;
+
+export const MeSchema = Type.Object({ account: Type.Intersect([AccountSchema, Type.Object({ webhook_secret: Type.Optional(Type.String()) })]) });
+export type Me = Static<typeof MeSchema>;
+
+export const LoginSchema = Type.Object({ token: Type.String(), account: AccountSchema });
+
+export const AppSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  version: Type.String(),
+  description: Nullable(Type.String()),
+  enabled: Type.Boolean(),
+  disabled_message: Nullable(Type.String()),
+  keys_paused: Type.Boolean(),
+  hwid_lock: Type.Boolean(),
+  require_signature: Type.Boolean(),
+  injection_detection: Type.Boolean(),
+  require_heartbeat: Type.Boolean(),
+  force_update: Type.Boolean(),
+  update_url: Nullable(Type.String()),
+  update_message: Nullable(Type.String()),
+  force_encryption: Type.Boolean(),
+  hash_check: Type.Boolean(),
+  expected_binary_hash: Nullable(Type.String()),
+  webhook: Nullable(Type.String()),
+  key_costs: KeyCostsMap,
+  allowed_hashes: Type.Array(Type.String()),
+  heartbeat_interval: Nullable(Type.Integer()),
+  beat_interval: Type.Integer(),
+  api_key: Type.String(),
+  api_secret: Type.Optional(Type.String()),
+  owner_id: Type.String(),
+  created_at: Iso,
+  updated_at: Iso,
+  stats: Type.Optional(Type.Object({ keys: Type.Number(), users: Type.Number() })),
+});
+export type App = Static<typeof AppSchema>;
+
+export const CredentialsSchema = Type.Object({ api_key: Type.String(), api_secret: Type.Optional(Type.String()), owner_id: Type.String() });
+export type Credentials = Static<typeof CredentialsSchema>;
+
+const LicenseStatus = Type.Union([Type.Literal('unused'), Type.Literal('pending'), Type.Literal('used'), Type.Literal('banned')]);
+const ComputedStatus = Type.Union([Type.Literal('active'), Type.Literal('banned'), Type.Literal('unactivated'), Type.Literal('expired')]);
+
+export const LicenseSchema = Type.Object({
+  id: Type.String(),
+  key: Type.Optional(Type.String()),
+  key_preview: Type.String(),
+  app_id: Type.String(),
+  status: LicenseStatus,
+  computed_status: ComputedStatus,
+  used_by: Nullable(Type.String()),
+  hwid: Type.Optional(Nullable(Type.String())),
+  ip: Type.Optional(Nullable(Type.String())),
+  level: Type.Integer(),
+  duration_value: Nullable(Type.Integer()),
+  duration_unit: Type.String(),
+  duration_days: Type.Integer(),
+  created_at: Nullable(Iso),
+  last_login: Nullable(Iso),
+  expires_at: Nullable(Iso),
+  note: Nullable(Type.String()),
+  reseller_id: Nullable(Type.String()),
+  created_by: Nullable(Type.String()),
+  activation_geo: Type.Optional(Geo),
+  last_geo: Type.Optional(Geo),
+  known_countries: Type.Optional(Type.Array(Type.String())),
+  screenshot_path: Type.Optional(Type.String()),
+});
+export type License = Static<typeof LicenseSchema>;
+
+export const LicensePageSchema = Type.Object({ items: Type.Array(LicenseSchema), next_cursor: Nullable(Type.String()) });
+export type LicensePage = Static<typeof LicensePageSchema>;
+
+export const GeneratedSchema = Type.Array(Type.Intersect([LicenseSchema, Type.Object({ key: Type.String() })]));
+export type Generated = Static<typeof GeneratedSchema>;
+
+export const ExtendAllSchema = Type.Object({ extended: Type.Integer(), skipped: Type.Integer() });
+
+export const EndUserSchema = Type.Object({
+  id: Type.String(),
+  app_id: Type.String(),
+  username: Type.String(),
+  created_at: Nullable(Iso),
+  last_login: Nullable(Iso),
+  level: Type.Integer(),
+  expires_at: Nullable(Iso),
+  banned: Type.Boolean(),
+  license_id: Nullable(Type.String()),
+  reseller_id: Nullable(Type.String()),
+  hwid: Type.Optional(Nullable(Type.String())),
+  known_hwids: Type.Optional(Type.Array(Type.String())),
+  ip: Type.Optional(Nullable(Type.String())),
+  known_countries: Type.Optional(Type.Array(Type.String())),
+  last_geo: Type.Optional(Geo),
+  geo: Type.Optional(Geo),
+  activation_geo: Type.Optional(Geo),
+  last_screenshot_path: Type.Optional(Nullable(Type.String())),
+});
+export type EndUser = Static<typeof EndUserSchema>;
+
+export const BanSchema = Type.Object({
+  id: Type.String(), type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]), value: Type.String(), created_at: Iso, created_by: Nullable(Type.String()),
+});
+export type Ban = Static<typeof BanSchema>;
+
+export const LogEntrySchema = Type.Object({
+  id: Type.String(),
+  time: Iso,
+  level: Type.String(),
+  action: Type.String(),
+  detail: Type.String(),
+  ip: Type.Optional(Nullable(Type.String())),
+  location: Type.Optional(Nullable(Type.String())),
+  screen: Type.Optional(Nullable(Type.String())),
+  actor_id: Nullable(Type.String()),
+});
+export type LogEntry = Static<typeof LogEntrySchema>;
+
+export const StatsSchema = Type.Object({
+  keys: Type.Object({ total: Type.Number(), active: Type.Number(), banned: Type.Number(), unactivated: Type.Number(), expired: Type.Number() }),
+  users: Type.Number(),
+  live_sessions: Type.Number(),
+  logins_24h: Type.Number(),
+});
+export type Stats = Static<typeof StatsSchema>;
+
+export const TeamDeleteSchema = Type.Object({ success: Type.Boolean(), adopted_children: Type.Integer() });
+
+/** One frame of GET /api/ws (PROTOCOL 9). */
+export const LiveFrameSchema = Type.Union([
+  Type.Object({ type: Type.Literal('subscribed'), app_id: Type.String() }),
+  Type.Object({ type: Type.Literal('error'), app_id: Type.Optional(Type.String()), detail: Type.String() }),
+  Type.Object({
+    type: Type.Literal('event'),
+    event: Type.Object({ id: Type.String(), kind: Type.String(), app_id: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) }),
+  }),
+]);
+export type LiveFrame = Static<typeof LiveFrameSchema>;

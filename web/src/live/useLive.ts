@@ -1,0 +1,51 @@
+// Keeps the open application's views current: events from the live feed refresh the affected
+// queries (at most every 250 ms, so a bulk action's burst costs one refetch); while the feed is
+// down the queries are refreshed every 10 s.
+import { useEffect, useRef, useState } from 'react';
+import { useQueryClient } from '@tanstack/react-query';
+import { LiveFeed, type LiveEvent, type LiveStatus } from './live.js';
+
+/** Query keys (under the app id) an event kind makes stale. */
+export function staleKeysFor(kind: string): string[] {
+  if (kind.startsWith('heartbeat.')) return ['logs', 'stats'];
+  if (kind.startsWith('user.')) return ['users', 'logs', 'stats'];
+  return ['licenses', 'users', 'logs', 'stats'];
+}
+
+const ALL = ['licenses', 'users', 'logs', 'stats', 'bans'];
+
+export function useLive(appId: string, onAppDeleted: () => void): { status: LiveStatus; retryAt: number | null } {
+  const qc = useQueryClient();
+  const [state, setState] = useState<{ status: LiveStatus; retryAt: number | null }>({ status: 'connecting', retryAt: null });
+  const deleted = useRef(onAppDeleted);
+  deleted.current = onAppDeleted;
+
+  useEffect(() => {
+    const pending = new Set<string>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const flush = () => {
+      timer = undefined;
+      for (const k of pending) void qc.invalidateQueries({ queryKey: [k, appId] });
+      pending.clear();
+    };
+    const stale = (keys: string[]) => {
+      for (const k of keys) pending.add(k);
+      timer ??= setTimeout(flush, 250);
+    };
+    const feed = new LiveFeed({
+      appId,
+      onEvent: (e: LiveEvent) => {
+        if (e.kind === 'app.delete') deleted.current();
+        else stale(staleKeysFor(e.kind));
+      },
+      onPoll: () => stale(ALL),
+      onStatus: (status, retryAt) => setState({ status, retryAt }),
+    });
+    feed.start();
+    return () => {
+      feed.stop();
+      clearTimeout(timer);
+    };
+  }, [appId, qc]);
+  return state;
+}
