@@ -38,7 +38,6 @@ import { ScreenshotStore } from './services/screenshots.js';
 import { ActivationGeo } from './services/activation-geo.js';
 import { GeoRepository } from './db/repositories/geo.repository.js';
 import { mountDashboard } from './http/static.js';
-import { trustOrigins } from './http/dashboard-route.js';
 
 /** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
 const NONCE_PURGE_MS = 60_000;
@@ -78,7 +77,11 @@ export interface App {
 
 /** Dashboard sign-in's dependencies (also used by the command line). */
 export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
-  return { repos: s.repos, coordinator: s.coordinator, developerEmails: s.config.developerEmails, log: s.log, now: () => s.clock.now() };
+  return {
+    repos: s.repos, coordinator: s.coordinator, developerEmails: s.config.developerEmails, log: s.log, now: () => s.clock.now(),
+    // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
+    trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
+  };
 }
 
 export function createDomain(s: Services): Domain {
@@ -161,8 +164,6 @@ export function createApp(s: Services): App {
   const router = new Router();
   const domain = createDomain(s);
   const deps: AppDeps = { s, domain, router, metrics };
-  // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
-  trustOrigins(domain.auth, [s.config.publicUrl]);
   metrics.gauge('keywarden_process_pid', 'This worker\'s process id (tells workers sharing a port apart)', () => process.pid);
   metrics.gauge('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
   metrics.gauge('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);

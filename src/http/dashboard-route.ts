@@ -49,16 +49,6 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   return undefined;
 }
 
-/** Origins besides the request's own Host that the dashboard may be served from (PUBLIC_URL), per server. */
-const trustedOrigins = new WeakMap<DashboardAuth, ReadonlySet<string>>();
-
-/** Lets cookie-authenticated writes come from `origins` too (app.ts passes PUBLIC_URL). */
-export function trustOrigins(auth: DashboardAuth, origins: readonly (string | undefined)[]): void {
-  const set = new Set<string>();
-  for (const o of origins) if (o) set.add(new URL(o).origin.toLowerCase());
-  trustedOrigins.set(auth, set);
-}
-
 /** `host[:port]` without a default port, lower-cased, for comparing a Host header with a URL's host. */
 function normalHost(host: string, scheme: string): string {
   const h = host.toLowerCase();
@@ -109,7 +99,7 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
   return async (req) => {
     if (req.body === 'too_large') throw new AppError('payload_too_large');
     if (req.method !== 'get') {
-      const own = fromOwnOrigin(req, trustedOrigins.get(opts.auth));
+      const own = fromOwnOrigin(req, opts.auth.trustedOrigins);
       // A write the kw_session cookie would authenticate must prove its origin; a sign-in may not name a foreign one.
       const byCookie = opts.authenticate !== false && !headerToken(req.headers) && bearerToken(req.headers) !== undefined;
       if ((byCookie && own !== true) || (opts.authenticate === false && own === false)) throw new AppError('cross_site');

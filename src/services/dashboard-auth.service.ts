@@ -22,6 +22,8 @@ export interface DashboardAuthDeps {
   repos: Pick<Repositories, 'accounts' | 'sessions'>;
   coordinator: Coordinator;
   developerEmails: readonly string[];
+  /** Origins besides a request's own Host that the web dashboard is served from (PUBLIC_URL). */
+  trustedOrigins: readonly string[];
   log: Logger;
   now: () => number;
 }
@@ -31,7 +33,11 @@ export class DashboardAuth {
   /** Password spraying: many usernames from one address. Counted apart from the per-username lock. */
   private readonly ipLockout: Lockout;
 
+  /** Lower-cased origins (scheme://host[:port]) a cookie-authenticated write may come from, besides its Host. */
+  readonly trustedOrigins: ReadonlySet<string>;
+
   constructor(private readonly d: DashboardAuthDeps) {
+    this.trustedOrigins = new Set(d.trustedOrigins.map((o) => new URL(o).origin.toLowerCase()));
     this.lockout = new Lockout(d.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
     this.ipLockout = new Lockout(d.coordinator, { name: 'dashboard-ip', failures: IP_FAILURES, windowSeconds: 900, lockSeconds: 900 });
   }
