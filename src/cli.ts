@@ -8,6 +8,7 @@ import { superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './services/dashboard-auth.service.js';
 import { dashboardAuthDeps } from './app.js';
 import { ValidationError } from './errors.js';
+import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './db/embedded-postgres.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
@@ -53,6 +54,18 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   if (gc) process.on('SIGUSR2', () => gc());
 }
 
+/**
+ * Commands that only need the database use the embedded PostgreSQL of a Keywarden already running
+ * on DATA_DIR (its address is in DATA_DIR's lock): starting a second server on the same files is
+ * refused, and stopping the running one would take that server down. With nobody running, they
+ * start (and stop) their own.
+ */
+async function withDatabase(config: Config): Promise<Config> {
+  if (config.databaseUrl) return config;
+  const running = await runningEmbeddedPostgres(config.dataDir);
+  return running ? { ...config, databaseUrl: databaseUrl(running) } : config;
+}
+
 async function createTopAccount(config: Config, kind: 'owner' | 'developer', args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { username: { type: 'string' }, 'password-stdin': { type: 'boolean' } } });
   if (!values.username || !values['password-stdin']) {
@@ -65,7 +78,7 @@ async function createTopAccount(config: Config, kind: 'owner' | 'developer', arg
   }
   const password = await readStdin();
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
-  const s = await createServices(config, log);
+  const s = await createServices(await withDatabase(config), log);
   try {
     const auth = new DashboardAuth(dashboardAuthDeps(s));
     const created = kind === 'owner' ? await auth.ensureOwner(values.username, password) : await auth.ensureDeveloper(values.username, password);
@@ -88,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     case 'migrate': {
       const log = createLogger(config);
-      const s = await createServices(config, log);
+      const s = await createServices(await withDatabase(config), log);
       await s.close();
       return 0;
     }
@@ -107,6 +120,7 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
+    else if (err instanceof DataDirBusyError) console.error(err.message);
     else if (err instanceof ValidationError) console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
     else console.error(err);
     process.exit(1);

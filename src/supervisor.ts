@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded-postgres.js';
+import { startEmbeddedPostgres, databaseUrl as databaseUrlOf, type EmbeddedPostgres } from './db/embedded-postgres.js';
 
 const RESPAWN_DELAY_MS = 1_000;
 
@@ -19,9 +19,10 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
   let embedded: EmbeddedPostgres | undefined;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
+    // This process holds DATA_DIR's lock and restarts the database if it dies; the workers only
+    // connect to it (their pools reconnect by themselves after a restart).
     embedded = await startEmbeddedPostgres(config.dataDir, log);
-    const t = embedded.target;
-    databaseUrl = `postgresql://${t.user}:${encodeURIComponent(t.password)}@localhost:${t.port}/${t.dbName}?host=${encodeURIComponent(t.host)}`;
+    databaseUrl = databaseUrlOf(embedded.target);
   }
   // The worker runs the CLI next to this module: dist/src/cli.js when the primary runs compiled
   // JavaScript (npm start), src/cli.ts under the TypeScript loader in tests and development.
