@@ -1,0 +1,399 @@
+// Keywarden client SDK for C++17.
+//
+//   auto client = keywarden::Client::fromConfig("keywarden.json");
+//   client.init();
+//   auto lic = client.activateLicense(key);           // throws keywarden::Error
+//   auto hb = client.startHeartbeat();                 // beats on its own std::thread
+//
+// Every call carries a fresh X-Nonce (and an HMAC when keywarden.json has an api_secret), and
+// every answer is verified against the pinned Ed25519 keys before a byte of it is believed
+// (PROTOCOL 3-6). Failures are keywarden::Error exceptions with a code; the library never calls
+// exit() or abort(). This header does not expose libcurl, libsodium or nlohmann/json.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace keywarden {
+
+inline constexpr const char* kVersion = "1.0.0";
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** Every failure the host program sees. Same names in every Keywarden SDK (sdk/vectors/errors.json). */
+enum class ErrorCode {
+  invalid_key,
+  key_used,
+  banned,
+  expired,
+  hwid_mismatch,
+  app_disabled,
+  update_required,
+  rate_limited,
+  locked_out,
+  session_expired,
+  heartbeat_killed,
+  verification,
+  clock_skew,
+  network,
+  timeout,
+  server,  // the fallback: an answer no table entry names (status and detail stay on the error)
+};
+
+/** "invalid_key", "rate_limited", ... */
+const char* to_string(ErrorCode code) noexcept;
+/** The code named `name`, or nullopt. */
+std::optional<ErrorCode> errorCodeFromString(const std::string& name) noexcept;
+
+/** The one error type: a coded failure of a call, or a response that was not believed. */
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+
+  ErrorCode code() const noexcept { return code_; }
+  /** HTTP status of a verified server answer; 0 when the SDK raised the error itself. */
+  int status() const noexcept { return status_; }
+  /** The answer's `detail` as JSON text, exactly as sent (a JSON string, the 426 object, a 422 array). */
+  const std::string& detailJson() const noexcept { return detailJson_; }
+  /** For `verification`: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed. */
+  const std::string& reason() const noexcept { return reason_; }
+  /** Seconds from Retry-After (rate_limited, locked_out). */
+  std::optional<int> retryAfter() const noexcept { return retryAfter_; }
+  /** From the 426 detail object (update_required). */
+  const std::string& latestVersion() const noexcept { return latestVersion_; }
+  const std::string& updateUrl() const noexcept { return updateUrl_; }
+  /** True when the request certainly never reached the server (it was safe to send again). */
+  bool notSent() const noexcept { return notSent_; }
+
+  // Builders used by the library (and by custom transports' tests).
+  Error& withStatus(int s) { status_ = s; return *this; }
+  Error& withDetailJson(std::string d) { detailJson_ = std::move(d); return *this; }
+  Error& withReason(std::string r) { reason_ = std::move(r); return *this; }
+  Error& withRetryAfter(int s) { retryAfter_ = s; return *this; }
+  Error& withUpdate(std::string latest, std::string url) { latestVersion_ = std::move(latest); updateUrl_ = std::move(url); return *this; }
+  Error& withNotSent(bool v) { notSent_ = v; return *this; }
+
+ private:
+  ErrorCode code_;
+  int status_ = 0;
+  std::string detailJson_;
+  std::string reason_;
+  std::optional<int> retryAfter_;
+  std::string latestVersion_;
+  std::string updateUrl_;
+  bool notSent_ = false;
+};
+
+/** keywarden.json (or a config string) that cannot be used. Thrown by fromConfig only. */
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/** One row of the error table: an answer with exactly this status and detail string maps to code. */
+struct ErrorTableEntry {
+  int status;
+  const char* detail;
+  ErrorCode code;
+};
+/** The embedded copy of sdk/vectors/errors.json `entries` (checked by the unit tests). */
+const std::vector<ErrorTableEntry>& errorTable();
+/** `status_fallbacks` of errors.json: 403, 426, 429. */
+const std::map<int, ErrorCode>& errorStatusFallbacks();
+/** The code for a failure answer: exact (status, detail) entry, else status fallback, else server. */
+ErrorCode codeFor(int status, const std::string* detailString);
+
+// ---------------------------------------------------------------------------------------------
+// Configuration (keywarden.json, format 1: sdk/vectors/README.md)
+
+struct ResponseKey {
+  std::string kid;
+  std::string publicKey;  // base64 of the 32-byte Ed25519 public key
+};
+
+struct Config {
+  std::string baseUrl;
+  std::string appName;
+  std::string apiKey;
+  std::string version = "1.0";
+  std::vector<ResponseKey> responseKeys;
+  /** Present only when the application requires signed requests. */
+  std::optional<std::string> apiSecret;
+
+  /** Parses keywarden.json text; throws ConfigError. Unknown fields are ignored. */
+  static Config parse(const std::string& jsonText);
+  /** Reads and parses a file; throws ConfigError. */
+  static Config load(const std::string& path);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Transport (replaceable: Options::transport)
+
+struct HttpRequest {
+  std::string method;  // "POST"
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::chrono::milliseconds timeout{10000};
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-cased names
+  std::string body;
+};
+
+/**
+ * What a transport throws. `sent == false` promises that no byte of the request reached the server
+ * (connection refused, DNS failure): the call may then be sent again unchanged. Anything else a
+ * transport throws counts as a network error that may have reached the server.
+ */
+class TransportError : public std::runtime_error {
+ public:
+  enum class Kind { network, timeout };
+  TransportError(Kind kind, bool sent, const std::string& message)
+      : std::runtime_error(message), kind_(kind), sent_(sent) {}
+  Kind kind() const noexcept { return kind_; }
+  bool sent() const noexcept { return sent_; }
+
+ private:
+  Kind kind_;
+  bool sent_;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  /** Returns any HTTP answer (also 4xx/5xx); throws TransportError when there is none. Thread-safe. */
+  virtual HttpResponse send(const HttpRequest& request) = 0;
+};
+
+struct CurlTransportOptions {
+  /** Proxy URL for libcurl (http://host:port, socks5://...). Empty: direct, environment ignored. */
+  std::string proxy;
+  /** CA bundle file for https (empty: libcurl's default store). */
+  std::string caBundle;
+  /** Largest answer accepted; bigger is a network error. */
+  std::size_t maxResponseBytes = 1u << 20;
+};
+
+/** The default libcurl transport. */
+std::shared_ptr<Transport> makeCurlTransport(const CurlTransportOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// Client
+
+enum class LogLevel { debug, info, warn, error };
+/** event is a dotted name ("keywarden.heartbeat.degraded"), message human text. Called from any thread. */
+using Logger = std::function<void(LogLevel level, const std::string& event, const std::string& message)>;
+/** Wall clock used to check answer timestamps; injectable for tests. */
+using Clock = std::function<std::chrono::system_clock::time_point()>;
+
+struct Options {
+  /** Overrides the config's base_url. */
+  std::string baseUrl;
+  /** Per-call timeout (every call, heartbeats included). */
+  std::chrono::milliseconds timeout{10000};
+  /** Extra attempts for a call that certainly never reached the server. */
+  int retries = 2;
+  /** Proxy for the default transport (ignored when `transport` is set). */
+  std::string proxy;
+  /** CA bundle for the default transport. */
+  std::string caBundle;
+  Logger logger;
+  Clock clock;
+  std::shared_ptr<Transport> transport;
+  /** Asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret. Max 35 chars. */
+  std::string encKey;
+  /** Largest clock offset adopted from the first verified answer; further off it is refused as stale. */
+  std::chrono::seconds maxClockOffset{600};
+};
+
+struct AppInfo {
+  std::string name;
+  std::string version;
+  bool hwidLock = false;
+  std::string session;
+};
+
+using TimePoint = std::chrono::system_clock::time_point;
+
+struct UserInfo {
+  std::string username;
+  int level = 0;
+  /** nullopt: no expiry (lifetime). */
+  std::optional<TimePoint> expiresAt;
+  std::string message;
+};
+
+struct LicenseInfo {
+  int level = 0;
+  /** nullopt: no expiry (lifetime key). */
+  std::optional<TimePoint> expiresAt;
+  std::string message;
+};
+
+struct InitOptions {
+  std::string binaryHash;  // sent when non-empty (hash_check)
+  std::optional<std::string> binaryToken;
+  std::optional<std::string> binaryTokenHash;
+};
+
+class Client;
+class Heartbeat;
+
+struct BeatEvent {
+  std::int64_t index;
+  std::int64_t count;
+};
+struct DegradedEvent {
+  Error error;
+  /** True when the beat may have reached the server: its index is burnt and the token may be stale. */
+  bool lost;
+  bool reauthenticating;
+};
+struct KilledEvent {
+  Error error;
+};
+struct StoppedEvent {
+  std::string reason;  // "stop" or "killed"
+};
+struct RecoveredEvent {
+  std::string session;
+};
+
+struct HeartbeatOptions {
+  /** Beat period; 0 = the server's beat_interval. Beating faster is allowed (only late beats drift). */
+  std::chrono::milliseconds interval{0};
+  std::optional<std::int64_t> codeSize;
+  /** Asked before every beat; default debuggerAttached(). */
+  std::function<bool()> debuggerDetected;
+  /** After a lost beat: run init, the same login/license and heartbeat/start again. */
+  bool reauth = false;
+  /** Custom re-authentication (used instead of repeating the last activation when set). */
+  std::function<void(Client&)> reauthWith;
+
+  // Events, all called on the heartbeat's own thread. A callback that throws is logged and ignored.
+  std::function<void(const BeatEvent&)> onBeat;
+  std::function<void(const DegradedEvent&)> onDegraded;
+  std::function<void(const KilledEvent&)> onKilled;
+  std::function<void(const StoppedEvent&)> onStopped;
+  std::function<void(const RecoveredEvent&)> onRecovered;
+};
+
+/**
+ * A client. Copies share one session (a cheap handle); every method is thread-safe. A failed
+ * call throws keywarden::Error.
+ */
+class Client {
+ public:
+  /** configJsonOrPath: keywarden.json text (starts with '{') or a path to it. Throws ConfigError. */
+  static Client fromConfig(const std::string& configJsonOrPath, Options options = {});
+  Client(Config config, Options options = {});
+
+  /** Opens a session: POST /api/client/init. */
+  AppInfo init(const InitOptions& options = {});
+  /** Registers, then logs in at once and ignores that login's failure (reference clients since 1.1). */
+  UserInfo registerUser(const std::string& username, const std::string& password, const std::string& license,
+                        const std::string& hwid = {});
+  UserInfo login(const std::string& username, const std::string& password, const std::string& hwid = {});
+  /** License-only activation; hwid defaults to machineHwid(). */
+  LicenseInfo activateLicense(const std::string& key, const std::string& hwid = {});
+  /**
+   * heartbeat/start (its proof checked before the token is trusted) and a thread that beats until
+   * stop() or a kill. systemId defaults to the machine hwid, codeHash to selfHash().
+   */
+  [[nodiscard]] Heartbeat startHeartbeat(const std::string& systemId = {}, const std::string& codeHash = {},
+                                         HeartbeatOptions options = {});
+  /** init + the last successful login/license again (what a heartbeat's reauth does). */
+  void reauthenticate();
+
+  /** The salted machine id for this application (api_key is the salt). */
+  std::string machineHwid() const;
+  /** Session from init (empty before). */
+  std::string session() const;
+  /** Server clock minus local clock, once learned from the first verified answer. */
+  std::optional<std::chrono::milliseconds> clockOffset() const;
+  const Config& config() const;
+
+  struct Impl;
+  explicit Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/**
+ * A running heartbeat (PROTOCOL 6). Beats on its own std::thread; a beat that never reached the
+ * server is sent again with the same index and token; a lost answer reports `degraded` (and with
+ * reauth re-authenticates); a server kill reports `killed` then `stopped`. Destroying a running
+ * heartbeat stops it. Move-only.
+ */
+class Heartbeat {
+ public:
+  Heartbeat() = default;
+  Heartbeat(Heartbeat&&) noexcept;
+  Heartbeat& operator=(Heartbeat&&) noexcept;
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  ~Heartbeat();
+
+  /**
+   * Stops beating, waits for a beat in flight, sends heartbeat/stop. Never throws. Idempotent. From a
+   * callback (the heartbeat thread) it only asks: the loop ends when the callback returns.
+   */
+  void stop() noexcept;
+  bool running() const noexcept;
+  /** True once the server killed it (onKilled was called). */
+  bool killed() const noexcept;
+  std::int64_t beatCount() const noexcept;
+  std::int64_t lastIndex() const noexcept;
+  std::chrono::seconds beatInterval() const noexcept;
+  /** Blocks until `count` verified beats happened or the heartbeat ended; false on timeout/end. */
+  bool waitForBeats(std::int64_t count, std::chrono::milliseconds timeout) const;
+  /** Blocks until the heartbeat ended (killed or stopped); false on timeout. */
+  bool waitUntilEnded(std::chrono::milliseconds timeout) const;
+
+  // Replace a callback of HeartbeatOptions while running (thread-safe). Events that happened before
+  // the call went to the previous callback: pass callbacks in HeartbeatOptions to miss none.
+  void onBeat(std::function<void(const BeatEvent&)> fn);
+  void onDegraded(std::function<void(const DegradedEvent&)> fn);
+  void onKilled(std::function<void(const KilledEvent&)> fn);
+  void onStopped(std::function<void(const StoppedEvent&)> fn);
+  void onRecovered(std::function<void(const RecoveredEvent&)> fn);
+
+  struct Impl;
+  explicit Heartbeat(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/** Windows MachineGuid, Linux /etc/machine-id (then /var/lib/dbus/machine-id), macOS IOPlatformUUID; "" if none. */
+std::string rawMachineId();
+/**
+ * hex(sha256("kwhwid1\n" + salt + "\n" + lower(trim(raw id)))): the raw id never leaves the machine and
+ * two vendors (different salts) cannot correlate users. Without a platform id: hostname-based fallback.
+ */
+std::string machineHwid(const std::string& salt = {});
+/** SHA-256 (lower-case hex) of the running executable; throws Error(server) when unreadable. */
+std::string selfHash();
+/** SHA-256 (lower-case hex) of a file. */
+std::string fileSha256(const std::string& path);
+/** True when a debugger is attached (Windows IsDebuggerPresent, Linux TracerPid, macOS P_TRACED). */
+bool debuggerAttached();
+
+}  // namespace keywarden

@@ -1,0 +1,155 @@
+/*
+ * Keywarden client SDK: C ABI, for game engines and languages with a C FFI (Unity/C# P/Invoke,
+ * Unreal, Godot GDExtension, Rust, Python ctypes...). A thin layer over the C++ client with the
+ * same security: every answer is verified (PROTOCOL 3-6) before it is believed.
+ *
+ * Rules of this ABI:
+ *  - Every call returns a kw_status: KW_OK (0) or an error code; it never exits, aborts or lets a
+ *    C++ exception cross the boundary. Pass a kw_error* (may be NULL) for the details.
+ *  - Strings in are UTF-8, NUL-terminated; strings out are copied into fixed-size fields of
+ *    caller-owned structs (truncated, always NUL-terminated). Nothing returned needs freeing
+ *    except the handles (kw_client_free, kw_heartbeat_free).
+ *  - A kw_client may be used from several threads. Heartbeat callbacks run on the heartbeat's own
+ *    thread; engines that must stay on their main thread can poll kw_heartbeat_get_state instead.
+ */
+#ifndef KEYWARDEN_C_H
+#define KEYWARDEN_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) && defined(KEYWARDEN_C_SHARED)
+#if defined(KEYWARDEN_C_BUILD)
+#define KW_API __declspec(dllexport)
+#else
+#define KW_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && defined(KEYWARDEN_C_BUILD)
+#define KW_API __attribute__((visibility("default")))
+#else
+#define KW_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Stable numbers: 1-16 are keywarden::ErrorCode in order (the codes of sdk/vectors/errors.json). */
+typedef enum kw_status {
+  KW_OK = 0,
+  KW_ERR_INVALID_KEY = 1,
+  KW_ERR_KEY_USED = 2,
+  KW_ERR_BANNED = 3,
+  KW_ERR_EXPIRED = 4,
+  KW_ERR_HWID_MISMATCH = 5,
+  KW_ERR_APP_DISABLED = 6,
+  KW_ERR_UPDATE_REQUIRED = 7, /* see kw_error.latest_version, kw_error.update_url */
+  KW_ERR_RATE_LIMITED = 8,    /* see kw_error.retry_after */
+  KW_ERR_LOCKED_OUT = 9,
+  KW_ERR_SESSION_EXPIRED = 10,
+  KW_ERR_HEARTBEAT_KILLED = 11,
+  KW_ERR_VERIFICATION = 12, /* see kw_error.reason */
+  KW_ERR_CLOCK_SKEW = 13,
+  KW_ERR_NETWORK = 14,
+  KW_ERR_TIMEOUT = 15,
+  KW_ERR_SERVER = 16,
+  KW_ERR_CONFIG = 100,   /* keywarden.json unusable */
+  KW_ERR_ARGUMENT = 101, /* NULL handle, missing argument, invalid UTF-8 */
+  KW_ERR_INTERNAL = 102  /* out of memory or a bug: never a reason to crash the host */
+} kw_status;
+
+typedef struct kw_error {
+  kw_status code;
+  int http_status;         /* status of a verified answer, 0 if none */
+  int retry_after;         /* seconds (rate_limited, locked_out), -1 if absent */
+  char reason[32];         /* verification: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed */
+  char latest_version[64]; /* update_required */
+  char update_url[512];    /* update_required */
+  char message[512];
+} kw_error;
+
+typedef struct kw_options {
+  const char* base_url;  /* NULL: the config's base_url */
+  int timeout_ms;        /* per call; <= 0: 10000 */
+  int retries;           /* extra attempts for calls that never reached the server; < 0: 2 */
+  const char* proxy;     /* NULL or "": direct */
+  const char* ca_bundle; /* NULL: libcurl's default */
+  const char* enc_key;   /* NULL: no response encryption (needs api_secret in the config) */
+} kw_options;
+
+typedef struct kw_app_info {
+  char name[256];
+  char version[64];
+  int hwid_lock;
+} kw_app_info;
+
+typedef struct kw_user_info {
+  char username[256];
+  int level;
+  int64_t expires_at; /* unix seconds; 0: no expiry */
+} kw_user_info;
+
+typedef struct kw_license_info {
+  int level;
+  int64_t expires_at; /* unix seconds; 0: no expiry (lifetime key) */
+} kw_license_info;
+
+typedef struct kw_client kw_client;
+typedef struct kw_heartbeat kw_heartbeat;
+
+typedef struct kw_heartbeat_callbacks {
+  void* user;                                                    /* passed back to every callback */
+  void (*on_beat)(void* user, int64_t index, int64_t count);     /* a verified beat */
+  void (*on_degraded)(void* user, const kw_error* error, int lost);
+  void (*on_killed)(void* user, const kw_error* error);          /* final */
+  void (*on_stopped)(void* user, const char* reason);            /* "stop" or "killed" */
+  int (*debugger_detected)(void* user);                          /* NULL: built-in check */
+  int interval_ms; /* <= 0: the server's beat_interval */
+  int reauth;      /* non-zero: after a lost beat, init + same activation + heartbeat/start again */
+} kw_heartbeat_callbacks;
+
+typedef enum kw_heartbeat_state { KW_HB_RUNNING = 0, KW_HB_STOPPED = 1, KW_HB_KILLED = 2 } kw_heartbeat_state;
+
+/* Fills *options with the defaults. */
+KW_API void kw_options_init(kw_options* options);
+
+/* config_json_or_path: keywarden.json text (starting with '{') or its path. options may be NULL. */
+KW_API kw_status kw_client_new(const char* config_json_or_path, const kw_options* options, kw_client** out, kw_error* err);
+KW_API void kw_client_free(kw_client* client);
+
+KW_API kw_status kw_init(kw_client* client, kw_app_info* out, kw_error* err);
+/* Registers, then logs in at once (that login's failure is ignored). hwid NULL: the machine hwid. */
+KW_API kw_status kw_register(kw_client* client, const char* username, const char* password, const char* license,
+                             const char* hwid, kw_user_info* out, kw_error* err);
+KW_API kw_status kw_login(kw_client* client, const char* username, const char* password, const char* hwid,
+                          kw_user_info* out, kw_error* err);
+KW_API kw_status kw_activate_license(kw_client* client, const char* key, const char* hwid, kw_license_info* out,
+                                     kw_error* err);
+
+/* system_id / code_hash NULL: machine hwid / SHA-256 of the running binary. callbacks may be NULL. */
+KW_API kw_status kw_heartbeat_start(kw_client* client, const char* system_id, const char* code_hash,
+                                    const kw_heartbeat_callbacks* callbacks, kw_heartbeat** out, kw_error* err);
+/* Stops beating and closes the heartbeat session; blocks for at most one call. Safe to call twice. */
+KW_API void kw_heartbeat_stop(kw_heartbeat* heartbeat);
+/* Stops (if running) and frees. */
+KW_API void kw_heartbeat_free(kw_heartbeat* heartbeat);
+KW_API kw_heartbeat_state kw_heartbeat_get_state(const kw_heartbeat* heartbeat);
+/* Verified beats so far. */
+KW_API int64_t kw_heartbeat_beats(const kw_heartbeat* heartbeat);
+/* Waits until `beats` verified beats or the end; returns 1 when reached, 0 otherwise. */
+KW_API int kw_heartbeat_wait_beats(const kw_heartbeat* heartbeat, int64_t beats, int timeout_ms);
+/* The error of the last degraded or killed event; KW_OK when none. */
+KW_API kw_status kw_heartbeat_last_error(const kw_heartbeat* heartbeat, kw_error* err);
+
+/* 64 lower-case hex characters + NUL. salt: use your api_key (NULL: ""). */
+KW_API kw_status kw_machine_hwid(const char* salt, char out[65]);
+KW_API kw_status kw_self_hash(char out[65], kw_error* err);
+/* "ok", "invalid_key", ..., "config", "argument", "internal". */
+KW_API const char* kw_status_name(kw_status status);
+KW_API const char* kw_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEYWARDEN_C_H */

@@ -1,0 +1,65 @@
+// The state behind a keywarden::Client handle, shared by every copy of the handle and by its
+// heartbeats (so a heartbeat thread keeps it alive on its own).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "internal.hpp"
+
+namespace keywarden {
+
+/** What the SDK repeats to re-authenticate a heartbeat on its own. */
+struct Activation {
+  bool isLicense = false;
+  std::string username, password, key, hwid;
+};
+
+struct HeartbeatStart {
+  std::string session;
+  std::string token;
+  std::int64_t beatInterval;
+};
+
+struct Client::Impl {
+  Impl(Config config, Options options);
+
+  Config config;
+  std::string baseUrl;
+  std::chrono::milliseconds timeout;
+  int retries;
+  Logger logger;
+  Clock clock;
+  std::shared_ptr<Transport> transport;
+  detail::PinnedKeys keys;
+  std::string encKey;
+  std::int64_t maxOffsetS;
+
+  mutable std::mutex mu;  // guards everything below
+  std::optional<std::int64_t> offsetMs;  // server minus local, from the first verified answer
+  std::string session;
+  InitOptions initOptions;
+  std::optional<Activation> lastActivation;
+
+  void log(LogLevel level, const std::string& event, const std::string& message) const noexcept;
+  std::int64_t localNowMs() const;
+  std::int64_t serverNowMs() const;
+  std::string requireSession() const;
+
+  /**
+   * One verified client call. Sent again (fresh nonce, same body) only when the request certainly
+   * never reached the server, or once after the server refused our request signature while our
+   * clock was off (learned from that same signed answer).
+   */
+  nlohmann::json call(const std::string& endpoint, const nlohmann::json& body);
+  /** heartbeat/start with its proof checked before the token is trusted. */
+  HeartbeatStart openHeartbeat(const std::string& systemId);
+
+ private:
+  nlohmann::json once(const std::string& endpoint, const nlohmann::json& body, bool& offsetJustLearned);
+  void verify(const std::string& path, const HttpResponse& res, const std::string& nonce);
+};
+
+}  // namespace keywarden

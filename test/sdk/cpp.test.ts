@@ -1,0 +1,176 @@
+// The C++ SDK (sdk/cpp) end to end: configured and built with CMake (libcurl, libsodium and
+// nlohmann/json from the system), its ctest suite (unit tests, the C ABI smoke test, and the
+// integration tests against a real server prepared by the SDK harness, tamper fakes included),
+// the example program, and the downloaded zip built as its README says.
+// The build directory is cached under os.tmpdir(), keyed by a hash of the SDK's sources and the
+// compiler, so an unchanged SDK is not recompiled on the next run (2 cores are shared).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { requireToolchain } from '../helpers/toolchain.js';
+
+const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/cpp');
+const works = (cmd: string, args: string[]) => {
+  try {
+    return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
+  } catch {
+    return false;
+  }
+};
+const hasToolchain = requireToolchain(
+  'cmake+g++ +libcurl+libsodium+nlohmann-json (Debian: cmake g++ pkg-config libcurl4-openssl-dev libsodium-dev nlohmann-json3-dev)',
+  works('cmake', ['--version']) && works('g++', ['--version']) && works('pkg-config', ['--exists', 'libsodium', 'libcurl'])
+    && (fs.existsSync('/usr/include/nlohmann/json.hpp') || works('pkg-config', ['--exists', 'nlohmann_json'])),
+);
+const generator = works('ninja', ['--version']) ? ['-G', 'Ninja'] : [];
+
+interface Run { code: number | null; out: string }
+/** Asynchronously: the server runs in this process and must keep answering while the child runs. */
+function run(cmd: string, args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: o.cwd, env: { ...process.env, ...o.env } });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
+  });
+}
+
+/** Hash of every source file of the SDK (and of the compiler), naming the cached build directory. */
+function sourceHash(): string {
+  const h = createHash('sha256');
+  const walk = (dir: string) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (!/^(build|cmake-build-.*|out|\.cache)$/.test(e.name)) walk(p);
+      } else if (e.isFile()) {
+        h.update(path.relative(SDK_DIR, p)).update('\0').update(fs.readFileSync(p)).update('\0');
+      }
+    }
+  };
+  walk(SDK_DIR);
+  h.update(spawnSync('g++', ['--version'], { encoding: 'utf8' }).stdout ?? '');
+  h.update(generator.join(' '));
+  return h.digest('hex').slice(0, 16);
+}
+
+/** KW_CPP_BUILD_DIR=<dir>: build incrementally there instead (for working on the SDK). */
+async function buildSdk(): Promise<string> {
+  const own = process.env.KW_CPP_BUILD_DIR;
+  const dir = own ? path.resolve(own) : path.join(os.tmpdir(), `kw-cpp-build-${sourceHash()}`);
+  const stamp = path.join(dir, '.kw-build-ok');
+  if (!own && fs.existsSync(stamp)) return dir;
+  if (!own) fs.rmSync(dir, { recursive: true, force: true });
+  if (!own || !fs.existsSync(path.join(dir, 'CMakeCache.txt'))) {
+    const configured = await run('cmake', ['-S', SDK_DIR, '-B', dir, ...generator, '-DCMAKE_BUILD_TYPE=Release'], { cwd: os.tmpdir(), timeoutMs: 120_000 });
+    if (configured.code !== 0) throw new Error(`cmake configure failed (${configured.code}):\n${configured.out}`);
+  }
+  const built = await run('cmake', ['--build', dir, '-j2'], { cwd: os.tmpdir(), timeoutMs: 900_000 });
+  if (built.code !== 0) throw new Error(`cmake --build failed (${built.code}):\n${built.out}`);
+  fs.writeFileSync(stamp, new Date().toISOString());
+  return dir;
+}
+
+describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the server', () => {
+  let h: SdkHarness;
+  let build: string;
+  let tmp: string;
+  // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
+  const plainKey = (fromEnd: number) => { const k = h.env.KW_KEYS_PLAIN!.split(','); return k[k.length - 1 - fromEnd]!; };
+
+  beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cpp-'));
+    build = await buildSdk();
+    h = await startSdkHarness();
+  }, 1_000_000);
+
+  afterAll(async () => {
+    await h?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('ctest: unit, C ABI and integration tests pass (every tamper mode refused)', async () => {
+    const env = { ...h.env, KW_REQUIRE_INTEGRATION: '1', KW_REQUIRE_VECTORS: '1' };
+    const r = await run('ctest', ['--output-on-failure', '-V'], { cwd: build, env, timeoutMs: 400_000 });
+    if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out); // KW_SHOW=1: print every C++ test line
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/100% tests passed, 0 tests failed out of 2/);
+    // keywarden_tests: nothing failed, nothing skipped (vectors found, server present)
+    expect(r.out).toMatch(/: \d+ passed, 0 failed, 0 skipped$/m);
+    expect(r.out).not.toMatch(/: (FAIL|skip) /m);
+    const ran = Math.max(...[...r.out.matchAll(/: integration tests run: (\d+)$/gm)].map((m) => Number(m[1])));
+    expect(ran).toBeGreaterThanOrEqual(15);
+    for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
+      expect(r.out).toContain(`tamper: ${mode} is refused`);
+    }
+    for (const name of [
+      'integration/tamper: bad_proof: the heartbeat token is not trusted',
+      'integration/heartbeat: at least 3 beats with verified proofs, then stop',
+      'integration/heartbeat: debugger_detected is killed by the server -> heartbeat_killed',
+      'integration/heartbeat: a beat whose answer was lost -> degraded, then init + same license + start again',
+      'integration/init of an outdated client -> update_required with latest_version and update_url',
+      'integration/a spent rate limit -> rate_limited with retry_after (the server\'s own signed 429)',
+      'integration/registerUser logs in right after (last_login is set); login works again later',
+      'integration/SIGNED app: signed requests are accepted; a wrong secret is refused (clock_skew)',
+    ]) expect(r.out).toContain(`ok   ${name}`);
+    // keywarden_c_smoke (C99 program on the shared library): its online part ran
+    expect(r.out).toMatch(/: integration tests run: 1$/m);
+    expect(r.out).toMatch(/: \d+ passed, 0 failed$/m);
+  }, 420_000);
+
+  it('the example activates a key, beats three times and stops; an outdated build gets update_required', async () => {
+    const exe = path.join(build, 'bin', 'keywarden_activate');
+    const r = await run(exe, [plainKey(1), h.env.KW_CONFIG_PLAIN!], { cwd: tmp, timeoutMs: 90_000 });
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toMatch(/connected to SDK PLAIN \(version 1\.0\)/);
+    expect(r.out).toMatch(/license ok: level 3, expires 20\d\d-/);
+    expect(r.out).toMatch(/beat 3 verified/);
+    expect(r.out).toMatch(/heartbeat stopped/);
+    const outdated = await run(exe, ['ANY-KEY', h.env.KW_CONFIG_OUTDATED!], { cwd: tmp, timeoutMs: 60_000 });
+    expect(outdated.code).toBe(1);
+    expect(outdated.out).toMatch(/keywarden error \[update_required\]/);
+    expect(outdated.out).toMatch(/version 2\.0 is required: https:\/\/example\.com\/download\/2\.0/);
+  }, 120_000);
+
+  it('the downloaded zip builds from source as its README says and its example activates a key and beats', async () => {
+    const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
+    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId}/sdk/cpp`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
+    expect(res.status).toBe(200);
+    const { unzipSync } = await import('fflate');
+    const dir = path.join(tmp, 'zip');
+    for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
+      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+      fs.writeFileSync(path.join(dir, name), data);
+    }
+    const root = path.join(dir, 'svc_sdk_cpp');
+    for (const f of ['README.md', 'CMakeLists.txt', 'keywarden.json', 'include/keywarden/keywarden.hpp', 'include/keywarden/keywarden_c.h',
+      'src/client.cpp', 'examples/activate.cpp']) {
+      expect(fs.existsSync(path.join(root, f)), f).toBe(true);
+    }
+    const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+    // README quick start, verbatim: configure, build the example, run it with the key.
+    const configure = 'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release';
+    const buildExample = 'cmake --build build --config Release --target keywarden_activate';
+    expect(readme).toContain(configure);
+    expect(readme).toContain(buildExample);
+    expect(readme).toContain('./build/bin/keywarden_activate <LICENSE-KEY>');
+    const c = await run('cmake', [...configure.split(' ').slice(1), ...generator], { cwd: root, timeoutMs: 120_000 });
+    expect(c.code, c.out).toBe(0);
+    const b = await run('cmake', [...buildExample.split(' ').slice(1), '-j2'], { cwd: root, timeoutMs: 600_000 });
+    expect(b.code, b.out).toBe(0);
+    const ex = await run(path.join(root, 'build/bin/keywarden_activate'), [plainKey(2)], { cwd: root, timeoutMs: 90_000 });
+    expect(ex.code, ex.out).toBe(0);
+    expect(ex.out).toMatch(/connected to SDK PLAIN/);
+    expect(ex.out).toMatch(/license ok: level 3/);
+    expect(ex.out).toMatch(/beat 3 verified/);
+    expect(ex.out).toMatch(/heartbeat stopped/);
+  }, 720_000);
+});
