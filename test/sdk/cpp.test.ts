@@ -68,7 +68,12 @@ async function buildSdk(): Promise<string> {
   const dir = own ? path.resolve(own) : path.join(os.tmpdir(), `kw-cpp-build-${sourceHash()}`);
   const stamp = path.join(dir, '.kw-build-ok');
   if (!own && fs.existsSync(stamp)) return dir;
-  if (!own) fs.rmSync(dir, { recursive: true, force: true });
+  if (!own) {
+    // One cached build at a time: older ones (other source hashes) are dropped.
+    for (const old of fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('kw-cpp-build-'))) {
+      fs.rmSync(path.join(os.tmpdir(), old), { recursive: true, force: true });
+    }
+  }
   if (!own || !fs.existsSync(path.join(dir, 'CMakeCache.txt'))) {
     const configured = await run('cmake', ['-S', SDK_DIR, '-B', dir, ...generator, '-DCMAKE_BUILD_TYPE=Release'], { cwd: os.tmpdir(), timeoutMs: 120_000 });
     if (configured.code !== 0) throw new Error(`cmake configure failed (${configured.code}):\n${configured.out}`);

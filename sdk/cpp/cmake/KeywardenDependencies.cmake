@@ -50,7 +50,9 @@ if(NOT _kw_sodium_found)
 endif()
 
 # --- libcurl ---------------------------------------------------------------------------------
-find_package(CURL REQUIRED)
+if(NOT TARGET CURL::libcurl)  # a parent project may already provide it
+  find_package(CURL REQUIRED)
+endif()
 if(NOT TARGET CURL::libcurl)
   add_library(CURL::libcurl INTERFACE IMPORTED)
   set_target_properties(CURL::libcurl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${CURL_INCLUDE_DIRS}"
@@ -66,7 +68,9 @@ if(KEYWARDEN_JSON_INCLUDE_DIR)
   target_include_directories(keywarden_dep_json INTERFACE "${KEYWARDEN_JSON_INCLUDE_DIR}")
   message(STATUS "keywarden: nlohmann/json from ${KEYWARDEN_JSON_INCLUDE_DIR}")
 else()
-  find_package(nlohmann_json 3.2.0 CONFIG QUIET)
+  if(NOT TARGET nlohmann_json::nlohmann_json)  # a parent project may already provide it (FetchContent)
+    find_package(nlohmann_json 3.2.0 CONFIG QUIET)
+  endif()
   if(TARGET nlohmann_json::nlohmann_json)
     target_link_libraries(keywarden_dep_json INTERFACE nlohmann_json::nlohmann_json)
     message(STATUS "keywarden: nlohmann/json ${nlohmann_json_VERSION} (CMake package)")

@@ -118,6 +118,8 @@ struct Heartbeat::Impl {
       client->call("heartbeat/stop", {{"session", s}, {"token", t}});
     } catch (const std::exception& e) {
       client->log(LogLevel::warn, "keywarden.heartbeat.stop_failed", e.what());
+    } catch (...) {
+      client->log(LogLevel::warn, "keywarden.heartbeat.stop_failed", "non-standard exception");
     }
     {
       std::lock_guard<std::mutex> lk(mu);

@@ -356,10 +356,11 @@ class Heartbeat {
   bool running() const noexcept;
   /** True once the server killed it (onKilled was called). */
   bool killed() const noexcept;
+  /** The server's beat_count of the current heartbeat session (restarts after a re-authentication). */
   std::int64_t beatCount() const noexcept;
   std::int64_t lastIndex() const noexcept;
   std::chrono::seconds beatInterval() const noexcept;
-  /** Blocks until `count` verified beats happened or the heartbeat ended; false on timeout/end. */
+  /** Blocks until this object verified `count` beats in all (across re-authentications); false on timeout or end. */
   bool waitForBeats(std::int64_t count, std::chrono::milliseconds timeout) const;
   /** Blocks until the heartbeat ended (killed or stopped); false on timeout. */
   bool waitUntilEnded(std::chrono::milliseconds timeout) const;

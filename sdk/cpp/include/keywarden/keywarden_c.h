@@ -134,9 +134,9 @@ KW_API void kw_heartbeat_stop(kw_heartbeat* heartbeat);
 /* Stops (if running) and frees. */
 KW_API void kw_heartbeat_free(kw_heartbeat* heartbeat);
 KW_API kw_heartbeat_state kw_heartbeat_get_state(const kw_heartbeat* heartbeat);
-/* Verified beats so far. */
+/* The server's beat_count of the current heartbeat session (starts again at 0 after a re-authentication). */
 KW_API int64_t kw_heartbeat_beats(const kw_heartbeat* heartbeat);
-/* Waits until `beats` verified beats or the end; returns 1 when reached, 0 otherwise. */
+/* Waits until this heartbeat verified `beats` beats in all (across re-authentications) or ended; 1 when reached. */
 KW_API int kw_heartbeat_wait_beats(const kw_heartbeat* heartbeat, int64_t beats, int timeout_ms);
 /* The error of the last degraded or killed event; KW_OK when none. */
 KW_API kw_status kw_heartbeat_last_error(const kw_heartbeat* heartbeat, kw_error* err);
