@@ -127,3 +127,19 @@ export async function startSdkHarness(): Promise<SdkHarness> {
     throw err;
   }
 }
+
+/**
+ * Downloads the application's `svc_sdk_<lang>.zip` as its owner would (GET /api/apps/{id}/sdk/{lang})
+ * and unzips it into `dir`; returns the extracted `svc_sdk_<lang>` folder.
+ */
+export async function downloadSdkZip(env: Record<string, string>, lang: string, dir: string): Promise<string> {
+  const appId = (JSON.parse(env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
+  const res = await fetch(`${env.KW_BASE_URL}/api/apps/${appId}/sdk/${lang}`, { headers: { authorization: `Bearer ${env.KW_OWNER_TOKEN}` } });
+  if (res.status !== 200) throw new Error(`SDK download answered ${res.status}`);
+  const { unzipSync } = await import('fflate');
+  for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
+    await fs.mkdir(path.dirname(path.join(dir, name)), { recursive: true });
+    await fs.writeFile(path.join(dir, name), data);
+  }
+  return path.join(dir, `svc_sdk_${lang}`);
+}

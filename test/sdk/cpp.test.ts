@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/cpp');
@@ -146,16 +146,8 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   }, 120_000);
 
   it('the downloaded zip builds from source as its README says and its example activates a key and beats', async () => {
-    const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
-    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId}/sdk/cpp`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
-    expect(res.status).toBe(200);
-    const { unzipSync } = await import('fflate');
     const dir = path.join(tmp, 'zip');
-    for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
-      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-      fs.writeFileSync(path.join(dir, name), data);
-    }
-    const root = path.join(dir, 'svc_sdk_cpp');
+    const root = await downloadSdkZip(h.env, 'cpp', dir);
     for (const f of ['README.md', 'CMakeLists.txt', 'keywarden.json', 'include/keywarden/keywarden.hpp', 'include/keywarden/keywarden_c.h',
       'src/client.cpp', 'examples/activate.cpp']) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
@@ -112,16 +112,8 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
   }, 300_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
-    const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
-    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId}/sdk/csharp`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
-    expect(res.status).toBe(200);
-    const { unzipSync } = await import('fflate');
     const dir = path.join(tmp, 'zip');
-    for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
-      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-      fs.writeFileSync(path.join(dir, name), data);
-    }
-    const root = path.join(dir, 'svc_sdk_csharp');
+    const root = await downloadSdkZip(h.env, 'csharp', dir);
     for (const f of ['README.md', 'Keywarden.csproj', 'build.sh', 'keywarden.json', 'examples/Activate.cs', 'src/KeywardenClient.cs']) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);
     }

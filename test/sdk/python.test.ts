@@ -9,7 +9,7 @@ import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -146,16 +146,8 @@ print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.t
   }, 240_000);
 
   it('the downloaded zip runs its example as the README says', async () => {
-    const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
-    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId}/sdk/python`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
-    expect(res.status).toBe(200);
-    const { unzipSync } = await import('fflate');
     const dir = path.join(tmp, 'zip');
-    for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {
-      fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-      fs.writeFileSync(path.join(dir, name), data);
-    }
-    const root = path.join(dir, 'svc_sdk_python');
+    const root = await downloadSdkZip(h.env, 'python', dir);
     for (const f of ['README.md', 'pyproject.toml', 'keywarden.json', 'keywarden/__init__.py', 'keywarden/py.typed', 'examples/activate.py']) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);
     }
