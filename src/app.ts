@@ -78,7 +78,11 @@ export interface App {
 /** Dashboard sign-in's dependencies (also used by the command line). */
 export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
   return {
-    repos: s.repos, coordinator: s.coordinator, developerEmails: s.config.developerEmails, log: s.log, now: () => s.clock.now(),
+    repos: s.repos,
+    coordinator: s.coordinator,
+    developerEmails: s.config.developerEmails,
+    log: s.log,
+    now: () => s.clock.now(),
     // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
     trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
   };
@@ -89,18 +93,34 @@ export function createDomain(s: Services): Domain {
   const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);
   const sessions = new ClientSessions(s.coordinator, now);
   const licenseOps = new LicenseOpsRepository(s.sql);
-  const licenses = new LicenseHost(licenseEffects(licenseOps, { now, afterClaimMs: s.config.faultAfterClaimMs }), { log: s.log, now });
+  const licenses = new LicenseHost(licenseEffects(licenseOps, { now, afterClaimMs: s.config.faultAfterClaimMs }), {
+    log: s.log,
+    now,
+  });
   const events = new EventBus(s.coordinator, now, s.log);
   const webhooks = new WebhookService({
-    targets: new WebhookRepository(s.sql), audit: s.repos.audit, log: s.log, now, allowPrivate: s.config.allowPrivateWebhooks,
+    targets: new WebhookRepository(s.sql),
+    audit: s.repos.audit,
+    log: s.log,
+    now,
+    allowPrivate: s.config.allowPrivateWebhooks,
     ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
-    dataDir: s.config.dataDir, developerEmails: s.config.developerEmails, discordHosts: s.config.webhookDiscordHosts,
+    dataDir: s.config.dataDir,
+    developerEmails: s.config.developerEmails,
+    discordHosts: s.config.webhookDiscordHosts,
     geoAttribution: s.geo.attribution,
   });
   const node = new ClusterNode<ClusterOps>(s.coordinator, s.log, now);
   // The heartbeat service registers its shard handlers and operations on the node itself.
   const heartbeats = new HeartbeatService({
-    now, log: s.log, sessions, audit: s.repos.audit, events, coordinator: s.coordinator, node, maxLiveActors: s.config.heartbeatMaxLiveActors,
+    now,
+    log: s.log,
+    sessions,
+    audit: s.repos.audit,
+    events,
+    coordinator: s.coordinator,
+    node,
+    maxLiveActors: s.config.heartbeatMaxLiveActors,
   });
   // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
   node.handle('lic.run', (a) => licenses.run(a.licenseId, a.op));
@@ -110,23 +130,57 @@ export function createDomain(s: Services): Domain {
   };
   events.on((e) => heartbeats.onEvent(e));
   const client = new ClientService({
-    now, coordinator: s.coordinator, sessions, heartbeats, licenses: routedLicenses, licenseOps, users: new EndUserRepository(s.sql),
-    audit: s.repos.audit, licenseHashKey: s.secrets.licenseHashKey, events, webhooks,
+    now,
+    coordinator: s.coordinator,
+    sessions,
+    heartbeats,
+    licenses: routedLicenses,
+    licenseOps,
+    users: new EndUserRepository(s.sql),
+    audit: s.repos.audit,
+    licenseHashKey: s.secrets.licenseHashKey,
+    events,
+    webhooks,
     screenshots: new ScreenshotStore(s.config.dataDir),
     geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log: s.log }),
   });
   const log = s.log;
-  const apps = new AppsService({
-    repos: s.repos, licenseHashKey: s.secrets.licenseHashKey, allowPrivateWebhooks: s.config.allowPrivateWebhooks, log, now,
-  }, appCache, events);
+  const apps = new AppsService(
+    {
+      repos: s.repos,
+      licenseHashKey: s.secrets.licenseHashKey,
+      allowPrivateWebhooks: s.config.allowPrivateWebhooks,
+      log,
+      now,
+    },
+    appCache,
+    events,
+  );
   let noncePurge: NodeJS.Timeout | undefined;
   const keys = new KeysAdminService({ audit: s.repos.audit, now }, new KeyAdminRepository(s.sql), apps, events);
   return {
-    auth: new DashboardAuth(dashboardAuthDeps(s)), apps, appCache, sessions, licenseOps, licenses, heartbeats, client, keys, events,
-    team: new TeamService({
-      repos: s.repos, allowPrivateWebhooks: s.config.allowPrivateWebhooks, developerEmails: s.config.developerEmails, log, now,
-    }, new TeamRepository(s.orm)),
-    webhooks, node,
+    auth: new DashboardAuth(dashboardAuthDeps(s)),
+    apps,
+    appCache,
+    sessions,
+    licenseOps,
+    licenses,
+    heartbeats,
+    client,
+    keys,
+    events,
+    team: new TeamService(
+      {
+        repos: s.repos,
+        allowPrivateWebhooks: s.config.allowPrivateWebhooks,
+        developerEmails: s.config.developerEmails,
+        log,
+        now,
+      },
+      new TeamRepository(s.orm),
+    ),
+    webhooks,
+    node,
     async start() {
       await appCache.start();
       await events.start();
@@ -137,7 +191,9 @@ export function createDomain(s: Services): Domain {
       }, NONCE_PURGE_MS).unref();
       // One process alone (no Redis) cannot race a live claim: recover every pending key.
       // With other workers around, only claims older than any live register can be dead.
-      const recovered = await licenseOps.recoverPending(new Date(now() - (s.coordinator.kind === 'local' ? 0 : 60_000)));
+      const recovered = await licenseOps.recoverPending(
+        new Date(now() - (s.coordinator.kind === 'local' ? 0 : 60_000)),
+      );
       if (recovered > 0) s.log.warn({ recovered }, 'license.pending_recovered');
     },
     async stop() {
@@ -164,13 +220,37 @@ export function createApp(s: Services): App {
   const router = new Router();
   const domain = createDomain(s);
   const deps: AppDeps = { s, domain, router, metrics };
-  metrics.gauge('keywarden_process_pid', 'This worker\'s process id (tells workers sharing a port apart)', () => process.pid);
+  metrics.gauge(
+    'keywarden_process_pid',
+    "This worker's process id (tells workers sharing a port apart)",
+    () => process.pid,
+  );
   metrics.gauge('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
-  metrics.gauge('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
-  metrics.gauge('keywarden_cluster_forwarded_total', 'Actor operations sent to the owning worker', () => domain.node.forwarded);
-  metrics.gauge('keywarden_cluster_local_total', 'Actor operations run on this worker', () => domain.node.servedLocally);
-  metrics.gauge('keywarden_heartbeat_sessions', 'Heartbeat sessions hosted by this worker', () => domain.heartbeats.host.size);
-  metrics.gauge('keywarden_heartbeat_live_actors', 'Heartbeat sessions currently live actors (not passivated)', () => domain.heartbeats.host.liveActors);
+  metrics.gauge(
+    'keywarden_cluster_owned_shards',
+    'Shards whose lease this worker holds',
+    () => domain.node.ownedShards,
+  );
+  metrics.gauge(
+    'keywarden_cluster_forwarded_total',
+    'Actor operations sent to the owning worker',
+    () => domain.node.forwarded,
+  );
+  metrics.gauge(
+    'keywarden_cluster_local_total',
+    'Actor operations run on this worker',
+    () => domain.node.servedLocally,
+  );
+  metrics.gauge(
+    'keywarden_heartbeat_sessions',
+    'Heartbeat sessions hosted by this worker',
+    () => domain.heartbeats.host.size,
+  );
+  metrics.gauge(
+    'keywarden_heartbeat_live_actors',
+    'Heartbeat sessions currently live actors (not passivated)',
+    () => domain.heartbeats.host.liveActors,
+  );
   metrics.gauge('keywarden_license_live_actors', 'License-key actors currently live', () => domain.licenses.size);
   systemRoutes(deps);
   authRoutes(deps);
@@ -185,12 +265,29 @@ export function createApp(s: Services): App {
     throw new AppError('route_not_found');
   };
   router.add({
-    method: 'get', path: '/api/ws', docOnly: true, handler: notHere,
-    doc: { summary: 'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; subprotocol msgpack for MessagePack frames', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
+    method: 'get',
+    path: '/api/ws',
+    docOnly: true,
+    handler: notHere,
+    doc: {
+      summary:
+        'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; subprotocol msgpack for MessagePack frames',
+      tag: 'live',
+      auth: 'dashboard',
+      permission: 'any account the app is visible to',
+    },
   });
   router.add({
-    method: 'get', path: '/api/apps/:id/events', docOnly: true, handler: notHere,
-    doc: { summary: 'Server-Sent Events: one `event:` per kind', tag: 'live', auth: 'dashboard', permission: 'any account the app is visible to' },
+    method: 'get',
+    path: '/api/apps/:id/events',
+    docOnly: true,
+    handler: notHere,
+    doc: {
+      summary: 'Server-Sent Events: one `event:` per kind',
+      tag: 'live',
+      auth: 'dashboard',
+      permission: 'any account the app is visible to',
+    },
   });
   router.mount(server);
   // The web dashboard's files (web/dist) at /dashboard/, read into memory now, off the request path.
@@ -200,9 +297,10 @@ export function createApp(s: Services): App {
   server.mountFallback(async (req) => {
     const allowed = router.methodsAt(req.path);
     // A path whose method is served but that reached here anyway (a malformed %-escape) names nothing: 404.
-    const err = allowed.length > 0 && !allowed.includes(req.method)
-      ? new AppError('method_not_allowed', undefined, { Allow: allowed.map((m) => m.toUpperCase()).join(', ') })
-      : new AppError('route_not_found');
+    const err =
+      allowed.length > 0 && !allowed.includes(req.method)
+        ? new AppError('method_not_allowed', undefined, { Allow: allowed.map((m) => m.toUpperCase()).join(', ') })
+        : new AppError('route_not_found');
     const reply = errorReply(err, s.log);
     if (!req.path.startsWith('/api/client/')) return reply;
     return signReply(reply, s.secrets.signing, req.method, req.path, req.headers['x-nonce'] ?? '', s.clock.now());

@@ -19,14 +19,17 @@ const USAGE = `usage:
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 async function serve(config: Config, asWorker = false): Promise<void> {
   const log = createLogger(config, asWorker ? { worker: Number(process.env.KW_WORKER_INDEX ?? 0) } : {});
-  const server = !asWorker && config.workers > 1
-    ? { shutdown: (await superviseWorkers(config, log)).stop }
-    : await startServer(config, { log });
+  const server =
+    !asWorker && config.workers > 1
+      ? { shutdown: (await superviseWorkers(config, log)).stop }
+      : await startServer(config, { log });
   // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
   // signals are ignored and a watchdog bounds the whole shutdown instead.
   let stopping = false;
@@ -67,21 +70,27 @@ async function withDatabase(config: Config): Promise<Config> {
 }
 
 async function createTopAccount(config: Config, kind: 'owner' | 'developer', args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { username: { type: 'string' }, 'password-stdin': { type: 'boolean' } } });
+  const { values } = parseArgs({
+    args,
+    options: { username: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+  });
   if (!values.username || !values['password-stdin']) {
     console.error(USAGE);
     return 2;
   }
   // Checked before anything starts: a missing setting is a one-line message, not a stack trace.
   if (kind === 'developer' && config.developerEmails.length === 0) {
-    throw new ConfigError('DEVELOPER_EMAILS must name at least one address (the developer account\'s email)');
+    throw new ConfigError("DEVELOPER_EMAILS must name at least one address (the developer account's email)");
   }
   const password = await readStdin();
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
   const s = await createServices(await withDatabase(config), log);
   try {
     const auth = new DashboardAuth(dashboardAuthDeps(s));
-    const created = kind === 'owner' ? await auth.ensureOwner(values.username, password) : await auth.ensureDeveloper(values.username, password);
+    const created =
+      kind === 'owner'
+        ? await auth.ensureOwner(values.username, password)
+        : await auth.ensureDeveloper(values.username, password);
     console.log(created ? `${kind} ${values.username} created` : `an account named ${values.username} already exists`);
     return created ? 0 : 1;
   } finally {
@@ -121,7 +130,8 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
     else if (err instanceof DataDirBusyError) console.error(err.message);
-    else if (err instanceof ValidationError) console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
+    else if (err instanceof ValidationError)
+      console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
     else console.error(err);
     process.exit(1);
   },

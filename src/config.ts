@@ -70,7 +70,10 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
 }
 
 function list(raw: string | undefined): string[] {
-  return (raw ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  return (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 }
 
 function opt(env: Env, name: string): string | undefined {
@@ -86,7 +89,8 @@ function publicUrl(raw: string | undefined): string | undefined {
   } catch {
     throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
   return raw.replace(/\/+$/, '');
 }
 
@@ -125,7 +129,11 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     publicUrl: publicUrl(opt(env, 'PUBLIC_URL')),
     geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),
     webhookDiscordHosts: list(env.WEBHOOK_DISCORD_HOSTS).map((h) => h.toLowerCase()),
-    webhookRetryMs: env.WEBHOOK_RETRY_MS ? list(env.WEBHOOK_RETRY_MS).map(Number).filter((n) => Number.isInteger(n) && n >= 0) : undefined,
+    webhookRetryMs: env.WEBHOOK_RETRY_MS
+      ? list(env.WEBHOOK_RETRY_MS)
+          .map(Number)
+          .filter((n) => Number.isInteger(n) && n >= 0)
+      : undefined,
   };
   return Object.freeze(config);
 }

@@ -51,7 +51,10 @@ export const ERRORS = {
   not_authenticated: { status: 401, detail: 'Not authenticated' },
   permission_denied: { status: 403, detail: 'Permission denied' },
   owner_protected: { status: 403, detail: 'The owner account cannot be modified.' },
-  self_edit: { status: 403, detail: 'Cannot manage your own account here. Change your own password from Settings instead.' },
+  self_edit: {
+    status: 403,
+    detail: 'Cannot manage your own account here. Change your own password from Settings instead.',
+  },
   email_reserved: { status: 403, detail: 'Email address is reserved' },
   resellers_no_apps: { status: 403, detail: "Resellers don't own apps" },
   credits_resellers_only: { status: 400, detail: 'Credits only apply to resellers.' },
@@ -108,7 +111,11 @@ export class ValidationError extends Error {
   }
 }
 
-export function validationError(field: string | (string | number)[], msg: string, type = 'value_error'): ValidationError {
+export function validationError(
+  field: string | (string | number)[],
+  msg: string,
+  type = 'value_error',
+): ValidationError {
   const loc = Array.isArray(field) ? ['body', ...field] : ['body', field];
   return new ValidationError([{ loc, msg, type }]);
 }

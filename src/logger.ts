@@ -9,5 +9,8 @@ export type { Logger };
  * exits right after shutdown. Nothing on the request hot path logs at info level.
  */
 export function createLogger(config: Pick<Config, 'logLevel'>, bindings: Record<string, unknown> = {}): Logger {
-  return pino({ level: config.logLevel, base: { pid: process.pid, ...bindings } }, pino.destination({ dest: 1, sync: true }));
+  return pino(
+    { level: config.logLevel, base: { pid: process.pid, ...bindings } },
+    pino.destination({ dest: 1, sync: true }),
+  );
 }

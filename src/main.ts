@@ -34,7 +34,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     await services.close();
     throw err;
   }
-  log.info({ host: config.host, port, coordination: services.coordinator.kind, embeddedDb: !config.databaseUrl }, 'server.listening');
+  log.info(
+    { host: config.host, port, coordination: services.coordinator.kind, embeddedDb: !config.databaseUrl },
+    'server.listening',
+  );
 
   let stopping: Promise<void> | undefined;
   const shutdown = (reason = 'shutdown') =>

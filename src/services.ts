@@ -64,13 +64,18 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
     }
     const secrets = await loadSecrets(config);
     const geo = await GeoLocator.open(config.geoipDb, log);
-    coordinator = config.redisUrl ? new RedisCoordinator(config.redisUrl, config.redisPrefix) : new LocalCoordinator(() => clock.now());
+    coordinator = config.redisUrl
+      ? new RedisCoordinator(config.redisUrl, config.redisPrefix)
+      : new LocalCoordinator(() => clock.now());
     if (coordinator instanceof RedisCoordinator) {
       await coordinator.ping();
       const persistence = await coordinator.persistence();
       if (persistence !== 'aof') {
-        log.warn({ persistence }, 'redis.no_persistence: client and heartbeat sessions live in Redis; without appendonly yes '
-          + 'a Redis restart ends every one of them (clients must init and activate again). See README "Redis persistence".');
+        log.warn(
+          { persistence },
+          'redis.no_persistence: client and heartbeat sessions live in Redis; without appendonly yes ' +
+            'a Redis restart ends every one of them (clients must init and activate again). See README "Redis persistence".',
+        );
       }
     }
     const sql = new Sql(orm);
@@ -80,20 +85,34 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       apps: new ApplicationRepository(orm, sql),
       licenses: new LicenseRepository(sql),
       blacklist: new BlacklistRepository(orm, sql),
-      audit: new AuditRepository(sql, log, () => clock.now(), async (ip) => locationText(await geo.lookup(ip))),
+      audit: new AuditRepository(
+        sql,
+        log,
+        () => clock.now(),
+        async (ip) => locationText(await geo.lookup(ip)),
+      ),
       nonces: new NonceRepository(sql),
     };
     let closing: Promise<void> | undefined;
     const o = orm;
     const c = coordinator;
     return {
-      config, log, clock, orm: o, sql, repos, coordinator: c, secrets, geo,
-      close: () => (closing ??= (async () => {
-        await repos.audit.flush();
-        await c.close();
-        await o.close(true);
-        await embedded?.stop();
-      })()),
+      config,
+      log,
+      clock,
+      orm: o,
+      sql,
+      repos,
+      coordinator: c,
+      secrets,
+      geo,
+      close: () =>
+        (closing ??= (async () => {
+          await repos.audit.flush();
+          await c.close();
+          await o.close(true);
+          await embedded?.stop();
+        })()),
     };
   } catch (err) {
     await coordinator?.close().catch(() => undefined);

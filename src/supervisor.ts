@@ -50,11 +50,16 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
   return {
     async stop() {
       stopping = true;
-      await Promise.all([...children.values()].map((c) => new Promise<void>((resolve) => {
-        if (c.exitCode !== null || c.signalCode !== null) return resolve();
-        c.once('exit', () => resolve());
-        c.kill('SIGTERM');
-      })));
+      await Promise.all(
+        [...children.values()].map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              if (c.exitCode !== null || c.signalCode !== null) return resolve();
+              c.once('exit', () => resolve());
+              c.kill('SIGTERM');
+            }),
+        ),
+      );
       await embedded?.stop();
       log.info('cluster.stopped');
     },

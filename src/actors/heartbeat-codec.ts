@@ -12,15 +12,42 @@ export class UnknownSnapshotVersion extends Error {
 }
 
 type Tuple = [
-  v: number, appId: string, session: string, token: string, systemId: string, beatInterval: number, lastBeatIndex: number,
-  beatCount: number, warnings: number, lastBeatAt: number, startedAt: number, expiresAt: number, codeHash: string | null,
-  codeSize: number | null, userId: string | null, licenseId: string | null,
+  v: number,
+  appId: string,
+  session: string,
+  token: string,
+  systemId: string,
+  beatInterval: number,
+  lastBeatIndex: number,
+  beatCount: number,
+  warnings: number,
+  lastBeatAt: number,
+  startedAt: number,
+  expiresAt: number,
+  codeHash: string | null,
+  codeSize: number | null,
+  userId: string | null,
+  licenseId: string | null,
 ];
 
 export function encodeHeartbeat(c: HeartbeatContext): Buffer {
   const t: Tuple = [
-    HEARTBEAT_SNAPSHOT_VERSION, c.appId, c.session, c.token, c.systemId, c.beatInterval, c.lastBeatIndex, c.beatCount, c.warnings,
-    c.lastBeatAt, c.startedAt, c.expiresAt, c.codeHash, c.codeSize, c.userId, c.licenseId,
+    HEARTBEAT_SNAPSHOT_VERSION,
+    c.appId,
+    c.session,
+    c.token,
+    c.systemId,
+    c.beatInterval,
+    c.lastBeatIndex,
+    c.beatCount,
+    c.warnings,
+    c.lastBeatAt,
+    c.startedAt,
+    c.expiresAt,
+    c.codeHash,
+    c.codeSize,
+    c.userId,
+    c.licenseId,
   ];
   return pack(t);
 }
@@ -29,11 +56,43 @@ export function encodeHeartbeat(c: HeartbeatContext): Buffer {
 export function decodeHeartbeat(raw: Buffer): HeartbeatContext {
   const t = unpack(raw) as unknown;
   const version = Array.isArray(t) ? t[0] : (t as { v?: unknown } | null)?.v;
-  if (version !== HEARTBEAT_SNAPSHOT_VERSION || !Array.isArray(t) || t.length !== 16) throw new UnknownSnapshotVersion(version);
-  const [v, appId, session, token, systemId, beatInterval, lastBeatIndex, beatCount, warnings, lastBeatAt, startedAt, expiresAt,
-    codeHash, codeSize, userId, licenseId] = t as Tuple;
+  if (version !== HEARTBEAT_SNAPSHOT_VERSION || !Array.isArray(t) || t.length !== 16)
+    throw new UnknownSnapshotVersion(version);
+  const [
+    v,
+    appId,
+    session,
+    token,
+    systemId,
+    beatInterval,
+    lastBeatIndex,
+    beatCount,
+    warnings,
+    lastBeatAt,
+    startedAt,
+    expiresAt,
+    codeHash,
+    codeSize,
+    userId,
+    licenseId,
+  ] = t as Tuple;
   return {
-    v, appId, session, token, systemId, beatInterval, lastBeatIndex, beatCount, warnings, lastBeatAt, startedAt, expiresAt,
-    codeHash, codeSize, userId, licenseId, last: null,
+    v,
+    appId,
+    session,
+    token,
+    systemId,
+    beatInterval,
+    lastBeatIndex,
+    beatCount,
+    warnings,
+    lastBeatAt,
+    startedAt,
+    expiresAt,
+    codeHash,
+    codeSize,
+    userId,
+    licenseId,
+    last: null,
   };
 }

@@ -2,7 +2,13 @@
 // actors (at most `maxLive`); the rest are passivated to their context alone (a few hundred
 // bytes) and rehydrated on their next event. A sweeper evicts sessions past their deadline.
 import { createActor, type Actor } from 'xstate';
-import { heartbeatMachine, type HeartbeatContext, type HeartbeatEvent, type HeartbeatInput, type BeatVerdict } from './heartbeat.machine.js';
+import {
+  heartbeatMachine,
+  type HeartbeatContext,
+  type HeartbeatEvent,
+  type HeartbeatInput,
+  type BeatVerdict,
+} from './heartbeat.machine.js';
 
 export interface HeartbeatHostOptions {
   now: () => number;

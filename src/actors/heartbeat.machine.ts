@@ -48,7 +48,8 @@ export interface BeatInput {
   newToken: string;
 }
 
-export type KillReason = 'system_id' | 'no_code_hash' | 'code_changed' | 'pinned_hash' | 'drift' | 'debugger' | 'revoked';
+export type KillReason =
+  'system_id' | 'no_code_hash' | 'code_changed' | 'pinned_hash' | 'drift' | 'debugger' | 'revoked';
 export type RejectReason = 'token' | 'replay';
 
 export type BeatVerdict =
@@ -59,9 +60,7 @@ export type BeatVerdict =
   | { kind: 'stop_refused' };
 
 export type HeartbeatEvent =
-  | { type: 'BEAT'; beat: BeatInput }
-  | { type: 'STOP'; token: string }
-  | { type: 'KILL'; reason: KillReason };
+  { type: 'BEAT'; beat: BeatInput } | { type: 'STOP'; token: string } | { type: 'KILL'; reason: KillReason };
 
 export function expiryWindowMs(beatInterval: number): number {
   return Math.max(60, beatInterval * 6) * 1000;
@@ -85,8 +84,10 @@ export function judgeBeat(c: HeartbeatContext, b: BeatInput): BeatVerdict & { wa
     return { kind: 'killed', reason: 'no_code_hash' };
   }
   if (c.beatCount > 0) {
-    if (hash !== undefined && c.codeHash !== null && hash !== c.codeHash) return { kind: 'killed', reason: 'code_changed' };
-    if (b.codeSize !== undefined && c.codeSize !== null && b.codeSize !== c.codeSize) return { kind: 'killed', reason: 'code_changed' };
+    if (hash !== undefined && c.codeHash !== null && hash !== c.codeHash)
+      return { kind: 'killed', reason: 'code_changed' };
+    if (b.codeSize !== undefined && c.codeSize !== null && b.codeSize !== c.codeSize)
+      return { kind: 'killed', reason: 'code_changed' };
   }
   const late = b.now - c.lastBeatAt > c.beatInterval * 2.5 * 1000;
   const warnings = late ? c.warnings + 1 : Math.max(0, c.warnings - 1);
@@ -119,10 +120,23 @@ export const heartbeatMachine = setup({
 }).createMachine({
   id: 'heartbeat',
   context: ({ input }) => ({
-    v: HEARTBEAT_SNAPSHOT_VERSION, appId: input.appId, session: input.session, token: input.token, systemId: input.systemId,
-    beatInterval: input.beatInterval, lastBeatIndex: 0, beatCount: 0, warnings: 0, lastBeatAt: input.now, startedAt: input.now,
-    expiresAt: input.now + expiryWindowMs(input.beatInterval), codeHash: null, codeSize: null,
-    userId: input.userId, licenseId: input.licenseId, last: null,
+    v: HEARTBEAT_SNAPSHOT_VERSION,
+    appId: input.appId,
+    session: input.session,
+    token: input.token,
+    systemId: input.systemId,
+    beatInterval: input.beatInterval,
+    lastBeatIndex: 0,
+    beatCount: 0,
+    warnings: 0,
+    lastBeatAt: input.now,
+    startedAt: input.now,
+    expiresAt: input.now + expiryWindowMs(input.beatInterval),
+    codeHash: null,
+    codeSize: null,
+    userId: input.userId,
+    licenseId: input.licenseId,
+    last: null,
   }),
   initial: 'alive',
   states: {
@@ -136,8 +150,12 @@ export const heartbeatMachine = setup({
               const v = judgeBeat(context, b) as { kind: 'accepted'; drift: boolean; warnings: number };
               const first = context.beatCount === 0;
               return {
-                token: b.newToken, lastBeatIndex: b.beatIndex, beatCount: context.beatCount + 1, warnings: v.warnings,
-                lastBeatAt: b.now, expiresAt: b.now + expiryWindowMs(context.beatInterval),
+                token: b.newToken,
+                lastBeatIndex: b.beatIndex,
+                beatCount: context.beatCount + 1,
+                warnings: v.warnings,
+                lastBeatAt: b.now,
+                expiresAt: b.now + expiryWindowMs(context.beatInterval),
                 // The first beat sets the baseline the later ones are compared with.
                 codeHash: first ? (b.codeHash?.toLowerCase() ?? null) : context.codeHash,
                 codeSize: first ? (b.codeSize ?? null) : context.codeSize,
@@ -146,14 +164,23 @@ export const heartbeatMachine = setup({
             }),
           },
           // Wrong, stale or malformed token, or a replay: refused without moving anything (PROTOCOL 11.13).
-          { guard: 'rejected', actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })) },
-          { target: 'killed', actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })) },
+          {
+            guard: 'rejected',
+            actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })),
+          },
+          {
+            target: 'killed',
+            actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })),
+          },
         ],
         STOP: [
           { guard: 'tokenMatches', target: 'closed', actions: assign({ last: { kind: 'stopped' } }) },
           { actions: assign({ last: { kind: 'stop_refused' } }) },
         ],
-        KILL: { target: 'killed', actions: assign(({ event }) => ({ last: { kind: 'killed' as const, reason: event.reason } })) },
+        KILL: {
+          target: 'killed',
+          actions: assign(({ event }) => ({ last: { kind: 'killed' as const, reason: event.reason } })),
+        },
       },
     },
     killed: { type: 'final' },

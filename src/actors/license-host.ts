@@ -4,7 +4,13 @@ import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
 import {
-  isResting, licenseMachine, type Decision, type DecideInput, type FinaliseOutput, type LicenseOp, type WriteInput,
+  isResting,
+  licenseMachine,
+  type Decision,
+  type DecideInput,
+  type FinaliseOutput,
+  type LicenseOp,
+  type WriteInput,
 } from './license.machine.js';
 
 /** The steps of license operations: the policy's decision and the conditional writes (see license.machine.ts). */
@@ -44,7 +50,10 @@ export class LicenseHost {
   private readonly idleMs: number;
   private readonly maxActors: number;
 
-  constructor(effects: LicenseEffects, private readonly opts: LicenseHostOptions) {
+  constructor(
+    effects: LicenseEffects,
+    private readonly opts: LicenseHostOptions,
+  ) {
     this.idleMs = opts.idleMs ?? 30_000;
     this.maxActors = opts.maxActors ?? 10_000;
     const step = <I extends { licenseId: string; op: LicenseOp }, O>(name: string, fn: (input: I) => Promise<O>) =>
@@ -96,7 +105,10 @@ export class LicenseHost {
     e.tail = result.catch(() => undefined);
     try {
       const outcome = await result;
-      if (!outcome.ok) throw outcome.code === 'internal' ? new Error(`license operation ${op.kind} failed`) : new AppError(outcome.code);
+      if (!outcome.ok)
+        throw outcome.code === 'internal'
+          ? new Error(`license operation ${op.kind} failed`)
+          : new AppError(outcome.code);
       return outcome.value;
     } finally {
       e.queued--;

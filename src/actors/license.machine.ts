@@ -38,11 +38,17 @@ type KnownStatus = LicenseStatus | 'unknown';
 /** What the policy decided for an operation on the key as it is now. */
 export type Decision =
   | { kind: 'refuse'; code: ErrorCode; status: KnownStatus }
-  | { kind: 'claim'; status: LicenseStatus; at: number; grant: { level: number; expiresAt: string | null; resellerId: string | null } }
+  | {
+      kind: 'claim';
+      status: LicenseStatus;
+      at: number;
+      grant: { level: number; expiresAt: string | null; resellerId: string | null };
+    }
   | { kind: 'activate_unused'; value: Record<string, unknown>; expiresAt: string | null }
   | { kind: 'touch_used'; value: Record<string, unknown> };
 
-export type FinaliseOutput = { result: 'done'; value: Record<string, unknown> } | { result: 'username_taken' | 'state_changed' };
+export type FinaliseOutput =
+  { result: 'done'; value: Record<string, unknown> } | { result: 'username_taken' | 'state_changed' };
 
 export type Outcome =
   | { opId: number; ok: true; value: Record<string, unknown> }
@@ -70,12 +76,22 @@ export interface LicenseContext {
 
 export type LicenseEvent = { type: 'OPERATE'; opId: number; op: LicenseOp };
 
-export interface DecideInput { licenseId: string; op: LicenseOp }
-export interface WriteInput { licenseId: string; op: LicenseOp; stamp: number; decision: Decision; claimedFrom: LicenseStatus | null }
+export interface DecideInput {
+  licenseId: string;
+  op: LicenseOp;
+}
+export interface WriteInput {
+  licenseId: string;
+  op: LicenseOp;
+  stamp: number;
+  decision: Decision;
+  claimedFrom: LicenseStatus | null;
+}
 
-const missing = <O, I>(name: string) => fromPromise<O, I>(async () => {
-  throw new Error(`license effect ${name} was not provided`);
-});
+const missing = <O, I>(name: string) =>
+  fromPromise<O, I>(async () => {
+    throw new Error(`license effect ${name} was not provided`);
+  });
 
 const RESTING_TAG = 'resting';
 
@@ -107,18 +123,35 @@ export const licenseMachine = setup({
     isBanned: ({ context }) => context.status === 'banned',
   },
   actions: {
-    begin: assign({ work: ({ event }) => ({ opId: event.opId, op: event.op, attempts: 0, decision: null, stamp: null }) }),
-    decided: assign({ work: ({ context }, decision: Decision) => ({ ...context.work!, decision, attempts: context.work!.attempts + 1 }) }),
+    begin: assign({
+      work: ({ event }) => ({ opId: event.opId, op: event.op, attempts: 0, decision: null, stamp: null }),
+    }),
+    decided: assign({
+      work: ({ context }, decision: Decision) => ({ ...context.work!, decision, attempts: context.work!.attempts + 1 }),
+    }),
     succeed: assign(({ context }, a: { value: Record<string, unknown> }) => ({
-      status: 'used' as const, claimedFrom: null, work: null, lastOutcome: { opId: context.work!.opId, ok: true as const, value: a.value },
+      status: 'used' as const,
+      claimedFrom: null,
+      work: null,
+      lastOutcome: { opId: context.work!.opId, ok: true as const, value: a.value },
     })),
     refuse: assign(({ context }, a: { code: ErrorCode | 'internal'; status: KnownStatus }) => ({
-      status: a.status, claimedFrom: null, work: null, lastOutcome: { opId: context.work!.opId, ok: false as const, code: a.code },
+      status: a.status,
+      claimedFrom: null,
+      work: null,
+      lastOutcome: { opId: context.work!.opId, ok: false as const, code: a.code },
     })),
   },
 }).createMachine({
   id: 'license',
-  context: ({ input }) => ({ v: LICENSE_SNAPSHOT_VERSION, licenseId: input.licenseId, status: 'unknown', claimedFrom: null, work: null, lastOutcome: null }),
+  context: ({ input }) => ({
+    v: LICENSE_SNAPSHOT_VERSION,
+    licenseId: input.licenseId,
+    status: 'unknown',
+    claimedFrom: null,
+    work: null,
+    lastOutcome: null,
+  }),
   initial: 'unknown',
   states: {
     unknown: { tags: RESTING_TAG, on: { OPERATE: { target: 'deciding', actions: 'begin' } } },
@@ -138,14 +171,19 @@ export const licenseMachine = setup({
     decided: {
       always: [
         {
-          guard: 'refused', target: 'settled',
-          actions: { type: 'refuse', params: ({ context }) => {
-            const d = context.work!.decision as Extract<Decision, { kind: 'refuse' }>;
-            return { code: d.code, status: d.status };
-          } },
+          guard: 'refused',
+          target: 'settled',
+          actions: {
+            type: 'refuse',
+            params: ({ context }) => {
+              const d = context.work!.decision as Extract<Decision, { kind: 'refuse' }>;
+              return { code: d.code, status: d.status };
+            },
+          },
         },
         {
-          guard: 'claims', target: 'claiming',
+          guard: 'claims',
+          target: 'claiming',
           actions: assign(({ context }) => {
             const d = context.work!.decision as Extract<Decision, { kind: 'claim' }>;
             return { claimedFrom: d.status, work: { ...context.work!, stamp: d.at } };
@@ -159,9 +197,14 @@ export const licenseMachine = setup({
     // register: unused -> pending (the claim), then pending -> used or back.
     claiming: {
       invoke: {
-        src: 'claim', input: writeInput,
+        src: 'claim',
+        input: writeInput,
         onDone: [
-          { guard: { type: 'wrote', params: ({ event }) => event.output }, target: 'claimed', actions: assign({ status: 'pending' }) },
+          {
+            guard: { type: 'wrote', params: ({ event }) => event.output },
+            target: 'claimed',
+            actions: assign({ status: 'pending' }),
+          },
           // Lost a race for the key (another process claimed it since it was read).
           { target: 'settled', actions: { type: 'refuse', params: { code: 'license_used', status: 'unknown' } } },
         ],
@@ -170,36 +213,63 @@ export const licenseMachine = setup({
     },
     claimed: {
       invoke: {
-        src: 'afterClaim', input: writeInput,
+        src: 'afterClaim',
+        input: writeInput,
         onDone: 'finalising',
-        onError: { target: 'releasing', actions: assign(({ context }) => ({ lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'internal' as const } })) },
+        onError: {
+          target: 'releasing',
+          actions: assign(({ context }) => ({
+            lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'internal' as const },
+          })),
+        },
       },
     },
     finalising: {
       invoke: {
-        src: 'finalise', input: writeInput,
+        src: 'finalise',
+        input: writeInput,
         onDone: [
           {
-            guard: ({ event }) => event.output.result === 'done', target: 'settled',
-            actions: { type: 'succeed', params: ({ event }) => ({ value: (event.output as { value: Record<string, unknown> }).value }) },
+            guard: ({ event }) => event.output.result === 'done',
+            target: 'settled',
+            actions: {
+              type: 'succeed',
+              params: ({ event }) => ({ value: (event.output as { value: Record<string, unknown> }).value }),
+            },
           },
           {
             // SPEC: a claim whose state changed under us is left alone.
-            guard: ({ event }) => event.output.result === 'state_changed', target: 'settled',
+            guard: ({ event }) => event.output.result === 'state_changed',
+            target: 'settled',
             actions: { type: 'refuse', params: { code: 'license_state_changed', status: 'unknown' } },
           },
-          { target: 'releasing', actions: assign(({ context }) => ({ lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'username_taken' as const } })) },
+          {
+            target: 'releasing',
+            actions: assign(({ context }) => ({
+              lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'username_taken' as const },
+            })),
+          },
         ],
-        onError: { target: 'releasing', actions: assign(({ context }) => ({ lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'internal' as const } })) },
+        onError: {
+          target: 'releasing',
+          actions: assign(({ context }) => ({
+            lastOutcome: { opId: context.work!.opId, ok: false as const, code: 'internal' as const },
+          })),
+        },
       },
     },
     // pending -> the status before the claim; the refusal was recorded on the way in.
     releasing: {
       invoke: {
-        src: 'release', input: writeInput,
+        src: 'release',
+        input: writeInput,
         onDone: {
           target: 'settled',
-          actions: assign(({ context }) => ({ status: context.claimedFrom ?? 'unknown', claimedFrom: null, work: null })),
+          actions: assign(({ context }) => ({
+            status: context.claimedFrom ?? 'unknown',
+            claimedFrom: null,
+            work: null,
+          })),
         },
         onError: { target: 'settled', actions: assign({ status: 'unknown', claimedFrom: null, work: null }) },
       },
@@ -208,28 +278,48 @@ export const licenseMachine = setup({
     // license-only: unused -> used, or the return of a used key.
     activatingUnused: {
       invoke: {
-        src: 'activateUnused', input: writeInput,
+        src: 'activateUnused',
+        input: writeInput,
         onDone: [
           {
-            guard: { type: 'wrote', params: ({ event }) => event.output }, target: 'settled',
-            actions: { type: 'succeed', params: ({ context }) => ({ value: (context.work!.decision as Extract<Decision, { kind: 'activate_unused' }>).value }) },
+            guard: { type: 'wrote', params: ({ event }) => event.output },
+            target: 'settled',
+            actions: {
+              type: 'succeed',
+              params: ({ context }) => ({
+                value: (context.work!.decision as Extract<Decision, { kind: 'activate_unused' }>).value,
+              }),
+            },
           },
           { guard: 'mayRetry', target: 'deciding' },
-          { target: 'settled', actions: { type: 'refuse', params: { code: 'license_in_progress', status: 'unknown' } } },
+          {
+            target: 'settled',
+            actions: { type: 'refuse', params: { code: 'license_in_progress', status: 'unknown' } },
+          },
         ],
         onError: { target: 'settled', actions: { type: 'refuse', params: { code: 'internal', status: 'unknown' } } },
       },
     },
     touchingUsed: {
       invoke: {
-        src: 'touchUsed', input: writeInput,
+        src: 'touchUsed',
+        input: writeInput,
         onDone: [
           {
-            guard: { type: 'wrote', params: ({ event }) => event.output }, target: 'settled',
-            actions: { type: 'succeed', params: ({ context }) => ({ value: (context.work!.decision as Extract<Decision, { kind: 'touch_used' }>).value }) },
+            guard: { type: 'wrote', params: ({ event }) => event.output },
+            target: 'settled',
+            actions: {
+              type: 'succeed',
+              params: ({ context }) => ({
+                value: (context.work!.decision as Extract<Decision, { kind: 'touch_used' }>).value,
+              }),
+            },
           },
           { guard: 'mayRetry', target: 'deciding' },
-          { target: 'settled', actions: { type: 'refuse', params: { code: 'license_in_progress', status: 'unknown' } } },
+          {
+            target: 'settled',
+            actions: { type: 'refuse', params: { code: 'license_in_progress', status: 'unknown' } },
+          },
         ],
         onError: { target: 'settled', actions: { type: 'refuse', params: { code: 'internal', status: 'unknown' } } },
       },
@@ -250,7 +340,13 @@ export const licenseMachine = setup({
 
 function writeInput({ context }: { context: LicenseContext }): WriteInput {
   const w = context.work!;
-  return { licenseId: context.licenseId, op: w.op, stamp: w.stamp ?? 0, decision: w.decision!, claimedFrom: context.claimedFrom };
+  return {
+    licenseId: context.licenseId,
+    op: w.op,
+    stamp: w.stamp ?? 0,
+    decision: w.decision!,
+    claimedFrom: context.claimedFrom,
+  };
 }
 
 export function isResting(snapshot: { hasTag(tag: typeof RESTING_TAG): boolean }): boolean {

@@ -36,7 +36,11 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
   /** Operations run here. */
   servedLocally = 0;
 
-  constructor(coordinator: Coordinator, private readonly log: Logger, now: () => number) {
+  constructor(
+    coordinator: Coordinator,
+    private readonly log: Logger,
+    now: () => number,
+  ) {
     this.membership = new Membership(coordinator, this.id, now);
     this.leases = new ShardLeases(coordinator, this.id, log, now, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log);
@@ -103,7 +107,12 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
    * Waits (bounded) through failover and handover, when a shard is briefly without an owner.
    * Past the deadline the caller gets 503 (Retry-After), never a 500.
    */
-  async route<K extends keyof Ops & string>(shard: number, op: K, args: Ops[K]['args'], local: () => Promise<Ops[K]['result']>): Promise<Ops[K]['result']> {
+  async route<K extends keyof Ops & string>(
+    shard: number,
+    op: K,
+    args: Ops[K]['args'],
+    local: () => Promise<Ops[K]['result']>,
+  ): Promise<Ops[K]['result']> {
     // Real time, not the injected clock: this bounds a wait on sockets and other processes.
     const deadline = performance.now() + ROUTE_DEADLINE_MS;
     let fresh = false;
@@ -134,7 +143,13 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
    * would answer the client with the first copy's effect. It is abandoned only when the lease moved
    * (the owner died or handed the shard over), and then the new owner is asked.
    */
-  private async callOwner<K extends keyof Ops & string>(shard: number, owner: string, op: K, args: Ops[K]['args'], deadline: number): Promise<Ops[K]['result']> {
+  private async callOwner<K extends keyof Ops & string>(
+    shard: number,
+    owner: string,
+    op: K,
+    args: Ops[K]['args'],
+    deadline: number,
+  ): Promise<Ops[K]['result']> {
     const { reply, forget } = this.rpc.send(owner, op, args);
     const waiting = Symbol('waiting');
     try {

@@ -39,7 +39,14 @@ export interface Coordinator {
    * Writes (value) or deletes (null) one field of a hash only while `lease` is held by `holder`
    * under `fence`: a write from a stale owner is refused (false).
    */
-  fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null): Promise<boolean>;
+  fencedHashSet(
+    lease: string,
+    holder: string,
+    fence: number,
+    hash: string,
+    field: string,
+    value: Buffer | null,
+  ): Promise<boolean>;
   hashSet(hash: string, field: string, value: Buffer): Promise<void>;
   hashDel(hash: string, field: string): Promise<void>;
   hashGet(hash: string, field: string): Promise<Buffer | null>;

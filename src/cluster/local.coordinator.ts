@@ -24,7 +24,10 @@ export class LocalCoordinator implements Coordinator {
 
   limiter(opts: LimiterOptions) {
     return new RateLimiterMemory({
-      keyPrefix: opts.keyPrefix, points: opts.points, duration: opts.duration, blockDuration: opts.blockDuration ?? 0,
+      keyPrefix: opts.keyPrefix,
+      points: opts.points,
+      duration: opts.duration,
+      blockDuration: opts.blockDuration ?? 0,
     });
   }
 

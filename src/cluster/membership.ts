@@ -9,7 +9,11 @@ const MEMBERS = 'members';
 export class Membership {
   private live: string[] = [];
 
-  constructor(private readonly coordinator: Coordinator, readonly id: string, private readonly now: () => number) {}
+  constructor(
+    private readonly coordinator: Coordinator,
+    readonly id: string,
+    private readonly now: () => number,
+  ) {}
 
   get members(): readonly string[] {
     return this.live;

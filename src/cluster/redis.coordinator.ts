@@ -42,12 +42,19 @@ export class RedisCoordinator implements Coordinator {
   private sub: Redis | undefined;
   private readonly handlers = new Map<string, Set<(m: Buffer) => void>>();
 
-  constructor(url: string, private readonly prefix: string) {
+  constructor(
+    url: string,
+    private readonly prefix: string,
+  ) {
     // Auto-pipelining batches the commands issued in one event-loop turn (lease renewals, state writes).
     // commandTimeout: a stalled Redis (SIGSTOP, a full network buffer) fails a call within 2 s, which
     // answers 503, instead of leaving requests and /readyz hanging for as long as the stall lasts.
     this.redis = new Redis(url, {
-      maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: true, commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      maxRetriesPerRequest: 2,
+      enableOfflineQueue: true,
+      lazyConnect: false,
+      enableAutoPipelining: true,
+      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
     });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
     this.redis.on('error', () => undefined);
@@ -59,8 +66,12 @@ export class RedisCoordinator implements Coordinator {
 
   limiter(opts: LimiterOptions) {
     return new RateLimiterRedis({
-      storeClient: this.redis, useRedisPackage: false, keyPrefix: this.prefix + opts.keyPrefix,
-      points: opts.points, duration: opts.duration, blockDuration: opts.blockDuration ?? 0,
+      storeClient: this.redis,
+      useRedisPackage: false,
+      keyPrefix: this.prefix + opts.keyPrefix,
+      points: opts.points,
+      duration: opts.duration,
+      blockDuration: opts.blockDuration ?? 0,
     });
   }
 
@@ -109,12 +120,29 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async acquireLease(name: string, holder: string, ttlMs: number) {
-    const r = (await this.redis.eval(ACQUIRE, 2, this.k(`lease:${name}`), this.k(`fence:${name}`), holder, Math.ceil(ttlMs))) as number;
+    const r = (await this.redis.eval(
+      ACQUIRE,
+      2,
+      this.k(`lease:${name}`),
+      this.k(`fence:${name}`),
+      holder,
+      Math.ceil(ttlMs),
+    )) as number;
     return r < 0 ? null : r;
   }
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
-    return (await this.redis.eval(RENEW, 2, this.k(`lease:${name}`), this.k(`fence:${name}`), `${holder}:${fence}`, Math.ceil(ttlMs), String(fence))) === 1;
+    return (
+      (await this.redis.eval(
+        RENEW,
+        2,
+        this.k(`lease:${name}`),
+        this.k(`fence:${name}`),
+        `${holder}:${fence}`,
+        Math.ceil(ttlMs),
+        String(fence),
+      )) === 1
+    );
   }
 
   async releaseLease(name: string, holder: string, fence: number) {
@@ -129,7 +157,16 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null) {
-    const r = await this.redis.eval(FENCED_HSET, 2, this.k(`lease:${lease}`), this.k(hash), `${holder}:${fence}`, field, value === null ? '1' : '0', value ?? '');
+    const r = await this.redis.eval(
+      FENCED_HSET,
+      2,
+      this.k(`lease:${lease}`),
+      this.k(hash),
+      `${holder}:${fence}`,
+      field,
+      value === null ? '1' : '0',
+      value ?? '',
+    );
     return r === 1;
   }
 

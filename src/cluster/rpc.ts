@@ -22,7 +22,11 @@ export class Rpc<Ops extends OpMap> {
   private readonly handlers = new Map<keyof Ops, (args: unknown) => Promise<unknown>>();
   private unsub: Unsubscribe | undefined;
 
-  constructor(private readonly coordinator: Coordinator, private readonly id: string, private readonly log: Logger) {}
+  constructor(
+    private readonly coordinator: Coordinator,
+    private readonly id: string,
+    private readonly log: Logger,
+  ) {}
 
   handle<K extends keyof Ops & string>(op: K, handler: OpHandler<Ops, K>): void {
     this.handlers.set(op, handler as (args: unknown) => Promise<unknown>);
@@ -33,7 +37,11 @@ export class Rpc<Ops extends OpMap> {
   }
 
   /** Publishes one request; `reply` settles with the answer (no timeout of its own). `forget` drops it. */
-  send<K extends keyof Ops & string>(worker: string, op: K, args: Ops[K]['args']): { reply: Promise<Ops[K]['result']>; forget: () => void } {
+  send<K extends keyof Ops & string>(
+    worker: string,
+    op: K,
+    args: Ops[K]['args'],
+  ): { reply: Promise<Ops[K]['result']>; forget: () => void } {
     const id = randomUUID();
     const reply = new Promise<unknown>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
@@ -70,7 +78,9 @@ export class Rpc<Ops extends OpMap> {
     } catch (err) {
       reply = { t: 'res', id: f.id, ok: false, error: encodeError(err) };
     }
-    await this.coordinator.publish(`rpc:${f.from}`, pack(reply)).catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));
+    await this.coordinator
+      .publish(`rpc:${f.from}`, pack(reply))
+      .catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));
   }
 
   async close(): Promise<void> {

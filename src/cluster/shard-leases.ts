@@ -74,31 +74,35 @@ export class ShardLeases {
 
   /** Renews what this worker should keep, releases what it should not, acquires what it should. */
   async rebalance(members: readonly string[], leaving: boolean): Promise<void> {
-    await Promise.all([...this.owned].map(async ([shard, fence]) => {
-      if (leaving || rendezvous(shard, members) !== this.id) return this.release(shard, fence);
-      if (!(await this.coordinator.renewLease(leaseName(shard), this.id, fence, LEASE_TTL_MS))) {
-        this.log.warn({ shard }, 'cluster.lease_lost');
-        this.owned.delete(shard);
-        this.handlers.released(shard);
-      }
-    }));
+    await Promise.all(
+      [...this.owned].map(async ([shard, fence]) => {
+        if (leaving || rendezvous(shard, members) !== this.id) return this.release(shard, fence);
+        if (!(await this.coordinator.renewLease(leaseName(shard), this.id, fence, LEASE_TTL_MS))) {
+          this.log.warn({ shard }, 'cluster.lease_lost');
+          this.owned.delete(shard);
+          this.handlers.released(shard);
+        }
+      }),
+    );
     if (leaving) return;
     const wanted: number[] = [];
     for (let shard = 0; shard < SHARD_COUNT; shard++) {
       if (!this.owned.has(shard) && rendezvous(shard, members) === this.id) wanted.push(shard);
     }
-    await Promise.all(wanted.map(async (shard) => {
-      const fence = await this.coordinator.acquireLease(leaseName(shard), this.id, LEASE_TTL_MS);
-      if (fence === null) return; // its previous owner still holds it; retried next tick
-      try {
-        await this.handlers.acquired(shard, fence);
-        this.owned.set(shard, fence);
-        this.holderCache.delete(shard);
-      } catch (err) {
-        this.log.error({ err, shard }, 'cluster.acquire_failed');
-        await this.coordinator.releaseLease(leaseName(shard), this.id, fence);
-      }
-    }));
+    await Promise.all(
+      wanted.map(async (shard) => {
+        const fence = await this.coordinator.acquireLease(leaseName(shard), this.id, LEASE_TTL_MS);
+        if (fence === null) return; // its previous owner still holds it; retried next tick
+        try {
+          await this.handlers.acquired(shard, fence);
+          this.owned.set(shard, fence);
+          this.holderCache.delete(shard);
+        } catch (err) {
+          this.log.error({ err, shard }, 'cluster.acquire_failed');
+          await this.coordinator.releaseLease(leaseName(shard), this.id, fence);
+        }
+      }),
+    );
   }
 
   /** Lets every shard go (graceful leave): its state is already durable, the next owner loads it. */

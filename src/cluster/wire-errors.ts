@@ -17,7 +17,8 @@ export type WireError =
   | { kind: 'other'; name: string; message: string };
 
 export function encodeError(err: unknown): WireError {
-  if (err instanceof AppError) return { kind: 'coded', code: err.code, detail: err.detail, headers: { ...err.headers } };
+  if (err instanceof AppError)
+    return { kind: 'coded', code: err.code, detail: err.detail, headers: { ...err.headers } };
   if (err instanceof ValidationError) return { kind: 'validation', issues: err.issues };
   if (err instanceof NotOwner) return { kind: 'not_owner', shard: err.shard };
   const e = err instanceof Error ? err : new Error(String(err));
@@ -27,7 +28,9 @@ export function encodeError(err: unknown): WireError {
 export function decodeError(w: WireError): Error {
   switch (w.kind) {
     case 'coded':
-      return w.code in ERRORS ? new AppError(w.code, w.detail, w.headers) : new Error(`unknown error code ${String(w.code)}`);
+      return w.code in ERRORS
+        ? new AppError(w.code, w.detail, w.headers)
+        : new Error(`unknown error code ${String(w.code)}`);
     case 'validation':
       return new ValidationError(w.issues);
     case 'not_owner':

@@ -108,4 +108,3 @@ export function aes256CbcEncrypt(key: Uint8Array, iv: Uint8Array, plaintext: Uin
   const cipher = createCipheriv('aes-256-cbc', key, iv);
   return Buffer.concat([cipher.update(plaintext), cipher.final()]);
 }
-

@@ -29,7 +29,10 @@ export interface LockInfo {
 }
 
 export class DataDirBusyError extends Error {
-  constructor(readonly dataDir: string, readonly pid: number) {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+  ) {
     super(`DATA_DIR ${dataDir} is in use by Keywarden process ${pid}; stop it first or use another DATA_DIR`);
   }
 }
@@ -142,9 +145,10 @@ function ownLock(file: string, mine: LockInfo): DataDirLock {
       await fs.writeFile(tmp, JSON.stringify({ ...mine, db }) + '\n', { mode: 0o644 });
       await fs.rename(tmp, file); // atomic replace: a reader sees the old or the new content, never half
     },
-    release: () => (released ??= (async () => {
-      const held = await readLock(file).catch(() => undefined);
-      if (held?.pid === mine.pid && held.start === mine.start) await fs.rm(file, { force: true });
-    })()),
+    release: () =>
+      (released ??= (async () => {
+        const held = await readLock(file).catch(() => undefined);
+        if (held?.pid === mine.pid && held.start === mine.start) await fs.rm(file, { force: true });
+      })()),
   };
 }

@@ -71,7 +71,14 @@ async function runAsUser(): Promise<RunAs | undefined> {
       // try the next candidate
     }
   }
-  await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'keywarden-pg']);
+  await run('useradd', [
+    '--system',
+    '--user-group',
+    '--no-create-home',
+    '--shell',
+    '/usr/sbin/nologin',
+    'keywarden-pg',
+  ]);
   const uid = Number((await run('id', ['-u', 'keywarden-pg'])).stdout.trim());
   const gid = Number((await run('id', ['-g', 'keywarden-pg'])).stdout.trim());
   return { uid, gid };
@@ -136,7 +143,10 @@ function pidIn(file: string): number | undefined {
 async function stopOrphan(pgData: string, log: Logger): Promise<void> {
   const pid = pidIn(path.join(pgData, 'postmaster.pid'));
   if (pid === undefined || !alive(pid)) return;
-  log.warn({ postmaster: pid }, 'db.embedded.orphan_stopped: stopping a PostgreSQL left running by a Keywarden that is gone');
+  log.warn(
+    { postmaster: pid },
+    'db.embedded.orphan_stopped: stopping a PostgreSQL left running by a Keywarden that is gone',
+  );
   process.kill(pid, 'SIGINT');
   if (!(await waitForExit(pid, 20_000))) process.kill(pid, 'SIGKILL');
   await waitForExit(pid, 5_000);
@@ -199,7 +209,9 @@ export async function runningEmbeddedPostgres(dataDir: string, waitMs = 60_000):
       return { ...holder.db, user: DB_USER, password, dbName: DB_NAME };
     }
     if (Date.now() > deadline) {
-      throw new Error(`Keywarden process ${holder.pid} holds DATA_DIR ${dataDir} but its PostgreSQL did not start within ${waitMs} ms`);
+      throw new Error(
+        `Keywarden process ${holder.pid} holds DATA_DIR ${dataDir} but its PostgreSQL did not start within ${waitMs} ms`,
+      );
     }
     await sleep(200);
   }
@@ -218,7 +230,12 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   }
 }
 
-async function startLocked(dataDir: string, packaged: Binaries, lock: DataDirLock, log: Logger): Promise<EmbeddedPostgres> {
+async function startLocked(
+  dataDir: string,
+  packaged: Binaries,
+  lock: DataDirLock,
+  log: Logger,
+): Promise<EmbeddedPostgres> {
   const owner = await runAsUser();
   if (owner) await allowTraversal(dataDir, log);
   const bin = owner ? await runnableBinaries(packaged, owner, dataDir, log) : packaged;
@@ -235,10 +252,18 @@ async function startLocked(dataDir: string, packaged: Binaries, lock: DataDirLoc
     if (owner) await fs.chown(pwFile, owner.uid, owner.gid);
     try {
       log.info({ pgData }, 'db.embedded.initdb');
-      await run(bin.initdb, [
-        `--pgdata=${pgData}`, `--username=${DB_USER}`, `--pwfile=${pwFile}`, '--auth=scram-sha-256',
-        '--encoding=UTF8', '--locale=C',
-      ], { ...(owner ?? {}), env: { ...process.env, LC_ALL: 'C' } });
+      await run(
+        bin.initdb,
+        [
+          `--pgdata=${pgData}`,
+          `--username=${DB_USER}`,
+          `--pwfile=${pwFile}`,
+          '--auth=scram-sha-256',
+          '--encoding=UTF8',
+          '--locale=C',
+        ],
+        { ...(owner ?? {}), env: { ...process.env, LC_ALL: 'C' } },
+      );
     } finally {
       await fs.rm(pwFile, { force: true });
     }
@@ -248,9 +273,25 @@ async function startLocked(dataDir: string, packaged: Binaries, lock: DataDirLoc
 
   const useSocket = runDir.length <= SOCKET_PATH_MAX;
   const port = useSocket ? 5432 : await freePort();
-  const args = ['-D', pgData, '-p', String(port), '-c', `unix_socket_directories=${useSocket ? runDir : ''}`,
-    '-c', `listen_addresses=${useSocket ? '' : '127.0.0.1'}`, '-c', 'max_connections=200'];
-  const server = new Postmaster(bin.postgres, args, owner, [path.join(pgData, 'postmaster.pid'), path.join(runDir, `.s.PGSQL.${port}.lock`)], log);
+  const args = [
+    '-D',
+    pgData,
+    '-p',
+    String(port),
+    '-c',
+    `unix_socket_directories=${useSocket ? runDir : ''}`,
+    '-c',
+    `listen_addresses=${useSocket ? '' : '127.0.0.1'}`,
+    '-c',
+    'max_connections=200',
+  ];
+  const server = new Postmaster(
+    bin.postgres,
+    args,
+    owner,
+    [path.join(pgData, 'postmaster.pid'), path.join(runDir, `.s.PGSQL.${port}.lock`)],
+    log,
+  );
   await server.start();
 
   const target: DbTarget = { host: useSocket ? runDir : '127.0.0.1', port, user: DB_USER, password, dbName: DB_NAME };
@@ -266,10 +307,11 @@ async function startLocked(dataDir: string, packaged: Binaries, lock: DataDirLoc
   let stopping: Promise<void> | undefined;
   return {
     target,
-    stop: () => (stopping ??= (async () => {
-      await server.stop();
-      await lock.release();
-    })()),
+    stop: () =>
+      (stopping ??= (async () => {
+        await server.stop();
+        await lock.release();
+      })()),
   };
 }
 
@@ -311,7 +353,10 @@ class Postmaster {
     if (this.stopping || child !== this.child) return;
     const upMs = Date.now() - this.startedAt;
     this.quickDeaths = upMs < STABLE_MS ? this.quickDeaths + 1 : 0;
-    this.log.error({ postmaster: child.pid, code, signal, upMs }, 'db.embedded.died: PostgreSQL exited unexpectedly; starting it again');
+    this.log.error(
+      { postmaster: child.pid, code, signal, upMs },
+      'db.embedded.died: PostgreSQL exited unexpectedly; starting it again',
+    );
     void this.restart(child.pid!);
   }
 
@@ -320,9 +365,13 @@ class Postmaster {
     let lastPid = deadPid;
     for (;;) {
       // The first death is restarted at once; deaths in a row soon after a start wait 0.5 s, 1 s, 2 s ... 30 s.
-      const delayMs = this.quickDeaths <= 1 ? 0 : Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.quickDeaths - 2));
+      const delayMs =
+        this.quickDeaths <= 1 ? 0 : Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.quickDeaths - 2));
       if (delayMs > 0) {
-        this.log.warn({ delayMs, deathsInARow: this.quickDeaths }, 'db.embedded.restart_backoff: PostgreSQL keeps dying; waiting before the next start');
+        this.log.warn(
+          { delayMs, deathsInARow: this.quickDeaths },
+          'db.embedded.restart_backoff: PostgreSQL keeps dying; waiting before the next start',
+        );
         await sleep(delayMs);
       }
       if (this.stopping) return;
@@ -374,14 +423,23 @@ function waitUntilReady(child: ChildProcess, log: Logger): Promise<void> {
       }
     });
     child.once('exit', (code, signal) => {
-      if (!ready) reject(new Error(`embedded PostgreSQL exited during start (code ${code}, signal ${signal}): ${output.slice(-2000)}`));
+      if (!ready)
+        reject(
+          new Error(`embedded PostgreSQL exited during start (code ${code}, signal ${signal}): ${output.slice(-2000)}`),
+        );
     });
     child.once('error', reject);
   });
 }
 
 async function createDatabaseIfMissing(t: DbTarget): Promise<void> {
-  const client = new pg.Client({ host: t.host, port: t.port, user: t.user, password: t.password, database: 'postgres' });
+  const client = new pg.Client({
+    host: t.host,
+    port: t.port,
+    user: t.user,
+    password: t.password,
+    database: 'postgres',
+  });
   await client.connect();
   try {
     const r = await client.query('select 1 from pg_database where datname = $1', [t.dbName]);

@@ -30,7 +30,11 @@ export function parseDatabaseUrl(url: string): ParsedDbTarget {
 
 function connectionParts(t: ParsedDbTarget) {
   return {
-    host: t.host, port: t.port, user: t.user, password: t.password, dbName: t.dbName,
+    host: t.host,
+    port: t.port,
+    user: t.user,
+    password: t.password,
+    dbName: t.dbName,
     ...(t.ssl ? { driverOptions: { connection: { ssl: t.ssl } } } : {}),
   };
 }

@@ -31,7 +31,10 @@ export async function packageBinaries(): Promise<Binaries> {
     const mod = (await import(pkg)) as Binaries;
     return { initdb: mod.initdb, postgres: mod.postgres };
   } catch (err) {
-    throw new Error(`no embedded PostgreSQL binaries for ${process.platform}-${process.arch} (${pkg}); set DATABASE_URL instead`, { cause: err });
+    throw new Error(
+      `no embedded PostgreSQL binaries for ${process.platform}-${process.arch} (${pkg}); set DATABASE_URL instead`,
+      { cause: err },
+    );
   }
 }
 
@@ -49,7 +52,9 @@ export async function canExecute(file: string, user: RunAs): Promise<boolean> {
 /** The installation's root (the directory holding bin/, lib/, share/) and its package version. */
 async function installation(bin: Binaries): Promise<{ root: string; version: string }> {
   const root = path.dirname(path.dirname(bin.postgres));
-  const pkg = JSON.parse(await fs.readFile(path.join(path.dirname(root), 'package.json'), 'utf8')) as { version: string };
+  const pkg = JSON.parse(await fs.readFile(path.join(path.dirname(root), 'package.json'), 'utf8')) as {
+    version: string;
+  };
   return { root, version: pkg.version };
 }
 
@@ -75,7 +80,11 @@ export async function runnableBinaries(bin: Binaries, user: RunAs, dataDir: stri
     const tmp = path.join(base, `.copy-${randomToken(6)}`);
     try {
       for (const part of COPIED) {
-        await fs.cp(path.join(root, part), path.join(tmp, part), { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+        await fs.cp(path.join(root, part), path.join(tmp, part), {
+          recursive: true,
+          verbatimSymlinks: true,
+          preserveTimestamps: true,
+        });
       }
       await fs.chmod(tmp, 0o755);
       await fs.rename(tmp, dest);
@@ -86,12 +95,17 @@ export async function runnableBinaries(bin: Binaries, user: RunAs, dataDir: stri
     for (const entry of await fs.readdir(base)) {
       if (entry !== version) await fs.rm(path.join(base, entry), { recursive: true, force: true });
     }
-    log.warn({ from: root, to: dest }, 'db.embedded.runtime_copied: the PostgreSQL user cannot execute the binaries under '
-      + 'node_modules (a directory above them is private); running a copy inside DATA_DIR');
+    log.warn(
+      { from: root, to: dest },
+      'db.embedded.runtime_copied: the PostgreSQL user cannot execute the binaries under ' +
+        'node_modules (a directory above them is private); running a copy inside DATA_DIR',
+    );
   }
   const copy = binariesIn(dest);
   if (!(await canExecute(copy.postgres, user))) {
-    throw new Error(`the PostgreSQL user (uid ${user.uid}) cannot execute ${copy.postgres}; check the permissions of ${dataDir}`);
+    throw new Error(
+      `the PostgreSQL user (uid ${user.uid}) cannot execute ${copy.postgres}; check the permissions of ${dataDir}`,
+    );
   }
   return copy;
 }

@@ -23,7 +23,9 @@ export class Sql {
 
   /** Runs a statement; returns the number of affected rows. */
   async run(sql: string, params: unknown[] = [], ctx?: Ctx): Promise<number> {
-    const r = await this.orm.em.getConnection().execute<{ affectedRows: number }>(sql, params as never[], 'run', ctx as never);
+    const r = await this.orm.em
+      .getConnection()
+      .execute<{ affectedRows: number }>(sql, params as never[], 'run', ctx as never);
     return r.affectedRows;
   }
 

@@ -5,7 +5,6 @@ import { normalizeIp } from '../services/ip-address.js';
 
 export type ClientIpResolver = (socketIp: string, forwardedFor: string | undefined) => string;
 
-
 export function createClientIpResolver(trusted: readonly string[]): ClientIpResolver {
   if (trusted.length === 0) return (socketIp) => normalizeIp(socketIp);
   const list = new BlockList();
@@ -24,7 +23,10 @@ export function createClientIpResolver(trusted: readonly string[]): ClientIpReso
     let ip = normalizeIp(socketIp);
     if (!forwardedFor || !isTrusted(ip)) return ip;
     // Walk from the nearest hop back; the first address not belonging to a trusted proxy is the client.
-    const hops = forwardedFor.split(',').map((h) => normalizeIp(h.trim())).filter((h) => isIP(h) !== 0);
+    const hops = forwardedFor
+      .split(',')
+      .map((h) => normalizeIp(h.trim()))
+      .filter((h) => isIP(h) !== 0);
     for (let i = hops.length - 1; i >= 0; i--) {
       ip = hops[i]!;
       if (!isTrusted(ip)) break;

@@ -14,7 +14,13 @@ import type { ClientSessions } from '../services/client-sessions.js';
 import type { AuditNote, ClientCall, ClientOutcome } from '../services/client-call.js';
 import { consumeOrThrow } from '../services/lockout.js';
 import {
-  NONCE_FORMAT, NONCE_TTL_MS, TIMESTAMP_WINDOW_S, canonicalRequest, encryptBody, requestSignatureValid, signReply,
+  NONCE_FORMAT,
+  NONCE_TTL_MS,
+  TIMESTAMP_WINDOW_S,
+  canonicalRequest,
+  encryptBody,
+  requestSignatureValid,
+  signReply,
 } from './client-signing.js';
 import { errorReply } from './error-reply.js';
 import { DEFAULT_BODY_LIMIT } from './router.js';
@@ -50,7 +56,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * One client route: the gate, then `fn` with a ClientCall of plain data; this transport alone turns
  * the service's outcome into the reply, writes its audit line, encrypts and signs.
  */
-export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientRouteSpec<S>, fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>): RouteHandler {
+export function clientHandler<S extends TSchema>(
+  deps: ClientDeps,
+  spec: ClientRouteSpec<S>,
+  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
+): RouteHandler {
   const validator = compile(spec.schema);
   return async (req) => {
     let app: CachedApp | null = null;
@@ -62,7 +72,8 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
       const raw = parseJson(req.body);
       const obj = isObject(raw) ? raw : {};
       // Only calls carrying a screenshot may use the 4 MiB allowance (PROTOCOL 1).
-      if (req.body.byteLength > DEFAULT_BODY_LIMIT && obj.screenshot === undefined) throw new AppError('payload_too_large');
+      if (req.body.byteLength > DEFAULT_BODY_LIMIT && obj.screenshot === undefined)
+        throw new AppError('payload_too_large');
 
       let session: ClientCall<unknown>['session'] = null;
       if (spec.identifiesBy === 'api_key') {
@@ -81,9 +92,13 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
 
       if (app.row.require_signature) await checkSignature(deps, req, app.row.id, app.row.api_secret);
       if (app.blockedIps.has(req.ip)) throw new AppError('access_denied');
-      if (typeof obj.hwid === 'string' && app.blockedHwids.has(obj.hwid.toLowerCase())) throw new AppError('access_denied');
+      if (typeof obj.hwid === 'string' && app.blockedHwids.has(obj.hwid.toLowerCase()))
+        throw new AppError('access_denied');
       if (!app.row.enabled) {
-        throw new AppError('app_disabled', spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined);
+        throw new AppError(
+          'app_disabled',
+          spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined,
+        );
       }
 
       const body = validator.parse(raw);
@@ -92,9 +107,14 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
       if (!result.ok) throw result.error;
       const json = Buffer.from(JSON.stringify(result.body));
       const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
-      reply = result.encKey && initIv
-        ? { status: 200, body: encryptBody(json, result.encKey, app.row.api_secret, initIv), headers: { 'Content-Type': 'application/json' } }
-        : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
+      reply =
+        result.encKey && initIv
+          ? {
+              status: 200,
+              body: encryptBody(json, result.encKey, app.row.api_secret, initIv),
+              headers: { 'Content-Type': 'application/json' },
+            }
+          : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
     } catch (err) {
       reply = errorReply(err, deps.log, { action: spec.action });
       if (err instanceof AppError || reply.status < 500) {
@@ -107,8 +127,13 @@ export function clientHandler<S extends TSchema>(deps: ClientDeps, spec: ClientR
     }
     if (app && !audit.skip) {
       deps.audit.write({
-        appId: app.row.id, action: audit.action ?? spec.action, level: audit.level ?? 'info', detail: audit.detail ?? 'ok', ip: req.ip,
-        resellerId: audit.resellerId ?? null, ...(audit.screen ? { screen: audit.screen } : {}),
+        appId: app.row.id,
+        action: audit.action ?? spec.action,
+        level: audit.level ?? 'info',
+        detail: audit.detail ?? 'ok',
+        ip: req.ip,
+        resellerId: audit.resellerId ?? null,
+        ...(audit.screen ? { screen: audit.screen } : {}),
       });
     }
     return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());
@@ -119,12 +144,14 @@ async function checkSignature(deps: ClientDeps, req: IncomingRequest, appId: str
   const ts = req.headers['x-timestamp'];
   const nonce = req.headers['x-nonce'];
   const sig = req.headers['x-signature'];
-  if (!ts || !nonce || !sig || !/^\d{1,12}$/.test(ts) || !NONCE_FORMAT.test(nonce)) throw new AppError('signature_invalid');
+  if (!ts || !nonce || !sig || !/^\d{1,12}$/.test(ts) || !NONCE_FORMAT.test(nonce))
+    throw new AppError('signature_invalid');
   if (Math.abs(deps.now() / 1000 - Number(ts)) > TIMESTAMP_WINDOW_S) throw new AppError('signature_invalid');
   const body = req.body === 'too_large' ? Buffer.alloc(0) : req.body;
-  if (!requestSignatureValid(apiSecret, canonicalRequest(req.method, req.path, ts, nonce, body), sig)) throw new AppError('signature_invalid');
+  if (!requestSignatureValid(apiSecret, canonicalRequest(req.method, req.path, ts, nonce, body), sig))
+    throw new AppError('signature_invalid');
   // Recorded only once the signature verified, so nobody can burn another client's nonces.
   const now = deps.now();
-  if (!(await deps.nonces.claim(appId, nonce, new Date(now + NONCE_TTL_MS), new Date(now)))) throw new AppError('signature_invalid');
+  if (!(await deps.nonces.claim(appId, nonce, new Date(now + NONCE_TTL_MS), new Date(now))))
+    throw new AppError('signature_invalid');
 }
-

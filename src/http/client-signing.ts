@@ -8,7 +8,13 @@ export const NONCE_TTL_MS = 600_000;
 export const NONCE_FORMAT = /^[A-Za-z0-9_-]{16,64}$/;
 
 /** canonical = METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)) */
-export function canonicalRequest(method: string, path: string, timestamp: string, nonce: string, body: Uint8Array): string {
+export function canonicalRequest(
+  method: string,
+  path: string,
+  timestamp: string,
+  nonce: string,
+  body: Uint8Array,
+): string {
   return `${method.toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${sha256Hex(body)}`;
 }
 
@@ -18,18 +24,41 @@ export function requestSignatureValid(apiSecret: string, canonical: string, sign
 }
 
 /** message = "kw1" \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)) */
-export function responseMessage(kid: string, method: string, path: string, status: number, ts: string, nonce: string, body: Uint8Array): string {
+export function responseMessage(
+  kid: string,
+  method: string,
+  path: string,
+  status: number,
+  ts: string,
+  nonce: string,
+  body: Uint8Array,
+): string {
   return `kw1\n${kid}\n${method.toUpperCase()}\n${path}\n${status}\n${ts}\n${nonce}\n${sha256Hex(body)}`;
 }
 
-export function signReply(reply: Reply, key: ResponseSigningKey, method: string, path: string, nonce: string, nowMs: number): Reply {
+export function signReply(
+  reply: Reply,
+  key: ResponseSigningKey,
+  method: string,
+  path: string,
+  nonce: string,
+  nowMs: number,
+): Reply {
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
   const ts = String(Math.floor(nowMs / 1000));
-  const sig = ed25519Sign(Buffer.from(responseMessage(key.kid, method, path, reply.status, ts, nonce, body)), key.secretKey);
+  const sig = ed25519Sign(
+    Buffer.from(responseMessage(key.kid, method, path, reply.status, ts, nonce, body)),
+    key.secretKey,
+  );
   return {
     status: reply.status,
     body,
-    headers: { ...reply.headers, 'X-Response-Kid': key.kid, 'X-Response-Timestamp': ts, 'X-Response-Signature': sig.toString('base64') },
+    headers: {
+      ...reply.headers,
+      'X-Response-Kid': key.kid,
+      'X-Response-Timestamp': ts,
+      'X-Response-Signature': sig.toString('base64'),
+    },
   };
 }
 

@@ -52,7 +52,9 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
 /** `host[:port]` without a default port, lower-cased, for comparing a Host header with a URL's host. */
 function normalHost(host: string, scheme: string): string {
   const h = host.toLowerCase();
-  return (scheme === 'https:' && h.endsWith(':443')) || (scheme === 'http:' && h.endsWith(':80')) ? h.replace(/:\d+$/, '') : h;
+  return (scheme === 'https:' && h.endsWith(':443')) || (scheme === 'http:' && h.endsWith(':80'))
+    ? h.replace(/:\d+$/, '')
+    : h;
 }
 
 /** Whether the request's Origin (else Referer) is its own Host or a trusted origin; undefined when it names none. */
@@ -101,8 +103,10 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
     if (req.method !== 'get') {
       const own = fromOwnOrigin(req, opts.auth.trustedOrigins);
       // A write the kw_session cookie would authenticate must prove its origin; a sign-in may not name a foreign one.
-      const byCookie = opts.authenticate !== false && !headerToken(req.headers) && bearerToken(req.headers) !== undefined;
-      if ((byCookie && own !== true) || (opts.authenticate === false && own === false)) throw new AppError('cross_site');
+      const byCookie =
+        opts.authenticate !== false && !headerToken(req.headers) && bearerToken(req.headers) !== undefined;
+      if ((byCookie && own !== true) || (opts.authenticate === false && own === false))
+        throw new AppError('cross_site');
     }
     let principal: Principal | null = null;
     if (opts.authenticate !== false) {
@@ -113,7 +117,11 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
     const parsedBody = body ? body.parse(parseJson(req.body)) : undefined;
     const parsedQuery = query ? query.parse(queryObject(req, query.schema), 'query') : undefined;
     const result = await fn({
-      req, principal: principal as Principal, body: parsedBody as Maybe<B>, query: parsedQuery as Maybe<Q>, params: req.params,
+      req,
+      principal: principal as Principal,
+      body: parsedBody as Maybe<B>,
+      query: parsedQuery as Maybe<Q>,
+      params: req.params,
     });
     return isReply(result) ? result : jsonReply(200, result);
   };

@@ -19,17 +19,47 @@ const UNIQUE_CONFLICTS: Readonly<Record<string, ErrorCode>> = {
 // PostgreSQL SQLSTATE classes 08 (connection exception) and 57P (operator intervention: shutdown,
 // crash, starting up); socket errors from the driver; pool and client errors of knex/pg; ioredis.
 const PG_UNAVAILABLE = /^(08|57P)/;
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN', 'ECONNABORTED']);
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTCONN',
+  'ECONNABORTED',
+]);
 const UNAVAILABLE_MESSAGES = [
-  'Connection terminated', 'Timeout acquiring a connection', 'Client has encountered a connection error', 'connect ECONNREFUSED',
-  'the database system is', 'Connection is closed', "Stream isn't writeable", 'Reached the max retries per request limit',
-  'Command timed out', 'Knex: Timeout', '.s.PGSQL.', 'Connection ended unexpectedly', 'terminating connection',
+  'Connection terminated',
+  'Timeout acquiring a connection',
+  'Client has encountered a connection error',
+  'connect ECONNREFUSED',
+  'the database system is',
+  'Connection is closed',
+  "Stream isn't writeable",
+  'Reached the max retries per request limit',
+  'Command timed out',
+  'Knex: Timeout',
+  '.s.PGSQL.',
+  'Connection ended unexpectedly',
+  'terminating connection',
 ];
 
-function fields(err: unknown): { code?: unknown; constraint?: unknown; message: string; name?: unknown; cause?: unknown } {
+function fields(err: unknown): {
+  code?: unknown;
+  constraint?: unknown;
+  message: string;
+  name?: unknown;
+  cause?: unknown;
+} {
   if (typeof err !== 'object' || err === null) return { message: String(err) };
   const e = err as Record<string, unknown>;
-  return { code: e.code, constraint: e.constraint, message: typeof e.message === 'string' ? e.message : '', name: e.name, cause: e.cause };
+  return {
+    code: e.code,
+    constraint: e.constraint,
+    message: typeof e.message === 'string' ? e.message : '',
+    name: e.name,
+    cause: e.cause,
+  };
 }
 
 /** A driver or store failure as the coded error it stands for; undefined for a genuine bug. */
@@ -40,9 +70,11 @@ export function infrastructureError(err: unknown, depth = 0): AppError | undefin
     const code = UNIQUE_CONFLICTS[f.constraint];
     if (code) return new AppError(code);
   }
-  const unavailable = (typeof f.code === 'string' && (PG_UNAVAILABLE.test(f.code) || SOCKET_CODES.has(f.code)))
-    || f.name === 'MaxRetriesPerRequestError' || f.name === 'ConnectionException'
-    || UNAVAILABLE_MESSAGES.some((m) => f.message.includes(m));
+  const unavailable =
+    (typeof f.code === 'string' && (PG_UNAVAILABLE.test(f.code) || SOCKET_CODES.has(f.code))) ||
+    f.name === 'MaxRetriesPerRequestError' ||
+    f.name === 'ConnectionException' ||
+    UNAVAILABLE_MESSAGES.some((m) => f.message.includes(m));
   if (unavailable) return new AppError('unavailable', undefined, { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) });
   return f.cause !== undefined ? infrastructureError(f.cause, depth + 1) : undefined;
 }

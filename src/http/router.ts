@@ -46,7 +46,10 @@ export class Router {
   methodsAt(path: string): Method[] {
     this.matchers ??= this.routes.flatMap((r) => {
       const variants = r.unprefixed ? [r.path, r.path.replace(/^\/api/, '')] : [r.path];
-      return variants.map((p) => ({ re: new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`), method: r.method }));
+      return variants.map((p) => ({
+        re: new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`),
+        method: r.method,
+      }));
     });
     return [...new Set(this.matchers.filter((m) => m.re.test(path)).map((m) => m.method))];
   }
@@ -56,7 +59,8 @@ export class Router {
       if (r.docOnly) continue;
       const bodyLimit = r.bodyLimit ?? DEFAULT_BODY_LIMIT;
       server.mount({ method: r.method, pattern: r.path, bodyLimit, handler: r.handler });
-      if (r.unprefixed) server.mount({ method: r.method, pattern: r.path.replace(/^\/api/, ''), bodyLimit, handler: r.handler });
+      if (r.unprefixed)
+        server.mount({ method: r.method, pattern: r.path.replace(/^\/api/, ''), bodyLimit, handler: r.handler });
     }
   }
 
@@ -64,7 +68,15 @@ export class Router {
     const paths: Record<string, Record<string, unknown>> = {};
     const detailSchema = {
       type: 'object',
-      properties: { detail: { oneOf: [{ type: 'string' }, { type: 'object' }, { type: 'array', items: { $ref: '#/components/schemas/ValidationIssue' } }] } },
+      properties: {
+        detail: {
+          oneOf: [
+            { type: 'string' },
+            { type: 'object' },
+            { type: 'array', items: { $ref: '#/components/schemas/ValidationIssue' } },
+          ],
+        },
+      },
       required: ['detail'],
     };
     for (const r of this.routes) {
@@ -72,14 +84,23 @@ export class Router {
       for (const p of variants) {
         const oaPath = p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
         const params = [...p.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({
-          name: m[1], in: 'path', required: true, schema: { type: 'string' },
+          name: m[1],
+          in: 'path',
+          required: true,
+          schema: { type: 'string' },
         }));
         const queryParams = r.doc.query ? queryParameters(r.doc.query) : [];
         const responses: Record<string, unknown> = {};
         for (const [code, desc] of Object.entries(r.doc.responses ?? { 200: 'Success' })) {
-          responses[code] = { description: desc, content: { 'application/json': { schema: Number(code) < 400 ? {} : detailSchema } } };
+          responses[code] = {
+            description: desc,
+            content: { 'application/json': { schema: Number(code) < 400 ? {} : detailSchema } },
+          };
         }
-        responses['422'] ??= { description: 'Validation failure', content: { 'application/json': { schema: detailSchema } } };
+        responses['422'] ??= {
+          description: 'Validation failure',
+          content: { 'application/json': { schema: detailSchema } },
+        };
         const op: Record<string, unknown> = {
           summary: r.doc.summary,
           tags: [r.doc.tag],
@@ -88,7 +109,8 @@ export class Router {
           ...(r.doc.permission ? { 'x-permission': r.doc.permission } : {}),
           ...(r.doc.auth === 'dashboard' ? { security: [{ bearer: [] }, { cookie: [] }] } : { security: [] }),
         };
-        if (r.doc.body) op.requestBody = { required: true, content: { 'application/json': { schema: plain(r.doc.body) } } };
+        if (r.doc.body)
+          op.requestBody = { required: true, content: { 'application/json': { schema: plain(r.doc.body) } } };
         (paths[oaPath] ??= {})[r.method] = op;
       }
     }
@@ -104,7 +126,11 @@ export class Router {
         schemas: {
           ValidationIssue: {
             type: 'object',
-            properties: { loc: { type: 'array', items: { type: ['string', 'integer'] } }, msg: { type: 'string' }, type: { type: 'string' } },
+            properties: {
+              loc: { type: 'array', items: { type: ['string', 'integer'] } },
+              msg: { type: 'string' },
+              type: { type: 'string' },
+            },
             required: ['loc', 'msg', 'type'],
           },
         },
@@ -121,5 +147,10 @@ function plain(schema: TSchema): unknown {
 function queryParameters(schema: TSchema): unknown[] {
   const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
   const required = new Set((schema as { required?: string[] }).required ?? []);
-  return Object.entries(props).map(([name, s]) => ({ name, in: 'query', required: required.has(name), schema: plain(s) }));
+  return Object.entries(props).map(([name, s]) => ({
+    name,
+    in: 'query',
+    required: required.has(name),
+    schema: plain(s),
+  }));
 }

@@ -17,8 +17,14 @@ const gzipAsync = promisify(gzip);
 export const DASHBOARD_PREFIX = '/dashboard/';
 
 export const DASHBOARD_CSP = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data: blob:",
-  "connect-src 'self' ws: wss:", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'",
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self' ws: wss:",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
 ].join('; ');
 
 const COMMON_HEADERS = { 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'same-origin' } as const;
@@ -27,9 +33,16 @@ const IMMUTABLE = 'public, max-age=31536000, immutable';
 const RECHECK_MS = 2_000;
 
 const TYPES: Readonly<Record<string, string>> = {
-  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json', '.svg': 'image/svg+xml', '.png': 'image/png', '.ico': 'image/x-icon',
-  '.woff2': 'font/woff2', '.txt': 'text/plain; charset=utf-8', '.webmanifest': 'application/manifest+json',
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.woff2': 'font/woff2',
+  '.txt': 'text/plain; charset=utf-8',
+  '.webmanifest': 'application/manifest+json',
 };
 const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.json', '.svg', '.txt', '.webmanifest']);
 
@@ -40,7 +53,8 @@ interface StaticFile {
   cache: string;
 }
 
-type Bundle = { files: Map<string, StaticFile>; dir: string; stamp: number; checked: number } | { missing: string; at: number };
+type Bundle =
+  { files: Map<string, StaticFile>; dir: string; stamp: number; checked: number } | { missing: string; at: number };
 
 /** The repository root: the nearest directory above `from` whose package.json is named "keywarden". */
 export async function findRepoRoot(from: string): Promise<string | undefined> {
@@ -116,8 +130,11 @@ function fileReply(req: IncomingRequest, f: StaticFile, status = 200): Reply {
   return { status, body, headers };
 }
 
-const text = (status: number, body: string, extra: Record<string, string> = {}): Reply =>
-  ({ status, body, headers: { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store', ...COMMON_HEADERS, ...extra } });
+const text = (status: number, body: string, extra: Record<string, string> = {}): Reply => ({
+  status,
+  body,
+  headers: { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store', ...COMMON_HEADERS, ...extra },
+});
 
 /**
  * Serves the dashboard from `dir` (default: web/dist of this checkout). The files are read on the
@@ -129,7 +146,10 @@ export function dashboardFiles(dir?: string) {
     bundle ??= (async () => {
       const d = dir ?? (await defaultWebDist());
       return d ? loadBundle(d) : { missing: 'web/dist (no keywarden checkout found above the server)', at: Date.now() };
-    })().catch((err: unknown) => ({ missing: `web/dist (${err instanceof Error ? err.message : String(err)})`, at: Date.now() }));
+    })().catch((err: unknown) => ({
+      missing: `web/dist (${err instanceof Error ? err.message : String(err)})`,
+      at: Date.now(),
+    }));
     return bundle;
   };
 
@@ -141,7 +161,11 @@ export function dashboardFiles(dir?: string) {
       b = await current();
     }
     if ('missing' in b) {
-      return text(503, `The web dashboard is not built (${b.missing} has no index.html).\nRun \`npm run build:web\` (npm start does it by itself).\n`, { 'Retry-After': '5' });
+      return text(
+        503,
+        `The web dashboard is not built (${b.missing} has no index.html).\nRun \`npm run build:web\` (npm start does it by itself).\n`,
+        { 'Retry-After': '5' },
+      );
     }
     let rel: string;
     try {
@@ -157,7 +181,8 @@ export function dashboardFiles(dir?: string) {
     if (Date.now() - b.checked > RECHECK_MS) {
       b.checked = Date.now();
       const stamp = await buildStamp(b.dir);
-      if (stamp !== undefined && stamp !== b.stamp) { // undefined: a build is being swapped in; keep the old one meanwhile
+      if (stamp !== undefined && stamp !== b.stamp) {
+        // undefined: a build is being swapped in; keep the old one meanwhile
         bundle = undefined;
         return handle(req);
       }

@@ -68,7 +68,11 @@ export interface HttpServer {
 }
 
 const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
-  get: 'get', post: 'post', put: 'put', patch: 'patch', delete: 'del',
+  get: 'get',
+  post: 'post',
+  put: 'put',
+  patch: 'patch',
+  delete: 'del',
 };
 
 export function statusLine(status: number): string {
@@ -76,7 +80,10 @@ export function statusLine(status: number): string {
 }
 
 /** What a handler may need from uWS's `req`, copied now: `req` is invalid once the handler returns. */
-export function copyRequest(req: UwsRequest, paramCount = 0): { headers: Record<string, string>; query: URLSearchParams; params: string[] } {
+export function copyRequest(
+  req: UwsRequest,
+  paramCount = 0,
+): { headers: Record<string, string>; query: URLSearchParams; params: string[] } {
   const headers: Record<string, string> = {};
   req.forEach((k, v) => {
     headers[k] = v;
@@ -165,13 +172,20 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
     };
   }
 
-  let fallbackHandler: RouteHandler = async () => ({ status: 404, body: '{"detail":"Not found"}', headers: { 'Content-Type': 'application/json' } });
+  let fallbackHandler: RouteHandler = async () => ({
+    status: 404,
+    body: '{"detail":"Not found"}',
+    headers: { 'Content-Type': 'application/json' },
+  });
 
   return {
     app,
     mount(route) {
       const paramNames = [...route.pattern.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
-      app[UWS_METHOD[route.method]](route.pattern, handle(route, (r) => fallbackHandler(r), paramNames));
+      app[UWS_METHOD[route.method]](
+        route.pattern,
+        handle(route, (r) => fallbackHandler(r), paramNames),
+      );
     },
     mountFallback(handler) {
       fallbackHandler = handler;

@@ -19,7 +19,8 @@ function issuesOf<T extends TSchema>(check: TypeCheck<T>, value: unknown, where:
   const issues: ValidationIssue[] = [];
   for (const e of check.Errors(value)) {
     const loc: (string | number)[] = [where];
-    for (const part of e.path.split('/').slice(1)) loc.push(/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~'));
+    for (const part of e.path.split('/').slice(1))
+      loc.push(/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~'));
     if (e.type === ValueErrorType.ObjectAdditionalProperties) {
       issues.push({ loc, msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
       continue;
@@ -45,7 +46,8 @@ function nulIssue(value: unknown, where: string): ValidationIssue | undefined {
       for (let i = 0; i < v.length; i++) stack.push({ v: v[i], loc: [...loc, i] });
     } else if (typeof v === 'object' && v !== null) {
       for (const key in v) {
-        if (key.includes('\0')) return { loc: [...loc, key], msg: 'Text must not contain the character U+0000', type: 'value_error' };
+        if (key.includes('\0'))
+          return { loc: [...loc, key], msg: 'Text must not contain the character U+0000', type: 'value_error' };
         stack.push({ v: (v as Record<string, unknown>)[key], loc: [...loc, key] });
       }
     }

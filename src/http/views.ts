@@ -45,7 +45,8 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
 function licenseStatus(r: LicenseRow, now: number): 'active' | 'banned' | 'unactivated' | 'expired' {
   if (r.status === 'banned') return 'banned';
   if (r.status === 'unused' || (r.status === 'pending' && !r.used_by)) return 'unactivated';
-  if (r.expires_at && r.duration_unit !== 'lifetime' && r.duration_days !== 0 && new Date(r.expires_at).getTime() < now) return 'expired';
+  if (r.expires_at && r.duration_unit !== 'lifetime' && r.duration_days !== 0 && new Date(r.expires_at).getTime() < now)
+    return 'expired';
   return 'active';
 }
 
@@ -105,7 +106,14 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
 }
 
 export function banView(b: BlacklistEntry) {
-  return { id: b.id, app_id: b.appId, type: b.type, value: b.value, created_at: b.createdAt.toISOString(), created_by: b.createdBy };
+  return {
+    id: b.id,
+    app_id: b.appId,
+    type: b.type,
+    value: b.value,
+    created_at: b.createdAt.toISOString(),
+    created_by: b.createdBy,
+  };
 }
 
 /**
@@ -116,7 +124,11 @@ export function logView(r: AuditRow, p: Principal) {
   const ip = hasPermission(p, 'view_ip');
   const hwid = hasPermission(p, 'view_hwid');
   return {
-    id: r.id, time: new Date(r.at).toISOString(), level: r.level, action: r.action, detail: ip ? r.detail : stripIps(r.detail),
+    id: r.id,
+    time: new Date(r.at).toISOString(),
+    level: r.level,
+    action: r.action,
+    detail: ip ? r.detail : stripIps(r.detail),
     ...(ip ? { ip: r.ip, location: r.location } : {}),
     ...(ip && hwid ? { screen: r.screen } : {}),
     actor_id: r.actor_id,

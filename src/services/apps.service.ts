@@ -13,8 +13,18 @@ import type { Repositories } from '../services.js';
 import { normalizeIp } from './ip-address.js';
 import { hasPermission, requirePermission, type Principal } from './principal.js';
 import {
-  ALPHABET_CLASSES, DEFAULT_ALPHABET, DEFAULT_MASK, ENUMERABLE_KEY_SPACE, durationDays, enumerateKeys, expandMask, keyPreview,
-  keySpace, normalizeAlphabet, placeholderCount, pricePerKey,
+  ALPHABET_CLASSES,
+  DEFAULT_ALPHABET,
+  DEFAULT_MASK,
+  ENUMERABLE_KEY_SPACE,
+  durationDays,
+  enumerateKeys,
+  expandMask,
+  keyPreview,
+  keySpace,
+  normalizeAlphabet,
+  placeholderCount,
+  pricePerKey,
 } from './license-keys.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { ClientAppCache } from './client-app-cache.js';
@@ -24,7 +34,11 @@ import type { EventBus } from './events.js';
 export const MAX_DURATION_DAYS = 3650;
 
 function spaceExhausted(amount: number) {
-  return validationError('mask', `This mask and alphabet cannot produce ${amount} new keys for this application`, 'value_error');
+  return validationError(
+    'mask',
+    `This mask and alphabet cannot produce ${amount} new keys for this application`,
+    'value_error',
+  );
 }
 
 export function scopeOf(p: Principal): AppScope {
@@ -39,11 +53,25 @@ export function beatInterval(heartbeatInterval: number): number {
 }
 
 const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
-  name: 'name', version: 'version', description: 'description', enabled: 'enabled', disabled_message: 'disabledMessage',
-  keys_paused: 'keysPaused', hwid_lock: 'hwidLock', require_signature: 'requireSignature',
-  injection_detection: 'injectionDetection', require_heartbeat: 'requireHeartbeat', force_update: 'forceUpdate',
-  update_url: 'updateUrl', update_message: 'updateMessage', force_encryption: 'forceEncryption', hash_check: 'hashCheck',
-  expected_binary_hash: 'expectedBinaryHash', webhook: 'webhook', key_costs: 'keyCosts', heartbeat_interval: 'heartbeatInterval',
+  name: 'name',
+  version: 'version',
+  description: 'description',
+  enabled: 'enabled',
+  disabled_message: 'disabledMessage',
+  keys_paused: 'keysPaused',
+  hwid_lock: 'hwidLock',
+  require_signature: 'requireSignature',
+  injection_detection: 'injectionDetection',
+  require_heartbeat: 'requireHeartbeat',
+  force_update: 'forceUpdate',
+  update_url: 'updateUrl',
+  update_message: 'updateMessage',
+  force_encryption: 'forceEncryption',
+  hash_check: 'hashCheck',
+  expected_binary_hash: 'expectedBinaryHash',
+  webhook: 'webhook',
+  key_costs: 'keyCosts',
+  heartbeat_interval: 'heartbeatInterval',
 };
 
 /** What the applications service uses, and nothing more (one composition root: app.ts). */
@@ -56,7 +84,11 @@ export interface AppsServiceDeps {
 }
 
 export class AppsService {
-  constructor(private readonly d: AppsServiceDeps, private readonly appCache: ClientAppCache, private readonly events: EventBus) {}
+  constructor(
+    private readonly d: AppsServiceDeps,
+    private readonly appCache: ClientAppCache,
+    private readonly events: EventBus,
+  ) {}
 
   private now(): Date {
     return new Date(this.d.now());
@@ -79,16 +111,40 @@ export class AppsService {
     const app = await this.d.repos.apps.create({
       id: randomUUID(),
       ownerId: p.role === 'admin' ? p.account.ownerId : p.account.id,
-      name: input.name, version: input.version ?? '1.0', description: input.description ?? '',
-      enabled: true, disabledMessage: '', keysPaused: false, hwidLock: false, requireSignature: false,
-      injectionDetection: true, requireHeartbeat: false, forceUpdate: false, updateUrl: '', updateMessage: '',
-      forceEncryption: false, hashCheck: false, expectedBinaryHash: '', webhook: '', keyCosts: {}, allowedHashes: [],
-      heartbeatInterval: 30, apiKey: randomHex(16), apiSecret: randomToken(32), createdBy: p.account.id,
-      createdAt: now, updatedAt: now,
+      name: input.name,
+      version: input.version ?? '1.0',
+      description: input.description ?? '',
+      enabled: true,
+      disabledMessage: '',
+      keysPaused: false,
+      hwidLock: false,
+      requireSignature: false,
+      injectionDetection: true,
+      requireHeartbeat: false,
+      forceUpdate: false,
+      updateUrl: '',
+      updateMessage: '',
+      forceEncryption: false,
+      hashCheck: false,
+      expectedBinaryHash: '',
+      webhook: '',
+      keyCosts: {},
+      allowedHashes: [],
+      heartbeatInterval: 30,
+      apiKey: randomHex(16),
+      apiSecret: randomToken(32),
+      createdBy: p.account.id,
+      createdAt: now,
+      updatedAt: now,
     });
     // An admin sees only its allowed apps: the app it creates is one of them.
     if (p.role === 'admin') await this.d.repos.accounts.allowApp(p.account.id, app.id, now);
-    this.d.repos.audit.write({ appId: app.id, action: 'app.create', detail: `Application "${app.name}" created`, actorId: p.account.id });
+    this.d.repos.audit.write({
+      appId: app.id,
+      action: 'app.create',
+      detail: `Application "${app.name}" created`,
+      actorId: p.account.id,
+    });
     return app;
   }
 
@@ -105,17 +161,22 @@ export class AppsService {
       (changes as Record<string, unknown>)[PATCH_FIELDS[field]] = value;
     }
     if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
-    if (patch.webhook !== undefined && patch.webhook !== '') await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
+    if (patch.webhook !== undefined && patch.webhook !== '')
+      await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
     if (patch.key_costs !== undefined) {
       const costs: KeyCosts = {};
-      for (const [tier, v] of Object.entries(patch.key_costs)) if (v !== null && v !== undefined) costs[tier as keyof KeyCosts] = v;
+      for (const [tier, v] of Object.entries(patch.key_costs))
+        if (v !== null && v !== undefined) costs[tier as keyof KeyCosts] = v;
       changes.keyCosts = costs;
     }
     const app = await this.d.repos.apps.update(scopeOf(p), id, changes);
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
     this.d.repos.audit.write({
-      appId: id, action: 'app.update', detail: `Settings changed: ${Object.keys(patch).join(', ')}`, actorId: p.account.id,
+      appId: id,
+      action: 'app.update',
+      detail: `Settings changed: ${Object.keys(patch).join(', ')}`,
+      actorId: p.account.id,
     });
     return app;
   }
@@ -137,7 +198,13 @@ export class AppsService {
     const app = await this.d.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
-    this.d.repos.audit.write({ appId: id, action: 'app.rotate_secret', level: 'warning', detail: 'API secret rotated', actorId: p.account.id });
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.rotate_secret',
+      level: 'warning',
+      detail: 'API secret rotated',
+      actorId: p.account.id,
+    });
     return app;
   }
 
@@ -148,7 +215,12 @@ export class AppsService {
     const app = await this.d.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
-    this.d.repos.audit.write({ appId: id, action: 'app.hashes', detail: `${allowedHashes.length} allowed binary hashes`, actorId: p.account.id });
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.hashes',
+      detail: `${allowedHashes.length} allowed binary hashes`,
+      actorId: p.account.id,
+    });
     return app;
   }
 
@@ -159,12 +231,19 @@ export class AppsService {
    */
   private async keySource(appId: string, mask: string, alphabet: string, amount: number) {
     const key = this.d.licenseHashKey;
-    const entry = (plaintext: string) => ({ plaintext, keyHash: licenseHash(key, plaintext), keyPreview: keyPreview(plaintext) });
+    const entry = (plaintext: string) => ({
+      plaintext,
+      keyHash: licenseHash(key, plaintext),
+      keyPreview: keyPreview(plaintext),
+    });
     const space = keySpace(mask, alphabet.length);
     if (space < BigInt(amount)) throw spaceExhausted(amount);
     if (space > BigInt(ENUMERABLE_KEY_SPACE)) return () => entry(expandMask(mask, alphabet));
     const all = [...enumerateKeys(mask, alphabet)].map(entry);
-    const taken = await this.d.repos.licenses.existingHashes(appId, all.map((k) => k.keyHash));
+    const taken = await this.d.repos.licenses.existingHashes(
+      appId,
+      all.map((k) => k.keyHash),
+    );
     const left = all.filter((k) => !taken.has(k.keyHash));
     if (left.length < amount) throw spaceExhausted(amount);
     for (let i = left.length - 1; i > 0; i--) {
@@ -175,38 +254,69 @@ export class AppsService {
   }
 
   /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
-  async generateLicenses(p: Principal, appId: string, input: GenerateInput): Promise<{ row: LicenseRow; key: string }[]> {
+  async generateLicenses(
+    p: Principal,
+    appId: string,
+    input: GenerateInput,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
     requirePermission(p, 'generate_keys');
     const app = await this.visible(p, appId);
     const unit = input.unit ?? 'days';
-    if (unit !== 'lifetime' && input.duration === undefined) throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
+    if (unit !== 'lifetime' && input.duration === undefined)
+      throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
     const value = unit === 'lifetime' ? 0 : input.duration!;
     const days = durationDays(value, unit);
-    if (days > MAX_DURATION_DAYS) throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
+    if (days > MAX_DURATION_DAYS)
+      throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
     const mask = input.mask ?? DEFAULT_MASK;
-    if (placeholderCount(mask) === 0) throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
+    if (placeholderCount(mask) === 0)
+      throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
     const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
     if (!ALPHABET_CLASSES.test(alphabet)) {
-      throw validationError('alphabet', 'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes', 'value_error');
+      throw validationError(
+        'alphabet',
+        'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes',
+        'value_error',
+      );
     }
     const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
-    const charge = p.role === 'reseller' ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount } : null;
-    const created = await this.d.repos.licenses.insertBatch(
-      {
-        appId, level: input.level ?? 1, durationValue: value, durationUnit: unit, durationDays: days, note: input.note ?? '',
-        resellerId: generatorIsStaff ? p.account.id : null, createdBy: p.account.id, charge,
-      },
-      input.amount,
-      makeKey,
-      this.now(),
-    ).catch((err: unknown) => {
-      if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
-      throw err;
-    });
-    await this.events.publish('license.generate', appId, { count: created.length, license_ids: created.map((c) => c.row.id) }, generatorIsStaff ? p.account.id : null);
+    const charge =
+      p.role === 'reseller'
+        ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
+        : null;
+    const created = await this.d.repos.licenses
+      .insertBatch(
+        {
+          appId,
+          level: input.level ?? 1,
+          durationValue: value,
+          durationUnit: unit,
+          durationDays: days,
+          note: input.note ?? '',
+          resellerId: generatorIsStaff ? p.account.id : null,
+          createdBy: p.account.id,
+          charge,
+        },
+        input.amount,
+        makeKey,
+        this.now(),
+      )
+      .catch((err: unknown) => {
+        if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
+        throw err;
+      });
+    await this.events.publish(
+      'license.generate',
+      appId,
+      { count: created.length, license_ids: created.map((c) => c.row.id) },
+      generatorIsStaff ? p.account.id : null,
+    );
     this.d.repos.audit.write({
-      appId, action: 'license.generate', actorId: p.account.id, resellerId: generatorIsStaff ? p.account.id : null,
+      appId,
+      action: 'license.generate',
+      actorId: p.account.id,
+      resellerId: generatorIsStaff ? p.account.id : null,
       detail: `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
     });
     return created;
@@ -229,7 +339,12 @@ export class AppsService {
     }
     const entry = await this.d.repos.blacklist.add(appId, type, value, p.account.id, this.now());
     await this.appCache.invalidate(appId);
-    this.d.repos.audit.write({ appId, action: 'blacklist.add', detail: `${type} ${value} blacklisted`, actorId: p.account.id });
+    this.d.repos.audit.write({
+      appId,
+      action: 'blacklist.add',
+      detail: `${type} ${value} blacklisted`,
+      actorId: p.account.id,
+    });
     return entry;
   }
 
@@ -241,7 +356,12 @@ export class AppsService {
     if (!app) throw new AppError('ban_not_found');
     await this.d.repos.blacklist.remove(banId);
     await this.appCache.invalidate(entry.appId);
-    this.d.repos.audit.write({ appId: entry.appId, action: 'blacklist.remove', detail: `${entry.type} ${entry.value} removed from blacklist`, actorId: p.account.id });
+    this.d.repos.audit.write({
+      appId: entry.appId,
+      action: 'blacklist.remove',
+      detail: `${entry.type} ${entry.value} removed from blacklist`,
+      actorId: p.account.id,
+    });
   }
 
   async listBans(p: Principal, appId: string) {
@@ -250,12 +370,23 @@ export class AppsService {
     return this.d.repos.blacklist.list(appId);
   }
 
-  async logs(p: Principal, appId: string, q: { level?: string; action?: string; limit?: number; before?: string }): Promise<AuditRow[]> {
+  async logs(
+    p: Principal,
+    appId: string,
+    q: { level?: string; action?: string; limit?: number; before?: string },
+  ): Promise<AuditRow[]> {
     requirePermission(p, 'view_auth_logs');
     await this.visible(p, appId);
     const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
     // Hiding (view_ip, view_hwid) is applied by the view: hidden fields are absent (PROTOCOL 11.17).
-    return this.d.repos.audit.list({ appId, level: q.level, action: q.action, limit: q.limit ?? 100, before: q.before, resellerIds });
+    return this.d.repos.audit.list({
+      appId,
+      level: q.level,
+      action: q.action,
+      limit: q.limit ?? 100,
+      before: q.before,
+      resellerIds,
+    });
   }
 
   /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */

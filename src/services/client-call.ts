@@ -29,7 +29,12 @@ export interface AuditNote {
 }
 
 export type ClientOutcome =
-  | { ok: true; body: Record<string, unknown>; /** encrypt with this key when the call carried init_iv (PROTOCOL 5) */ encKey?: string | null; audit: AuditNote }
+  | {
+      ok: true;
+      body: Record<string, unknown>;
+      /** encrypt with this key when the call carried init_iv (PROTOCOL 5) */ encKey?: string | null;
+      audit: AuditNote;
+    }
   | { ok: false; error: AppError | ValidationError; audit: AuditNote };
 
 /**

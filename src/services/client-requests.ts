@@ -13,18 +13,47 @@ const Username = Str(1, 64);
 const Password = Str(1, 72);
 
 export const InitBody = Type.Object({
-  api_key: Str(1, 128), version: Type.Optional(Str(1, 64)), enc_key: Type.Optional(Str(0, 35)), init_iv: InitIv,
-  binary_hash: Type.Optional(Str(0, 128)), binary_token: Type.Optional(Str(0, 128)), binary_token_hash: Type.Optional(Str(0, 128)),
+  api_key: Str(1, 128),
+  version: Type.Optional(Str(1, 64)),
+  enc_key: Type.Optional(Str(0, 35)),
+  init_iv: InitIv,
+  binary_hash: Type.Optional(Str(0, 128)),
+  binary_token: Type.Optional(Str(0, 128)),
+  binary_token_hash: Type.Optional(Str(0, 128)),
 });
 export const RegisterBody = Type.Object({
-  session: Session, username: Username, password: Password, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv,
+  session: Session,
+  username: Username,
+  password: Password,
+  license: Str(1, 256),
+  hwid: Hwid,
+  screenshot: Screenshot,
+  init_iv: InitIv,
 });
-export const LoginBody = Type.Object({ session: Session, username: Username, password: Password, hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
-export const LicenseBody = Type.Object({ session: Session, license: Str(1, 256), hwid: Hwid, screenshot: Screenshot, init_iv: InitIv });
+export const LoginBody = Type.Object({
+  session: Session,
+  username: Username,
+  password: Password,
+  hwid: Hwid,
+  screenshot: Screenshot,
+  init_iv: InitIv,
+});
+export const LicenseBody = Type.Object({
+  session: Session,
+  license: Str(1, 256),
+  hwid: Hwid,
+  screenshot: Screenshot,
+  init_iv: InitIv,
+});
 export const StartBody = Type.Object({ session: Session, system_id: Str(8, 128) });
 export const BeatBody = Type.Object({
-  session: Session, token: Type.String({ maxLength: 256 }), system_id: Str(8, 128), beat_index: Type.Integer({ minimum: 1, maximum: 2 ** 31 }),
-  code_hash: Type.Optional(Str(8, 128)), code_size: Type.Optional(Type.Integer({ minimum: 0 })), debugger_detected: Type.Optional(Type.Boolean()),
+  session: Session,
+  token: Type.String({ maxLength: 256 }),
+  system_id: Str(8, 128),
+  beat_index: Type.Integer({ minimum: 1, maximum: 2 ** 31 }),
+  code_hash: Type.Optional(Str(8, 128)),
+  code_size: Type.Optional(Type.Integer({ minimum: 0 })),
+  debugger_detected: Type.Optional(Type.Boolean()),
 });
 export const StopBody = Type.Object({ session: Session, token: Type.String({ maxLength: 256 }) });
 

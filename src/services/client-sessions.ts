@@ -20,7 +20,10 @@ export interface ClientSession {
 }
 
 export class ClientSessions {
-  constructor(private readonly coordinator: Coordinator, private readonly now: () => number) {}
+  constructor(
+    private readonly coordinator: Coordinator,
+    private readonly now: () => number,
+  ) {}
 
   private key(token: string): string {
     return `sess:${token}`;
@@ -28,7 +31,15 @@ export class ClientSessions {
 
   async create(appId: string, encKey: string | null): Promise<string> {
     const token = randomToken(32);
-    const s: ClientSession = { appId, encKey, createdAt: this.now(), activatedAt: null, username: null, userId: null, licenseId: null };
+    const s: ClientSession = {
+      appId,
+      encKey,
+      createdAt: this.now(),
+      activatedAt: null,
+      username: null,
+      userId: null,
+      licenseId: null,
+    };
     await this.coordinator.set(this.key(token), pack(s), SESSION_TTL_MS);
     return token;
   }
@@ -39,9 +50,17 @@ export class ClientSessions {
     return raw ? (unpack(raw) as ClientSession) : null;
   }
 
-  async activate(token: string, s: ClientSession, who: { username?: string; userId?: string; licenseId?: string }): Promise<ClientSession> {
+  async activate(
+    token: string,
+    s: ClientSession,
+    who: { username?: string; userId?: string; licenseId?: string },
+  ): Promise<ClientSession> {
     const next: ClientSession = {
-      ...s, activatedAt: this.now(), username: who.username ?? null, userId: who.userId ?? null, licenseId: who.licenseId ?? null,
+      ...s,
+      activatedAt: this.now(),
+      username: who.username ?? null,
+      userId: who.userId ?? null,
+      licenseId: who.licenseId ?? null,
     };
     await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
     return next;
@@ -50,7 +69,11 @@ export class ClientSessions {
   /** A killed heartbeat ends the activation: the client must authenticate again. */
   async deactivate(token: string, s: ClientSession): Promise<void> {
     const next: ClientSession = { ...s, activatedAt: null };
-    await this.coordinator.set(this.key(token), pack(next), Math.max(1, (s.activatedAt ?? s.createdAt) + SESSION_TTL_MS - this.now()));
+    await this.coordinator.set(
+      this.key(token),
+      pack(next),
+      Math.max(1, (s.activatedAt ?? s.createdAt) + SESSION_TTL_MS - this.now()),
+    );
   }
 
   /** True while the activation is inside the 24-hour window. */

@@ -58,24 +58,35 @@ export class ClientService {
     if (version !== app.version) {
       if (app.force_update) {
         throw new AppError('update_required', {
-          message: app.update_message || 'A new version is required.', latest_version: app.version, update_url: app.update_url, force_update: true,
+          message: app.update_message || 'A new version is required.',
+          latest_version: app.version,
+          update_url: app.update_url,
+          force_update: true,
         });
       }
       this.d.audit.write({
-        appId: app.id, action: 'client.version_mismatch', level: 'warning', ip: call.ip,
+        appId: app.id,
+        action: 'client.version_mismatch',
+        level: 'warning',
+        ip: call.ip,
         detail: `Client version ${version} differs from application version ${app.version}`,
       });
     }
     if (app.force_encryption && !b.enc_key) throw new AppError('encryption_key_required');
-    if (app.hash_check && !(b.binary_hash && app.allowed_hashes.includes(b.binary_hash.toLowerCase()))) throw new AppError('binary_hash_mismatch');
+    if (app.hash_check && !(b.binary_hash && app.allowed_hashes.includes(b.binary_hash.toLowerCase())))
+      throw new AppError('binary_hash_mismatch');
     if (b.binary_token !== undefined) {
       const expected = hmacSha256(app.api_secret, b.binary_token).toString('hex');
-      if (!b.binary_token_hash || !constantTimeEqual(expected, b.binary_token_hash.toLowerCase())) throw new AppError('binary_token_invalid');
+      if (!b.binary_token_hash || !constantTimeEqual(expected, b.binary_token_hash.toLowerCase()))
+        throw new AppError('binary_token_invalid');
     }
     const encKey = b.enc_key ? b.enc_key : null;
     const session = await this.d.sessions.create(app.id, encKey);
     note.detail = `Session opened (version ${version})`;
-    return { body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } }, encKey };
+    return {
+      body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } },
+      encKey,
+    };
   }
 
   register(call: ClientCall<RegisterRequest>): Promise<ClientOutcome> {
@@ -92,12 +103,27 @@ export class ClientService {
       // Hashed before the claim, so the key stays pending for as short a time as possible.
       const passwordHash = await hashPassword(b.password);
       const v = await this.d.licenses.run(licenseId, {
-        kind: 'register', appId: app.id, username: b.username, passwordHash, hwid, ip: call.ip, hwidLock: app.hwid_lock,
+        kind: 'register',
+        appId: app.id,
+        username: b.username,
+        passwordHash,
+        hwid,
+        ip: call.ip,
+        hwidLock: app.hwid_lock,
       });
-      await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: v.userId as string, licenseId });
+      await this.d.sessions.activate(session.token, session.record, {
+        username: b.username,
+        userId: v.userId as string,
+        licenseId,
+      });
       note.detail = `User ${b.username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
-      await this.d.events.publish('client.register', app.id, { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip }, note.resellerId);
+      await this.d.events.publish(
+        'client.register',
+        app.id,
+        { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip },
+        note.resellerId,
+      );
       const shotPath = await this.keepScreenshot(app.id, shot, async (p) => {
         await this.d.users.setScreenshot(v.userId as string, 'activation', p);
         await this.d.licenseOps.setScreenshot(licenseId, p);
@@ -105,9 +131,19 @@ export class ClientService {
       note.screen = shotPath;
       const seen = await this.d.geo.user(call.ip, v.userId as string, { licenseId });
       // The first device of a new account is its activation, not an alert.
-      this.announce(call, note, 'client.register', seen, false, { username: b.username, hwid, ip: call.ip, new_device: true, screenshot: shotPath });
+      this.announce(call, note, 'client.register', seen, false, {
+        username: b.username,
+        hwid,
+        ip: call.ip,
+        new_device: true,
+        screenshot: shotPath,
+      });
       return {
-        body: { success: true, message: 'Registered successfully', user: { username: b.username, level: v.level, expires_at: v.expiresAt } },
+        body: {
+          success: true,
+          message: 'Registered successfully',
+          user: { username: b.username, level: v.level, expires_at: v.expiresAt },
+        },
         encKey: session.record.encKey,
       };
     } catch (err) {
@@ -126,17 +162,26 @@ export class ClientService {
     const shot = this.d.screenshots.decode(b.screenshot);
     const user = await this.d.users.findForLogin(app.id, b.username);
     // Unknown names cost the same Argon2id work as a wrong password; every failure reads the same.
-    const passwordOk = user ? await verifyPassword(user.password_hash, b.password) : await burnPasswordCheck(b.password);
+    const passwordOk = user
+      ? await verifyPassword(user.password_hash, b.password)
+      : await burnPasswordCheck(b.password);
     const now = this.d.now();
     const expiresAt = toDate(user?.expires_at);
-    const failure = !user ? 'unknown user'
-      : !passwordOk ? 'wrong password'
-      : user.banned ? 'user banned'
-      : expiresAt && expiresAt.getTime() < now ? 'user expired'
-      : user.key_status === null ? 'license key deleted'
-      : user.key_status === 'banned' ? 'license key banned'
-      : app.hwid_lock && user.hwid !== '' && user.hwid !== hwid ? 'HWID mismatch'
-      : null;
+    const failure = !user
+      ? 'unknown user'
+      : !passwordOk
+        ? 'wrong password'
+        : user.banned
+          ? 'user banned'
+          : expiresAt && expiresAt.getTime() < now
+            ? 'user expired'
+            : user.key_status === null
+              ? 'license key deleted'
+              : user.key_status === 'banned'
+                ? 'license key banned'
+                : app.hwid_lock && user.hwid !== '' && user.hwid !== hwid
+                  ? 'HWID mismatch'
+                  : null;
     if (failure || !user) {
       await this.lockout.fail(lockKeys);
       note.detail = `401 login of ${b.username} failed: ${failure}`;
@@ -144,17 +189,36 @@ export class ClientService {
       throw new AppError('invalid_credentials');
     }
     await this.d.users.recordLogin(user, call.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
-    await this.d.sessions.activate(session.token, session.record, { username: b.username, userId: user.id, licenseId: user.license_id ?? undefined });
+    await this.d.sessions.activate(session.token, session.record, {
+      username: b.username,
+      userId: user.id,
+      licenseId: user.license_id ?? undefined,
+    });
     note.detail = `User ${b.username} logged in`;
     note.resellerId = user.reseller_id;
-    await this.d.events.publish('client.login', app.id, { username: b.username, user_id: user.id, hwid, ip: call.ip }, user.reseller_id);
+    await this.d.events.publish(
+      'client.login',
+      app.id,
+      { username: b.username, user_id: user.id, hwid, ip: call.ip },
+      user.reseller_id,
+    );
     const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.users.setScreenshot(user.id, 'last', p));
     note.screen = shotPath;
     const seen = await this.d.geo.user(call.ip, user.id, null);
     const newDevice = !user.known_hwids.includes(hwid);
-    this.announce(call, note, 'client.login', seen, newDevice, { username: b.username, hwid, ip: call.ip, new_device: newDevice, screenshot: shotPath });
+    this.announce(call, note, 'client.login', seen, newDevice, {
+      username: b.username,
+      hwid,
+      ip: call.ip,
+      new_device: newDevice,
+      screenshot: shotPath,
+    });
     return {
-      body: { success: true, message: 'Logged in successfully', user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null } },
+      body: {
+        success: true,
+        message: 'Logged in successfully',
+        user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null },
+      },
       encKey: session.record.encKey,
     };
   }
@@ -171,19 +235,38 @@ export class ClientService {
     await this.requireHeartbeat(call);
     const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
     if (!licenseId) throw new AppError('license_invalid');
-    const v = await this.d.licenses.run(licenseId, { kind: 'activate', appId: app.id, hwid: b.hwid.toLowerCase(), ip: call.ip, hwidLock: app.hwid_lock });
+    const v = await this.d.licenses.run(licenseId, {
+      kind: 'activate',
+      appId: app.id,
+      hwid: b.hwid.toLowerCase(),
+      ip: call.ip,
+      hwidLock: app.hwid_lock,
+    });
     await this.d.sessions.activate(session.token, session.record, { licenseId });
     note.detail = 'License activated';
     note.resellerId = (v.resellerId as string | null) ?? null;
-    await this.d.events.publish('client.license', app.id, { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip }, note.resellerId);
+    await this.d.events.publish(
+      'client.license',
+      app.id,
+      { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip },
+      note.resellerId,
+    );
     const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.licenseOps.setScreenshot(licenseId, p));
     note.screen = shotPath;
     const seen = await this.d.geo.key(call.ip, licenseId);
     // A key's first activation pins its first device: only a later, different device is an alert.
     this.announce(call, note, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
-      license_id: licenseId, key_preview: keyPreview(b.license), hwid: b.hwid.toLowerCase(), ip: call.ip, new_device: v.newDevice === true, screenshot: shotPath,
+      license_id: licenseId,
+      key_preview: keyPreview(b.license),
+      hwid: b.hwid.toLowerCase(),
+      ip: call.ip,
+      new_device: v.newDevice === true,
+      screenshot: shotPath,
     });
-    return { body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt }, encKey: session.record.encKey };
+    return {
+      body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt },
+      encKey: session.record.encKey,
+    };
   }
 
   /**
@@ -191,7 +274,14 @@ export class ClientService {
    * or a new location (SPEC "Alert webhook" rule 1), and the activation webhook, which carries the
    * location and says which alert, if any, it is.
    */
-  private announce(call: ClientCall<unknown>, note: AuditNote, event: string, seen: Sighting, newDevice: boolean, data: Record<string, unknown>): void {
+  private announce(
+    call: ClientCall<unknown>,
+    note: AuditNote,
+    event: string,
+    seen: Sighting,
+    newDevice: boolean,
+    data: Record<string, unknown>,
+  ): void {
     const app = call.app.row;
     const alert = alertReasons(newDevice, seen.newLocation);
     const resellerId = note.resellerId ?? null;
@@ -199,15 +289,30 @@ export class ClientService {
       // No place or address in the detail: resellers without view_ip see the detail too.
       const who = typeof data.username === 'string' ? `user ${data.username}` : `key ${String(data.key_preview)}`;
       this.d.audit.write({
-        appId: app.id, action: 'client.alert', level: 'warning', ip: call.ip, location: seen.location, resellerId,
+        appId: app.id,
+        action: 'client.alert',
+        level: 'warning',
+        ip: call.ip,
+        location: seen.location,
+        resellerId,
         detail: `${event} of ${who} from ${alert.map((a) => (a === 'new_device' ? 'a new device' : 'a new location')).join(' and ')}`,
       });
     }
-    this.d.webhooks.notify(app.id, resellerId, event, { ...data, geo: seen.geo, location: seen.location, new_location: seen.newLocation, alert });
+    this.d.webhooks.notify(app.id, resellerId, event, {
+      ...data,
+      geo: seen.geo,
+      location: seen.location,
+      new_location: seen.newLocation,
+      alert,
+    });
   }
 
   /** Writes an accepted activation's screenshot and records its path; '' when none was sent. */
-  private async keepScreenshot(appId: string, shot: Buffer | undefined, record: (path: string) => Promise<void>): Promise<string> {
+  private async keepScreenshot(
+    appId: string,
+    shot: Buffer | undefined,
+    record: (path: string) => Promise<void>,
+  ): Promise<string> {
     if (!shot) return '';
     const rel = await this.d.screenshots.save(appId, shot);
     await record(rel);
@@ -220,7 +325,10 @@ export class ClientService {
   }
 
   /** What register and login check first, in order: password size, lockout, paused, heartbeat. */
-  private async accountCall(call: ClientCall<RegisterRequest | LoginRequest>, pausedCode: 'license_paused' | 'login_paused') {
+  private async accountCall(
+    call: ClientCall<RegisterRequest | LoginRequest>,
+    pausedCode: 'license_paused' | 'login_paused',
+  ) {
     const { app, session } = this.auth(call);
     assertPasswordBytes(call.body.password);
     const lockKeys = [`${app.id}:u:${call.body.username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];

@@ -39,7 +39,12 @@ export class DashboardAuth {
   constructor(private readonly d: DashboardAuthDeps) {
     this.trustedOrigins = new Set(d.trustedOrigins.map((o) => new URL(o).origin.toLowerCase()));
     this.lockout = new Lockout(d.coordinator, { name: 'dashboard', failures: 5, windowSeconds: 900, lockSeconds: 900 });
-    this.ipLockout = new Lockout(d.coordinator, { name: 'dashboard-ip', failures: IP_FAILURES, windowSeconds: 900, lockSeconds: 900 });
+    this.ipLockout = new Lockout(d.coordinator, {
+      name: 'dashboard-ip',
+      failures: IP_FAILURES,
+      windowSeconds: 900,
+      lockSeconds: 900,
+    });
   }
 
   private now(): Date {
@@ -103,12 +108,20 @@ export class DashboardAuth {
   }
 
   private async ensureTopAccount(username: string, password: string, email: string | null): Promise<boolean> {
-    if (!USERNAME.test(username)) throw validationError('username', 'Username must be 3-32 characters of a-z, A-Z, 0-9, _ or -');
+    if (!USERNAME.test(username))
+      throw validationError('username', 'Username must be 3-32 characters of a-z, A-Z, 0-9, _ or -');
     assertPasswordPolicy(password, username);
     if (await this.d.repos.accounts.findByUsername(username)) return false;
     try {
       await this.d.repos.accounts.create(
-        { username, passwordHash: await hashPassword(password), role: 'owner', parentId: null, email, webhookSecret: randomToken(32) },
+        {
+          username,
+          passwordHash: await hashPassword(password),
+          role: 'owner',
+          parentId: null,
+          email,
+          webhookSecret: randomToken(32),
+        },
         this.now(),
       );
     } catch (err) {

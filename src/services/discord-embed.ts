@@ -26,7 +26,11 @@ export interface EncodedBody {
   contentType: string;
 }
 
-const TITLES: Record<string, string> = { 'client.register': 'Registration', 'client.login': 'Login', 'client.license': 'License activation' };
+const TITLES: Record<string, string> = {
+  'client.register': 'Registration',
+  'client.login': 'Login',
+  'client.license': 'License activation',
+};
 const IMAGE_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
 const COLOR_ALERT = 0xe67e22;
 const COLOR_OK = 0x2ecc71;
@@ -43,29 +47,40 @@ export function discordPayload(input: DiscordInput): Record<string, unknown> {
   const d = input.data;
   const alert = Array.isArray(d.alert) ? (d.alert as string[]) : [];
   const what = TITLES[input.event] ?? input.event;
-  const title = alert.length > 0 ? `${alert.map((a) => (a === 'new_device' ? 'New device' : 'New location')).join(' and ')}: ${what}` : what;
-  const fields: { name: string; value: string; inline: boolean }[] = [{ name: 'Application', value: code(input.appName), inline: true }];
+  const title =
+    alert.length > 0
+      ? `${alert.map((a) => (a === 'new_device' ? 'New device' : 'New location')).join(' and ')}: ${what}`
+      : what;
+  const fields: { name: string; value: string; inline: boolean }[] = [
+    { name: 'Application', value: code(input.appName), inline: true },
+  ];
   if (typeof d.username === 'string') fields.push({ name: 'User', value: code(d.username), inline: true });
   if (typeof d.key_preview === 'string') fields.push({ name: 'Key', value: code(d.key_preview), inline: true });
   if ('hwid' in d) fields.push({ name: 'HWID', value: code(d.hwid), inline: false });
   if ('ip' in d) fields.push({ name: 'IP', value: code(d.ip), inline: true });
-  if ('location' in d) fields.push({ name: 'Location', value: d.location ? code(d.location) : 'unknown', inline: true });
+  if ('location' in d)
+    fields.push({ name: 'Location', value: d.location ? code(d.location) : 'unknown', inline: true });
   const unix = Math.floor(Date.parse(input.occurredAt) / 1000);
   fields.push({ name: 'Time', value: `<t:${unix}:F>`, inline: false });
-  const image = input.screenshot && IMAGE_TYPES[input.screenshot.ext] ? { image: { url: `attachment://screenshot.${input.screenshot.ext}` } } : {};
+  const image =
+    input.screenshot && IMAGE_TYPES[input.screenshot.ext]
+      ? { image: { url: `attachment://screenshot.${input.screenshot.ext}` } }
+      : {};
   const credit = 'location' in d && d.location && input.attribution ? ` · ${input.attribution}` : '';
   return {
     username: 'Keywarden',
     // Nothing in an alert may ping anyone, whatever a username says.
     allowed_mentions: { parse: [] },
-    embeds: [{
-      title: title.slice(0, 256),
-      color: alert.length > 0 ? COLOR_ALERT : COLOR_OK,
-      timestamp: input.occurredAt,
-      fields,
-      ...image,
-      footer: { text: `Keywarden ${input.event}${credit}` },
-    }],
+    embeds: [
+      {
+        title: title.slice(0, 256),
+        color: alert.length > 0 ? COLOR_ALERT : COLOR_OK,
+        timestamp: input.occurredAt,
+        fields,
+        ...image,
+        footer: { text: `Keywarden ${input.event}${credit}` },
+      },
+    ],
     ...(input.screenshot ? { attachments: [{ id: 0, filename: `screenshot.${input.screenshot.ext}` }] } : {}),
   };
 }
@@ -78,8 +93,12 @@ export function discordBody(input: DiscordInput): EncodedBody {
   const boundary = `keywarden-${randomUUID()}`;
   const type = IMAGE_TYPES[shot.ext] ?? 'application/octet-stream';
   const body = Buffer.concat([
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="payload_json"\r\nContent-Type: application/json\r\n\r\n${json}\r\n`),
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="files[0]"; filename="screenshot.${shot.ext}"\r\nContent-Type: ${type}\r\n\r\n`),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="payload_json"\r\nContent-Type: application/json\r\n\r\n${json}\r\n`,
+    ),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="files[0]"; filename="screenshot.${shot.ext}"\r\nContent-Type: ${type}\r\n\r\n`,
+    ),
     shot.bytes,
     Buffer.from(`\r\n--${boundary}--\r\n`),
   ]);

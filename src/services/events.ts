@@ -24,7 +24,11 @@ export class EventBus {
   private readonly listeners = new Set<EventListener>();
   private unsubscribe: Unsubscribe | undefined;
 
-  constructor(private readonly coordinator: Coordinator, private readonly now: () => number, private readonly log: Logger) {}
+  constructor(
+    private readonly coordinator: Coordinator,
+    private readonly now: () => number,
+    private readonly log: Logger,
+  ) {}
 
   async start(): Promise<void> {
     this.unsubscribe = await this.coordinator.subscribe(CHANNEL, (msg) => {
@@ -55,8 +59,20 @@ export class EventBus {
     return () => this.listeners.delete(listener);
   }
 
-  async publish(kind: string, appId: string, data: Record<string, unknown>, resellerId: string | null = null): Promise<void> {
-    const e: LiveEvent = { id: randomUUID(), kind, app_id: appId, at: new Date(this.now()).toISOString(), data, reseller_id: resellerId };
+  async publish(
+    kind: string,
+    appId: string,
+    data: Record<string, unknown>,
+    resellerId: string | null = null,
+  ): Promise<void> {
+    const e: LiveEvent = {
+      id: randomUUID(),
+      kind,
+      app_id: appId,
+      at: new Date(this.now()).toISOString(),
+      data,
+      reseller_id: resellerId,
+    };
     await this.coordinator.publish(CHANNEL, pack(e));
   }
 }

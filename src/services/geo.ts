@@ -51,7 +51,10 @@ export function geoFiles(setting: Config['geoipDb']): string[] {
 export class GeoLocator {
   private loading: Promise<Db[]> | undefined;
 
-  private constructor(private readonly files: readonly string[], private readonly log: Logger) {}
+  private constructor(
+    private readonly files: readonly string[],
+    private readonly log: Logger,
+  ) {}
 
   /** Checks every file is there and is an MMDB (a wrong GEOIP_DB stops the start); reads none yet. */
   static async open(setting: Config['geoipDb'], log: Logger): Promise<GeoLocator> {
@@ -138,7 +141,8 @@ async function assertMmdb(file: string): Promise<void> {
     const length = Math.min(size, METADATA_MAX);
     const tail = Buffer.alloc(length);
     await handle.read(tail, 0, length, size - length);
-    if (tail.lastIndexOf(METADATA_MARKER) < 0) throw new ConfigError(`GEOIP_DB: ${file} is not a MaxMind DB (.mmdb) file`);
+    if (tail.lastIndexOf(METADATA_MARKER) < 0)
+      throw new ConfigError(`GEOIP_DB: ${file} is not a MaxMind DB (.mmdb) file`);
   } finally {
     await handle.close();
   }
@@ -175,5 +179,12 @@ export function toGeo(ip: string, record: unknown): Geo | null {
     lon = num(obj(r.location)?.longitude);
   }
   if (!/^[A-Z]{2}$/.test(country.toUpperCase())) return null;
-  return { ip, city, region, country: country.toUpperCase(), lat: lat === undefined ? null : round(lat), lon: lon === undefined ? null : round(lon) };
+  return {
+    ip,
+    city,
+    region,
+    country: country.toUpperCase(),
+    lat: lat === undefined ? null : round(lat),
+    lon: lon === undefined ? null : round(lon),
+  };
 }

@@ -12,7 +12,13 @@ import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './
 import type { BeatRequest, StartRequest, StopRequest } from './client-requests.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
 import { decodeHeartbeat, encodeHeartbeat } from '../actors/heartbeat-codec.js';
-import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from '../actors/heartbeat.machine.js';
+import type {
+  BeatInput,
+  BeatVerdict,
+  HeartbeatContext,
+  KillReason,
+  RejectReason,
+} from '../actors/heartbeat.machine.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import type { Coordinator } from '../cluster/coordinator.js';
 import { NotOwner, shardOf, type ClusterNode } from '../cluster/cluster-node.js';
@@ -20,7 +26,6 @@ import type { ClientSessions } from './client-sessions.js';
 import { beatInterval } from './apps.service.js';
 import type { EventBus, LiveEvent } from './events.js';
 import type { ClusterOps } from './cluster-ops.js';
-
 
 const KILL_TEXT: Record<KillReason, string> = {
   system_id: 'system_id differs from start',
@@ -31,7 +36,10 @@ const KILL_TEXT: Record<KillReason, string> = {
   debugger: 'debugger detected',
   revoked: 'license or user revoked',
 };
-const REJECT_TEXT: Record<RejectReason, string> = { token: 'wrong, stale or malformed token', replay: 'replayed beat_index' };
+const REJECT_TEXT: Record<RejectReason, string> = {
+  token: 'wrong, stale or malformed token',
+  replay: 'replayed beat_index',
+};
 
 export function newHeartbeatToken(): string {
   return `TT${randomHex(16)}`;
@@ -41,7 +49,13 @@ export function startProof(session: string, systemId: string, token: string): st
   return hmacSha256(session, `kwhs1\n${systemId}\n${token}`).toString('base64');
 }
 
-export function beatProof(previousToken: string, session: string, beatIndex: number, newToken: string, beatCount: number): string {
+export function beatProof(
+  previousToken: string,
+  session: string,
+  beatIndex: number,
+  newToken: string,
+  beatCount: number,
+): string {
   return hmacSha256(previousToken, `kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`).toString('base64');
 }
 
@@ -57,10 +71,29 @@ export interface HeartbeatServiceDeps {
 }
 
 // What crosses workers: plain data only (the operations are declared in cluster-ops.ts).
-export interface StartArgs { session: string; appId: string; systemId: string; beatInterval: number; token: string; userId: string | null; licenseId: string | null }
-export interface BeatArgs { session: string; beat: BeatInput }
-export interface StopArgs { session: string; token: string }
-export interface StopOutcome { stopped: boolean; beats: number; userId: string | null; licenseId: string | null }
+export interface StartArgs {
+  session: string;
+  appId: string;
+  systemId: string;
+  beatInterval: number;
+  token: string;
+  userId: string | null;
+  licenseId: string | null;
+}
+export interface BeatArgs {
+  session: string;
+  beat: BeatInput;
+}
+export interface StopArgs {
+  session: string;
+  token: string;
+}
+export interface StopOutcome {
+  stopped: boolean;
+  beats: number;
+  userId: string | null;
+  licenseId: string | null;
+}
 export interface BeatOutcome {
   verdict: BeatVerdict | null;
   token: string;
@@ -152,7 +185,14 @@ export class HeartbeatService {
     const fence = this.d.node.fenceOf(shard);
     if (fence === undefined) throw new NotOwner(shard);
     if (!this.durable) return;
-    const ok = await this.d.coordinator.fencedHashSet(this.d.node.leaseName(shard), this.d.node.id, fence, hashOf(shard), session, c ? encodeHeartbeat(c) : null);
+    const ok = await this.d.coordinator.fencedHashSet(
+      this.d.node.leaseName(shard),
+      this.d.node.id,
+      fence,
+      hashOf(shard),
+      session,
+      c ? encodeHeartbeat(c) : null,
+    );
     if (!ok) {
       this.shardReleased(shard);
       throw new NotOwner(shard);
@@ -192,15 +232,21 @@ export class HeartbeatService {
       await this.persist(a.session, null);
     }
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
-    if (!r) return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
+    if (!r)
+      return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
     if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
     else if (r.verdict.kind === 'killed') {
       this.unindex(a.session);
       await this.persist(a.session, null);
     }
     return {
-      verdict: r.verdict, token: r.context?.token ?? '', beatCount: r.context?.beatCount ?? 0, warnings: r.context?.warnings ?? 0,
-      previousToken: r.before.token, userId: r.before.userId, licenseId: r.before.licenseId,
+      verdict: r.verdict,
+      token: r.context?.token ?? '',
+      beatCount: r.context?.beatCount ?? 0,
+      warnings: r.context?.warnings ?? 0,
+      previousToken: r.before.token,
+      userId: r.before.userId,
+      licenseId: r.before.licenseId,
     };
   }
 
@@ -220,7 +266,12 @@ export class HeartbeatService {
       if (!r) continue;
       this.unindex(session);
       await this.persist(session, null).catch(() => undefined);
-      this.d.audit.write({ appId: r.before.appId, action: 'heartbeat.kill', level: 'warning', detail: `Session killed: ${KILL_TEXT.revoked}` });
+      this.d.audit.write({
+        appId: r.before.appId,
+        action: 'heartbeat.kill',
+        level: 'warning',
+        detail: `Session killed: ${KILL_TEXT.revoked}`,
+      });
       const rec = await this.d.sessions.get(session);
       if (rec) await this.d.sessions.deactivate(session, rec);
       n++;
@@ -228,7 +279,12 @@ export class HeartbeatService {
     return n;
   }
 
-  private route<K extends keyof ClusterOps & string>(session: string, op: K, args: ClusterOps[K]['args'], here: () => Promise<ClusterOps[K]['result']>) {
+  private route<K extends keyof ClusterOps & string>(
+    session: string,
+    op: K,
+    args: ClusterOps[K]['args'],
+    here: () => Promise<ClusterOps[K]['result']>,
+  ) {
     return this.d.node.route(shardOf(session), op, args, here);
   }
 
@@ -256,12 +312,19 @@ export class HeartbeatService {
     const token = newHeartbeatToken();
     const interval = beatInterval(call.app.row.heartbeat_interval);
     const args: StartArgs = {
-      session: s.token, appId: call.app.row.id, systemId: call.body.system_id, beatInterval: interval, token,
-      userId: s.record.userId, licenseId: s.record.licenseId,
+      session: s.token,
+      appId: call.app.row.id,
+      systemId: call.body.system_id,
+      beatInterval: interval,
+      token,
+      userId: s.record.userId,
+      licenseId: s.record.licenseId,
     };
     await this.route(s.token, 'hb.start', args, () => this.startHere(args));
     note.detail = `Heartbeat started (interval ${interval}s)`;
-    return { body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) } };
+    return {
+      body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) },
+    };
   }
 
   beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {
@@ -274,8 +337,15 @@ export class HeartbeatService {
     const args: BeatArgs = {
       session: s.token,
       beat: {
-        now: this.d.now(), token: b.token, systemId: b.system_id, beatIndex: b.beat_index, codeHash: b.code_hash, codeSize: b.code_size,
-        debuggerDetected: b.debugger_detected, pinnedHash: call.app.row.expected_binary_hash, injectionDetection: call.app.row.injection_detection,
+        now: this.d.now(),
+        token: b.token,
+        systemId: b.system_id,
+        beatIndex: b.beat_index,
+        codeHash: b.code_hash,
+        codeSize: b.code_size,
+        debuggerDetected: b.debugger_detected,
+        pinnedHash: call.app.row.expected_binary_hash,
+        injectionDetection: call.app.row.injection_detection,
         newToken: newHeartbeatToken(),
       },
     };
@@ -294,7 +364,12 @@ export class HeartbeatService {
       note.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
       const current = await this.d.sessions.get(s.token);
       if (current) await this.d.sessions.deactivate(s.token, current);
-      await this.d.events.publish('heartbeat.kill', call.app.row.id, { reason: v.reason, ip: call.ip, user_id: r.userId, license_id: r.licenseId });
+      await this.d.events.publish('heartbeat.kill', call.app.row.id, {
+        reason: v.reason,
+        ip: call.ip,
+        user_id: r.userId,
+        license_id: r.licenseId,
+      });
       throw new AppError('heartbeat_rejected');
     }
     if (v.kind === 'accepted' && v.drift) {
@@ -305,7 +380,12 @@ export class HeartbeatService {
       note.skip = true;
     }
     return {
-      body: { success: true, new_token: r.token, beat_count: r.beatCount, proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount) },
+      body: {
+        success: true,
+        new_token: r.token,
+        beat_count: r.beatCount,
+        proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount),
+      },
     };
   }
 
@@ -319,7 +399,11 @@ export class HeartbeatService {
     const r = await this.route(s.token, 'hb.stop', args, () => this.stopHere(args));
     if (!r.stopped) throw new AppError('heartbeat_token_invalid');
     note.detail = `Heartbeat stopped after ${r.beats} beats`;
-    await this.d.events.publish('heartbeat.stop', call.app.row.id, { user_id: r.userId, license_id: r.licenseId, beats: r.beats });
+    await this.d.events.publish('heartbeat.stop', call.app.row.id, {
+      user_id: r.userId,
+      license_id: r.licenseId,
+      beats: r.beats,
+    });
     return { body: { success: true } };
   }
 
@@ -333,11 +417,16 @@ export class HeartbeatService {
     const d = e.data;
     let match: ((c: HeartbeatContext) => boolean) | undefined;
     if (e.kind === 'app.delete') match = (c) => c.appId === e.app_id;
-    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true)) match = (c) => c.licenseId === d.license_id;
+    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
+      match = (c) => c.licenseId === d.license_id;
     else if (e.kind === 'user.ban' && d.banned === true) match = (c) => c.userId === d.user_id;
     if (!match) return;
-    const sessions = this.host.contexts().filter(match).map((c) => c.session);
-    if (sessions.length > 0) void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
+    const sessions = this.host
+      .contexts()
+      .filter(match)
+      .map((c) => c.session);
+    if (sessions.length > 0)
+      void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
   }
 
   /** Live sessions of an app on this worker (the whole app with one worker). */
@@ -347,4 +436,3 @@ export class HeartbeatService {
     return n;
   }
 }
-

@@ -63,7 +63,15 @@ export class KeysAdminService {
     return row;
   }
 
-  private record(p: Principal, appId: string, kind: string, detail: string, data: Record<string, unknown>, resellerId: string | null, level: 'info' | 'warning' = 'info') {
+  private record(
+    p: Principal,
+    appId: string,
+    kind: string,
+    detail: string,
+    data: Record<string, unknown>,
+    resellerId: string | null,
+    level: 'info' | 'warning' = 'info',
+  ) {
     this.d.audit.write({ appId, action: kind, detail, actorId: p.account.id, resellerId, level });
     return this.events.publish(kind, appId, data, resellerId);
   }
@@ -73,7 +81,13 @@ export class KeysAdminService {
     await this.apps.visible(p, appId);
     const limit = q.limit ?? 100;
     const rows = await this.repo.listLicenses({
-      appId, scope: await this.scope(p), status: q.status, q: q.q, limit, cursor: decodeCursor(q.cursor), now: this.now(),
+      appId,
+      scope: await this.scope(p),
+      status: q.status,
+      q: q.q,
+      limit,
+      cursor: decodeCursor(q.cursor),
+      now: this.now(),
     });
     const last = rows[rows.length - 1];
     return { rows, nextCursor: rows.length === limit && last ? encodeCursor(last) : null };
@@ -87,8 +101,14 @@ export class KeysAdminService {
     if (!row.expires_at) throw new AppError('license_not_activated');
     const delta = durationMs(value, unit)! * (subtract ? -1 : 1);
     const expiresAt = toDate(await this.repo.shiftExpiry(id, delta));
-    await this.record(p, row.app_id, 'license.extend', `${subtract ? 'Subtracted' : 'Added'} ${value} ${unit} ${subtract ? 'from' : 'to'} key ${row.key_preview}`,
-      { license_id: id, expires_at: expiresAt?.toISOString() ?? null }, row.reseller_id);
+    await this.record(
+      p,
+      row.app_id,
+      'license.extend',
+      `${subtract ? 'Subtracted' : 'Added'} ${value} ${unit} ${subtract ? 'from' : 'to'} key ${row.key_preview}`,
+      { license_id: id, expires_at: expiresAt?.toISOString() ?? null },
+      row.reseller_id,
+    );
     return { ...row, expires_at: expiresAt };
   }
 
@@ -96,8 +116,14 @@ export class KeysAdminService {
     requireRole(p, 'owner', 'admin', 'developer');
     await this.apps.visible(p, appId);
     const result = await this.repo.extendActive(appId, await this.scope(p), durationMs(value, unit)!, this.now());
-    await this.record(p, appId, 'license.bulk_extend', `Extended ${result.extended} active keys by ${value} ${unit} (${result.skipped} skipped)`,
-      { ...result, value, unit }, null);
+    await this.record(
+      p,
+      appId,
+      'license.bulk_extend',
+      `Extended ${result.extended} active keys by ${value} ${unit} (${result.skipped} skipped)`,
+      { ...result, value, unit },
+      null,
+    );
     return result;
   }
 
@@ -105,7 +131,14 @@ export class KeysAdminService {
     requirePermission(p, 'reset_hwid');
     const { row } = await this.license(p, id);
     await this.repo.resetLicenseHwid(id);
-    await this.record(p, row.app_id, 'license.reset_hwid', `HWID reset on key ${row.key_preview}`, { license_id: id }, row.reseller_id);
+    await this.record(
+      p,
+      row.app_id,
+      'license.reset_hwid',
+      `HWID reset on key ${row.key_preview}`,
+      { license_id: id },
+      row.reseller_id,
+    );
   }
 
   /** `banned` absent toggles (PROTOCOL 9). */
@@ -114,8 +147,15 @@ export class KeysAdminService {
     const { row } = await this.license(p, id);
     const target = banned ?? row.status !== 'banned';
     const status = await this.repo.setLicenseBanned(id, target);
-    await this.record(p, row.app_id, 'license.ban', `Key ${row.key_preview} ${target ? 'banned' : 'unbanned'}`,
-      { license_id: id, banned: target, status: status ?? row.status }, row.reseller_id, target ? 'warning' : 'info');
+    await this.record(
+      p,
+      row.app_id,
+      'license.ban',
+      `Key ${row.key_preview} ${target ? 'banned' : 'unbanned'}`,
+      { license_id: id, banned: target, status: status ?? row.status },
+      row.reseller_id,
+      target ? 'warning' : 'info',
+    );
     return { ...row, status: status ?? row.status };
   }
 
@@ -123,7 +163,15 @@ export class KeysAdminService {
     requirePermission(p, 'delete_keys');
     const { row } = await this.license(p, id);
     await this.repo.deleteLicense(id);
-    await this.record(p, row.app_id, 'license.delete', `Key ${row.key_preview} deleted`, { license_id: id, user_id: row.user_id }, row.reseller_id, 'warning');
+    await this.record(
+      p,
+      row.app_id,
+      'license.delete',
+      `Key ${row.key_preview} deleted`,
+      { license_id: id, user_id: row.user_id },
+      row.reseller_id,
+      'warning',
+    );
   }
 
   async listUsers(p: Principal, appId: string): Promise<UserRow[]> {
@@ -136,21 +184,44 @@ export class KeysAdminService {
     requirePermission(p, 'reset_hwid');
     const u = await this.user(p, id);
     await this.repo.resetUserHwid(id);
-    await this.record(p, u.app_id, 'user.reset_hwid', `HWID reset for user ${u.username}`, { user_id: id }, u.reseller_id);
+    await this.record(
+      p,
+      u.app_id,
+      'user.reset_hwid',
+      `HWID reset for user ${u.username}`,
+      { user_id: id },
+      u.reseller_id,
+    );
   }
 
   async banUser(p: Principal, id: string, banned: boolean): Promise<void> {
     requirePermission(p, 'freeze_unfreeze');
     const u = await this.user(p, id);
     await this.repo.setUserBanned(id, banned);
-    await this.record(p, u.app_id, 'user.ban', `User ${u.username} ${banned ? 'banned' : 'unbanned'}`, { user_id: id, banned }, u.reseller_id, banned ? 'warning' : 'info');
+    await this.record(
+      p,
+      u.app_id,
+      'user.ban',
+      `User ${u.username} ${banned ? 'banned' : 'unbanned'}`,
+      { user_id: id, banned },
+      u.reseller_id,
+      banned ? 'warning' : 'info',
+    );
   }
 
   async deleteUser(p: Principal, id: string): Promise<void> {
     requirePermission(p, 'delete_keys');
     const u = await this.user(p, id);
     await this.repo.deleteUser(id);
-    await this.record(p, u.app_id, 'user.delete', `User ${u.username} deleted; key kept`, { user_id: id, license_id: u.license_id }, u.reseller_id, 'warning');
+    await this.record(
+      p,
+      u.app_id,
+      'user.delete',
+      `User ${u.username} deleted; key kept`,
+      { user_id: id, license_id: u.license_id },
+      u.reseller_id,
+      'warning',
+    );
   }
 
   async stats(p: Principal, appId: string, liveSessions: number) {
@@ -159,7 +230,9 @@ export class KeysAdminService {
     const scope = await this.scope(p);
     const now = this.now();
     const [keys, users, logins] = await Promise.all([
-      this.repo.keyStats(appId, scope, now), this.repo.userCount(appId, scope), this.repo.logins24h(appId, scope, new Date(now.getTime() - 86_400_000)),
+      this.repo.keyStats(appId, scope, now),
+      this.repo.userCount(appId, scope),
+      this.repo.logins24h(appId, scope, new Date(now.getTime() - 86_400_000)),
     ]);
     return { keys, users, live_sessions: liveSessions, logins_24h: logins };
   }
@@ -175,13 +248,29 @@ export class KeysAdminService {
       return rest;
     };
     return {
-      id: u.id, app_id: u.app_id, username: u.username, created_at: iso(u.created_at), last_login: iso(u.last_login),
-      level: u.level, expires_at: iso(u.expires_at), banned: u.banned, license_id: u.license_id, reseller_id: u.reseller_id,
+      id: u.id,
+      app_id: u.app_id,
+      username: u.username,
+      created_at: iso(u.created_at),
+      last_login: iso(u.last_login),
+      level: u.level,
+      expires_at: iso(u.expires_at),
+      banned: u.banned,
+      license_id: u.license_id,
+      reseller_id: u.reseller_id,
       ...(hwid ? { hwid: u.hwid, known_hwids: u.known_hwids } : {}),
       ...(ip ? { ip: u.ip, known_countries: u.known_countries } : {}),
-      last_geo: geo(u.last_geo), geo: geo(u.geo), activation_geo: geo(u.activation_geo),
+      last_geo: geo(u.last_geo),
+      geo: geo(u.geo),
+      activation_geo: geo(u.activation_geo),
       // PROTOCOL 11.17: screenshot paths need both permissions.
-      ...(hwid && ip ? { last_screenshot_path: u.last_screenshot_path, activation_screenshot_path: u.activation_screenshot_path, screenshot_path: u.screenshot_path } : {}),
+      ...(hwid && ip
+        ? {
+            last_screenshot_path: u.last_screenshot_path,
+            activation_screenshot_path: u.activation_screenshot_path,
+            screenshot_path: u.screenshot_path,
+          }
+        : {}),
     };
   }
 }
@@ -194,7 +283,8 @@ function decodeCursor(c: string | undefined): { createdAt: string; id: string } 
   if (!c) return undefined;
   try {
     const [createdAt, id] = JSON.parse(Buffer.from(c, 'base64url').toString('utf8')) as [string, string];
-    if (typeof createdAt === 'string' && !Number.isNaN(Date.parse(createdAt)) && /^[0-9a-f-]{36}$/i.test(id)) return { createdAt, id };
+    if (typeof createdAt === 'string' && !Number.isNaN(Date.parse(createdAt)) && /^[0-9a-f-]{36}$/i.test(id))
+      return { createdAt, id };
   } catch {
     // fall through
   }

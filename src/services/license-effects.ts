@@ -25,14 +25,24 @@ export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOp
         const v = judgeRegister(key);
         if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
         return {
-          kind: 'claim', status: v.key.status, at: now,
+          kind: 'claim',
+          status: v.key.status,
+          at: now,
           grant: { level: v.key.level, expiresAt: iso(registeredExpiry(v.key, now)), resellerId: v.key.resellerId },
         };
       }
       const v = judgeActivate(key, op, now);
       if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
-      const value = { level: key!.level, expiresAt: iso(v.expiresAt), resellerId: key!.resellerId, newDevice: v.kind === 'first_use' || v.newDevice, firstUse: v.kind === 'first_use' };
-      return v.kind === 'first_use' ? { kind: 'activate_unused', value, expiresAt: iso(v.expiresAt) } : { kind: 'touch_used', value };
+      const value = {
+        level: key!.level,
+        expiresAt: iso(v.expiresAt),
+        resellerId: key!.resellerId,
+        newDevice: v.kind === 'first_use' || v.newDevice,
+        firstUse: v.kind === 'first_use',
+      };
+      return v.kind === 'first_use'
+        ? { kind: 'activate_unused', value, expiresAt: iso(v.expiresAt) }
+        : { kind: 'touch_used', value };
     },
     claim: ({ licenseId, stamp }) => repo.claim(licenseId, new Date(stamp)),
     afterClaim: () => new Promise<void>((r) => setTimeout(r, opts.afterClaimMs ?? 0)),
@@ -40,17 +50,44 @@ export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOp
       const o = op as RegisterOp;
       const { grant } = decision as Extract<Decision, { kind: 'claim' }>;
       const userId = randomUUID();
-      const result = await repo.finalise(licenseId, new Date(stamp), {
-        id: userId, appId: o.appId, username: o.username, passwordHash: o.passwordHash, ip: o.ip, hwid: o.hwidLock ? o.hwid : '',
-        knownHwid: o.hwid, level: grant.level, expiresAt: orNull(grant.expiresAt), resellerId: grant.resellerId,
-      }, new Date(opts.now()));
+      const result = await repo.finalise(
+        licenseId,
+        new Date(stamp),
+        {
+          id: userId,
+          appId: o.appId,
+          username: o.username,
+          passwordHash: o.passwordHash,
+          ip: o.ip,
+          hwid: o.hwidLock ? o.hwid : '',
+          knownHwid: o.hwid,
+          level: grant.level,
+          expiresAt: orNull(grant.expiresAt),
+          resellerId: grant.resellerId,
+        },
+        new Date(opts.now()),
+      );
       if (result !== 'done') return { result };
-      return { result, value: { userId, username: o.username, level: grant.level, expiresAt: grant.expiresAt, resellerId: grant.resellerId } };
+      return {
+        result,
+        value: {
+          userId,
+          username: o.username,
+          level: grant.level,
+          expiresAt: grant.expiresAt,
+          resellerId: grant.resellerId,
+        },
+      };
     },
     release: ({ licenseId, stamp, claimedFrom }) => repo.release(licenseId, claimedFrom ?? 'unused', new Date(stamp)),
-    activateUnused: ({ licenseId, op, decision }) => repo.activateUnused(licenseId, {
-      hwid: op.hwid, ip: op.ip, expiresAt: orNull((decision as Extract<Decision, { kind: 'activate_unused' }>).expiresAt), now: new Date(opts.now()),
-    }),
-    touchUsed: ({ licenseId, op }) => repo.touchUsed(licenseId, { hwid: op.hwid, ip: op.ip, now: new Date(opts.now()) }),
+    activateUnused: ({ licenseId, op, decision }) =>
+      repo.activateUnused(licenseId, {
+        hwid: op.hwid,
+        ip: op.ip,
+        expiresAt: orNull((decision as Extract<Decision, { kind: 'activate_unused' }>).expiresAt),
+        now: new Date(opts.now()),
+      }),
+    touchUsed: ({ licenseId, op }) =>
+      repo.touchUsed(licenseId, { hwid: op.hwid, ip: op.ip, now: new Date(opts.now()) }),
   };
 }

@@ -31,7 +31,8 @@ export function* enumerateKeys(mask: string, alphabet: string): Generator<string
   const total = alphabet.length ** slots;
   for (let i = 0; i < total; i++) {
     const digits: string[] = [];
-    for (let n = i, d = 0; d < slots; d++, n = Math.floor(n / alphabet.length)) digits.push(alphabet[n % alphabet.length]!);
+    for (let n = i, d = 0; d < slots; d++, n = Math.floor(n / alphabet.length))
+      digits.push(alphabet[n % alphabet.length]!);
     let out = '';
     for (const ch of mask) out += MASK_PLACEHOLDERS.has(ch) ? digits.pop()! : ch;
     yield out;
@@ -71,17 +72,25 @@ export function keyPreview(key: string): string {
 
 const DAY_MS = 86_400_000;
 const UNIT_MS: Record<Exclude<DurationUnit, 'lifetime'>, number> = {
-  hours: 3_600_000, days: DAY_MS, weeks: 7 * DAY_MS, months: 30 * DAY_MS,
+  hours: 3_600_000,
+  days: DAY_MS,
+  weeks: 7 * DAY_MS,
+  months: 30 * DAY_MS,
 };
 
 /** Days used for pricing and display: hours round up to at least one day; 0 means lifetime. */
 export function durationDays(value: number, unit: DurationUnit): number {
   switch (unit) {
-    case 'lifetime': return 0;
-    case 'hours': return Math.max(1, Math.ceil(value / 24));
-    case 'days': return value;
-    case 'weeks': return value * 7;
-    case 'months': return value * 30;
+    case 'lifetime':
+      return 0;
+    case 'hours':
+      return Math.max(1, Math.ceil(value / 24));
+    case 'days':
+      return value;
+    case 'weeks':
+      return value * 7;
+    case 'months':
+      return value * 30;
   }
 }
 

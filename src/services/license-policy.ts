@@ -12,7 +12,10 @@ export type Refusal = { ok: false; code: ErrorCode };
 
 /** unused, or used by an end user who was deleted since (PROTOCOL 11.10): register may claim it. */
 export function isClaimable(k: KeyFacts): boolean {
-  return k.status === 'unused' || (k.status === 'used' && k.userId === null && k.usedBy !== '' && k.usedBy !== 'license-only');
+  return (
+    k.status === 'unused' ||
+    (k.status === 'used' && k.userId === null && k.usedBy !== '' && k.usedBy !== 'license-only')
+  );
 }
 
 /** Expiry of a key activated now: its duration from now; null for lifetime. */
@@ -43,7 +46,11 @@ export type ActivateVerdict =
  * SPEC license errors, in order: unknown key, banned, a claim in progress, not activatable,
  * then an unused key is activated; a used one must match the HWID (with hwid_lock) and be unexpired.
  */
-export function judgeActivate(k: KeyFacts | undefined, op: { hwid: string; hwidLock: boolean }, now: number): ActivateVerdict {
+export function judgeActivate(
+  k: KeyFacts | undefined,
+  op: { hwid: string; hwidLock: boolean },
+  now: number,
+): ActivateVerdict {
   if (!k) return { ok: false, code: 'license_invalid' };
   if (k.status === 'banned') return { ok: false, code: 'license_banned' };
   if (k.status === 'pending') return { ok: false, code: 'license_in_progress' };

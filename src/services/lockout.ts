@@ -15,8 +15,15 @@ export interface LockoutPolicy {
 export class Lockout {
   private readonly limiter: RateLimiterAbstract;
 
-  constructor(coordinator: Coordinator, private readonly policy: LockoutPolicy) {
-    this.limiter = coordinator.limiter({ keyPrefix: `lock:${policy.name}`, points: policy.failures, duration: policy.windowSeconds });
+  constructor(
+    coordinator: Coordinator,
+    private readonly policy: LockoutPolicy,
+  ) {
+    this.limiter = coordinator.limiter({
+      keyPrefix: `lock:${policy.name}`,
+      points: policy.failures,
+      duration: policy.windowSeconds,
+    });
   }
 
   /** Throws 429 when any of the keys is locked. */
@@ -29,15 +36,21 @@ export class Lockout {
 
   /** Records one failure against every key; the key reaching the limit is locked. */
   async fail(keys: readonly string[]): Promise<void> {
-    await Promise.all(keys.map(async (k) => {
-      const r: RateLimiterRes = await this.limiter.penalty(k, 1);
-      if (r.consumedPoints === this.policy.failures) await this.limiter.block(k, this.policy.lockSeconds);
-    }));
+    await Promise.all(
+      keys.map(async (k) => {
+        const r: RateLimiterRes = await this.limiter.penalty(k, 1);
+        if (r.consumedPoints === this.policy.failures) await this.limiter.block(k, this.policy.lockSeconds);
+      }),
+    );
   }
 }
 
 /** A per-key request budget: throws 429 `Rate limit exceeded` with Retry-After past it. */
-export async function consumeOrThrow(limiter: RateLimiterAbstract, key: string, onLimited: (retryAfterSeconds: number) => Error): Promise<void> {
+export async function consumeOrThrow(
+  limiter: RateLimiterAbstract,
+  key: string,
+  onLimited: (retryAfterSeconds: number) => Error,
+): Promise<void> {
   try {
     await limiter.consume(key, 1);
   } catch (res) {

@@ -9,7 +9,8 @@ export const PASSWORD_MAX = 128;
 export function passwordProblem(password: string, username?: string): string | undefined {
   if (password.length < PASSWORD_MIN) return `Password must be at least ${PASSWORD_MIN} characters`;
   if (password.length > PASSWORD_MAX) return `Password must be at most ${PASSWORD_MAX} characters`;
-  if (!/\p{L}/u.test(password) || !/[^\p{L}]/u.test(password)) return 'Password must contain a letter and a digit or symbol';
+  if (!/\p{L}/u.test(password) || !/[^\p{L}]/u.test(password))
+    return 'Password must contain a letter and a digit or symbol';
   if (username && password.toLowerCase() === username.toLowerCase()) return 'Password must not be the username';
   return undefined;
 }

@@ -12,7 +12,8 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 function extension(buf: Buffer): string {
   if (buf.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'png';
   if (buf[0] === 0xff && buf[1] === 0xd8) return 'jpg';
-  if (buf.subarray(0, 4).toString('latin1') === 'RIFF' && buf.subarray(8, 12).toString('latin1') === 'WEBP') return 'webp';
+  if (buf.subarray(0, 4).toString('latin1') === 'RIFF' && buf.subarray(8, 12).toString('latin1') === 'WEBP')
+    return 'webp';
   return 'bin';
 }
 
@@ -25,7 +26,8 @@ export class ScreenshotStore {
     const clean = b64.replace(/^data:image\/[a-z]+;base64,/, '').replace(/\s+/g, '');
     if (!BASE64.test(clean)) throw validationError('screenshot', 'Screenshot must be base64', 'value_error');
     const buf = Buffer.from(clean, 'base64');
-    if (buf.byteLength > SCREENSHOT_MAX_BYTES) throw validationError('screenshot', 'Screenshot is larger than 3 MiB', 'too_long');
+    if (buf.byteLength > SCREENSHOT_MAX_BYTES)
+      throw validationError('screenshot', 'Screenshot is larger than 3 MiB', 'too_long');
     return buf;
   }
 

@@ -37,24 +37,53 @@ export interface ClientConfigSource {
  * goes in only when the application requires signed requests: shipped inside a binary it is
  * recoverable, so it is not handed out where it buys nothing.
  */
-export function clientConfig(app: ClientConfigSource, keys: readonly ResponseSigningKey[] | readonly { kid: string; public_key: string }[], baseUrl: string) {
+export function clientConfig(
+  app: ClientConfigSource,
+  keys: readonly ResponseSigningKey[] | readonly { kid: string; public_key: string }[],
+  baseUrl: string,
+) {
   return {
     format: 1,
     base_url: baseUrl.replace(/\/+$/, ''),
     app_name: app.name,
     api_key: app.apiKey,
     version: app.version,
-    response_keys: keys.map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: 'public_key' in k ? k.public_key : k.publicKey.toString('base64') })),
+    response_keys: keys.map((k) => ({
+      kid: k.kid,
+      alg: 'Ed25519',
+      public_key: 'public_key' in k ? k.public_key : k.publicKey.toString('base64'),
+    })),
     ...(app.requireSignature ? { api_secret: app.apiSecret } : {}),
   };
 }
 
 // Build outputs, caches and local environments: never part of a source download.
 const SKIP_DIRS = new Set([
-  'node_modules', 'dist', 'build', 'out', 'bin', 'obj', '.vs', '.idea', '.vscode', '.git', '__pycache__', '.pytest_cache',
-  '.mypy_cache', '.ruff_cache', '.tox', '.venv', 'venv', 'CMakeFiles', '.cache', 'Testing', 'TestResults', 'packages',
+  'node_modules',
+  'dist',
+  'build',
+  'out',
+  'bin',
+  'obj',
+  '.vs',
+  '.idea',
+  '.vscode',
+  '.git',
+  '__pycache__',
+  '.pytest_cache',
+  '.mypy_cache',
+  '.ruff_cache',
+  '.tox',
+  '.venv',
+  'venv',
+  'CMakeFiles',
+  '.cache',
+  'Testing',
+  'TestResults',
+  'packages',
 ]);
-const SKIP_FILE = /(\.pyc|\.pyo|\.o|\.obj|\.a|\.so|\.dll|\.exe|\.pdb|\.nupkg|\.tgz|\.whl|\.log)$|^(\.DS_Store|CMakeCache\.txt|keywarden\.json|\.build-stamp)$/i;
+const SKIP_FILE =
+  /(\.pyc|\.pyo|\.o|\.obj|\.a|\.so|\.dll|\.exe|\.pdb|\.nupkg|\.tgz|\.whl|\.log)$|^(\.DS_Store|CMakeCache\.txt|keywarden\.json|\.build-stamp)$/i;
 const SKIP_DIR_PATTERN = /\.egg-info$|^cmake-build-/;
 /** Per language: folders that only make sense inside this repository (the TypeScript tests import its test helpers). */
 const REPO_ONLY: Partial<Record<SdkLang, readonly string[]>> = { typescript: ['test'] };
@@ -72,7 +101,12 @@ function findSdkRoot(): string | undefined {
   return undefined;
 }
 
-async function collect(root: string, rel: string, skipTop: readonly string[], out: Map<string, Uint8Array>): Promise<void> {
+async function collect(
+  root: string,
+  rel: string,
+  skipTop: readonly string[],
+  out: Map<string, Uint8Array>,
+): Promise<void> {
   const entries = await fs.readdir(path.join(root, rel), { withFileTypes: true });
   for (const e of entries) {
     const relPath = rel ? `${rel}/${e.name}` : e.name;
@@ -130,7 +164,13 @@ export interface ArchiveInput {
 }
 
 export async function sdkArchive({ lang, app, keys, baseUrl }: ArchiveInput): Promise<Buffer> {
-  const src: ClientConfigSource = { name: app.name, apiKey: app.apiKey, apiSecret: app.apiSecret, version: app.version, requireSignature: app.requireSignature };
+  const src: ClientConfigSource = {
+    name: app.name,
+    apiKey: app.apiKey,
+    apiSecret: app.apiSecret,
+    version: app.version,
+    requireSignature: app.requireSignature,
+  };
   const sources = await sdkSources(lang);
   const root = `svc_sdk_${lang}`;
   const files: AsyncZippable = {};
@@ -139,9 +179,14 @@ export async function sdkArchive({ lang, app, keys, baseUrl }: ArchiveInput): Pr
     files[`${root}/${name}`] = [sources.get(name)!, { mtime: FIXED_MTIME }];
   }
   const libraryReadme = sources.get('README.md');
-  const readme = (libraryReadme ? Buffer.from(libraryReadme).toString('utf8').trimEnd() + '\n\n' : `# Keywarden ${lang} SDK\n\n`) + downloadReadme(lang, src, baseUrl);
+  const readme =
+    (libraryReadme ? Buffer.from(libraryReadme).toString('utf8').trimEnd() + '\n\n' : `# Keywarden ${lang} SDK\n\n`) +
+    downloadReadme(lang, src, baseUrl);
   files[`${root}/README.md`] = [strToU8(readme), { mtime: FIXED_MTIME }];
-  files[`${root}/keywarden.json`] = [strToU8(JSON.stringify(clientConfig(src, keys, baseUrl), null, 2) + '\n'), { mtime: FIXED_MTIME }];
+  files[`${root}/keywarden.json`] = [
+    strToU8(JSON.stringify(clientConfig(src, keys, baseUrl), null, 2) + '\n'),
+    { mtime: FIXED_MTIME },
+  ];
   const ordered: AsyncZippable = {};
   for (const k of Object.keys(files).sort()) ordered[k] = files[k]!;
   // fflate's async zip compresses on worker threads: a large C++ tree does not stall the event loop.

@@ -28,7 +28,10 @@ export interface TeamServiceDeps {
 }
 
 export class TeamService {
-  constructor(private readonly d: TeamServiceDeps, private readonly team: TeamRepository) {}
+  constructor(
+    private readonly d: TeamServiceDeps,
+    private readonly team: TeamRepository,
+  ) {}
 
   private now(): Date {
     return new Date(this.d.now());
@@ -37,9 +40,21 @@ export class TeamService {
   view(a: Account) {
     const role = effectiveRole(a, this.d.developerEmails);
     return {
-      id: a.id, username: a.username, display_name: a.displayName, email: a.email, role, parent_id: a.parentId, owner_id: a.ownerId,
-      enabled: a.enabled, allowed_apps: a.allowedApps, key_quota: a.keyQuota, credits: a.keyQuota, notes: a.notes,
-      permissions: a.permissions, subscription_expires_at: a.subscriptionExpiresAt?.toISOString() ?? null, webhook: a.webhook,
+      id: a.id,
+      username: a.username,
+      display_name: a.displayName,
+      email: a.email,
+      role,
+      parent_id: a.parentId,
+      owner_id: a.ownerId,
+      enabled: a.enabled,
+      allowed_apps: a.allowedApps,
+      key_quota: a.keyQuota,
+      credits: a.keyQuota,
+      notes: a.notes,
+      permissions: a.permissions,
+      subscription_expires_at: a.subscriptionExpiresAt?.toISOString() ?? null,
+      webhook: a.webhook,
       created_at: a.createdAt.toISOString(),
     };
   }
@@ -103,10 +118,19 @@ export class TeamService {
     const email = b.email !== undefined ? await this.normalizeEmail(b.email) : null;
     const allowedApps = await this.assertAssignable(p, b.allowed_apps ?? []);
     const now = this.now();
-    const created = await this.d.repos.accounts.create({
-      username: b.username, displayName: b.display_name ?? b.username, passwordHash: await hashPassword(b.password), role,
-      parentId: p.account.id, ownerId: p.account.ownerId, email, webhookSecret: randomToken(32),
-    }, now);
+    const created = await this.d.repos.accounts.create(
+      {
+        username: b.username,
+        displayName: b.display_name ?? b.username,
+        passwordHash: await hashPassword(b.password),
+        role,
+        parentId: p.account.id,
+        ownerId: p.account.ownerId,
+        email,
+        webhookSecret: randomToken(32),
+      },
+      now,
+    );
     const account = await this.team.update(created.id, {
       allowedApps,
       // PROTOCOL 11.7: a reseller created with key_quota 0 (or none) is unlimited.
@@ -118,7 +142,11 @@ export class TeamService {
     return account;
   }
 
-  async update(p: Principal, id: string, b: { role?: 'admin' | 'reseller'; enabled?: boolean; email?: string }): Promise<Account> {
+  async update(
+    p: Principal,
+    id: string,
+    b: { role?: 'admin' | 'reseller'; enabled?: boolean; email?: string },
+  ): Promise<Account> {
     const t = await this.target(p, id);
     const patch: Partial<Account> = { updatedAt: this.now() };
     if (b.role !== undefined && b.role !== t.role) {
@@ -149,7 +177,10 @@ export class TeamService {
   /** PROTOCOL 11.8: any subset of the eleven keys; omitted keys become false. */
   async setPermissions(p: Principal, id: string, permissions: Partial<Permissions>): Promise<Account> {
     const t = await this.target(p, id);
-    const account = await this.team.update(t.id, { permissions: { ...noPermissions(), ...permissions }, updatedAt: this.now() });
+    const account = await this.team.update(t.id, {
+      permissions: { ...noPermissions(), ...permissions },
+      updatedAt: this.now(),
+    });
     this.audit(p, 'team.permissions', `${t.username} permissions replaced`);
     return account;
   }
@@ -164,8 +195,13 @@ export class TeamService {
     if (t.role === 'admin' && removed.length > 0) {
       // Cascade: resellers under the admin lose the apps the admin lost.
       const below = await this.team.descendants(t.id);
-      await this.team.removeApps(below.map((d) => d.id), removed, this.now());
-      for (const d of below) if (d.allowedApps.some((x) => removed.includes(x))) await this.d.repos.sessions.revokeAll(d.id);
+      await this.team.removeApps(
+        below.map((d) => d.id),
+        removed,
+        this.now(),
+      );
+      for (const d of below)
+        if (d.allowedApps.some((x) => removed.includes(x))) await this.d.repos.sessions.revokeAll(d.id);
     }
     this.audit(p, 'team.apps', `${t.username} apps set to ${wanted.length}`);
     return account;
@@ -184,7 +220,10 @@ export class TeamService {
     const t = await this.target(p, id);
     if (t.role !== 'admin') throw new AppError('subscription_admins_only');
     const given = (['clear', 'extend_days', 'expires_at'] as const).filter((k) => b[k] !== undefined);
-    if (given.length !== 1) throw new ValidationError([{ loc: ['body'], msg: 'Send exactly one of clear, extend_days, expires_at', type: 'value_error' }]);
+    if (given.length !== 1)
+      throw new ValidationError([
+        { loc: ['body'], msg: 'Send exactly one of clear, extend_days, expires_at', type: 'value_error' },
+      ]);
     let expires: Date | null;
     const now = this.now();
     if (b.clear) expires = null;
@@ -195,11 +234,16 @@ export class TeamService {
     } else {
       const day = /^\d{4}-\d{2}-\d{2}/.exec(b.expires_at!)?.[0];
       const d = day ? new Date(`${day}T23:59:59.999Z`) : new Date(NaN);
-      if (Number.isNaN(d.getTime())) throw validationError('expires_at', 'expires_at must be a date (YYYY-MM-DD)', 'date_parsing');
+      if (Number.isNaN(d.getTime()))
+        throw validationError('expires_at', 'expires_at must be a date (YYYY-MM-DD)', 'date_parsing');
       expires = d; // rule 2: the end of that day, UTC
     }
     const account = await this.team.update(t.id, { subscriptionExpiresAt: expires, updatedAt: now });
-    this.audit(p, 'team.subscription', `${t.username} subscription ${expires ? `until ${expires.toISOString()}` : 'unlimited'}`);
+    this.audit(
+      p,
+      'team.subscription',
+      `${t.username} subscription ${expires ? `until ${expires.toISOString()}` : 'unlimited'}`,
+    );
     return account;
   }
 

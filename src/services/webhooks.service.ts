@@ -47,7 +47,11 @@ export interface WebhookDeps {
 }
 
 export function isDiscord(url: URL, extraHosts: readonly string[] = []): boolean {
-  return /(^|\.)discord(app)?\.com$/i.test(url.hostname) || extraHosts.includes(url.host.toLowerCase()) || extraHosts.includes(url.hostname.toLowerCase());
+  return (
+    /(^|\.)discord(app)?\.com$/i.test(url.hostname) ||
+    extraHosts.includes(url.host.toLowerCase()) ||
+    extraHosts.includes(url.hostname.toLowerCase())
+  );
 }
 
 /** Fields of webhook data that need view_hwid, view_ip, or both (the screenshot). */
@@ -77,8 +81,10 @@ export class WebhookService {
     if (row.member_hook && row.member_secret) {
       // Owners, admins and developers see everything; a reseller what its permissions allow.
       const developer = row.member_email !== null && this.d.developerEmails.includes(row.member_email.toLowerCase());
-      const sees = row.member_role !== 'reseller' || developer ? all
-        : { hwid: row.member_permissions?.view_hwid === true, ip: row.member_permissions?.view_ip === true };
+      const sees =
+        row.member_role !== 'reseller' || developer
+          ? all
+          : { hwid: row.member_permissions?.view_hwid === true, ip: row.member_permissions?.view_ip === true };
       return { url: row.member_hook, secret: row.member_secret, appName: row.app_name, sees };
     }
     if (row.owner_hook) return { url: row.owner_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
@@ -87,7 +93,9 @@ export class WebhookService {
 
   /** Fires and forgets: the client's response never waits for a webhook. */
   notify(appId: string, resellerId: string | null, event: string, data: Record<string, unknown>): void {
-    const p = this.run(appId, resellerId, event, data).catch((err: unknown) => this.d.log.error({ err, appId, event }, 'webhook.failed'));
+    const p = this.run(appId, resellerId, event, data).catch((err: unknown) =>
+      this.d.log.error({ err, appId, event }, 'webhook.failed'),
+    );
     this.inflight.add(p);
     void p.finally(() => this.inflight.delete(p));
   }
@@ -97,7 +105,12 @@ export class WebhookService {
     await Promise.allSettled([...this.inflight]);
   }
 
-  private async run(appId: string, resellerId: string | null, event: string, data: Record<string, unknown>): Promise<void> {
+  private async run(
+    appId: string,
+    resellerId: string | null,
+    event: string,
+    data: Record<string, unknown>,
+  ): Promise<void> {
     const target = await this.resolve(appId, resellerId);
     if (!target) return;
     const id = randomUUID();
@@ -105,13 +118,25 @@ export class WebhookService {
     const url = new URL(target.url);
     const shown = visibleData(data, target.sees);
     const body: EncodedBody = isDiscord(url, this.d.discordHosts)
-      ? discordBody({ event, appName: target.appName, occurredAt, data: shown, screenshot: await this.screenshot(shown.screenshot), attribution: this.d.geoAttribution })
-      : { body: Buffer.from(JSON.stringify({ id, event, app_id: appId, occurred_at: occurredAt, data: shown })), contentType: 'application/json' };
+      ? discordBody({
+          event,
+          appName: target.appName,
+          occurredAt,
+          data: shown,
+          screenshot: await this.screenshot(shown.screenshot),
+          attribution: this.d.geoAttribution,
+        })
+      : {
+          body: Buffer.from(JSON.stringify({ id, event, app_id: appId, occurred_at: occurredAt, data: shown })),
+          contentType: 'application/json',
+        };
     const delays = this.d.retryDelaysMs ?? RETRY_DELAYS_MS;
     for (let attempt = 1; attempt <= delays.length + 1; attempt++) {
       const outcome = await this.attempt(target, body);
       this.d.audit.write({
-        appId, action: 'webhook.delivery', level: outcome.ok ? 'info' : 'warning',
+        appId,
+        action: 'webhook.delivery',
+        level: outcome.ok ? 'info' : 'warning',
         detail: `${event} attempt ${attempt}: ${outcome.detail} (${url.host})`,
       });
       if (outcome.ok || outcome.final) return;
@@ -132,7 +157,10 @@ export class WebhookService {
     }
   }
 
-  private async attempt(target: WebhookTarget, { body, contentType }: EncodedBody): Promise<{ ok: boolean; final?: boolean; detail: string }> {
+  private async attempt(
+    target: WebhookTarget,
+    { body, contentType }: EncodedBody,
+  ): Promise<{ ok: boolean; final?: boolean; detail: string }> {
     try {
       // Checked again at delivery: the name may resolve elsewhere now (PROTOCOL 11.14).
       await assertWebhookUrl(target.url, this.d.allowPrivate);
@@ -147,12 +175,20 @@ export class WebhookService {
         body: new Uint8Array(body),
         redirect: 'manual',
         signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
-        headers: { 'Content-Type': contentType, 'User-Agent': 'Keywarden-Webhook/1', 'X-Keywarden-Signature': `t=${t},v1=${signature}` },
+        headers: {
+          'Content-Type': contentType,
+          'User-Agent': 'Keywarden-Webhook/1',
+          'X-Keywarden-Signature': `t=${t},v1=${signature}`,
+        },
       });
       await res.arrayBuffer().catch(() => undefined);
       if (res.status >= 200 && res.status < 300) return { ok: true, detail: `HTTP ${res.status}` };
       // A client error other than rate limiting will not get better by retrying.
-      return { ok: false, final: res.status >= 300 && res.status < 500 && res.status !== 429, detail: `HTTP ${res.status}` };
+      return {
+        ok: false,
+        final: res.status >= 300 && res.status < 500 && res.status !== 429,
+        detail: `HTTP ${res.status}`,
+      };
     } catch (err) {
       return { ok: false, detail: `network error: ${(err as Error).name}` };
     }

@@ -47,7 +47,8 @@ export function eventFor(sub: Pick<Subscriber, 'principal' | 'scope'>, e: LiveEv
   const data: Record<string, unknown> = { ...e.data };
   if (!hasPermission(sub.principal, 'view_hwid')) for (const k of HIDDEN_WITHOUT_HWID) delete data[k];
   if (!hasPermission(sub.principal, 'view_ip')) for (const k of HIDDEN_WITHOUT_IP) delete data[k];
-  if (!hasPermission(sub.principal, 'view_hwid') || !hasPermission(sub.principal, 'view_ip')) for (const k of SCREENSHOT_FIELDS) delete data[k];
+  if (!hasPermission(sub.principal, 'view_hwid') || !hasPermission(sub.principal, 'view_ip'))
+    for (const k of SCREENSHOT_FIELDS) delete data[k];
   return { id: e.id, kind: e.kind, app_id: e.app_id, at: e.at, data };
 }
 
@@ -83,7 +84,11 @@ export class LiveHub {
     if (!APP_ID.test(appId)) throw new AppError('app_not_found');
     await this.d.apps.visible(principal, appId);
     const scoped = principal.role === 'admin' || principal.role === 'reseller';
-    const sub: Subscriber = { principal, scope: scoped ? new Set(await this.d.apps.subtreeIds(principal.account.id)) : null, send };
+    const sub: Subscriber = {
+      principal,
+      scope: scoped ? new Set(await this.d.apps.subtreeIds(principal.account.id)) : null,
+      send,
+    };
     let set = this.byApp.get(appId);
     if (!set) this.byApp.set(appId, (set = new Set()));
     set.add(sub);
@@ -100,7 +105,12 @@ export class LiveHub {
   }
 
   private mountWebSocket(app: Uws.TemplatedApp): void {
-    interface WsData { principal: Principal | null; msgpack: boolean; unsubs: (() => void)[]; closed: boolean }
+    interface WsData {
+      principal: Principal | null;
+      msgpack: boolean;
+      unsubs: (() => void)[];
+      closed: boolean;
+    }
     const hub = this;
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
@@ -116,19 +126,31 @@ export class LiveHub {
         });
         const { headers, query } = copyRequest(req);
         const key = headers['sec-websocket-key'] ?? '';
-        const protocols = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+        const protocols = (headers['sec-websocket-protocol'] ?? '')
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean);
         const extensions = headers['sec-websocket-extensions'] ?? '';
         // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= work too.
         const token = bearerToken(headers) ?? query.get('token') ?? undefined;
-        (token ? hub.d.auth.authenticate(token).catch(() => null) : Promise.resolve(null)).then((principal) => {
-          if (!principal) return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
-          if (aborted) return;
-          res.cork(() => {
-            // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
-            const msgpack = protocols.includes('msgpack');
-            res.upgrade<WsData>({ principal, msgpack, unsubs: [], closed: false }, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
-          });
-        }, (err: unknown) => writeReply(res, aborted, errorReply(err, hub.d.log, { route: '/api/ws' })));
+        (token ? hub.d.auth.authenticate(token).catch(() => null) : Promise.resolve(null)).then(
+          (principal) => {
+            if (!principal) return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
+            if (aborted) return;
+            res.cork(() => {
+              // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
+              const msgpack = protocols.includes('msgpack');
+              res.upgrade<WsData>(
+                { principal, msgpack, unsubs: [], closed: false },
+                key,
+                msgpack ? 'msgpack' : (protocols[0] ?? ''),
+                extensions,
+                context,
+              );
+            });
+          },
+          (err: unknown) => writeReply(res, aborted, errorReply(err, hub.d.log, { route: '/api/ws' })),
+        );
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
@@ -140,7 +162,10 @@ export class LiveHub {
         let msg: { type?: unknown; app_id?: unknown };
         try {
           const bytes = Buffer.from(message);
-          msg = isBinary && data.msgpack ? (unpack(bytes) as typeof msg) : (JSON.parse(bytes.toString('utf8')) as typeof msg);
+          msg =
+            isBinary && data.msgpack
+              ? (unpack(bytes) as typeof msg)
+              : (JSON.parse(bytes.toString('utf8')) as typeof msg);
         } catch {
           send({ type: 'error', detail: 'Malformed JSON body' });
           return;
@@ -156,7 +181,12 @@ export class LiveHub {
             data.unsubs.push(unsub);
             send({ type: 'subscribed', app_id: appId });
           },
-          (err: unknown) => send({ type: 'error', app_id: appId, detail: err instanceof AppError ? err.detail : 'Internal server error' }),
+          (err: unknown) =>
+            send({
+              type: 'error',
+              app_id: appId,
+              detail: err instanceof AppError ? err.detail : 'Internal server error',
+            }),
         );
       },
       close: (ws) => {
@@ -177,7 +207,10 @@ export class LiveHub {
         for (const u of unsubs) u();
       };
       res.onAborted(cleanup);
-      const { headers, params: [appId = ''] } = copyRequest(req, 1);
+      const {
+        headers,
+        params: [appId = ''],
+      } = copyRequest(req, 1);
       const token = bearerToken(headers);
       let backedUp = 0;
       const write = (chunk: string): void => {
@@ -203,7 +236,10 @@ export class LiveHub {
         if (closed) return unsub();
         unsubs.push(unsub);
         res.cork(() => {
-          res.writeStatus('200 OK').writeHeader('Content-Type', 'text/event-stream').writeHeader('Cache-Control', 'no-cache')
+          res
+            .writeStatus('200 OK')
+            .writeHeader('Content-Type', 'text/event-stream')
+            .writeHeader('Cache-Control', 'no-cache')
             .writeHeader('X-Accel-Buffering', 'no');
           res.write(': subscribed\n\n');
         });

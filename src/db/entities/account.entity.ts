@@ -3,8 +3,17 @@ import { EntitySchema } from '@mikro-orm/core';
 export type StoredRole = 'owner' | 'admin' | 'reseller';
 
 export const PERMISSION_KEYS = [
-  'view_keys', 'view_hwid', 'view_ip', 'view_auth_logs', 'view_blocked_ips', 'generate_keys',
-  'ban_unban_keys', 'freeze_unfreeze', 'reset_hwid', 'delete_keys', 'view_stats',
+  'view_keys',
+  'view_hwid',
+  'view_ip',
+  'view_auth_logs',
+  'view_blocked_ips',
+  'generate_keys',
+  'ban_unban_keys',
+  'freeze_unfreeze',
+  'reset_hwid',
+  'delete_keys',
+  'view_stats',
 ] as const;
 export type PermissionKey = (typeof PERMISSION_KEYS)[number];
 export type Permissions = Record<PermissionKey, boolean>;

@@ -23,7 +23,14 @@ export const AuditEntrySchema = new EntitySchema<AuditEntry>({
   indexes: [{ properties: ['appId', 'id'] }],
   properties: {
     id: { type: 'bigint', primary: true, autoincrement: true },
-    appId: { kind: 'm:1', entity: 'Application', mapToPk: true, fieldName: 'app_id', deleteRule: 'cascade', nullable: true },
+    appId: {
+      kind: 'm:1',
+      entity: 'Application',
+      mapToPk: true,
+      fieldName: 'app_id',
+      deleteRule: 'cascade',
+      nullable: true,
+    },
     at: { type: 'datetime' },
     level: { type: 'string', length: 8 },
     action: { type: 'string', length: 64 },

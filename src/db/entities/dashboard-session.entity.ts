@@ -16,7 +16,14 @@ export const DashboardSessionSchema = new EntitySchema<DashboardSession>({
   tableName: 'dashboard_sessions',
   properties: {
     id: { type: 'uuid', primary: true },
-    accountId: { kind: 'm:1', entity: 'Account', mapToPk: true, fieldName: 'account_id', deleteRule: 'cascade', index: true },
+    accountId: {
+      kind: 'm:1',
+      entity: 'Account',
+      mapToPk: true,
+      fieldName: 'account_id',
+      deleteRule: 'cascade',
+      index: true,
+    },
     tokenHash: { type: 'string', length: 64, unique: true },
     createdAt: { type: 'datetime' },
     expiresAt: { type: 'datetime' },

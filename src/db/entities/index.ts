@@ -16,6 +16,12 @@ import { AuditEntrySchema } from './audit-entry.entity.js';
 import { RequestNonceSchema } from './request-nonce.entity.js';
 
 export const ENTITIES = [
-  AccountSchema, DashboardSessionSchema, ApplicationSchema, LicenseKeySchema, EndUserSchema,
-  BlacklistEntrySchema, AuditEntrySchema, RequestNonceSchema,
+  AccountSchema,
+  DashboardSessionSchema,
+  ApplicationSchema,
+  LicenseKeySchema,
+  EndUserSchema,
+  BlacklistEntrySchema,
+  AuditEntrySchema,
+  RequestNonceSchema,
 ];

@@ -11,9 +11,13 @@ export class Migration20261122000000HostileInput extends Migration {
     this.addSql(`alter table "blacklist_entries" add column "value_hash" varchar(64) null;`);
     this.addSql(`update "blacklist_entries" set "value_hash" = encode(sha256(convert_to("value", 'UTF8')), 'hex');`);
     this.addSql(`alter table "blacklist_entries" alter column "value_hash" set not null;`);
-    this.addSql(`alter table "blacklist_entries" add constraint "blacklist_entries_app_id_type_value_hash_unique" unique ("app_id", "type", "value_hash");`);
+    this.addSql(
+      `alter table "blacklist_entries" add constraint "blacklist_entries_app_id_type_value_hash_unique" unique ("app_id", "type", "value_hash");`,
+    );
 
-    this.addSql(`create table "request_nonces" ("app_id" uuid not null, "nonce" varchar(64) not null, "expires_at" timestamptz not null, constraint "request_nonces_pkey" primary key ("app_id", "nonce"));`);
+    this.addSql(
+      `create table "request_nonces" ("app_id" uuid not null, "nonce" varchar(64) not null, "expires_at" timestamptz not null, constraint "request_nonces_pkey" primary key ("app_id", "nonce"));`,
+    );
     this.addSql(`create index "request_nonces_expires_at_index" on "request_nonces" ("expires_at");`);
   }
 }

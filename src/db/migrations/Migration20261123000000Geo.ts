@@ -4,6 +4,8 @@ import { Migration } from '@mikro-orm/migrations';
 // alert for license-only keys) and where it was used last, beside its activation geo.
 export class Migration20261123000000Geo extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "license_keys" add column "known_countries" jsonb not null default '[]', add column "last_geo" jsonb null;`);
+    this.addSql(
+      `alter table "license_keys" add column "known_countries" jsonb not null default '[]', add column "last_geo" jsonb null;`,
+    );
   }
 }

@@ -115,10 +115,14 @@ export class TeamRepository {
 
   /** Credits top-up in one statement: clamped at 0; an unlimited balance becomes finite at the amount. */
   async addCredits(id: string, amount: number, now: Date): Promise<void> {
-    await this.orm.em.fork().getConnection().execute(
-      'update accounts set key_quota = greatest(0, coalesce(key_quota, 0) + ?), updated_at = ? where id = ?',
-      [amount, now, id],
-    );
+    await this.orm.em
+      .fork()
+      .getConnection()
+      .execute('update accounts set key_quota = greatest(0, coalesce(key_quota, 0) + ?), updated_at = ? where id = ?', [
+        amount,
+        now,
+        id,
+      ]);
   }
 
   /** Removes app ids from the allowed lists of these accounts. */

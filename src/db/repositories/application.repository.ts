@@ -10,9 +10,12 @@ export type AppScope =
 
 function scopeWhere(scope: AppScope): Record<string, unknown> {
   switch (scope.kind) {
-    case 'all': return {};
-    case 'owner': return { ownerId: scope.ownerId };
-    case 'allowed': return { ownerId: scope.ownerId, id: { $in: [...scope.appIds] } };
+    case 'all':
+      return {};
+    case 'owner':
+      return { ownerId: scope.ownerId };
+    case 'allowed':
+      return { ownerId: scope.ownerId, id: { $in: [...scope.appIds] } };
   }
 }
 
@@ -23,9 +26,12 @@ function scopeWhere(scope: AppScope): Record<string, unknown> {
  */
 function oneInScope(scope: AppScope, id: string): Record<string, unknown> | null {
   switch (scope.kind) {
-    case 'all': return { id };
-    case 'owner': return { id, ownerId: scope.ownerId };
-    case 'allowed': return scope.appIds.includes(id) ? { id, ownerId: scope.ownerId } : null;
+    case 'all':
+      return { id };
+    case 'owner':
+      return { id, ownerId: scope.ownerId };
+    case 'allowed':
+      return scope.appIds.includes(id) ? { id, ownerId: scope.ownerId } : null;
   }
 }
 
@@ -58,7 +64,10 @@ const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_messa
   expected_binary_hash, allowed_hashes, heartbeat_interval, api_secret`;
 
 export class ApplicationRepository {
-  constructor(private readonly orm: Orm, private readonly sql: Sql) {}
+  constructor(
+    private readonly orm: Orm,
+    private readonly sql: Sql,
+  ) {}
 
   async create(app: Application): Promise<Application> {
     const em = this.orm.em.fork();
@@ -108,8 +117,14 @@ export class ApplicationRepository {
     if (ids.length === 0) return out;
     const marks = ids.map(() => '?').join(',');
     const [keys, users] = await Promise.all([
-      this.sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from license_keys where app_id in (${marks}) group by app_id`, [...ids]),
-      this.sql.all<{ app_id: string; n: string }>(`select app_id, count(*) as n from end_users where app_id in (${marks}) group by app_id`, [...ids]),
+      this.sql.all<{ app_id: string; n: string }>(
+        `select app_id, count(*) as n from license_keys where app_id in (${marks}) group by app_id`,
+        [...ids],
+      ),
+      this.sql.all<{ app_id: string; n: string }>(
+        `select app_id, count(*) as n from end_users where app_id in (${marks}) group by app_id`,
+        [...ids],
+      ),
     ]);
     for (const r of keys) out.get(r.app_id)!.keys = Number(r.n);
     for (const r of users) out.get(r.app_id)!.users = Number(r.n);

@@ -103,10 +103,22 @@ export class AuditRepository {
 
   private async insert(batch: AuditInput[]): Promise<void> {
     const values: unknown[] = [];
-    const locations = await Promise.all(batch.map((e) => (e.location !== undefined || !e.ip ? e.location : this.locate(e.ip).catch(() => ''))));
+    const locations = await Promise.all(
+      batch.map((e) => (e.location !== undefined || !e.ip ? e.location : this.locate(e.ip).catch(() => ''))),
+    );
     for (const [i, e] of batch.entries()) {
-      values.push(e.appId, e.at, e.level ?? 'info', text(e.action).slice(0, 64), text(e.detail), text(e.ip).slice(0, 64),
-        text(locations[i]), text(e.screen), e.actorId ?? null, e.resellerId ?? null);
+      values.push(
+        e.appId,
+        e.at,
+        e.level ?? 'info',
+        text(e.action).slice(0, 64),
+        text(e.detail),
+        text(e.ip).slice(0, 64),
+        text(locations[i]),
+        text(e.screen),
+        e.actorId ?? null,
+        e.resellerId ?? null,
+      );
     }
     // Typed placeholders: VALUES rows are otherwise read as text.
     const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';
@@ -123,9 +135,18 @@ export class AuditRepository {
     await this.flush();
     const where = ['app_id = ?'];
     const params: unknown[] = [q.appId];
-    if (q.level) { where.push('level = ?'); params.push(q.level); }
-    if (q.action) { where.push('action = ?'); params.push(q.action); }
-    if (q.before) { where.push('id < ?'); params.push(q.before); }
+    if (q.level) {
+      where.push('level = ?');
+      params.push(q.level);
+    }
+    if (q.action) {
+      where.push('action = ?');
+      params.push(q.action);
+    }
+    if (q.before) {
+      where.push('id < ?');
+      params.push(q.before);
+    }
     if (q.resellerIds) {
       if (q.resellerIds.length === 0) return [];
       where.push(`reseller_id in (${q.resellerIds.map(() => '?').join(',')})`);

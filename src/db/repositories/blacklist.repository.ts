@@ -4,10 +4,19 @@ import { BlacklistEntrySchema, type BlacklistEntry, type BlacklistType } from '.
 import type { Sql } from '../sql.js';
 
 export class BlacklistRepository {
-  constructor(private readonly orm: Orm, private readonly sql: Sql) {}
+  constructor(
+    private readonly orm: Orm,
+    private readonly sql: Sql,
+  ) {}
 
   /** Adds an entry; adding an existing (type, value) returns the existing entry. */
-  async add(appId: string, type: BlacklistType, value: string, createdBy: string | null, now: Date): Promise<BlacklistEntry> {
+  async add(
+    appId: string,
+    type: BlacklistType,
+    value: string,
+    createdBy: string | null,
+    now: Date,
+  ): Promise<BlacklistEntry> {
     const row = await this.sql.one<{ id: string }>(
       `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by) values (?, ?, ?, ?, ?, ?, ?)
        on conflict (app_id, type, value_hash) do update set value = excluded.value returning id`,
@@ -26,7 +35,10 @@ export class BlacklistRepository {
 
   /** Every (type, value) of an application's blacklist: the client hot path caches them as sets. */
   values(appId: string): Promise<{ type: BlacklistType; value: string }[]> {
-    return this.sql.all<{ type: BlacklistType; value: string }>('select type, value from blacklist_entries where app_id = ?', [appId]);
+    return this.sql.all<{ type: BlacklistType; value: string }>(
+      'select type, value from blacklist_entries where app_id = ?',
+      [appId],
+    );
   }
 
   list(appId: string): Promise<BlacklistEntry[]> {

@@ -41,6 +41,7 @@ export class EndUserRepository {
        where id = ?`,
       [now, ip, pinHwid, hwid, hwid, hwid, u.id],
     );
-    if (u.license_id) await this.sql.run('update license_keys set last_login = ?, ip = ? where id = ?', [now, ip, u.license_id]);
+    if (u.license_id)
+      await this.sql.run('update license_keys set last_login = ?, ip = ? where id = ?', [now, ip, u.license_id]);
   }
 }

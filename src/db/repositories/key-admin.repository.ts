@@ -81,7 +81,10 @@ export class KeyAdminRepository {
       params.push(q.cursor.createdAt, q.cursor.id);
     }
     params.push(q.limit);
-    return this.sql.all<LicenseRow>(`select ${LICENSE_COLUMNS} from license_keys where ${where} order by created_at desc, id desc limit ?`, params);
+    return this.sql.all<LicenseRow>(
+      `select ${LICENSE_COLUMNS} from license_keys where ${where} order by created_at desc, id desc limit ?`,
+      params,
+    );
   }
 
   /** A key the caller may act on, or undefined. */
@@ -94,7 +97,8 @@ export class KeyAdminRepository {
     return this.sql.transaction(async (tx) => {
       const row = await this.sql.one<{ expires_at: Date | string }>(
         `update license_keys set expires_at = expires_at + (? * interval '1 millisecond') where id = ? and expires_at is not null returning expires_at`,
-        [deltaMs, id], tx,
+        [deltaMs, id],
+        tx,
       );
       if (row) await this.sql.run('update end_users set expires_at = ? where license_id = ?', [row.expires_at, id], tx);
       return row?.expires_at ?? null;
@@ -102,7 +106,12 @@ export class KeyAdminRepository {
   }
 
   /** extend-all: every active key in scope gets `deltaMs`; returns how many were extended and skipped. */
-  async extendActive(appId: string, scope: ResellerScope, deltaMs: number, now: Date): Promise<{ extended: number; skipped: number }> {
+  async extendActive(
+    appId: string,
+    scope: ResellerScope,
+    deltaMs: number,
+    now: Date,
+  ): Promise<{ extended: number; skipped: number }> {
     return this.sql.transaction(async (tx) => {
       const params: unknown[] = [deltaMs, appId, now];
       const scoped = scopeSql(scope, params);
@@ -110,11 +119,17 @@ export class KeyAdminRepository {
         `update license_keys set expires_at = expires_at + (? * interval '1 millisecond')
          where app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?${scoped}
          returning id, expires_at`,
-        params, tx,
+        params,
+        tx,
       );
-      for (const r of ids) await this.sql.run('update end_users set expires_at = ? where license_id = ?', [r.expires_at, r.id], tx);
+      for (const r of ids)
+        await this.sql.run('update end_users set expires_at = ? where license_id = ?', [r.expires_at, r.id], tx);
       const totalParams: unknown[] = [appId];
-      const total = await this.sql.one<{ n: string }>(`select count(*) as n from license_keys where app_id = ?${scopeSql(scope, totalParams)}`, totalParams, tx);
+      const total = await this.sql.one<{ n: string }>(
+        `select count(*) as n from license_keys where app_id = ?${scopeSql(scope, totalParams)}`,
+        totalParams,
+        tx,
+      );
       return { extended: ids.length, skipped: Number(total?.n ?? 0) - ids.length };
     });
   }
@@ -150,7 +165,10 @@ export class KeyAdminRepository {
     const params: unknown[] = [appId];
     const where = `app_id = ?${scopeSql(scope, params)}`;
     params.push(limit);
-    return this.sql.all<UserRow>(`select ${USER_COLUMNS} from end_users where ${where} order by created_at desc, id desc limit ?`, params);
+    return this.sql.all<UserRow>(
+      `select ${USER_COLUMNS} from end_users where ${where} order by created_at desc, id desc limit ?`,
+      params,
+    );
   }
 
   findUser(id: string): Promise<UserRow | undefined> {
@@ -185,12 +203,21 @@ export class KeyAdminRepository {
       params,
     );
     const n = (k: string) => Number(row?.[k] ?? 0);
-    return { total: n('total'), active: n('active'), banned: n('banned'), unactivated: n('unactivated'), expired: n('expired') };
+    return {
+      total: n('total'),
+      active: n('active'),
+      banned: n('banned'),
+      unactivated: n('unactivated'),
+      expired: n('expired'),
+    };
   }
 
   async userCount(appId: string, scope: ResellerScope): Promise<number> {
     const params: unknown[] = [appId];
-    const row = await this.sql.one<{ n: string }>(`select count(*) as n from end_users where app_id = ?${scopeSql(scope, params)}`, params);
+    const row = await this.sql.one<{ n: string }>(
+      `select count(*) as n from end_users where app_id = ?${scopeSql(scope, params)}`,
+      params,
+    );
     return Number(row?.n ?? 0);
   }
 

@@ -61,22 +61,42 @@ export class LicenseOpsRepository {
 
   /** Finds a key of an app by its keyed hash: the id its actor is keyed by. */
   async idByHash(appId: string, keyHash: string): Promise<string | undefined> {
-    return (await this.sql.one<{ id: string }>('select id from license_keys where app_id = ? and key_hash = ?', [appId, keyHash]))?.id;
+    return (
+      await this.sql.one<{ id: string }>('select id from license_keys where app_id = ? and key_hash = ?', [
+        appId,
+        keyHash,
+      ])
+    )?.id;
   }
 
   async load(id: string): Promise<StoredKey | undefined> {
     const k = await this.sql.one<KeyRow>(
-      'select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id from license_keys where id = ?', [id],
+      'select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id from license_keys where id = ?',
+      [id],
     );
-    return k && {
-      status: k.status, usedBy: k.used_by, userId: k.user_id, hwid: k.hwid, level: k.level, durationValue: k.duration_value,
-      durationUnit: k.duration_unit, expiresAt: toDate(k.expires_at), resellerId: k.reseller_id,
-    };
+    return (
+      k && {
+        status: k.status,
+        usedBy: k.used_by,
+        userId: k.user_id,
+        hwid: k.hwid,
+        level: k.level,
+        durationValue: k.duration_value,
+        durationUnit: k.duration_unit,
+        expiresAt: toDate(k.expires_at),
+        resellerId: k.reseller_id,
+      }
+    );
   }
 
   /** unused (or reclaimable) -> pending, stamped; false when the key was not claimable any more. */
   async claim(id: string, stamp: Date): Promise<boolean> {
-    return (await this.sql.run(`update license_keys set status = 'pending', pending_since = ? where id = ? and ${CLAIMABLE}`, [stamp, id])) === 1;
+    return (
+      (await this.sql.run(
+        `update license_keys set status = 'pending', pending_since = ? where id = ? and ${CLAIMABLE}`,
+        [stamp, id],
+      )) === 1
+    );
   }
 
   /**
@@ -91,7 +111,20 @@ export class LicenseOpsRepository {
              banned, license_id, reseller_id)
            values (?, ?, ?, ?, ?, null, ?, ?, jsonb_build_array(?::text), ?, ?, false, ?, ?)
            on conflict (app_id, username) do nothing returning id`,
-          [user.id, user.appId, user.username, user.passwordHash, now, user.ip, user.hwid, user.knownHwid, user.level, user.expiresAt, id, user.resellerId],
+          [
+            user.id,
+            user.appId,
+            user.username,
+            user.passwordHash,
+            now,
+            user.ip,
+            user.hwid,
+            user.knownHwid,
+            user.level,
+            user.expiresAt,
+            id,
+            user.resellerId,
+          ],
           tx,
         );
         if (!inserted) throw new Rollback('username_taken');
@@ -112,25 +145,34 @@ export class LicenseOpsRepository {
 
   /** pending -> the status it had before the claim, only while the claim is still ours. */
   async release(id: string, previous: LicenseStatus, stamp: Date): Promise<void> {
-    await this.sql.run(`update license_keys set status = ?, pending_since = null where id = ? and status = 'pending' and pending_since = ?`,
-      [previous, id, stamp]);
+    await this.sql.run(
+      `update license_keys set status = ?, pending_since = null where id = ? and status = 'pending' and pending_since = ?`,
+      [previous, id, stamp],
+    );
   }
 
   /** unused -> used by a license-only activation; false when the key changed meanwhile. */
-  async activateUnused(id: string, a: { hwid: string; ip: string; expiresAt: Date | null; now: Date }): Promise<boolean> {
-    return (await this.sql.run(
-      `update license_keys set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
+  async activateUnused(
+    id: string,
+    a: { hwid: string; ip: string; expiresAt: Date | null; now: Date },
+  ): Promise<boolean> {
+    return (
+      (await this.sql.run(
+        `update license_keys set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
        where id = ? and status = 'unused'`,
-      [a.hwid, a.ip, a.expiresAt, a.now, id],
-    )) === 1;
+        [a.hwid, a.ip, a.expiresAt, a.now, id],
+      )) === 1
+    );
   }
 
   /** A used key's return: last login and IP, and its HWID when none is stored; false when it changed meanwhile. */
   async touchUsed(id: string, a: { hwid: string; ip: string; now: Date }): Promise<boolean> {
-    return (await this.sql.run(
-      `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end where id = ? and status = 'used'`,
-      [a.now, a.ip, a.hwid, id],
-    )) === 1;
+    return (
+      (await this.sql.run(
+        `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end where id = ? and status = 'used'`,
+        [a.now, a.ip, a.hwid, id],
+      )) === 1
+    );
   }
 
   /** The screenshot of the key's latest activation. */

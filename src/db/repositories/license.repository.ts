@@ -69,7 +69,8 @@ export class LicenseRepository {
     for (let i = 0; i < hashes.length; i += 5000) {
       const chunk = hashes.slice(i, i + 5000);
       const rows = await this.sql.all<{ key_hash: string }>(
-        `select key_hash from license_keys where app_id = ? and key_hash in (${chunk.map(() => '?').join(',')})`, [appId, ...chunk],
+        `select key_hash from license_keys where app_id = ? and key_hash in (${chunk.map(() => '?').join(',')})`,
+        [appId, ...chunk],
       );
       for (const r of rows) found.add(r.key_hash);
     }
@@ -82,15 +83,25 @@ export class LicenseRepository {
    * it returns null when it has no candidate left.
    * The charge is a conditional UPDATE: concurrent generations against one balance never overdraw.
    */
-  async insertBatch(batch: KeyBatch, amount: number, makeKey: () => (NewKey & { plaintext: string }) | null, now: Date): Promise<{ row: LicenseRow; key: string }[]> {
+  async insertBatch(
+    batch: KeyBatch,
+    amount: number,
+    makeKey: () => (NewKey & { plaintext: string }) | null,
+    now: Date,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
     return this.sql.transaction(async (tx) => {
       if (batch.charge) {
         const charged = await this.sql.run(
           'update accounts set key_quota = key_quota - ?, updated_at = ? where id = ? and key_quota is not null and key_quota >= ?',
-          [batch.charge.amount, now, batch.charge.accountId, batch.charge.amount], tx,
+          [batch.charge.amount, now, batch.charge.accountId, batch.charge.amount],
+          tx,
         );
         if (charged === 0) {
-          const unlimited = await this.sql.one('select 1 from accounts where id = ? and key_quota is null', [batch.charge.accountId], tx);
+          const unlimited = await this.sql.one(
+            'select 1 from accounts where id = ? and key_quota is null',
+            [batch.charge.accountId],
+            tx,
+          );
           if (!unlimited) throw new AppError('insufficient_credits');
         }
       }
@@ -108,8 +119,20 @@ export class LicenseRepository {
           if (k === null) break;
           if (byHash.has(k.keyHash)) continue;
           byHash.set(k.keyHash, k.plaintext);
-          values.push(randomUUID(), batch.appId, k.keyHash, k.keyPreview, batch.level, batch.durationValue, batch.durationUnit,
-            batch.durationDays, now, batch.note, batch.resellerId, batch.createdBy);
+          values.push(
+            randomUUID(),
+            batch.appId,
+            k.keyHash,
+            k.keyPreview,
+            batch.level,
+            batch.durationValue,
+            batch.durationUnit,
+            batch.durationDays,
+            now,
+            batch.note,
+            batch.resellerId,
+            batch.createdBy,
+          );
         }
         if (byHash.size === 0) throw new KeySpaceExhausted();
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
@@ -117,7 +140,8 @@ export class LicenseRepository {
              created_at, note, reseller_id, created_by)
            values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
            on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
-          values, tx,
+          values,
+          tx,
         );
         for (const { key_hash, ...row } of rows) out.push({ row, key: byHash.get(key_hash)! });
       }

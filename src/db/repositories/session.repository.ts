@@ -9,7 +9,13 @@ export class SessionRepository {
     const em = this.orm.em.fork();
     const id = randomUUID();
     em.create(DashboardSessionSchema, {
-      id, accountId, tokenHash, ip: ip.slice(0, 64), createdAt: now, lastSeenAt: now, expiresAt: new Date(now.getTime() + ttlMs),
+      id,
+      accountId,
+      tokenHash,
+      ip: ip.slice(0, 64),
+      createdAt: now,
+      lastSeenAt: now,
+      expiresAt: new Date(now.getTime() + ttlMs),
     });
     await em.flush();
     return id;
