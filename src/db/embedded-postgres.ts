@@ -56,7 +56,8 @@ const BACKOFF_MAX_MS = 30_000;
 
 /** DATABASE_URL of a target (a socket directory travels as `?host=`). */
 export function databaseUrl(t: DbTarget, dbName = t.dbName): string {
-  return `postgresql://${t.user}:${encodeURIComponent(t.password)}@localhost:${t.port}/${dbName}?host=${encodeURIComponent(t.host)}`;
+  const host = encodeURIComponent(t.host);
+  return `postgresql://${t.user}:${encodeURIComponent(t.password)}@localhost:${t.port}/${dbName}?host=${host}`;
 }
 
 /** As root: the unprivileged account the server runs as (created once if missing). */
@@ -210,7 +211,8 @@ export async function runningEmbeddedPostgres(dataDir: string, waitMs = 60_000):
     }
     if (Date.now() > deadline) {
       throw new Error(
-        `Keywarden process ${holder.pid} holds DATA_DIR ${dataDir} but its PostgreSQL did not start within ${waitMs} ms`,
+        `Keywarden process ${holder.pid} holds DATA_DIR ${dataDir} ` +
+          `but its PostgreSQL did not start within ${waitMs} ms`,
       );
     }
     await sleep(200);

@@ -29,7 +29,10 @@ export const DASHBOARD_CSP = [
 
 const COMMON_HEADERS = { 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'same-origin' } as const;
 const IMMUTABLE = 'public, max-age=31536000, immutable';
-/** How long a missing build, or a loaded one, is trusted before web/dist is looked at again (a rebuild is served without a restart). */
+/**
+ * How long a missing build, or a loaded one, is trusted before web/dist is looked at again (a rebuild is
+ * served without a restart).
+ */
 const RECHECK_MS = 2_000;
 
 const TYPES: Readonly<Record<string, string>> = {
@@ -163,7 +166,8 @@ export function dashboardFiles(dir?: string) {
     if ('missing' in b) {
       return text(
         503,
-        `The web dashboard is not built (${b.missing} has no index.html).\nRun \`npm run build:web\` (npm start does it by itself).\n`,
+        `The web dashboard is not built (${b.missing} has no index.html).\n` +
+          'Run `npm run build:web` (npm start does it by itself).\n',
         { 'Retry-After': '5' },
       );
     }

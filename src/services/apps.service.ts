@@ -317,7 +317,9 @@ export class AppsService {
       action: 'license.generate',
       actorId: p.account.id,
       resellerId: generatorIsStaff ? p.account.id : null,
-      detail: `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
+      detail:
+        `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +
+        `level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
     });
     return created;
   }

@@ -94,10 +94,12 @@ export function discordBody(input: DiscordInput): EncodedBody {
   const type = IMAGE_TYPES[shot.ext] ?? 'application/octet-stream';
   const body = Buffer.concat([
     Buffer.from(
-      `--${boundary}\r\nContent-Disposition: form-data; name="payload_json"\r\nContent-Type: application/json\r\n\r\n${json}\r\n`,
+      `--${boundary}\r\nContent-Disposition: form-data; name="payload_json"\r\n` +
+        `Content-Type: application/json\r\n\r\n${json}\r\n`,
     ),
     Buffer.from(
-      `--${boundary}\r\nContent-Disposition: form-data; name="files[0]"; filename="screenshot.${shot.ext}"\r\nContent-Type: ${type}\r\n\r\n`,
+      `--${boundary}\r\nContent-Disposition: form-data; name="files[0]"; filename="screenshot.${shot.ext}"\r\n` +
+        `Content-Type: ${type}\r\n\r\n`,
     ),
     shot.bytes,
     Buffer.from(`\r\n--${boundary}--\r\n`),

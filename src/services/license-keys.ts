@@ -44,7 +44,10 @@ export function normalizeAlphabet(alphabet: string): string {
   return [...new Set(alphabet)].join('');
 }
 
-/** Fills every placeholder of `mask` with a uniformly random character of `alphabet` (rejection sampling, no modulo bias). */
+/**
+ * Fills every placeholder of `mask` with a uniformly random character of `alphabet` (rejection sampling,
+ * no modulo bias).
+ */
 export function expandMask(mask: string, alphabet: string): string {
   const n = alphabet.length;
   const limit = 256 - (256 % n);

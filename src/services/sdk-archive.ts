@@ -82,8 +82,8 @@ const SKIP_DIRS = new Set([
   'TestResults',
   'packages',
 ]);
-const SKIP_FILE =
-  /(\.pyc|\.pyo|\.o|\.obj|\.a|\.so|\.dll|\.exe|\.pdb|\.nupkg|\.tgz|\.whl|\.log)$|^(\.DS_Store|CMakeCache\.txt|keywarden\.json|\.build-stamp)$/i;
+const SKIP_EXTENSION = /\.(pyc|pyo|o|obj|a|so|dll|exe|pdb|nupkg|tgz|whl|log)$/i;
+const SKIP_NAME = /^(\.DS_Store|CMakeCache\.txt|keywarden\.json|\.build-stamp)$/i;
 const SKIP_DIR_PATTERN = /\.egg-info$|^cmake-build-/;
 /** Per language: folders that only make sense inside this repository (the TypeScript tests import its test helpers). */
 const REPO_ONLY: Partial<Record<SdkLang, readonly string[]>> = { typescript: ['test'] };
@@ -113,7 +113,7 @@ async function collect(
     if (e.isDirectory()) {
       if (SKIP_DIRS.has(e.name) || SKIP_DIR_PATTERN.test(e.name) || (rel === '' && skipTop.includes(e.name))) continue;
       await collect(root, relPath, skipTop, out);
-    } else if (e.isFile() && !SKIP_FILE.test(e.name)) {
+    } else if (e.isFile() && !SKIP_EXTENSION.test(e.name) && !SKIP_NAME.test(e.name)) {
       const file = path.join(root, relPath);
       if ((await fs.stat(file)).size > MAX_FILE_BYTES) continue;
       out.set(relPath, await fs.readFile(file));

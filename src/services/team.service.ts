@@ -150,7 +150,8 @@ export class TeamService {
     const t = await this.target(p, id);
     const patch: Partial<Account> = { updatedAt: this.now() };
     if (b.role !== undefined && b.role !== t.role) {
-      if (!this.isTop(p)) throw new AppError('permission_denied'); // rule 7: only the owner promotes (or demotes) admins
+      // rule 7: only the owner promotes (or demotes) admins
+      if (!this.isTop(p)) throw new AppError('permission_denied');
       patch.role = b.role;
       if (b.role === 'admin') patch.permissions = noPermissions();
     }

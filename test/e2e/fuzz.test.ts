@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
-import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { spawnServer, type ServerProcess, type StartingServer } from '../helpers/process.js';
 import { fuzz } from '../fuzz/openapi-fuzzer.js';
 import { prepareTarget, rssOf } from '../fuzz/target.js';
 
@@ -15,19 +15,22 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 
 describe('fuzzing every route from the OpenAPI document', () => {
   let server: ServerProcess;
+  let starting: StartingServer | undefined;
   let drop: () => Promise<void>;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-fuzz-'));
 
   beforeAll(async () => {
     const db = await createTestDatabase();
     drop = db.drop;
-    server = await spawnServer({
+    starting = spawnServer({
       DATABASE_URL: db.url, DATA_DIR: dataDir, OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
       TRUSTED_PROXIES: '127.0.0.1',
     });
+    server = await starting;
   }, 60_000);
   afterAll(async () => {
-    await server?.stop('SIGTERM');
+    // The child exists from spawnServer's call on: end it even when it never listened (beforeAll timed out).
+    await starting?.stop(server ? 'SIGTERM' : 'SIGKILL');
     await drop?.();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });

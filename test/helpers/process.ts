@@ -13,14 +13,25 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
+/**
+ * The server while it starts: await it for the listening ServerProcess. Its stop() works before
+ * that too, so a caller whose start timed out (a beforeAll hook timeout) can still end the child:
+ *   starting = spawnServer(env); server = await starting;   // afterAll: await starting?.stop('SIGKILL')
+ */
+export type StartingServer = Promise<ServerProcess> & Pick<ServerProcess, 'child' | 'stop'>;
+
+export function spawnServer(env: Record<string, string>): StartingServer {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
     cwd: root,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '', ...env },
   });
   const output: string[] = [];
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return new Promise((resolve, reject) => {
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  const listening = new Promise<ServerProcess>((resolve, reject) => {
     let buf = '';
     child.stderr.on('data', (d: Buffer) => output.push(d.toString()));
     child.stdout.on('data', (d: Buffer) => {
@@ -33,16 +44,11 @@ export function spawnServer(env: Record<string, string>): Promise<ServerProcess>
         const m = /"port":(\d+)[^\n]*"msg":"server.listening"/.exec(line);
         if (m) {
           const port = Number(m[1]);
-          resolve({
-            child, port, base: `http://127.0.0.1:${port}`, output, exited,
-            stop: async (signal = 'SIGTERM') => {
-              if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-              return exited;
-            },
-          });
+          resolve({ child, port, base: `http://127.0.0.1:${port}`, output, exited, stop });
         }
       }
     });
     void exited.then((code) => reject(new Error(`server exited (${code}) before listening:\n${output.join('\n')}`)));
   });
+  return Object.assign(listening, { child, stop });
 }

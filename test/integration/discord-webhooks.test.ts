@@ -3,12 +3,12 @@
 // WEBHOOK_DISCORD_HOSTS, that this receiver's host:port is a Discord host: detection is the same
 // host-name match production uses, with one more name in its list. Multipart bodies are parsed by
 // undici's FormData parser, not by our own code.
-import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { isDiscord } from '../../src/services/webhooks.service.js';
 
 const LONDON = '81.2.69.142';
@@ -18,15 +18,9 @@ const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a
 interface Hit { path: string; contentType: string; raw: Buffer; signature: string | undefined }
 
 let t: TestServer;
-let receiver: http.Server;
+let receiver: WebhookReceiver<Hit>;
 let hookBase: string;
-const hits: Hit[] = [];
-const waiters: { match: (h: Hit) => boolean; resolve: (h: Hit) => void }[] = [];
-
-function nextHit(match: (h: Hit) => boolean): Promise<Hit> {
-  const seen = hits.find(match);
-  return seen ? Promise.resolve(seen) : new Promise((resolve) => waiters.push({ match, resolve }));
-}
+const nextHit = (match: (h: Hit) => boolean) => receiver.nextHit(match);
 
 /** The Discord message of a hit: JSON, or multipart with `payload_json` and `files[0]`. */
 async function message(hit: Hit): Promise<{ payload: any; file: File | null }> {
@@ -41,24 +35,13 @@ function field(payload: any, name: string): string | undefined {
 }
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const hit = { path: req.url!, contentType: String(req.headers['content-type']), raw: Buffer.concat(chunks), signature: req.headers['x-keywarden-signature'] as string | undefined };
-      hits.push(hit);
-      for (const w of waiters.splice(0)) (w.match(hit) ? w.resolve(hit) : waiters.push(w));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  const host = `127.0.0.1:${(receiver.address() as { port: number }).port}`;
-  hookBase = `http://${host}`;
-  t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1', ALLOW_PRIVATE_WEBHOOKS: '1', WEBHOOK_RETRY_MS: '10,10,10', WEBHOOK_DISCORD_HOSTS: host });
+  receiver = await startWebhookReceiver();
+  hookBase = receiver.url;
+  t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1', ALLOW_PRIVATE_WEBHOOKS: '1', WEBHOOK_RETRY_MS: '10,10,10', WEBHOOK_DISCORD_HOSTS: receiver.host });
 });
 afterAll(async () => {
-  await t.close();
-  await new Promise((r) => receiver.close(r));
+  await t?.close();
+  await receiver?.close();
 });
 
 describe('Discord detection', () => {

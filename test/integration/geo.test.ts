@@ -3,12 +3,12 @@
 // city database. The addresses are real public ones whose place that pinned database states:
 // 81.2.69.142 London GB, 8.8.8.8 Mountain View US, 193.0.6.139 Amsterdam NL, 194.150.168.168 Berlin DE.
 // They only travel in X-Forwarded-For (the server trusts 127.0.0.1 as its proxy); nothing connects to them.
-import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const LONDON = '81.2.69.142';
 const MOUNTAIN_VIEW = '8.8.8.8';
@@ -18,34 +18,18 @@ const BERLIN = '194.150.168.168';
 interface Hit { path: string; body: any }
 
 let t: TestServer;
-let receiver: http.Server;
+let receiver: WebhookReceiver<Hit>;
 let hookBase: string;
-const hits: Hit[] = [];
-const waiters: { match: (h: Hit) => boolean; resolve: (h: Hit) => void }[] = [];
-
-function nextHit(match: (h: Hit) => boolean): Promise<Hit> {
-  const seen = hits.find(match);
-  return seen ? Promise.resolve(seen) : new Promise((resolve) => waiters.push({ match, resolve }));
-}
+const nextHit = (match: (h: Hit) => boolean) => receiver.nextHit(match);
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      const hit = { path: req.url!, body: JSON.parse(body) };
-      hits.push(hit);
-      for (const w of waiters.splice(0)) (w.match(hit) ? w.resolve(hit) : waiters.push(w));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  hookBase = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  receiver = await startWebhookReceiver((d) => ({ path: d.path, body: JSON.parse(d.body) }));
+  hookBase = receiver.url;
   t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1', ALLOW_PRIVATE_WEBHOOKS: '1', WEBHOOK_RETRY_MS: '10,10,10' });
 });
 afterAll(async () => {
-  await t.close();
-  await new Promise((r) => receiver.close(r));
+  await t?.close();
+  await receiver?.close();
 });
 
 async function register(f: AppFixture, ip: string, username: string, device = hwid(username)) {

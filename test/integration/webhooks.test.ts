@@ -10,46 +10,23 @@ import { Api } from '../helpers/http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 interface Hit { path: string; headers: http.IncomingHttpHeaders; body: string }
 
 let t: TestServer;
-let receiver: http.Server;
+let receiver: WebhookReceiver<Hit>;
 let hookBase: string;
-const hits: Hit[] = [];
-const waiters: { match: (h: Hit) => boolean; resolve: (h: Hit) => void }[] = [];
-/** Per path: how many times to answer 500 before 200. */
-const failures = new Map<string, number>();
-
-function nextHit(match: (h: Hit) => boolean): Promise<Hit> {
-  const seen = hits.find(match);
-  return seen ? Promise.resolve(seen) : new Promise((resolve) => waiters.push({ match, resolve }));
-}
+const nextHit = (match: (h: Hit) => boolean) => receiver.nextHit(match);
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      const left = failures.get(req.url!) ?? 0;
-      if (left > 0) {
-        failures.set(req.url!, left - 1);
-        res.writeHead(500).end();
-        return;
-      }
-      const hit = { path: req.url!, headers: req.headers, body };
-      hits.push(hit);
-      for (const w of waiters.splice(0)) (w.match(hit) ? w.resolve(hit) : waiters.push(w));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  hookBase = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  receiver = await startWebhookReceiver();
+  hookBase = receiver.url;
   t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1', ALLOW_PRIVATE_WEBHOOKS: '1', WEBHOOK_RETRY_MS: '10,10,10' });
 });
 afterAll(async () => {
-  await t.close();
-  await new Promise((r) => receiver.close(r));
+  await t?.close();
+  await receiver?.close();
 });
 
 function verify(hit: Hit, secret: string): boolean {
@@ -61,7 +38,7 @@ function verify(hit: Hit, secret: string): boolean {
 describe('activation webhooks', () => {
   it('fires the app webhook on license activation, signed with the app owner’s secret, retrying failures', async () => {
     const f = await appFixture(t, { webhook: `${hookBase}/app-hook` });
-    failures.set('/app-hook', 2);
+    receiver.failures.set('/app-hook', 2); // answered 500 twice before 204
     const [key] = await f.keys(1);
     const c = f.client('203.0.113.50');
     await c.post('/api/client/license', { session: await f.session(c), license: key, hwid: hwid('wh') });

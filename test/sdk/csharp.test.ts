@@ -9,11 +9,12 @@ import http from 'node:http';
 import https from 'node:https';
 import { X509Certificate, createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { runCommand as run } from '../helpers/command.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
 const found = (cmd: string, args: string[]) => {
@@ -24,22 +25,6 @@ const found = (cmd: string, args: string[]) => {
   }
 };
 const hasMono = requireToolchain('mono (mono-complete: mcs + mono; and libsodium23)', found('mcs', ['--version']) && found('mono', ['--version']));
-
-interface Run { code: number | null; out: string }
-/**
- * Asynchronously (the server runs in this process and must keep answering while the child runs).
- */
-function run(cmd: string, args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: o.cwd, env: { ...process.env, ...o.env } });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
-    const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
-  });
-}
 
 /** A TLS-terminating reverse proxy with a fresh self-signed certificate; returns its URL and the certificate's SPKI pin. */
 async function startTlsProxy(target: string, dir: string): Promise<{ url: string; pin: string; close(): Promise<void> } | undefined> {
@@ -81,9 +66,14 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
   beforeAll(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cs-'));
     build = path.join(tmp, 'build');
-    const built = await run('bash', [path.join(SDK_DIR, 'build.sh'), build], { cwd: tmp, timeoutMs: 170_000 });
-    if (built.code !== 0) throw new Error(`sdk/csharp/build.sh failed (${built.code}):\n${built.out}`);
-    h = await startSdkHarness();
+    // The server harness starts while mcs compiles (the build is a child process).
+    const harness = startSdkHarness().then((started) => (h = started));
+    try {
+      const built = await run('bash', [path.join(SDK_DIR, 'build.sh'), build], { cwd: tmp, timeoutMs: 170_000 });
+      if (built.code !== 0) throw new Error(`sdk/csharp/build.sh failed (${built.code}):\n${built.out}`);
+    } finally {
+      await harness; // started either way, so afterAll closes it
+    }
     tls = await startTlsProxy(h.env.KW_BASE_URL!, tmp);
   }, 240_000);
 

@@ -68,7 +68,9 @@ keywarden::Error expectError(F&& fn, const char* file, int line) {
   static const kwtest::Registrar id##_registrar(name, id, integration); \
   static void id()
 #define KW_TEST(id, name) KW_TEST_(id, name, false)
-#define KW_INTEGRATION(id, name) KW_TEST_(id, "integration/" name, true)
+// Integration ids get their own prefix, so a unit and an integration test may share an id even in
+// a unity build (cpp.test.ts builds that way: all test sources compiled as one unit).
+#define KW_INTEGRATION(id, name) KW_TEST_(integration_##id, "integration/" name, true)
 
 #define CHECK(cond)                                                       \
   do {                                                                    \

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "crypto.hpp"
+#include "heartbeat-events.hpp"
 #include "runner.hpp"
 #include "support.hpp"
 
@@ -12,57 +13,10 @@ using keywarden::HttpResponse;
 using keywarden::TransportError;
 using kwtest::FakeRequest;
 using kwtest::FakeServer;
+using kwtest::HeartbeatEvents;
 using namespace std::chrono_literals;
 
 namespace {
-
-/** Collects heartbeat events (they arrive on the heartbeat thread). */
-struct Events {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> log;
-  std::vector<keywarden::DegradedEvent> degraded;
-  std::optional<keywarden::Error> killedWith;
-
-  void add(const std::string& s) {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      log.push_back(s);
-    }
-    cv.notify_all();
-  }
-  bool waitFor(const std::string& s, std::chrono::milliseconds t) {
-    std::unique_lock<std::mutex> lk(mu);
-    return cv.wait_for(lk, t, [&] { return std::find(log.begin(), log.end(), s) != log.end(); });
-  }
-  std::vector<std::string> snapshot() {
-    std::lock_guard<std::mutex> lk(mu);
-    return log;
-  }
-  keywarden::HeartbeatOptions options(std::chrono::milliseconds interval = 50ms) {
-    keywarden::HeartbeatOptions o;
-    o.interval = interval;
-    o.debuggerDetected = [] { return false; };
-    o.onBeat = [this](const keywarden::BeatEvent& e) { add("beat " + std::to_string(e.index)); };
-    o.onDegraded = [this](const keywarden::DegradedEvent& e) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        degraded.push_back(e);
-      }
-      add(std::string("degraded ") + (e.lost ? "lost" : "unsent"));
-    };
-    o.onRecovered = [this](const keywarden::RecoveredEvent&) { add("recovered"); };
-    o.onKilled = [this](const keywarden::KilledEvent& e) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        killedWith = e.error;
-      }
-      add("killed");
-    };
-    o.onStopped = [this](const keywarden::StoppedEvent& e) { add("stopped " + e.reason); };
-    return o;
-  }
-};
 
 keywarden::Client licensed(FakeServer& f) {
   keywarden::Options o;
@@ -86,7 +40,7 @@ std::vector<FakeRequest> beats(const FakeServer& f) {
 KW_TEST(hb_beats, "heartbeat/beats with verified proofs, then stop closes the session") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   auto hb = c.startHeartbeat("system-0001", "code-hash-0001", ev.options());
   CHECK(hb.running());
   CHECK_EQ(hb.beatInterval().count(), 5);
@@ -113,7 +67,7 @@ KW_TEST(hb_beats, "heartbeat/beats with verified proofs, then stop closes the se
 KW_TEST(hb_defaults, "heartbeat/systemId and codeHash default to the machine hwid and selfHash()") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   auto hb = c.startHeartbeat({}, {}, ev.options());
   CHECK(hb.waitForBeats(1, 5s));
   hb.stop();
@@ -135,7 +89,7 @@ KW_TEST(hb_start_proof, "heartbeat/a heartbeat/start whose proof does not verify
 KW_TEST(hb_beat_proof, "heartbeat/a beat whose proof does not verify: degraded, the new token is not used") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   auto hb = c.startHeartbeat("system-0001", "code-hash-0001", ev.options());
   CHECK(hb.waitForBeats(1, 5s));
   f.spoilBeatProof = true;
@@ -156,7 +110,7 @@ KW_TEST(hb_beat_proof, "heartbeat/a beat whose proof does not verify: degraded, 
 KW_TEST(hb_unsent, "heartbeat/a beat that never reached the server is resent with the same index and token") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   std::atomic<int> beatCalls{0};
   f.hook = [&](const FakeRequest& r, FakeServer&) -> std::optional<HttpResponse> {
     if (r.path == "/api/client/heartbeat" && ++beatCalls == 2)
@@ -178,7 +132,7 @@ KW_TEST(hb_unsent, "heartbeat/a beat that never reached the server is resent wit
 KW_TEST(hb_lost, "heartbeat/a lost answer without reauth: degraded(lost), then the next index with the old token") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   std::atomic<int> beatCalls{0};
   // The server never sees beat 2 here (dropped on the way out, but the client cannot know): the
   // next index with the old token then works, as the heartbeat's comment says.
@@ -203,7 +157,7 @@ KW_TEST(hb_lost, "heartbeat/a lost answer without reauth: degraded(lost), then t
 KW_TEST(hb_reauth, "heartbeat/a lost answer with reauth: init, the same license, heartbeat/start again, beats go on") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   std::atomic<int> beatCalls{0};
   // This time the server DID process beat 2 and only the answer was lost: the old token is dead.
   f.after = [&](const FakeRequest& r, const HttpResponse&) {
@@ -241,7 +195,7 @@ KW_TEST(hb_reauth, "heartbeat/a lost answer with reauth: init, the same license,
 KW_TEST(hb_reauth_custom, "heartbeat/a custom re-authentication callback is used instead of the remembered activation") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   std::atomic<int> beatCalls{0};
   std::atomic<int> custom{0};
   f.after = [&](const FakeRequest& r, const HttpResponse&) {
@@ -266,7 +220,7 @@ KW_TEST(hb_reauth_custom, "heartbeat/a custom re-authentication callback is used
 KW_TEST(hb_killed, "heartbeat/a debugger report is killed by the server: heartbeat_killed, then stopped") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   auto o = ev.options();
   o.debuggerDetected = [] { return true; };
   auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
@@ -299,7 +253,7 @@ KW_TEST(hb_throwing_callbacks, "heartbeat/callbacks that throw do not end the lo
 KW_TEST(hb_stop_inside_callback, "heartbeat/stop() from inside a callback neither deadlocks nor throws") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   auto o = ev.options(30ms);
   keywarden::Heartbeat* self = nullptr;
   std::mutex selfMu;
@@ -321,7 +275,7 @@ KW_TEST(hb_stop_inside_callback, "heartbeat/stop() from inside a callback neithe
 KW_TEST(hb_rate_limited_beat, "heartbeat/a 429 on a beat is not a lost beat: the same index is used again") {
   FakeServer f;
   auto c = licensed(f);
-  Events ev;
+  HeartbeatEvents ev;
   std::atomic<int> beatCalls{0};
   f.hook = [&](const FakeRequest& r, FakeServer& s) -> std::optional<HttpResponse> {
     if (r.path == "/api/client/heartbeat" && ++beatCalls == 1)
@@ -346,7 +300,7 @@ KW_TEST(hb_setters, "heartbeat/callbacks can be set on the running heartbeat obj
   o.interval = 30ms;
   o.debuggerDetected = [] { return false; };
   auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
-  Events ev;
+  HeartbeatEvents ev;
   hb.onBeat([&](const keywarden::BeatEvent& e) { ev.add("beat " + std::to_string(e.index)); });
   hb.onStopped([&](const keywarden::StoppedEvent& e) { ev.add("stopped " + e.reason); });
   std::int64_t from = hb.lastIndex() + 2;  // a beat may have happened before onBeat was set

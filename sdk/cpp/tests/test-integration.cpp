@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "heartbeat-events.hpp"
 #include "runner.hpp"
 #include "support.hpp"
 
@@ -18,6 +19,7 @@ using keywarden::HttpRequest;
 using keywarden::HttpResponse;
 using keywarden::TransportError;
 using kwtest::env;
+using kwtest::HeartbeatEvents;
 using namespace std::chrono_literals;
 
 namespace {
@@ -91,45 +93,8 @@ nlohmann::json ownerGet(const std::string& path) {
   return nlohmann::json::parse(res.body);
 }
 
-/** Heartbeat events collected from the heartbeat thread. */
-struct Events {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> log;
-  std::optional<keywarden::Error> killedWith;
-  void add(const std::string& s) {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      log.push_back(s);
-    }
-    cv.notify_all();
-  }
-  bool waitFor(const std::string& s, std::chrono::milliseconds t) {
-    std::unique_lock<std::mutex> lk(mu);
-    return cv.wait_for(lk, t, [&] { return std::find(log.begin(), log.end(), s) != log.end(); });
-  }
-  bool has(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mu);
-    return std::find(log.begin(), log.end(), s) != log.end();
-  }
-  keywarden::HeartbeatOptions options() {
-    keywarden::HeartbeatOptions o;
-    o.interval = 700ms;  // faster than the app's 5 s beat_interval: allowed, only late beats drift
-    o.debuggerDetected = [] { return false; };
-    o.onBeat = [this](const keywarden::BeatEvent& e) { add("beat " + std::to_string(e.index)); };
-    o.onDegraded = [this](const keywarden::DegradedEvent& e) { add(std::string("degraded ") + (e.lost ? "lost" : "unsent")); };
-    o.onRecovered = [this](const keywarden::RecoveredEvent&) { add("recovered"); };
-    o.onKilled = [this](const keywarden::KilledEvent& e) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        killedWith = e.error;
-      }
-      add("killed");
-    };
-    o.onStopped = [this](const keywarden::StoppedEvent& e) { add("stopped " + e.reason); };
-    return o;
-  }
-};
+// Faster than the app's 5 s beat_interval: allowed, only late beats drift.
+constexpr std::chrono::milliseconds kLiveBeat = 700ms;
 
 const std::string kHwidA = "cpp-sdk-hwid-aaaaaaaa";
 const std::string kHwidB = "cpp-sdk-hwid-bbbbbbbb";
@@ -203,8 +168,8 @@ KW_INTEGRATION(heartbeat, "heartbeat: at least 3 beats with verified proofs, the
   auto c = plainClient();
   c.init();
   c.activateLicense(takeKey("KW_KEYS_PLAIN"), kHwidA);
-  Events ev;
-  auto hb = c.startHeartbeat("cpp-system-0001", "cpp-code-hash-0001", ev.options());
+  HeartbeatEvents ev;
+  auto hb = c.startHeartbeat("cpp-system-0001", "cpp-code-hash-0001", ev.options(kLiveBeat));
   CHECK_EQ(hb.beatInterval().count(), 5);
   CHECK(hb.waitForBeats(3, 20s));
   CHECK(hb.beatCount() >= 3);
@@ -220,8 +185,8 @@ KW_INTEGRATION(heartbeat_stop_closes, "heartbeat: stop closes the server's heart
   auto c = plainClient();
   c.init();
   c.activateLicense(takeKey("KW_KEYS_PLAIN"), kHwidA);
-  Events ev;
-  auto hb = c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002", ev.options());
+  HeartbeatEvents ev;
+  auto hb = c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002", ev.options(kLiveBeat));
   CHECK(hb.waitForBeats(1, 20s));
   // While it runs, the nonce already has a heartbeat session: SPEC answers 409.
   auto e = EXPECT_ERROR(c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002"));
@@ -229,8 +194,8 @@ KW_INTEGRATION(heartbeat_stop_closes, "heartbeat: stop closes the server's heart
   hb.stop();
   CHECK(ev.has("stopped stop"));
   // heartbeat/stop was accepted (right token): the session is gone and a new start succeeds.
-  Events ev2;
-  auto again = c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002", ev2.options());
+  HeartbeatEvents ev2;
+  auto again = c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002", ev2.options(kLiveBeat));
   CHECK(again.waitForBeats(1, 20s));
   again.stop();
 }
@@ -239,8 +204,8 @@ KW_INTEGRATION(kill, "heartbeat: debugger_detected is killed by the server -> he
   auto c = plainClient();
   c.init();
   c.activateLicense(takeKey("KW_KEYS_PLAIN"), kHwidA);
-  Events ev;
-  auto o = ev.options();
+  HeartbeatEvents ev;
+  auto o = ev.options(kLiveBeat);
   o.debuggerDetected = [] { return true; };
   auto hb = c.startHeartbeat("cpp-system-0003", "cpp-code-hash-0003", o);
   CHECK(hb.waitUntilEnded(20s));
@@ -267,8 +232,8 @@ KW_INTEGRATION(lost_beat_reauth, "heartbeat: a beat whose answer was lost -> deg
   std::string key = takeKey("KW_KEYS_PLAIN");
   c.activateLicense(key, kHwidA);
   std::string firstSession = c.session();
-  Events ev;
-  auto ho = ev.options();
+  HeartbeatEvents ev;
+  auto ho = ev.options(kLiveBeat);
   ho.reauth = true;
   auto hb = c.startHeartbeat("cpp-system-0004", "cpp-code-hash-0004", ho);
   CHECK(ev.waitFor("degraded lost", 20s));
@@ -300,8 +265,8 @@ KW_INTEGRATION(unsent_beat, "heartbeat: a beat that never reached the server is 
   auto c = plainClient(o);
   c.init();
   c.activateLicense(takeKey("KW_KEYS_PLAIN"), kHwidA);
-  Events ev;
-  auto hb = c.startHeartbeat("cpp-system-0005", "cpp-code-hash-0005", ev.options());
+  HeartbeatEvents ev;
+  auto hb = c.startHeartbeat("cpp-system-0005", "cpp-code-hash-0005", ev.options(kLiveBeat));
   CHECK(hb.waitForBeats(3, 20s));
   hb.stop();
   CHECK(!ev.has("degraded lost"));

@@ -12,13 +12,11 @@ namespace Keywarden.Tests
     {
         private static readonly TimeSpan Wait = TimeSpan.FromSeconds(10);
         private const string SystemId = "fake-system-0001";
-        private const string Code = "abcdef0123456789";
+        private const string Code = HeartbeatFixture.Code;
 
         private static HeartbeatOptions Fast(Action<HeartbeatOptions> tweak = null)
         {
-            var o = new HeartbeatOptions { Interval = TimeSpan.FromMilliseconds(40), DebuggerDetected = () => false };
-            if (tweak != null) tweak(o);
-            return o;
+            return HeartbeatFixture.Options(TimeSpan.FromMilliseconds(40), tweak);
         }
 
         private static async Task<KeywardenClient> Activated(FakeServer server, ScriptedTransport t, int retries = 2)
@@ -218,7 +216,7 @@ namespace Keywarden.Tests
                 var t = new ScriptedTransport(server.Handle);
                 using (var c = await Activated(server, t))
                 {
-                    var hb = c.StartHeartbeat(SystemId, Code, new HeartbeatOptions { Interval = TimeSpan.FromMilliseconds(400), DebuggerDetected = () => false });
+                    var hb = c.StartHeartbeat(SystemId, Code, HeartbeatFixture.Options(TimeSpan.FromMilliseconds(400)));
                     var ev = new HeartbeatEvents(hb);
                     await ev.Beats.Wait(1, Wait, "beat");
                     Assert.True(hb.Stop(), "stopped");

@@ -21,7 +21,7 @@ namespace Keywarden.Tests
         private static readonly TimeSpan Wait = TimeSpan.FromSeconds(20);
         private const string HwidA = "sdk-cs-hwid-aaaaaaaa";
         private const string HwidB = "sdk-cs-hwid-bbbbbbbb";
-        private const string Code = "abcdef0123456789";
+        private const string Code = HeartbeatFixture.Code;
         private static readonly object KeyGate = new object();
         private static readonly Dictionary<string, Queue<string>> Keys = new Dictionary<string, Queue<string>>();
 
@@ -60,9 +60,7 @@ namespace Keywarden.Tests
 
         private static HeartbeatOptions Fast(Action<HeartbeatOptions> tweak = null)
         {
-            var o = new HeartbeatOptions { Interval = TimeSpan.FromMilliseconds(150), DebuggerDetected = () => false };
-            if (tweak != null) tweak(o);
-            return o;
+            return HeartbeatFixture.Options(TimeSpan.FromMilliseconds(150), tweak);
         }
 
         private static async Task<IList<object>> OwnerGet(string path)

@@ -59,7 +59,8 @@ export interface ClientAppRow {
   api_secret: string;
 }
 
-const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock, require_signature,
+const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock,
+  require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
   expected_binary_hash, allowed_hashes, heartbeat_interval, api_secret`;
 

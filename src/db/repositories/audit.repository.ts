@@ -77,10 +77,13 @@ export class AuditRepository {
   /** Writes everything queued so far; resolves when it is in the database. */
   flush(): Promise<void> {
     this.scheduled = false;
-    const batch = this.queue;
-    if (batch.length === 0) return this.flushing;
-    this.queue = [];
-    this.flushing = this.flushing.then(() => this.insertBatch(batch));
+    if (this.queue.length === 0) return this.flushing;
+    // One INSERT at a time, and each takes what queued up meanwhile: under load a flush per event
+    // loop turn chained thousands of INSERTs of a few rows, which fell behind and held every
+    // waiting entry in memory (over 1 KB per heartbeat session set up at full speed; issue 13).
+    this.flushing = this.flushing.then(async () => {
+      while (this.queue.length > 0) await this.insertBatch(this.queue.splice(0, MAX_BATCH));
+    });
     return this.flushing;
   }
 
@@ -124,7 +127,8 @@ export class AuditRepository {
     const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';
     await this.sql.run(
       `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
-       select v.* from (values ${batch.map(() => row).join(',')}) as v(app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+       select v.* from (values ${batch.map(() => row).join(',')})
+         as v(app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
        -- an entry for an application deleted meanwhile is dropped instead of failing the batch
        where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
       values,

@@ -18,7 +18,8 @@ export class BlacklistRepository {
     now: Date,
   ): Promise<BlacklistEntry> {
     const row = await this.sql.one<{ id: string }>(
-      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by) values (?, ?, ?, ?, ?, ?, ?)
+      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by)
+       values (?, ?, ?, ?, ?, ?, ?)
        on conflict (app_id, type, value_hash) do update set value = excluded.value returning id`,
       [randomUUID(), appId, type, value, createHash('sha256').update(value).digest('hex'), now, createdBy],
     );

@@ -26,7 +26,8 @@ export class EndUserRepository {
 
   findForLogin(appId: string, username: string): Promise<LoginRow | undefined> {
     return this.sql.one<LoginRow>(
-      `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id, u.known_hwids, k.status as key_status
+      `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id,
+         u.known_hwids, k.status as key_status
        from end_users u left join license_keys k on k.id = u.license_id
        where u.app_id = ? and u.username = ?`,
       [appId, username],
@@ -37,7 +38,8 @@ export class EndUserRepository {
   async recordLogin(u: LoginRow, ip: string, hwid: string, pinHwid: boolean, now: Date): Promise<void> {
     await this.sql.run(
       `update end_users set last_login = ?, ip = ?, hwid = case when ? then ? else hwid end,
-         known_hwids = case when known_hwids @> jsonb_build_array(?::text) then known_hwids else known_hwids || jsonb_build_array(?::text) end
+         known_hwids = case when known_hwids @> jsonb_build_array(?::text) then known_hwids
+                            else known_hwids || jsonb_build_array(?::text) end
        where id = ?`,
       [now, ip, pinHwid, hwid, hwid, hwid, u.id],
     );

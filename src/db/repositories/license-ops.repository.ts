@@ -32,7 +32,8 @@ interface KeyRow {
 }
 
 /** The same rule as license-policy isClaimable, as the condition of the claim itself (PROTOCOL 11.10). */
-const CLAIMABLE = `(status = 'unused' or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
+const CLAIMABLE = `(status = 'unused'
+  or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
 
 export interface NewEndUser {
   id: string;
@@ -71,7 +72,8 @@ export class LicenseOpsRepository {
 
   async load(id: string): Promise<StoredKey | undefined> {
     const k = await this.sql.one<KeyRow>(
-      'select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id from license_keys where id = ?',
+      `select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id
+       from license_keys where id = ?`,
       [id],
     );
     return (
@@ -107,8 +109,8 @@ export class LicenseOpsRepository {
     try {
       await this.sql.transaction(async (tx) => {
         const inserted = await this.sql.one(
-          `insert into end_users (id, app_id, username, password_hash, created_at, last_login, ip, hwid, known_hwids, level, expires_at,
-             banned, license_id, reseller_id)
+          `insert into end_users (id, app_id, username, password_hash, created_at, last_login, ip, hwid, known_hwids,
+             level, expires_at, banned, license_id, reseller_id)
            values (?, ?, ?, ?, ?, null, ?, ?, jsonb_build_array(?::text), ?, ?, false, ?, ?)
            on conflict (app_id, username) do nothing returning id`,
           [
@@ -129,7 +131,8 @@ export class LicenseOpsRepository {
         );
         if (!inserted) throw new Rollback('username_taken');
         const finalised = await this.sql.run(
-          `update license_keys set status = 'used', used_by = ?, user_id = ?, hwid = ?, ip = ?, expires_at = ?, pending_since = null
+          `update license_keys
+           set status = 'used', used_by = ?, user_id = ?, hwid = ?, ip = ?, expires_at = ?, pending_since = null
            where id = ? and status = 'pending' and pending_since = ?`,
           [user.username, user.id, user.knownHwid, user.ip, user.expiresAt, id, stamp],
           tx,
@@ -146,7 +149,8 @@ export class LicenseOpsRepository {
   /** pending -> the status it had before the claim, only while the claim is still ours. */
   async release(id: string, previous: LicenseStatus, stamp: Date): Promise<void> {
     await this.sql.run(
-      `update license_keys set status = ?, pending_since = null where id = ? and status = 'pending' and pending_since = ?`,
+      `update license_keys set status = ?, pending_since = null
+       where id = ? and status = 'pending' and pending_since = ?`,
       [previous, id, stamp],
     );
   }
@@ -158,7 +162,8 @@ export class LicenseOpsRepository {
   ): Promise<boolean> {
     return (
       (await this.sql.run(
-        `update license_keys set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
+        `update license_keys
+       set status = 'used', used_by = 'license-only', hwid = ?, ip = ?, expires_at = ?, last_login = ?
        where id = ? and status = 'unused'`,
         [a.hwid, a.ip, a.expiresAt, a.now, id],
       )) === 1
@@ -169,7 +174,8 @@ export class LicenseOpsRepository {
   async touchUsed(id: string, a: { hwid: string; ip: string; now: Date }): Promise<boolean> {
     return (
       (await this.sql.run(
-        `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end where id = ? and status = 'used'`,
+        `update license_keys set last_login = ?, ip = ?, hwid = case when hwid = '' then ? else hwid end
+         where id = ? and status = 'used'`,
         [a.now, a.ip, a.hwid, id],
       )) === 1
     );

@@ -56,8 +56,8 @@ export interface LicenseRow {
   screenshot_path: string;
 }
 
-export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value, duration_unit,
-  duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
+export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value,
+  duration_unit, duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
   activation_geo, last_geo, known_countries, screenshot_path`;
 
 export class LicenseRepository {
@@ -92,7 +92,8 @@ export class LicenseRepository {
     return this.sql.transaction(async (tx) => {
       if (batch.charge) {
         const charged = await this.sql.run(
-          'update accounts set key_quota = key_quota - ?, updated_at = ? where id = ? and key_quota is not null and key_quota >= ?',
+          `update accounts set key_quota = key_quota - ?, updated_at = ?
+           where id = ? and key_quota is not null and key_quota >= ?`,
           [batch.charge.amount, now, batch.charge.accountId, batch.charge.amount],
           tx,
         );
@@ -136,8 +137,8 @@ export class LicenseRepository {
         }
         if (byHash.size === 0) throw new KeySpaceExhausted();
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
-          `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit, duration_days,
-             created_at, note, reseller_id, created_by)
+          `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
+             duration_days, created_at, note, reseller_id, created_by)
            values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
            on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
           values,

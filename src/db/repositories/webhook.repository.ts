@@ -21,8 +21,8 @@ export class WebhookRepository {
   candidates(appId: string, memberId: string | null): Promise<WebhookCandidates | undefined> {
     return this.sql.one<WebhookCandidates>(
       `select a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
-              m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role, m.permissions as member_permissions,
-              m.email as member_email
+              m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role,
+              m.permissions as member_permissions, m.email as member_email
        from applications a join accounts o on o.id = a.owner_id left join accounts m on m.id = ?
        where a.id = ?`,
       [memberId, appId],

@@ -105,7 +105,8 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     unprefixed: true,
     doc: {
       summary:
-        'Download the client SDK for python, csharp, cpp or typescript (svc_sdk_<lang>.zip: library source, example, keywarden.json)',
+        'Download the client SDK for python, csharp, cpp or typescript ' +
+        '(svc_sdk_<lang>.zip: library source, example, keywarden.json)',
       tag: 'apps',
       auth: 'dashboard',
       permission: 'owner, admin, developer',

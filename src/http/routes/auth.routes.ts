@@ -21,7 +21,8 @@ const PasswordBody = Type.Object(
 );
 
 function cookie(value: string, maxAgeSeconds: number, secure: boolean): string {
-  return `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? '; Secure' : ''}`;
+  const attributes = `Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? '; Secure' : ''}`;
+  return `${SESSION_COOKIE}=${value}; ${attributes}`;
 }
 
 export function authRoutes({ router, domain }: AppDeps): void {
