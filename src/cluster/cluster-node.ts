@@ -1,8 +1,8 @@
 // One worker's place in the cluster, built on the coordination port alone (so it runs the same
 // on LocalCoordinator with one member and on Redis with many). It composes three parts, one file
-// each: membership.ts (who is alive), shard-leases.ts (which shards this worker serves, fenced)
-// and rpc.ts (typed calls to another worker); this file ticks them and routes an operation to
-// the owner of its shard.
+// each: membership.ts (who is alive, and where it takes direct calls), shard-leases.ts (which
+// shards this worker serves, fenced) and rpc.ts (typed calls to another worker, over a direct
+// connection or pub/sub); this file ticks them and routes an operation to the owner of its shard.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
@@ -10,18 +10,30 @@ import { AppError } from '../errors.js';
 import { Membership } from './membership.js';
 import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
 import { Rpc, type OpHandler, type OpMap } from './rpc.js';
+import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
 
 export { SHARD_COUNT, LEASE_TTL_MS, fnv1a, rendezvous, shardOf, type ShardHandlers } from './shard-leases.js';
 export { MEMBER_TTL_MS } from './membership.js';
 export { NotOwner } from './wire-errors.js';
 export type { OpMap } from './rpc.js';
+export type { ListenOptions } from './peer-transport.js';
 
 export const TICK_MS = 500;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
 export const ROUTE_DEADLINE_MS = 12_000;
 /** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
 const OWNER_CHECK_MS = 1_000;
+/**
+ * How long a looked-up holder of another worker's shard is believed when it is the shard's rendezvous
+ * choice (forgotten sooner when members change); one tick when it is not (the shard is moving).
+ */
+const HOLDER_CACHE_MS = 5_000;
+
+export interface ClusterNodeOptions {
+  /** Take direct calls from other workers on this address (absent: calls travel through pub/sub only). */
+  listen?: ListenOptions | undefined;
+}
 
 export class ClusterNode<Ops extends OpMap = OpMap> {
   readonly id: string = randomUUID();
@@ -40,10 +52,29 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
     coordinator: Coordinator,
     private readonly log: Logger,
     now: () => number,
+    opts: ClusterNodeOptions = {},
   ) {
     this.membership = new Membership(coordinator, this.id, now);
-    this.leases = new ShardLeases(coordinator, this.id, log, now, TICK_MS);
-    this.rpc = new Rpc<Ops>(coordinator, this.id, log);
+    this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
+    this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
+      listen: opts.listen,
+      addressOf: (worker) => this.membership.addressOf(worker),
+    });
+  }
+
+  /** Forwarded operations written to a direct connection to their owner. */
+  get directCalls(): number {
+    return this.rpc.direct;
+  }
+
+  /** Forwarded operations sent through pub/sub (owner's address unknown or unreachable). */
+  get pubsubCalls(): number {
+    return this.rpc.pubsub;
+  }
+
+  /** `host:port` this worker takes direct calls at; undefined without a listener. */
+  get address(): string | undefined {
+    return this.rpc.address;
   }
 
   get ownedShards(): number {
@@ -66,6 +97,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
 
   async start(): Promise<void> {
     await this.rpc.start();
+    this.membership.address = this.rpc.address;
     await this.tick();
     this.timer = setInterval(() => void this.tick(), TICK_MS);
     this.timer.unref();
@@ -90,7 +122,13 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
 
   private async round(): Promise<void> {
     try {
-      const members = await this.membership.refresh(this.leaving);
+      const before = this.membership.members;
+      // The secret's read must not hold up lease renewals: without it, calls fall back to pub/sub.
+      const secret = this.rpc
+        .refresh()
+        .catch((err: unknown) => this.log.warn({ err }, 'cluster.secret_refresh_failed'));
+      const [members] = await Promise.all([this.membership.refresh(this.leaving), secret]);
+      if (members.length !== before.length || members.some((m, i) => m !== before[i])) this.leases.forgetHolders();
       await this.leases.rebalance(members, this.leaving);
     } catch (err) {
       this.log.warn({ err }, 'cluster.tick_failed');
@@ -181,6 +219,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> {
     await this.leases.releaseAll();
   }
 
+  /** Leaves (if it has not), then stops the listener, ends direct connections and pub/sub. */
   async close(): Promise<void> {
     if (!this.leaving) await this.leave();
     await this.rpc.close();

@@ -16,31 +16,120 @@ end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 return fence`;
+// Renewals, grouped like the fenced writes below: item n has KEYS[2n-1] (its lease), KEYS[2n] (its
+// fence counter) and ARGV[3n-2..3n] ("<holder>:<fence>", TTL, fence); one result per item.
 // An expired lease nobody was granted since (the fence counter still equals ours) is renewed too:
 // no other holder can have written under it. A stalled owner keeps its shards instead of dropping them.
-const RENEW = `
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if not cur and redis.call('GET', KEYS[2]) == ARGV[3] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+const RENEW_BATCH = `
+local out = {}
+for n = 1, #KEYS / 2 do
+  local lease, counter = KEYS[2 * n - 1], KEYS[2 * n]
+  local value, ttl, fence = ARGV[3 * n - 2], ARGV[3 * n - 1], ARGV[3 * n]
+  local cur = redis.call('GET', lease)
+  if cur == value then
+    out[n] = redis.call('PEXPIRE', lease, ttl)
+  elseif not cur and redis.call('GET', counter) == fence then
+    redis.call('SET', lease, value, 'PX', ttl)
+    out[n] = 1
+  else
+    out[n] = 0
+  end
 end
-return 0`;
+return out`;
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
-const FENCED_HSET = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], ARGV[2]) else redis.call('HSET', KEYS[2], ARGV[2], ARGV[4]) end
-return 1`;
+// Group commit of fenced writes: item i has KEYS[2i-1] (its lease), KEYS[2i] (its hash) and
+// ARGV[4i-3..4i] (expected "<holder>:<fence>", field, '1' to delete, value). Each item's lease is
+// checked on its own (read once per lease per call); one result per item, 1 written, 0 refused.
+// A script runs atomically, so a batch becomes visible at once.
+const FENCED_HSET_BATCH = `
+local leases = {}
+local out = {}
+for n = 1, #KEYS / 2 do
+  local lease = KEYS[2 * n - 1]
+  local a = 4 * (n - 1)
+  local cur = leases[lease]
+  if cur == nil then
+    cur = redis.call('GET', lease)
+    leases[lease] = cur
+  end
+  if cur == ARGV[a + 1] then
+    if ARGV[a + 3] == '1' then
+      redis.call('HDEL', KEYS[2 * n], ARGV[a + 2])
+    else
+      redis.call('HSET', KEYS[2 * n], ARGV[a + 2], ARGV[a + 4])
+    end
+    out[n] = 1
+  else
+    out[n] = 0
+  end
+end
+return out`;
 
 const REDIS_COMMAND_TIMEOUT_MS = 2_000;
+/** Most items in one script call (a bigger group is split). */
+const MAX_GROUP = 512;
+
+type Reply = Promise<unknown>;
+type BatchScript = (numKeys: number, ...keysThenArgs: (string | Buffer | number)[]) => Reply;
+/** The scripts above as commands (ioredis defineCommand: EVALSHA, the text sent once per connection). */
+interface Scripts {
+  kwAcquire(lease: string, fence: string, holder: string, ttlMs: number): Reply;
+  kwRelease(lease: string, value: string): Reply;
+  kwRenewBatch: BatchScript;
+  kwFencedHsetBatch: BatchScript;
+}
+
+/** One item of a grouped script call: its keys and arguments. */
+interface Item {
+  keys: string[];
+  args: (string | Buffer | number)[];
+}
+
+/**
+ * Collects the items issued in one event-loop turn and sends them as one call of a batch script
+ * (`MAX_GROUP` items at most each). Every caller's promise settles with its own item's result, and
+ * only once that call has returned.
+ */
+class TurnBatch {
+  private items: { item: Item; resolve: (r: number) => void; reject: (err: unknown) => void }[] = [];
+
+  constructor(private readonly script: () => BatchScript) {}
+
+  add(item: Item): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      // setImmediate, not nextTick: it runs after the poll phase, so it gathers every request read in it.
+      if (this.items.length === 0) setImmediate(() => this.flush());
+      this.items.push({ item, resolve, reject });
+    });
+  }
+
+  flush(): void {
+    const all = this.items;
+    this.items = [];
+    for (let i = 0; i < all.length; i += MAX_GROUP) {
+      const group = all.slice(i, i + MAX_GROUP);
+      const keys = group.flatMap((g) => g.item.keys);
+      const args = group.flatMap((g) => g.item.args);
+      this.script()(keys.length, ...keys, ...args).then(
+        (r) => group.forEach((g, n) => g.resolve(Number((r as unknown[])[n]))),
+        (err: unknown) => group.forEach((g) => g.reject(err)),
+      );
+    }
+  }
+}
 
 export class RedisCoordinator implements Coordinator {
   readonly kind = 'redis' as const;
   readonly redis: Redis;
   private sub: Redis | undefined;
   private readonly handlers = new Map<string, Set<(m: Buffer) => void>>();
+  private readonly scripts: Scripts;
+  /** Fenced writes issued in one event-loop turn, committed together (group commit). */
+  private readonly writes = new TurnBatch(() => this.scripts.kwFencedHsetBatch.bind(this.redis));
+  /** Lease renewals of one turn (a tick renews every owned shard at once): one script call. */
+  private readonly renewals = new TurnBatch(() => this.scripts.kwRenewBatch.bind(this.redis));
 
   constructor(
     url: string,
@@ -58,6 +147,11 @@ export class RedisCoordinator implements Coordinator {
     });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
     this.redis.on('error', () => undefined);
+    this.redis.defineCommand('kwAcquire', { numberOfKeys: 2, lua: ACQUIRE });
+    this.redis.defineCommand('kwRenewBatch', { lua: RENEW_BATCH });
+    this.redis.defineCommand('kwRelease', { numberOfKeys: 1, lua: RELEASE });
+    this.redis.defineCommand('kwFencedHsetBatch', { lua: FENCED_HSET_BATCH });
+    this.scripts = this.redis as unknown as Scripts;
   }
 
   private k(key: string) {
@@ -120,9 +214,7 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async acquireLease(name: string, holder: string, ttlMs: number) {
-    const r = (await this.redis.eval(
-      ACQUIRE,
-      2,
+    const r = (await this.scripts.kwAcquire(
       this.k(`lease:${name}`),
       this.k(`fence:${name}`),
       holder,
@@ -132,21 +224,15 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
-    return (
-      (await this.redis.eval(
-        RENEW,
-        2,
-        this.k(`lease:${name}`),
-        this.k(`fence:${name}`),
-        `${holder}:${fence}`,
-        Math.ceil(ttlMs),
-        String(fence),
-      )) === 1
-    );
+    const r = await this.renewals.add({
+      keys: [this.k(`lease:${name}`), this.k(`fence:${name}`)],
+      args: [`${holder}:${fence}`, Math.ceil(ttlMs), String(fence)],
+    });
+    return r === 1;
   }
 
   async releaseLease(name: string, holder: string, fence: number) {
-    await this.redis.eval(RELEASE, 1, this.k(`lease:${name}`), `${holder}:${fence}`);
+    await this.scripts.kwRelease(this.k(`lease:${name}`), `${holder}:${fence}`);
   }
 
   async leaseHolder(name: string) {
@@ -156,17 +242,24 @@ export class RedisCoordinator implements Coordinator {
     return { holder: v.slice(0, sep), fence: Number(v.slice(sep + 1)) };
   }
 
-  async fencedHashSet(lease: string, holder: string, fence: number, hash: string, field: string, value: Buffer | null) {
-    const r = await this.redis.eval(
-      FENCED_HSET,
-      2,
-      this.k(`lease:${lease}`),
-      this.k(hash),
-      `${holder}:${fence}`,
-      field,
-      value === null ? '1' : '0',
-      value ?? '',
-    );
+  /**
+   * Group commit: every fenced write issued in one event-loop turn (the beats that arrived together)
+   * goes to Redis in one script call, checked item by item against its own lease. Each caller's
+   * promise settles with its own item's result, and only once that call has returned, so a beat is
+   * still acknowledged only after its own state is durable.
+   */
+  async fencedHashSet(
+    lease: string,
+    holder: string,
+    fence: number,
+    hash: string,
+    field: string,
+    value: Buffer | null,
+  ): Promise<boolean> {
+    const r = await this.writes.add({
+      keys: [this.k(`lease:${lease}`), this.k(hash)],
+      args: [`${holder}:${fence}`, field, value === null ? '1' : '0', value ?? ''],
+    });
     return r === 1;
   }
 
@@ -207,6 +300,9 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async close() {
+    // Whatever was issued in this turn still goes out before the connection closes.
+    this.writes.flush();
+    this.renewals.flush();
     this.handlers.clear();
     await Promise.allSettled([this.sub?.quit(), this.redis.quit()]);
   }

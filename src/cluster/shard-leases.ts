@@ -50,7 +50,9 @@ export function leaseName(shard: number): string {
 export class ShardLeases {
   /** shard -> fence of the lease this worker holds. */
   private readonly owned = new Map<number, number>();
-  private readonly holderCache = new Map<number, { holder: string; at: number }>();
+  private readonly holderCache = new Map<number, { holder: string; until: number }>();
+  /** The live members as of the last rebalance. */
+  private members: readonly string[] = [];
 
   /** Who loads and drops a shard's state; registered by the layer that keeps it (ClusterNode.onShards). */
   handlers: ShardHandlers = { acquired: async () => undefined, released: () => undefined };
@@ -60,8 +62,10 @@ export class ShardLeases {
     private readonly id: string,
     private readonly log: Logger,
     private readonly now: () => number,
-    /** How long a looked-up holder of someone else's shard is believed. */
+    /** How long a looked-up holder of someone else's shard is believed when it is the rendezvous choice. */
     private readonly cacheMs: number,
+    /** ...and when it is not (a shard being handed over): the answer will change within a tick or two. */
+    private readonly movingCacheMs: number,
   ) {}
 
   get size(): number {
@@ -74,6 +78,7 @@ export class ShardLeases {
 
   /** Renews what this worker should keep, releases what it should not, acquires what it should. */
   async rebalance(members: readonly string[], leaving: boolean): Promise<void> {
+    this.members = members;
     await Promise.all(
       [...this.owned].map(async ([shard, fence]) => {
         if (leaving || rendezvous(shard, members) !== this.id) return this.release(shard, fence);
@@ -116,14 +121,31 @@ export class ShardLeases {
     await this.coordinator.releaseLease(leaseName(shard), this.id, fence);
   }
 
-  /** Who serves a shard now: this worker, another one, or nobody (between owners). */
+  /**
+   * Forgets every looked-up holder: called when the member list changes, the only time (besides a
+   * lost lease, which its holder answers with NotOwner) that shards move.
+   */
+  forgetHolders(): void {
+    this.holderCache.clear();
+  }
+
+  /**
+   * Who serves a shard now: this worker, another one, or nobody (between owners). A cached holder is
+   * only a routing hint: the worker asked checks its own lease (NotOwner) and a caller waiting on a
+   * dead one looks again with `fresh` (ClusterNode.callOwner), so the cache may live for several ticks.
+   */
   async holderOf(shard: number, fresh: boolean): Promise<string | null> {
     if (this.owned.has(shard)) return this.id;
     const cached = this.holderCache.get(shard);
-    if (!fresh && cached && this.now() - cached.at < this.cacheMs) return cached.holder;
+    if (!fresh && cached && this.now() < cached.until) return cached.holder;
     const lease = await this.coordinator.leaseHolder(leaseName(shard));
-    if (lease) this.holderCache.set(shard, { holder: lease.holder, at: this.now() });
-    else this.holderCache.delete(shard);
+    if (lease) {
+      const settled = lease.holder === rendezvous(shard, this.members);
+      this.holderCache.set(shard, {
+        holder: lease.holder,
+        until: this.now() + (settled ? this.cacheMs : this.movingCacheMs),
+      });
+    } else this.holderCache.delete(shard);
     return lease?.holder ?? null;
   }
 }
