@@ -39,8 +39,17 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
   readonly faultAfterClaimMs: number;
-  /** HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept as live XState actors per worker; the rest are passivated. */
+  /**
+   * HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept as live XState actors per worker; the rest
+   * are passivated.
+   */
   readonly heartbeatMaxLiveActors: number;
+  /**
+   * CLIENT_SESSION_LIMIT (extra): unactivated client sessions opened with an enc_key that one worker keeps
+   * (without Redis) or has opened in the last 24 hours (with Redis); past it `init` with an enc_key answers
+   * 503 with Retry-After. Sessions without enc_key store nothing and are not counted.
+   */
+  readonly clientSessionLimit: number;
   /** WEBHOOK_RETRY_MS (tests only): comma-separated backoff delays between webhook attempts. */
   readonly webhookRetryMs: readonly number[] | undefined;
   /**
@@ -51,8 +60,19 @@ export interface Config {
   readonly geoipDb: 'packaged' | 'off' | readonly string[];
   /** WEBHOOK_DISCORD_HOSTS (tests only): extra hosts (`name` or `name:port`) whose webhooks get the Discord format. */
   readonly webhookDiscordHosts: readonly string[];
-  /** PUBLIC_URL (extra): the URL clients reach the service at, written into SDK downloads; unset: taken from the request's Host. */
+  /**
+   * PUBLIC_URL (extra): the URL clients reach the service at, written into SDK downloads; unset: taken from
+   * the request's Host.
+   */
   readonly publicUrl: string | undefined;
+  /** CLUSTER_HOST (extra): address the worker-to-worker listener binds (with REDIS_URL). */
+  readonly clusterHost: string;
+  /** CLUSTER_PORT (extra): its port; 0 picks a free one; with WORKERS=N worker i takes CLUSTER_PORT + i. */
+  readonly clusterPort: number;
+  /** CLUSTER_ADVERTISE_HOST (extra): host other workers connect to (multi-host clusters); unset: CLUSTER_HOST. */
+  readonly clusterAdvertiseHost: string | undefined;
+  /** KW_WORKER_INDEX (set by the WORKERS=N supervisor): this worker's index, 0 otherwise. */
+  readonly workerIndex: number;
 }
 
 export class ConfigError extends Error {}
@@ -104,6 +124,14 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const workers = int(env, 'WORKERS', 1, 1, 64);
   const redisUrl = opt(env, 'REDIS_URL');
   if (workers > 1 && !redisUrl) throw new ConfigError('WORKERS greater than 1 needs REDIS_URL');
+  const clusterHost = opt(env, 'CLUSTER_HOST') ?? '127.0.0.1';
+  const clusterAdvertiseHost = opt(env, 'CLUSTER_ADVERTISE_HOST');
+  // Other workers would be told to connect to "0.0.0.0": they need the address they can reach.
+  if (/^(0\.0\.0\.0|::|\[::\])$/.test(clusterHost) && !clusterAdvertiseHost)
+    throw new ConfigError(`CLUSTER_HOST ${clusterHost} listens on every address: set CLUSTER_ADVERTISE_HOST`);
+  const clusterPort = int(env, 'CLUSTER_PORT', 0, 0, 65535);
+  if (clusterPort > 0 && clusterPort + workers - 1 > 65535)
+    throw new ConfigError(`CLUSTER_PORT ${clusterPort} leaves no port for each of ${workers} workers`);
   const config: Config = {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: opt(env, 'HOST') ?? '0.0.0.0',
@@ -126,7 +154,12 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
     heartbeatMaxLiveActors: int(env, 'HEARTBEAT_MAX_LIVE_ACTORS', 1_000, 1, 10_000_000),
+    clientSessionLimit: int(env, 'CLIENT_SESSION_LIMIT', 1_000_000, 1, 100_000_000),
     publicUrl: publicUrl(opt(env, 'PUBLIC_URL')),
+    clusterHost,
+    clusterPort,
+    clusterAdvertiseHost,
+    workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
     geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),
     webhookDiscordHosts: list(env.WEBHOOK_DISCORD_HOSTS).map((h) => h.toLowerCase()),
     webhookRetryMs: env.WEBHOOK_RETRY_MS

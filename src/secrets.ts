@@ -2,7 +2,13 @@
 // (0600, created with O_EXCL so concurrently starting workers agree on one value).
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ED25519_SEED_BYTES, randomBytes, signingKeyFromSeed, type SigningKeyPair } from './crypto/index.js';
+import {
+  ED25519_SEED_BYTES,
+  hkdfSha256,
+  randomBytes,
+  signingKeyFromSeed,
+  type SigningKeyPair,
+} from './crypto/index.js';
 import type { Config } from './config.js';
 
 async function loadOrCreate(file: string, bytes: number): Promise<Buffer> {
@@ -34,7 +40,16 @@ export interface Secrets {
   readonly publishedKeys: readonly ResponseSigningKey[];
   /** Key of the HMAC under which license keys are stored (PROTOCOL 9). */
   readonly licenseHashKey: Buffer;
+  /**
+   * Key of the sealed client-session tokens (services/session-token.ts). Derived from the active
+   * response-signing seed, which every worker of a deployment shares (DATA_DIR or
+   * RESPONSE_SIGNING_KEY), under its own label: the signing key itself is never used for it.
+   */
+  readonly sessionTokenKey: Buffer;
 }
+
+/** HKDF label of the session-token key; a new token format gets a new label. */
+export const SESSION_TOKEN_KEY_INFO = 'keywarden client-session token v1';
 
 export async function loadSecrets(config: Config): Promise<Secrets> {
   const dir = path.join(config.dataDir, 'secrets');
@@ -45,5 +60,6 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
   const licenseHashKey = config.licenseHashKey
     ? fromBase64('LICENSE_HASH_KEY', config.licenseHashKey, 32)
     : await loadOrCreate(path.join(dir, 'license-hash.key'), 32);
-  return { signing, publishedKeys: [signing], licenseHashKey };
+  const sessionTokenKey = hkdfSha256(seed, SESSION_TOKEN_KEY_INFO, 32);
+  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey };
 }

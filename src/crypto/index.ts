@@ -1,7 +1,7 @@
-// Every cryptographic primitive Keywarden uses lives here: Ed25519, Argon2id, randomness and
-// constant-time compares from sodium-native; HMAC-SHA256, SHA-256 and AES-256-CBC from node:crypto
-// (sodium-native 5 exposes no HMAC-SHA256 and libsodium has no AES-CBC).
-import { createCipheriv, createHash, createHmac } from 'node:crypto';
+// Every cryptographic primitive Keywarden uses lives here: Ed25519, X25519, Argon2id, randomness and
+// constant-time compares from sodium-native; HMAC-SHA256, HKDF-SHA256, SHA-256 and AES-256-CBC from
+// node:crypto (sodium-native 5 exposes no HMAC-SHA256 or HKDF and libsodium has no AES-CBC).
+import { createCipheriv, createHash, createHmac, hkdfSync } from 'node:crypto';
 import sodium from 'sodium-native';
 
 export function randomBytes(n: number): Buffer {
@@ -29,6 +29,31 @@ export function sha256Hex(data: string | Uint8Array): string {
 
 export function hmacSha256(key: string | Uint8Array, data: string | Uint8Array): Buffer {
   return createHmac('sha256', key).update(data).digest();
+}
+
+/** HKDF-SHA256 (RFC 5869) without salt: a key for one purpose (`info`) from a long-lived secret. */
+export function hkdfSha256(secret: Uint8Array, info: string, bytes: number): Buffer {
+  return Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), info, bytes));
+}
+
+export const KEYED_HASH_MIN_BYTES = sodium.crypto_generichash_BYTES_MIN;
+
+/**
+ * Keyed BLAKE2b (libsodium crypto_generichash): a PRF and MAC. `out` is 16 to 64 bytes and is
+ * filled in place, so hot paths can reuse one buffer. `key` is 16 to 64 bytes.
+ */
+export function keyedHashInto(out: Uint8Array, data: Uint8Array, key: Uint8Array): void {
+  sodium.crypto_generichash(out, data, key);
+}
+
+export const SHORT_HASH_KEY_BYTES = sodium.crypto_shorthash_KEYBYTES;
+
+/**
+ * SipHash-2-4 (libsodium crypto_shorthash): 8 bytes into `out`, keyed with 16 bytes. Keys of an
+ * in-memory table: without the key nobody can pick inputs that collide.
+ */
+export function shortHashInto(out: Uint8Array, data: Uint8Array, key: Uint8Array): void {
+  sodium.crypto_shorthash(out, data, key);
 }
 
 /**
@@ -104,7 +129,61 @@ export async function burnPasswordCheck(password: string): Promise<false> {
 
 // ---- AES-256-CBC response encryption (PROTOCOL 5) -------------------------------------------
 
+/** PROTOCOL 5's response key: sha256(utf8(enc_key "-" api_secret)). */
+export function responseEncryptionKey(encKey: string, apiSecret: string): Buffer {
+  return sha256(Buffer.from(`${encKey}-${apiSecret}`, 'utf8'));
+}
+
 export function aes256CbcEncrypt(key: Uint8Array, iv: Uint8Array, plaintext: Uint8Array): Buffer {
   const cipher = createCipheriv('aes-256-cbc', key, iv);
   return Buffer.concat([cipher.update(plaintext), cipher.final()]);
+}
+
+export function ed25519Verify(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean {
+  if (signature.byteLength !== sodium.crypto_sign_BYTES || publicKey.byteLength !== sodium.crypto_sign_PUBLICKEYBYTES)
+    return false;
+  return sodium.crypto_sign_verify_detached(signature, message, publicKey);
+}
+
+// ---- X25519 key agreement and key derivation (the realtime channel's handshake) -------------
+
+export const X25519_BYTES = 32;
+
+export interface X25519KeyPair {
+  readonly publicKey: Buffer;
+  readonly secretKey: Buffer;
+}
+
+/** The X25519 public key of a 32-byte secret (any 32 bytes: the scalar is clamped by X25519 itself). */
+export function x25519PublicKey(secretKey: Uint8Array): Buffer {
+  if (secretKey.byteLength !== sodium.crypto_scalarmult_SCALARBYTES) throw new Error('an X25519 secret is 32 bytes');
+  const pk = Buffer.alloc(sodium.crypto_scalarmult_BYTES);
+  sodium.crypto_scalarmult_base(pk, secretKey);
+  return pk;
+}
+
+/** A fresh ephemeral key pair. */
+export function x25519KeyPair(): X25519KeyPair {
+  const secretKey = randomBytes(sodium.crypto_scalarmult_SCALARBYTES);
+  return { publicKey: x25519PublicKey(secretKey), secretKey };
+}
+
+/**
+ * The X25519 shared secret; null when the peer's key is malformed or of low order (the result
+ * would be all zeros, which libsodium refuses: such a key would let a peer force a known secret).
+ */
+export function x25519(secretKey: Uint8Array, peerPublicKey: Uint8Array): Buffer | null {
+  if (peerPublicKey.byteLength !== sodium.crypto_scalarmult_BYTES) return null;
+  const q = Buffer.alloc(sodium.crypto_scalarmult_BYTES);
+  try {
+    sodium.crypto_scalarmult(q, secretKey, peerPublicKey);
+  } catch {
+    return null;
+  }
+  return q;
+}
+
+/** RFC 5869 HKDF with SHA-256 and a salt (the channel salts with its handshake transcript's hash). */
+export function hkdfSha256Salted(ikm: Uint8Array, salt: Uint8Array, info: string, length: number): Buffer {
+  return Buffer.from(hkdfSync('sha256', ikm, salt, Buffer.from(info, 'utf8'), length));
 }

@@ -1,5 +1,13 @@
 // PROTOCOL 3 (request signatures), 4 (response signatures) and 5 (response encryption).
-import { aes256CbcEncrypt, constantTimeEqual, ed25519Sign, hmacSha256, sha256, sha256Hex } from '../crypto/index.js';
+import {
+  aes256CbcEncrypt,
+  constantTimeEqual,
+  ed25519Sign,
+  hmacSha256,
+  responseEncryptionKey,
+  sha256,
+  sha256Hex,
+} from '../crypto/index.js';
 import type { ResponseSigningKey } from '../secrets.js';
 import type { Reply } from './types.js';
 
@@ -64,7 +72,11 @@ export function signReply(
 
 /** {"enc": base64(AES-256-CBC(key = sha256(enc_key + "-" + api_secret), iv = sha256(init_iv)[0..16]))} */
 export function encryptBody(plaintext: Uint8Array, encKey: string, apiSecret: string, initIv: string): Buffer {
-  const key = sha256(Buffer.from(`${encKey}-${apiSecret}`, 'utf8'));
+  return encryptBodyWithKey(plaintext, responseEncryptionKey(encKey, apiSecret), initIv);
+}
+
+/** The same with the response key already derived (a session keeps the key, not the enc_key). */
+export function encryptBodyWithKey(plaintext: Uint8Array, key: Uint8Array, initIv: string): Buffer {
   const iv = sha256(Buffer.from(initIv, 'utf8')).subarray(0, 16);
   return Buffer.from(JSON.stringify({ enc: aes256CbcEncrypt(key, iv, plaintext).toString('base64') }));
 }

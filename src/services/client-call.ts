@@ -32,7 +32,8 @@ export type ClientOutcome =
   | {
       ok: true;
       body: Record<string, unknown>;
-      /** encrypt with this key when the call carried init_iv (PROTOCOL 5) */ encKey?: string | null;
+      /** the session's response key: encrypt with it when the call carried init_iv (PROTOCOL 5) */
+      responseKey?: Buffer | null;
       audit: AuditNote;
     }
   | { ok: false; error: AppError | ValidationError; audit: AuditNote };
@@ -42,7 +43,7 @@ export type ClientOutcome =
  * refusals; returns both as one outcome value. Anything else thrown is a bug and is rethrown.
  */
 export async function outcome(
-  run: (audit: AuditNote) => Promise<{ body: Record<string, unknown>; encKey?: string | null }>,
+  run: (audit: AuditNote) => Promise<{ body: Record<string, unknown>; responseKey?: Buffer | null }>,
 ): Promise<ClientOutcome> {
   const audit: AuditNote = {};
   try {

@@ -1,7 +1,14 @@
 // The client runtime contract: init, register, login, license (SPEC endpoints and error tables,
 // PROTOCOL 2). Every check below is ordered; the order is the policy.
 import { AppError, validationError } from '../errors.js';
-import { burnPasswordCheck, hashPassword, hmacSha256, constantTimeEqual, verifyPassword } from '../crypto/index.js';
+import {
+  burnPasswordCheck,
+  hashPassword,
+  hmacSha256,
+  constantTimeEqual,
+  responseEncryptionKey,
+  verifyPassword,
+} from '../crypto/index.js';
 import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './client-call.js';
 import type { InitRequest, LicenseRequest, LoginRequest, RegisterRequest } from './client-requests.js';
 import type { LicenseHost } from '../actors/license-host.js';
@@ -9,7 +16,7 @@ import type { LicenseOpsRepository } from '../db/repositories/license-ops.reposi
 import type { EndUserRepository } from '../db/repositories/end-user.repository.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
 import type { Coordinator } from '../cluster/coordinator.js';
-import type { ClientSessions } from './client-sessions.js';
+import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { HeartbeatService } from './heartbeat.service.js';
 import { licenseHash } from './apps.service.js';
 import { toDate } from '../db/sql.js';
@@ -80,12 +87,13 @@ export class ClientService {
       if (!b.binary_token_hash || !constantTimeEqual(expected, b.binary_token_hash.toLowerCase()))
         throw new AppError('binary_token_invalid');
     }
-    const encKey = b.enc_key ? b.enc_key : null;
-    const session = await this.d.sessions.create(app.id, encKey);
+    // The key is derived once, with the api_secret the client opened the session with.
+    const responseKey = b.enc_key ? responseEncryptionKey(b.enc_key, app.api_secret) : null;
+    const session = await this.d.sessions.create(app.id, responseKey);
     note.detail = `Session opened (version ${version})`;
     return {
       body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } },
-      encKey,
+      responseKey,
     };
   }
 
@@ -144,7 +152,7 @@ export class ClientService {
           message: 'Registered successfully',
           user: { username: b.username, level: v.level, expires_at: v.expiresAt },
         },
-        encKey: session.record.encKey,
+        responseKey: responseKeyOf(session.record, call.app.row.api_secret),
       };
     } catch (err) {
       if (err instanceof AppError && LOCKOUT_COUNTED.has(err.code)) await this.lockout.fail(lockKeys);
@@ -219,7 +227,7 @@ export class ClientService {
         message: 'Logged in successfully',
         user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null },
       },
-      encKey: session.record.encKey,
+      responseKey: responseKeyOf(session.record, call.app.row.api_secret),
     };
   }
 
@@ -265,7 +273,7 @@ export class ClientService {
     });
     return {
       body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt },
-      encKey: session.record.encKey,
+      responseKey: responseKeyOf(session.record, call.app.row.api_secret),
     };
   }
 
@@ -295,7 +303,9 @@ export class ClientService {
         ip: call.ip,
         location: seen.location,
         resellerId,
-        detail: `${event} of ${who} from ${alert.map((a) => (a === 'new_device' ? 'a new device' : 'a new location')).join(' and ')}`,
+        detail:
+          `${event} of ${who} from ` +
+          alert.map((a) => (a === 'new_device' ? 'a new device' : 'a new location')).join(' and '),
       });
     }
     this.d.webhooks.notify(app.id, resellerId, event, {
@@ -344,6 +354,11 @@ export class ClientService {
     if (!this.d.sessions.isActivated(call.session.record)) return;
     if (!(await this.d.heartbeats.isAlive(call.session.token))) throw new AppError('heartbeat_required');
   }
+}
+
+/** A session's response key; records stored before sealed tokens kept the enc_key itself. */
+function responseKeyOf(s: ClientSession, apiSecret: string): Buffer | null {
+  return typeof s.encKey === 'string' ? responseEncryptionKey(s.encKey, apiSecret) : s.encKey;
 }
 
 function assertPasswordBytes(password: string): void {

@@ -47,7 +47,7 @@ export class Lockout {
 
 /** A per-key request budget: throws 429 `Rate limit exceeded` with Retry-After past it. */
 export async function consumeOrThrow(
-  limiter: RateLimiterAbstract,
+  limiter: Pick<RateLimiterAbstract, 'consume'>,
   key: string,
   onLimited: (retryAfterSeconds: number) => Error,
 ): Promise<void> {

@@ -8,6 +8,12 @@ declare module 'sodium-native' {
   export const crypto_pwhash_STRBYTES: number;
   export const crypto_pwhash_OPSLIMIT_INTERACTIVE: number;
   export const crypto_pwhash_MEMLIMIT_INTERACTIVE: number;
+  export const crypto_scalarmult_BYTES: number;
+  export const crypto_scalarmult_SCALARBYTES: number;
+  export const crypto_generichash_BYTES_MIN: number;
+  export const crypto_shorthash_KEYBYTES: number;
+  export function crypto_generichash(out: Buf, input: Buf, key?: Buf): void;
+  export function crypto_shorthash(out: Buf, input: Buf, key: Buf): void;
   export function randombytes_buf(out: Buf): void;
   export function sodium_memcmp(a: Buf, b: Buf): boolean;
   export function crypto_sign_seed_keypair(pk: Buf, sk: Buf, seed: Buf): void;
@@ -15,6 +21,8 @@ declare module 'sodium-native' {
   export function crypto_sign_verify_detached(sig: Buf, m: Buf, pk: Buf): boolean;
   export function crypto_pwhash_str_async(out: Buf, passwd: Buf, opslimit: number, memlimit: number): Promise<void>;
   export function crypto_pwhash_str_verify_async(str: Buf, passwd: Buf): Promise<boolean>;
+  export function crypto_scalarmult_base(q: Buf, n: Buf): void;
+  export function crypto_scalarmult(q: Buf, n: Buf, p: Buf): void;
   const sodium: {
     crypto_sign_PUBLICKEYBYTES: number;
     crypto_sign_SECRETKEYBYTES: number;
@@ -23,6 +31,10 @@ declare module 'sodium-native' {
     crypto_pwhash_STRBYTES: number;
     crypto_pwhash_OPSLIMIT_INTERACTIVE: number;
     crypto_pwhash_MEMLIMIT_INTERACTIVE: number;
+    crypto_generichash_BYTES_MIN: number;
+    crypto_shorthash_KEYBYTES: number;
+    crypto_generichash: typeof crypto_generichash;
+    crypto_shorthash: typeof crypto_shorthash;
     randombytes_buf: typeof randombytes_buf;
     sodium_memcmp: typeof sodium_memcmp;
     crypto_sign_seed_keypair: typeof crypto_sign_seed_keypair;
@@ -30,6 +42,10 @@ declare module 'sodium-native' {
     crypto_sign_verify_detached: typeof crypto_sign_verify_detached;
     crypto_pwhash_str_async: typeof crypto_pwhash_str_async;
     crypto_pwhash_str_verify_async: typeof crypto_pwhash_str_verify_async;
+    crypto_scalarmult_BYTES: number;
+    crypto_scalarmult_SCALARBYTES: number;
+    crypto_scalarmult_base: typeof crypto_scalarmult_base;
+    crypto_scalarmult: typeof crypto_scalarmult;
   };
   export default sodium;
 }

@@ -8,6 +8,7 @@ import {
   StopBody,
 } from '../../services/client-requests.js';
 import type { AppDeps } from '../../app.js';
+import { CompactRateLimiter, type RequestLimiter } from '../../services/compact-rate-limiter.js';
 import { clientHandler, type ClientDeps } from '../client-route.js';
 import { signReply } from '../client-signing.js';
 import { SCREENSHOT_BODY_LIMIT } from '../router.js';
@@ -24,9 +25,12 @@ export function clientRoutes({ router, s, domain }: AppDeps): void {
     nonces: s.repos.nonces,
     signingKey: () => s.secrets.signing,
   };
-  // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute.
-  const limit = (name: string, points: number) =>
-    s.coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
+  // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute. Alone, a compact in-process table
+  // (16 bytes an address, bounded: issue 13); in a cluster, Redis, shared by every worker.
+  const limit = (name: string, points: number): RequestLimiter =>
+    s.coordinator.kind === 'local'
+      ? new CompactRateLimiter({ points, duration: 60, now: () => s.clock.now() })
+      : s.coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
   const doc = (
     summary: string,
     body:
