@@ -12,6 +12,7 @@ import { ApplicationRepository } from './db/repositories/application.repository.
 import { LicenseRepository } from './db/repositories/license.repository.js';
 import { BlacklistRepository } from './db/repositories/blacklist.repository.js';
 import { AuditRepository } from './db/repositories/audit.repository.js';
+import { KeyTouchesRepository } from './db/repositories/key-touches.repository.js';
 import { NonceRepository } from './db/repositories/nonce.repository.js';
 import type { Coordinator } from './cluster/coordinator.js';
 import { LocalCoordinator } from './cluster/local.coordinator.js';
@@ -27,6 +28,8 @@ export interface Repositories {
   blacklist: BlacklistRepository;
   audit: AuditRepository;
   nonces: NonceRepository;
+  /** Last login and IP of activated keys, written behind the answer. */
+  keyTouches: KeyTouchesRepository;
 }
 
 export interface Services {
@@ -74,7 +77,8 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
         log.warn(
           { persistence },
           'redis.no_persistence: client and heartbeat sessions live in Redis; without appendonly yes ' +
-            'a Redis restart ends every one of them (clients must init and activate again). See README "Redis persistence".',
+            'a Redis restart ends every one of them (clients must init and activate again). ' +
+            'See README "Redis persistence".',
         );
       }
     }
@@ -92,6 +96,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
         async (ip) => locationText(await geo.lookup(ip)),
       ),
       nonces: new NonceRepository(sql),
+      keyTouches: new KeyTouchesRepository(sql, log),
     };
     let closing: Promise<void> | undefined;
     const o = orm;
@@ -109,6 +114,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       close: () =>
         (closing ??= (async () => {
           await repos.audit.flush();
+          await repos.keyTouches.close();
           await c.close();
           await o.close(true);
           await embedded?.stop();

@@ -45,7 +45,12 @@ export type Decision =
       grant: { level: number; expiresAt: string | null; resellerId: string | null };
     }
   | { kind: 'activate_unused'; value: Record<string, unknown>; expiresAt: string | null }
-  | { kind: 'touch_used'; value: Record<string, unknown> };
+  | {
+      kind: 'touch_used';
+      value: Record<string, unknown>;
+      /** Only last login and IP change (the HWID is bound already): the write may go behind the answer. */
+      deferrable?: boolean;
+    };
 
 export type FinaliseOutput =
   { result: 'done'; value: Record<string, unknown> } | { result: 'username_taken' | 'state_changed' };

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { LicenseEffects } from '../actors/license-host.js';
 import type { Decision, RegisterOp } from '../actors/license.machine.js';
 import type { LicenseOpsRepository } from '../db/repositories/license-ops.repository.js';
+import type { KeyTouchesRepository } from '../db/repositories/key-touches.repository.js';
 import { judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
 
 export interface LicenseEffectOptions {
@@ -16,7 +17,11 @@ export interface LicenseEffectOptions {
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 const orNull = (s: string | null) => (s === null ? null : new Date(s));
 
-export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOptions): LicenseEffects {
+export function licenseEffects(
+  repo: LicenseOpsRepository,
+  touches: KeyTouchesRepository,
+  opts: LicenseEffectOptions,
+): LicenseEffects {
   return {
     async decide({ licenseId, op }): Promise<Decision> {
       const key = await repo.load(licenseId);
@@ -42,7 +47,7 @@ export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOp
       };
       return v.kind === 'first_use'
         ? { kind: 'activate_unused', value, expiresAt: iso(v.expiresAt) }
-        : { kind: 'touch_used', value };
+        : { kind: 'touch_used', value, deferrable: key!.hwid !== '' };
     },
     claim: ({ licenseId, stamp }) => repo.claim(licenseId, new Date(stamp)),
     afterClaim: () => new Promise<void>((r) => setTimeout(r, opts.afterClaimMs ?? 0)),
@@ -87,7 +92,13 @@ export function licenseEffects(repo: LicenseOpsRepository, opts: LicenseEffectOp
         expiresAt: orNull((decision as Extract<Decision, { kind: 'activate_unused' }>).expiresAt),
         now: new Date(opts.now()),
       }),
-    touchUsed: ({ licenseId, op }) =>
-      repo.touchUsed(licenseId, { hwid: op.hwid, ip: op.ip, now: new Date(opts.now()) }),
+    async touchUsed({ licenseId, op, decision }) {
+      const now = new Date(opts.now());
+      if (!(decision as Extract<Decision, { kind: 'touch_used' }>).deferrable)
+        return repo.touchUsed(licenseId, { hwid: op.hwid, ip: op.ip, now });
+      // The answer does not depend on last_login and ip: written behind, coalesced per key.
+      await touches.touch(licenseId, { ip: op.ip, at: now });
+      return true;
+    },
   };
 }

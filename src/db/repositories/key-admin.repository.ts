@@ -2,6 +2,7 @@
 // (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (PROTOCOL 11.9).
 import type { Sql } from '../sql.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
+import type { KeyTouchesRepository } from './key-touches.repository.js';
 
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;
@@ -57,13 +58,19 @@ export interface UserRow {
   screenshot_path: string;
 }
 
-const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, known_hwids, known_countries, level, expires_at, banned,
-  license_id, reseller_id, last_geo, geo, activation_geo, last_screenshot_path, activation_screenshot_path, screenshot_path`;
+const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, known_hwids, known_countries, level,
+  expires_at, banned, license_id, reseller_id, last_geo, geo, activation_geo, last_screenshot_path,
+  activation_screenshot_path, screenshot_path`;
 
 export class KeyAdminRepository {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** Touches written behind (last login, IP): flushed before a listing, so it shows this worker's latest. */
+    private readonly touches?: KeyTouchesRepository,
+  ) {}
 
   async listLicenses(q: LicenseListQuery): Promise<LicenseRow[]> {
+    await this.touches?.flush().catch(() => undefined);
     const params: unknown[] = [q.appId];
     let where = 'app_id = ?';
     if (q.status) {
@@ -96,7 +103,8 @@ export class KeyAdminRepository {
   async shiftExpiry(id: string, deltaMs: number): Promise<Date | string | null> {
     return this.sql.transaction(async (tx) => {
       const row = await this.sql.one<{ expires_at: Date | string }>(
-        `update license_keys set expires_at = expires_at + (? * interval '1 millisecond') where id = ? and expires_at is not null returning expires_at`,
+        `update license_keys set expires_at = expires_at + (? * interval '1 millisecond')
+         where id = ? and expires_at is not null returning expires_at`,
         [deltaMs, id],
         tx,
       );
@@ -117,7 +125,8 @@ export class KeyAdminRepository {
       const scoped = scopeSql(scope, params);
       const ids = await this.sql.all<{ id: string; expires_at: string }>(
         `update license_keys set expires_at = expires_at + (? * interval '1 millisecond')
-         where app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?${scoped}
+         where app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0
+           and expires_at >= ?${scoped}
          returning id, expires_at`,
         params,
         tx,
@@ -147,7 +156,8 @@ export class KeyAdminRepository {
     const row = await this.sql.one<{ status: string }>(
       banned
         ? `update license_keys set status = 'banned', pending_since = null where id = ? returning status`
-        : `update license_keys set status = case when used_by <> '' then 'used' else 'unused' end where id = ? and status = 'banned' returning status`,
+        : `update license_keys set status = case when used_by <> '' then 'used' else 'unused' end
+           where id = ? and status = 'banned' returning status`,
       [id],
     );
     return row?.status;
@@ -197,8 +207,10 @@ export class KeyAdminRepository {
       `select count(*) as total,
          count(*) filter (where status = 'banned') as banned,
          count(*) filter (where status = 'unused' or (status = 'pending' and used_by = '')) as unactivated,
-         count(*) filter (where status = 'used' and (expires_at is null or duration_days = 0 or expires_at >= ?)) as active,
-         count(*) filter (where status = 'used' and expires_at is not null and duration_days <> 0 and expires_at < ?) as expired
+         count(*) filter (where status = 'used' and (expires_at is null or duration_days = 0 or expires_at >= ?))
+           as active,
+         count(*) filter (where status = 'used' and expires_at is not null and duration_days <> 0 and expires_at < ?)
+           as expired
        from license_keys where app_id = ?${scopeSql(scope, params)}`,
       params,
     );
@@ -224,7 +236,8 @@ export class KeyAdminRepository {
   async logins24h(appId: string, scope: ResellerScope, since: Date): Promise<number> {
     const params: unknown[] = [appId, since];
     const row = await this.sql.one<{ n: string }>(
-      `select count(*) as n from audit_log where app_id = ? and action = 'client.login' and level = 'info' and at >= ?${scopeSql(scope, params)}`,
+      `select count(*) as n from audit_log
+       where app_id = ? and action = 'client.login' and level = 'info' and at >= ?${scopeSql(scope, params)}`,
       params,
     );
     return Number(row?.n ?? 0);
