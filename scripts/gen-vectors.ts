@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { hmacSha256, sha256, signingKeyFromSeed } from '../src/crypto/index.js';
+import { hmacSha256, sha256, signingKeyFromSeed, x25519, x25519PublicKey } from '../src/crypto/index.js';
+import { buildHello, deriveKeys, helloTranscript, sealFrame } from '../src/ws/client-channel.protocol.js';
 import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/http/client-signing.js';
 import { beatProof, startProof } from '../src/services/heartbeat.service.js';
 import { ERRORS, type ErrorCode } from '../src/errors.js';
@@ -164,6 +165,96 @@ function errors() {
   };
 }
 
+function channel() {
+  const k1 = { kid: 'k1', ...signingKeyFromSeed(seedOf('k1')) };
+  const k9 = { kid: 'k9', ...signingKeyFromSeed(seedOf('k9-not-pinned')) };
+  const now = 1767225600;
+  const session = 'q3Xb2v0Jm5Qk8rT1yW4zA7cD9eF2gH5jK8mN1pR4sU0';
+  const clientSecret = seedOf('channel-client-x25519');
+  const serverSecret = seedOf('channel-server-x25519');
+  const clientKey = x25519PublicKey(clientSecret).toString('base64url');
+  const base = { ts: now, session, clientKey, conn: 'Y29ubmVjdGlvbi0wMDAx', beatInterval: 30 };
+  const built = buildHello(k1, base, serverSecret)!;
+  const shared = x25519(clientSecret, x25519PublicKey(serverSecret))!;
+  const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+  // Hellos a client must refuse, each wrong in one way (`reason`: the SDK verification reason).
+  const other = buildHello(k1, { ...base, session: 'another-session-0000000000000000000000000000' }, serverSecret)!;
+  const foreignClient = x25519PublicKey(seedOf('channel-other-client')).toString('base64url');
+  const forOther = buildHello(k1, { ...base, clientKey: foreignClient }, serverSecret)!;
+  const edit = (text: string, patch: Record<string, unknown>) => JSON.stringify({ ...JSON.parse(text), ...patch });
+  const helloCases = [
+    { name: 'valid', hello: built.text, valid: true },
+    { name: 'hello of another session', hello: other.text, valid: false, reason: 'bad_signature' },
+    { name: 'hello of another connection (another client key)', hello: forOther.text, valid: false, reason: 'bad_signature' },
+    { name: 'server key swapped', hello: edit(built.text, { server_key: x25519PublicKey(seedOf('mitm')).toString('base64url') }), valid: false, reason: 'bad_signature' },
+    { name: 'beat_interval changed', hello: edit(built.text, { beat_interval: 300 }), valid: false, reason: 'bad_signature' },
+    { name: 'kid not pinned', hello: buildHello(k9, base, serverSecret)!.text, valid: false, reason: 'unknown_kid' },
+    { name: 'signature not base64 of 64 bytes', hello: edit(built.text, { sig: '!!notbase64!!' }), valid: false, reason: 'bad_base64' },
+    { name: 'ts 301 s old', hello: buildHello(k1, { ...base, ts: now - 301 }, serverSecret)!.text, valid: false, reason: 'stale' },
+    { name: 'ts exactly 300 s ahead', hello: buildHello(k1, { ...base, ts: now + 300 }, serverSecret)!.text, valid: true },
+    { name: 'not JSON', hello: 'hello', valid: false, reason: 'malformed' },
+  ];
+
+  // Server frames, each judged by a receiver that expects `expected_seq` next.
+  const frame = (key: Uint8Array, payload: string) => sealFrame(key, Buffer.from(payload, 'utf8'));
+  const reply1 = '{"seq":1,"type":"reply","re":1,"status":200,"body":{"success":true,"token":"TT0123456789abcdef0123456789abcdef","beat_interval":30,"proof":"x"}}';
+  const notice2 = '{"seq":2,"type":"notice","message":"Maintenance at 22:00 UTC ✓","at":"2026-01-01T00:00:00.000Z"}';
+  const revoked2 = '{"seq":2,"type":"revoked","reason":"license_banned","detail":"License key is banned"}';
+  const otherKeys = deriveKeys(x25519(seedOf('channel-client-2'), x25519PublicKey(serverSecret))!, helloTranscript({ ...base, clientKey: foreignClient, kid: 'k1', serverKey: x25519PublicKey(serverSecret).toString('base64url') }));
+  const flipped = frame(built.keys.s2c, notice2);
+  flipped[flipped.length - 3]! ^= 0x01;
+  const frameCases = [
+    { name: 'reply, seq 1', expected_seq: 1, frame: frame(built.keys.s2c, reply1), payload: reply1, valid: true },
+    { name: 'notice, seq 2', expected_seq: 2, frame: frame(built.keys.s2c, notice2), payload: notice2, valid: true },
+    { name: 'revoked, seq 2', expected_seq: 2, frame: frame(built.keys.s2c, revoked2), payload: revoked2, valid: true },
+    { name: 'from another connection (its keys)', expected_seq: 2, frame: frame(otherKeys.s2c, notice2), payload: notice2, valid: false, reason: 'bad_mac' },
+    { name: 'a client frame reflected back (c2s key)', expected_seq: 2, frame: frame(built.keys.c2s, notice2), payload: notice2, valid: false, reason: 'bad_mac' },
+    { name: 'one byte flipped', expected_seq: 2, frame: flipped, valid: false, reason: 'bad_mac' },
+    { name: 'seq 1 again (replayed on this connection)', expected_seq: 2, frame: frame(built.keys.s2c, reply1), payload: reply1, valid: false, reason: 'out_of_order' },
+    { name: 'seq 3 while 2 is due (reordered or dropped)', expected_seq: 2, frame: frame(built.keys.s2c, notice2.replace('"seq":2', '"seq":3')), payload: notice2.replace('"seq":2', '"seq":3'), valid: false, reason: 'out_of_order' },
+    { name: 'MAC only, no payload', expected_seq: 2, frame: frame(built.keys.s2c, '').subarray(0, 32), valid: false, reason: 'bad_mac' },
+    { name: 'valid MAC over a payload that is not JSON', expected_seq: 2, frame: frame(built.keys.s2c, 'not json'), payload: 'not json', valid: false, reason: 'malformed' },
+  ].map((c) => ({ ...c, frame: b64(c.frame) }));
+  const beat = '{"seq":2,"type":"call","op":"heartbeat","body":{"token":"TT0123456789abcdef0123456789abcdef","system_id":"system-0001","beat_index":1,"code_hash":"c0dec0dec0dec0dec0dec0dec0dec0de"}}';
+  const clientFrames = [
+    { payload: '{"seq":1,"type":"call","op":"heartbeat/start","body":{"system_id":"system-0001"}}' },
+    { payload: beat },
+    { payload: '{"seq":3,"type":"ping"}' },
+  ].map((c) => ({ ...c, frame: b64(frame(built.keys.c2s, c.payload)) }));
+
+  return {
+    description: 'README "Realtime channel". X-Nonce of the upgrade = client_key = base64url(X25519(client_secret)). '
+      + 'transcript = "kwc1-hello" \n kid \n ts \n session \n client_key \n server_key \n conn \n beat_interval; '
+      + 'hello.sig = base64(Ed25519(transcript)) by the pinned kid; shared = X25519(client_secret, server_key); '
+      + 'okm = HKDF-SHA256(ikm = shared, salt = sha256(transcript), info = "kwc1 keys", L = 64); s2c = okm[0..32], c2s = okm[32..64]; '
+      + 'frame = HMAC-SHA256(key, payload) || payload, payload a UTF-8 JSON object whose seq counts 1, 2, ... per direction.',
+    max_skew_seconds: 300,
+    now,
+    pinned_keys: [{ kid: k1.kid, alg: 'Ed25519', public_key: b64(k1.publicKey) }],
+    handshake: {
+      session,
+      client_secret_hex: hex(clientSecret),
+      client_key: clientKey,
+      server_secret_hex: hex(serverSecret),
+      server_key: x25519PublicKey(serverSecret).toString('base64url'),
+      conn: base.conn,
+      kid: k1.kid,
+      ts: now,
+      beat_interval: base.beatInterval,
+      transcript: built.transcript,
+      hello: built.text,
+      shared_hex: hex(shared),
+      transcript_sha256_hex: hex(sha256(built.transcript)),
+      s2c_hex: hex(built.keys.s2c),
+      c2s_hex: hex(built.keys.c2s),
+    },
+    hello_cases: helloCases.map((c) => ({ ...c, session, client_key: clientKey })),
+    server_frames: frameCases,
+    client_frames: clientFrames,
+  };
+}
+
 /** File name -> exact file content. */
 export function buildVectors(): Record<string, string> {
   return {
@@ -172,6 +263,7 @@ export function buildVectors(): Record<string, string> {
     'proofs.json': json(proofs()),
     'encryption.json': json(encryption()),
     'errors.json': json(errors()),
+    'channel.json': json(channel()),
   };
 }
 

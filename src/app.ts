@@ -30,6 +30,9 @@ import { teamRoutes } from './http/routes/team.routes.js';
 import { TeamService } from './services/team.service.js';
 import { TeamRepository } from './db/repositories/account.repository.js';
 import { LiveHub } from './ws/live.js';
+import { ClientChannel } from './ws/client-channel.js';
+import { ClientPushService } from './services/client-push.service.js';
+import { channelRoutes } from './http/routes/channel.routes.js';
 import { WebhookService } from './services/webhooks.service.js';
 import { ClusterNode, shardOf } from './cluster/cluster-node.js';
 import type { LicenseOp } from './actors/license.machine.js';
@@ -55,6 +58,8 @@ export interface Domain {
   team: TeamService;
   webhooks: WebhookService;
   events: EventBus;
+  /** What the realtime client channel pushes (revocations, update_required, notices). */
+  push: ClientPushService;
   node: ClusterNode<ClusterOps>;
   /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
   start(): Promise<void>;
@@ -70,6 +75,7 @@ export interface AppDeps {
 
 export interface App {
   readonly live: LiveHub;
+  readonly channel: ClientChannel;
   readonly server: HttpServer;
   readonly router: Router;
   readonly domain: Domain;
@@ -91,12 +97,14 @@ export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
 export function createDomain(s: Services): Domain {
   const now = () => s.clock.now();
   const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);
-  const sessions = new ClientSessions(s.coordinator, now);
   const licenseOps = new LicenseOpsRepository(s.sql);
-  const licenses = new LicenseHost(licenseEffects(licenseOps, { now, afterClaimMs: s.config.faultAfterClaimMs }), {
-    log: s.log,
-    now,
-  });
+  const licenses = new LicenseHost(
+    licenseEffects(licenseOps, s.repos.keyTouches, { now, afterClaimMs: s.config.faultAfterClaimMs }),
+    {
+      log: s.log,
+      now,
+    },
+  );
   const events = new EventBus(s.coordinator, now, s.log);
   const webhooks = new WebhookService({
     targets: new WebhookRepository(s.sql),
@@ -110,7 +118,25 @@ export function createDomain(s: Services): Domain {
     discordHosts: s.config.webhookDiscordHosts,
     geoAttribution: s.geo.attribution,
   });
-  const node = new ClusterNode<ClusterOps>(s.coordinator, s.log, now);
+  // With Redis, other workers call this one over a direct, authenticated connection (pub/sub as fallback).
+  const node = new ClusterNode<ClusterOps>(s.coordinator, s.log, now, {
+    listen:
+      s.coordinator.kind === 'redis'
+        ? {
+            host: s.config.clusterHost,
+            port: s.config.clusterPort === 0 ? 0 : s.config.clusterPort + s.config.workerIndex,
+            advertiseHost: s.config.clusterAdvertiseHost,
+          }
+        : undefined,
+  });
+  // Sealed session tokens, drawn on shards this worker owns (issue 13).
+  const sessions = new ClientSessions({
+    coordinator: s.coordinator,
+    now,
+    tokenKey: s.secrets.sessionTokenKey,
+    limit: s.config.clientSessionLimit,
+    node,
+  });
   // The heartbeat service registers its shard handlers and operations on the node itself.
   const heartbeats = new HeartbeatService({
     now,
@@ -156,8 +182,24 @@ export function createDomain(s: Services): Domain {
     appCache,
     events,
   );
+  const push = new ClientPushService({
+    log,
+    now,
+    coordinator: s.coordinator,
+    events,
+    appCache,
+    sessions,
+    heartbeats,
+    apps,
+    audit: s.repos.audit,
+  });
   let noncePurge: NodeJS.Timeout | undefined;
-  const keys = new KeysAdminService({ audit: s.repos.audit, now }, new KeyAdminRepository(s.sql), apps, events);
+  const keys = new KeysAdminService(
+    { audit: s.repos.audit, now },
+    new KeyAdminRepository(s.sql, s.repos.keyTouches),
+    apps,
+    events,
+  );
   return {
     auth: new DashboardAuth(dashboardAuthDeps(s)),
     apps,
@@ -169,6 +211,7 @@ export function createDomain(s: Services): Domain {
     client,
     keys,
     events,
+    push,
     team: new TeamService(
       {
         repos: s.repos,
@@ -184,6 +227,7 @@ export function createDomain(s: Services): Domain {
     async start() {
       await appCache.start();
       await events.start();
+      await push.start();
       await node.start();
       heartbeats.startSweeper();
       noncePurge = setInterval(() => {
@@ -198,6 +242,8 @@ export function createDomain(s: Services): Domain {
     },
     async stop() {
       clearInterval(noncePurge);
+      // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
+      await push.stop();
       await webhooks.drain();
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
@@ -237,6 +283,16 @@ export function createApp(s: Services): App {
     () => domain.node.forwarded,
   );
   metrics.gauge(
+    'keywarden_cluster_direct_total',
+    'Forwarded operations sent over a direct connection to the owning worker',
+    () => domain.node.directCalls,
+  );
+  metrics.gauge(
+    'keywarden_cluster_pubsub_total',
+    "Forwarded operations sent through Redis pub/sub (the owner's address unknown or unreachable)",
+    () => domain.node.pubsubCalls,
+  );
+  metrics.gauge(
     'keywarden_cluster_local_total',
     'Actor operations run on this worker',
     () => domain.node.servedLocally,
@@ -261,6 +317,41 @@ export function createApp(s: Services): App {
   const live = new LiveHub({ log: s.log, auth: domain.auth, apps: domain.apps, events: domain.events });
   live.start();
   live.mount(server.app);
+  const channel = new ClientChannel({
+    log: s.log,
+    now: () => s.clock.now(),
+    client: {
+      log: s.log,
+      now: () => s.clock.now(),
+      apps: domain.appCache,
+      sessions: domain.sessions,
+      audit: s.repos.audit,
+      nonces: s.repos.nonces,
+      signingKey: () => s.secrets.signing,
+    },
+    heartbeats: domain.heartbeats,
+    push: domain.push,
+    limiter: s.coordinator.limiter({ keyPrefix: 'rl:ws', points: 60, duration: 60 }),
+    resolveIp: createClientIpResolver(s.config.trustedProxies),
+  });
+  channel.start();
+  channel.mount(server.app);
+  channelRoutes(deps);
+  metrics.gauge(
+    'keywarden_channel_connections',
+    'Realtime channel connections open on this worker',
+    () => channel.size,
+  );
+  metrics.gauge(
+    'keywarden_channel_pushes_total',
+    'Messages pushed on realtime channels by this worker',
+    () => channel.pushed,
+  );
+  metrics.gauge(
+    'keywarden_channel_slow_dropped_total',
+    'Realtime channels closed because the client did not read fast enough',
+    () => channel.dropped,
+  );
   const notHere = async () => {
     throw new AppError('route_not_found');
   };
@@ -271,7 +362,8 @@ export function createApp(s: Services): App {
     handler: notHere,
     doc: {
       summary:
-        'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; subprotocol msgpack for MessagePack frames',
+        'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; ' +
+        'subprotocol msgpack for MessagePack frames',
       tag: 'live',
       auth: 'dashboard',
       permission: 'any account the app is visible to',
@@ -305,5 +397,5 @@ export function createApp(s: Services): App {
     if (!req.path.startsWith('/api/client/')) return reply;
     return signReply(reply, s.secrets.signing, req.method, req.path, req.headers['x-nonce'] ?? '', s.clock.now());
   });
-  return { server, router, domain, live };
+  return { server, router, domain, live, channel };
 }

@@ -3,7 +3,6 @@
 // enabled (403) -> field validation (422) -> the endpoint's own rules. Every reply, errors and
 // 429 included, leaves signed (PROTOCOL 4); every call on a known application is audited.
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from 'pino';
 import { AppError, rateLimited, validationError } from '../errors.js';
 import type { AuditRepository } from '../db/repositories/audit.repository.js';
@@ -13,12 +12,13 @@ import type { CachedApp, ClientAppCache } from '../services/client-app-cache.js'
 import type { ClientSessions } from '../services/client-sessions.js';
 import type { AuditNote, ClientCall, ClientOutcome } from '../services/client-call.js';
 import { consumeOrThrow } from '../services/lockout.js';
+import type { RequestLimiter } from '../services/compact-rate-limiter.js';
 import {
   NONCE_FORMAT,
   NONCE_TTL_MS,
   TIMESTAMP_WINDOW_S,
   canonicalRequest,
-  encryptBody,
+  encryptBodyWithKey,
   requestSignatureValid,
   signReply,
 } from './client-signing.js';
@@ -41,7 +41,7 @@ export interface ClientRouteSpec<S extends TSchema> {
   /** Audit action and log name: `client.init`, `client.heartbeat.start`, ... */
   action: string;
   schema: S;
-  limiter?: RateLimiterAbstract;
+  limiter?: RequestLimiter;
   /** init finds its app by api_key; every other call by its session. */
   identifiesBy: 'api_key' | 'session';
   /** SPEC: heartbeat endpoints answer exactly `Application disabled`; others the app's disabled_message. */
@@ -50,6 +50,18 @@ export interface ClientRouteSpec<S extends TSchema> {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A client call as any transport hands it to the gate. */
+export interface ClientInput {
+  ip: string;
+  /** The call's nonce: the X-Nonce header ('' when none was sent). */
+  nonce: string;
+  /** The HTTP request whose PROTOCOL 3 signature is checked when the app requires one. Absent: the
+   *  transport authenticated the call otherwise (the realtime channel's handshake and MAC). */
+  signed?: IncomingRequest;
+  /** The parsed body; throws the coded errors that come before the session (rate limit, 400, 413). */
+  body: () => Promise<unknown>;
 }
 
 /**
@@ -61,19 +73,43 @@ export function clientHandler<S extends TSchema>(
   spec: ClientRouteSpec<S>,
   fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
 ): RouteHandler {
-  const validator = compile(spec.schema);
+  const run = clientCallRunner(deps, spec, fn);
   return async (req) => {
+    const reply = await run({
+      ip: req.ip,
+      nonce: req.headers['x-nonce'] ?? '',
+      signed: req,
+      body: async () => {
+        if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
+        if (req.body === 'too_large') throw new AppError('payload_too_large');
+        const raw = parseJson(req.body);
+        // Only calls carrying a screenshot may use the 4 MiB allowance (PROTOCOL 1).
+        if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
+          throw new AppError('payload_too_large');
+        return raw;
+      },
+    });
+    return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());
+  };
+}
+
+/**
+ * The transport-neutral part of a client call: the gate from the session or api_key on, the schema,
+ * `fn`, the audit line and the (unsigned) reply. The HTTP routes and the realtime channel share it.
+ */
+export function clientCallRunner<S extends TSchema>(
+  deps: ClientDeps,
+  spec: ClientRouteSpec<S>,
+  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
+): (input: ClientInput) => Promise<Reply> {
+  const validator = compile(spec.schema);
+  return async (input) => {
     let app: CachedApp | null = null;
     let audit: AuditNote = {};
     let reply: Reply;
     try {
-      if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
-      if (req.body === 'too_large') throw new AppError('payload_too_large');
-      const raw = parseJson(req.body);
+      const raw = await input.body();
       const obj = isObject(raw) ? raw : {};
-      // Only calls carrying a screenshot may use the 4 MiB allowance (PROTOCOL 1).
-      if (req.body.byteLength > DEFAULT_BODY_LIMIT && obj.screenshot === undefined)
-        throw new AppError('payload_too_large');
 
       let session: ClientCall<unknown>['session'] = null;
       if (spec.identifiesBy === 'api_key') {
@@ -90,8 +126,9 @@ export function clientHandler<S extends TSchema>(
         if (!app) throw new AppError('app_not_found');
       }
 
-      if (app.row.require_signature) await checkSignature(deps, req, app.row.id, app.row.api_secret);
-      if (app.blockedIps.has(req.ip)) throw new AppError('access_denied');
+      if (app.row.require_signature && input.signed)
+        await checkSignature(deps, input.signed, app.row.id, app.row.api_secret);
+      if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
       if (typeof obj.hwid === 'string' && app.blockedHwids.has(obj.hwid.toLowerCase()))
         throw new AppError('access_denied');
       if (!app.row.enabled) {
@@ -102,16 +139,16 @@ export function clientHandler<S extends TSchema>(
       }
 
       const body = validator.parse(raw);
-      const result = await fn({ app, session, ip: req.ip, nonce: req.headers['x-nonce'] ?? '', body });
+      const result = await fn({ app, session, ip: input.ip, nonce: input.nonce, body });
       audit = result.audit;
       if (!result.ok) throw result.error;
       const json = Buffer.from(JSON.stringify(result.body));
       const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
       reply =
-        result.encKey && initIv
+        result.responseKey && initIv
           ? {
               status: 200,
-              body: encryptBody(json, result.encKey, app.row.api_secret, initIv),
+              body: encryptBodyWithKey(json, result.responseKey, initIv),
               headers: { 'Content-Type': 'application/json' },
             }
           : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
@@ -119,7 +156,9 @@ export function clientHandler<S extends TSchema>(
       reply = errorReply(err, deps.log, { action: spec.action });
       if (err instanceof AppError || reply.status < 500) {
         audit.level ??= 'warning';
-        audit.detail ??= `${reply.status} ${err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed'}`;
+        const why =
+          err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed';
+        audit.detail ??= `${reply.status} ${why}`;
       } else {
         audit.level ??= 'error';
         audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
@@ -131,12 +170,12 @@ export function clientHandler<S extends TSchema>(
         action: audit.action ?? spec.action,
         level: audit.level ?? 'info',
         detail: audit.detail ?? 'ok',
-        ip: req.ip,
+        ip: input.ip,
         resellerId: audit.resellerId ?? null,
         ...(audit.screen ? { screen: audit.screen } : {}),
       });
     }
-    return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());
+    return reply;
   };
 }
 

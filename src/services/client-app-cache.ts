@@ -27,6 +27,7 @@ export class ClientAppCache {
   private readonly byId = new Map<string, Slot>();
   private readonly idByApiKey = new Map<string, { id: string | null; at: number }>();
   private unsubscribe: Unsubscribe | undefined;
+  private readonly changeListeners = new Set<(appId: string) => void>();
 
   constructor(
     private readonly apps: ApplicationRepository,
@@ -49,9 +50,16 @@ export class ClientAppCache {
     await this.coordinator.publish(CHANNEL, Buffer.from(appId));
   }
 
+  /** Called with the app's id whenever it changes (here or on another worker), after the cache dropped it. */
+  onChange(listener: (appId: string) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
   private drop(appId: string): void {
     this.byId.delete(appId);
     for (const [k, v] of this.idByApiKey) if (v.id === appId) this.idByApiKey.delete(k);
+    for (const l of this.changeListeners) l(appId);
   }
 
   async getByApiKey(apiKey: string): Promise<CachedApp | null> {

@@ -9,5 +9,7 @@ export interface ClusterOps extends OpMap {
   'hb.start': { args: StartArgs; result: { ok: true } };
   'hb.beat': { args: BeatArgs; result: BeatOutcome };
   'hb.stop': { args: StopArgs; result: StopOutcome };
+  /** Ends one session as revoked (a revocation pushed on the realtime channel); how many ended. */
+  'hb.kill': { args: { session: string }; result: number };
   'lic.run': { args: { licenseId: string; op: LicenseOp }; result: Record<string, unknown> };
 }

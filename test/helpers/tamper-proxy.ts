@@ -133,6 +133,8 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
         res.end(`tamper proxy: ${String(err)}`);
       });
     });
+    // No realtime channel through these fakes: an upgrade gets a plain (unsigned) 404, so SDKs beat over REST.
+    server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     servers.push(server);
     urls[mode] = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -85,6 +85,7 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/apps/{app}', reseller: 'deny' },
   { method: 'POST', path: '/api/apps/{app}/rotate-secret', reseller: 'deny' },
   { method: 'PUT', path: '/api/apps/{app}/hashes', body: { hashes: [] }, reseller: 'deny' },
+  { method: 'POST', path: '/api/apps/{app}/notice', body: { message: 'matrix notice' }, reseller: 'deny' },
   { method: 'POST', path: '/api/apps/{app}/licenses', body: { amount: 1, duration: 1 }, reseller: 'generate_keys' },
   { method: 'GET', path: '/api/apps/{app}/logs', reseller: 'view_auth_logs' },
   { method: 'POST', path: '/api/apps/{app}/bans', body: { type: 'hwid', value: 'matrix-hwid' }, reseller: 'deny' },

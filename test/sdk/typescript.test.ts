@@ -9,8 +9,9 @@ import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, defaultTransport, KeywardenError, TransportError, type Heartbeat, type Transport } from '../../sdk/typescript/src/index.js';
+import { Client, defaultTransport, KeywardenError, TransportError, type Heartbeat, type KeywardenConfig, type Transport } from '../../sdk/typescript/src/index.js';
 import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/channel-tamper-proxy.js';
 import { Api } from '../helpers/http.js';
 
 let h: SdkHarness;
@@ -237,6 +238,185 @@ describe('TypeScript SDK heartbeat robustness', () => {
     const [k] = await events<{ error: KeywardenError }>(hb, 'killed');
     expect((await degraded)[0]!.lost).toBe(true);
     expect(k!.error.code).toBe('heartbeat_killed');
+  });
+});
+
+describe('TypeScript SDK on the realtime channel', () => {
+  const licenseId = async (label: string, k: string) => {
+    const items = (await owner().get(`/api/apps/${appId(label)}/licenses?q=${encodeURIComponent(k.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+    return items.find((l) => l.key_preview === `${k.slice(0, 4)}****${k.slice(-4)}`)!.id;
+  };
+  /** A fresh app (its own settings) and the SDK config for it. */
+  async function freshApp(settings: Record<string, unknown> = {}) {
+    const app = (await owner().post('/apps', { name: `SDK channel ${Math.random().toString(36).slice(2, 8)}` })).body;
+    await owner().patch(`/apps/${app.id}`, { heartbeat_interval: 5, ...settings });
+    const keys = (await owner().post(`/apps/${app.id}/licenses`, { amount: 5, duration: 30, unit: 'days' })).body.map((x: { key: string }) => x.key) as string[];
+    const published = ((await (await fetch(`${h.env.KW_BASE_URL}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
+    const config = { format: 1 as const, base_url: h.env.KW_BASE_URL!, api_key: app.api_key as string, version: '1.0', response_keys: published as KeywardenConfig['response_keys'] };
+    return { id: app.id as string, keys, config };
+  }
+  const channelEvent = (hb: Heartbeat, state: 'open' | 'closed') => new Promise<{ state: string; close?: { code: number }; error?: KeywardenError }>((resolve) => {
+    const on = (e: { state: string }) => {
+      if (e.state !== state) return;
+      hb.off('channel', on);
+      resolve(e);
+    };
+    hb.on('channel', on);
+  });
+
+  // Through pass-through proxies with their own client addresses: direct calls have a rate-limit budget to keep.
+  let pass: Awaited<ReturnType<typeof startChannelTamperProxy>>;
+  beforeAll(async () => {
+    pass = await startChannelTamperProxy(h.env.KW_BASE_URL!, 'pass');
+  });
+  afterAll(() => pass?.close());
+
+  it('beats on the channel; a ban reaches the running heartbeat as revoked within a second, then killed', async () => {
+    const k = key('PLAIN');
+    const c = plain({ baseUrl: pass.url });
+    await c.init();
+    await c.activateLicense(k, HWID_A);
+    const before = h.server.server.app.channel.size;
+    const hb = await c.startHeartbeat('sdk-ts-channel-01', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+    expect(hb.onChannel).toBe(true);
+    expect(h.server.server.app.channel.size).toBe(before + 1);
+    const beats = await events<{ index: number }>(hb, 'beat', 2);
+    expect(beats.map((b) => b.index)).toEqual([1, 2]);
+    const revoked = new Promise<{ reason: string }>((resolve) => hb.once('revoked', resolve));
+    const killed = new Promise<{ error: KeywardenError }>((resolve) => hb.once('killed', resolve));
+    const t0 = Date.now();
+    expect((await owner().patch(`/api/licenses/${await licenseId('PLAIN', k)}/ban`, { banned: true })).status).toBe(200);
+    expect((await revoked).reason).toBe('license_banned');
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect((await killed).error.code).toBe('heartbeat_killed');
+    expect(hb.running).toBe(false);
+  });
+
+  it('surfaces update_required and notice as events while the heartbeat goes on', async () => {
+    const app = await freshApp();
+    const c = Client.fromConfig(app.config, { baseUrl: pass.url });
+    await c.init();
+    await c.activateLicense(app.keys[0]!, HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-channel-02', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+    await events(hb, 'beat', 1);
+    const update = new Promise<{ latestVersion: string; updateUrl: string; message: string }>((resolve) => hb.once('update_required', resolve));
+    await owner().patch(`/apps/${app.id}`, { force_update: true, version: '2.0', update_url: 'https://example.com/2.0', update_message: 'Get 2.0' });
+    expect(await update).toEqual({ latestVersion: '2.0', updateUrl: 'https://example.com/2.0', message: 'Get 2.0' });
+    const notice = new Promise<{ message: string; at: Date }>((resolve) => hb.once('notice', resolve));
+    await owner().post(`/api/apps/${app.id}/notice`, { message: 'Hello from the vendor' });
+    const n = await notice;
+    expect(n.message).toBe('Hello from the vendor');
+    expect(n.at).toBeInstanceOf(Date);
+    await events(hb, 'beat', 1); // still beating
+    await hb.stop();
+  });
+
+  it('without a channel on the server (404) it beats over REST and does not try again', async () => {
+    const proxy = await startChannelTamperProxy(h.env.KW_BASE_URL!, 'absent');
+    try {
+      const c = plain({ baseUrl: proxy.url });
+      await c.init();
+      await c.activateLicense(key('PLAIN'), HWID_A);
+      const hb = await c.startHeartbeat('sdk-ts-channel-03', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+      expect(hb.onChannel).toBe(false);
+      expect((await events<{ index: number }>(hb, 'beat', 3)).map((b) => b.index)).toEqual([1, 2, 3]);
+      expect(proxy.channels).toBe(1);
+      await hb.stop();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a dropped channel: the beats go on over REST, then the channel comes back', async () => {
+    const proxy = await startChannelTamperProxy(h.env.KW_BASE_URL!, 'drop');
+    try {
+      const c = plain({ baseUrl: proxy.url });
+      await c.init();
+      await c.activateLicense(key('PLAIN'), HWID_A);
+      const hb = await c.startHeartbeat('sdk-ts-channel-04', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+      const degraded: unknown[] = [];
+      hb.on('degraded', (d) => degraded.push(d));
+      const closed = await channelEvent(hb, 'closed');
+      expect(closed.close?.code).toBe(1006);
+      await channelEvent(hb, 'open'); // reconnected: same session, no re-authentication
+      expect(proxy.channels).toBe(2);
+      const beats = await events<{ index: number; count: number }>(hb, 'beat', 2);
+      expect(beats[1]!.count).toBe(beats[1]!.index);
+      expect(degraded).toEqual([]);
+      await hb.stop();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  describe('refuses what it cannot trust, and carries on over REST', () => {
+    async function through(mode: ChannelTamperMode) {
+      const proxy = await startChannelTamperProxy(h.env.KW_BASE_URL!, mode);
+      const k = key('PLAIN');
+      const c = plain({ baseUrl: proxy.url });
+      await c.init();
+      await c.activateLicense(k, HWID_A);
+      return { proxy, c };
+    }
+
+    it('a hello with a forged signature (bad_signature)', async () => {
+      const { proxy, c } = await through('hello');
+      try {
+        const hb = await c.startHeartbeat('sdk-ts-channel-05', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+        const closed = await channelEvent(hb, 'closed');
+        expect(closed.error).toMatchObject({ code: 'verification', reason: 'bad_signature' });
+        expect((await events<{ index: number }>(hb, 'beat', 2)).map((b) => b.index)).toEqual([1, 2]);
+        await hb.stop();
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it.each([
+      ['forge', 'bad_mac', 1],
+      ['swap', 'out_of_order', 2],
+    ] as const)('%s: a pushed frame that does not verify is refused (%s), never acted on', async (mode, reason, notices) => {
+      const { proxy, c } = await through(mode);
+      try {
+        const hb = await c.startHeartbeat('sdk-ts-channel-06', 'abcdef0123456789', { intervalMs: 60_000, debuggerDetected: () => false });
+        expect(hb.onChannel).toBe(true);
+        const seen: unknown[] = [];
+        hb.on('notice', (n) => seen.push(n));
+        const closed = channelEvent(hb, 'closed');
+        for (let i = 0; i < notices; i++) await owner().post(`/api/apps/${appId('PLAIN')}/notice`, { message: `tampered ${i}` });
+        expect((await closed).error).toMatchObject({ code: 'verification', reason });
+        await channelEvent(hb, 'open'); // a new connection, not tampered
+        expect(seen).toEqual([]);
+        await hb.stop();
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it('inject: a frame recorded on another connection is refused (bad_mac)', async () => {
+      const { proxy, c } = await through('inject');
+      try {
+        const first = await c.startHeartbeat('sdk-ts-channel-07', 'abcdef0123456789', { intervalMs: 60_000, debuggerDetected: () => false });
+        const got = new Promise((resolve) => first.once('notice', resolve));
+        await owner().post(`/api/apps/${appId('PLAIN')}/notice`, { message: 'recorded' });
+        await got;
+        const other = plain({ baseUrl: proxy.url });
+        await other.init();
+        await other.activateLicense(key('PLAIN'), HWID_B);
+        const seen: unknown[] = [];
+        const hb = await other.startHeartbeat('sdk-ts-channel-08', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+        hb.on('notice', (n) => seen.push(n));
+        const states: { state: string; error?: KeywardenError }[] = [];
+        hb.on('channel', (e) => states.push(e));
+        await events(hb, 'beat', 2); // started and beating over REST
+        expect(states.find((e) => e.error)?.error).toMatchObject({ code: 'verification', reason: 'bad_mac' });
+        expect(seen).toEqual([]);
+        await hb.stop();
+        await first.stop();
+      } finally {
+        await proxy.close();
+      }
+    });
   });
 });
 

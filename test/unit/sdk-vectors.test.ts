@@ -4,7 +4,7 @@
 // independently of the server's sodium-native, so the flags valid/reason are not just echoed.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createDecipheriv, createHash, createHmac, createPublicKey, verify } from 'node:crypto';
+import { createDecipheriv, createHash, createHmac, createPrivateKey, createPublicKey, diffieHellman, hkdfSync, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { buildVectors, VECTORS_DIR } from '../../scripts/gen-vectors.js';
 import { ERRORS } from '../../src/errors.js';
@@ -71,5 +71,71 @@ describe('sdk/vectors', () => {
     // The client-visible details a user meets first are all there.
     const names = e.entries.map((x: { name: string }) => x.name);
     for (const n of ['license_invalid', 'license_used', 'hwid_mismatch', 'license_expired', 'heartbeat_rejected', 'rate_limited', 'locked_out', 'update_required']) expect(names).toContain(n);
+  });
+
+  it('channel.json: handshake, hellos and frames check out with node:crypto', () => {
+    const v = load('channel.json');
+    const h = v.handshake;
+    const sha = (x: string | Buffer) => createHash('sha256').update(x).digest();
+    // X25519 from raw secrets through PKCS#8 DER (RFC 8410 prefix), independently of sodium-native.
+    const x25519Private = (hex: string) => createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), Buffer.from(hex, 'hex')]), format: 'der', type: 'pkcs8' });
+    const x25519Public = (b64url: string) => createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: b64url }, format: 'jwk' });
+    expect(createPublicKey(x25519Private(h.client_secret_hex)).export({ format: 'jwk' }).x).toBe(h.client_key);
+    expect(createPublicKey(x25519Private(h.server_secret_hex)).export({ format: 'jwk' }).x).toBe(h.server_key);
+    const transcript = ['kwc1-hello', h.kid, h.ts, h.session, h.client_key, h.server_key, h.conn, h.beat_interval].join('\n');
+    expect(h.transcript).toBe(transcript);
+    const shared = diffieHellman({ privateKey: x25519Private(h.client_secret_hex), publicKey: x25519Public(h.server_key) });
+    expect(shared.toString('hex')).toBe(h.shared_hex);
+    expect(diffieHellman({ privateKey: x25519Private(h.server_secret_hex), publicKey: x25519Public(h.client_key) }).toString('hex')).toBe(h.shared_hex);
+    expect(sha(transcript).toString('hex')).toBe(h.transcript_sha256_hex);
+    const okm = Buffer.from(hkdfSync('sha256', shared, sha(transcript), Buffer.from('kwc1 keys'), 64));
+    expect(okm.subarray(0, 32).toString('hex')).toBe(h.s2c_hex);
+    expect(okm.subarray(32).toString('hex')).toBe(h.c2s_hex);
+
+    const pinned = new Map<string, string>(v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]));
+    const judgeHello = (c: { hello: string; session: string; client_key: string }): string => {
+      let m: any;
+      try {
+        m = JSON.parse(c.hello);
+      } catch {
+        return 'malformed';
+      }
+      const pub = pinned.get(m.kid);
+      if (!pub) return 'unknown_kid';
+      const sig = Buffer.from(m.sig, 'base64');
+      if (!/^[A-Za-z0-9+/]{86}==$/.test(m.sig) || sig.length !== 64) return 'bad_base64';
+      if (Math.abs(m.ts - v.now) > v.max_skew_seconds) return 'stale';
+      const t = ['kwc1-hello', m.kid, m.ts, c.session, c.client_key, m.server_key, m.conn, m.beat_interval].join('\n');
+      const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub, 'base64').toString('base64url') }, format: 'jwk' });
+      return verify(null, Buffer.from(t), key, sig) ? 'ok' : 'bad_signature';
+    };
+    for (const c of v.hello_cases) expect(judgeHello(c), c.name).toBe(c.valid ? 'ok' : c.reason);
+    expect(v.hello_cases[0].hello).toBe(h.hello);
+
+    const s2c = Buffer.from(h.s2c_hex, 'hex');
+    const c2s = Buffer.from(h.c2s_hex, 'hex');
+    const judgeFrame = (c: { frame: string; expected_seq: number }): string => {
+      const f = Buffer.from(c.frame, 'base64');
+      if (f.length <= 32) return 'bad_mac';
+      const payload = f.subarray(32);
+      if (!createHmac('sha256', s2c).update(payload).digest().equals(f.subarray(0, 32))) return 'bad_mac';
+      let m: any;
+      try {
+        m = JSON.parse(payload.toString('utf8'));
+      } catch {
+        return 'malformed';
+      }
+      return m.seq === c.expected_seq ? 'ok' : 'out_of_order';
+    };
+    const reasons = new Set<string>();
+    for (const c of v.server_frames) {
+      expect(judgeFrame(c), c.name).toBe(c.valid ? 'ok' : c.reason);
+      if (!c.valid) reasons.add(c.reason);
+    }
+    expect([...reasons].sort()).toEqual(['bad_mac', 'malformed', 'out_of_order']);
+    for (const c of v.client_frames) {
+      const payload = Buffer.from(c.payload, 'utf8');
+      expect(Buffer.concat([createHmac('sha256', c2s).update(payload).digest(), payload]).toString('base64')).toBe(c.frame);
+    }
   });
 });

@@ -24,8 +24,19 @@ function inertServices(): Services {
     construct: () => inert as object,
   });
   const config = loadConfig({ GEOIP_DB: 'off', DATA_DIR: path.resolve('/nonexistent-keywarden-data') });
+  // Key material is checked at construction (the session-token key's length): zeros of the right size.
+  const secrets = new Proxy({ sessionTokenKey: Buffer.alloc(32), licenseHashKey: Buffer.alloc(32) }, {
+    get: (t, key) => (key in t ? t[key as keyof typeof t] : inert),
+  });
   return new Proxy({}, {
-    get: (_t, key) => (key === 'config' ? config : key === 'log' ? pino({ level: 'silent' }) : inert),
+    get: (_t, key) =>
+      key === 'config'
+        ? config
+        : key === 'log'
+          ? pino({ level: 'silent' })
+          : key === 'secrets'
+            ? secrets
+            : inert,
   }) as Services;
 }
 

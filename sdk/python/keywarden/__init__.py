@@ -22,7 +22,10 @@ from .codes import ErrorCode, VerificationReason
 from .config import Config, ConfigError, ResponseKey, load_config, parse_config
 from .error_table import ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS
 from .errors import KeywardenError, code_for, error_from_answer
-from .heartbeat import BeatEvent, DegradedEvent, Heartbeat, KilledEvent, RecoveredEvent, StoppedEvent
+from .heartbeat import (
+    BeatEvent, ChannelEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent, RevokedEvent, StoppedEvent,
+    UpdateRequiredEvent,
+)
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest, TransportResponse
 
@@ -36,6 +39,7 @@ __all__ = [
     "Client", "AsyncClient", "ClientOptions", "LoggerLike",
     "AppInfo", "UserInfo", "LicenseInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
     "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
+    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
     "KeywardenError", "ErrorCode", "VerificationReason", "code_for", "error_from_answer",
     "ERROR_ENTRIES", "STATUS_FALLBACKS", "FALLBACK_CODE",
     "Config", "ConfigError", "ResponseKey", "load_config", "parse_config",

@@ -72,7 +72,8 @@ class AsyncHeartbeat:
         await self._stopped.wait()
 
     async def events(self) -> AsyncIterator[Tuple[str, Any]]:
-        """Yields ``(name, event)`` pairs in order, ending after ``stopped``. One reader at a time."""
+        """Yields ``(name, event)`` pairs in order, ending after ``stopped``. One reader at a time.
+        Every event but ``channel`` (subscribe to that one with :meth:`on`)."""
         while True:
             while self._buffer:
                 name, event = self._buffer.popleft()
@@ -89,8 +90,10 @@ class AsyncHeartbeat:
             pass  # the loop is closed: nobody is listening any more
 
     def _deliver(self, name: str, event: Any) -> None:
-        self._buffer.append((name, event))
-        self._arrived.set()
+        # "channel" (the realtime channel opened or closed) is a transport detail: on() only.
+        if name != "channel":
+            self._buffer.append((name, event))
+            self._arrived.set()
         for cb in list(self._listeners[name]):
             try:
                 result = cb(event)

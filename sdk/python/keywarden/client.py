@@ -30,6 +30,7 @@ from .transport import DefaultTransport, Transport, TransportError, TransportReq
 from .verify import SignedAnswer, pin_keys, verify_response
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .channel import ChannelContext, ChannelLink
     from .heartbeat import Heartbeat, Listener
 
 __all__ = [
@@ -213,6 +214,7 @@ class Client:
         code_size: Optional[int] = None,
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
+        channel: str = "auto",
         on_beat: Optional["Listener"] = None,
         on_degraded: Optional["Listener"] = None,
         on_recovered: Optional["Listener"] = None,
@@ -223,7 +225,8 @@ class Client:
         stopped or killed. ``system_id`` defaults to the machine hwid, ``code_hash`` to
         :meth:`self_hash`. Listeners given here are attached before the first beat."""
         hb = self.prepare_heartbeat(
-            system_id, code_hash, interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth
+            system_id, code_hash, interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth,
+            channel=channel,
         )
         for event, cb in (("beat", on_beat), ("degraded", on_degraded), ("recovered", on_recovered), ("killed", on_killed), ("stopped", on_stopped)):
             if cb is not None:
@@ -240,10 +243,18 @@ class Client:
         code_size: Optional[int] = None,
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
+        channel: str = "auto",
     ) -> "Heartbeat":
         """Like :meth:`start_heartbeat` (heartbeat/start is called and its proof checked) but the
-        beating thread is not started: attach listeners, then call ``hb.start()``."""
+        beating thread is not started: attach listeners, then call ``hb.start()``.
+
+        ``channel``: "auto" uses the realtime channel when the server offers it (and the client
+        uses the default transport, no proxy); "off" beats over REST only."""
+        from .channel import ChannelLink
         from .heartbeat import Heartbeat
+
+        if channel not in ("auto", "off"):
+            raise ConfigError('channel must be "auto" or "off"')
 
         sys_id = system_id if system_id is not None else self.machine_hwid()
         code = code_hash
@@ -252,16 +263,41 @@ class Client:
                 code = self_hash()
             except OSError:
                 code = self_hash(sys.executable)
-        started = self.open_heartbeat(sys_id)
+        use_channel = channel == "auto" and self.options.transport is None and self.options.proxy is None
+        link = ChannelLink(self.channel_context(), self._require_session()) if use_channel else None
+        try:
+            started = self.open_heartbeat(sys_id, link)
+        except BaseException:
+            if link is not None:
+                link.close()
+            raise
         return Heartbeat(
             self, sys_id, code, started,
-            interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth,
+            interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth, link=link,
         )
 
-    def open_heartbeat(self, system_id: str) -> HeartbeatStart:
-        """heartbeat/start with the proof checked before the token is trusted."""
+    def channel_context(self) -> "ChannelContext":
+        """What the realtime channel needs of this client (internal)."""
+        from .channel import ChannelContext
+
+        return ChannelContext(
+            base_url=self.base_url, version=self.config.version or "1.0", api_secret=self.config.api_secret,
+            timeout=self.timeout, open_timeout=min(self.timeout, 5.0), keys=self._keys, server_now=self.server_now, log=self.log,
+        )
+
+    def open_heartbeat(self, system_id: str, link: Optional["ChannelLink"] = None) -> HeartbeatStart:
+        """heartbeat/start (on the channel when ``link`` opens, else REST) with the proof checked
+        before the token is trusted."""
         session = self._require_session()
-        r = self.call("heartbeat/start", {"session": session, "system_id": system_id})
+        r: Optional[Dict[str, Any]] = None
+        if link is not None and link.rebind(session):
+            try:
+                r = link.call("heartbeat/start", {"system_id": system_id})
+            except KeywardenError as e:
+                if not e.not_sent:
+                    raise
+        if r is None:
+            r = self.call("heartbeat/start", {"session": session, "system_id": system_id})
         token = r.get("token")
         interval = _int(r.get("beat_interval"))
         if not isinstance(token, str) or interval is None:

@@ -43,6 +43,10 @@ class VerificationReason(str, Enum):
     BAD_SIGNATURE = "bad_signature"
     BAD_PROOF = "bad_proof"
     MALFORMED = "malformed"
+    BAD_MAC = "bad_mac"
+    """Realtime channel: a frame whose MAC does not verify (forged, or recorded on another connection)."""
+    OUT_OF_ORDER = "out_of_order"
+    """Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered)."""
 
     def __str__(self) -> str:
         return self.value

@@ -6,6 +6,14 @@ Events (listeners get one argument, the event object):
     recovered  RecoveredEvent(session)                    re-authentication opened a new heartbeat session
     killed     KilledEvent(error)                         the server ended it (debugger, revoked, banned...): final
     stopped    StoppedEvent(reason)                       the loop has ended ("stop" or "killed")
+    revoked    RevokedEvent(reason, detail)               pushed on the realtime channel: key, user or app revoked; killed follows
+    update_required UpdateRequiredEvent(message, latest_version, update_url)  pushed: this version is outdated
+    notice     NoticeEvent(message, at)                   pushed: a message from the vendor's dashboard
+    channel    ChannelEvent(state, code, error)           the realtime channel opened ("open") or closed ("closed")
+
+With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
+server offers it and over REST whenever it is down: one token chain on both. Pushes and channel
+events are delivered on the channel's reader thread.
 
 A beat that certainly never reached the server is sent again with the same index and token
 (Client.call does that). A beat whose answer was lost cannot be: a replayed beat_index is refused
@@ -26,12 +34,16 @@ from .errors import KeywardenError, verification_error
 from .machine import debugger_attached
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .channel import ChannelLink, Push
     from .client import Client, HeartbeatStart
 
-__all__ = ["Heartbeat", "BeatEvent", "DegradedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent", "EVENTS", "Listener"]
+__all__ = [
+    "Heartbeat", "BeatEvent", "DegradedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
+    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "EVENTS", "Listener",
+]
 
 Listener = Callable[[Any], Any]
-EVENTS = ("beat", "degraded", "recovered", "killed", "stopped")
+EVENTS = ("beat", "degraded", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel")
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,34 @@ class StoppedEvent:
     """"stop" or "killed"."""
 
 
+@dataclass(frozen=True)
+class RevokedEvent:
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class UpdateRequiredEvent:
+    message: str
+    latest_version: Optional[str]
+    update_url: Optional[str]
+
+
+@dataclass(frozen=True)
+class NoticeEvent:
+    message: str
+    at: Optional[str]
+    """ISO 8601 UTC."""
+
+
+@dataclass(frozen=True)
+class ChannelEvent:
+    state: str
+    """"open" or "closed"."""
+    code: Optional[int] = None
+    error: Optional[KeywardenError] = None
+
+
 # Answers after which beating on is pointless.
 FINAL = frozenset({
     ErrorCode.HEARTBEAT_KILLED, ErrorCode.BANNED, ErrorCode.EXPIRED, ErrorCode.APP_DISABLED,
@@ -92,6 +132,7 @@ class Heartbeat:
         code_size: Optional[int] = None,
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
+        link: Optional["ChannelLink"] = None,
     ) -> None:
         if interval is not None and not interval > 0:
             raise ConfigError("heartbeat interval must be a positive number of seconds")
@@ -114,6 +155,10 @@ class Heartbeat:
         self._finished = threading.Event()
         self._listeners: Dict[str, List[Listener]] = {name: [] for name in EVENTS}
         self._thread = threading.Thread(target=self._run, name="keywarden-heartbeat", daemon=True)
+        self._link = link
+        # Held while a beat is sent and judged: a revocation waits for it, so a kill the beat itself
+        # caused is reported with the beat's own answer.
+        self._beat_lock = threading.Lock()
 
     # --- public ------------------------------------------------------------------------------
     @property
@@ -137,6 +182,11 @@ class Heartbeat:
     def running(self) -> bool:
         return not self._ended
 
+    @property
+    def on_channel(self) -> bool:
+        """True while the beats travel on the realtime channel."""
+        return self._link is not None and self._link.ready
+
     def on(self, event: str, listener: Listener) -> Callable[[], None]:
         """Adds a listener; returns a function that removes it. Listeners run on the heartbeat
         thread (or the thread calling stop()); one that raises is logged and ignored."""
@@ -155,6 +205,8 @@ class Heartbeat:
     def start(self) -> None:
         """Starts the beating thread (Client.start_heartbeat calls this)."""
         if not self._thread.is_alive() and not self._ended:
+            if self._link is not None:
+                self._link.attach(self._on_link)
             self._thread.start()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
@@ -172,11 +224,46 @@ class Heartbeat:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()
         try:
-            self._client.call("heartbeat/stop", {"session": self._session, "token": self._token})
+            self._send("heartbeat/stop", {"token": self._token})
         except KeywardenError as e:
             self._client.log.warning("keywarden.heartbeat.stop_failed: %s", e.message)
+        if self._link is not None:
+            self._link.close()
         self._emit("stopped", StoppedEvent("stop"))
         self._finished.set()
+
+    # --- the realtime channel ----------------------------------------------------------------
+    def _send(self, op: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """On the channel when it is open; over REST when it is not, or went down before the call left."""
+        link = self._link
+        if link is not None and link.ready:
+            try:
+                return link.call(op, body)
+            except KeywardenError as e:
+                if not e.not_sent:
+                    raise
+        return self._client.call(op, {"session": self._session, **body})
+
+    def _on_link(self, kind: str, payload: Any) -> None:
+        if self._ended:
+            return
+        if kind == "state":
+            self._emit("channel", ChannelEvent(payload["state"], payload.get("code"), payload.get("error")))
+            return
+        p: "Push" = payload
+        if p.type == "revoked":
+            threading.Thread(target=self._revoked, args=(p,), name="keywarden-revoked", daemon=True).start()
+        elif p.type == "update_required":
+            self._emit("update_required", UpdateRequiredEvent(p.message, p.latest_version, p.update_url))
+        elif p.type == "notice":
+            self._emit("notice", NoticeEvent(p.message, p.at))
+
+    def _revoked(self, p: "Push") -> None:
+        with self._beat_lock:
+            if self._ended:
+                return
+        self._emit("revoked", RevokedEvent(p.reason, str(p.detail or "")))
+        self._kill(KeywardenError(ErrorCode.HEARTBEAT_KILLED, f"heartbeat_killed: revoked ({p.reason}): {p.detail}", detail=p.detail))
 
     # --- the loop ----------------------------------------------------------------------------
     def _next_delay(self) -> float:
@@ -190,7 +277,8 @@ class Heartbeat:
                 if self._needs_reauth:
                     self._recover()
                 else:
-                    self._beat_once()
+                    with self._beat_lock:
+                        self._beat_once()
             except BaseException as e:  # noqa: BLE001 - the loop must survive anything
                 self._client.log.error("keywarden.heartbeat.unexpected: %r", e)
 
@@ -198,8 +286,7 @@ class Heartbeat:
         index = self._last_index + 1
         previous = self._token
         body: Dict[str, Any] = {
-            "session": self._session, "token": previous, "system_id": self.system_id,
-            "beat_index": index, "code_hash": self.code_hash,
+            "token": previous, "system_id": self.system_id, "beat_index": index, "code_hash": self.code_hash,
         }
         if self._code_size is not None:
             body["code_size"] = self._code_size
@@ -208,7 +295,7 @@ class Heartbeat:
         except Exception:  # noqa: BLE001 - a broken probe must not stop the heartbeat
             body["debugger_detected"] = False
         try:
-            r = self._client.call("heartbeat", body)
+            r = self._send("heartbeat", body)
             new_token = r.get("new_token")
             count = r.get("beat_count")
             if not isinstance(new_token, str) or not isinstance(count, int) or isinstance(count, bool):
@@ -245,7 +332,7 @@ class Heartbeat:
                 self._reauth(self._client)
             else:
                 self._client.reauthenticate()
-            started = self._client.open_heartbeat(self.system_id)
+            started = self._client.open_heartbeat(self.system_id, self._link)
             with self._lock:
                 if self._ended:
                     return
@@ -269,6 +356,8 @@ class Heartbeat:
                 return
             self._ended = True
         self._wake.set()
+        if self._link is not None:
+            self._link.close()
         self._emit("killed", KilledEvent(error))
         self._emit("stopped", StoppedEvent("killed"))
         self._finished.set()

@@ -11,6 +11,7 @@ import { KeywardenError, errorFromAnswer, verificationError } from './errors.js'
 import { defaultTransport, TransportError, type Transport } from './transport.js';
 import { machineHwid, selfHash } from './machine.js';
 import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
+import { ChannelLink, type ChannelContext } from './channel.js';
 
 export interface Logger {
   debug?(msg: string, fields?: Record<string, unknown>): void;
@@ -72,6 +73,8 @@ export class Client {
   private readonly keys: PinnedKeys;
   private readonly encKey: string | undefined;
   private readonly maxOffsetS: number;
+  /** The realtime channel is used only with the default transport (a custom one, or a proxy, keeps every call its own). */
+  private readonly channelCapable: boolean;
   /** Server time minus local time (ms), adopted from the first verified answer. */
   private offsetMs: number | undefined;
   private sessionToken: string | undefined;
@@ -91,6 +94,7 @@ export class Client {
     this.log = o.logger ?? {};
     this.clock = o.clock ?? Date.now;
     this.transport = o.transport ?? defaultTransport(o.proxy ? { proxy: o.proxy } : {});
+    this.channelCapable = o.transport === undefined && o.proxy === undefined;
     this.maxOffsetS = o.maxClockOffsetSeconds ?? 600;
     this.encKey = o.encKey;
     if (this.encKey && !config.api_secret) throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
@@ -176,16 +180,31 @@ export class Client {
         code = selfHash(process.execPath);
       }
     }
-    const started = await this.openHeartbeat(sys);
-    const hb = new Heartbeat(this, sys, code, started, options);
+    const link = options.channel !== 'off' && this.channelCapable ? new ChannelLink(this.channelContext(), this.requireSession()) : undefined;
+    let started;
+    try {
+      started = await this.openHeartbeat(sys, link);
+    } catch (err) {
+      link?.close();
+      throw err;
+    }
+    const hb = new Heartbeat(this, sys, code, started, options, link);
     hb.begin();
     return hb;
   }
 
-  /** heartbeat/start with the proof checked before the token is trusted. */
-  async openHeartbeat(systemId: string): Promise<{ session: string; token: string; beatInterval: number }> {
+  /** heartbeat/start (on the channel when `link` opens, else REST) with the proof checked before the token is trusted. */
+  async openHeartbeat(systemId: string, link?: ChannelLink): Promise<{ session: string; token: string; beatInterval: number }> {
     const session = this.requireSession();
-    const r = await this.call('heartbeat/start', { session, system_id: systemId });
+    let r: Record<string, unknown> | undefined;
+    if (link && (await link.rebind(session))) {
+      try {
+        r = await link.call('heartbeat/start', { system_id: systemId });
+      } catch (err) {
+        if (!(err instanceof KeywardenError && err.notSent)) throw err;
+      }
+    }
+    r ??= await this.call('heartbeat/start', { session, system_id: systemId });
     if (typeof r.token !== 'string' || typeof r.beat_interval !== 'number') throw verificationError('malformed', 'heartbeat/start answer lacks token');
     if (!proofEquals(r.proof, startProof(session, systemId, r.token))) throw verificationError('bad_proof', 'heartbeat/start proof does not verify');
     return { session, token: r.token, beatInterval: r.beat_interval };
@@ -198,6 +217,20 @@ export class Client {
     await this.init(this.initOptions);
     if (a.kind === 'login') await this.login(a);
     else await this.activateLicense(a.key, a.hwid);
+  }
+
+  /** @internal What the realtime channel needs of this client. */
+  channelContext(): ChannelContext {
+    return {
+      baseUrl: this.baseUrl,
+      version: this.config.version ?? '1.0',
+      apiSecret: this.config.api_secret,
+      timeoutMs: this.timeoutMs,
+      openTimeoutMs: Math.min(this.timeoutMs, 5000),
+      keys: this.keys,
+      serverNow: () => this.serverNow(),
+      log: this.log,
+    };
   }
 
   private requireSession(): string {

@@ -1,5 +1,5 @@
-// PROTOCOL 3-6 with node:crypto only. Each function matches one section of sdk/vectors.
-import { createDecipheriv, createHash, createHmac, createPublicKey, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+// PROTOCOL 3-6 and the realtime channel with node:crypto only. Each function matches one section of sdk/vectors.
+import { createDecipheriv, createHash, createHmac, createPublicKey, diffieHellman, hkdfSync, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
 
 export const sha256Hex = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
 
@@ -62,4 +62,33 @@ export function decryptResponse(ciphertextB64: string, encKey: string, apiSecret
   const iv = createHash('sha256').update(initIv, 'utf8').digest().subarray(0, 16);
   const d = createDecipheriv('aes-256-cbc', key, iv);
   return Buffer.concat([d.update(Buffer.from(ciphertextB64, 'base64')), d.final()]);
+}
+
+// ---- the realtime channel (README "Realtime channel", sdk/vectors/channel.json) ---------------
+
+/** "kwc1-hello" \n kid \n ts \n session \n client_key \n server_key \n conn \n beat_interval */
+export function channelTranscript(h: { kid: string; ts: number; session: string; clientKey: string; serverKey: string; conn: string; beatInterval: number }): string {
+  return ['kwc1-hello', h.kid, h.ts, h.session, h.clientKey, h.serverKey, h.conn, h.beatInterval].join('\n');
+}
+
+/** The two MAC keys: HKDF-SHA256(X25519(own secret, peer key), salt = sha256(transcript), "kwc1 keys", 64). */
+export function channelKeys(privateKey: KeyObject, serverKey: string, transcript: string): { s2c: Buffer; c2s: Buffer } {
+  if (!/^[A-Za-z0-9_-]{43}$/.test(serverKey)) throw new TypeError('server_key is not base64url of 32 bytes');
+  const peer = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: serverKey }, format: 'jwk' });
+  const shared = diffieHellman({ privateKey, publicKey: peer }); // throws for a low-order key (all-zero secret)
+  const okm = Buffer.from(hkdfSync('sha256', shared, createHash('sha256').update(transcript, 'utf8').digest(), Buffer.from('kwc1 keys'), 64));
+  return { s2c: okm.subarray(0, 32), c2s: okm.subarray(32, 64) };
+}
+
+/** HMAC-SHA256(key, payload) || payload. */
+export function sealFrame(key: Uint8Array, payload: Uint8Array): Buffer {
+  return Buffer.concat([createHmac('sha256', key).update(payload).digest(), payload]);
+}
+
+/** The payload when the MAC verifies (constant time), else undefined. */
+export function openFrame(key: Uint8Array, frame: Uint8Array): Buffer | undefined {
+  if (frame.length <= 32) return undefined;
+  const payload = Buffer.from(frame.subarray(32));
+  const mac = createHmac('sha256', key).update(payload).digest();
+  return timingSafeEqual(mac, frame.subarray(0, 32)) ? payload : undefined;
 }

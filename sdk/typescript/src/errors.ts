@@ -12,7 +12,11 @@ export const ERROR_CODES = [
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** Why a response was not believed (same strings in every Keywarden SDK). */
-export type VerificationReason = 'unsigned' | 'unknown_kid' | 'bad_base64' | 'stale' | 'bad_signature' | 'bad_proof' | 'malformed';
+export type VerificationReason = 'unsigned' | 'unknown_kid' | 'bad_base64' | 'stale' | 'bad_signature' | 'bad_proof' | 'malformed'
+  /** Realtime channel: a frame whose MAC does not verify (forged, or recorded on another connection). */
+  | 'bad_mac'
+  /** Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered). */
+  | 'out_of_order';
 
 export interface KeywardenErrorInit {
   status?: number;

@@ -3,7 +3,9 @@
 export { Client } from './client.js';
 export type { ClientOptions, AppInfo, UserInfo, LicenseInfo, InitOptions, Logger, Activation } from './client.js';
 export { Heartbeat } from './heartbeat.js';
-export type { HeartbeatOptions, BeatEvent, DegradedEvent } from './heartbeat.js';
+export type { HeartbeatOptions, BeatEvent, DegradedEvent, RevokedEvent, UpdateRequiredEvent, NoticeEvent } from './heartbeat.js';
+export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
+export type { ChannelContext, ChannelPush, ChannelClose, OpenResult, LinkEvent } from './channel.js';
 export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.js';
 export type { ErrorCode, VerificationReason } from './errors.js';
 export { ERROR_ENTRIES, STATUS_FALLBACKS, FALLBACK_CODE } from './error-table.js';
@@ -14,6 +16,7 @@ export type { Transport, TransportRequest, TransportResponse, DefaultTransportOp
 export { machineHwid, selfHash, rawMachineId, debuggerAttached } from './machine.js';
 export {
   canonicalRequest, requestSignature, responseMessage, startProof, beatProof, decryptResponse,
+  channelTranscript, channelKeys, sealFrame, openFrame,
 } from './crypto.js';
 export { verifyResponse, pinKeys } from './verify.js';
 export type { SignedAnswer, PinnedKeys } from './verify.js';
