@@ -1,0 +1,757 @@
+// kwload: the benchmark's load generator. Many client session chains on few threads (epoll, one
+// keep-alive HTTP/1.1 connection per chain), so the generator is not what limits the server.
+//
+// Each connection prepares its own session over its own connection (Keywarden: init -> license ->
+// heartbeat/start; KeyAuth: init -> license), then sends the measured call in a loop: at full
+// speed (one request in flight per connection), or paced (--rate, requests per second over all
+// connections) with latency taken from the intended send time, so a slow reply delays nothing that
+// goes unmeasured (no coordinated omission). Heartbeats carry the token of the previous reply:
+// `new_token` is parsed from every beat answer; a non-2xx answer is counted, its body printed
+// (the first few) and the chain prepared again.
+//
+// Output on stdout, one line each:
+//   KWLOAD ready <seconds spent preparing>
+//   KWLOAD window-start            (after the warm-up; the caller samples server CPU here)
+//   KWLOAD window-end
+//   KWLOAD {json}                  (requests, non2xx, errors, latency percentiles, own CPU)
+// Modes without a measured loop (setup, inits: create --total sessions and stop) print only the
+// json line. Compiled by bench/run.ts with `cc -O2 -pthread`.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+enum mode { M_HB, M_INIT, M_LICENSE, M_LOGIN, M_SETUP, M_INITS };
+enum proto { P_KW, P_KA };
+enum step { S_INIT, S_LICENSE, S_LOGIN, S_START, S_BEAT, S_CHECK, S_NONE };
+static const char *step_name[] = { "init", "license", "login", "heartbeat/start", "heartbeat", "check", "-" };
+
+// ---- options ------------------------------------------------------------------------------------
+static const char *host = "127.0.0.1";
+static int port = 0;
+static enum mode mode = M_HB;
+static enum proto proto = P_KW;
+static int nconns = 64, nthreads = 2;
+static double duration_s = 5, warmup_s = 1, rate = 0, prep_timeout_s = 300;
+static const char *api_key = "", *license_key = "", *username = "", *password = "";
+static const char *hwid = "bench-hwid-000000000000001", *system_id = "bench-system-01";
+static const char *ka_path = "/api/1.2/", *ka_name = "", *ka_owner = "", *ka_ver = "1.0";
+static int fake_session = 0, quiet = 0;
+static long long total = 0;                     // setup / inits: sessions to create
+static uint32_t ip_base = 0, ip_pool = 1u << 24; // X-Forwarded-For 10.x.y.z addresses
+static struct sockaddr_in addr;
+static char **licenses; // --license a,b,c: connection i activates licenses[i % nlicenses]
+static int nlicenses;
+
+// ---- shared state --------------------------------------------------------------------------------
+static atomic_int phase;            // 0 preparing, 1 running, 2 stopping
+static atomic_int ready_conns, dead_conns;
+static atomic_llong claims;         // setup / inits: sessions claimed so far
+static atomic_ullong ip_counter;
+static atomic_int printed;          // error bodies printed so far
+static uint64_t t_run, win_start, win_end;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "kwload: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  exit(2);
+}
+
+// ---- latency histogram (log-linear, about 1.5% precision, nanoseconds) ---------------------------
+#define HSUB 64
+#define HBUCKETS (HSUB * 2 + 40 * HSUB)
+struct hist { uint64_t c[HBUCKETS]; uint64_t n, max, sum; };
+
+static int hidx(uint64_t v) {
+  if (v < 2 * HSUB) return (int)v;
+  int e = 63 - __builtin_clzll(v); // >= 7
+  int idx = 2 * HSUB + (e - 7) * HSUB + (int)((v >> (e - 6)) & (HSUB - 1));
+  return idx < HBUCKETS ? idx : HBUCKETS - 1;
+}
+static uint64_t hupper(int idx) { // the largest value that lands in bucket idx
+  if (idx < 2 * HSUB) return (uint64_t)idx;
+  int e = (idx - 2 * HSUB) / HSUB + 7, sub = (idx - 2 * HSUB) % HSUB;
+  return ((uint64_t)(HSUB + sub) << (e - 6)) + ((1ull << (e - 6)) - 1);
+}
+static void hrec(struct hist *h, uint64_t v) {
+  h->c[hidx(v)]++;
+  h->n++;
+  h->sum += v;
+  if (v > h->max) h->max = v;
+}
+static uint64_t hpct(const struct hist *h, double p) {
+  if (h->n == 0) return 0;
+  uint64_t want = (uint64_t)(p / 100.0 * (double)h->n + 0.999999), acc = 0;
+  if (want < 1) want = 1;
+  for (int i = 0; i < HBUCKETS; i++) {
+    acc += h->c[i];
+    if (acc >= want) {
+      uint64_t u = hupper(i);
+      return u < h->max ? u : h->max;
+    }
+  }
+  return h->max;
+}
+
+// ---- connections -----------------------------------------------------------------------------------
+struct conn {
+  int fd, id, connected, dead, waiting_out;
+  struct worker *w;
+  enum step steps[4];
+  int nsteps, si;       // the preparing chain and the position in it
+  enum step measured;   // S_NONE in setup / inits
+  int ready, counted_ready, need_chain, inflight, in_prep, retries;
+  uint32_t ip;          // this chain's address (prep, beats)
+  char session[1024], token[512];
+  uint64_t beat_index, nonce;
+  uint64_t intended, sent, next_due, period;
+  char wbuf[8192];
+  size_t wlen, woff;
+  char *rbuf;
+  size_t rlen, rcap;
+};
+
+struct worker {
+  pthread_t th;
+  int ep, tfd;
+  struct conn *conns;
+  int n;
+  struct hist h;
+  uint64_t requests, ok, non2xx, shed, limited, errors, reconnects, prep_fail, created, bad_body;
+  int finished;
+};
+
+static void say_error(struct conn *c, enum step s, int status, const char *body, size_t blen) {
+  if (quiet || atomic_fetch_add(&printed, 1) >= 5) return;
+  fprintf(stderr, "kwload: conn %d %s -> HTTP %d: %.*s\n", c->id, step_name[s], status, (int)(blen > 400 ? 400 : blen), body);
+}
+
+static uint32_t next_ip(void) { return ip_base + (uint32_t)(atomic_fetch_add(&ip_counter, 1) % ip_pool); }
+static void ip_str(uint32_t ip, char *out) {
+  ip &= 0xffffff;
+  sprintf(out, "10.%u.%u.%u", (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+static void conn_open(struct conn *c);
+static void conn_send(struct conn *c, enum step s, uint64_t intended);
+
+static void arm_out(struct conn *c, int on) {
+  if (c->waiting_out == on) return;
+  struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c };
+  epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+  c->waiting_out = on;
+}
+
+static void flush_out(struct conn *c) {
+  while (c->woff < c->wlen) {
+    ssize_t k = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+    if (k > 0) {
+      c->woff += (size_t)k;
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+      arm_out(c, 1);
+      return;
+    }
+    return; // the read side sees the failure
+  }
+  arm_out(c, 0);
+}
+
+static size_t url_piece(char *out, const char *k, const char *v) { // form fields (KeyAuth)
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = (size_t)sprintf(out, "%s=", k);
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.') out[n++] = (char)*p;
+    else { out[n++] = '%'; out[n++] = hex[*p >> 4]; out[n++] = hex[*p & 15]; }
+  }
+  out[n] = 0;
+  return n;
+}
+
+static void conn_send(struct conn *c, enum step s, uint64_t intended) {
+  char body[4096], ipb[32];
+  const char *path;
+  int n = 0;
+  uint32_t ip = (s == S_INIT && !c->in_prep) || ((s == S_LICENSE || s == S_LOGIN) && !c->in_prep) ? next_ip() : c->ip;
+  if (mode == M_INITS) ip = next_ip();
+  ip_str(ip, ipb);
+  if (proto == P_KW) {
+    switch (s) {
+    case S_INIT: path = "/api/client/init"; n = snprintf(body, sizeof body, "{\"api_key\":\"%s\"}", api_key); break;
+    case S_LICENSE: path = "/api/client/license"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"license\":\"%s\",\"hwid\":\"%s\"}", c->session, licenses[c->id % nlicenses], hwid); break;
+    case S_LOGIN: path = "/api/client/login"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"username\":\"%s\",\"password\":\"%s\",\"hwid\":\"%s\"}", c->session, username, password, hwid); break;
+    case S_START: path = "/api/client/heartbeat/start"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"system_id\":\"%s\"}", c->session, system_id); break;
+    case S_BEAT:
+      path = "/api/client/heartbeat";
+      n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"token\":\"%s\",\"system_id\":\"%s\",\"beat_index\":%llu,\"code_hash\":\"0123456789abcdef\"}",
+                   c->session, c->token, system_id, (unsigned long long)c->beat_index);
+      break;
+    default: die("step %d has no Keywarden request", s);
+    }
+  } else {
+    char *b = body;
+    path = ka_path;
+    b += sprintf(b, "type=%s&", s == S_INIT ? "init" : s == S_LICENSE ? "license" : s == S_CHECK ? "check" : "login");
+    if (s == S_INIT) { b += url_piece(b, "ver", ka_ver); *b++ = '&'; }
+    if (s == S_LICENSE) { b += url_piece(b, "key", licenses[c->id % nlicenses]); *b++ = '&'; b += url_piece(b, "hwid", hwid); *b++ = '&'; }
+    if (s == S_LOGIN) { b += url_piece(b, "username", username); *b++ = '&'; b += url_piece(b, "pass", password); *b++ = '&'; b += url_piece(b, "hwid", hwid); *b++ = '&'; }
+    if (s != S_INIT) { b += url_piece(b, "sessionid", c->session); *b++ = '&'; }
+    b += url_piece(b, "name", ka_name); *b++ = '&';
+    b += url_piece(b, "ownerid", ka_owner);
+    n = (int)(b - body);
+  }
+  c->nonce++;
+  c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
+                             "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: %s\r\nX-Forwarded-For: %s\r\n"
+                             "X-Nonce: kwload-%d-%llu-nonce\r\nContent-Length: %d\r\n\r\n%.*s",
+                             path, host, port, proto == P_KW ? "application/json" : "application/x-www-form-urlencoded", ipb, c->id,
+                             (unsigned long long)c->nonce, n, n, body);
+  c->woff = 0;
+  c->inflight = s + 1; // 0 = nothing in flight
+  c->intended = intended;
+  c->sent = now_ns();
+  flush_out(c);
+}
+
+// Start (or restart) the preparing chain of a connection.
+static void start_chain(struct conn *c) {
+  c->in_prep = 1;
+  c->ready = 0;
+  c->si = 0;
+  c->ip = next_ip();
+  c->beat_index = 1;
+  if (c->nsteps == 0) {
+    c->in_prep = 0;
+    c->ready = 1;
+    return;
+  }
+  conn_send(c, c->steps[0], 0);
+}
+
+static int claim(void) { return atomic_fetch_add(&claims, 1) < total; }
+
+static void mark_ready(struct conn *c) {
+  c->in_prep = 0;
+  c->ready = 1;
+  c->retries = 0;
+  if (!c->counted_ready) c->counted_ready = 1, atomic_fetch_add(&ready_conns, 1);
+}
+
+static void kill_conn(struct conn *c) {
+  if (c->dead) return;
+  c->dead = 1;
+  atomic_fetch_add(&dead_conns, 1);
+  if (c->fd >= 0) close(c->fd), c->fd = -1;
+}
+
+// The measured call, when the schedule says so; returns the due time when it has to wait.
+static uint64_t kick(struct conn *c, uint64_t now) {
+  if (c->dead || !c->connected || c->inflight || !c->ready || atomic_load(&phase) != 1 || c->measured == S_NONE) return 0;
+  if (rate <= 0) {
+    conn_send(c, c->measured, now);
+    return 0;
+  }
+  if (c->next_due == 0) c->next_due = t_run + (c->period * (uint64_t)c->id) / (uint64_t)nconns;
+  if (c->next_due > now) return c->next_due;
+  uint64_t due = c->next_due;
+  c->next_due += c->period;
+  conn_send(c, c->measured, due);
+  return 0;
+}
+
+static const char *find_field(const char *body, size_t blen, const char *name, size_t *vlen) {
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\"", name);
+  const char *p = memmem(body, blen, pat, (size_t)pl);
+  if (!p) return NULL;
+  p += pl;
+  const char *end = body + blen;
+  while (p < end && (*p == ' ' || *p == ':')) p++;
+  if (p >= end || *p != '"') return NULL;
+  p++;
+  const char *q = memchr(p, '"', (size_t)(end - p));
+  if (!q) return NULL;
+  *vlen = (size_t)(q - p);
+  return p;
+}
+
+static int copy_field(const char *body, size_t blen, const char *name, char *out, size_t cap) {
+  size_t n;
+  const char *v = find_field(body, blen, name, &n);
+  if (!v || n == 0 || n >= cap) return 0;
+  memcpy(out, v, n);
+  out[n] = 0;
+  return 1;
+}
+
+static void on_response(struct conn *c, int status, const char *body, size_t blen, uint64_t now) {
+  struct worker *w = c->w;
+  enum step s = (enum step)(c->inflight - 1);
+  c->inflight = 0;
+  int ok = status >= 200 && status < 300;
+  if (ok && proto == P_KA && memmem(body, blen, "\"success\":true", 14) == NULL) ok = 0; // KeyAuth answers 200 to failures
+  if (c->in_prep) {
+    if (ok && s == S_INIT) ok = copy_field(body, blen, proto == P_KW ? "session" : "sessionid", c->session, sizeof c->session);
+    if (ok && s == S_START) ok = copy_field(body, blen, "token", c->token, sizeof c->token);
+    if (!ok) {
+      if (status == 503) w->shed++;        // load shed by the server (a bounded table is full)
+      else if (status == 429) w->limited++; // a per-address limit (setup / inits count, not fail)
+      else w->prep_fail++, say_error(c, s, status, body, blen);
+      if (status == 429 && mode != M_SETUP && mode != M_INITS) w->prep_fail++, say_error(c, s, status, body, blen);
+      if (mode == M_SETUP || mode == M_INITS) {
+        if (w->prep_fail > 100) die("more than 100 failed calls while creating sessions");
+        if (claim()) start_chain(c);
+        else c->dead = 1;
+        return;
+      }
+      if (++c->retries > 3) { kill_conn(c); return; }
+      start_chain(c);
+      if (c->ready) mark_ready(c);
+      return;
+    }
+    if (++c->si < c->nsteps) {
+      conn_send(c, c->steps[c->si], 0);
+      return;
+    }
+    if (mode == M_SETUP || mode == M_INITS) {
+      w->created++;
+      if (claim()) start_chain(c);
+      else c->dead = 1;
+      return;
+    }
+    mark_ready(c);
+    kick(c, now);
+    return;
+  }
+  // the measured call
+  int counted = now >= win_start && now <= win_end;
+  if (counted) {
+    w->requests++;
+    if (ok) w->ok++;
+    else w->non2xx++, w->shed += status == 503, w->limited += status == 429;
+    hrec(&w->h, now - (rate > 0 ? c->intended : c->sent));
+  }
+  if (!ok) say_error(c, s, status, body, blen);
+  if (s == S_BEAT) {
+    if (ok && !copy_field(body, blen, "new_token", c->token, sizeof c->token)) {
+      w->bad_body++;
+      say_error(c, s, status, body, blen);
+      ok = 0;
+    }
+    if (!ok && !fake_session) { // the chain is broken: prepare it again
+      start_chain(c);
+      return;
+    }
+    if (!ok) { // a fake session (the ceiling): send the same token again
+      kick(c, now);
+      return;
+    }
+    c->beat_index++;
+  }
+  kick(c, now);
+}
+
+// Parse whole responses out of the read buffer. Returns -1 when the connection must be closed.
+static int parse_responses(struct conn *c, uint64_t now) {
+  for (;;) {
+    if (c->rlen < 12) return 0;
+    char *hend = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+    if (!hend) return 0;
+    size_t hlen = (size_t)(hend - c->rbuf) + 4;
+    int status = atoi(c->rbuf + 9);
+    long clen = -1;
+    int chunked = 0, close_after = 0;
+    for (char *line = memchr(c->rbuf, '\n', hlen); line && line < hend; line = memchr(line + 1, '\n', (size_t)(hend - line))) {
+      char *l = line + 1;
+      if (!strncasecmp(l, "content-length:", 15)) clen = atol(l + 15);
+      else if (!strncasecmp(l, "transfer-encoding:", 18) && strcasestr(l, "chunked") && strcasestr(l, "chunked") < hend) chunked = 1;
+      else if (!strncasecmp(l, "connection:", 11) && !strncasecmp(l + 11 + strspn(l + 11, " "), "close", 5)) close_after = 1;
+    }
+    size_t consumed;
+    char *body = c->rbuf + hlen;
+    size_t blen;
+    if (chunked) { // first check the whole message is here, then decode it in place
+      char *p = body, *end = c->rbuf + c->rlen;
+      for (;;) {
+        char *crlf = memmem(p, (size_t)(end - p), "\r\n", 2);
+        if (!crlf) return 0;
+        long sz = strtol(p, NULL, 16);
+        if (sz == 0) {
+          char *fin = memmem(crlf, (size_t)(end - crlf), "\r\n\r\n", 4);
+          if (!fin) return 0;
+          consumed = (size_t)(fin + 4 - c->rbuf);
+          break;
+        }
+        if (crlf + 2 + sz + 2 > end) return 0;
+        p = crlf + 2 + sz + 2;
+      }
+      char *out = body;
+      for (p = body;;) {
+        char *crlf = memmem(p, (size_t)(end - p), "\r\n", 2);
+        long sz = strtol(p, NULL, 16);
+        if (sz == 0) break;
+        memmove(out, crlf + 2, (size_t)sz);
+        out += sz;
+        p = crlf + 2 + sz + 2;
+      }
+      blen = (size_t)(out - body);
+    } else {
+      if (clen < 0) clen = 0;
+      if (c->rlen < hlen + (size_t)clen) return 0;
+      blen = (size_t)clen;
+      consumed = hlen + blen;
+    }
+    if (!c->inflight) return -1; // an answer nobody asked for
+    on_response(c, status, body, blen, now);
+    memmove(c->rbuf, c->rbuf + consumed, c->rlen - consumed);
+    c->rlen -= consumed;
+    c->rbuf[c->rlen] = 0;
+    if (close_after) return -1;
+  }
+}
+
+static void conn_reopen(struct conn *c, int was_error) {
+  struct worker *w = c->w;
+  int lost = c->inflight != 0;
+  if (c->fd >= 0) close(c->fd), c->fd = -1;
+  c->rlen = 0;
+  if (was_error || lost) w->errors++;
+  w->reconnects++;
+  if (w->reconnects > 10000) die("more than 10000 reconnects: is the server up?");
+  c->inflight = 0;
+  // A call lost with its connection: the chain's state on the server is unknown, so start over
+  // (except where every measured call stands alone).
+  if (lost && (c->in_prep || c->measured == S_BEAT) && !fake_session) c->need_chain = 1, c->ready = 0;
+  conn_open(c);
+}
+
+static void conn_open(struct conn *c) {
+  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->fd < 0) die("socket: %s", strerror(errno));
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  c->connected = 0;
+  c->waiting_out = 1;
+  struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
+  epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &ev);
+  if (connect(c->fd, (struct sockaddr *)&addr, sizeof addr) < 0 && errno != EINPROGRESS) die("connect: %s", strerror(errno));
+}
+
+static void on_connected(struct conn *c, uint64_t now) {
+  c->connected = 1;
+  arm_out(c, 0);
+  if (c->need_chain) { // first connect, or a chain to start over
+    c->need_chain = 0;
+    start_chain(c);
+    if (c->ready) mark_ready(c);
+  }
+  kick(c, now);
+}
+
+static void *worker_main(void *arg) {
+  struct worker *w = arg;
+  struct epoll_event evs[256];
+  for (int i = 0; i < w->n; i++) conn_open(&w->conns[i]);
+  uint64_t armed = 0;
+  for (;;) {
+    int ph = atomic_load(&phase);
+    if (ph == 2) break;
+    if (mode == M_SETUP || mode == M_INITS) {
+      int live = 0;
+      for (int i = 0; i < w->n; i++) live += !w->conns[i].dead;
+      if (!live) break;
+    }
+    int n = epoll_wait(w->ep, evs, 256, 5);
+    uint64_t now = now_ns();
+    for (int i = 0; i < n; i++) {
+      if (evs[i].data.ptr == NULL) { // the pacing timer
+        uint64_t x;
+        if (read(w->tfd, &x, sizeof x) < 0) {}
+        armed = 0;
+        continue;
+      }
+      struct conn *c = evs[i].data.ptr;
+      if (c->dead || c->fd < 0) continue;
+      if (!c->connected) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+          w->errors++;
+          epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+          close(c->fd), c->fd = -1;
+          if (w->errors > 1000) die("connect failed: %s", strerror(err));
+          usleep(10000);
+          conn_open(c);
+          continue;
+        }
+        if (evs[i].events & (EPOLLOUT | EPOLLIN)) on_connected(c, now);
+        if (!(evs[i].events & EPOLLIN)) continue;
+      } else if (evs[i].events & EPOLLOUT) {
+        flush_out(c);
+      }
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        int closed = 0;
+        for (;;) {
+          if (c->rcap - c->rlen < 16384) {
+            c->rcap = c->rcap ? c->rcap * 2 : 65536;
+            c->rbuf = realloc(c->rbuf, c->rcap);
+            if (!c->rbuf) die("out of memory");
+          }
+          ssize_t k = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen - 1);
+          if (k > 0) {
+            c->rlen += (size_t)k;
+            c->rbuf[c->rlen] = 0; // header parsing uses C string functions
+            continue;
+          }
+          if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
+          closed = 1;
+          break;
+        }
+        if (parse_responses(c, now) < 0) closed = 1;
+        if (closed && !c->dead) {
+          epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+          conn_reopen(c, c->inflight != 0);
+        }
+      }
+    }
+    if (atomic_load(&phase) == 1 && mode != M_SETUP && mode != M_INITS) {
+      uint64_t soonest = UINT64_MAX;
+      for (int i = 0; i < w->n; i++) {
+        uint64_t due = kick(&w->conns[i], now);
+        if (due && due < soonest) soonest = due;
+      }
+      if (soonest != UINT64_MAX && soonest != armed) {
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(soonest / 1000000000ull), .tv_nsec = (long)(soonest % 1000000000ull) } };
+        timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+        armed = soonest;
+      }
+    }
+  }
+  w->finished = 1;
+  return NULL;
+}
+
+static double tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec / 1e6; }
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+static void sleep_until(uint64_t t) {
+  struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull), .tv_nsec = (long)(t % 1000000000ull) };
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: kwload --port P [--host 127.0.0.1] --mode hb|init|license|login|setup|inits\n"
+          "  [--conns 64] [--threads 2] [--duration 5] [--warmup 1] [--rate R] [--total N]\n"
+          "  [--api-key K] [--license L] [--username U --password P] [--hwid H] [--fake-session]\n"
+          "  [--proto kw|keyauth --ka-name N --ka-owner O --ka-path /api/1.2/ --ka-ver 1.0]\n"
+          "  [--ip-base N] [--ip-pool N] [--quiet]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name) (!strcmp(a, name) && v && (i++, 1))
+    if (OPT("--host")) host = v;
+    else if (OPT("--port")) port = atoi(v);
+    else if (OPT("--mode")) {
+      if (!strcmp(v, "hb")) mode = M_HB;
+      else if (!strcmp(v, "init")) mode = M_INIT;
+      else if (!strcmp(v, "license")) mode = M_LICENSE;
+      else if (!strcmp(v, "login")) mode = M_LOGIN;
+      else if (!strcmp(v, "setup")) mode = M_SETUP;
+      else if (!strcmp(v, "inits")) mode = M_INITS;
+      else usage();
+    } else if (OPT("--proto")) proto = !strcmp(v, "keyauth") ? P_KA : P_KW;
+    else if (OPT("--conns")) nconns = atoi(v);
+    else if (OPT("--threads")) nthreads = atoi(v);
+    else if (OPT("--duration")) duration_s = atof(v);
+    else if (OPT("--warmup")) warmup_s = atof(v);
+    else if (OPT("--rate")) rate = atof(v);
+    else if (OPT("--total")) total = atoll(v);
+    else if (OPT("--api-key")) api_key = v;
+    else if (OPT("--license")) license_key = v;
+    else if (OPT("--username")) username = v;
+    else if (OPT("--password")) password = v;
+    else if (OPT("--hwid")) hwid = v;
+    else if (OPT("--ka-name")) ka_name = v;
+    else if (OPT("--ka-owner")) ka_owner = v;
+    else if (OPT("--ka-path")) ka_path = v;
+    else if (OPT("--ka-ver")) ka_ver = v;
+    else if (OPT("--ip-base")) ip_base = (uint32_t)strtoul(v, NULL, 10);
+    else if (OPT("--ip-pool")) ip_pool = (uint32_t)strtoul(v, NULL, 10);
+    else if (OPT("--prep-timeout")) prep_timeout_s = atof(v);
+    else if (!strcmp(a, "--fake-session")) fake_session = 1;
+    else if (!strcmp(a, "--quiet")) quiet = 1;
+    else usage();
+  }
+  if (!port || nconns < 1 || nthreads < 1 || ip_pool < 1) usage();
+  if (nthreads > nconns) nthreads = nconns;
+  if ((mode == M_SETUP || mode == M_INITS) && total < 1) die("--total is needed in this mode");
+  if ((mode == M_SETUP || mode == M_INITS) && total < nconns) nconns = (int)total;
+  { // the license list
+    char *all = strdup(license_key), *save = NULL;
+    licenses = calloc(strlen(all) / 2 + 2, sizeof *licenses);
+    for (char *k = strtok_r(all, ",", &save); k; k = strtok_r(NULL, ",", &save)) licenses[nlicenses++] = k;
+    if (nlicenses == 0) licenses[nlicenses++] = "";
+  }
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((uint16_t)port);
+  if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+    struct hostent *he = gethostbyname(host);
+    if (!he) die("unknown host %s", host);
+    memcpy(&addr.sin_addr, he->h_addr_list[0], sizeof addr.sin_addr);
+  }
+
+  // chains
+  enum step steps[4];
+  int nsteps = 0;
+  enum step measured = S_NONE;
+  switch (mode) {
+  case M_HB:
+    if (!fake_session) {
+      steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE;
+      if (proto == P_KW) steps[nsteps++] = S_START;
+    }
+    measured = proto == P_KW ? S_BEAT : S_CHECK;
+    break;
+  case M_INIT: measured = S_INIT; break;
+  case M_LICENSE: steps[nsteps++] = S_INIT, measured = S_LICENSE; break;
+  case M_LOGIN: steps[nsteps++] = S_INIT, measured = S_LOGIN; break;
+  case M_SETUP:
+    steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE;
+    if (proto == P_KW) steps[nsteps++] = S_START;
+    break;
+  case M_INITS: steps[nsteps++] = S_INIT; break;
+  }
+
+  struct worker *ws = calloc((size_t)nthreads, sizeof *ws);
+  struct conn *cs = calloc((size_t)nconns, sizeof *cs);
+  if (!ws || !cs) die("out of memory");
+  uint64_t period = rate > 0 ? (uint64_t)(1e9 * nconns / rate) : 0;
+  for (int t = 0; t < nthreads; t++) {
+    struct worker *w = &ws[t];
+    w->ep = epoll_create1(EPOLL_CLOEXEC);
+    w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    epoll_ctl(w->ep, EPOLL_CTL_ADD, w->tfd, &ev);
+    w->conns = cs + (nconns * t) / nthreads;
+    w->n = (nconns * (t + 1)) / nthreads - (nconns * t) / nthreads;
+  }
+  for (int i = 0; i < nconns; i++) {
+    struct conn *c = &cs[i];
+    c->id = i;
+    c->fd = -1;
+    c->w = &ws[(i * nthreads) / nconns];
+    memcpy(c->steps, steps, sizeof steps);
+    c->nsteps = nsteps;
+    c->measured = measured;
+    c->need_chain = 1;
+    c->period = period;
+    c->beat_index = 1;
+    if (fake_session) {
+      snprintf(c->session, sizeof c->session, "S%042d", i);
+      snprintf(c->token, sizeof c->token, "TT%032d", 0);
+    }
+    if (mode == M_SETUP || mode == M_INITS) claim();
+  }
+
+  double cpu0 = cpu_s();
+  uint64_t t0 = now_ns();
+  if (mode == M_SETUP || mode == M_INITS) atomic_store(&phase, 1);
+  for (int t = 0; t < nthreads; t++) pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
+
+  double prep_s = 0, cpu_w0 = 0, cpu_w1 = 0;
+  if (mode != M_SETUP && mode != M_INITS) {
+    uint64_t limit = t0 + (uint64_t)(prep_timeout_s * 1e9);
+    while (atomic_load(&ready_conns) + atomic_load(&dead_conns) < nconns) {
+      if (now_ns() > limit) die("preparing the sessions took longer than %.0f s (%d of %d ready)", prep_timeout_s, atomic_load(&ready_conns), nconns);
+      usleep(2000);
+    }
+    if (atomic_load(&ready_conns) == 0) die("no connection could prepare its session");
+    prep_s = (double)(now_ns() - t0) / 1e9;
+    printf("KWLOAD ready %.3f\n", prep_s);
+    fflush(stdout);
+    t_run = now_ns();
+    win_start = t_run + (uint64_t)(warmup_s * 1e9);
+    win_end = win_start + (uint64_t)(duration_s * 1e9);
+    atomic_store(&phase, 1);
+    sleep_until(win_start);
+    cpu_w0 = cpu_s();
+    printf("KWLOAD window-start\n");
+    fflush(stdout);
+    sleep_until(win_end);
+    cpu_w1 = cpu_s();
+    printf("KWLOAD window-end\n");
+    fflush(stdout);
+    atomic_store(&phase, 2);
+  } else {
+    win_start = t0;
+    win_end = UINT64_MAX;
+    cpu_w0 = cpu0;
+  }
+  for (int t = 0; t < nthreads; t++) pthread_join(ws[t].th, NULL);
+  uint64_t t_end = now_ns();
+  if (mode == M_SETUP || mode == M_INITS) cpu_w1 = cpu_s();
+
+  struct hist *h = calloc(1, sizeof *h);
+  uint64_t requests = 0, ok = 0, non2xx = 0, shed = 0, limited = 0, errors = 0, reconnects = 0, prep_fail = 0, created = 0, bad_body = 0;
+  for (int t = 0; t < nthreads; t++) {
+    struct worker *w = &ws[t];
+    for (int i = 0; i < HBUCKETS; i++) h->c[i] += w->h.c[i];
+    h->n += w->h.n, h->sum += w->h.sum;
+    if (w->h.max > h->max) h->max = w->h.max;
+    requests += w->requests, ok += w->ok, non2xx += w->non2xx, shed += w->shed, limited += w->limited, errors += w->errors;
+    reconnects += w->reconnects, prep_fail += w->prep_fail, created += w->created, bad_body += w->bad_body;
+  }
+  double window = (mode == M_SETUP || mode == M_INITS) ? (double)(t_end - t0) / 1e9 : duration_s;
+  if (mode == M_SETUP || mode == M_INITS) requests = ok = created;
+  printf("KWLOAD {\"mode\":\"%s\",\"proto\":\"%s\",\"conns\":%d,\"threads\":%d,\"rate\":%.1f,\"duration_s\":%.3f,"
+         "\"requests\":%llu,\"ok\":%llu,\"non2xx\":%llu,\"shed\":%llu,\"limited\":%llu,\"errors\":%llu,\"reconnects\":%llu,\"prep_fail\":%llu,\"bad_body\":%llu,"
+         "\"dead_conns\":%d,\"rps\":%.1f,\"ok_rps\":%.1f,\"prep_s\":%.3f,"
+         "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,"
+         "\"cpu_window_s\":%.4f,\"cpu_total_s\":%.4f}\n",
+         mode == M_HB ? "hb" : mode == M_INIT ? "init" : mode == M_LICENSE ? "license" : mode == M_LOGIN ? "login" : mode == M_SETUP ? "setup" : "inits",
+         proto == P_KW ? "keywarden" : "keyauth", nconns, nthreads, rate, window, (unsigned long long)requests, (unsigned long long)ok,
+         (unsigned long long)non2xx, (unsigned long long)shed, (unsigned long long)limited, (unsigned long long)errors, (unsigned long long)reconnects, (unsigned long long)prep_fail,
+         (unsigned long long)bad_body, (mode == M_SETUP || mode == M_INITS) ? 0 : atomic_load(&dead_conns), (double)requests / window,
+         (double)ok / window, prep_s, hpct(h, 50) / 1e3, hpct(h, 90) / 1e3, hpct(h, 99) / 1e3, hpct(h, 99.9) / 1e3, h->max / 1e3,
+         h->n ? (double)h->sum / (double)h->n / 1e3 : 0, cpu_w1 - cpu_w0, cpu_s() - cpu0);
+  fflush(stdout);
+  return 0;
+}
