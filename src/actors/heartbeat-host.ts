@@ -1,6 +1,7 @@
 // Hosts heartbeat-session actors of this worker. Recently active sessions are live XState
-// actors (at most `maxLive`); the rest are passivated to their context alone (a few hundred
-// bytes) and rehydrated on their next event. A sweeper evicts sessions past their deadline.
+// actors (at most `maxLive`); the rest are passivated to their context alone, packed in
+// heartbeat-passive.ts (about 250 bytes), and rehydrated on their next event. A sweeper evicts
+// sessions past their deadline. Sessions are grouped (by shard) so a group can be dropped at once.
 import { createActor, type Actor } from 'xstate';
 import {
   heartbeatMachine,
@@ -9,10 +10,13 @@ import {
   type HeartbeatInput,
   type BeatVerdict,
 } from './heartbeat.machine.js';
+import { PassiveContexts, type ContextKey } from './heartbeat-passive.js';
 
 export interface HeartbeatHostOptions {
   now: () => number;
   maxLive?: number;
+  /** The group a session belongs to (its shard); removeGroup() drops one. */
+  groupOf?: (session: string) => number;
   /** Called for each session evicted by the sweeper. */
   onExpired?: (c: HeartbeatContext) => void;
 }
@@ -28,12 +32,14 @@ export interface EventResult {
 export class HeartbeatHost {
   /** Insertion order is recency order: the first entry is the least recently used. */
   private readonly live = new Map<string, Actor<typeof heartbeatMachine>>();
-  private readonly passive = new Map<string, HeartbeatContext>();
+  private readonly passive = new PassiveContexts();
   private readonly maxLive: number;
+  private readonly groupOf: (session: string) => number;
   private sweeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: HeartbeatHostOptions) {
     this.maxLive = opts.maxLive ?? 10_000;
+    this.groupOf = opts.groupOf ?? (() => 0);
   }
 
   startSweeper(everyMs = 1_000): void {
@@ -58,7 +64,13 @@ export class HeartbeatHost {
     return this.live.get(session)?.getSnapshot().context ?? this.passive.get(session);
   }
 
+  /** The session's deadline (cheaper than peek for a passivated one); undefined when there is none. */
+  deadline(session: string): number | undefined {
+    return this.live.get(session)?.getSnapshot().context.expiresAt ?? this.passive.expiresAt(session);
+  }
+
   create(input: HeartbeatInput): HeartbeatContext {
+    this.passive.delete(input.session);
     const actor = createActor(heartbeatMachine, { input });
     actor.start();
     this.touch(input.session, actor);
@@ -69,7 +81,7 @@ export class HeartbeatHost {
   restore(c: HeartbeatContext): void {
     this.live.get(c.session)?.stop();
     this.live.delete(c.session);
-    this.passive.set(c.session, c);
+    this.passive.put(c, this.groupOf(c.session));
   }
 
   /** Delivers one event to the session's actor; undefined when there is no such session. */
@@ -105,19 +117,38 @@ export class HeartbeatHost {
         n++;
       }
     }
-    for (const [id, c] of this.passive) {
-      if (c.expiresAt <= now) {
-        this.passive.delete(id);
-        this.opts.onExpired?.(c);
-        n++;
-      }
-    }
+    n += this.passive.sweep(now, (c) => this.opts.onExpired?.(c));
     return n;
   }
 
-  /** Every session's context (handover and tests). */
+  /** Removes every session of a group (a released shard); returns how many. */
+  removeGroup(group: number): number {
+    let n = 0;
+    for (const id of [...this.live.keys()]) {
+      if (this.groupOf(id) === group) {
+        this.remove(id);
+        n++;
+      }
+    }
+    return n + this.passive.removeGroup(group).length;
+  }
+
+  /** Sessions whose appId, userId or licenseId is `value` (revocations), without waking any. */
+  sessionsWhere(key: ContextKey, value: string): string[] {
+    const out = this.passive.sessionsWhere(key, value);
+    for (const [id, a] of this.live) if (a.getSnapshot().context[key] === value) out.push(id);
+    return out;
+  }
+
+  countWhere(key: ContextKey, value: string): number {
+    let n = this.passive.countWhere(key, value);
+    for (const a of this.live.values()) if (a.getSnapshot().context[key] === value) n++;
+    return n;
+  }
+
+  /** Every session's context (tests; each passivated one is decoded). */
   contexts(): HeartbeatContext[] {
-    return [...[...this.live.values()].map((a) => a.getSnapshot().context), ...this.passive.values()];
+    return [...[...this.live.values()].map((a) => a.getSnapshot().context), ...this.passive.contexts()];
   }
 
   close(): void {
@@ -130,9 +161,8 @@ export class HeartbeatHost {
   private wake(session: string): Actor<typeof heartbeatMachine> | undefined {
     const live = this.live.get(session);
     if (live) return live;
-    const c = this.passive.get(session);
+    const c = this.passive.take(session);
     if (!c) return undefined;
-    this.passive.delete(session);
     // A restored snapshot ignores input; the typing still asks for one.
     const actor = createActor(heartbeatMachine, {
       snapshot: heartbeatMachine.resolveState({ value: 'alive', context: c }),
@@ -149,7 +179,7 @@ export class HeartbeatHost {
     while (this.live.size > this.maxLive) {
       const [oldest, a] = this.live.entries().next().value as [string, Actor<typeof heartbeatMachine>];
       this.live.delete(oldest);
-      this.passive.set(oldest, a.getSnapshot().context);
+      this.passive.put(a.getSnapshot().context, this.groupOf(oldest));
       a.stop();
     }
   }

@@ -95,6 +95,20 @@ export function judgeBeat(c: HeartbeatContext, b: BeatInput): BeatVerdict & { wa
   return { kind: 'accepted', drift: late, warnings };
 }
 
+/**
+ * judgeBeat once per event: the BEAT transition's guards and its assignment all need the verdict,
+ * and each call would otherwise repeat the token compare. Keyed by the event's beat (a fresh object
+ * per request) and checked against the context it was judged on, so a memo can never be stale.
+ */
+const judged = new WeakMap<BeatInput, { context: HeartbeatContext; verdict: ReturnType<typeof judgeBeat> }>();
+function verdictOf(context: HeartbeatContext, beat: BeatInput): ReturnType<typeof judgeBeat> {
+  const memo = judged.get(beat);
+  if (memo?.context === context) return memo.verdict;
+  const verdict = judgeBeat(context, beat);
+  judged.set(beat, { context, verdict });
+  return verdict;
+}
+
 export interface HeartbeatInput {
   appId: string;
   session: string;
@@ -113,8 +127,8 @@ export const heartbeatMachine = setup({
     input: {} as HeartbeatInput,
   },
   guards: {
-    accepted: ({ context, event }) => event.type === 'BEAT' && judgeBeat(context, event.beat).kind === 'accepted',
-    rejected: ({ context, event }) => event.type === 'BEAT' && judgeBeat(context, event.beat).kind === 'rejected',
+    accepted: ({ context, event }) => event.type === 'BEAT' && verdictOf(context, event.beat).kind === 'accepted',
+    rejected: ({ context, event }) => event.type === 'BEAT' && verdictOf(context, event.beat).kind === 'rejected',
     tokenMatches: ({ context, event }) => event.type === 'STOP' && tokenMatches(context.token, event.token),
   },
 }).createMachine({
@@ -147,7 +161,7 @@ export const heartbeatMachine = setup({
             guard: 'accepted',
             actions: assign(({ context, event }) => {
               const b = event.beat;
-              const v = judgeBeat(context, b) as { kind: 'accepted'; drift: boolean; warnings: number };
+              const v = verdictOf(context, b) as { kind: 'accepted'; drift: boolean; warnings: number };
               const first = context.beatCount === 0;
               return {
                 token: b.newToken,
@@ -166,11 +180,11 @@ export const heartbeatMachine = setup({
           // Wrong, stale or malformed token, or a replay: refused without moving anything (PROTOCOL 11.13).
           {
             guard: 'rejected',
-            actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })),
+            actions: assign(({ context, event }) => ({ last: verdictOf(context, event.beat) as BeatVerdict })),
           },
           {
             target: 'killed',
-            actions: assign(({ context, event }) => ({ last: judgeBeat(context, event.beat) as BeatVerdict })),
+            actions: assign(({ context, event }) => ({ last: verdictOf(context, event.beat) as BeatVerdict })),
           },
         ],
         STOP: [

@@ -3,14 +3,34 @@
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import type { Coordinator, LimiterOptions, Unsubscribe } from './coordinator.js';
 
-interface Entry {
-  value: Buffer;
-  expiresAt: number;
+// A stored value is one flat string: its deadline (8 bytes, float64) and its bytes, a char per
+// byte (issue 13: a client-session record per activated session). Keeping the caller's Buffer
+// instead cost about 950 bytes a record: the Buffer object, the DataView msgpackr hangs on a
+// Buffer it decodes, an entry object with a boxed number, and a slice of msgpackr's 8 KiB
+// output buffer, which kept the other messages packed into it alive. get() returns a new Buffer,
+// as Redis does: a caller can neither change what is stored nor pin anything to it.
+type Stored = string;
+const deadlineBytes = Buffer.alloc(8);
+
+function stored(value: Buffer, expiresAt: number): Stored {
+  const b = Buffer.allocUnsafe(8 + value.length);
+  b.writeDoubleLE(expiresAt, 0);
+  value.copy(b, 8);
+  return b.toString('latin1');
+}
+
+function deadlineOf(s: Stored): number {
+  deadlineBytes.write(s, 0, 8, 'latin1');
+  return deadlineBytes.readDoubleLE(0);
+}
+
+function valueOf(s: Stored): Buffer {
+  return Buffer.from(s, 'latin1').subarray(8);
 }
 
 export class LocalCoordinator implements Coordinator {
   readonly kind = 'local' as const;
-  private readonly store = new Map<string, Entry>();
+  private readonly store = new Map<string, Stored>();
   private readonly channels = new Map<string, Set<(m: Buffer) => void>>();
   private readonly leases = new Map<string, { holder: string; fence: number; expiresAt: number }>();
   private readonly fences = new Map<string, number>();
@@ -31,26 +51,27 @@ export class LocalCoordinator implements Coordinator {
     });
   }
 
-  private live(key: string): Entry | undefined {
-    const e = this.store.get(key);
-    if (e && e.expiresAt <= this.now()) {
+  private live(key: string): Stored | undefined {
+    const s = this.store.get(key);
+    if (s !== undefined && deadlineOf(s) <= this.now()) {
       this.store.delete(key);
       return undefined;
     }
-    return e;
+    return s;
   }
 
   async get(key: string) {
-    return this.live(key)?.value ?? null;
+    const s = this.live(key);
+    return s === undefined ? null : valueOf(s);
   }
 
   async set(key: string, value: Buffer, ttlMs: number) {
-    this.store.set(key, { value, expiresAt: this.now() + ttlMs });
+    this.store.set(key, stored(value, this.now() + ttlMs));
   }
 
   async setIfAbsent(key: string, value: Buffer, ttlMs: number) {
-    if (this.live(key)) return false;
-    this.store.set(key, { value, expiresAt: this.now() + ttlMs });
+    if (this.live(key) !== undefined) return false;
+    this.store.set(key, stored(value, this.now() + ttlMs));
     return true;
   }
 
@@ -154,6 +175,6 @@ export class LocalCoordinator implements Coordinator {
 
   private sweep() {
     const now = this.now();
-    for (const [k, e] of this.store) if (e.expiresAt <= now) this.store.delete(k);
+    for (const [k, s] of this.store) if (deadlineOf(s) <= now) this.store.delete(k);
   }
 }

@@ -11,6 +11,7 @@ import { hmacSha256, randomHex } from '../crypto/index.js';
 import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './client-call.js';
 import type { BeatRequest, StartRequest, StopRequest } from './client-requests.js';
 import { HeartbeatHost } from '../actors/heartbeat-host.js';
+import type { ContextKey } from '../actors/heartbeat-passive.js';
 import { decodeHeartbeat, encodeHeartbeat } from '../actors/heartbeat-codec.js';
 import type {
   BeatInput,
@@ -107,19 +108,20 @@ export interface BeatOutcome {
 const hashOf = (shard: number) => `hbs:${shard}`;
 
 export class HeartbeatService {
+  /** Sessions are grouped by shard in the host, so a released shard is dropped without a scan. */
   readonly host: HeartbeatHost;
-  /** Sessions per shard, so a shard can be dropped without scanning every session. */
-  private readonly byShard = new Map<number, Set<string>>();
   /** With Redis, state is written to it before a reply; alone, memory is all there is. */
   private readonly durable: boolean;
+  /** Told of every session killed through this worker (the realtime channel ends its connection). */
+  private readonly killListeners = new Set<(session: string) => void>();
 
   constructor(private readonly d: HeartbeatServiceDeps) {
     this.durable = d.coordinator.kind === 'redis';
     this.host = new HeartbeatHost({
       now: d.now,
       maxLive: d.maxLiveActors ?? 10_000,
+      groupOf: shardOf,
       onExpired: (c) => {
-        this.unindex(c.session);
         // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
         void this.persist(c.session, null).catch(() => undefined);
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
@@ -129,6 +131,7 @@ export class HeartbeatService {
     d.node.handle('hb.start', (a) => this.startHere(a));
     d.node.handle('hb.beat', (a) => this.beatHere(a));
     d.node.handle('hb.stop', (a) => this.stopHere(a));
+    d.node.handle('hb.kill', (a) => this.killHere([a.session]));
   }
 
   startSweeper(): void {
@@ -137,7 +140,6 @@ export class HeartbeatService {
 
   close(): void {
     this.host.close();
-    this.byShard.clear();
   }
 
   // ---- shard lifecycle (called by the cluster node) -------------------------------------------
@@ -156,27 +158,11 @@ export class HeartbeatService {
       }
       if (c.expiresAt <= now) continue; // evicted by the sweeper of whoever owns it next
       this.host.restore(c);
-      this.index(session);
     }
   }
 
   shardReleased(shard: number): void {
-    for (const session of this.byShard.get(shard) ?? []) this.host.remove(session);
-    this.byShard.delete(shard);
-  }
-
-  private index(session: string): void {
-    const shard = shardOf(session);
-    let set = this.byShard.get(shard);
-    if (!set) this.byShard.set(shard, (set = new Set()));
-    set.add(session);
-  }
-
-  private unindex(session: string): void {
-    const shard = shardOf(session);
-    const set = this.byShard.get(shard);
-    set?.delete(session);
-    if (set?.size === 0) this.byShard.delete(shard);
+    this.host.removeGroup(shard);
   }
 
   /** Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is gone. */
@@ -208,11 +194,10 @@ export class HeartbeatService {
 
   private async startHere(a: StartArgs): Promise<{ ok: true }> {
     this.owns(a.session);
-    const existing = this.host.peek(a.session);
-    if (existing && existing.expiresAt > this.d.now()) throw new AppError('heartbeat_exists');
-    if (existing) this.host.remove(a.session);
+    const deadline = this.host.deadline(a.session);
+    if (deadline !== undefined && deadline > this.d.now()) throw new AppError('heartbeat_exists');
+    if (deadline !== undefined) this.host.remove(a.session);
     const c = this.host.create({ ...a, now: this.d.now() });
-    this.index(a.session);
     try {
       await this.persist(a.session, c);
     } catch (err) {
@@ -225,20 +210,16 @@ export class HeartbeatService {
   private async beatHere(a: BeatArgs): Promise<BeatOutcome> {
     this.owns(a.session);
     // The sweeper runs every second; a beat past the deadline must not slip through in between.
-    const current = this.host.peek(a.session);
-    if (current && current.expiresAt <= this.d.now()) {
+    const deadline = this.host.deadline(a.session);
+    if (deadline !== undefined && deadline <= this.d.now()) {
       this.host.remove(a.session);
-      this.unindex(a.session);
       await this.persist(a.session, null);
     }
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
     if (!r)
       return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
     if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
-    else if (r.verdict.kind === 'killed') {
-      this.unindex(a.session);
-      await this.persist(a.session, null);
-    }
+    else if (r.verdict.kind === 'killed') await this.persist(a.session, null);
     return {
       verdict: r.verdict,
       token: r.context?.token ?? '',
@@ -254,7 +235,6 @@ export class HeartbeatService {
     this.owns(a.session);
     const r = this.host.send(a.session, { type: 'STOP', token: a.token });
     if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
-    this.unindex(a.session);
     await this.persist(a.session, null);
     return { stopped: true, beats: r.before.beatCount, userId: r.before.userId, licenseId: r.before.licenseId };
   }
@@ -264,7 +244,6 @@ export class HeartbeatService {
     for (const session of sessions) {
       const r = this.host.send(session, { type: 'KILL', reason: 'revoked' });
       if (!r) continue;
-      this.unindex(session);
       await this.persist(session, null).catch(() => undefined);
       this.d.audit.write({
         appId: r.before.appId,
@@ -274,9 +253,25 @@ export class HeartbeatService {
       });
       const rec = await this.d.sessions.get(session);
       if (rec) await this.d.sessions.deactivate(session, rec);
+      this.killed(session);
       n++;
     }
     return n;
+  }
+
+  private killed(session: string): void {
+    for (const l of this.killListeners) l(session);
+  }
+
+  /** Listens for sessions killed on this worker (by a beat or a revocation); returns the unsubscribe. */
+  onKill(listener: (session: string) => void): () => void {
+    this.killListeners.add(listener);
+    return () => this.killListeners.delete(listener);
+  }
+
+  /** Kills one session as revoked, on whichever worker owns it; false when it had none. */
+  async revoke(session: string): Promise<boolean> {
+    return (await this.route(session, 'hb.kill', { session }, () => this.killHere([session]))) > 0;
   }
 
   private route<K extends keyof ClusterOps & string>(
@@ -364,6 +359,7 @@ export class HeartbeatService {
       note.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
       const current = await this.d.sessions.get(s.token);
       if (current) await this.d.sessions.deactivate(s.token, current);
+      this.killed(s.token);
       await this.d.events.publish('heartbeat.kill', call.app.row.id, {
         reason: v.reason,
         ip: call.ip,
@@ -415,24 +411,19 @@ export class HeartbeatService {
    */
   onEvent(e: LiveEvent): void {
     const d = e.data;
-    let match: ((c: HeartbeatContext) => boolean) | undefined;
-    if (e.kind === 'app.delete') match = (c) => c.appId === e.app_id;
+    let match: [ContextKey, unknown] | undefined;
+    if (e.kind === 'app.delete') match = ['appId', e.app_id];
     else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
-      match = (c) => c.licenseId === d.license_id;
-    else if (e.kind === 'user.ban' && d.banned === true) match = (c) => c.userId === d.user_id;
-    if (!match) return;
-    const sessions = this.host
-      .contexts()
-      .filter(match)
-      .map((c) => c.session);
+      match = ['licenseId', d.license_id];
+    else if (e.kind === 'user.ban' && d.banned === true) match = ['userId', d.user_id];
+    if (!match || typeof match[1] !== 'string') return;
+    const sessions = this.host.sessionsWhere(match[0], match[1]);
     if (sessions.length > 0)
       void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
   }
 
   /** Live sessions of an app on this worker (the whole app with one worker). */
   countForApp(appId: string): number {
-    let n = 0;
-    for (const c of this.host.contexts()) if (c.appId === appId) n++;
-    return n;
+    return this.host.countWhere('appId', appId);
   }
 }
