@@ -95,7 +95,8 @@ export class CompactRateLimiter implements RequestLimiter {
       const t = this.table;
       const consumed = (t[found + 1]! & 0xffff) + points;
       t[found + 1] = (hi | Math.min(consumed, 0xffff)) >>> 0;
-      const msLeft = (t[found + 2]! - now) * TICK_MS;
+      // The stored end is a tick past the window (below); the wait announced never exceeds the window.
+      const msLeft = Math.min((t[found + 2]! - now) * TICK_MS, this.o.duration * 1000);
       const res = new RateLimiterRes(Math.max(this.o.points - consumed, 0), msLeft, consumed, false);
       return consumed > this.o.points ? Promise.reject(res) : Promise.resolve(res);
     }

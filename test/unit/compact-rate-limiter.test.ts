@@ -30,6 +30,16 @@ describe('compact rate limiter', () => {
     expect(again.remainingPoints).toBe(29);
   });
 
+  it('never announces a wait longer than the window, even refused in the tick the window opened', async () => {
+    const l = new CompactRateLimiter({ points: 2, duration: 60, now });
+    await l.consume('198.51.100.9');
+    await l.consume('198.51.100.9');
+    const refused = (await l.consume('198.51.100.9').catch((e: unknown) => e)) as RateLimiterRes;
+    expect(refused.msBeforeNext).toBeLessThanOrEqual(60_000);
+    const err = await consumeOrThrow(l, '198.51.100.9', rateLimited).catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 429, headers: { 'Retry-After': '60' } });
+  });
+
   it('tracks 100,000 addresses in at most 32 bytes each, every one counted exactly', async () => {
     const l = new CompactRateLimiter({ points: 2, duration: 60, now });
     const ip = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
