@@ -4,7 +4,3 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
-
-export function iso(ms: number | Date): string {
-  return (typeof ms === 'number' ? new Date(ms) : ms).toISOString();
-}

@@ -13,8 +13,7 @@ import { Rpc, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
 
-export { SHARD_COUNT, LEASE_TTL_MS, fnv1a, rendezvous, shardOf, type ShardHandlers } from './shard-leases.js';
-export { MEMBER_TTL_MS } from './membership.js';
+export { SHARD_COUNT, rendezvous, shardOf, type ShardHandlers } from './shard-leases.js';
 export { NotOwner } from './wire-errors.js';
 export type { OpMap } from './rpc.js';
 export type { ListenOptions } from './peer-transport.js';

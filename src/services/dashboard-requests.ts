@@ -98,7 +98,6 @@ export const TeamCreateBody = Type.Object(
   { additionalProperties: false },
 );
 
-export type AppCreate = Static<typeof CreateAppBody>;
 export type AppPatch = Static<typeof PatchAppBody>;
 export type GenerateInput = Static<typeof GenerateBody>;
 export type TeamCreate = Static<typeof TeamCreateBody>;

@@ -6,8 +6,6 @@ import { randomBytes } from '../crypto/index.js';
 export const MASK_PLACEHOLDERS = new Set(['*', '#', 'X']);
 export const DEFAULT_MASK = 'XXXXX-XXXXX-XXXXX-XXXXX-XXXXX';
 export const DEFAULT_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
-/** Masks with fewer placeholders are accepted but flagged as weak (PROTOCOL 11.19). */
-export const MIN_RANDOM_CHARS = 8;
 /** Key spaces up to this size are enumerated, so the generator knows exactly which keys are left. */
 export const ENUMERABLE_KEY_SPACE = 16_384;
 

@@ -13,7 +13,6 @@ import { effectiveRole, type Principal } from './principal.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { TeamCreate } from './dashboard-requests.js';
 
-export const NOTES_MAX = 500;
 const DAY_MS = 86_400_000;
 
 export type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
