@@ -2,17 +2,14 @@
 // worker A reaches clients connected to worker B within a second whichever worker owns their
 // sessions; notices and one-channel-per-session hold across workers; and a client whose worker is
 // SIGKILLed reconnects to another one and continues its token chain without re-authenticating.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createHmac } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
-import { OWNER, createTestDatabase } from '../helpers/server.js';
-import { spawnServer, type ServerProcess } from '../helpers/process.js';
-import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { metric, startCluster, type Cluster } from '../helpers/cluster.js';
+import type { ServerProcess } from '../helpers/process.js';
+import { redisAvailable } from '../helpers/services.js';
 import { openChannel, type ChannelClient } from '../helpers/channel-client.js';
 
 const hasRedis = await redisAvailable();
@@ -30,49 +27,22 @@ interface Live {
 }
 
 describe.skipIf(!hasRedis)('realtime channel across three worker processes', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-channel-'));
+  let cluster: Cluster;
   let workers: ServerProcess[] = [];
-  let drop: () => Promise<void>;
   let owner: Api;
   let app: { id: string; api_key: string };
   let keys: string[] = [];
   let ipSeq = 0;
 
   beforeAll(async () => {
-    const db = await createTestDatabase();
-    drop = db.drop;
-    const env = {
-      DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kwch${Date.now()}:`, DATA_DIR: dataDir,
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, TRUSTED_PROXIES: '127.0.0.1',
-    };
-    workers = await Promise.all([spawnServer(env), spawnServer(env), spawnServer(env)]);
-    owner = await new Api(workers[0]!.base).signIn(OWNER.username, OWNER.password);
-    app = (await owner.post('/apps', { name: 'Channel cluster' })).body;
-    await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 5 });
-    keys = (await owner.post(`/apps/${app.id}/licenses`, { amount: 40, duration: 1 })).body.map((k: { key: string }) => k.key);
-    await waitFor(async () => (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_members')))).every((n) => n === 3));
-    await waitFor(async () => (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_owned_shards')))).reduce((a, b) => a + b, 0) === 1024);
+    cluster = await startCluster({ workers: 3, name: 'Channel cluster', keys: 40 });
+    ({ workers, owner, app, keys } = cluster);
   }, 60_000);
 
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.stop('SIGTERM')));
-    await drop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await cluster?.close();
   });
-
-  async function metric(w: ServerProcess, name: string): Promise<number> {
-    const text = await (await fetch(`${w.base}/metrics`)).text();
-    const m = new RegExp(`^${name} (\\d+)`, 'm').exec(text);
-    return m ? Number(m[1]) : NaN;
-  }
-
-  async function waitFor(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
-    const end = Date.now() + ms;
-    while (!(await cond())) {
-      if (Date.now() > end) throw new Error('condition not met in time');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
 
   function client(w: ServerProcess, ip: string): ClientApi {
     const c = new ClientApi(w.base);

@@ -1,16 +1,12 @@
 // Three real worker processes sharing PostgreSQL and Redis: forwarded requests, a SIGKILLed
 // worker's sessions continuing on the survivors with their latest tokens (no re-authentication,
 // no replay accepted), and shard handover on SIGTERM without a failed beat.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
-import { OWNER, createTestDatabase } from '../helpers/server.js';
+import { metric, startCluster, untilFormed, waitFor, type Cluster } from '../helpers/cluster.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
-import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { redisAvailable } from '../helpers/services.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'cluster-system-01';
@@ -24,50 +20,21 @@ interface Live {
 }
 
 describe.skipIf(!hasRedis)('cluster of three workers', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cluster-'));
+  let cluster: Cluster;
   let workers: ServerProcess[] = [];
-  let drop: () => Promise<void>;
-  let env: Record<string, string>;
   let apiKey = '';
   let keys: string[] = [];
 
   beforeAll(async () => {
-    const db = await createTestDatabase();
-    drop = db.drop;
-    env = {
-      DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kwc${Date.now()}:`, DATA_DIR: dataDir,
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, TRUSTED_PROXIES: '127.0.0.1',
-    };
-    workers = await Promise.all([spawnServer(env), spawnServer(env), spawnServer(env)]);
-    const owner = await new Api(workers[0]!.base).signIn(OWNER.username, OWNER.password);
-    const app = (await owner.post('/apps', { name: 'Cluster' })).body;
-    await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 5 });
-    apiKey = app.api_key;
-    keys = (await owner.post(`/apps/${app.id}/licenses`, { amount: 60, duration: 1 })).body.map((k: { key: string }) => k.key);
-    // Every worker sees all three and the shards are spread before the test starts.
-    await waitFor(async () => (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_members')))).every((n) => n === 3));
-    await waitFor(async () => (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_owned_shards')))).reduce((a, b) => a + b, 0) === 1024);
+    cluster = await startCluster({ workers: 3, name: 'Cluster', keys: 60 });
+    ({ workers, keys } = cluster);
+    apiKey = cluster.app.api_key;
   }, 60_000);
 
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.stop('SIGTERM')));
-    await drop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await cluster?.close();
   });
-
-  async function metric(w: ServerProcess, name: string): Promise<number> {
-    const text = await (await fetch(`${w.base}/metrics`)).text();
-    const m = new RegExp(`^${name} (\\d+)`, 'm').exec(text);
-    return m ? Number(m[1]) : NaN;
-  }
-
-  async function waitFor(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
-    const end = Date.now() + ms;
-    while (!(await cond())) {
-      if (Date.now() > end) throw new Error('condition not met in time');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
 
   let ipSeq = 0;
   function client(w: ServerProcess): ClientApi {
@@ -132,8 +99,8 @@ describe.skipIf(!hasRedis)('cluster of three workers', () => {
     }
     expect(await beatAll(sessions, survivors)).toEqual(sessions.map(() => 200));
     workers = survivors;
-    workers.push(await spawnServer(env)); // back to three for the next test
-    await waitFor(async () => (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_members')))).every((n) => n === 3));
+    workers.push(await spawnServer(cluster.env)); // back to three for the next test
+    await untilFormed(workers);
   }, 60_000);
 
   it('hands shards over on SIGTERM without a failed beat', async () => {
