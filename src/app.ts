@@ -14,6 +14,7 @@ import { clientRoutes } from './http/routes/client.routes.js';
 import { DashboardAuth, type DashboardAuthDeps } from './services/dashboard-auth.service.js';
 import { AppsService } from './services/apps.service.js';
 import { ClientAppCache } from './services/client-app-cache.js';
+import { addressLimiter } from './services/compact-rate-limiter.js';
 import { ClientSessions } from './services/client-sessions.js';
 import { ClientService } from './services/client.service.js';
 import { HeartbeatService } from './services/heartbeat.service.js';
@@ -331,7 +332,7 @@ export function createApp(s: Services): App {
     },
     heartbeats: domain.heartbeats,
     push: domain.push,
-    limiter: s.coordinator.limiter({ keyPrefix: 'rl:ws', points: 60, duration: 60 }),
+    limiter: addressLimiter(s.coordinator, () => s.clock.now(), 'ws', 60),
     resolveIp: createClientIpResolver(s.config.trustedProxies),
   });
   channel.start();

@@ -12,6 +12,7 @@
 // unavailable` with Retry-After (a worker cannot serve that many in a minute anyway).
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { AppError } from '../errors.js';
+import type { Coordinator } from '../cluster/coordinator.js';
 import { SHORT_HASH_KEY_BYTES, randomBytes, shortHashInto } from '../crypto/index.js';
 
 /** What the client gate needs of a limiter: rate-limiter-flexible's consume() contract. */
@@ -185,4 +186,19 @@ export class CompactRateLimiter implements RequestLimiter {
     const s = Math.max(1, Math.ceil(((this.fullUntil - now) * TICK_MS) / 1000));
     return new AppError('unavailable', undefined, { 'Retry-After': String(s) });
   }
+}
+
+/**
+ * A per-address limit of `points` calls a minute: alone, a compact in-process table; in a cluster,
+ * the coordinator's (Redis), shared by every worker.
+ */
+export function addressLimiter(
+  coordinator: Pick<Coordinator, 'kind' | 'limiter'>,
+  now: () => number,
+  name: string,
+  points: number,
+): RequestLimiter {
+  return coordinator.kind === 'local'
+    ? new CompactRateLimiter({ points, duration: 60, now })
+    : coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
 }

@@ -9,7 +9,7 @@
 // flight per connection, message size, and a bounded send buffer (uWS closes a slow reader).
 import { Type } from '@sinclair/typebox';
 import type { Logger } from 'pino';
-import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { RequestLimiter } from '../services/compact-rate-limiter.js';
 import type * as Uws from 'uWebSockets.js';
 import { AppError, rateLimited, ValidationError } from '../errors.js';
 import { randomToken, x25519KeyPair } from '../crypto/index.js';
@@ -34,6 +34,7 @@ import { signReply } from '../http/client-signing.js';
 import { errorReply } from '../http/error-reply.js';
 import type { IncomingRequest, Reply } from '../http/types.js';
 import { copyRequest, writeReply } from '../http/uws.js';
+import { KeySlots } from './key-slots.js';
 import {
   buildHello,
   CHANNEL_PATH,
@@ -44,6 +45,7 @@ import {
   REVOKE_DETAIL,
   sealFrame,
   type BuiltHello,
+  type ChannelKeys,
   type ChannelOp,
   type ClientMessage,
 } from './client-channel.protocol.js';
@@ -69,7 +71,7 @@ export interface ClientChannelDeps {
   heartbeats: HeartbeatService;
   push: ClientPushService;
   /** Upgrades per IP per minute, shared by every worker. */
-  limiter: RateLimiterAbstract;
+  limiter: RequestLimiter;
   resolveIp: ClientIpResolver;
 }
 
@@ -99,8 +101,9 @@ interface Conn {
   readonly ip: string;
   readonly clientKey: string;
   readonly version: string;
-  readonly s2c: Buffer;
-  readonly c2s: Buffer;
+  /** The MAC keys until the connection opens; then they live in `slot` of the KeySlots (-1: none). */
+  keys: ChannelKeys | null;
+  slot: number;
   readonly openedAt: number;
   ws: Uws.WebSocket<UserData> | null;
   hello: string | null;
@@ -138,6 +141,7 @@ function removeFrom<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
 export class ClientChannel {
   readonly limits: ChannelLimits = { maxPerIp: 32, maxInFlight: 8 };
   private readonly conns = new Set<Conn>();
+  private readonly slots = new KeySlots();
   private readonly byApp = new Map<string, Set<Conn>>();
   private readonly byLicense = new Map<string, Set<Conn>>();
   private readonly byUser = new Map<string, Set<Conn>>();
@@ -355,8 +359,8 @@ export class ClientChannel {
       ip,
       clientKey,
       version: o.version,
-      s2c: o.hello.keys.s2c,
-      c2s: o.hello.keys.c2s,
+      keys: o.hello.keys,
+      slot: -1,
       openedAt: now,
       ws: null,
       hello: o.hello.text,
@@ -375,6 +379,8 @@ export class ClientChannel {
   private opened(ws: Uws.WebSocket<UserData>): void {
     const c = ws.getUserData().conn;
     c.ws = ws;
+    c.slot = this.slots.take(c.keys!);
+    c.keys = null;
     this.conns.add(c);
     this.bump(this.openPerIp, c.ip, 1);
     addTo(this.byApp, c.appId, c);
@@ -395,6 +401,8 @@ export class ClientChannel {
   private closed(c: Conn): void {
     c.closed = true;
     c.ws = null;
+    if (c.slot >= 0) this.slots.release(c.slot);
+    c.slot = -1;
     this.conns.delete(c);
     this.bump(this.openPerIp, c.ip, -1);
     removeFrom(this.byApp, c.appId, c);
@@ -414,7 +422,7 @@ export class ClientChannel {
     if (c.closed) return;
     // The ArrayBuffer is only valid during this callback: verified and parsed before returning.
     if (!isBinary) return this.end(c, CLOSE.protocol, 'binary frames only');
-    const payload = openFrame(c.c2s, new Uint8Array(message));
+    const payload = openFrame(this.slots.c2s(c.slot), new Uint8Array(message));
     if (!payload) return this.end(c, CLOSE.protocol, 'bad MAC');
     const m = parseClientMessage(payload, c.inSeq + 1);
     if (typeof m === 'string') return this.end(c, CLOSE.protocol, m);
@@ -470,7 +478,7 @@ export class ClientChannel {
     // does not close by itself although closeOnBackpressureLimit is set.
     const ws = c.ws;
     if (
-      ws.send(sealFrame(c.s2c, Buffer.from(payload, 'utf8')), true) === 2 ||
+      ws.send(sealFrame(this.slots.s2c(c.slot), Buffer.from(payload, 'utf8')), true) === 2 ||
       ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
     ) {
       this.dropped++;

@@ -8,7 +8,7 @@ import {
   StopBody,
 } from '../../services/client-requests.js';
 import type { AppDeps } from '../../app.js';
-import { CompactRateLimiter, type RequestLimiter } from '../../services/compact-rate-limiter.js';
+import { addressLimiter, type RequestLimiter } from '../../services/compact-rate-limiter.js';
 import { clientHandler, type ClientDeps } from '../client-route.js';
 import { signReply } from '../client-signing.js';
 import { SCREENSHOT_BODY_LIMIT } from '../router.js';
@@ -28,9 +28,7 @@ export function clientRoutes({ router, s, domain }: AppDeps): void {
   // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute. Alone, a compact in-process table
   // (16 bytes an address, bounded: issue 13); in a cluster, Redis, shared by every worker.
   const limit = (name: string, points: number): RequestLimiter =>
-    s.coordinator.kind === 'local'
-      ? new CompactRateLimiter({ points, duration: 60, now: () => s.clock.now() })
-      : s.coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
+    addressLimiter(s.coordinator, () => s.clock.now(), name, points);
   const doc = (
     summary: string,
     body:
