@@ -75,6 +75,7 @@ describe('IP addresses', () => {
     expect(normalizeIp('::ffff:1:2')).toBe('::ffff:1:2');
     expect(normalizeIp('2001:DB8::1')).toBe('2001:db8::1');
     expect(normalizeIp('198.51.100.7')).toBe('198.51.100.7');
+    expect(normalizeIp('1:2:3::1.2.3.4')).toBe('1:2:3::1.2.3.4'); // an embedded IPv4 that is not mapped
   });
 });
 
