@@ -1,7 +1,7 @@
 // Shared by bench/run.ts (Keywarden) and bench/peer/keyauth.ts (the side-by-side): the native
 // load generator (bench/gen/kwload.c), CPU time of process groups read from /proc, Prometheus
 // text parsing, and the result rows and their table.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -32,14 +32,21 @@ export function machine(): string {
 
 // ---- the generator ------------------------------------------------------------------------------
 
-/** Compiles bench/gen/kwload.c into bench/.build/ (git-ignored) when the binary is missing or older. */
+/** Whether the generator can speak the realtime channel (it needs libsodium's header and library). */
+export const channelCapable = (): boolean => fs.existsSync('/usr/include/sodium.h');
+
+/**
+ * Compiles bench/gen/kwload.c into bench/.build/ (git-ignored) when the binary is missing or older;
+ * with libsodium (apt-get install libsodium-dev) it has the channel modes too.
+ */
 export function buildKwload(): string {
   const src = path.join(here, 'gen', 'kwload.c');
-  const out = path.join(here, '.build', 'kwload');
+  const ws = channelCapable();
+  const out = path.join(here, '.build', ws ? 'kwload-ws' : 'kwload');
   if (fs.existsSync(out) && fs.statSync(out).mtimeMs >= fs.statSync(src).mtimeMs) return out;
   fs.mkdirSync(path.dirname(out), { recursive: true });
   const cc = process.env.CC ?? 'cc';
-  const r = spawnSync(cc, ['-O2', '-pthread', '-Wall', '-o', out, src], { encoding: 'utf8' });
+  const r = spawnSync(cc, ['-O2', '-pthread', '-Wall', '-o', out, src, ...(ws ? ['-lsodium'] : [])], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${cc} could not build the load generator (apt-get install gcc): ${r.error?.message ?? ''}${r.stderr}`);
   return out;
 }
@@ -74,6 +81,10 @@ export interface KwResult {
   mean_us: number;
   cpu_window_s: number;
   cpu_total_s: number;
+  /** ws-hold: pushed messages received */
+  events?: number;
+  /** channel connections the server closed */
+  ws_closed?: number;
 }
 
 export interface WindowHooks {
@@ -82,34 +93,83 @@ export interface WindowHooks {
   onEnd?: () => void;
 }
 
+interface Started {
+  child: ChildProcess;
+  stderr: string;
+  result?: KwResult;
+}
+
+/** Starts the generator: stderr passes through (and is kept), each stdout line but the result goes to `onLine`. */
+function startKwload(args: string[], stdin: 'ignore' | 'pipe', onLine: (line: string) => void): Started {
+  const child = spawn(buildKwload(), args, { stdio: [stdin, 'pipe', 'pipe'] });
+  const s: Started = { child, stderr: '' };
+  let buf = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    s.stderr += d.toString();
+    process.stderr.write(d);
+  });
+  child.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (line.startsWith('KWLOAD {')) s.result = JSON.parse(line.slice(7)) as KwResult;
+      else onLine(line);
+    }
+  });
+  return s;
+}
+
 /** Runs the generator; `hooks` run synchronously at the window's edges (sample /proc there). */
 export function kwload(args: string[], hooks: WindowHooks = {}): Promise<KwResult> {
-  const bin = buildKwload();
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let buf = '';
-    let result: KwResult | undefined;
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      process.stderr.write(d);
+    const s = startKwload(args, 'ignore', (line) => {
+      if (line === 'KWLOAD window-start') hooks.onStart?.();
+      else if (line === 'KWLOAD window-end') hooks.onEnd?.();
     });
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString();
-      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        if (line === 'KWLOAD window-start') hooks.onStart?.();
-        else if (line === 'KWLOAD window-end') hooks.onEnd?.();
-        else if (line.startsWith('KWLOAD {')) result = JSON.parse(line.slice(7)) as KwResult;
-      }
-    });
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      if (code === 0 && result) resolve(result);
-      else reject(new Error(`kwload ${args.join(' ')} failed (exit ${code}): ${stderr.slice(-2000)}`));
+    s.child.once('error', reject);
+    s.child.once('exit', (code) => {
+      if (code === 0 && s.result) resolve(s.result);
+      else reject(new Error(`kwload ${args.join(' ')} failed (exit ${code}): ${s.stderr.slice(-2000)}`));
     });
   });
+}
+
+/** A `ws-hold` generator: channels held open, pushes reported as they arrive. */
+export interface Hold {
+  /** resolves when every connection has its channel and heartbeat session (or could not) */
+  ready: Promise<void>;
+  /** ws-hold prints `KWLOAD event <type> <connection> <ns>` (CLOCK_MONOTONIC, as process.hrtime) */
+  onEvent: (fn: (type: string, conn: number, ns: bigint) => void) => void;
+  /** closes the channels and returns the generator's result */
+  stop: () => Promise<KwResult>;
+}
+
+export function kwhold(args: string[]): Hold {
+  const listeners: ((type: string, conn: number, ns: bigint) => void)[] = [];
+  let readyFn: () => void = () => {};
+  const s = startKwload(['--mode', 'ws-hold', ...args], 'pipe', (line) => {
+    if (line.startsWith('KWLOAD ready')) readyFn();
+    else if (line.startsWith('KWLOAD event ')) {
+      const [type, conn, ns] = line.slice(13).split(' ');
+      for (const fn of listeners) fn(type!, Number(conn), BigInt(ns!));
+    }
+  });
+  const exited = new Promise<number | null>((r) => s.child.once('exit', (code) => r(code)));
+  const ready = new Promise<void>((resolve, reject) => {
+    readyFn = resolve;
+    void exited.then((code) => reject(new Error(`kwload ws-hold exited (${code}) before it was ready: ${s.stderr.slice(-2000)}`)));
+  });
+  return {
+    ready,
+    onEvent: (fn) => listeners.push(fn),
+    stop: async () => {
+      s.child.stdin!.end();
+      const code = await exited;
+      if (code !== 0 || !s.result) throw new Error(`kwload ws-hold ${args.join(' ')} failed (exit ${code}): ${s.stderr.slice(-2000)}`);
+      return s.result;
+    },
+  };
 }
 
 // ---- CPU time and memory from /proc --------------------------------------------------------------
@@ -320,5 +380,6 @@ export function troubles(k: KwResult): string {
   if (k.errors) t.push(`${k.errors} socket errors`);
   if (k.bad_body) t.push(`${k.bad_body} answers without new_token`);
   if (k.dead_conns) t.push(`${k.dead_conns} connections could not prepare a session`);
+  if (k.ws_closed) t.push(`${k.ws_closed} channels closed by the server`);
   return t.length ? `**INVALID: ${t.join(', ')}**` : '';
 }

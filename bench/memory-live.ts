@@ -1,4 +1,4 @@
-// `npx tsx bench/memory-live.ts [--n=20000] [--snapshot [--keep]] [--max-live=1000]`
+// `npx tsx bench/memory-live.ts [--n=20000] [--channel] [--snapshot [--keep]] [--max-live=1000]`
 // Where the memory of live heartbeat sessions goes (issue 13, target 4). Starts one Keywarden
 // server in this process (no Redis; re-executed with --expose-gc), creates N live heartbeat
 // sessions through the real HTTP API with the bench's generator (`kwload --mode setup`: init ->
@@ -10,6 +10,9 @@
 // estimated; what remains (the per-address limiters, caches) is the last row.
 // --snapshot also writes a heap snapshot before and after the sessions and prints the difference
 // by constructor (bytes per session), the finest breakdown V8 gives.
+// --channel makes each session a client connected to the realtime channel (`kwload --mode ws-hold`:
+// init -> license -> upgrade -> heartbeat/start on the channel), held open while memory is read;
+// the first part taken away is then the connections (closed by the clients).
 //
 // The generator is another process; in this one there is only the server and this script's
 // few objects, so the differences are the server's.
@@ -36,13 +39,14 @@ const { default: pg } = await import('pg');
 const { loadConfig } = await import('../src/config.js');
 const { createLogger } = await import('../src/logger.js');
 const { startServer } = await import('../src/main.js');
-const { kwload, freePort } = await import('./lib.js');
+const { kwload, kwhold, freePort } = await import('./lib.js');
 
 const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback;
 const N = Number(arg('n', '20000'));
 const MAX_LIVE = arg('max-live', '1000');
 const SNAPSHOT = process.argv.includes('--snapshot');
+const CHANNEL = process.argv.includes('--channel');
 const KEEP = process.argv.includes('--keep');
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
@@ -170,13 +174,18 @@ try {
     key: string;
   }[];
   const licenses = keys.map((k) => k.key).join(',');
-  const setup = (total: number, ipBase: number) =>
-    kwload([
-      '--port', String(server.port), '--mode', 'setup', '--total', String(total), '--conns', '64', '--threads', '2',
-      '--api-key', app.api_key, '--license', licenses, '--hwid', HWID, '--ip-base', String(ipBase), '--quiet',
-    ]); // prettier-ignore
+  let hold: ReturnType<typeof kwhold> | undefined;
+  const setup = async (total: number, ipBase: number) => {
+    const common = ['--port', String(server.port), '--threads', '2', '--api-key', app.api_key, '--license', licenses,
+      '--hwid', HWID, '--ip-base', String(ipBase), '--quiet']; // prettier-ignore
+    if (!CHANNEL) return kwload(['--mode', 'setup', '--total', String(total), '--conns', '64', ...common]);
+    hold = kwhold(['--conns', String(total), '--prep-window', '64', '--prep-timeout', '3600', ...common]);
+    await hold.ready;
+    return { ok: total };
+  };
   // Warm-up (JIT, pools, the license actors, the audit writer) from addresses outside the measured ones.
   await setup(2_000, 15 << 20);
+  await hold?.stop();
   await server.services.repos.audit.flush();
   // Only the JIT and the pools stay from the warm-up: its sessions go, so each part below is the measured ones'.
   const hb = server.app.domain.heartbeats;
@@ -216,6 +225,14 @@ try {
   // Take the parts away one at a time; what each frees is its share.
   let auditMs = 0;
   const parts: [string, () => void | Promise<void>][] = [
+    ...(CHANNEL
+      ? [
+          ['channel connections (closed by the clients)', async () => void (await hold!.stop())] as [
+            string,
+            () => Promise<void>,
+          ],
+        ]
+      : []),
     [
       'audit log entries not yet written (write-behind backlog)',
       async () => {

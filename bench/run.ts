@@ -14,7 +14,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.js';
 import {
-  buildKwload, cmdline, coresText, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
+  buildKwload, channelCapable, cmdline, coresText, kwhold, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
   progress, root, rowsTable, rssBytes, sumOf, troubles, type Classify, type KwResult, type Metrics, type Proc, type Row,
 } from './lib.js';
 
@@ -31,9 +31,15 @@ const initMemoryOnly = list(opt('init-memory'));
 const MEMORY_POINTS = memoryOnly ?? (quick ? [5_000] : [100_000]);
 const INIT_MEMORY_POINTS = initMemoryOnly ?? (quick ? [10_000] : [100_000]);
 const LATENCY_SHARES = quick ? [0.5] : [0.5, 0.9];
-const ALL = ['ceiling', 'hb1', 'init', 'license', 'login', 'latency1', 'memory', 'initmem', 'cluster2', 'cluster3'];
+// The realtime channel (issue 14): memory per connected client, and push latency across 2 workers.
+const WS_MEMORY_POINTS = list(opt('ws-memory')) ?? (quick ? [2_000] : [10_000, 100_000]);
+const WS_PUSH_CLIENTS = Number(opt('ws-push') ?? (quick ? 2_000 : 10_000));
+// --cpu-prof: every server process writes a V8 CPU profile (node --cpu-prof) when it stops.
+const CPU_PROF = argv.includes('--cpu-prof');
+const ALL = ['ceiling', 'hb1', 'wshb1', 'init', 'license', 'login', 'latency1', 'memory', 'initmem', 'wsmem', 'cluster2', 'wspush', 'cluster3'];
 const only = opt('only')?.split(',') ?? (memoryOnly || initMemoryOnly ? [...(memoryOnly ? ['memory'] : []), ...(initMemoryOnly ? ['initmem'] : [])] : ALL);
 if (only.includes('latency1')) only.push('hb1'); // paced at a share of (b)'s maximum
+if (only.includes('wshb1')) only.push('hb1'); // compared with it
 const want = (id: string) => only.includes(id);
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
 const HWID = 'bench-hwid-000000000000001';
@@ -99,16 +105,19 @@ async function patch(base: string, p: string, body: unknown, token: string): Pro
   if (res.status !== 200) throw new Error(`${p} -> ${res.status} ${await res.text()}`);
 }
 
-interface Fixture { apiKey: string; licenses: string[]; username: string; password: string }
+interface Fixture { apiKey: string; appId: number; token: string; licenses: string[]; licenseIds: number[]; username: string; password: string }
 
 async function fixture(base: string, settings: Record<string, unknown> = {}): Promise<Fixture> {
   const { token } = await post(base, '/api/auth/login', OWNER);
   const app = await post(base, '/api/apps', { name: `Bench ${Date.now()}` }, token);
   if (Object.keys(settings).length > 0) await patch(base, `/api/apps/${app.id}`, settings, token);
-  const keys = (await post(base, `/api/apps/${app.id}/licenses`, { amount: KEYS + 1, unit: 'lifetime' }, token)) as { key: string }[];
+  const keys = (await post(base, `/api/apps/${app.id}/licenses`, { amount: KEYS + 1, unit: 'lifetime' }, token)) as { id: number; key: string }[];
   const s = (await post(base, '/api/client/init', { api_key: app.api_key })).session;
   await post(base, '/api/client/register', { session: s, username: 'benchuser', password: 'bench-user-1', license: keys[KEYS]!.key, hwid: HWID });
-  return { apiKey: app.api_key, licenses: keys.slice(0, KEYS).map((k) => k.key), username: 'benchuser', password: 'bench-user-1' };
+  return {
+    apiKey: app.api_key, appId: app.id, token, licenses: keys.slice(0, KEYS).map((k) => k.key), licenseIds: keys.slice(0, KEYS).map((k) => k.id),
+    username: 'benchuser', password: 'bench-user-1',
+  };
 }
 
 // ---- servers --------------------------------------------------------------------------------------
@@ -230,7 +239,7 @@ function rowOf(id: string, workload: string, m: Measured, ceiling: number | unde
 
 async function main(): Promise<void> {
   buildKwload();
-  progress(`server logs in ${logDir}`);
+  progress(`server logs in ${logDir}${CPU_PROF ? `, CPU profiles in ${path.join(logDir, 'profiles')}` : ''}`);
   progress(`${quick ? 'quick' : 'full'} run on ${machine()}; ${CONNS} connections on ${GEN_THREADS} generator threads`);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-'));
   cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
@@ -260,11 +269,12 @@ async function main(): Promise<void> {
     const port = await freePort();
     const db = await freshDb();
     const env: Record<string, string> = {
-      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: path.join(dataDir, `kw-${port}`), LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.1',
+      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: path.join(dataDir, `kw-${port}`), LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.0/8', // the generator binds to several (--bind)
       OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, DATABASE_URL: db.url, REDIS_URL: '',
     };
     if (workers > 1) Object.assign(env, { WORKERS: String(workers), REDIS_URL: redisUrl!, REDIS_PREFIX: `kwbench${Date.now()}:` });
-    const child = start(process.execPath, [...nodeFlags, '--import', 'tsx', 'src/cli.ts', 'serve'], env, `keywarden-${workers}w-${port}`);
+    const prof = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(logDir, 'profiles')}`] : [];
+    const child = start(process.execPath, [...nodeFlags, ...prof, '--import', 'tsx', 'src/cli.ts', 'serve'], env, `keywarden-${workers}w-${port}`);
     const s: Server = { base: `http://127.0.0.1:${port}`, port, child, workers, db: db.name };
     if (workers === 1) {
       await until('keywarden', async () => (await fetch(`${s.base}/readyz`)).status === 200, 60_000, child);
@@ -286,7 +296,7 @@ async function main(): Promise<void> {
   };
 
   let redisUrl = process.env.REDIS_URL;
-  const needRedis = want('cluster2') || want('cluster3');
+  const needRedis = want('cluster2') || want('cluster3') || want('wspush') || (want('wsmem') && WS_MEMORY_POINTS.some((n) => n > PER_PROCESS));
   if (needRedis && !redisUrl) redisUrl = await startRedis(dataDir);
   const sharedRedis = needRedis && process.env.REDIS_URL !== undefined;
 
@@ -320,6 +330,11 @@ async function main(): Promise<void> {
         max1 = m.k.ok_rps;
         rows.push(rowOf('hb1', '(b) signed heartbeats, 1 worker', m, ceiling));
       }
+      if (want('wshb1') && channelCapable()) {
+        progress('(g) heartbeats over the realtime channel, one worker');
+        const m = await measure(single.port, single, ['--mode', 'ws-hb', ...base]);
+        rows.push(rowOf('wshb1', '(g) channel heartbeats (WebSocket), 1 worker', m, ceiling, relativeCpu(m, 'hb1')));
+      }
       for (const call of ['init', 'license'] as const) {
         if (!want(call)) continue;
         progress(`(d) ${call} per second, one worker`);
@@ -344,6 +359,10 @@ async function main(): Promise<void> {
 
     if (want('memory')) for (const n of MEMORY_POINTS) await memoryPoint(serve, stop, n);
     if (want('initmem')) for (const n of INIT_MEMORY_POINTS) await initMemoryPoint(serve, stop, n);
+    if (want('wsmem') && channelCapable()) {
+      for (const n of WS_MEMORY_POINTS) await survive(`wsmem-${n}`, () => channelMemoryPoint(serve, stop, n));
+    }
+    if (want('wspush') && channelCapable()) await survive(`wspush-${WS_PUSH_CLIENTS}`, () => pushLatency(serve, stop, WS_PUSH_CLIENTS));
 
     // (c) cluster mode
     for (const workers of [2, 3]) {
@@ -354,6 +373,11 @@ async function main(): Promise<void> {
       const base = ['--api-key', f.apiKey, '--license', f.licenses.join(',')];
       const m = await measure(s.port, s, ['--mode', 'hb', ...base]);
       rows.push(rowOf(`hb${workers}`, `(c) signed heartbeats, ${workers} workers`, m, ceiling, forwarded(m)));
+      if (workers === 2 && channelCapable()) {
+        progress(`(g) heartbeats over the realtime channel, ${workers} workers`);
+        const w = await measure(s.port, s, ['--mode', 'ws-hb', ...base]);
+        rows.push(rowOf(`wshb${workers}`, `(g) channel heartbeats (WebSocket), ${workers} workers`, w, ceiling, [relativeCpu(w, `hb${workers}`), forwarded(w)].filter(Boolean).join('; ')));
+      }
       if (workers === 2) {
         progress(`(f) latency at 50% of (c), ${workers} workers`);
         const p = await measure(s.port, s, ['--mode', 'hb', ...base, '--rate', String(Math.round(m.k.ok_rps * 0.5))]);
@@ -365,6 +389,24 @@ async function main(): Promise<void> {
     for (const c of cleanups.reverse()) await c();
     report();
   }
+}
+
+/** Runs a workload whose failure (many processes, many connections) should not end the whole run: a row says what failed. */
+async function survive(id: string, run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    progress(`${id} failed: ${(err as Error).message}`);
+    rows.push({ id, workload: id, system: 'keywarden', note: `**INVALID: failed: ${(err as Error).message.slice(0, 300)}**` });
+  }
+}
+
+/** A channel row's server CPU per beat as a share of its REST twin's (issue 14: at most a third). */
+function relativeCpu(m: Measured, restId: string): string {
+  const rest = rows.find((r) => r.id === restId)?.cpu_ms_per_1k;
+  const total = Object.values(m.cpu).reduce((a, b) => a + b, 0);
+  const ours = m.k.ok > 0 ? (total * 1e6) / m.k.ok : undefined;
+  return rest && ours ? `server CPU per beat ${(ours / rest).toFixed(2)} x the REST beat's (${restId})` : '';
 }
 
 function forwarded(m: Measured): string {
@@ -432,8 +474,15 @@ async function memoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: 
   // The longest interval (expiry 6 x 300 s = 30 min): an expired session is not a live one.
   const f = await fixture(s.base, { heartbeat_interval: 300 });
   const before = await settled(s);
-  const k = await kwload(['--port', String(s.port), '--mode', 'setup', '--total', String(n), '--conns', String(CONNS), '--threads', String(GEN_THREADS),
-    '--api-key', f.apiKey, '--license', f.licenses.join(','), '--hwid', HWID, '--ip-base', String(nextIpBase()), '--quiet']);
+  // Two passes, so every heartbeat starts within minutes of the others (a session expires 30 minutes
+  // after its last beat, and a million activations take longer than that here): first init ->
+  // license for all of them (client sessions live 24 hours), then heartbeat/start for each.
+  const file = path.join(logDir, `sessions-${n}.txt`);
+  const common = ['--port', String(s.port), '--mode', 'setup', '--conns', String(CONNS), '--threads', String(GEN_THREADS),
+    '--api-key', f.apiKey, '--license', f.licenses.join(','), '--hwid', HWID, '--quiet'];
+  const auth = await kwload([...common, '--total', String(n), '--ip-base', String(nextIpBase()), '--sessions-out', file]);
+  const k = await kwload([...common, '--sessions-in', file, '--ip-base', String(nextIpBase())]);
+  fs.rmSync(file);
   const after = await settled(s);
   const live = sumOf(after.m, 'keywarden_heartbeat_sessions');
   const valid = k.ok > 0 && (live === 0 || live >= 0.99 * k.ok);
@@ -442,8 +491,9 @@ async function memoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: 
     value: Math.round((after.rss - before.rss) / Math.max(1, k.ok)), unit: 'B RSS',
     note: [valid ? '' : `**INVALID: ${fmt(live)} of ${fmt(k.ok)} sessions live at the sample**`,
       `heap ${fmt((after.heap - before.heap) / Math.max(1, k.ok))} B/session`, `${fmt(live)} sessions, ${fmt(sumOf(after.m, 'keywarden_heartbeat_live_actors'))} live actors`,
-      `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`, `setup ${fmt(k.duration_s)} s (${fmt(k.ok_rps)} sessions/s: init, license, heartbeat/start)`,
-      k.prep_fail ? `${k.prep_fail} failed calls` : ''].filter(Boolean).join('; '),
+      `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
+      `setup ${fmt(auth.duration_s + k.duration_s)} s: init and license ${fmt(auth.duration_s)} s (${fmt(auth.ok_rps)}/s), then heartbeat/start ${fmt(k.duration_s)} s (${fmt(k.ok_rps)}/s)`,
+      auth.prep_fail + k.prep_fail ? `${auth.prep_fail + k.prep_fail} failed calls` : ''].filter(Boolean).join('; '),
   });
   await stop(s);
 }
@@ -466,6 +516,130 @@ async function initMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>,
       k.prep_fail ? `**${k.prep_fail} failed calls**` : ''].filter(Boolean).join('; '),
   });
   await stop(s);
+}
+
+// ---- the realtime channel (issue 14): memory per connected client, push latency ----------------
+
+/** Open files per process here (`ulimit -n`): each generator process and each worker stays well below it. */
+const FD_LIMIT = Number(/Max open files\s+(\d+)/.exec(fs.readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 1024);
+const PER_PROCESS = Math.max(1_000, Math.floor(FD_LIMIT * 0.8));
+
+/**
+ * `n` channels held open, spread over generator processes of at most PER_PROCESS connections, each
+ * from its own loopback source address (a source address has about 28,000 ports towards one port).
+ */
+function holdChannels(s: Server, f: Fixture, n: number): ReturnType<typeof kwhold>[] {
+  const procs = Math.ceil(n / PER_PROCESS);
+  return Array.from({ length: procs }, (_, i) => {
+    const conns = Math.floor((n * (i + 1)) / procs) - Math.floor((n * i) / procs);
+    return kwhold(['--port', String(s.port), '--conns', String(conns), '--threads', String(GEN_THREADS), '--api-key', f.apiKey,
+      '--license', f.licenses.join(','), '--hwid', HWID, '--ip-base', String(nextIpBase()), '--bind', `127.0.0.${2 + i}`,
+      '--prep-window', String(CONNS), '--prep-timeout', '3600', '--quiet']);
+  });
+}
+
+async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: number): Promise<void> {
+  // A worker holds at most PER_PROCESS connections (the open-files limit): more clients, more workers.
+  const workers = Math.ceil(n / PER_PROCESS);
+  progress(`(g) memory with ${fmt(n)} clients connected to the realtime channel, ${workers} worker${workers > 1 ? 's' : ''}`);
+  const s = await serve(workers, ['--expose-gc']);
+  const f = await fixture(s.base, { heartbeat_interval: 300 }); // no beat needed while the memory is read
+  const before = await settled(s);
+  const t0 = Date.now();
+  const holds = holdChannels(s, f, n);
+  try {
+    await Promise.all(holds.map((h) => h.ready));
+    const setup = (Date.now() - t0) / 1000;
+    const after = await settled(s);
+    const connected = sumOf(after.m, 'keywarden_channel_connections');
+    const live = sumOf(after.m, 'keywarden_heartbeat_sessions');
+    const per = connected > 0 ? (after.rss - before.rss) / connected : undefined;
+    const rest = rows.find((r) => r.id === `memory-${n}`)?.value ?? rows.find((r) => r.id.startsWith('memory-'))?.value;
+    rows.push({
+      id: `wsmem-${n}`, workload: `(g) memory per client connected to the channel at ${fmt(n)} (${workers} worker${workers > 1 ? 's' : ''})`,
+      system: 'keywarden', value: per === undefined ? undefined : Math.round(per), unit: 'B RSS',
+      note: [connected < 0.99 * n ? `**INVALID: ${fmt(connected)} of ${fmt(n)} connected at the sample**` : '',
+        `the connection and its live heartbeat session together${rest ? ` (a live REST session alone: ${fmt(rest)} B)` : ''}`,
+        `heap ${fmt((after.heap - before.heap) / Math.max(1, connected))} B/client`, `${fmt(connected)} connected, ${fmt(live)} live sessions`,
+        `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`, `setup ${fmt(setup)} s (init, license, upgrade, heartbeat/start)`,
+        `${holds.length} generator process${holds.length > 1 ? 'es' : ''}`].filter(Boolean).join('; '),
+    });
+  } finally {
+    await Promise.allSettled(holds.map((h) => h.stop()));
+    await stop(s);
+  }
+}
+
+const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+
+/**
+ * Push latency with `n` clients connected across 2 workers: a dashboard notice to all of them, then
+ * each of the 64 keys banned in turn (about n/64 clients each), timed from just before the
+ * dashboard request leaves to the client's receipt of `revoked` (CLOCK_MONOTONIC in both processes).
+ */
+async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: number): Promise<void> {
+  progress(`(g) push latency with ${fmt(n)} clients connected to the channel, 2 workers`);
+  const s = await serve(2);
+  const f = await fixture(s.base, { heartbeat_interval: 300 });
+  const holds = holdChannels(s, f, n);
+  // connection ids restart at 0 in each generator process: (process, id) names a client
+  const got = new Map<string, { client: string; ns: bigint }[]>();
+  let wake: () => void = () => {};
+  holds.forEach((h, i) => h.onEvent((type, conn, ns) => {
+    const list = got.get(type) ?? [];
+    list.push({ client: `${i}:${conn}`, ns });
+    got.set(type, list);
+    wake();
+  }));
+  const waitFor = async (type: string, count: number, ms: number) => {
+    const end = Date.now() + ms;
+    while ((got.get(type)?.length ?? 0) < count && Date.now() < end) {
+      await new Promise<void>((r) => {
+        wake = r;
+        setTimeout(r, 50);
+      });
+    }
+  };
+  try {
+    await Promise.all(holds.map((h) => h.ready));
+    const connected = sumOf(await workerMetrics(s), 'keywarden_channel_connections');
+    await quiesce(s);
+    const ms = (from: bigint, e: { ns: bigint }) => Number(e.ns - from) / 1e6;
+    // the notice: one dashboard call, every client
+    const t0 = process.hrtime.bigint();
+    await post(s.base, `/api/apps/${f.appId}/notice`, { message: 'bench notice' }, f.token);
+    await waitFor('notice', connected, 10_000);
+    const notice = (got.get('notice') ?? []).map((e) => ms(t0, e)).sort((a, b) => a - b);
+    // the bans, one key after another
+    const bans: number[] = [];
+    let missing = 0;
+    for (let i = 0; i < f.licenseIds.length; i++) {
+      const before = got.get('revoked')?.length ?? 0;
+      const expected = holds.reduce((a, _, p) => { // clients of key i in each process: ids i, i + 64, ...
+        const conns = Math.floor((n * (p + 1)) / holds.length) - Math.floor((n * p) / holds.length);
+        return a + Math.max(0, Math.ceil((conns - i) / f.licenseIds.length));
+      }, 0);
+      const t = process.hrtime.bigint();
+      await patch(s.base, `/api/licenses/${f.licenseIds[i]}/ban`, { banned: true }, f.token);
+      await waitFor('revoked', before + expected, 5_000);
+      const mine = (got.get('revoked') ?? []).slice(before);
+      for (const e of mine) bans.push(ms(t, e));
+      missing += Math.max(0, expected - mine.length);
+    }
+    for (let i = 0; i < missing; i++) bans.push(Infinity); // never arrived within 5 s: counted, as the slowest
+    bans.sort((a, b) => a - b);
+    rows.push({
+      id: `wspush-${n}`, workload: `(g) push latency, dashboard ban to client \`revoked\`, ${fmt(n)} clients on 2 workers`, system: 'keywarden',
+      p50_ms: pct(bans, 50), p99_ms: pct(bans, 99), p999_ms: pct(bans, 99.9), value: pct(bans, 99), unit: 'ms p99',
+      note: [missing > 0 ? `**${missing} of ${bans.length} revocations not received within 5 s**` : '',
+        `${fmt(bans.length)} revocations from ${f.licenseIds.length} bans (one key after another, about ${fmt(n / f.licenseIds.length)} clients each); max ${fmt(bans.at(-1), 1)} ms`,
+        `a notice to all ${fmt(connected)} clients: ${fmt(notice.length)} received, p50 ${fmt(pct(notice, 50), 1)} ms, p99 ${fmt(pct(notice, 99), 1)} ms, last ${fmt(notice.at(-1), 1)} ms`,
+      ].filter(Boolean).join('; '),
+    });
+  } finally {
+    await Promise.allSettled(holds.map((h) => h.stop()));
+    await stop(s);
+  }
 }
 
 // ---- targets (issue 13), read off the rows ---------------------------------------------------------
@@ -528,6 +702,33 @@ function verdicts(): Verdict[] {
     measured: peer ? `${peer.rows.length} rows from ${peer.at}` : '',
     verdict: peer ? 'side-by-side table below' : 'not in this run: KEYAUTH_DIR=... npm run bench:keyauth (bench/README.md)',
   });
+  // issue 14: the realtime channel
+  const noWs = channelCapable() ? 'not measured' : 'not measured: the generator needs libsodium (apt-get install libsodium-dev)';
+  for (const w of [1, 2]) {
+    const ws = by(`wshb${w}`)?.cpu_ms_per_1k;
+    const rest = by(`hb${w}`)?.cpu_ms_per_1k;
+    const rel = ws && rest ? ws / rest : undefined;
+    out.push({
+      group: '14', target: `a channel beat <= 1/3 of a REST beat's server CPU, ${w} worker${w > 1 ? 's' : ''}`,
+      measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(ws, 1)} vs ${fmt(rest, 1)} ms per 1k)`,
+      verdict: rel === undefined ? noWs : atMost(rel, 1 / 3, 2, ' x'),
+    });
+  }
+  const push = rows.find((r) => r.id.startsWith('wspush-'));
+  out.push({
+    group: '14', target: `push latency p99 < 1 s at ${push ? fmt(Number(push.id.slice(7))) : '10,000'} connected clients, 2 workers`,
+    measured: push ? `p50 ${fmt(push.p50_ms, 1)} ms, p99 ${fmt(push.p99_ms, 1)} ms` : '',
+    verdict: !push ? noWs : push.p99_ms === undefined ? 'invalid (see row)' : push.p99_ms < 1000 ? 'met'
+      : Number.isFinite(push.p99_ms) ? `missed by ${fmt(push.p99_ms - 1000)} ms` : 'missed: over 1% of revocations never arrived',
+  });
+  const wsm = rows.filter((r) => r.id.startsWith('wsmem-'));
+  if (wsm.length === 0) out.push({ group: '14', target: '<= 4 KB (4,096 B) per connected client', measured: '', verdict: noWs });
+  for (const r of wsm) {
+    out.push({
+      group: '14', target: `<= 4 KB (4,096 B) per connected client at ${fmt(Number(r.id.slice(6)))}`, measured: r.value === undefined ? '' : `${fmt(r.value)} B`,
+      verdict: r.note?.includes('INVALID') ? 'invalid (see row)' : atMost(r.value, 4096, 0, ' B'),
+    });
+  }
   return out;
 }
 
@@ -573,7 +774,7 @@ function report(): void {
     '',
     rowsTable(rows),
     '',
-    '| Group | Target (issue 13) | Measured | Verdict |',
+    '| Group | Target (issue 13: groups 1-5; issue 14: the channel) | Measured | Verdict |',
     '|---|---|---|---|',
     ...v.map((x) => `| ${x.group} | ${x.target} | ${x.measured} | ${x.verdict} |`),
     ...(side ? ['', side] : []),
@@ -603,6 +804,17 @@ function report(): void {
     progress(`${invalid.length} row(s) INVALID (non-2xx answers, socket errors or expired sessions): ${invalid.map((r) => r.id).join(', ')}`);
     process.exitCode = 3;
   }
+}
+
+// Interrupted: stop what was started (servers, generators, Redis, PostgreSQL) before leaving.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    progress(`${sig}: stopping what the bench started`);
+    void (async () => {
+      for (const c of cleanups.reverse()) await c();
+      process.exit(130);
+    })();
+  });
 }
 
 main().catch((err: unknown) => {

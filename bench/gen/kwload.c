@@ -15,7 +15,18 @@
 //   KWLOAD window-end
 //   KWLOAD {json}                  (requests, non2xx, errors, latency percentiles, own CPU)
 // Modes without a measured loop (setup, inits: create --total sessions and stop) print only the
-// json line. Compiled by bench/run.ts with `cc -O2 -pthread`.
+// json line. Compiled by bench/run.ts with `cc -O2 -pthread` (and `-lsodium` where sodium.h exists).
+//
+// With libsodium, two modes speak the realtime channel (README "Realtime channel"): `ws-hb`
+// prepares each chain with init -> license over HTTP, upgrades that connection to
+// GET /api/client/ws (a fresh X25519 key per connection, keys derived from the hello as the
+// README says), sends heartbeat/start as a channel call and then measures channel heartbeats the
+// way `hb` measures REST ones. `ws-hold` prepares --conns such connections, prints
+// `KWLOAD ready`, then holds them open (answering transport pings) until its stdin closes,
+// printing `KWLOAD event <type> <connection> <CLOCK_MONOTONIC ns>` for every pushed `revoked`,
+// `notice` or `update_required`; a revoked connection is not reopened. Like the REST modes, the
+// generator checks no server signature or MAC (the SDK tests do): it measures the server. Its own
+// frames carry the MAC and sequence number the server checks, masked with a zero key.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,11 +48,15 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#if __has_include(<sodium.h>)
+#include <sodium.h>
+#define KW_WS 1
+#endif
 
-enum mode { M_HB, M_INIT, M_LICENSE, M_LOGIN, M_SETUP, M_INITS };
+enum mode { M_HB, M_INIT, M_LICENSE, M_LOGIN, M_SETUP, M_INITS, M_WSHB, M_WSHOLD };
 enum proto { P_KW, P_KA };
-enum step { S_INIT, S_LICENSE, S_LOGIN, S_START, S_BEAT, S_CHECK, S_NONE };
-static const char *step_name[] = { "init", "license", "login", "heartbeat/start", "heartbeat", "check", "-" };
+enum step { S_INIT, S_LICENSE, S_LOGIN, S_START, S_BEAT, S_CHECK, S_UPGRADE, S_WSSTART, S_WSBEAT, S_NONE };
+static const char *step_name[] = { "init", "license", "login", "heartbeat/start", "heartbeat", "check", "ws upgrade", "ws heartbeat/start", "ws heartbeat", "-" };
 
 // ---- options ------------------------------------------------------------------------------------
 static const char *host = "127.0.0.1";
@@ -54,10 +69,18 @@ static const char *api_key = "", *license_key = "", *username = "", *password = 
 static const char *hwid = "bench-hwid-000000000000001", *system_id = "bench-system-01";
 static const char *ka_path = "/api/1.2/", *ka_name = "", *ka_owner = "", *ka_ver = "1.0";
 static int fake_session = 0, quiet = 0;
+static size_t rb_free = 16384; // read-buffer headroom per connection (small for the many channel connections)
 static long long total = 0;                     // setup / inits: sessions to create
 static uint32_t ip_base = 0, ip_pool = 1u << 24; // X-Forwarded-For 10.x.y.z addresses
-static struct sockaddr_in addr;
+static struct sockaddr_in addr, bind_addr;
+static int bind_src = 0; // --bind: the source address of every connection (many loopback sources: many ports)
 static char **licenses; // --license a,b,c: connection i activates licenses[i % nlicenses]
+// setup in two passes (the 1M memory point: every session's heartbeat starts within minutes, well
+// inside its expiry window): --sessions-out makes init -> license sessions and writes them, one a
+// line; --sessions-in starts the heartbeat of each session of such a file.
+static FILE *sessions_out;
+static char **sessions_in;
+static long long nsessions_in;
 static int nlicenses;
 
 // ---- shared state --------------------------------------------------------------------------------
@@ -66,6 +89,9 @@ static atomic_int ready_conns, dead_conns;
 static atomic_llong claims;         // setup / inits: sessions claimed so far
 static atomic_ullong ip_counter;
 static atomic_int printed;          // error bodies printed so far
+static atomic_llong events;         // ws-hold: pushed messages received
+static int prep_window = 0;         // --prep-window N: at most N connections preparing at once (0: all)
+static atomic_int preparing;
 static uint64_t t_run, win_start, win_end;
 
 static uint64_t now_ns(void) {
@@ -136,15 +162,21 @@ struct conn {
   size_t wlen, woff;
   char *rbuf;
   size_t rlen, rcap;
+  long long claimed;            // setup / inits: the index of the session this chain makes
+  int preparing;                // holds one of the --prep-window places
+  int ws, reopen;               // the connection is a channel; the chain must start over on a new one
+  uint64_t cseq;                // the channel's last client sequence number
+  unsigned char csk[32], c2s[32];
+  char ckey[48];                // base64url of the connection's X25519 public key (X-Nonce)
 };
 
 struct worker {
   pthread_t th;
   int ep, tfd;
   struct conn *conns;
-  int n;
+  int n, opened;
   struct hist h;
-  uint64_t requests, ok, non2xx, shed, limited, errors, reconnects, prep_fail, created, bad_body;
+  uint64_t requests, ok, non2xx, shed, limited, errors, reconnects, prep_fail, created, bad_body, ws_closed;
   int finished;
 };
 
@@ -196,7 +228,70 @@ static size_t url_piece(char *out, const char *k, const char *v) { // form field
   return n;
 }
 
+static void mark_sent(struct conn *c, enum step s, uint64_t intended) {
+  c->woff = 0;
+  c->inflight = s + 1; // 0 = nothing in flight
+  c->intended = intended;
+  c->sent = now_ns();
+  flush_out(c);
+}
+
+#ifdef KW_WS
+// A client frame (masked with a zero key: the server unmasks all the same) appended to what is
+// still unsent.
+static void ws_frame(struct conn *c, int opcode, const unsigned char *data, size_t len) {
+  if (c->woff > 0) memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff), c->wlen -= c->woff, c->woff = 0;
+  if (c->wlen + len + 14 > sizeof c->wbuf) die("channel frame too large");
+  unsigned char *o = (unsigned char *)c->wbuf + c->wlen;
+  size_t h = 0;
+  o[h++] = (unsigned char)(0x80 | opcode);
+  if (len < 126) o[h++] = (unsigned char)(0x80 | len);
+  else o[h++] = 0x80 | 126, o[h++] = (unsigned char)(len >> 8), o[h++] = (unsigned char)len;
+  memset(o + h, 0, 4), h += 4;
+  memcpy(o + h, data, len);
+  c->wlen += h + len;
+}
+
+// A channel call: HMAC-SHA256(c2s, payload) || payload, payload {"seq":n,"type":"call",...}.
+static void ws_call(struct conn *c, enum step s, uint64_t intended) {
+  unsigned char frame[4096];
+  char *payload = (char *)frame + 32;
+  int n;
+  c->cseq++;
+  if (s == S_WSSTART)
+    n = snprintf(payload, sizeof frame - 32, "{\"seq\":%llu,\"type\":\"call\",\"op\":\"heartbeat/start\",\"body\":{\"system_id\":\"%s\"}}",
+                 (unsigned long long)c->cseq, system_id);
+  else
+    n = snprintf(payload, sizeof frame - 32,
+                 "{\"seq\":%llu,\"type\":\"call\",\"op\":\"heartbeat\",\"body\":{\"token\":\"%s\",\"system_id\":\"%s\",\"beat_index\":%llu,"
+                 "\"code_hash\":\"0123456789abcdef\"}}",
+                 (unsigned long long)c->cseq, c->token, system_id, (unsigned long long)c->beat_index);
+  crypto_auth_hmacsha256(frame, (unsigned char *)payload, (unsigned long long)n, c->c2s);
+  ws_frame(c, 2, frame, 32 + (size_t)n);
+  mark_sent(c, s, intended);
+}
+
+static void ws_upgrade(struct conn *c) {
+  unsigned char pk[32];
+  char ipb[32];
+  randombytes_buf(c->csk, sizeof c->csk);
+  crypto_scalarmult_base(pk, c->csk);
+  sodium_bin2base64(c->ckey, sizeof c->ckey, pk, sizeof pk, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  ip_str(c->ip, ipb);
+  c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
+                             "GET /api/client/ws HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             "Sec-WebSocket-Key: a3dsb2FkLWNoYW5uZWwtMQ==\r\nSec-WebSocket-Version: 13\r\nX-Forwarded-For: %s\r\n"
+                             "X-Session: %s\r\nX-Nonce: %s\r\n\r\n",
+                             host, port, ipb, c->session, c->ckey);
+  mark_sent(c, S_UPGRADE, 0);
+}
+#endif
+
 static void conn_send(struct conn *c, enum step s, uint64_t intended) {
+#ifdef KW_WS
+  if (s == S_UPGRADE) return ws_upgrade(c);
+  if (s == S_WSSTART || s == S_WSBEAT) return ws_call(c, s, intended);
+#endif
   char body[4096], ipb[32];
   const char *path;
   int n = 0;
@@ -234,11 +329,7 @@ static void conn_send(struct conn *c, enum step s, uint64_t intended) {
                              "X-Nonce: kwload-%d-%llu-nonce\r\nContent-Length: %d\r\n\r\n%.*s",
                              path, host, port, proto == P_KW ? "application/json" : "application/x-www-form-urlencoded", ipb, c->id,
                              (unsigned long long)c->nonce, n, n, body);
-  c->woff = 0;
-  c->inflight = s + 1; // 0 = nothing in flight
-  c->intended = intended;
-  c->sent = now_ns();
-  flush_out(c);
+  mark_sent(c, s, intended);
 }
 
 // Start (or restart) the preparing chain of a connection.
@@ -248,6 +339,7 @@ static void start_chain(struct conn *c) {
   c->si = 0;
   c->ip = next_ip();
   c->beat_index = 1;
+  if (sessions_in && c->claimed < nsessions_in) snprintf(c->session, sizeof c->session, "%s", sessions_in[c->claimed]);
   if (c->nsteps == 0) {
     c->in_prep = 0;
     c->ready = 1;
@@ -256,17 +348,23 @@ static void start_chain(struct conn *c) {
   conn_send(c, c->steps[0], 0);
 }
 
-static int claim(void) { return atomic_fetch_add(&claims, 1) < total; }
+static int claim(struct conn *c) { return (c->claimed = atomic_fetch_add(&claims, 1)) < total; }
+
+static void prep_done(struct conn *c) {
+  if (c->preparing) c->preparing = 0, atomic_fetch_sub(&preparing, 1);
+}
 
 static void mark_ready(struct conn *c) {
   c->in_prep = 0;
   c->ready = 1;
   c->retries = 0;
+  prep_done(c);
   if (!c->counted_ready) c->counted_ready = 1, atomic_fetch_add(&ready_conns, 1);
 }
 
 static void kill_conn(struct conn *c) {
   if (c->dead) return;
+  prep_done(c);
   c->dead = 1;
   atomic_fetch_add(&dead_conns, 1);
   if (c->fd >= 0) close(c->fd), c->fd = -1;
@@ -320,7 +418,7 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
   if (ok && proto == P_KA && memmem(body, blen, "\"success\":true", 14) == NULL) ok = 0; // KeyAuth answers 200 to failures
   if (c->in_prep) {
     if (ok && s == S_INIT) ok = copy_field(body, blen, proto == P_KW ? "session" : "sessionid", c->session, sizeof c->session);
-    if (ok && s == S_START) ok = copy_field(body, blen, "token", c->token, sizeof c->token);
+    if (ok && (s == S_START || s == S_WSSTART)) ok = copy_field(body, blen, "token", c->token, sizeof c->token);
     if (!ok) {
       if (status == 503) w->shed++;        // load shed by the server (a bounded table is full)
       else if (status == 429) w->limited++; // a per-address limit (setup / inits count, not fail)
@@ -328,11 +426,12 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
       if (status == 429 && mode != M_SETUP && mode != M_INITS) w->prep_fail++, say_error(c, s, status, body, blen);
       if (mode == M_SETUP || mode == M_INITS) {
         if (w->prep_fail > 100) die("more than 100 failed calls while creating sessions");
-        if (claim()) start_chain(c);
+        if (claim(c)) start_chain(c);
         else c->dead = 1;
         return;
       }
       if (++c->retries > 3) { kill_conn(c); return; }
+      if (c->ws) { c->reopen = 1; return; } // a new connection, then the chain from init
       start_chain(c);
       if (c->ready) mark_ready(c);
       return;
@@ -343,7 +442,12 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
     }
     if (mode == M_SETUP || mode == M_INITS) {
       w->created++;
-      if (claim()) start_chain(c);
+      if (sessions_out) {
+        flockfile(sessions_out);
+        fprintf(sessions_out, "%s\n", c->session);
+        funlockfile(sessions_out);
+      }
+      if (claim(c)) start_chain(c);
       else c->dead = 1;
       return;
     }
@@ -360,13 +464,14 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
     hrec(&w->h, now - (rate > 0 ? c->intended : c->sent));
   }
   if (!ok) say_error(c, s, status, body, blen);
-  if (s == S_BEAT) {
+  if (s == S_BEAT || s == S_WSBEAT) {
     if (ok && !copy_field(body, blen, "new_token", c->token, sizeof c->token)) {
       w->bad_body++;
       say_error(c, s, status, body, blen);
       ok = 0;
     }
     if (!ok && !fake_session) { // the chain is broken: prepare it again
+      if (c->ws) { c->reopen = 1; return; }
       start_chain(c);
       return;
     }
@@ -379,14 +484,127 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
   kick(c, now);
 }
 
+#ifdef KW_WS
+static int num_field(const char *body, size_t blen, const char *name, char *out, size_t cap) { // an integer's digits
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\":", name);
+  const char *p = memmem(body, blen, pat, (size_t)pl), *end = body + blen;
+  if (!p) return 0;
+  p += pl;
+  size_t n = 0;
+  while (p < end && n + 1 < cap && ((*p >= '0' && *p <= '9') || (*p == '-' && n == 0))) out[n++] = *p++;
+  out[n] = 0;
+  return n > 0;
+}
+
+// The hello: the transcript, X25519, then HKDF-SHA256 (RFC 5869, with libsodium's HMAC) for c2s.
+static int ws_hello(struct conn *c, const char *js, size_t len) {
+  char kid[64], ts[32], skey[64], connid[128], interval[32], tr[2048];
+  unsigned char spk[32], shared[32], salt[32], prk[32], t1[32], t2[32], in[64];
+  size_t spk_len = 0;
+  if (!copy_field(js, len, "kid", kid, sizeof kid) || !num_field(js, len, "ts", ts, sizeof ts) ||
+      !copy_field(js, len, "server_key", skey, sizeof skey) || !copy_field(js, len, "conn", connid, sizeof connid) ||
+      !num_field(js, len, "beat_interval", interval, sizeof interval))
+    return -1;
+  if (sodium_base642bin(spk, sizeof spk, skey, strlen(skey), NULL, &spk_len, NULL, sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 || spk_len != 32)
+    return -1;
+  int n = snprintf(tr, sizeof tr, "kwc1-hello\n%s\n%s\n%s\n%s\n%s\n%s\n%s", kid, ts, c->session, c->ckey, skey, connid, interval);
+  crypto_hash_sha256(salt, (unsigned char *)tr, (unsigned long long)n);
+  if (crypto_scalarmult(shared, c->csk, spk) != 0) return -1;
+  crypto_auth_hmacsha256(prk, shared, sizeof shared, salt);
+  memcpy(in, "kwc1 keys\x01", 10);
+  crypto_auth_hmacsha256(t1, in, 10, prk); // okm[0..32]: s2c, which the generator does not check
+  memcpy(in, t1, 32), memcpy(in + 32, "kwc1 keys\x02", 10);
+  crypto_auth_hmacsha256(t2, in, 42, prk);
+  memcpy(c->c2s, t2, 32);
+  c->cseq = 0;
+  return 0;
+}
+
+static void on_response(struct conn *c, int status, const char *body, size_t blen, uint64_t now);
+
+static int ws_message(struct conn *c, int op, const unsigned char *pl, size_t len, uint64_t now) {
+  switch (op) {
+  case 9: ws_frame(c, 10, pl, len), flush_out(c); return 0; // ping -> pong
+  case 10: return 0;
+  case 8:
+    c->w->ws_closed++;
+    if (!quiet && atomic_fetch_add(&printed, 1) < 5)
+      fprintf(stderr, "kwload: conn %d channel closed by the server: %d %.*s\n", c->id, len >= 2 ? pl[0] << 8 | pl[1] : 0,
+              (int)(len > 2 ? len - 2 : 0), (const char *)pl + 2);
+    return -1;
+  case 1:
+    if (c->inflight != S_UPGRADE + 1 || ws_hello(c, (const char *)pl, len) < 0) return -1;
+    on_response(c, 200, (const char *)pl, len, now);
+    return 0;
+  case 2: {
+    if (len < 32) return -1;
+    const char *js = (const char *)pl + 32;
+    size_t jl = len - 32;
+    char type[32], st[8];
+    if (!copy_field(js, jl, "type", type, sizeof type)) return -1;
+    if (!strcmp(type, "reply")) {
+      if (!c->inflight || !num_field(js, jl, "status", st, sizeof st)) return -1;
+      on_response(c, atoi(st), js, jl, now);
+      return 0;
+    }
+    if (!strcmp(type, "pong")) return 0;
+    atomic_fetch_add(&events, 1);
+    printf("KWLOAD event %s %d %llu\n", type, c->id, (unsigned long long)now_ns());
+    fflush(stdout);
+    if (!strcmp(type, "revoked")) { // the server closes it (4003); nothing to reopen
+      kill_conn(c);
+      return -1;
+    }
+    return 0;
+  }
+  default: return -1;
+  }
+}
+
+static int parse_ws(struct conn *c, uint64_t now) {
+  for (;;) {
+    if (c->reopen || c->dead) return -1;
+    const unsigned char *b = (const unsigned char *)c->rbuf;
+    size_t have = c->rlen, len = b[1] & 127, h = 2;
+    if (have < 2) return 0;
+    if (b[1] & 0x80) return -1; // a server does not mask
+    if (len == 126) {
+      if (have < 4) return 0;
+      len = (size_t)b[2] << 8 | b[3], h = 4;
+    } else if (len == 127) {
+      if (have < 10) return 0;
+      len = 0, h = 10;
+      for (int i = 0; i < 8; i++) len = len << 8 | b[2 + i];
+    }
+    if (have < h + len) return 0;
+    int r = ws_message(c, b[0] & 15, b + h, len, now);
+    memmove(c->rbuf, c->rbuf + h + len, have - h - len);
+    c->rlen -= h + len;
+    c->rbuf[c->rlen] = 0;
+    if (r < 0 || c->reopen) return -1;
+  }
+}
+#endif
+
 // Parse whole responses out of the read buffer. Returns -1 when the connection must be closed.
 static int parse_responses(struct conn *c, uint64_t now) {
   for (;;) {
+#ifdef KW_WS
+    if (c->ws) return parse_ws(c, now);
+#endif
     if (c->rlen < 12) return 0;
     char *hend = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
     if (!hend) return 0;
     size_t hlen = (size_t)(hend - c->rbuf) + 4;
     int status = atoi(c->rbuf + 9);
+    if (status == 101 && c->inflight == S_UPGRADE + 1) { // now a channel: the hello completes the step
+      memmove(c->rbuf, c->rbuf + hlen, c->rlen - hlen);
+      c->rlen -= hlen;
+      c->rbuf[c->rlen] = 0;
+      c->ws = 1;
+      continue;
+    }
     long clen = -1;
     int chunked = 0, close_after = 0;
     for (char *line = memchr(c->rbuf, '\n', hlen); line && line < hend; line = memchr(line + 1, '\n', (size_t)(hend - line))) {
@@ -450,6 +668,8 @@ static void conn_reopen(struct conn *c, int was_error) {
   // A call lost with its connection: the chain's state on the server is unknown, so start over
   // (except where every measured call stands alone).
   if (lost && (c->in_prep || c->measured == S_BEAT) && !fake_session) c->need_chain = 1, c->ready = 0;
+  if (c->ws || c->reopen || mode == M_WSHB || mode == M_WSHOLD) c->need_chain = 1, c->ready = 0; // a channel is not resumed
+  c->ws = 0, c->reopen = 0;
   conn_open(c);
 }
 
@@ -458,6 +678,10 @@ static void conn_open(struct conn *c) {
   if (c->fd < 0) die("socket: %s", strerror(errno));
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (bind_src) {
+    setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    if (bind(c->fd, (struct sockaddr *)&bind_addr, sizeof bind_addr) < 0) die("bind: %s", strerror(errno));
+  }
   c->connected = 0;
   c->waiting_out = 1;
   struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
@@ -476,12 +700,23 @@ static void on_connected(struct conn *c, uint64_t now) {
   kick(c, now);
 }
 
+// Opens this thread's connections, at most --prep-window of all threads' preparing at once: with
+// 100,000 channel clients, all preparing together would be 100,000 calls in flight at once.
+static void open_more(struct worker *w) {
+  while (w->opened < w->n && (prep_window <= 0 || atomic_load(&preparing) < prep_window)) {
+    struct conn *c = &w->conns[w->opened++];
+    if (prep_window > 0) c->preparing = 1, atomic_fetch_add(&preparing, 1);
+    conn_open(c);
+  }
+}
+
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   struct epoll_event evs[256];
-  for (int i = 0; i < w->n; i++) conn_open(&w->conns[i]);
+  open_more(w);
   uint64_t armed = 0;
   for (;;) {
+    open_more(w);
     int ph = atomic_load(&phase);
     if (ph == 2) break;
     if (mode == M_SETUP || mode == M_INITS) {
@@ -521,8 +756,8 @@ static void *worker_main(void *arg) {
       if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         int closed = 0;
         for (;;) {
-          if (c->rcap - c->rlen < 16384) {
-            c->rcap = c->rcap ? c->rcap * 2 : 65536;
+          if (c->rcap - c->rlen < rb_free) {
+            c->rcap = c->rcap ? c->rcap * 2 : rb_free * 4;
             c->rbuf = realloc(c->rbuf, c->rcap);
             if (!c->rbuf) die("out of memory");
           }
@@ -543,7 +778,7 @@ static void *worker_main(void *arg) {
         }
       }
     }
-    if (atomic_load(&phase) == 1 && mode != M_SETUP && mode != M_INITS) {
+    if (atomic_load(&phase) == 1 && mode != M_SETUP && mode != M_INITS && mode != M_WSHOLD) {
       uint64_t soonest = UINT64_MAX;
       for (int i = 0; i < w->n; i++) {
         uint64_t due = kick(&w->conns[i], now);
@@ -573,11 +808,11 @@ static void sleep_until(uint64_t t) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: kwload --port P [--host 127.0.0.1] --mode hb|init|license|login|setup|inits\n"
+          "usage: kwload --port P [--host 127.0.0.1] --mode hb|init|license|login|setup|inits|ws-hb|ws-hold\n"
           "  [--conns 64] [--threads 2] [--duration 5] [--warmup 1] [--rate R] [--total N]\n"
           "  [--api-key K] [--license L] [--username U --password P] [--hwid H] [--fake-session]\n"
           "  [--proto kw|keyauth --ka-name N --ka-owner O --ka-path /api/1.2/ --ka-ver 1.0]\n"
-          "  [--ip-base N] [--ip-pool N] [--quiet]\n");
+          "  [--ip-base N] [--ip-pool N] [--bind 127.0.0.2] [--sessions-out F | --sessions-in F] [--prep-window N] [--quiet]\n");
   exit(2);
 }
 
@@ -595,6 +830,8 @@ int main(int argc, char **argv) {
       else if (!strcmp(v, "login")) mode = M_LOGIN;
       else if (!strcmp(v, "setup")) mode = M_SETUP;
       else if (!strcmp(v, "inits")) mode = M_INITS;
+      else if (!strcmp(v, "ws-hb")) mode = M_WSHB;
+      else if (!strcmp(v, "ws-hold")) mode = M_WSHOLD;
       else usage();
     } else if (OPT("--proto")) proto = !strcmp(v, "keyauth") ? P_KA : P_KW;
     else if (OPT("--conns")) nconns = atoi(v);
@@ -615,12 +852,46 @@ int main(int argc, char **argv) {
     else if (OPT("--ip-base")) ip_base = (uint32_t)strtoul(v, NULL, 10);
     else if (OPT("--ip-pool")) ip_pool = (uint32_t)strtoul(v, NULL, 10);
     else if (OPT("--prep-timeout")) prep_timeout_s = atof(v);
+    else if (OPT("--prep-window")) prep_window = atoi(v);
+    else if (OPT("--sessions-out")) {
+      if (!(sessions_out = fopen(v, "w"))) die("%s: %s", v, strerror(errno));
+    } else if (OPT("--sessions-in")) {
+      FILE *f = fopen(v, "r");
+      if (!f) die("%s: %s", v, strerror(errno));
+      char line[1024];
+      long long cap = 1024;
+      sessions_in = malloc((size_t)cap * sizeof *sessions_in);
+      while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!*line) continue;
+        if (nsessions_in == cap) sessions_in = realloc(sessions_in, (size_t)(cap *= 2) * sizeof *sessions_in);
+        if (!sessions_in || !(sessions_in[nsessions_in++] = strdup(line))) die("out of memory");
+      }
+      fclose(f);
+    } else if (OPT("--bind")) {
+      bind_src = 1;
+      bind_addr.sin_family = AF_INET;
+      if (inet_pton(AF_INET, v, &bind_addr.sin_addr) != 1) die("--bind needs an IPv4 address");
+    }
     else if (!strcmp(a, "--fake-session")) fake_session = 1;
     else if (!strcmp(a, "--quiet")) quiet = 1;
     else usage();
   }
   if (!port || nconns < 1 || nthreads < 1 || ip_pool < 1) usage();
+  if (mode == M_WSHB || mode == M_WSHOLD) {
+#ifdef KW_WS
+    if (sodium_init() < 0) die("sodium_init failed");
+    rb_free = 1024;
+#else
+    die("built without libsodium (apt-get install libsodium-dev): no channel modes");
+#endif
+  }
+  { // as many connections as the hard limit allows
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) rl.rlim_cur = rl.rlim_max, setrlimit(RLIMIT_NOFILE, &rl);
+  }
   if (nthreads > nconns) nthreads = nconns;
+  if (mode == M_SETUP && sessions_in && total < 1) total = nsessions_in;
   if ((mode == M_SETUP || mode == M_INITS) && total < 1) die("--total is needed in this mode");
   if ((mode == M_SETUP || mode == M_INITS) && total < nconns) nconns = (int)total;
   { // the license list
@@ -654,10 +925,15 @@ int main(int argc, char **argv) {
   case M_LICENSE: steps[nsteps++] = S_INIT, measured = S_LICENSE; break;
   case M_LOGIN: steps[nsteps++] = S_INIT, measured = S_LOGIN; break;
   case M_SETUP:
-    steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE;
-    if (proto == P_KW) steps[nsteps++] = S_START;
+    if (!sessions_in) steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE;
+    if (proto == P_KW && !sessions_out) steps[nsteps++] = S_START;
     break;
   case M_INITS: steps[nsteps++] = S_INIT; break;
+  case M_WSHB:
+  case M_WSHOLD:
+    steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE, steps[nsteps++] = S_UPGRADE, steps[nsteps++] = S_WSSTART;
+    measured = mode == M_WSHB ? S_WSBEAT : S_NONE;
+    break;
   }
 
   struct worker *ws = calloc((size_t)nthreads, sizeof *ws);
@@ -688,7 +964,7 @@ int main(int argc, char **argv) {
       snprintf(c->session, sizeof c->session, "S%042d", i);
       snprintf(c->token, sizeof c->token, "TT%032d", 0);
     }
-    if (mode == M_SETUP || mode == M_INITS) claim();
+    if (mode == M_SETUP || mode == M_INITS) claim(c);
   }
 
   double cpu0 = cpu_s();
@@ -708,6 +984,18 @@ int main(int argc, char **argv) {
     printf("KWLOAD ready %.3f\n", prep_s);
     fflush(stdout);
     t_run = now_ns();
+  }
+  if (mode == M_WSHOLD) { // hold the channels open until the caller closes our stdin
+    win_start = t_run;
+    cpu_w0 = cpu_s();
+    atomic_store(&phase, 1);
+    char buf[256];
+    while (read(0, buf, sizeof buf) > 0) {}
+    win_end = now_ns();
+    duration_s = (double)(win_end - win_start) / 1e9;
+    cpu_w1 = cpu_s();
+    atomic_store(&phase, 2);
+  } else if (mode != M_SETUP && mode != M_INITS) {
     win_start = t_run + (uint64_t)(warmup_s * 1e9);
     win_end = win_start + (uint64_t)(duration_s * 1e9);
     atomic_store(&phase, 1);
@@ -727,31 +1015,35 @@ int main(int argc, char **argv) {
   }
   for (int t = 0; t < nthreads; t++) pthread_join(ws[t].th, NULL);
   uint64_t t_end = now_ns();
+  if (sessions_out && fclose(sessions_out) != 0) die("--sessions-out: %s", strerror(errno));
   if (mode == M_SETUP || mode == M_INITS) cpu_w1 = cpu_s();
 
   struct hist *h = calloc(1, sizeof *h);
-  uint64_t requests = 0, ok = 0, non2xx = 0, shed = 0, limited = 0, errors = 0, reconnects = 0, prep_fail = 0, created = 0, bad_body = 0;
+  uint64_t requests = 0, ok = 0, non2xx = 0, shed = 0, limited = 0, errors = 0, reconnects = 0, prep_fail = 0, created = 0, bad_body = 0, ws_closed = 0;
   for (int t = 0; t < nthreads; t++) {
     struct worker *w = &ws[t];
     for (int i = 0; i < HBUCKETS; i++) h->c[i] += w->h.c[i];
     h->n += w->h.n, h->sum += w->h.sum;
     if (w->h.max > h->max) h->max = w->h.max;
     requests += w->requests, ok += w->ok, non2xx += w->non2xx, shed += w->shed, limited += w->limited, errors += w->errors;
-    reconnects += w->reconnects, prep_fail += w->prep_fail, created += w->created, bad_body += w->bad_body;
+    reconnects += w->reconnects, prep_fail += w->prep_fail, created += w->created, bad_body += w->bad_body, ws_closed += w->ws_closed;
   }
+  if (mode == M_WSHOLD) requests = ok = (uint64_t)atomic_load(&ready_conns); // channels prepared and held
   double window = (mode == M_SETUP || mode == M_INITS) ? (double)(t_end - t0) / 1e9 : duration_s;
   if (mode == M_SETUP || mode == M_INITS) requests = ok = created;
   printf("KWLOAD {\"mode\":\"%s\",\"proto\":\"%s\",\"conns\":%d,\"threads\":%d,\"rate\":%.1f,\"duration_s\":%.3f,"
          "\"requests\":%llu,\"ok\":%llu,\"non2xx\":%llu,\"shed\":%llu,\"limited\":%llu,\"errors\":%llu,\"reconnects\":%llu,\"prep_fail\":%llu,\"bad_body\":%llu,"
          "\"dead_conns\":%d,\"rps\":%.1f,\"ok_rps\":%.1f,\"prep_s\":%.3f,"
          "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,"
-         "\"cpu_window_s\":%.4f,\"cpu_total_s\":%.4f}\n",
-         mode == M_HB ? "hb" : mode == M_INIT ? "init" : mode == M_LICENSE ? "license" : mode == M_LOGIN ? "login" : mode == M_SETUP ? "setup" : "inits",
+         "\"cpu_window_s\":%.4f,\"cpu_total_s\":%.4f,\"events\":%lld,\"ws_closed\":%llu}\n",
+         mode == M_HB ? "hb" : mode == M_INIT ? "init" : mode == M_LICENSE ? "license" : mode == M_LOGIN ? "login" : mode == M_SETUP ? "setup"
+         : mode == M_INITS ? "inits" : mode == M_WSHB ? "ws-hb" : "ws-hold",
          proto == P_KW ? "keywarden" : "keyauth", nconns, nthreads, rate, window, (unsigned long long)requests, (unsigned long long)ok,
          (unsigned long long)non2xx, (unsigned long long)shed, (unsigned long long)limited, (unsigned long long)errors, (unsigned long long)reconnects, (unsigned long long)prep_fail,
          (unsigned long long)bad_body, (mode == M_SETUP || mode == M_INITS) ? 0 : atomic_load(&dead_conns), (double)requests / window,
          (double)ok / window, prep_s, hpct(h, 50) / 1e3, hpct(h, 90) / 1e3, hpct(h, 99) / 1e3, hpct(h, 99.9) / 1e3, h->max / 1e3,
-         h->n ? (double)h->sum / (double)h->n / 1e3 : 0, cpu_w1 - cpu_w0, cpu_s() - cpu0);
+         h->n ? (double)h->sum / (double)h->n / 1e3 : 0, cpu_w1 - cpu_w0, cpu_s() - cpu0, (long long)atomic_load(&events),
+         (unsigned long long)ws_closed);
   fflush(stdout);
   return 0;
 }
