@@ -10,7 +10,7 @@ import { createHttpServer, loadUws, type HttpServer } from './http/uws.js';
 import { systemRoutes } from './http/routes/system.routes.js';
 import { authRoutes } from './http/routes/auth.routes.js';
 import { appsRoutes } from './http/routes/apps.routes.js';
-import { clientRoutes } from './http/routes/client.routes.js';
+import { clientDepsOf, clientRoutes } from './http/routes/client.routes.js';
 import { DashboardAuth, type DashboardAuthDeps } from './services/dashboard-auth.service.js';
 import { AppsService } from './services/apps.service.js';
 import { ClientAppCache } from './services/client-app-cache.js';
@@ -259,9 +259,10 @@ export function createDomain(s: Services): Domain {
 export function createApp(s: Services): App {
   const uws = loadUws();
   const metrics = new Metrics();
+  const resolveIp = createClientIpResolver(s.config.trustedProxies);
   const server = createHttpServer(uws, {
     log: s.log,
-    resolveIp: createClientIpResolver(s.config.trustedProxies),
+    resolveIp,
     onReply: (route, method, status, startedAt) => metrics.observe(route, method, status, startedAt),
   });
   const router = new Router();
@@ -321,19 +322,11 @@ export function createApp(s: Services): App {
   const channel = new ClientChannel({
     log: s.log,
     now: () => s.clock.now(),
-    client: {
-      log: s.log,
-      now: () => s.clock.now(),
-      apps: domain.appCache,
-      sessions: domain.sessions,
-      audit: s.repos.audit,
-      nonces: s.repos.nonces,
-      signingKey: () => s.secrets.signing,
-    },
+    client: clientDepsOf(deps),
     heartbeats: domain.heartbeats,
     push: domain.push,
     limiter: addressLimiter(s.coordinator, () => s.clock.now(), 'ws', 60),
-    resolveIp: createClientIpResolver(s.config.trustedProxies),
+    resolveIp,
   });
   channel.start();
   channel.mount(server.app);

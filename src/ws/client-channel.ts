@@ -121,6 +121,8 @@ interface Conn {
   updateNotified: string | null;
 }
 
+const END_OBJECT = Buffer.from('}');
+
 interface UserData {
   conn: Conn;
 }
@@ -456,12 +458,16 @@ export class ClientChannel {
       }
       c.deadline = this.d.now() + expiryWindowMs(c.interval);
     }
-    const body = typeof reply.body === 'string' ? reply.body : reply.body.toString('utf8');
     const retry = reply.headers['Retry-After'];
+    const head =
+      `{"seq":${c.outSeq + 1},"type":"reply","re":${m.seq},"status":${reply.status},` +
+      `${retry ? `"retry_after":${Number(retry)},` : ''}"body":`;
+    // The reply body is already JSON bytes: framed as they are, not decoded and encoded again.
     this.sendRaw(
       c,
-      `{"seq":${c.outSeq + 1},"type":"reply","re":${m.seq},"status":${reply.status},` +
-        `${retry ? `"retry_after":${Number(retry)},` : ''}"body":${body}}`,
+      typeof reply.body === 'string'
+        ? `${head}${reply.body}}`
+        : Buffer.concat([Buffer.from(head), reply.body, END_OBJECT]),
     );
     if (m.op === 'heartbeat/stop' && reply.status === 200) this.end(c, CLOSE.normal, 'heartbeat stopped');
   }
@@ -470,7 +476,7 @@ export class ClientChannel {
     this.sendRaw(c, JSON.stringify({ seq: c.outSeq + 1, ...msg }));
   }
 
-  private sendRaw(c: Conn, payload: string): void {
+  private sendRaw(c: Conn, payload: string | Buffer): void {
     if (c.closed || !c.ws) return;
     c.outSeq++;
     // 2: the message was dropped, the connection is over CHANNEL_MAX_BACKPRESSURE. A client that
@@ -478,7 +484,8 @@ export class ClientChannel {
     // does not close by itself although closeOnBackpressureLimit is set.
     const ws = c.ws;
     if (
-      ws.send(sealFrame(this.slots.s2c(c.slot), Buffer.from(payload, 'utf8')), true) === 2 ||
+      ws.send(sealFrame(this.slots.s2c(c.slot), typeof payload === 'string' ? Buffer.from(payload) : payload), true) ===
+        2 ||
       ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
     ) {
       this.dropped++;

@@ -14,9 +14,9 @@ import { signReply } from '../client-signing.js';
 import { SCREENSHOT_BODY_LIMIT } from '../router.js';
 import { jsonReply } from '../types.js';
 
-export function clientRoutes({ router, s, domain }: AppDeps): void {
-  const { client, heartbeats } = domain;
-  const deps: ClientDeps = {
+/** What every client call needs (the REST routes here and the realtime channel's calls). */
+export function clientDepsOf({ s, domain }: Pick<AppDeps, 's' | 'domain'>): ClientDeps {
+  return {
     log: s.log,
     now: () => s.clock.now(),
     apps: domain.appCache,
@@ -25,6 +25,12 @@ export function clientRoutes({ router, s, domain }: AppDeps): void {
     nonces: s.repos.nonces,
     signingKey: () => s.secrets.signing,
   };
+}
+
+export function clientRoutes(app: AppDeps): void {
+  const { router, s, domain } = app;
+  const { client, heartbeats } = domain;
+  const deps = clientDepsOf(app);
   // SPEC Limits / PROTOCOL 11.3: per IP, per endpoint, per minute. Alone, a compact in-process table
   // (16 bytes an address, bounded: issue 13); in a cluster, Redis, shared by every worker.
   const limit = (name: string, points: number): RequestLimiter =>
