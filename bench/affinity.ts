@@ -9,11 +9,10 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import { freePort, freshDatabase } from './lib.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name: string, fallback: string) =>
@@ -26,15 +25,6 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
 const SYS = 'affinity-system-1';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 function request(agent: http.Agent | false, url: string, method: string, body?: unknown, headers: Record<string, string> = {}) {
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
@@ -80,20 +70,14 @@ async function workerMetrics(base: string): Promise<Map<number, Record<string, n
 }
 
 async function main(): Promise<void> {
-  const db = `kwbench_aff_${process.pid}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`drop database if exists "${db}" with (force)`);
-  await admin.query(`create database "${db}"`);
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${db}`;
+  const db = await freshDatabase(ADMIN_URL, `kwbench_aff_${process.pid}`);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-aff-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
     env: {
-      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: u.toString(),
+      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: db.url,
       REDIS_URL, REDIS_PREFIX: `kwaff${Date.now()}:`, WORKERS: '2', LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.1',
       GEOIP_DB: 'off', OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
     },
@@ -165,8 +149,7 @@ async function main(): Promise<void> {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     fs.rmSync(dataDir, { recursive: true, force: true });
-    await admin.query(`drop database if exists "${db}" with (force)`);
-    await admin.end();
+    await db.drop();
   }
 }
 

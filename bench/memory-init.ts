@@ -13,11 +13,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { freePort, freshDatabase } from './lib.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name: string, fallback: string) =>
@@ -29,15 +29,6 @@ const ROOT = path.resolve(arg('root', path.resolve(here, '..')));
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const CONCURRENCY = 48;
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 async function metrics(base: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
@@ -88,20 +79,14 @@ function post(base: string, p: string, body: unknown, headers: Record<string, st
 }
 
 async function main(): Promise<void> {
-  const db = `kwbench_mem_${process.pid}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`drop database if exists "${db}" with (force)`);
-  await admin.query(`create database "${db}"`);
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${db}`;
+  const db = await freshDatabase(ADMIN_URL, `kwbench_mem_${process.pid}`);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-mem-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
     env: {
-      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: u.toString(),
+      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: db.url,
       REDIS_URL: '', LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.1', GEOIP_DB: 'off',
       OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
     },
@@ -137,11 +122,11 @@ async function main(): Promise<void> {
     // Every init on a known app writes an audit line; lines queue in the worker until a batched
     // INSERT takes them. Sample only once the queue is empty (all lines are in the table), or the
     // backlog would be counted as memory per session.
-    const db = new pg.Client({ connectionString: u.toString() });
-    await db.connect();
+    const sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
     const audited = async (n: number) => {
       for (let i = 0; i < 1200; i++) {
-        const r = await db.query(`select count(*)::int as n from audit_log where action = 'client.init'`);
+        const r = await sql.query(`select count(*)::int as n from audit_log where action = 'client.init'`);
         if (r.rows[0].n >= n) return;
         await sleep(100);
       }
@@ -155,7 +140,7 @@ async function main(): Promise<void> {
     const statuses = await run(N, address);
     const seconds = (performance.now() - t0) / 1000;
     await audited((warm.get(200) ?? 0) + (statuses.get(200) ?? 0));
-    await db.end();
+    await sql.end();
     const after = await settled(child, base);
     const d = (k: string) => (after[`keywarden_${k}`] ?? 0) - (before[`keywarden_${k}`] ?? 0);
     const sessions = statuses.get(200) ?? 0;
@@ -182,8 +167,7 @@ async function main(): Promise<void> {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     fs.rmSync(dataDir, { recursive: true, force: true });
-    await admin.query(`drop database if exists "${db}" with (force)`);
-    await admin.end();
+    await db.drop();
   }
 }
 

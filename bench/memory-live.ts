@@ -35,11 +35,10 @@ if (!gc) {
   process.exit(r.status ?? 1);
 }
 
-const { default: pg } = await import('pg');
 const { loadConfig } = await import('../src/config.js');
 const { createLogger } = await import('../src/logger.js');
 const { startServer } = await import('../src/main.js');
-const { kwload, kwhold, freePort } = await import('./lib.js');
+const { kwload, kwhold, freePort, freshDatabase } = await import('./lib.js');
 
 const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback;
@@ -138,13 +137,7 @@ function aggregate(file: string): Agg {
 
 // ---- the run --------------------------------------------------------------------------------------
 
-const db = `kwbench_live_${process.pid}`;
-const admin = new pg.Client({ connectionString: ADMIN_URL });
-await admin.connect();
-await admin.query(`drop database if exists "${db}" with (force)`);
-await admin.query(`create database "${db}"`);
-const u = new URL(ADMIN_URL);
-u.pathname = `/${db}`;
+const db = await freshDatabase(ADMIN_URL, `kwbench_live_${process.pid}`);
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-live-'));
 const port = await freePort();
 const config = loadConfig(
@@ -153,7 +146,7 @@ const config = loadConfig(
     PORT: String(port),
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
-    DATABASE_URL: u.toString(),
+    DATABASE_URL: db.url,
     REDIS_URL: '',
     LOG_LEVEL: 'warn',
     TRUSTED_PROXIES: '127.0.0.1',
@@ -281,6 +274,5 @@ try {
   await server.shutdown();
   if (KEEP) console.log(`heap snapshots kept: ${snapFiles.join(' ')}`);
   else fs.rmSync(dataDir, { recursive: true, force: true });
-  await admin.query(`drop database if exists "${db}" with (force)`);
-  await admin.end();
+  await db.drop();
 }

@@ -10,11 +10,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.js';
 import {
-  buildKwload, channelCapable, cmdline, coresText, kwhold, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
+  buildKwload, channelCapable, cmdline, coresText, freshDatabase, kwhold, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
   progress, root, rowsTable, rssBytes, sumOf, troubles, type Classify, type KwResult, type Metrics, type Proc, type Row,
 } from './lib.js';
 
@@ -255,14 +254,7 @@ async function main(): Promise<void> {
   let dbSeq = 0;
   const freshDb = async (): Promise<{ url: string; name: string }> => {
     const name = `kwbench_${dbSeq++}_${process.pid}`;
-    const c = new pg.Client({ connectionString: adminUrl });
-    await c.connect();
-    await c.query(`drop database if exists "${name}" with (force)`);
-    await c.query(`create database "${name}"`);
-    await c.end();
-    const u = new URL(adminUrl!);
-    u.pathname = `/${name}`;
-    return { url: u.toString(), name };
+    return { url: (await freshDatabase(adminUrl!, name)).url, name };
   };
 
   const serve = async (workers: number, nodeFlags: string[] = []): Promise<Server> => {
