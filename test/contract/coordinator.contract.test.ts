@@ -6,6 +6,7 @@ import type { Coordinator } from '../../src/cluster/coordinator.js';
 import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
 import { RedisCoordinator } from '../../src/cluster/redis.coordinator.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { commandsOf } from '../helpers/redis-monitor.js';
 
 const hasRedis = await redisAvailable();
 
@@ -203,38 +204,7 @@ describe.skipIf(!hasRedis)('RedisCoordinator: group commit and loaded scripts', 
     await c.close();
   });
 
-  /**
-   * Runs `fn` and returns the commands Redis ran that name one of our keys. MONITOR is ordered, so
-   * everything between a start and an end marker (read through the same connection) is `fn`'s.
-   */
-  async function commands(fn: () => Promise<void>): Promise<string[][]> {
-    const seen: string[][] = [];
-    const marker = `${prefix}marker:${randomBytes(4).toString('hex')}`;
-    let recording = false;
-    let wake!: () => void;
-    let started!: () => void;
-    const start = new Promise<void>((r) => (started = r));
-    const end = new Promise<void>((r) => (wake = r));
-    const listener = (_time: string, args: string[], source: string) => {
-      if (args[1] === `${marker}:start`) {
-        recording = true;
-        return started();
-      }
-      if (args[1] === `${marker}:end`) return wake();
-      if (recording && source !== 'lua' && args.some((a) => a.startsWith(prefix))) seen.push(args);
-    };
-    monitor.on('monitor', listener);
-    try {
-      await c.redis.get(`${marker}:start`);
-      await start;
-      await fn();
-      await c.redis.get(`${marker}:end`);
-      await end;
-    } finally {
-      monitor.off('monitor', listener);
-    }
-    return seen;
-  }
+  const commands = (fn: () => Promise<void>) => commandsOf(monitor, c.redis, prefix, fn);
 
   it('the fenced writes of one event-loop turn go to Redis as one EVALSHA, each settled with its own result', async () => {
     const f = (await c.acquireLease('gm', 'w1', 60_000))!;

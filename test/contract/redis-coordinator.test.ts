@@ -9,6 +9,7 @@ import type { Coordinator } from '../../src/cluster/coordinator.js';
 import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
 import { RedisCoordinator } from '../../src/cluster/redis.coordinator.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { commandsOf } from '../helpers/redis-monitor.js';
 
 const hasRedis = await redisAvailable();
 
@@ -84,35 +85,7 @@ describe.skipIf(!hasRedis)('RedisCoordinator', () => {
     await c.close();
   });
 
-  /** The commands Redis ran on our keys while `fn` ran (MONITOR is ordered; markers bracket `fn`). */
-  async function commands(fn: () => Promise<void>): Promise<string[][]> {
-    const seen: string[][] = [];
-    const marker = `${prefix}marker:${randomBytes(4).toString('hex')}`;
-    let recording = false;
-    let started!: () => void;
-    let ended!: () => void;
-    const start = new Promise<void>((r) => (started = r));
-    const end = new Promise<void>((r) => (ended = r));
-    const listener = (_time: string, args: string[], source: string) => {
-      if (args[1] === `${marker}:start`) {
-        recording = true;
-        return started();
-      }
-      if (args[1] === `${marker}:end`) return ended();
-      if (recording && source !== 'lua' && args.some((a) => a.startsWith(prefix))) seen.push(args);
-    };
-    monitor.on('monitor', listener);
-    try {
-      await c.redis.get(`${marker}:start`);
-      await start;
-      await fn();
-      await c.redis.get(`${marker}:end`);
-      await end;
-    } finally {
-      monitor.off('monitor', listener);
-    }
-    return seen;
-  }
+  const commands = (fn: () => Promise<void>) => commandsOf(monitor, c.redis, prefix, fn);
 
   it('a turn of more than 512 fenced writes goes out as two script calls, each write settled with its own result', async () => {
     const f = (await c.acquireLease('big', 'w1', 60_000))!;

@@ -7,6 +7,9 @@ import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from '../helpers/process.js';
+
+export { freePort };
 
 export const NGINX = '/usr/sbin/nginx';
 const SITE = path.resolve(import.meta.dirname, '../../deploy/nginx/keywarden.conf');
@@ -19,13 +22,6 @@ export function opensslAvailable(): boolean {
   return spawnSync('openssl', ['version']).status === 0;
 }
 
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** A self-signed certificate for 127.0.0.1, valid one day. */
 export function selfSignedCert(dir: string): { cert: string; key: string; pem: string } {

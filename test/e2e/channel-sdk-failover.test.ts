@@ -2,35 +2,18 @@
 // the kernel spreads connections): the worker holding the SDK's channel is SIGKILLed; the SDK keeps
 // beating over REST, reconnects to whichever worker answers, and its heartbeat continues without
 // re-authentication, without a lost beat and without being killed.
-import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
-import { spawnServer } from '../helpers/process.js';
+import { spawnServer, freePort } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { Client, type Heartbeat } from '../../sdk/typescript/src/index.js';
+import { scrape } from '../helpers/cluster.js';
 
 const hasRedis = await redisAvailable();
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** One worker's view, over a new connection (the kernel may hand it to either worker). */
-async function scrape(base: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
-  const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^(keywarden_(?:process_pid|cluster_members|cluster_owned_shards|channel_connections)) (\d+)/gm)) out[m[1]!] = Number(m[2]);
-  return out;
-}
 
 describe.skipIf(!hasRedis)('SDK channel through a worker SIGKILL (WORKERS=2)', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-chfail-'));

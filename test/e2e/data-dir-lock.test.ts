@@ -3,12 +3,11 @@
 // running server's database, and a lock left by a killed process never blocks the next start.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
-import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { spawnServer, type ServerProcess, freePort } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -115,14 +114,6 @@ describe('DATA_DIR ownership', () => {
   }, SLOW);
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const hasRedis = await redisAvailable();
 

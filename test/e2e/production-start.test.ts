@@ -4,13 +4,13 @@
 // small project of its own so a rebuild takes seconds.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { buildServer, ensureServerBuild, fingerprint, staleReason } from '../../scripts/build.mjs';
+import { freePort } from '../helpers/process.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const hasRedis = await redisAvailable();
@@ -41,14 +41,6 @@ function descendants(pid: number): { pid: number; comm: string; cmdline: string 
   return found;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** `node scripts/start.mjs` exactly as `npm start` runs it, resolved once `listeners` servers listen. */
 async function startProduction(env: Record<string, string>, listeners: number) {

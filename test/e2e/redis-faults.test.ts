@@ -11,7 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
-import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { spawnServer, type ServerProcess, freePort } from '../helpers/process.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
 const REDIS_SERVER = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).stdout.trim();
@@ -19,16 +19,6 @@ const hasRedisServer = requireToolchain('redis-server (Debian package redis-serv
 const SYS = 'redis-fault-system';
 const HASH = 'c0ffee00'.repeat(4);
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 interface RedisProc {
   port: number;

@@ -1,32 +1,15 @@
 // `keywarden serve` with WORKERS=2: two worker processes share one port, see each other, split
 // the shards, and all stop in order on SIGTERM to the primary.
-import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/server.js';
-import { spawnServer } from '../helpers/process.js';
+import { spawnServer, freePort } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { scrape } from '../helpers/cluster.js';
 
 const hasRedis = await redisAvailable();
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function scrape(base: string): Promise<Record<string, number>> {
-  // A new connection each time, so the kernel may hand it to either worker.
-  const text = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
-  const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^(keywarden_(?:process_pid|cluster_members|cluster_owned_shards)) (\d+)/gm)) out[m[1]!] = Number(m[2]);
-  return out;
-}
 
 describe.skipIf(!hasRedis)('WORKERS=2', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-workers-'));

@@ -67,6 +67,17 @@ export async function metric(w: ServerProcess, name: string): Promise<number> {
   return m ? Number(m[1]) : NaN;
 }
 
+/**
+ * The unlabelled integer metrics of whichever worker answers: a new connection each time, so with
+ * WORKERS=N on one port the kernel may hand it to any of them.
+ */
+export async function scrape(base: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^(keywarden_[a-z_]+) (\d+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
 /** Polls a condition over other processes' state (nothing to subscribe to) every 100 ms. */
 export async function waitFor(cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;

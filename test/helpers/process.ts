@@ -1,5 +1,6 @@
 // Starts `keywarden serve` as a real child process and waits for it to listen.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -51,4 +52,16 @@ export function spawnServer(env: Record<string, string>): StartingServer {
     void exited.then((code) => reject(new Error(`server exited (${code}) before listening:\n${output.join('\n')}`)));
   });
   return Object.assign(listening, { child, stop });
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (for a server this test starts). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
 }
