@@ -7,6 +7,7 @@ import { Router } from './http/router.js';
 import { errorReply } from './http/error-reply.js';
 import { signReply } from './http/client-signing.js';
 import { createHttpServer, loadUws, type HttpServer } from './http/uws.js';
+import type { Reply } from './http/types.js';
 import { systemRoutes } from './http/routes/system.routes.js';
 import { authRoutes } from './http/routes/auth.routes.js';
 import { appsRoutes } from './http/routes/apps.routes.js';
@@ -26,6 +27,7 @@ import { WebhookRepository } from './db/repositories/webhook.repository.js';
 import { KeyAdminRepository } from './db/repositories/key-admin.repository.js';
 import { KeysAdminService } from './services/keys-admin.service.js';
 import { EventBus } from './services/events.js';
+import { AccessSignal } from './services/access-signal.js';
 import { keysRoutes } from './http/routes/keys.routes.js';
 import { teamRoutes } from './http/routes/team.routes.js';
 import { TeamService } from './services/team.service.js';
@@ -59,6 +61,8 @@ export interface Domain {
   team: TeamService;
   webhooks: WebhookService;
   events: EventBus;
+  /** Tells live streams on every worker to re-check what their subscribers may see. */
+  access: AccessSignal;
   /** What the realtime client channel pushes (revocations, update_required, notices). */
   push: ClientPushService;
   node: ClusterNode<ClusterOps>;
@@ -83,8 +87,9 @@ export interface App {
 }
 
 /** Dashboard sign-in's dependencies (also used by the command line). */
-export function dashboardAuthDeps(s: Services): DashboardAuthDeps {
+export function dashboardAuthDeps(s: Services, access?: AccessSignal): DashboardAuthDeps {
   return {
+    ...(access ? { access } : {}),
     repos: s.repos,
     coordinator: s.coordinator,
     developerEmails: s.config.developerEmails,
@@ -107,6 +112,7 @@ export function createDomain(s: Services): Domain {
     },
   );
   const events = new EventBus(s.coordinator, now, s.log);
+  const access = new AccessSignal(s.coordinator, s.log);
   const webhooks = new WebhookService({
     targets: new WebhookRepository(s.sql),
     audit: s.repos.audit,
@@ -202,7 +208,8 @@ export function createDomain(s: Services): Domain {
     events,
   );
   return {
-    auth: new DashboardAuth(dashboardAuthDeps(s)),
+    auth: new DashboardAuth(dashboardAuthDeps(s, access)),
+    access,
     apps,
     appCache,
     sessions,
@@ -220,6 +227,7 @@ export function createDomain(s: Services): Domain {
         developerEmails: s.config.developerEmails,
         log,
         now,
+        access,
       },
       new TeamRepository(s.orm),
     ),
@@ -228,6 +236,7 @@ export function createDomain(s: Services): Domain {
     async start() {
       await appCache.start();
       await events.start();
+      await access.start();
       await push.start();
       await node.start();
       heartbeats.startSweeper();
@@ -251,6 +260,7 @@ export function createDomain(s: Services): Domain {
       heartbeats.close();
       licenses.close();
       await events.stop();
+      await access.stop();
       await appCache.stop();
     },
   };
@@ -260,10 +270,14 @@ export function createApp(s: Services): App {
   const uws = loadUws();
   const metrics = new Metrics();
   const resolveIp = createClientIpResolver(s.config.trustedProxies);
+  // PROTOCOL 11.20: every answer under /api/client/ leaves signed, the guard's and the fallback's too.
+  const signClient = (method: string, path: string, nonce: string, reply: Reply): Reply =>
+    path.startsWith('/api/client/') ? signReply(reply, s.secrets.signing, method, path, nonce, s.clock.now()) : reply;
   const server = createHttpServer(uws, {
     log: s.log,
     resolveIp,
     onReply: (route, method, status, startedAt) => metrics.observe(route, method, status, startedAt),
+    finishError: signClient,
   });
   const router = new Router();
   const domain = createDomain(s);
@@ -316,9 +330,15 @@ export function createApp(s: Services): App {
   clientRoutes(deps);
   keysRoutes(deps);
   teamRoutes(deps);
-  const live = new LiveHub({ log: s.log, auth: domain.auth, apps: domain.apps, events: domain.events });
+  const live = new LiveHub({
+    log: s.log,
+    auth: domain.auth,
+    apps: domain.apps,
+    events: domain.events,
+    access: domain.access,
+  });
   live.start();
-  live.mount(server.app);
+  live.mount(server);
   const channel = new ClientChannel({
     log: s.log,
     now: () => s.clock.now(),
@@ -329,7 +349,7 @@ export function createApp(s: Services): App {
     resolveIp,
   });
   channel.start();
-  channel.mount(server.app);
+  channel.mount(server);
   channelRoutes(deps);
   metrics.gauge(
     'keywarden_channel_connections',
@@ -387,9 +407,7 @@ export function createApp(s: Services): App {
       allowed.length > 0 && !allowed.includes(req.method)
         ? new AppError('method_not_allowed', undefined, { Allow: allowed.map((m) => m.toUpperCase()).join(', ') })
         : new AppError('route_not_found');
-    const reply = errorReply(err, s.log);
-    if (!req.path.startsWith('/api/client/')) return reply;
-    return signReply(reply, s.secrets.signing, req.method, req.path, req.headers['x-nonce'] ?? '', s.clock.now());
+    return signClient(req.method, req.path, req.headers['x-nonce'] ?? '', errorReply(err, s.log));
   });
   return { server, router, domain, live, channel };
 }

@@ -31,7 +31,7 @@ export function isReply(v: unknown): v is Reply {
 }
 
 /** The token of an `Authorization: Bearer` header, if any. */
-function headerToken(headers: Readonly<Record<string, string>>): string | undefined {
+export function headerToken(headers: Readonly<Record<string, string>>): string | undefined {
   const auth = headers['authorization'];
   return auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : undefined;
 }
@@ -44,9 +44,23 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   if (!cookie) return undefined;
   for (const part of cookie.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return cookieValue(part.slice(eq + 1).trim());
   }
   return undefined;
+}
+
+/**
+ * A cookie value, percent-decoded. PROTOCOL 11.23: a value that is not valid percent-encoding is an
+ * unknown session (it is kept as sent, which no token matches), never an exception: this runs
+ * synchronously inside uWS handlers, where a throw would end the process.
+ */
+function cookieValue(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /** `host[:port]` without a default port, lower-cased, for comparing a Host header with a URL's host. */
@@ -58,8 +72,11 @@ function normalHost(host: string, scheme: string): string {
 }
 
 /** Whether the request's Origin (else Referer) is its own Host or a trusted origin; undefined when it names none. */
-export function fromOwnOrigin(req: IncomingRequest, trusted: ReadonlySet<string> | undefined): boolean | undefined {
-  const source = req.headers['origin'] ?? req.headers['referer'];
+export function fromOwnOrigin(
+  headers: Readonly<Record<string, string>>,
+  trusted: ReadonlySet<string> | undefined,
+): boolean | undefined {
+  const source = headers['origin'] ?? headers['referer'];
   if (source === undefined || source === '') return undefined;
   let url: URL;
   try {
@@ -69,7 +86,7 @@ export function fromOwnOrigin(req: IncomingRequest, trusted: ReadonlySet<string>
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
   if (trusted?.has(url.origin.toLowerCase())) return true;
-  const host = req.headers['host'];
+  const host = headers['host'];
   return host !== undefined && normalHost(host, url.protocol) === normalHost(url.host, url.protocol);
 }
 
@@ -101,7 +118,7 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
   return async (req) => {
     if (req.body === 'too_large') throw new AppError('payload_too_large');
     if (req.method !== 'get') {
-      const own = fromOwnOrigin(req, opts.auth.trustedOrigins);
+      const own = fromOwnOrigin(req.headers, opts.auth.trustedOrigins);
       // A write the kw_session cookie would authenticate must prove its origin; a sign-in may not name a foreign one.
       const byCookie =
         opts.authenticate !== false && !headerToken(req.headers) && bearerToken(req.headers) !== undefined;

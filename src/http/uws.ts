@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type * as UwsTypes from 'uWebSockets.js';
 import type { ClientIpResolver } from './client-ip.js';
 import type { IncomingRequest, Method, Reply, RouteHandler } from './types.js';
+import { AppError } from '../errors.js';
 import { errorReply } from './error-reply.js';
 
 export type Uws = typeof UwsTypes;
@@ -48,6 +49,30 @@ export interface HttpServerOptions {
   log: Logger;
   resolveIp: ClientIpResolver;
   onReply?: (pattern: string, method: Method, status: number, startedAt: bigint) => void;
+  /**
+   * Turns an error reply the guard made into what leaves the server (under /api/client/ every
+   * answer is signed, PROTOCOL 4); identity when absent.
+   */
+  finishError?: (method: string, path: string, nonce: string, reply: Reply) => Reply;
+}
+
+/**
+ * One guard around every uWS callback. uWS calls handlers synchronously from C++: a throw that
+ * escapes one ends the process, and a handler that returns without answering and without
+ * onAborted does too. The guard answers a synchronous throw at once with the catalogue's reply
+ * (signed under /api/client/), so no parser bug in any route can take the service down;
+ * asynchronous failures are each handler's promise chain's to answer (they all end in errorReply).
+ */
+export interface Guard {
+  http(fn: (res: UwsResponse, req: UwsRequest) => void): (res: UwsResponse, req: UwsRequest) => void;
+  upgrade(
+    fn: (res: UwsResponse, req: UwsRequest, context: UwsTypes.us_socket_context_t) => void,
+  ): (res: UwsResponse, req: UwsRequest, context: UwsTypes.us_socket_context_t) => void;
+  /** A WebSocket callback (open, message, close, drain): a throw is logged and the socket closed. */
+  socket<U, A extends unknown[]>(
+    name: string,
+    fn: (ws: UwsTypes.WebSocket<U>, ...rest: A) => void,
+  ): (ws: UwsTypes.WebSocket<U>, ...rest: A) => void;
 }
 
 interface Inflight {
@@ -57,6 +82,7 @@ interface Inflight {
 
 export interface HttpServer {
   readonly app: UwsApp;
+  readonly guard: Guard;
   mount(route: RouteMount): void;
   /** Catch-all for unmatched paths; call after every mount. */
   mountFallback(handler: RouteHandler): void;
@@ -103,7 +129,58 @@ export function writeReply(res: UwsResponse, aborted: boolean, reply: Reply, clo
   });
 }
 
+export function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guard {
+  const answer = (res: UwsResponse, method: string, path: string, nonce: string, err: unknown) => {
+    opts.log.error({ err, path }, 'http.handler_threw');
+    const reply = errorReply(err, opts.log, { path });
+    try {
+      writeReply(res, false, opts.finishError ? opts.finishError(method, path, nonce, reply) : reply, true);
+    } catch {
+      // answered or aborted before the throw: nothing left to say on this response
+    }
+  };
+  const http =
+    <A extends unknown[]>(fn: (res: UwsResponse, req: UwsRequest, ...rest: A) => void) =>
+    (res: UwsResponse, req: UwsRequest, ...rest: A): void => {
+      try {
+        fn(res, req, ...rest);
+      } catch (err) {
+        // Still synchronous: req is valid here.
+        let method = '';
+        let path = '';
+        let nonce = '';
+        try {
+          method = req.getMethod();
+          path = req.getUrl();
+          nonce = req.getHeader('x-nonce');
+        } catch {
+          // req itself failed: answer without them
+        }
+        answer(res, method, path, nonce, err);
+      }
+    };
+  return {
+    http,
+    upgrade: http,
+    socket:
+      (name, fn) =>
+      (ws, ...rest) => {
+        try {
+          fn(ws, ...rest);
+        } catch (err) {
+          opts.log.error({ err, callback: name }, 'ws.handler_threw');
+          try {
+            ws.end(1011, 'Internal error');
+          } catch {
+            // already closed
+          }
+        }
+      },
+  };
+}
+
 export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer {
+  const guard = createGuard(opts);
   const app = uws.App();
   const inflight: Inflight = { count: 0, idle: [] };
   let listenSocket: UwsTypes.us_listen_socket | undefined;
@@ -119,11 +196,13 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   }
 
   function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {
-    return (res: UwsResponse, req: UwsRequest): void => {
+    return guard.http((res: UwsResponse, req: UwsRequest): void => {
       const startedAt = process.hrtime.bigint();
       const aborted = { v: false };
+      let cancelBody: (() => void) | undefined;
       res.onAborted(() => {
         aborted.v = true;
+        cancelBody?.(); // an upload cut short never sends its last chunk: stop waiting for it
       });
       // Everything from `req` is copied now: it is invalid after this function returns.
       const headers: Record<string, string> = {};
@@ -132,6 +211,13 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       });
       const method = req.getMethod() as Method;
       const path = req.getUrl();
+      if (closing) {
+        // Shutting down: nothing below may run against a pool that is closing. The client retries
+        // after Retry-After (on another worker, or on this service once it is back).
+        const reply = errorReply(new AppError('unavailable', undefined, { 'Retry-After': '1' }), opts.log);
+        send(res, aborted, opts.finishError?.(method, path, headers['x-nonce'] ?? '', reply) ?? reply, true);
+        return;
+      }
       const query = new URLSearchParams(req.getQuery() ?? '');
       let handler = route?.handler ?? fallback;
       const params: Record<string, string> = {};
@@ -145,31 +231,37 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       const ip = opts.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
       const limit = route?.bodyLimit ?? 0;
 
-      inflight.count++;
       const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
       const bodyless = method === 'get' || method === 'delete';
       const announcedTooLarge = !bodyless && declared !== undefined && declared > limit;
-      const bodyPromise: Promise<Buffer | 'too_large'> = bodyless
-        ? Promise.resolve(Buffer.alloc(0))
-        : announcedTooLarge
-          ? Promise.resolve('too_large' as const) // known too large: answer without reading it, then close
-          : readBody(res, limit);
+      let bodyPromise: Promise<Buffer | 'too_large' | 'aborted'>;
+      if (bodyless) bodyPromise = Promise.resolve(Buffer.alloc(0));
+      else if (announcedTooLarge)
+        bodyPromise = Promise.resolve('too_large' as const); // answered unread, then closed
+      else {
+        const reading = readBody(res, limit);
+        cancelBody = reading.cancel;
+        bodyPromise = reading.body;
+      }
       let closeAfter = announcedTooLarge;
 
+      inflight.count++;
       bodyPromise
         .then((body) => {
+          if (body === 'aborted') return undefined;
           if (body === 'too_large') closeAfter = true;
           const incoming: IncomingRequest = { method, path, query, headers, ip, params, body };
           return handler(incoming);
         })
         .catch((err: unknown) => errorReply(err, opts.log, { path }))
         .then((reply) => {
+          if (!reply) return;
           send(res, aborted, reply, closeAfter);
           opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
         })
         .catch((err: unknown) => opts.log.error({ err, path }, 'http.reply_failed'))
         .finally(finishOne);
-    };
+    });
   }
 
   let fallbackHandler: RouteHandler = async () => ({
@@ -180,6 +272,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
 
   return {
     app,
+    guard,
     mount(route) {
       const paramNames = [...route.pattern.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
       app[UWS_METHOD[route.method]](
@@ -218,9 +311,17 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   };
 }
 
-/** Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end. */
-function readBody(res: UwsResponse, limit: number): Promise<Buffer | 'too_large'> {
-  return new Promise((resolve) => {
+/**
+ * Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end.
+ * `cancel` (from onAborted) settles it as 'aborted': a cut upload never delivers its last chunk.
+ */
+function readBody(
+  res: UwsResponse,
+  limit: number,
+): { body: Promise<Buffer | 'too_large' | 'aborted'>; cancel: () => void } {
+  let settle: (v: Buffer | 'too_large' | 'aborted') => void = () => undefined;
+  const body = new Promise<Buffer | 'too_large' | 'aborted'>((resolve) => {
+    settle = resolve;
     const chunks: Buffer[] = [];
     let size = 0;
     let tooLarge = false;
@@ -237,4 +338,5 @@ function readBody(res: UwsResponse, limit: number): Promise<Buffer | 'too_large'
       if (isLast) resolve(tooLarge ? 'too_large' : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
   });
+  return { body, cancel: () => settle('aborted') };
 }

@@ -10,6 +10,7 @@ import { ConfigError } from '../config.js';
 import { Lockout } from './lockout.js';
 import { effectiveRole, type Principal } from './principal.js';
 import { assertPasswordPolicy } from './password-policy.js';
+import type { AccessSignal } from './access-signal.js';
 
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 export const SESSION_COOKIE = 'kw_session';
@@ -26,6 +27,8 @@ export interface DashboardAuthDeps {
   trustedOrigins: readonly string[];
   log: Logger;
   now: () => number;
+  /** Live streams re-check their subscribers after a sign-out or a password change. */
+  access?: Pick<AccessSignal, 'changed'>;
 }
 
 export class DashboardAuth {
@@ -85,6 +88,7 @@ export class DashboardAuth {
 
   async logout(p: Principal): Promise<void> {
     await this.d.repos.sessions.delete(p.sessionId);
+    this.d.access?.changed();
   }
 
   /** Own password change: other sessions are revoked, this one stays signed in. */
@@ -93,6 +97,7 @@ export class DashboardAuth {
     assertPasswordPolicy(next, p.account.username);
     await this.d.repos.accounts.setPassword(p.account.id, await hashPassword(next), this.now());
     await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
+    this.d.access?.changed();
   }
 
   /** Creates the owner `username` unless an account of that name exists; returns whether it created one. */

@@ -12,6 +12,7 @@ import { assertPasswordPolicy } from './password-policy.js';
 import { effectiveRole, type Principal } from './principal.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import type { TeamCreate } from './dashboard-requests.js';
+import type { AccessSignal } from './access-signal.js';
 
 const DAY_MS = 86_400_000;
 
@@ -24,6 +25,8 @@ export interface TeamServiceDeps {
   developerEmails: readonly string[];
   log: Logger;
   now: () => number;
+  /** Live streams re-check their subscribers after every team change. */
+  access?: Pick<AccessSignal, 'changed'>;
 }
 
 export class TeamService {
@@ -269,9 +272,13 @@ export class TeamService {
     return this.team.update(t.id, { webhook, updatedAt: this.now() });
   }
 
-  /** Team changes belong to no application: audited with app_id null and logged. */
+  /**
+   * Team changes belong to no application: audited with app_id null and logged. Every one of them
+   * may narrow someone's access, so live streams are told to re-check.
+   */
   private audit(p: Principal, action: string, detail: string): void {
     this.d.repos.audit.write({ appId: null, action, detail, actorId: p.account.id });
     this.d.log.info({ by: p.account.id, action }, detail);
+    this.d.access?.changed();
   }
 }

@@ -33,7 +33,7 @@ import type { ClientIpResolver } from '../http/client-ip.js';
 import { signReply } from '../http/client-signing.js';
 import { errorReply } from '../http/error-reply.js';
 import type { IncomingRequest, Reply } from '../http/types.js';
-import { copyRequest, writeReply } from '../http/uws.js';
+import { copyRequest, writeReply, type HttpServer } from '../http/uws.js';
 import { KeySlots } from './key-slots.js';
 import {
   buildHello,
@@ -275,17 +275,20 @@ export class ClientChannel {
     else m.set(ip, n);
   }
 
-  mount(app: Uws.TemplatedApp): void {
+  mount(server: HttpServer): void {
+    const { app, guard } = server;
     app.ws<UserData>(CHANNEL_PATH, {
       maxPayloadLength: CHANNEL_MAX_PAYLOAD,
       maxBackpressure: CHANNEL_MAX_BACKPRESSURE,
       closeOnBackpressureLimit: 1, // this uWS build types it as a number (a boolean flag in C++)
       idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
       sendPingsAutomatically: true,
-      upgrade: (res, req, context) => this.upgrade(res, req, context),
-      open: (ws) => this.opened(ws),
-      message: (ws, message, isBinary) => this.message(ws.getUserData().conn, message, isBinary),
-      close: (ws) => this.closed(ws.getUserData().conn),
+      upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
+      open: guard.socket('open', (ws: Uws.WebSocket<UserData>) => this.opened(ws)),
+      message: guard.socket('message', (ws: Uws.WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
+        this.message(ws.getUserData().conn, message, isBinary),
+      ),
+      close: guard.socket('close', (ws: Uws.WebSocket<UserData>) => this.closed(ws.getUserData().conn)),
     });
   }
 

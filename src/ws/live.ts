@@ -2,6 +2,13 @@
 // (JSON frames, or MessagePack with the `msgpack` subprotocol) and Server-Sent Events at
 // /api/apps/{id}/events. Events come from the EventBus (every worker receives every event) and
 // each subscriber gets only what its scoping allows, with hidden fields removed.
+//
+// Access is followed, not captured (PROTOCOL 11.24): a watcher keeps the token it connected with,
+// and whenever an access signal arrives (a team change, a sign-out, a password change, a deletion)
+// or an app is deleted, and every REVALIDATE_MS anyway, each watcher is authenticated again and
+// each of its apps checked again: a revoked session's stream is closed, an app no longer visible
+// is dropped (an SSE stream, which watches one app, is closed), and scope and hiding follow the
+// current permissions.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
 import { pack, unpack } from 'msgpackr';
@@ -13,20 +20,30 @@ import { hasPermission } from '../services/principal.js';
 import type { DashboardAuth } from '../services/dashboard-auth.service.js';
 import type { AppsService } from '../services/apps.service.js';
 import type { EventBus, LiveEvent } from '../services/events.js';
-import { bearerToken } from '../http/dashboard-route.js';
+import type { AccessSignal } from '../services/access-signal.js';
+import { bearerToken, fromOwnOrigin, headerToken } from '../http/dashboard-route.js';
 import { errorReply } from '../http/error-reply.js';
-import { copyRequest, writeReply } from '../http/uws.js';
+import { copyRequest, writeReply, type HttpServer } from '../http/uws.js';
 
 export const MAX_BACKPRESSURE = 1024 * 1024;
+/** Every watcher is checked again this often even without a signal (a lost signal, an expiry). */
+export const REVALIDATE_MS = 15_000;
 const APP_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Events every subscriber of the app may see, whoever's records they touch. */
 const APP_WIDE = new Set(['app.delete']);
 
-interface Subscriber {
+/** One open stream: a WebSocket (any number of apps) or an SSE response (one app). */
+interface Watcher {
+  /** The dashboard token it authenticated with, checked again on every revalidation. */
+  readonly token: string;
   principal: Principal;
-  /** null: sees every record; else the reseller ids whose records it may see. */
-  scope: ReadonlySet<string> | null;
+  /** app id -> null (sees every record) or the reseller ids whose records it may see. */
+  readonly apps: Map<string, ReadonlySet<string> | null>;
+  /** SSE: losing its one app ends the stream. */
+  readonly single: boolean;
   send(frame: Record<string, unknown>): void;
+  /** Ends the stream (revoked access); the transport's close handler calls `hub.forget`. */
+  end(reason: string): void;
 }
 
 export interface LiveDeps {
@@ -34,6 +51,7 @@ export interface LiveDeps {
   auth: DashboardAuth;
   apps: AppsService;
   events: EventBus;
+  access: AccessSignal;
 }
 
 const HIDDEN_WITHOUT_HWID = ['hwid', 'known_hwids'];
@@ -42,7 +60,10 @@ const HIDDEN_WITHOUT_IP = ['ip', 'known_countries', 'city', 'region', 'country',
 const SCREENSHOT_FIELDS = ['last_screenshot_path', 'activation_screenshot_path', 'screenshot_path', 'screen'];
 
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
-export function eventFor(sub: Pick<Subscriber, 'principal' | 'scope'>, e: LiveEvent): Record<string, unknown> | null {
+export function eventFor(
+  sub: { principal: Principal; scope: ReadonlySet<string> | null },
+  e: LiveEvent,
+): Record<string, unknown> | null {
   if (sub.scope && !APP_WIDE.has(e.kind) && !(e.reseller_id && sub.scope.has(e.reseller_id))) return null;
   const data: Record<string, unknown> = { ...e.data };
   if (!hasPermission(sub.principal, 'view_hwid')) for (const k of HIDDEN_WITHOUT_HWID) delete data[k];
@@ -53,17 +74,31 @@ export function eventFor(sub: Pick<Subscriber, 'principal' | 'scope'>, e: LiveEv
 }
 
 export class LiveHub {
-  private readonly byApp = new Map<string, Set<Subscriber>>();
-  private off: (() => void) | undefined;
+  private readonly byApp = new Map<string, Set<Watcher>>();
+  private readonly watchers = new Set<Watcher>();
+  private readonly offs: (() => void)[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  /** One revalidation at a time; a signal during one schedules exactly one more. */
+  private running: Promise<void> | undefined;
+  private again = false;
 
   constructor(private readonly d: LiveDeps) {}
 
   start(): void {
-    this.off = this.d.events.on((e) => this.dispatch(e));
+    this.offs.push(
+      this.d.events.on((e) => {
+        this.dispatch(e);
+        if (e.kind === 'app.delete') this.revalidate();
+      }),
+      this.d.access.on(() => this.revalidate()),
+    );
+    this.timer = setInterval(() => this.revalidate(), REVALIDATE_MS);
+    this.timer.unref();
   }
 
   stop(): void {
-    this.off?.();
+    for (const off of this.offs.splice(0)) off();
+    clearInterval(this.timer);
   }
 
   get subscriberCount(): number {
@@ -73,43 +108,116 @@ export class LiveHub {
   }
 
   private dispatch(e: LiveEvent): void {
-    for (const sub of this.byApp.get(e.app_id) ?? []) {
-      const event = eventFor(sub, e);
-      if (event) sub.send({ type: 'event', event });
+    for (const w of this.byApp.get(e.app_id) ?? []) {
+      const scope = w.apps.get(e.app_id);
+      if (scope === undefined) continue;
+      const event = eventFor({ principal: w.principal, scope }, e);
+      if (event) w.send({ type: 'event', event });
     }
   }
 
-  /** Checks that the principal may watch the app, and registers the subscriber. */
-  async subscribe(principal: Principal, appId: string, send: Subscriber['send']): Promise<() => void> {
+  /** The scope a principal watches an app with; throws when the app is not visible to it. */
+  private async scopeFor(principal: Principal, appId: string): Promise<ReadonlySet<string> | null> {
     if (!APP_ID.test(appId)) throw new AppError('app_not_found');
     await this.d.apps.visible(principal, appId);
     const scoped = principal.role === 'admin' || principal.role === 'reseller';
-    const sub: Subscriber = {
-      principal,
-      scope: scoped ? new Set(await this.d.apps.subtreeIds(principal.account.id)) : null,
-      send,
-    };
+    return scoped ? new Set(await this.d.apps.subtreeIds(principal.account.id)) : null;
+  }
+
+  /** Registers a stream; returns it so the transport can subscribe it and forget it when it closes. */
+  private watch(w: Omit<Watcher, 'apps'>): Watcher {
+    const watcher: Watcher = { ...w, apps: new Map() };
+    this.watchers.add(watcher);
+    return watcher;
+  }
+
+  /** Subscribes a stream to an app; subscribing twice to one app is one subscription. */
+  private async subscribe(w: Watcher, appId: string): Promise<void> {
+    const scope = await this.scopeFor(w.principal, appId);
+    if (!this.watchers.has(w)) return; // closed meanwhile
+    w.apps.set(appId, scope);
     let set = this.byApp.get(appId);
     if (!set) this.byApp.set(appId, (set = new Set()));
-    set.add(sub);
-    return () => {
-      set.delete(sub);
-      if (set.size === 0) this.byApp.delete(appId);
-    };
+    set.add(w);
   }
 
-  /** Registers /api/ws and /api/apps/:id/events on the uWS app. */
-  mount(app: Uws.TemplatedApp): void {
-    this.mountWebSocket(app);
-    this.mountSse(app);
+  private unsubscribe(w: Watcher, appId: string): void {
+    w.apps.delete(appId);
+    const set = this.byApp.get(appId);
+    set?.delete(w);
+    if (set?.size === 0) this.byApp.delete(appId);
   }
 
-  private mountWebSocket(app: Uws.TemplatedApp): void {
+  /** The transport's close handler: the stream is gone. */
+  private forget(w: Watcher): void {
+    this.watchers.delete(w);
+    for (const appId of [...w.apps.keys()]) this.unsubscribe(w, appId);
+  }
+
+  /** Checks every stream against current access (coalesced: at most one run queued behind the current). */
+  revalidate(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await Promise.all([...this.watchers].map((w) => this.recheck(w)));
+      } while (this.again);
+    })()
+      .catch((err: unknown) => this.d.log.error({ err }, 'live.revalidate_failed'))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  private async recheck(w: Watcher): Promise<void> {
+    let principal: Principal | null;
+    try {
+      principal = await this.d.auth.authenticate(w.token);
+    } catch (err) {
+      // subscription_expired and the like end the stream; an outage keeps it until the next check
+      if (!(err instanceof AppError)) return;
+      principal = null;
+    }
+    if (!this.watchers.has(w)) return;
+    if (!principal) {
+      this.forget(w);
+      w.end('Access revoked');
+      return;
+    }
+    w.principal = principal;
+    for (const appId of [...w.apps.keys()]) {
+      try {
+        const scope = await this.scopeFor(principal, appId);
+        if (w.apps.has(appId)) w.apps.set(appId, scope);
+      } catch (err) {
+        if (!(err instanceof AppError)) continue;
+        this.unsubscribe(w, appId);
+        if (w.single) {
+          this.forget(w);
+          w.end(err.detail as string);
+          return;
+        }
+        w.send({ type: 'unsubscribed', app_id: appId, detail: err.detail });
+      }
+    }
+  }
+
+  /** Registers /api/ws and /api/apps/:id/events on the server. */
+  mount(server: HttpServer): void {
+    this.mountWebSocket(server);
+    this.mountSse(server);
+  }
+
+  private mountWebSocket({ app, guard }: HttpServer): void {
     interface WsData {
-      principal: Principal | null;
+      /** Who the socket belongs to, from the upgrade until open() makes the watcher. */
+      who: { token: string; principal: Principal } | null;
+      watcher: Watcher | null;
       msgpack: boolean;
-      unsubs: (() => void)[];
-      closed: boolean;
     }
     const hub = this;
     app.ws<WsData>('/api/ws', {
@@ -118,7 +226,7 @@ export class LiveHub {
       maxPayloadLength: 16 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,
-      upgrade: (res, req, context) => {
+      upgrade: guard.upgrade((res, req, context) => {
         // uWS: register onAborted before the await, copy everything from req now.
         let aborted = false;
         res.onAborted(() => {
@@ -132,33 +240,55 @@ export class LiveHub {
           .filter(Boolean);
         const extensions = headers['sec-websocket-extensions'] ?? '';
         // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= work too.
-        const token = bearerToken(headers) ?? query.get('token') ?? undefined;
-        (token ? hub.d.auth.authenticate(token).catch(() => null) : Promise.resolve(null)).then(
+        const fromQuery = query.get('token') ?? undefined;
+        const token = headerToken(headers) ?? fromQuery ?? bearerToken(headers);
+        // A cookie goes along with any page's WebSocket: like a cookie-authenticated write, the
+        // upgrade must come from the dashboard's own origin (cross-site WebSocket hijacking).
+        const byCookie = !headerToken(headers) && fromQuery === undefined && token !== undefined;
+        if (byCookie && fromOwnOrigin(headers, hub.d.auth.trustedOrigins) !== true)
+          return writeReply(res, aborted, errorReply(new AppError('cross_site'), hub.d.log));
+        (token ? hub.d.auth.authenticate(token) : Promise.resolve(null)).then(
           (principal) => {
-            if (!principal) return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
+            if (!principal || !token)
+              return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
             if (aborted) return;
             res.cork(() => {
               // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
               const msgpack = protocols.includes('msgpack');
-              res.upgrade<WsData>(
-                { principal, msgpack, unsubs: [], closed: false },
-                key,
-                msgpack ? 'msgpack' : (protocols[0] ?? ''),
-                extensions,
-                context,
-              );
+              // The watcher is made in open(), once there is a socket to send on and close.
+              const data: WsData = { who: { token, principal }, watcher: null, msgpack };
+              res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
             });
           },
           (err: unknown) => writeReply(res, aborted, errorReply(err, hub.d.log, { route: '/api/ws' })),
         );
-      },
-      message: (ws, message, isBinary) => {
+      }),
+      open: guard.socket('open', (ws: Uws.WebSocket<WsData>) => {
         const data = ws.getUserData();
-        const send = (frame: Record<string, unknown>) => {
-          if (data.closed) return;
-          if (data.msgpack) ws.send(pack(frame), true);
-          else ws.send(JSON.stringify(frame), false);
-        };
+        const who = data.who;
+        data.who = null;
+        if (!who) return ws.end(1011, 'Internal error');
+        let open = true;
+        data.watcher = hub.watch({
+          token: who.token,
+          principal: who.principal,
+          single: false,
+          send: (frame) => {
+            if (!open) return;
+            if (data.msgpack) ws.send(pack(frame), true);
+            else ws.send(JSON.stringify(frame), false);
+          },
+          end: (reason) => {
+            if (!open) return;
+            open = false;
+            ws.end(1008, reason);
+          },
+        });
+      }),
+      message: guard.socket('message', (ws: Uws.WebSocket<WsData>, message: ArrayBuffer, isBinary: boolean) => {
+        const data = ws.getUserData();
+        const w = data.watcher;
+        if (!w) return;
         let msg: { type?: unknown; app_id?: unknown };
         try {
           const bytes = Buffer.from(message);
@@ -167,87 +297,111 @@ export class LiveHub {
               ? (unpack(bytes) as typeof msg)
               : (JSON.parse(bytes.toString('utf8')) as typeof msg);
         } catch {
-          send({ type: 'error', detail: 'Malformed JSON body' });
+          w.send({ type: 'error', detail: 'Malformed JSON body' });
           return;
         }
         if (msg?.type !== 'subscribe' || typeof msg.app_id !== 'string') {
-          send({ type: 'error', detail: 'Expected {"type":"subscribe","app_id":...}' });
+          w.send({ type: 'error', detail: 'Expected {"type":"subscribe","app_id":...}' });
           return;
         }
         const appId = msg.app_id;
-        hub.subscribe(data.principal!, appId, send).then(
-          (unsub) => {
-            if (data.closed) return unsub();
-            data.unsubs.push(unsub);
-            send({ type: 'subscribed', app_id: appId });
-          },
+        hub.subscribe(w, appId).then(
+          () => w.send({ type: 'subscribed', app_id: appId }),
           (err: unknown) =>
-            send({
+            w.send({
               type: 'error',
               app_id: appId,
               detail: err instanceof AppError ? err.detail : 'Internal server error',
             }),
         );
-      },
-      close: (ws) => {
+      }),
+      close: guard.socket('close', (ws: Uws.WebSocket<WsData>) => {
         const data = ws.getUserData();
-        data.closed = true;
-        for (const u of data.unsubs) u();
-      },
+        if (data.watcher) hub.forget(data.watcher);
+      }),
     });
   }
 
-  private mountSse(app: Uws.TemplatedApp): void {
+  private mountSse({ app, guard }: HttpServer): void {
     const hub = this;
-    app.get('/api/apps/:id/events', (res, req) => {
-      let closed = false;
-      const unsubs: (() => void)[] = [];
-      const cleanup = () => {
-        closed = true;
-        for (const u of unsubs) u();
-      };
-      res.onAborted(cleanup);
-      const {
-        headers,
-        params: [appId = ''],
-      } = copyRequest(req, 1);
-      const token = bearerToken(headers);
-      let backedUp = 0;
-      const write = (chunk: string): void => {
-        if (closed) return;
-        res.cork(() => {
-          const ok = res.write(chunk);
-          backedUp = ok ? 0 : backedUp + chunk.length;
-        });
-        if (backedUp > MAX_BACKPRESSURE) {
-          hub.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
+    app.get(
+      '/api/apps/:id/events',
+      guard.http((res, req) => {
+        let closed = false;
+        /** Events wait for the 200 and its headers; a revocation before them becomes the 401. */
+        let started = false;
+        let revokedEarly = false;
+        let watcher: Watcher | undefined;
+        const cleanup = () => {
           closed = true;
-          res.close();
-          cleanup();
-        }
-      };
-      (async () => {
-        const principal = token ? await hub.d.auth.authenticate(token) : null;
-        if (!principal) throw new AppError('not_authenticated');
-        const unsub = await hub.subscribe(principal, appId, (frame) => {
-          const e = frame.event as { kind: string };
-          write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+          if (watcher) hub.forget(watcher);
+        };
+        res.onAborted(cleanup);
+        const {
+          headers,
+          params: [appId = ''],
+        } = copyRequest(req, 1);
+        const token = bearerToken(headers);
+        let backedUp = 0;
+        const write = (chunk: string): void => {
+          if (closed) return;
+          res.cork(() => {
+            const ok = res.write(chunk);
+            backedUp = ok ? 0 : backedUp + chunk.length;
+          });
+          if (backedUp > MAX_BACKPRESSURE) {
+            hub.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
+            cleanup();
+            res.close();
+          }
+        };
+        (async () => {
+          const principal = token ? await hub.d.auth.authenticate(token) : null;
+          if (!principal || !token) throw new AppError('not_authenticated');
+          const w = hub.watch({
+            token,
+            principal,
+            single: true,
+            send: (frame) => {
+              const e = frame.event as { kind: string } | undefined;
+              if (started && frame.type === 'event' && e) write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+            },
+            end: (reason) => {
+              if (!started) {
+                revokedEarly = true;
+                return;
+              }
+              if (closed) return;
+              write(`event: closed\ndata: ${JSON.stringify({ detail: reason })}\n\n`);
+              closed = true;
+              res.cork(() => res.end());
+            },
+          });
+          watcher = w;
+          if (closed) return hub.forget(w);
+          try {
+            await hub.subscribe(w, appId);
+          } catch (err) {
+            hub.forget(w);
+            throw err;
+          }
+          if (closed) return hub.forget(w);
+          if (revokedEarly) throw new AppError('not_authenticated');
+          started = true;
+          res.cork(() => {
+            res
+              .writeStatus('200 OK')
+              .writeHeader('Content-Type', 'text/event-stream')
+              .writeHeader('Cache-Control', 'no-cache')
+              .writeHeader('X-Accel-Buffering', 'no');
+            res.write(': subscribed\n\n');
+          });
+        })().catch((err: unknown) => {
+          const wasClosed = closed;
+          closed = true;
+          writeReply(res, wasClosed, errorReply(err, hub.d.log, { route: '/api/apps/:id/events' }));
         });
-        if (closed) return unsub();
-        unsubs.push(unsub);
-        res.cork(() => {
-          res
-            .writeStatus('200 OK')
-            .writeHeader('Content-Type', 'text/event-stream')
-            .writeHeader('Cache-Control', 'no-cache')
-            .writeHeader('X-Accel-Buffering', 'no');
-          res.write(': subscribed\n\n');
-        });
-      })().catch((err: unknown) => {
-        const wasClosed = closed;
-        closed = true;
-        writeReply(res, wasClosed, errorReply(err, hub.d.log, { route: '/api/apps/:id/events' }));
-      });
-    });
+      }),
+    );
   }
 }

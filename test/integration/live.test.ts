@@ -4,57 +4,19 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
-import { unpack } from 'msgpackr';
 import { Api } from '../helpers/http.js';
 import { OWNER, createTestDatabase, startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { Subscriber } from '../helpers/live-subscriber.js';
 
 let t: TestServer;
 beforeAll(async () => {
   t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1' });
 });
 afterAll(() => t.close());
-
-/** A WebSocket subscriber that collects frames and lets a test await the next matching one. */
-class Subscriber {
-  readonly frames: any[] = [];
-  private waiters: { match: (f: any) => boolean; resolve: (f: any) => void }[] = [];
-  private constructor(readonly ws: WebSocket, readonly msgpack: boolean) {
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      const frame = isBinary ? unpack(data) : JSON.parse(data.toString());
-      this.frames.push(frame);
-      this.waiters = this.waiters.filter((w) => (w.match(frame) ? (w.resolve(frame), false) : true));
-    });
-  }
-
-  static open(base: string, token: string | undefined, protocol?: string): Promise<Subscriber> {
-    const ws = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, protocol ? [protocol] : [], token ? { headers: { authorization: `Bearer ${token}` } } : {});
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new Subscriber(ws, protocol === 'msgpack')));
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
-      ws.once('error', reject);
-    });
-  }
-
-  next(match: (f: any) => boolean): Promise<any> {
-    const seen = this.frames.find(match);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve) => this.waiters.push({ match, resolve }));
-  }
-
-  async subscribe(appId: string): Promise<any> {
-    this.ws.send(JSON.stringify({ type: 'subscribe', app_id: appId }));
-    return this.next((f) => f.app_id === appId && (f.type === 'subscribed' || f.type === 'error'));
-  }
-
-  close() {
-    this.ws.close();
-  }
-}
 
 describe('WebSocket /api/ws', () => {
   it('refuses an unauthenticated upgrade', async () => {
