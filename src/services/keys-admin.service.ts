@@ -1,7 +1,7 @@
 // Dashboard management of license keys and end users (SPEC "Dashboard: license keys",
 // "Dashboard: end users", "Reseller scoping and hiding"). Each mutation is audited and published
 // as a live event; revocations reach live heartbeat sessions through the event bus.
-import { AppError, ValidationError } from '../errors.js';
+import { AppError, ValidationError, validationError } from '../errors.js';
 import type { DurationUnit } from '../db/entities/index.js';
 import type { KeyAdminRepository, ResellerScope, UserRow } from '../db/repositories/key-admin.repository.js';
 import type { LicenseRow } from '../db/repositories/license.repository.js';
@@ -100,7 +100,9 @@ export class KeysAdminService {
     if (row.duration_unit === 'lifetime' || row.duration_days === 0) throw new AppError('license_lifetime');
     if (!row.expires_at) throw new AppError('license_not_activated');
     const delta = durationMs(value, unit)! * (subtract ? -1 : 1);
-    const expiresAt = toDate(await this.repo.shiftExpiry(id, delta));
+    const shifted = await this.repo.shiftExpiry(id, delta);
+    if (shifted === 'out_of_range') throw outOfRange();
+    const expiresAt = toDate(shifted);
     await this.record(
       p,
       row.app_id,
@@ -116,6 +118,7 @@ export class KeysAdminService {
     requireRole(p, 'owner', 'admin', 'developer');
     await this.apps.visible(p, appId);
     const result = await this.repo.extendActive(appId, await this.scope(p), durationMs(value, unit)!, this.now());
+    if (result === 'out_of_range') throw outOfRange();
     await this.record(
       p,
       appId,
@@ -275,18 +278,40 @@ export class KeysAdminService {
   }
 }
 
+/** PROTOCOL 11.25: an extend whose result would leave the storable range is refused on `value`. */
+function outOfRange(): ValidationError {
+  return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
+}
+
 function encodeCursor(r: LicenseRow): string {
   return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
 }
 
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A listing cursor back to a position; anything that is not exactly what encodeCursor writes
+ * (PROTOCOL 11.25) is 422 on `cursor`, never passed on to PostgreSQL casts.
+ */
 function decodeCursor(c: string | undefined): { createdAt: string; id: string } | undefined {
   if (!c) return undefined;
+  let parsed: unknown;
   try {
-    const [createdAt, id] = JSON.parse(Buffer.from(c, 'base64url').toString('utf8')) as [string, string];
-    if (typeof createdAt === 'string' && !Number.isNaN(Date.parse(createdAt)) && /^[0-9a-f-]{36}$/i.test(id))
-      return { createdAt, id };
+    parsed = JSON.parse(Buffer.from(c, 'base64url').toString('utf8'));
   } catch {
-    // fall through
+    parsed = undefined;
+  }
+  if (Array.isArray(parsed) && parsed.length === 2) {
+    const [createdAt, id] = parsed as unknown[];
+    if (
+      typeof createdAt === 'string' &&
+      typeof id === 'string' &&
+      CURSOR_TIME.test(createdAt) &&
+      !Number.isNaN(Date.parse(createdAt)) &&
+      UUID.test(id)
+    )
+      return { createdAt, id };
   }
   throw new ValidationError([{ loc: ['query', 'cursor'], msg: 'Invalid cursor', type: 'value_error' }]);
 }

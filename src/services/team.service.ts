@@ -4,7 +4,7 @@
 import { AppError, ValidationError, validationError } from '../errors.js';
 import { hashPassword, randomToken } from '../crypto/index.js';
 import { noPermissions, type Account, type Permissions, type StoredRole } from '../db/entities/index.js';
-import type { TeamRepository } from '../db/repositories/account.repository.js';
+import { MAX_CREDITS, type TeamRepository } from '../db/repositories/account.repository.js';
 import type { Logger } from 'pino';
 import type { Repositories } from '../services.js';
 import { scopeOf } from './apps.service.js';
@@ -213,7 +213,8 @@ export class TeamService {
   async addCredits(p: Principal, id: string, amount: number): Promise<Account> {
     const t = await this.target(p, id);
     if (t.role !== 'reseller') throw new AppError('credits_resellers_only');
-    await this.team.addCredits(t.id, amount, this.now());
+    if (!(await this.team.addCredits(t.id, amount, this.now())))
+      throw validationError('amount', `The balance cannot exceed ${MAX_CREDITS.toLocaleString('en-US')} credits`);
     this.audit(p, 'team.credits', `${amount >= 0 ? '+' : ''}${amount} credits for ${t.username}`);
     return (await this.d.repos.accounts.findById(t.id))!;
   }

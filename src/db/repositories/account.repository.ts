@@ -76,6 +76,9 @@ export class AccountRepository {
   }
 }
 
+/** The largest balance the int4 column holds. */
+export const MAX_CREDITS = 2_147_483_647;
+
 export class TeamRepository {
   constructor(private readonly orm: Orm) {}
 
@@ -114,15 +117,20 @@ export class TeamRepository {
   }
 
   /** Credits top-up in one statement: clamped at 0; an unlimited balance becomes finite at the amount. */
-  async addCredits(id: string, amount: number, now: Date): Promise<void> {
-    await this.orm.em
+  /**
+   * Adds (or removes) credits, clamping the balance at 0; false when the balance would pass int4's
+   * maximum (nothing is written: PROTOCOL 11.25).
+   */
+  async addCredits(id: string, amount: number, now: Date): Promise<boolean> {
+    const rows: unknown[] = await this.orm.em
       .fork()
       .getConnection()
-      .execute('update accounts set key_quota = greatest(0, coalesce(key_quota, 0) + ?), updated_at = ? where id = ?', [
-        amount,
-        now,
-        id,
-      ]);
+      .execute(
+        `update accounts set key_quota = greatest(0, coalesce(key_quota, 0) + ?), updated_at = ?
+         where id = ? and coalesce(key_quota, 0)::bigint + ? <= ${MAX_CREDITS} returning id`,
+        [amount, now, id, amount],
+      );
+    return rows.length > 0;
   }
 
   /** Removes app ids from the allowed lists of these accounts. */

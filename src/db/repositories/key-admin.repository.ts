@@ -1,6 +1,6 @@
 // Dashboard-side queries on license keys and end users. Reseller scoping is part of every query
 // (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (PROTOCOL 11.9).
-import type { Sql } from '../sql.js';
+import { toDate, type Sql } from '../sql.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
 import type { KeyTouchesRepository } from './key-touches.repository.js';
 
@@ -62,6 +62,11 @@ const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, kn
   expires_at, banned, license_id, reseller_id, last_geo, geo, activation_geo, last_screenshot_path,
   activation_screenshot_path, screenshot_path`;
 
+/** PROTOCOL 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
+export const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
+/** `expires_at + SHIFT`: one placeholder, the milliseconds. */
+const SHIFT = `(? * interval '1 millisecond')`;
+
 export class KeyAdminRepository {
   constructor(
     private readonly sql: Sql,
@@ -99,34 +104,53 @@ export class KeyAdminRepository {
     return this.sql.one<LicenseRow>(`select ${LICENSE_COLUMNS} from license_keys where id = ?`, [id]);
   }
 
-  /** Moves an activated, non-lifetime key's expiry (and its user's) by `deltaMs`; returns the new expiry. */
-  async shiftExpiry(id: string, deltaMs: number): Promise<Date | string | null> {
+  /**
+   * Moves an activated, non-lifetime key's expiry (and its user's) by `deltaMs`; returns the new
+   * expiry, or 'out_of_range' when it would leave [1970, 9999-12-31] (nothing is written).
+   */
+  async shiftExpiry(id: string, deltaMs: number): Promise<Date | string | null | 'out_of_range'> {
     return this.sql.transaction(async (tx) => {
       const row = await this.sql.one<{ expires_at: Date | string }>(
-        `update license_keys set expires_at = expires_at + (? * interval '1 millisecond')
-         where id = ? and expires_at is not null returning expires_at`,
-        [deltaMs, id],
+        'select expires_at from license_keys where id = ? and expires_at is not null for update',
+        [id],
         tx,
       );
-      if (row) await this.sql.run('update end_users set expires_at = ? where license_id = ?', [row.expires_at, id], tx);
-      return row?.expires_at ?? null;
+      if (!row) return null;
+      // Computed here, not in SQL: PostgreSQL itself fails on results before 4713 BC.
+      const next = toDate(row.expires_at)!.getTime() + deltaMs;
+      if (next < 0 || next > MAX_EXPIRY_MS) return 'out_of_range';
+      const at = new Date(next);
+      await this.sql.run('update license_keys set expires_at = ? where id = ?', [at, id], tx);
+      await this.sql.run('update end_users set expires_at = ? where license_id = ?', [at, id], tx);
+      return at;
     });
   }
 
-  /** extend-all: every active key in scope gets `deltaMs`; returns how many were extended and skipped. */
+  /**
+   * extend-all: every active key in scope gets `deltaMs`; returns how many were extended and skipped,
+   * or 'out_of_range' when one of them would pass 9999-12-31 (then none is changed).
+   */
   async extendActive(
     appId: string,
     scope: ResellerScope,
     deltaMs: number,
     now: Date,
-  ): Promise<{ extended: number; skipped: number }> {
+  ): Promise<{ extended: number; skipped: number } | 'out_of_range'> {
     return this.sql.transaction(async (tx) => {
+      const active = `app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?`;
+      const checkParams: unknown[] = [appId, now];
+      const latest = await this.sql.one<{ at: Date | string | null }>(
+        `select max(expires_at) as at from license_keys where ${active}${scopeSql(scope, checkParams)}`,
+        checkParams,
+        tx,
+      );
+      const last = toDate(latest?.at);
+      if (last && last.getTime() + deltaMs > MAX_EXPIRY_MS) return 'out_of_range';
       const params: unknown[] = [deltaMs, appId, now];
       const scoped = scopeSql(scope, params);
       const ids = await this.sql.all<{ id: string; expires_at: string }>(
-        `update license_keys set expires_at = expires_at + (? * interval '1 millisecond')
-         where app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0
-           and expires_at >= ?${scoped}
+        `update license_keys set expires_at = expires_at + ${SHIFT}
+         where ${active}${scoped}
          returning id, expires_at`,
         params,
         tx,
