@@ -41,6 +41,10 @@ import { ClusterNode, shardOf } from './cluster/cluster-node.js';
 import type { LicenseOp } from './actors/license.machine.js';
 import type { ClusterOps } from './services/cluster-ops.js';
 import { ScreenshotStore } from './services/screenshots.js';
+import { ScreenshotRepository } from './db/repositories/screenshot.repository.js';
+import { StateCheckpoint } from './services/state-checkpoint.js';
+import { ProcessStateRepository } from './db/repositories/process-state.repository.js';
+import { LocalCoordinator } from './cluster/local.coordinator.js';
 import { ActivationGeo } from './services/activation-geo.js';
 import { GeoRepository } from './db/repositories/geo.repository.js';
 import { mountDashboard } from './http/static.js';
@@ -154,7 +158,17 @@ export function createDomain(s: Services): Domain {
     coordinator: s.coordinator,
     node,
     maxLiveActors: s.config.heartbeatMaxLiveActors,
+    checkpointed: s.coordinator instanceof LocalCoordinator,
   });
+  // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
+  const checkpoint =
+    s.coordinator instanceof LocalCoordinator
+      ? new StateCheckpoint(new ProcessStateRepository(s.sql), [s.coordinator, heartbeats], {
+          log: s.log,
+          now,
+          everyMs: s.config.stateCheckpointMs,
+        })
+      : undefined;
   // License-key actors live on the owner of the key's shard (the database arbitrates anyway).
   node.handle('lic.run', (a) => licenses.run(a.licenseId, a.op));
   const routedLicenses = {
@@ -174,7 +188,13 @@ export function createDomain(s: Services): Domain {
     licenseHashKey: s.secrets.licenseHashKey,
     events,
     webhooks,
-    screenshots: new ScreenshotStore(s.config.dataDir),
+    screenshots: new ScreenshotStore(
+      s.config.dataDir,
+      new ScreenshotRepository(s.sql),
+      s.log,
+      s.config.screenshotStoreBytes,
+      now,
+    ),
     geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log: s.log }),
   });
   const log = s.log;
@@ -239,6 +259,9 @@ export function createDomain(s: Services): Domain {
       await access.start();
       await push.start();
       await node.start();
+      const restored = await checkpoint?.restore();
+      if (restored) s.log.info({ restored }, 'state.restored');
+      checkpoint?.start();
       heartbeats.startSweeper();
       noncePurge = setInterval(() => {
         s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => s.log.warn({ err }, 'nonce.purge_failed'));
@@ -254,6 +277,8 @@ export function createDomain(s: Services): Domain {
       clearInterval(noncePurge);
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
       await push.stop();
+      // After the last request: what the sessions are now is what the next start continues from.
+      await checkpoint?.stop();
       await webhooks.drain();
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
@@ -322,6 +347,21 @@ export function createApp(s: Services): App {
     'keywarden_heartbeat_live_actors',
     'Heartbeat sessions currently live actors (not passivated)',
     () => domain.heartbeats.host.liveActors,
+  );
+  metrics.gauge(
+    'keywarden_heartbeat_refusals_unaudited_total',
+    'Refused beats and starts answered without an audit line (at most one a minute per session is written)',
+    () => domain.heartbeats.refusals.unaudited,
+  );
+  metrics.gauge(
+    'keywarden_audit_queued',
+    'Audit entries waiting to be written (they wait out a database outage)',
+    () => s.repos.audit.queued,
+  );
+  metrics.gauge(
+    'keywarden_audit_dropped_total',
+    'Audit entries dropped because the queue overflowed during a database outage',
+    () => s.repos.audit.dropped,
   );
   metrics.gauge('keywarden_license_live_actors', 'License-key actors currently live', () => domain.licenses.size);
   systemRoutes(deps);

@@ -73,6 +73,13 @@ export interface Config {
   readonly clusterAdvertiseHost: string | undefined;
   /** KW_WORKER_INDEX (set by the WORKERS=N supervisor): this worker's index, 0 otherwise. */
   readonly workerIndex: number;
+  /** SCREENSHOT_STORE_MB: bound of the screenshot store; past it the oldest images are removed. */
+  readonly screenshotStoreBytes: number;
+  /**
+   * STATE_CHECKPOINT_MS (extra): without Redis, how often client and heartbeat sessions changed since the
+   * last checkpoint are written to PostgreSQL (a crash loses at most this much); 0 writes them on shutdown only.
+   */
+  readonly stateCheckpointMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -160,6 +167,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clusterPort,
     clusterAdvertiseHost,
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
+    screenshotStoreBytes: int(env, 'SCREENSHOT_STORE_MB', 1024, 1, 10_000_000) * 1024 * 1024,
+    stateCheckpointMs: int(env, 'STATE_CHECKPOINT_MS', 1000, 0, 3_600_000),
     geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),
     webhookDiscordHosts: list(env.WEBHOOK_DISCORD_HOSTS).map((h) => h.toLowerCase()),
     webhookRetryMs: env.WEBHOOK_RETRY_MS

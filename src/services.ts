@@ -19,6 +19,7 @@ import { LocalCoordinator } from './cluster/local.coordinator.js';
 import { RedisCoordinator } from './cluster/redis.coordinator.js';
 import { loadSecrets, type Secrets } from './secrets.js';
 import { GeoLocator, locationText } from './services/geo.js';
+import { SESSION_KEY_PREFIX } from './services/client-sessions.js';
 
 export interface Repositories {
   accounts: AccountRepository;
@@ -69,7 +70,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
     const geo = await GeoLocator.open(config.geoipDb, log);
     coordinator = config.redisUrl
       ? new RedisCoordinator(config.redisUrl, config.redisPrefix)
-      : new LocalCoordinator(() => clock.now());
+      : new LocalCoordinator(() => clock.now(), { durablePrefixes: [SESSION_KEY_PREFIX] });
     if (coordinator instanceof RedisCoordinator) {
       await coordinator.ping();
       const persistence = await coordinator.persistence();
@@ -114,6 +115,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       close: () =>
         (closing ??= (async () => {
           await repos.audit.flush();
+          repos.audit.close();
           await repos.keyTouches.close();
           await c.close();
           await o.close(true);

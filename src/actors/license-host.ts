@@ -49,6 +49,11 @@ export class LicenseHost {
   private readonly sweeper: NodeJS.Timeout;
   private readonly idleMs: number;
   private readonly maxActors: number;
+  /**
+   * The error an effect threw, per key, for the operation under way: the machine records only that
+   * a step failed, and the caller must see the cause (a database outage is a 503, not a 500).
+   */
+  private readonly failures = new Map<string, unknown>();
 
   constructor(
     effects: LicenseEffects,
@@ -62,6 +67,7 @@ export class LicenseHost {
           return await fn(input);
         } catch (err) {
           opts.log.error({ err, licenseId: input.licenseId, op: input.op.kind, step: name }, 'license.effect_failed');
+          this.failures.set(input.licenseId, err);
           throw err;
         }
       });
@@ -105,9 +111,11 @@ export class LicenseHost {
     e.tail = result.catch(() => undefined);
     try {
       const outcome = await result;
+      const cause = this.failures.get(licenseId);
+      this.failures.delete(licenseId);
       if (!outcome.ok)
         throw outcome.code === 'internal'
-          ? new Error(`license operation ${op.kind} failed`)
+          ? (cause ?? new Error(`license operation ${op.kind} failed`))
           : new AppError(outcome.code);
       return outcome.value;
     } finally {

@@ -28,18 +28,65 @@ function valueOf(s: Stored): Buffer {
   return Buffer.from(s, 'latin1').subarray(8);
 }
 
+export interface LocalCoordinatorOptions {
+  /**
+   * Keys under these prefixes survive a restart: changes to them are tracked for the state
+   * checkpoint (services/state-checkpoint.ts), which this class serves as a source of kind `kv`.
+   */
+  durablePrefixes?: readonly string[];
+}
+
 export class LocalCoordinator implements Coordinator {
   readonly kind = 'local' as const;
+  /** process_state.kind of the durable keys. */
+  readonly checkpointKind = 'kv';
   private readonly store = new Map<string, Stored>();
+  private readonly durablePrefixes: readonly string[];
+  /** Durable keys written or deleted since the last checkpoint. */
+  private dirty = new Set<string>();
   private readonly channels = new Map<string, Set<(m: Buffer) => void>>();
   private readonly leases = new Map<string, { holder: string; fence: number; expiresAt: number }>();
   private readonly fences = new Map<string, number>();
   private readonly hashes = new Map<string, Map<string, Buffer>>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly now: () => number = Date.now,
+    opts: LocalCoordinatorOptions = {},
+  ) {
+    this.durablePrefixes = opts.durablePrefixes ?? [];
     this.sweeper = setInterval(() => this.sweep(), 30_000);
     this.sweeper.unref();
+  }
+
+  private touched(key: string): void {
+    for (const p of this.durablePrefixes) if (key.startsWith(p)) this.dirty.add(key);
+  }
+
+  /** Durable keys changed since the last call, with their current values (a checkpoint source). */
+  takeChanges(): {
+    upserts: { key: string; value: Buffer; expiresAt: number }[];
+    deletes: string[];
+  } {
+    const keys = this.dirty;
+    this.dirty = new Set();
+    const upserts: { key: string; value: Buffer; expiresAt: number }[] = [];
+    const deletes: string[] = [];
+    for (const key of keys) {
+      const s = this.live(key);
+      if (s === undefined) deletes.push(key);
+      else upserts.push({ key, value: valueOf(s), expiresAt: deadlineOf(s) });
+    }
+    return { upserts, deletes };
+  }
+
+  unsaved(keys: readonly string[]): void {
+    for (const k of keys) this.dirty.add(k);
+  }
+
+  /** Puts back what a checkpoint saved (at start, before the first request). */
+  restore(entries: readonly { key: string; value: Buffer; expiresAt: number }[]): void {
+    for (const e of entries) if (e.expiresAt > this.now()) this.store.set(e.key, stored(e.value, e.expiresAt));
   }
 
   limiter(opts: LimiterOptions) {
@@ -67,16 +114,19 @@ export class LocalCoordinator implements Coordinator {
 
   async set(key: string, value: Buffer, ttlMs: number) {
     this.store.set(key, stored(value, this.now() + ttlMs));
+    this.touched(key);
   }
 
   async setIfAbsent(key: string, value: Buffer, ttlMs: number) {
     if (this.live(key) !== undefined) return false;
     this.store.set(key, stored(value, this.now() + ttlMs));
+    this.touched(key);
     return true;
   }
 
   async del(key: string) {
     this.store.delete(key);
+    this.touched(key);
   }
 
   async publish(channel: string, message: Buffer) {

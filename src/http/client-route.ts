@@ -83,7 +83,7 @@ export function clientHandler<S extends TSchema>(
         if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
         if (req.body === 'too_large') throw new AppError('payload_too_large');
         const raw = parseJson(req.body);
-        // Only calls carrying a screenshot may use the 4 MiB allowance (PROTOCOL 1).
+        // Only calls carrying a screenshot may use the 5 MiB allowance (PROTOCOL 1).
         if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
           throw new AppError('payload_too_large');
         return raw;

@@ -7,7 +7,8 @@ const Str = (min: number, max: number) => Type.String({ minLength: min, maxLengt
 const Session = Type.String({ minLength: 1, maxLength: 128 });
 const Hwid = Str(8, 256);
 const InitIv = Type.Optional(Str(0, 64));
-const Screenshot = Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024 }));
+// 3 MiB of image as base64 (4 MiB) plus a data: prefix and line breaks; the image itself is checked after.
+const Screenshot = Type.Optional(Type.String({ maxLength: 5 * 1024 * 1024 }));
 const Username = Str(1, 64);
 // Byte length (<= 72 UTF-8 bytes) is checked after the schema; this caps the characters.
 const Password = Str(1, 72);

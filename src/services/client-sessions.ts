@@ -11,6 +11,8 @@ import { SessionTokenCodec } from './session-token.js';
 import { CompactKeyStore, CoordinatorKeyStore, type UnactivatedKeys } from './unactivated-keys.js';
 
 export const SESSION_TTL_MS = 24 * 3600 * 1000;
+/** Coordinator keys of activated sessions (a single process checkpoints them across restarts). */
+export const SESSION_KEY_PREFIX = 'sess:';
 const SESSION_FORMAT = /^[A-Za-z0-9_-]{43}$/;
 /** A token dated this far ahead of our clock was not written by a worker of this deployment. */
 const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
@@ -70,7 +72,7 @@ export class ClientSessions {
   }
 
   private key(token: string): string {
-    return `sess:${token}`;
+    return SESSION_KEY_PREFIX + token;
   }
 
   /**

@@ -23,7 +23,7 @@ import { toDate } from '../db/sql.js';
 import { Lockout } from './lockout.js';
 import type { EventBus } from './events.js';
 import type { WebhookService } from './webhooks.service.js';
-import type { ScreenshotStore } from './screenshots.js';
+import type { Image, ScreenshotStore } from './screenshots.js';
 import { alertReasons, type ActivationGeo, type Sighting } from './activation-geo.js';
 import { keyPreview } from './license-keys.js';
 
@@ -102,7 +102,7 @@ export class ClientService {
   }
 
   private async runRegister(call: ClientCall<RegisterRequest>, note: AuditNote) {
-    const { app, session, hwid, lockKeys } = await this.accountCall(call, 'license_paused');
+    const { app, session, hwid, lockKeys, username } = await this.accountCall(call, 'license_paused');
     const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     try {
@@ -113,26 +113,26 @@ export class ClientService {
       const v = await this.d.licenses.run(licenseId, {
         kind: 'register',
         appId: app.id,
-        username: b.username,
+        username,
         passwordHash,
         hwid,
         ip: call.ip,
         hwidLock: app.hwid_lock,
       });
       await this.d.sessions.activate(session.token, session.record, {
-        username: b.username,
+        username,
         userId: v.userId as string,
         licenseId,
       });
-      note.detail = `User ${b.username} registered`;
+      note.detail = `User ${username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
       await this.d.events.publish(
         'client.register',
         app.id,
-        { username: b.username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip },
+        { username, user_id: v.userId, license_id: licenseId, hwid, ip: call.ip },
         note.resellerId,
       );
-      const shotPath = await this.keepScreenshot(app.id, shot, async (p) => {
+      const shotPath = await this.keepScreenshot(app.id, [v.userId as string, licenseId], shot, async (p) => {
         await this.d.users.setScreenshot(v.userId as string, 'activation', p);
         await this.d.licenseOps.setScreenshot(licenseId, p);
       });
@@ -140,7 +140,7 @@ export class ClientService {
       const seen = await this.d.geo.user(call.ip, v.userId as string, { licenseId });
       // The first device of a new account is its activation, not an alert.
       this.announce(call, note, 'client.register', seen, false, {
-        username: b.username,
+        username,
         hwid,
         ip: call.ip,
         new_device: true,
@@ -150,7 +150,7 @@ export class ClientService {
         body: {
           success: true,
           message: 'Registered successfully',
-          user: { username: b.username, level: v.level, expires_at: v.expiresAt },
+          user: { username, level: v.level, expires_at: v.expiresAt },
         },
         responseKey: responseKeyOf(session.record, call.app.row.api_secret),
       };
@@ -165,10 +165,10 @@ export class ClientService {
   }
 
   private async runLogin(call: ClientCall<LoginRequest>, note: AuditNote) {
-    const { app, session, hwid, lockKeys } = await this.accountCall(call, 'login_paused');
+    const { app, session, hwid, lockKeys, username } = await this.accountCall(call, 'login_paused');
     const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
-    const user = await this.d.users.findForLogin(app.id, b.username);
+    const user = await this.d.users.findForLogin(app.id, username);
     // Unknown names cost the same Argon2id work as a wrong password; every failure reads the same.
     const passwordOk = user
       ? await verifyPassword(user.password_hash, b.password)
@@ -192,30 +192,32 @@ export class ClientService {
                   : null;
     if (failure || !user) {
       await this.lockout.fail(lockKeys);
-      note.detail = `401 login of ${b.username} failed: ${failure}`;
+      note.detail = `401 login of ${username} failed: ${failure}`;
       note.resellerId = user?.reseller_id ?? null;
       throw new AppError('invalid_credentials');
     }
     await this.d.users.recordLogin(user, call.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
     await this.d.sessions.activate(session.token, session.record, {
-      username: b.username,
+      username,
       userId: user.id,
       licenseId: user.license_id ?? undefined,
     });
-    note.detail = `User ${b.username} logged in`;
+    note.detail = `User ${username} logged in`;
     note.resellerId = user.reseller_id;
     await this.d.events.publish(
       'client.login',
       app.id,
-      { username: b.username, user_id: user.id, hwid, ip: call.ip },
+      { username, user_id: user.id, hwid, ip: call.ip },
       user.reseller_id,
     );
-    const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.users.setScreenshot(user.id, 'last', p));
+    const shotPath = await this.keepScreenshot(app.id, [user.id], shot, (p) =>
+      this.d.users.setScreenshot(user.id, 'last', p),
+    );
     note.screen = shotPath;
     const seen = await this.d.geo.user(call.ip, user.id, null);
     const newDevice = !user.known_hwids.includes(hwid);
     this.announce(call, note, 'client.login', seen, newDevice, {
-      username: b.username,
+      username,
       hwid,
       ip: call.ip,
       new_device: newDevice,
@@ -225,7 +227,7 @@ export class ClientService {
       body: {
         success: true,
         message: 'Logged in successfully',
-        user: { username: b.username, level: user.level, expires_at: expiresAt?.toISOString() ?? null },
+        user: { username, level: user.level, expires_at: expiresAt?.toISOString() ?? null },
       },
       responseKey: responseKeyOf(session.record, call.app.row.api_secret),
     };
@@ -259,7 +261,9 @@ export class ClientService {
       { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip },
       note.resellerId,
     );
-    const shotPath = await this.keepScreenshot(app.id, shot, (p) => this.d.licenseOps.setScreenshot(licenseId, p));
+    const shotPath = await this.keepScreenshot(app.id, [licenseId], shot, (p) =>
+      this.d.licenseOps.setScreenshot(licenseId, p),
+    );
     note.screen = shotPath;
     const seen = await this.d.geo.key(call.ip, licenseId);
     // A key's first activation pins its first device: only a later, different device is an alert.
@@ -320,11 +324,12 @@ export class ClientService {
   /** Writes an accepted activation's screenshot and records its path; '' when none was sent. */
   private async keepScreenshot(
     appId: string,
-    shot: Buffer | undefined,
+    owners: readonly string[],
+    shot: Image | undefined,
     record: (path: string) => Promise<void>,
   ): Promise<string> {
     if (!shot) return '';
-    const rel = await this.d.screenshots.save(appId, shot);
+    const rel = await this.d.screenshots.save(appId, owners, shot);
     await record(rel);
     return rel;
   }
@@ -340,12 +345,13 @@ export class ClientService {
     pausedCode: 'license_paused' | 'login_paused',
   ) {
     const { app, session } = this.auth(call);
+    const username = endUserName(call.body.username);
     assertPasswordBytes(call.body.password);
-    const lockKeys = [`${app.id}:u:${call.body.username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];
+    const lockKeys = [`${app.id}:u:${username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];
     await this.lockout.check(lockKeys);
     if (app.keys_paused) throw new AppError(pausedCode);
     await this.requireHeartbeat(call);
-    return { app, session, hwid: call.body.hwid.toLowerCase(), lockKeys };
+    return { app, session, hwid: call.body.hwid.toLowerCase(), lockKeys, username };
   }
 
   /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
@@ -359,6 +365,19 @@ export class ClientService {
 /** A session's response key; records stored before sealed tokens kept the enc_key itself. */
 function responseKeyOf(s: ClientSession, apiSecret: string): Buffer | null {
   return typeof s.encKey === 'string' ? responseEncryptionKey(s.encKey, apiSecret) : s.encKey;
+}
+
+/** Control characters and the bidirectional overrides and isolates that make a name read as another. */
+const UNSAFE_NAME = /[\p{Cc}\u200E\u200F\u061C\u202A-\u202E\u2066-\u2069]/u;
+
+/**
+ * PROTOCOL 11.28: end-user names are stored in NFC, so a composed and a decomposed `Åsa` are one
+ * name; a name with control or bidirectional-override characters is refused.
+ */
+export function endUserName(raw: string): string {
+  if (UNSAFE_NAME.test(raw))
+    throw validationError('username', 'Username must not contain control or bidirectional characters', 'value_error');
+  return raw.normalize('NFC');
 }
 
 function assertPasswordBytes(password: string): void {

@@ -80,10 +80,14 @@ export class DashboardAuth {
     const found = await this.d.repos.sessions.findLive(sha256Hex(token), this.now());
     if (!found || !found.account.enabled) return null;
     const a = found.account;
-    if (a.role === 'admin' && a.subscriptionExpiresAt && a.subscriptionExpiresAt.getTime() < this.d.now()) {
+    const principal = this.principalOf(a, found.sessionId);
+    // An admin's subscription binds its whole subtree: its resellers stop with it (PROTOCOL 11.30).
+    if (
+      (principal.role === 'admin' || principal.role === 'reseller') &&
+      (await this.d.repos.accounts.subscriptionLapsed(a.id, this.now()))
+    )
       throw new AppError('subscription_expired');
-    }
-    return this.principalOf(a, found.sessionId);
+    return principal;
   }
 
   async logout(p: Principal): Promise<void> {

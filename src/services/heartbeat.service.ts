@@ -6,7 +6,8 @@
 // durable and a new owner after a failover continues from exactly that state.
 // Kills and refusals are audited; kills deactivate the client session.
 import type { Logger } from 'pino';
-import { AppError } from '../errors.js';
+import { AppError, ValidationError } from '../errors.js';
+import { HeartbeatRefusals } from './heartbeat-refusals.js';
 import { hmacSha256, randomHex } from '../crypto/index.js';
 import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from './client-call.js';
 import type { BeatRequest, StartRequest, StopRequest } from './client-requests.js';
@@ -69,6 +70,11 @@ export interface HeartbeatServiceDeps {
   coordinator: Coordinator;
   node: ClusterNode<ClusterOps>;
   maxLiveActors?: number;
+  /**
+   * Without Redis: track changed sessions for the restart checkpoint (this service is then its source
+   * of kind `hb`, see state-checkpoint.ts).
+   */
+  checkpointed?: boolean;
 }
 
 // What crosses workers: plain data only (the operations are declared in cluster-ops.ts).
@@ -114,9 +120,17 @@ export class HeartbeatService {
   private readonly durable: boolean;
   /** Told of every session killed through this worker (the realtime channel ends its connection). */
   private readonly killListeners = new Set<(session: string) => void>();
+  /** The refusal budget of sessions and addresses. */
+  readonly refusals: HeartbeatRefusals;
+  /** process_state.kind of the checkpointed sessions. */
+  readonly checkpointKind = 'hb';
+  /** Without Redis and with a checkpoint: sessions changed since the last one. */
+  private changed: Set<string> | undefined;
 
   constructor(private readonly d: HeartbeatServiceDeps) {
     this.durable = d.coordinator.kind === 'redis';
+    this.refusals = new HeartbeatRefusals(d.coordinator);
+    if (!this.durable && d.checkpointed) this.changed = new Set();
     this.host = new HeartbeatHost({
       now: d.now,
       maxLive: d.maxLiveActors ?? 10_000,
@@ -165,12 +179,51 @@ export class HeartbeatService {
     this.host.removeGroup(shard);
   }
 
+  // ---- the restart checkpoint of a single process (state-checkpoint.ts) ----------------------
+
+  /** Sessions changed since the last call: their current state, or a deletion. */
+  takeChanges(): { upserts: { key: string; value: Buffer; expiresAt: number }[]; deletes: string[] } {
+    const upserts: { key: string; value: Buffer; expiresAt: number }[] = [];
+    const deletes: string[] = [];
+    if (!this.changed) return { upserts, deletes };
+    const sessions = this.changed;
+    this.changed = new Set();
+    const now = this.d.now();
+    for (const session of sessions) {
+      const c = this.host.peek(session);
+      if (c && c.expiresAt > now) upserts.push({ key: session, value: encodeHeartbeat(c), expiresAt: c.expiresAt });
+      else deletes.push(session);
+    }
+    return { upserts, deletes };
+  }
+
+  unsaved(sessions: readonly string[]): void {
+    for (const s of sessions) this.changed?.add(s);
+  }
+
+  restore(entries: readonly { key: string; value: Buffer }[]): void {
+    const now = this.d.now();
+    for (const e of entries) {
+      let c: HeartbeatContext;
+      try {
+        c = decodeHeartbeat(e.value);
+      } catch (err) {
+        this.d.log.error({ err }, 'heartbeat.restore_refused');
+        continue;
+      }
+      if (c.expiresAt > now && !this.host.has(c.session)) this.host.restore(c);
+    }
+  }
+
   /** Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is gone. */
   private async persist(session: string, c: HeartbeatContext | null): Promise<void> {
     const shard = shardOf(session);
     const fence = this.d.node.fenceOf(shard);
     if (fence === undefined) throw new NotOwner(shard);
-    if (!this.durable) return;
+    if (!this.durable) {
+      this.changed?.add(session);
+      return;
+    }
     const ok = await this.d.coordinator.fencedHashSet(
       this.d.node.leaseName(shard),
       this.d.node.id,
@@ -298,7 +351,24 @@ export class HeartbeatService {
   }
 
   start(call: ClientCall<StartRequest>): Promise<ClientOutcome> {
-    return outcome((note) => this.runStart(call, note));
+    return outcome((note) => this.budgeted(call, note, () => this.runStart(call, note)));
+  }
+
+  /**
+   * Runs a start or a beat within the session's and the IP's refusal budget (PROTOCOL 11.26): over
+   * it, 429 before any work; a refusal is counted and audited at most once a minute per session.
+   */
+  private async budgeted<T>(call: ClientCall<unknown>, note: AuditNote, run: () => Promise<T>): Promise<T> {
+    const session = call.session!.token;
+    try {
+      await this.refusals.check(session, call.ip);
+      return await run();
+    } catch (err) {
+      if (err instanceof AppError || err instanceof ValidationError) {
+        if (!(await this.refusals.refused(session, call.ip))) note.skip = true;
+      }
+      throw err;
+    }
   }
 
   private async runStart(call: ClientCall<StartRequest>, note: AuditNote) {
@@ -323,7 +393,7 @@ export class HeartbeatService {
   }
 
   beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {
-    return outcome((note) => this.runBeat(call, note));
+    return outcome((note) => this.budgeted(call, note, () => this.runBeat(call, note)));
   }
 
   private async runBeat(call: ClientCall<BeatRequest>, note: AuditNote) {

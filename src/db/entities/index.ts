@@ -6,6 +6,8 @@ export * from './end-user.entity.js';
 export * from './blacklist-entry.entity.js';
 export * from './audit-entry.entity.js';
 export * from './request-nonce.entity.js';
+export * from './process-state.entity.js';
+export * from './screenshot.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -14,6 +16,8 @@ import { EndUserSchema } from './end-user.entity.js';
 import { BlacklistEntrySchema } from './blacklist-entry.entity.js';
 import { AuditEntrySchema } from './audit-entry.entity.js';
 import { RequestNonceSchema } from './request-nonce.entity.js';
+import { ProcessStateSchema } from './process-state.entity.js';
+import { ScreenshotSchema } from './screenshot.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -24,4 +28,6 @@ export const ENTITIES = [
   BlacklistEntrySchema,
   AuditEntrySchema,
   RequestNonceSchema,
+  ProcessStateSchema,
+  ScreenshotSchema,
 ];

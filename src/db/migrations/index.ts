@@ -2,10 +2,12 @@ import type { MigrationObject } from '@mikro-orm/core';
 import { Migration20261121000000Initial } from './Migration20261121000000Initial.js';
 import { Migration20261122000000HostileInput } from './Migration20261122000000HostileInput.js';
 import { Migration20261123000000Geo } from './Migration20261123000000Geo.js';
+import { Migration20261125000000Resilience } from './Migration20261125000000Resilience.js';
 
 // Every migration, in order. New migrations are appended here (and committed).
 export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261121000000Initial', class: Migration20261121000000Initial },
   { name: 'Migration20261122000000HostileInput', class: Migration20261122000000HostileInput },
   { name: 'Migration20261123000000Geo', class: Migration20261123000000Geo },
+  { name: 'Migration20261125000000Resilience', class: Migration20261125000000Resilience },
 ];

@@ -18,8 +18,23 @@ const DESCENDANTS_SQL = `with recursive sub(id) as (
     select id from accounts where parent_id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
   select id from sub`;
 
+/** Whether the account or an admin above it has a subscription that ended before `?` (PROTOCOL 11.30). */
+const SUBSCRIPTION_LAPSED_SQL = `with recursive up(parent_id, role, ends) as (
+    select parent_id, role, subscription_expires_at from accounts where id = ?
+    union all
+    select a.parent_id, a.role, a.subscription_expires_at from accounts a join up on a.id = up.parent_id)
+  select exists(select 1 from up where role = 'admin' and ends is not null and ends < ?) as lapsed`;
+
 export class AccountRepository {
   constructor(private readonly orm: Orm) {}
+
+  /** Subscriptions bind an admin's whole subtree: true when this account's or an ancestor admin's has ended. */
+  async subscriptionLapsed(accountId: string, now: Date): Promise<boolean> {
+    const rows = await this.orm.em
+      .getConnection()
+      .execute<{ lapsed: boolean }[]>(SUBSCRIPTION_LAPSED_SQL, [accountId, now]);
+    return rows[0]?.lapsed === true;
+  }
 
   /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
   async subtreeIds(accountId: string): Promise<string[]> {
