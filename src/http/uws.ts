@@ -91,6 +91,8 @@ export interface HttpServer {
   stopListening(): void;
   /** Resolves when no request is in flight (or after timeoutMs). */
   drain(timeoutMs: number): Promise<boolean>;
+  /** Requests being read or answered now. */
+  readonly inflight: number;
 }
 
 const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
@@ -292,6 +294,9 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
           resolve(uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket));
         });
       });
+    },
+    get inflight() {
+      return inflight.count;
     },
     stopListening() {
       closing = true;

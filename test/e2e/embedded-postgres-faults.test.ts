@@ -1,6 +1,7 @@
 // The embedded PostgreSQL under faults, with real processes: its postmaster SIGKILLed under a
 // running server (restarted by the server, /readyz 503 meanwhile, writes 503 with Retry-After,
-// the pool reconnecting by itself), and a server started as root from a checkout the PostgreSQL
+// client calls a signed 503 whose audit lines are written once the database is back, the pool
+// reconnecting by itself), and a server started as root from a checkout the PostgreSQL
 // user cannot enter (mode 0700, like /root or `mktemp -d`).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
@@ -8,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
+import { ClientApi } from '../helpers/client.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -105,9 +107,38 @@ describe('embedded PostgreSQL killed under a running server', () => {
 
     const apps = (await api.get('/api/apps')).body as { name: string }[];
     expect(apps.map((a) => a.name)).toContain('Before');
+
+    // 3. A third death with clients calling: register and license answer a signed 503 (never a 500:
+    // the SQL error reaches the reply as itself), and the audit lines of those calls, written while
+    // the database was away, are all in the log once it is back (PROTOCOL 11.29).
+    const app = (await api.post('/apps', { name: 'Clients' })).body;
+    const key = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body[0].key;
+    const c = new ClientApi(server.base);
+    const session = (await c.post('/api/client/init', { api_key: app.api_key, version: app.version })).body.session;
+    process.kill(postmasterPid(dataDir), 'SIGKILL');
+    let i = 0;
+    const calls = await throughOutage(async () => {
+      const n = ++i;
+      const r = n % 2
+        ? await c.post('/api/client/license', { session, license: key, hwid: 'outage-hwid-1' })
+        : await c.post('/api/client/register', { session, license: key, hwid: 'outage-hwid-1', username: `u${n}`, password: 'outage-pass-1' });
+      return { status: r.status, headers: r.headers };
+    }, 8_000);
+    const failed = calls.filter((p) => p.status === 503);
+    expect(failed.length, JSON.stringify(calls)).toBeGreaterThan(0);
+    expect(calls.filter((p) => p.status >= 500 && p.status !== 503), JSON.stringify(calls)).toEqual([]);
+    // Queued lines go in with the audit writer's next retry (its backoff is at most 5 s).
+    for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+      if (/^keywarden_audit_queued 0$/m.test((await api.get('/metrics')).raw.toString())) break;
+    }
+    const logs = await api.get(`/api/apps/${app.id}/logs?limit=1000`);
+    expect(logs.status).toBe(200);
+    const outageLines = (logs.body as { detail: string }[]).filter((l) => l.detail === '503 service unavailable');
+    expect(outageLines.length, JSON.stringify((logs.body as { detail: string }[]).map((l) => l.detail))).toBe(failed.length);
+    expect((logs.body as { detail: string }[]).filter((l) => l.detail === 'License activated')).toHaveLength(1);
     const msgs = messages(server.output);
-    expect(msgs.filter((m) => m.startsWith('db.embedded.died'))).toHaveLength(2);
-    expect(msgs.filter((m) => m === 'db.embedded.restarted')).toHaveLength(2);
+    expect(msgs.filter((m) => m.startsWith('db.embedded.died'))).toHaveLength(3);
+    expect(msgs.filter((m) => m === 'db.embedded.restarted')).toHaveLength(3);
     expect(msgs.some((m) => m.startsWith('db.embedded.restart_backoff'))).toBe(true);
     expect(msgs.some((m) => m === 'http.unhandled_error')).toBe(false);
 
