@@ -15,7 +15,7 @@ import type { AppsService } from '../services/apps.service.js';
 import type { EventBus, LiveEvent } from '../services/events.js';
 import { bearerToken } from '../http/dashboard-route.js';
 import { errorReply } from '../http/error-reply.js';
-import { copyRequest, writeReply } from '../http/uws.js';
+import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply } from '../http/uws.js';
 
 export const MAX_BACKPRESSURE = 1024 * 1024;
 const APP_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -114,7 +114,7 @@ export class LiveHub {
     const hub = this;
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: 1, // this uWS build types it as a number (a boolean flag in C++)
+      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
       maxPayloadLength: 16 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,
