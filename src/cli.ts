@@ -9,7 +9,7 @@ import { DashboardAuth } from './services/dashboard-auth.service.js';
 import { dashboardAuthDeps } from './app.js';
 import { ValidationError } from './errors.js';
 import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './db/embedded-postgres.js';
-import { loadUws, UwsUnavailableError } from './http/uws-loader.js';
+import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './http/uws-loader.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
@@ -29,6 +29,7 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   // Before the database starts: a runtime no uWebSockets.js build serves is refused at once.
   loadUws();
   const log = createLogger(config, asWorker ? { worker: Number(process.env.KW_WORKER_INDEX ?? 0) } : {});
+  log.info({ node: process.versions.node, uws: UWS_BUILDS[uwsBuildInUse()].release }, 'server.runtime');
   const server =
     !asWorker && config.workers > 1
       ? { shutdown: (await superviseWorkers(config, log)).stop }

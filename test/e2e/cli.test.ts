@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { runtimeFacts, versionBelow } from '../../src/http/uws-loader.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-e2e-'));
@@ -61,11 +62,18 @@ describe('keywarden command line', () => {
     }
   });
 
-  it('refuses to start when uWebSockets.js falls back to its JavaScript shim', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws.ts').then((m) => m.loadUws())"], {
+  it('never serves on the 20.30 build\'s JavaScript shim: refused where that build is the one left, ignored where 20.57 loads', () => {
+    // UWS_USE_FALLBACK=1 makes the 20.30 package hand out its shim; the 20.57 build has none.
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))"], {
       cwd: root, env: { ...process.env, UWS_USE_FALLBACK: '1' }, encoding: 'utf8',
     });
-    expect(r.status).not.toBe(0);
-    expect(r.stderr).toContain('native binding did not load');
+    const glibc = runtimeFacts().glibc;
+    if (glibc !== null && versionBelow(glibc, '2.38')) {
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain('uWebSockets.js 20.30.0: loaded only its slow JavaScript fallback, which Keywarden refuses');
+    } else {
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.trim()).toBe('current');
+    }
   });
 });
