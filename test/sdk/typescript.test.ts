@@ -515,15 +515,16 @@ describe.skipIf(!nodeLine22)(`the SDK's own tests under Node.js ${NODE22_RELEASE
     try {
       const report = path.join(dir, 'report.json');
       // Worker threads, so every test runs inside that very Node.js binary; no config file: the
-      // repository's (its global PostgreSQL setup) is not the SDK's.
+      // repository's (its global PostgreSQL setup) is not the SDK's. Vite's cache goes to the temp
+      // directory, not into sdk/typescript.
       const runner = `
         import { startVitest } from 'vitest/node';
         const v = await startVitest('test', [], { root: 'sdk/typescript', config: false, watch: false, pool: 'threads',
-          reporters: [['json', { outputFile: process.argv[1] }]] });
+          reporters: [['json', { outputFile: process.argv[1] }]] }, { cacheDir: process.argv[2] });
         await v?.close();
         console.log(process.versions.node);`;
       const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-      const r = await promisify(execFile)(nodeLine22!, ['--input-type=module', '-e', runner, report], { cwd: root, encoding: 'utf8' });
+      const r = await promisify(execFile)(nodeLine22!, ['--input-type=module', '-e', runner, report, path.join(dir, 'cache')], { cwd: root, encoding: 'utf8' });
       expect(r.stdout.trim().split('\n').pop()).toBe(NODE22_RELEASE);
       const result = JSON.parse(fs.readFileSync(report, 'utf8')) as { numTotalTests: number; numFailedTests: number; numPassedTests: number; success: boolean };
       expect(result.numTotalTests).toBeGreaterThanOrEqual(30);
