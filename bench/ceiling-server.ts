@@ -1,11 +1,12 @@
 // Workload (a), the ceiling: a bare uWebSockets.js handler that parses the same heartbeat JSON
 // and answers the same signed response Keywarden sends (new token, HMAC proof, Ed25519 response
 // signature over PROTOCOL 4's message) with no session, actor, gate or storage behind it.
-import { createRequire } from 'node:module';
 import type * as Uws from 'uWebSockets.js';
+import { loadUws } from '../src/http/uws-loader.js';
 import { ed25519Sign, hmacSha256, randomBytes, sha256Hex, signingKeyFromSeed } from '../src/crypto/index.js';
 
-const uws = createRequire(import.meta.url)('uWebSockets.js') as typeof Uws;
+// The same build the server would run with (the loader's choice), so the ratio compares like with like.
+const uws = loadUws();
 const key = signingKeyFromSeed(randomBytes(32));
 const port = Number(process.env.PORT ?? 0);
 let count = 0;

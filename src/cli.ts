@@ -9,6 +9,7 @@ import { DashboardAuth } from './services/dashboard-auth.service.js';
 import { dashboardAuthDeps } from './app.js';
 import { ValidationError } from './errors.js';
 import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './db/embedded-postgres.js';
+import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './http/uws-loader.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
@@ -25,7 +26,10 @@ async function readStdin(): Promise<string> {
 }
 
 async function serve(config: Config, asWorker = false): Promise<void> {
+  // Before the database starts: a runtime no uWebSockets.js build serves is refused at once.
+  loadUws();
   const log = createLogger(config, asWorker ? { worker: Number(process.env.KW_WORKER_INDEX ?? 0) } : {});
+  log.info({ node: process.versions.node, uws: UWS_BUILDS[uwsBuildInUse()].release }, 'server.runtime');
   const server =
     !asWorker && config.workers > 1
       ? { shutdown: (await superviseWorkers(config, log)).stop }
@@ -129,7 +133,7 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
-    else if (err instanceof DataDirBusyError) console.error(err.message);
+    else if (err instanceof DataDirBusyError || err instanceof UwsUnavailableError) console.error(err.message);
     else if (err instanceof ValidationError)
       console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
     else console.error(err);

@@ -7,7 +7,6 @@
 // - a body is aggregated from onData chunks (copied: uWS reuses the ArrayBuffer) up to a cap;
 // - after every await, an aborted response is never touched; status and headers are written
 //   inside cork().
-import { createRequire } from 'node:module';
 import { STATUS_CODES } from 'node:http';
 import type { Logger } from 'pino';
 import type * as UwsTypes from 'uWebSockets.js';
@@ -15,27 +14,21 @@ import type { ClientIpResolver } from './client-ip.js';
 import type { IncomingRequest, Method, Reply, RouteHandler } from './types.js';
 import { AppError } from '../errors.js';
 import { errorReply } from './error-reply.js';
+import type { Uws } from './uws-loader.js';
 
-export type Uws = typeof UwsTypes;
+export { loadUws, type Uws } from './uws-loader.js';
 export type UwsApp = UwsTypes.TemplatedApp;
 export type UwsResponse = UwsTypes.HttpResponse;
 export type UwsRequest = UwsTypes.HttpRequest;
 
 /**
- * Loads uWebSockets.js and refuses to go on when the package fell back to its JavaScript shim
- * (it does so silently, with only a console warning, when the native binary cannot load).
+ * `closeOnBackpressureLimit` on, for either build: the 20.57 definitions type the option as a
+ * boolean, the 20.30 ones as a number, and the binding reads it as an integer (`true` is 1). The
+ * value is spelled once here, typed as whichever build the compiler checks against.
  */
-export function loadUws(): Uws {
-  const require = createRequire(import.meta.url);
-  const uws = require('uWebSockets.js') as Uws;
-  if (typeof uws.App !== 'function' || !Function.prototype.toString.call(uws.App).includes('[native code]')) {
-    throw new Error(
-      `uWebSockets.js native binding did not load (Node ${process.versions.node}, ABI ${process.versions.modules}, ` +
-        `${process.platform}-${process.arch}); refusing to start on the slow JavaScript fallback`,
-    );
-  }
-  return uws;
-}
+export const CLOSE_ON_BACKPRESSURE_LIMIT = true as unknown as NonNullable<
+  UwsTypes.WebSocketBehavior<unknown>['closeOnBackpressureLimit']
+>;
 
 export interface RouteMount {
   method: Method;

@@ -33,7 +33,7 @@ import type { ClientIpResolver } from '../http/client-ip.js';
 import { signReply } from '../http/client-signing.js';
 import { errorReply } from '../http/error-reply.js';
 import type { IncomingRequest, Reply } from '../http/types.js';
-import { copyRequest, writeReply, type HttpServer } from '../http/uws.js';
+import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply, type HttpServer } from '../http/uws.js';
 import { KeySlots } from './key-slots.js';
 import {
   buildHello,
@@ -280,7 +280,7 @@ export class ClientChannel {
     app.ws<UserData>(CHANNEL_PATH, {
       maxPayloadLength: CHANNEL_MAX_PAYLOAD,
       maxBackpressure: CHANNEL_MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: 1, // this uWS build types it as a number (a boolean flag in C++)
+      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
       idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
       sendPingsAutomatically: true,
       upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
@@ -483,8 +483,8 @@ export class ClientChannel {
     if (c.closed || !c.ws) return;
     c.outSeq++;
     // 2: the message was dropped, the connection is over CHANNEL_MAX_BACKPRESSURE. A client that
-    // does not read is cut off (no close frame: it would queue behind the rest); this uWS build
-    // does not close by itself although closeOnBackpressureLimit is set.
+    // does not read is cut off (no close frame: it would queue behind the rest); the 20.30 uWS
+    // build does not close by itself although closeOnBackpressureLimit is set.
     const ws = c.ws;
     if (
       ws.send(sealFrame(this.slots.s2c(c.slot), typeof payload === 'string' ? Buffer.from(payload) : payload), true) ===

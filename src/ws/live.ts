@@ -23,7 +23,7 @@ import type { EventBus, LiveEvent } from '../services/events.js';
 import type { AccessSignal } from '../services/access-signal.js';
 import { bearerToken, fromOwnOrigin, headerToken } from '../http/dashboard-route.js';
 import { errorReply } from '../http/error-reply.js';
-import { copyRequest, writeReply, type HttpServer } from '../http/uws.js';
+import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply, type HttpServer } from '../http/uws.js';
 
 export const MAX_BACKPRESSURE = 1024 * 1024;
 /** Every watcher is checked again this often even without a signal (a lost signal, an expiry). */
@@ -222,7 +222,7 @@ export class LiveHub {
     const hub = this;
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: 1, // this uWS build types it as a number (a boolean flag in C++)
+      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
       maxPayloadLength: 16 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,

@@ -61,11 +61,18 @@ describe('keywarden command line', () => {
     }
   });
 
-  it('refuses to start when uWebSockets.js falls back to its JavaScript shim', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws.ts').then((m) => m.loadUws())"], {
+  it('never serves on the 20.30 build\'s JavaScript shim: refused where that build is the one left, ignored where 20.57 loads', () => {
+    // UWS_USE_FALLBACK=1 makes the 20.30 package hand out its shim; the 20.57 build has none.
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))"], {
       cwd: root, env: { ...process.env, UWS_USE_FALLBACK: '1' }, encoding: 'utf8',
     });
-    expect(r.status).not.toBe(0);
-    expect(r.stderr).toContain('native binding did not load');
+    const currentLoads = spawnSync(process.execPath, ['-e', "require('uWebSockets.js')"], { cwd: root }).status === 0;
+    if (!currentLoads) {
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain('uWebSockets.js 20.30.0: loaded only its slow JavaScript fallback, which Keywarden refuses');
+    } else {
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.trim()).toBe('current');
+    }
   });
 });

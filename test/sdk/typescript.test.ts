@@ -1,6 +1,7 @@
 // The TypeScript SDK (sdk/typescript) end to end against a real server prepared by the SDK
 // harness: the whole client surface, the tamper fakes, heartbeat robustness, and the packed
-// package installed outside the repository and run with plain node.
+// package installed outside the repository and run with plain node: the suite's Node.js 20 and
+// Node.js 22 from the registry (test/helpers/node-line.ts), which also runs the SDK's own tests.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,7 +14,9 @@ import { Client, defaultTransport, KeywardenError, TransportError, type Heartbea
 import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/channel-tamper-proxy.js';
 import { Api } from '../helpers/http.js';
+import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
 
+const nodeLine22 = node22();
 let h: SdkHarness;
 let keys: { PLAIN: string[]; SIGNED: string[] };
 beforeAll(async () => {
@@ -453,20 +456,16 @@ describe('the packed package', () => {
   let tmp: string;
   afterAll(() => { if (tmp) fs.rmSync(tmp, { recursive: true, force: true }); });
 
-  it('installs from npm pack output outside the repo and runs with plain node (ESM, CJS, example)', async () => {
+  /** npm pack, then an install in a consumer project outside the repository with two scripts using it; once per file. */
+  let installed: Promise<{ consumer: string; files: string[] }> | undefined;
+  const install = () => (installed ??= (async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-consumer-'));
     const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     const info = JSON.parse(packed) as { filename: string; files: { path: string }[] }[];
-    const files = info[0]!.files.map((f) => f.path);
-    expect(files).toEqual(expect.arrayContaining(['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'examples/activate.mjs', 'README.md', 'package.json']));
-    expect(files.some((f) => f.startsWith('src/') || f.startsWith('test/'))).toBe(false);
     const consumer = path.join(tmp, 'consumer');
     fs.mkdirSync(consumer);
     fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
     execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', path.join(tmp, info[0]!.filename)], { cwd: consumer, stdio: 'pipe' });
-    const installed = JSON.parse(fs.readFileSync(path.join(consumer, 'node_modules/@keywarden/client/package.json'), 'utf8'));
-    expect(installed.dependencies ?? {}).toEqual({});
-
     fs.writeFileSync(path.join(consumer, 'esm.mjs'), `
       import { Client, KeywardenError } from '@keywarden/client';
       const c = Client.fromConfig(process.env.KW_CONFIG_PLAIN);
@@ -480,13 +479,58 @@ describe('the packed package', () => {
         console.log(JSON.stringify({ typed: e instanceof KeywardenError, code: e.code, latest: e.latestVersion }));
       });
     `);
+    return { consumer, files: info[0]!.files.map((f) => f.path) };
+  })());
+
+  /** ESM, CommonJS and the shipped example, run by `node` (a path) against the server. */
+  async function usesThePackage(node: string) {
+    const { consumer } = await install();
     // Asynchronously: the server runs in this process and must keep answering meanwhile.
-    const run = async (args: string[]) => (await promisify(execFile)(process.execPath, args, { cwd: consumer, env: { PATH: process.env.PATH ?? '', ...h.env }, encoding: 'utf8' })).stdout;
+    const run = async (args: string[]) => (await promisify(execFile)(node, args, { cwd: consumer, env: { PATH: process.env.PATH ?? '', ...h.env }, encoding: 'utf8' })).stdout;
     expect(JSON.parse(await run(['esm.mjs', key('PLAIN')]))).toEqual({ app: 'SDK PLAIN', level: 3, date: true, typed: 'function' });
     expect(JSON.parse(await run(['cjs.cjs']))).toEqual({ typed: true, code: 'update_required', latest: '2.0' });
     const example = await run(['node_modules/@keywarden/client/examples/activate.mjs', key('PLAIN'), h.env.KW_CONFIG_PLAIN!, '--beats', '2']);
     expect(example).toMatch(/license ok: level 3/);
     expect(example).toMatch(/beat 2 verified/);
     expect(example).toMatch(/heartbeat stopped/);
+  }
+
+  it('installs from npm pack output outside the repo and runs with plain node (ESM, CJS, example)', async () => {
+    const { consumer, files } = await install();
+    expect(files).toEqual(expect.arrayContaining(['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'examples/activate.mjs', 'README.md', 'package.json']));
+    expect(files.some((f) => f.startsWith('src/') || f.startsWith('test/'))).toBe(false);
+    const installedPkg = JSON.parse(fs.readFileSync(path.join(consumer, 'node_modules/@keywarden/client/package.json'), 'utf8'));
+    expect(installedPkg.dependencies ?? {}).toEqual({});
+    await usesThePackage(process.execPath);
+  }, 120_000);
+
+  it.skipIf(!nodeLine22)(`runs the same under Node.js ${NODE22_RELEASE} (ESM, CJS, example)`, async () => {
+    await usesThePackage(nodeLine22!);
+  }, 120_000);
+});
+
+describe.skipIf(!nodeLine22)(`the SDK's own tests under Node.js ${NODE22_RELEASE}`, () => {
+  it('pass: unit, vectors and the fake-server suite, run by vitest on that Node.js', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-node22-'));
+    try {
+      const report = path.join(dir, 'report.json');
+      // Worker threads, so every test runs inside that very Node.js binary; no config file: the
+      // repository's (its global PostgreSQL setup) is not the SDK's. Vite's cache goes to the temp
+      // directory, not into sdk/typescript.
+      const runner = `
+        import { startVitest } from 'vitest/node';
+        const v = await startVitest('test', [], { root: 'sdk/typescript', config: false, watch: false, pool: 'threads',
+          reporters: [['json', { outputFile: process.argv[1] }]] }, { cacheDir: process.argv[2] });
+        await v?.close();
+        console.log(process.versions.node);`;
+      const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+      const r = await promisify(execFile)(nodeLine22!, ['--input-type=module', '-e', runner, report, path.join(dir, 'cache')], { cwd: root, encoding: 'utf8' });
+      expect(r.stdout.trim().split('\n').pop()).toBe(NODE22_RELEASE);
+      const result = JSON.parse(fs.readFileSync(report, 'utf8')) as { numTotalTests: number; numFailedTests: number; numPassedTests: number; success: boolean };
+      expect(result.numTotalTests).toBeGreaterThanOrEqual(30);
+      expect(result).toMatchObject({ success: true, numFailedTests: 0, numPassedTests: result.numTotalTests });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 });
