@@ -34,6 +34,13 @@
 //                      refused for n ms; meanwhile the server forgets the heartbeat sessions that went
 //                      through the proxy (a restart without their state) and, with `ban`, the key is banned
 //                      from the dashboard (test/helpers/outage-proxy.ts). Use it with the PLAIN config.
+//   KW_CHANNEL_TAMPER_URLS (extra) JSON object mode -> base URL of a TCP proxy in front of the server that
+//                      spoils the realtime channel once (test/helpers/channel-tamper-proxy.ts): hello (forged
+//                      hello signature -> bad_signature), forge (2nd frame after the hello flipped -> bad_mac),
+//                      swap (2nd and 3rd frames swapped -> out_of_order), inject (a frame of the 1st connection
+//                      sent on the 2nd -> bad_mac), absent (404: REST only), drop (1st connection cut after
+//                      the 3rd frame -> reconnect), pass (nothing spoiled). Each acts on its first channel
+//                      connection (inject: the second) and passes later ones: one test per mode per harness.
 //   KW_VECTORS_DIR     absolute path of sdk/vectors
 //   KW_OWNER_TOKEN     (extra) dashboard bearer token of the owner (e.g. to read /api/apps/{id}/logs)
 //   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
@@ -51,6 +58,7 @@ import { Api } from './http.js';
 import { OWNER, startTestServer, type TestServer } from './server.js';
 import { startTamperProxies } from './tamper-proxy.js';
 import { startOutageProxy } from './outage-proxy.js';
+import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
 import { clientConfig } from '../../src/services/sdk-archive.js';
 
 export interface SdkHarness {
@@ -79,6 +87,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-sdk-harness-'));
   let proxies: Awaited<ReturnType<typeof startTamperProxies>> | undefined;
   let outage: Awaited<ReturnType<typeof startOutageProxy>> | undefined;
+  const channelProxies: ChannelTamperProxy[] = [];
   try {
     const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
     const published = ((await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }).keys;
@@ -138,6 +147,13 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       },
     });
     env.KW_OUTAGE_URL = outage.url;
+    const channelUrls: Record<string, string> = {};
+    for (const mode of ['hello', 'forge', 'swap', 'inject', 'absent', 'drop', 'pass'] as ChannelTamperMode[]) {
+      const proxy = await startChannelTamperProxy(server.base, mode);
+      channelProxies.push(proxy);
+      channelUrls[mode] = proxy.url;
+    }
+    env.KW_CHANNEL_TAMPER_URLS = JSON.stringify(channelUrls);
 
     const p = proxies;
     const o = outage;
@@ -145,6 +161,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       env,
       server,
       async close() {
+        await Promise.all(channelProxies.map((c) => c.close()));
         await o.close();
         await p.close();
         await server.close();
@@ -152,6 +169,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       },
     };
   } catch (err) {
+    await Promise.all(channelProxies.map((c) => c.close()));
     await outage?.close();
     await proxies?.close();
     await server.close();
