@@ -109,8 +109,9 @@ export async function startChannelTamperProxy(targetBase: string, mode: ChannelT
         if (mode === 'forge' && k === 2) frame[frame.length - 2]! ^= 0x01;
         if (mode === 'inject' && index === 1 && k === 2) recorded = Buffer.from(frame);
         if (mode === 'inject' && index === 2 && k === 0) {
-          client.write(frame);
-          if (recorded) client.write(recorded);
+          // One write: the injected frame is already there when the client reads the hello, as a
+          // frame queued right behind it would be, so every SDK judges it before using the connection.
+          client.write(recorded ? Buffer.concat([frame, recorded]) : frame);
           continue;
         }
         if (mode === 'swap' && k === 2) {
