@@ -11,7 +11,8 @@
 //   pass        nothing spoiled
 // Modes act on the first channel connection (inject: on the second) and pass later ones through.
 // Every request gets an X-Forwarded-For of this proxy's own (the servers trust 127.0.0.1), so tests
-// through it never spend the rate-limit budget of direct calls.
+// through it never spend the rate-limit budget of direct calls; plain requests are made the last of
+// their connection, so a keep-alive client's next request carries it too.
 import net from 'node:net';
 
 export type ChannelTamperMode = 'hello' | 'forge' | 'swap' | 'inject' | 'absent' | 'drop' | 'pass';
@@ -72,8 +73,15 @@ export async function startChannelTamperProxy(targetBase: string, mode: ChannelT
           index = ++channels;
           if (mode === 'absent' && index === 1) head = head.replace('GET /api/client/ws', 'GET /api/client/wx');
         }
-        // One request per connection (the SDK uses no keep-alive): its headers are in this first chunk.
-        d = Buffer.from(head.replace('\r\n', `\r\nX-Forwarded-For: ${ip}\r\n`), 'latin1');
+        // One request per connection: its headers are in this first chunk. A plain request is told
+        // `Connection: close`, so a keep-alive client (C#'s HttpClient) opens a new connection for its
+        // next one, and that one carries this proxy's address as well.
+        let extra = `X-Forwarded-For: ${ip}\r\n`;
+        if (index === 0) {
+          head = head.replace(/\r\nConnection:[^\r]*/gi, '');
+          extra += 'Connection: close\r\n';
+        }
+        d = Buffer.from(head.replace('\r\n', `\r\n${extra}`), 'latin1');
       }
       upstream.write(d);
     });
@@ -83,7 +91,18 @@ export async function startChannelTamperProxy(targetBase: string, mode: ChannelT
     let pending = Buffer.alloc(0);
     let n = 0;
     let held: Buffer | undefined;
+    let firstAnswer = true;
     upstream.on('data', (d: Buffer) => {
+      if (index === 0 && firstAnswer) {
+        // The answer says so too: the client does not try to reuse the connection.
+        firstAnswer = false;
+        const text = d.toString('latin1');
+        const end = text.indexOf('\r\n\r\n');
+        if (end > 0) {
+          const head = text.slice(0, end).replace(/\r\nConnection:[^\r]*/gi, '') + '\r\nConnection: close';
+          d = Buffer.from(head + text.slice(end), 'latin1');
+        }
+      }
       const tampered = mode === 'inject' ? index === 1 || index === 2 : mode !== 'absent' && mode !== 'pass' && index === 1;
       if (!tampered) return void client.write(d);
       pending = Buffer.concat([pending, d]);
@@ -109,8 +128,9 @@ export async function startChannelTamperProxy(targetBase: string, mode: ChannelT
         if (mode === 'forge' && k === 2) frame[frame.length - 2]! ^= 0x01;
         if (mode === 'inject' && index === 1 && k === 2) recorded = Buffer.from(frame);
         if (mode === 'inject' && index === 2 && k === 0) {
-          client.write(frame);
-          if (recorded) client.write(recorded);
+          // One write: the injected frame is already there when the client reads the hello, as a
+          // frame queued right behind it would be, so every SDK judges it before using the connection.
+          client.write(recorded ? Buffer.concat([frame, recorded]) : frame);
           continue;
         }
         if (mode === 'swap' && k === 2) {

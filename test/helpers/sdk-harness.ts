@@ -23,10 +23,24 @@
 //                        bad_base64    X-Response-Signature "!!notbase64!!"         -> verification bad_base64
 //                        bad_proof     heartbeat/start and heartbeat answers carry a wrong `proof`, correctly
 //                                      signed; other paths untouched                -> verification bad_proof
+//                        bad_beat_proof (extra) like bad_proof, but heartbeat/start is untouched: the heartbeat
+//                                      starts and every beat answer fails           -> verification bad_proof
 //                        rate_limited  (extra) untouched, but the path's per-IP bucket is spent first: every
 //                                      POST gets the server's own signed 429 + Retry-After -> rate_limited
 //                      Use them with the PLAIN config and the SDK's baseUrl option (every mode except
 //                      bad_proof refuses init already). Each mode has its own client IP at the server.
+//   KW_OUTAGE_URL      (extra) base URL of a pass-through proxy (REST only) that plays an outage on request:
+//                      POST $KW_OUTAGE_URL/__outage {"ms": n, "ban"?: key} -> 200, then connections are
+//                      refused for n ms; meanwhile the server forgets the heartbeat sessions that went
+//                      through the proxy (a restart without their state) and, with `ban`, the key is banned
+//                      from the dashboard (test/helpers/outage-proxy.ts). Use it with the PLAIN config.
+//   KW_CHANNEL_TAMPER_URLS (extra) JSON object mode -> base URL of a TCP proxy in front of the server that
+//                      spoils the realtime channel once (test/helpers/channel-tamper-proxy.ts): hello (forged
+//                      hello signature -> bad_signature), forge (2nd frame after the hello flipped -> bad_mac),
+//                      swap (2nd and 3rd frames swapped -> out_of_order), inject (a frame of the 1st connection
+//                      sent on the 2nd -> bad_mac), absent (404: REST only), drop (1st connection cut after
+//                      the 3rd frame -> reconnect), pass (nothing spoiled). Each acts on its first channel
+//                      connection (inject: the second) and passes later ones: one test per mode per harness.
 //   KW_VECTORS_DIR     absolute path of sdk/vectors
 //   KW_OWNER_TOKEN     (extra) dashboard bearer token of the owner (e.g. to read /api/apps/{id}/logs)
 //   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
@@ -43,6 +57,8 @@ import { fileURLToPath } from 'node:url';
 import { Api } from './http.js';
 import { OWNER, startTestServer, type TestServer } from './server.js';
 import { startTamperProxies } from './tamper-proxy.js';
+import { startOutageProxy } from './outage-proxy.js';
+import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
 import { clientConfig } from '../../src/services/sdk-archive.js';
 
 export interface SdkHarness {
@@ -70,6 +86,8 @@ export async function startSdkHarness(): Promise<SdkHarness> {
   const server = await startTestServer({ RESPONSE_SIGNING_KEY: seed, TRUSTED_PROXIES: '127.0.0.1' });
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-sdk-harness-'));
   let proxies: Awaited<ReturnType<typeof startTamperProxies>> | undefined;
+  let outage: Awaited<ReturnType<typeof startOutageProxy>> | undefined;
+  const channelProxies: ChannelTamperProxy[] = [];
   try {
     const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
     const published = ((await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }).keys;
@@ -110,17 +128,49 @@ export async function startSdkHarness(): Promise<SdkHarness> {
     for (const p of ['register', 'login', 'license', 'heartbeat/start', 'heartbeat', 'heartbeat/stop']) await prime(`/api/client/${p}`, {});
     env.KW_TAMPER_URLS = JSON.stringify(proxies.urls);
 
+    outage = await startOutageProxy(server.base, {
+      forget: (sessions) => {
+        for (const s of sessions) server.server.app.domain.heartbeats.host.remove(s);
+      },
+      ban: async (key) => {
+        const preview = `${key.slice(0, 4)}****${key.slice(-4)}`;
+        for (const id of Object.values(ids)) {
+          const items = (await owner.get(`/api/apps/${id}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+          const hit = items.find((l) => l.key_preview === preview);
+          if (hit) {
+            const r = await owner.patch(`/api/licenses/${hit.id}/ban`, { banned: true });
+            if (r.status !== 200) throw new Error(`ban refused: ${r.status} ${JSON.stringify(r.body)}`);
+            return;
+          }
+        }
+        throw new Error(`no license ${preview} in the harness apps`);
+      },
+    });
+    env.KW_OUTAGE_URL = outage.url;
+    const channelUrls: Record<string, string> = {};
+    for (const mode of ['hello', 'forge', 'swap', 'inject', 'absent', 'drop', 'pass'] as ChannelTamperMode[]) {
+      const proxy = await startChannelTamperProxy(server.base, mode);
+      channelProxies.push(proxy);
+      channelUrls[mode] = proxy.url;
+    }
+    env.KW_CHANNEL_TAMPER_URLS = JSON.stringify(channelUrls);
+
     const p = proxies;
+    const o = outage;
     return {
       env,
       server,
       async close() {
+        await Promise.all(channelProxies.map((c) => c.close()));
+        await o.close();
         await p.close();
         await server.close();
         await fs.rm(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {
+    await Promise.all(channelProxies.map((c) => c.close()));
+    await outage?.close();
     await proxies?.close();
     await server.close();
     await fs.rm(dir, { recursive: true, force: true });

@@ -11,7 +11,8 @@ import { signingKeyFromSeed } from '../../src/crypto/index.js';
 import { signReply } from '../../src/http/client-signing.js';
 
 export const TAMPER_MODES = [
-  'forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64', 'bad_proof', 'rate_limited',
+  'forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64', 'bad_proof', 'bad_beat_proof',
+  'rate_limited',
 ] as const;
 export type TamperMode = (typeof TAMPER_MODES)[number];
 
@@ -120,6 +121,9 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
           case 'bad_base64': u = { ...u, headers: { ...u.headers, 'x-response-signature': '!!notbase64!!' } }; break;
           case 'bad_proof':
             if (bare === '/api/client/heartbeat/start' || bare === '/api/client/heartbeat') u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
+            break;
+          case 'bad_beat_proof':
+            if (bare === '/api/client/heartbeat') u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
             break;
           default: break;
         }

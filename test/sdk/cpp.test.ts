@@ -138,7 +138,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(r.out).toMatch(/: \d+ passed, 0 failed, 0 skipped$/m);
     expect(r.out).not.toMatch(/: (FAIL|skip) /m);
     const ran = Math.max(...[...r.out.matchAll(/: integration tests run: (\d+)$/gm)].map((m) => Number(m[1])));
-    expect(ran).toBeGreaterThanOrEqual(15);
+    expect(ran).toBeGreaterThanOrEqual(25);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
       expect(r.out).toContain(`tamper: ${mode} is refused`);
     }
@@ -151,6 +151,19 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       'integration/a spent rate limit -> rate_limited with retry_after (the server\'s own signed 429)',
       'integration/registerUser logs in right after (last_login is set); login works again later',
       'integration/SIGNED app: signed requests are accepted; a wrong secret is refused (clock_skew)',
+      'channel vectors/the handshake\'s keys (X25519, HKDF-SHA256)',
+      'channel vectors/every hello case (malformed, unknown_kid, bad_base64, stale, bad_signature)',
+      'channel vectors/every server frame (bad_mac, malformed, out_of_order), client frames byte for byte',
+      'integration/channel: beats on the channel; a dashboard ban reaches the running heartbeat as revoked within a second',
+      'integration/channel: a hello with a forged signature is refused (bad_signature); the beats go on over REST',
+      'integration/channel: forge: a pushed frame that does not verify is refused (bad_mac), never acted on',
+      'integration/channel: swap: a pushed frame that does not verify is refused (out_of_order), never acted on',
+      'integration/channel: inject: a frame recorded on another connection is refused (bad_mac)',
+      'integration/channel: absent (404): beats over REST and does not ask again',
+      'integration/channel: dropped: the beats go on over REST, then the channel comes back (same session)',
+      'integration/resilience: every beat answer tampered -> degraded with lastBeatAt, compromised after 5, no endless re-auth',
+      'integration/resilience: an outage, then a server that forgot the session -> one re-authentication, and it beats on',
+      'integration/resilience: an outage during which the key was banned -> the re-authentication fails with banned, once',
     ]) expect(r.out).toContain(`ok   ${name}`);
     // keywarden_c_smoke (C99 program on the shared library): its online part ran
     expect(r.out).toMatch(/: integration tests run: 1$/m);

@@ -95,6 +95,47 @@ describe('sdk harness', () => {
     expect(proof).not.toBe(good);
   });
 
+  it('bad_beat_proof leaves heartbeat/start intact and spoils every beat proof, correctly signed', async () => {
+    const c = config('PLAIN');
+    const base = urls().bad_beat_proof!;
+    const init = await call(base, c, '/api/client/init', { api_key: c.api_key, version: c.version });
+    const session = init.json().session as string;
+    const key = h.env.KW_KEYS_PLAIN!.split(',')[28]!;
+    expect((await call(base, c, '/api/client/license', { session, license: key, hwid: 'harness-hwid-0002' })).verdict).toBe('ok');
+    const start = await call(base, c, '/api/client/heartbeat/start', { session, system_id: 'harness-system-2' });
+    const { token, proof } = start.json();
+    expect(proof).toBe(createHmac('sha256', session).update(`kwhs1\nharness-system-2\n${token}`).digest('base64'));
+    const beat = await call(base, c, '/api/client/heartbeat', { session, token, system_id: 'harness-system-2', beat_index: 1, code_hash: 'abcdef0123456789' });
+    expect([beat.verdict, beat.status]).toEqual(['ok', 200]);
+    const b = beat.json();
+    expect(b.proof).not.toBe(createHmac('sha256', token).update(`kwhb1\n${session}\n1\n${b.new_token}\n${b.beat_count}`).digest('base64'));
+  });
+
+  it('the outage proxy refuses connections for the time asked, and the server forgets the sessions meanwhile', async () => {
+    const c = config('PLAIN');
+    const base = h.env.KW_OUTAGE_URL!;
+    const init = await call(base, c, '/api/client/init', { api_key: c.api_key, version: c.version });
+    const session = init.json().session as string;
+    const key = h.env.KW_KEYS_PLAIN!.split(',')[27]!;
+    expect((await call(base, c, '/api/client/license', { session, license: key, hwid: 'harness-hwid-0003' })).verdict).toBe('ok');
+    const start = await call(base, c, '/api/client/heartbeat/start', { session, system_id: 'harness-system-3' });
+    const { token } = start.json();
+    expect(start.headers.get('connection')).toBe('close');
+    expect((await fetch(`${base}/__outage`, { method: 'POST', body: JSON.stringify({ ms: 800 }) })).status).toBe(200);
+    const refused = await fetch(`${base}/__outage`).then(() => 'answered', (e: Error & { cause?: { code?: string } }) => e.cause?.code);
+    expect(refused).toBe('ECONNREFUSED');
+    // Back after the outage (polled: the port reopens on a timer of the proxy, not on anything observable here).
+    let status: unknown;
+    for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+      status = await fetch(`${base}/__outage`).then((r) => r.json(), () => undefined);
+      if (status) break;
+    }
+    expect(status).toMatchObject({ outages: 1 });
+    expect((status as { forgotten: number }).forgotten).toBeGreaterThanOrEqual(1);
+    const beat = await call(base, c, '/api/client/heartbeat', { session, token, system_id: 'harness-system-3', beat_index: 1, code_hash: 'abcdef0123456789' });
+    expect([beat.verdict, beat.status, beat.json().detail]).toEqual(['ok', 403, 'rejected']);
+  });
+
   it('rate_limited answers the server own signed 429 with Retry-After', async () => {
     const c = config('PLAIN');
     const r = await call(urls().rate_limited!, c, '/api/client/init', { api_key: c.api_key, version: c.version });

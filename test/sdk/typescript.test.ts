@@ -244,6 +244,74 @@ describe('TypeScript SDK heartbeat robustness', () => {
   });
 });
 
+describe('TypeScript SDK tells the program what it cannot verify, and survives an outage', () => {
+  const urls = () => JSON.parse(h.env.KW_TAMPER_URLS!) as Record<string, string>;
+  const outage = (body: Record<string, unknown>) => fetch(`${h.env.KW_OUTAGE_URL}/__outage`, { method: 'POST', body: JSON.stringify(body) });
+
+  it('every beat answer tampered: degraded with the last verified beat, compromised after 5, no endless re-auth', async () => {
+    const c = plain({ baseUrl: urls().bad_beat_proof });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-compromised', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false, reauth: true });
+    const started = hb.lastBeatAt;
+    const degraded: { error: KeywardenError; reauthenticating: boolean; lastBeatAt: Date; verificationFailures: number }[] = [];
+    hb.on('degraded', (d) => degraded.push(d));
+    let recovered = 0;
+    hb.on('recovered', () => recovered++);
+    const [compromised] = await events<{ error: KeywardenError; failures: number; lastBeatAt: Date }>(hb, 'compromised');
+    expect(compromised).toMatchObject({ failures: 5, error: { code: 'verification', reason: 'bad_proof' }, lastBeatAt: started });
+    expect(hb.state).toBe('compromised');
+    expect(degraded.map((d) => d.verificationFailures)).toEqual([1, 2, 3, 4, 5]);
+    expect(degraded.map((d) => d.reauthenticating)).toEqual([true, true, true, true, false]);
+    expect(degraded.every((d) => d.lastBeatAt === started)).toBe(true); // no beat verified since the start
+    expect(recovered).toBe(4);
+    // It re-authenticates no more: the next beat carries the old token, which the server refuses.
+    const [killed] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect(killed!.error.code).toBe('heartbeat_killed');
+    expect(recovered).toBe(4);
+    expect(hb.state).toBe('killed');
+  });
+
+  it('an outage, then a server that forgot the session: degraded, one re-authentication, and it beats on', async () => {
+    const c = plain({ baseUrl: h.env.KW_OUTAGE_URL! });
+    await c.init();
+    await c.activateLicense(key('PLAIN'), HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-outage-01', 'abcdef0123456789', { intervalMs: 200, debuggerDetected: () => false, reauth: true });
+    const [first] = await events<{ index: number }>(hb, 'beat');
+    const lastBeatAt = hb.lastBeatAt;
+    const degraded: { error: KeywardenError; lost: boolean; lastBeatAt: Date }[] = [];
+    hb.on('degraded', (d) => degraded.push(d));
+    let recovered = 0;
+    hb.on('recovered', () => recovered++);
+    expect((await outage({ ms: 1500 })).status).toBe(200);
+    const [after] = await events<{ index: number; count: number }>(hb, 'beat');
+    expect(first!.index).toBe(1);
+    expect(after).toEqual({ index: 1, count: 1 }); // the first beat of a new session
+    expect(recovered).toBe(1);
+    // Unreachable (nothing sent: same beat kept), then the forgotten session's `rejected`
+    expect(degraded[0]).toMatchObject({ lost: false, error: { code: 'network', notSent: true }, lastBeatAt });
+    expect(degraded.at(-1)).toMatchObject({ lost: true, error: { code: 'heartbeat_killed', status: 403 } });
+    expect(hb.state).toBe('healthy');
+    await hb.stop();
+  });
+
+  it('an outage during which the key was banned: the re-authentication fails with banned, once', async () => {
+    const k = key('PLAIN');
+    const c = plain({ baseUrl: h.env.KW_OUTAGE_URL! });
+    await c.init();
+    await c.activateLicense(k, HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-outage-02', 'abcdef0123456789', { intervalMs: 200, debuggerDetected: () => false, reauth: true });
+    await events(hb, 'beat');
+    let recovered = 0;
+    hb.on('recovered', () => recovered++);
+    expect((await outage({ ms: 1500, ban: k })).status).toBe(200);
+    const [killed] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect(killed!.error).toMatchObject({ code: 'banned', status: 403, detail: 'License key is banned' });
+    expect(recovered).toBe(0);
+    expect(hb.state).toBe('killed');
+  });
+});
+
 describe('TypeScript SDK on the realtime channel', () => {
   const licenseId = async (label: string, k: string) => {
     const items = (await owner().get(`/api/apps/${appId(label)}/licenses?q=${encodeURIComponent(k.slice(-4))}`)).body.items as { id: string; key_preview: string }[];

@@ -11,6 +11,10 @@
 
 namespace keywarden {
 
+namespace detail {
+class ChannelLink;
+}
+
 /** What the SDK repeats to re-authenticate a heartbeat on its own. */
 struct Activation {
   bool isLicense = false;
@@ -32,6 +36,9 @@ struct Client::Impl {
   int retries;
   Logger logger;
   Clock clock;
+  /** The realtime channel is used only with the default transport and no proxy (else every call keeps to REST). */
+  bool channelCapable;
+  std::string caBundle;
   std::shared_ptr<Transport> transport;
   detail::PinnedKeys keys;
   std::string encKey;
@@ -54,8 +61,10 @@ struct Client::Impl {
    * clock was off (learned from that same signed answer).
    */
   nlohmann::json call(const std::string& endpoint, const nlohmann::json& body);
-  /** heartbeat/start with its proof checked before the token is trusted. */
-  HeartbeatStart openHeartbeat(const std::string& systemId);
+  /** heartbeat/start (on the channel when `link` opens, else REST) with its proof checked before the token is trusted. */
+  HeartbeatStart openHeartbeat(const std::string& systemId, const std::shared_ptr<detail::ChannelLink>& link);
+  /** A channel for a heartbeat of the current session, or nullptr when this client keeps to REST. */
+  static std::shared_ptr<detail::ChannelLink> channelLink(const std::shared_ptr<Impl>& self);
 
  private:
   nlohmann::json once(const std::string& endpoint, const nlohmann::json& body, bool& offsetJustLearned);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "channel.hpp"
 #include "client-impl.hpp"
 #include "crypto.hpp"
 
@@ -54,6 +55,8 @@ Client::Impl::Impl(Config c, Options o)
       retries(std::max(0, o.retries)),
       logger(std::move(o.logger)),
       clock(o.clock ? std::move(o.clock) : Clock([] { return std::chrono::system_clock::now(); })),
+      channelCapable(!o.transport && o.proxy.empty()),  // before `transport` takes o.transport
+      caBundle(o.caBundle),
       transport(o.transport ? std::move(o.transport) : makeCurlTransport({o.proxy, o.caBundle})),
       encKey(std::move(o.encKey)),
       maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())) {
@@ -207,9 +210,35 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
   return parsed;
 }
 
-HeartbeatStart Client::Impl::openHeartbeat(const std::string& systemId) {
+std::shared_ptr<detail::ChannelLink> Client::Impl::channelLink(const std::shared_ptr<Impl>& self) {
+  if (!self->channelCapable) return nullptr;
+  detail::ChannelContext ctx;
+  ctx.baseUrl = self->baseUrl;
+  ctx.version = self->config.version;
+  ctx.apiSecret = self->config.apiSecret;
+  ctx.timeout = self->timeout;
+  ctx.openTimeout = std::min(self->timeout, std::chrono::milliseconds(5000));
+  ctx.keys = self->keys;
+  ctx.caBundle = self->caBundle;
+  // The link's threads may outlive the handles: they keep the client state alive.
+  ctx.serverNowMs = [self] { return self->serverNowMs(); };
+  ctx.log = [self](LogLevel l, const std::string& e, const std::string& m) { self->log(l, e, m); };
+  return std::make_shared<detail::ChannelLink>(std::move(ctx), self->requireSession());
+}
+
+HeartbeatStart Client::Impl::openHeartbeat(const std::string& systemId, const std::shared_ptr<detail::ChannelLink>& link) {
   std::string s = requireSession();
-  nlohmann::json r = call("heartbeat/start", {{"session", s}, {"system_id", systemId}});
+  nlohmann::json r;
+  bool answered = false;
+  if (link && link->rebind(s)) {
+    try {
+      r = link->call("heartbeat/start", {{"system_id", systemId}});
+      answered = true;
+    } catch (const Error& e) {
+      if (!e.notSent()) throw;  // else: the channel went down before the call left: REST below
+    }
+  }
+  if (!answered) r = call("heartbeat/start", {{"session", s}, {"system_id", systemId}});
   std::string token = stringField(r, "token");
   if (token.empty() || !isInt(r, "beat_interval"))
     throw detail::verificationError("malformed", "heartbeat/start answer lacks token or beat_interval");

@@ -70,6 +70,97 @@ std::optional<std::string> base64Decode(const std::string& text) {
   return out;
 }
 
+std::string sha1Raw(const std::string& data) {
+  // FIPS 180-4; libsodium has no SHA-1 and RFC 6455 fixes it for the handshake.
+  std::uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+  std::string m = data;
+  const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
+  m.push_back(static_cast<char>(0x80));
+  while (m.size() % 64 != 56) m.push_back('\0');
+  for (int i = 7; i >= 0; --i) m.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  auto rol = [](std::uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
+  for (std::size_t off = 0; off < m.size(); off += 64) {
+    std::uint32_t w[80];
+    for (int i = 0; i < 16; ++i)
+      w[i] = (static_cast<std::uint32_t>(static_cast<unsigned char>(m[off + 4 * i])) << 24) |
+             (static_cast<std::uint32_t>(static_cast<unsigned char>(m[off + 4 * i + 1])) << 16) |
+             (static_cast<std::uint32_t>(static_cast<unsigned char>(m[off + 4 * i + 2])) << 8) |
+             static_cast<std::uint32_t>(static_cast<unsigned char>(m[off + 4 * i + 3]));
+    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; ++i) {
+      std::uint32_t f, k;
+      if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999u;
+      else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1u;
+      else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDCu;
+      else f = b ^ c ^ d, k = 0xCA62C1D6u;
+      std::uint32_t t = rol(a, 5) + f + e + k + w[i];
+      e = d;
+      d = c;
+      c = rol(b, 30);
+      b = a;
+      a = t;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+  }
+  std::string out;
+  for (std::uint32_t v : h)
+    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  return out;
+}
+
+std::string base64UrlEncode(const std::string& raw) {
+  std::string out(sodium_base64_ENCODED_LEN(raw.size(), sodium_base64_VARIANT_URLSAFE_NO_PADDING), '\0');
+  sodium_bin2base64(&out[0], out.size(), bytes(raw), raw.size(), sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  out.resize(out.size() - 1);  // the terminating NUL
+  return out;
+}
+
+std::optional<std::string> base64UrlDecode(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '=') t.pop_back();
+  std::string out(t.size() / 4 * 3 + 3, '\0');
+  std::size_t len = 0;
+  const char* end = nullptr;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(&out[0]), out.size(), t.c_str(), t.size(), nullptr, &len, &end,
+                        sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+      end != t.c_str() + t.size())
+    return std::nullopt;
+  out.resize(len);
+  return out;
+}
+
+std::string randomBytes(std::size_t n) {
+  std::string out(n, '\0');
+  randombytes_buf(&out[0], n);
+  return out;
+}
+
+std::string x25519Public(const std::string& secret) {
+  if (secret.size() != crypto_scalarmult_SCALARBYTES) throw Error(ErrorCode::server, "an X25519 secret is 32 bytes");
+  std::string out(crypto_scalarmult_BYTES, '\0');
+  crypto_scalarmult_base(reinterpret_cast<unsigned char*>(&out[0]), bytes(secret));
+  return out;
+}
+
+std::optional<std::string> x25519(const std::string& secret, const std::string& peerPublic) {
+  if (secret.size() != crypto_scalarmult_SCALARBYTES || peerPublic.size() != crypto_scalarmult_BYTES) return std::nullopt;
+  std::string out(crypto_scalarmult_BYTES, '\0');
+  if (crypto_scalarmult(reinterpret_cast<unsigned char*>(&out[0]), bytes(secret), bytes(peerPublic)) != 0) return std::nullopt;
+  return out;
+}
+
+std::string hkdfSha256(const std::string& ikm, const std::string& salt, const std::string& info, std::size_t length) {
+  const std::string prk = hmacSha256Raw(salt, ikm);
+  std::string okm, previous;
+  for (unsigned char i = 1; okm.size() < length; ++i) {
+    previous = hmacSha256Raw(prk, previous + info + std::string(1, static_cast<char>(i)));
+    okm += previous;
+  }
+  okm.resize(length);
+  return okm;
+}
+
 std::optional<std::string> decodeSignature(const std::string& text) {
   // Checked by hand first: a lenient decoder would accept junk around the 88 characters.
   if (text.size() != 88 || text[86] != '=' || text[87] != '=') return std::nullopt;

@@ -44,6 +44,21 @@ std::string startProof(const std::string& session, const std::string& systemId, 
 std::string beatProof(const std::string& previousToken, const std::string& session, std::int64_t beatIndex,
                       const std::string& newToken, std::int64_t beatCount);
 
+/** SHA-1 (raw 20 bytes): only for the WebSocket handshake's Sec-WebSocket-Accept (RFC 6455), never for security. */
+std::string sha1Raw(const std::string& data);
+/** base64url without padding. */
+std::string base64UrlEncode(const std::string& raw);
+/** base64url, padding optional; nullopt on anything else. */
+std::optional<std::string> base64UrlDecode(const std::string& text);
+/** n random bytes. */
+std::string randomBytes(std::size_t n);
+/** X25519 public key (32 raw bytes) of a 32-byte secret. */
+std::string x25519Public(const std::string& secret);
+/** X25519(secret, peer public key); nullopt for a bad length or an all-zero result (low-order key). */
+std::optional<std::string> x25519(const std::string& secret, const std::string& peerPublic);
+/** HKDF-SHA256 (RFC 5869). */
+std::string hkdfSha256(const std::string& ikm, const std::string& salt, const std::string& info, std::size_t length);
+
 /** PROTOCOL 5 key and iv. */
 std::string encryptionKey(const std::string& encKey, const std::string& apiSecret);
 std::string encryptionIv(const std::string& initIv);

@@ -4,9 +4,15 @@
 // refused and the new token is unknown. The heartbeat then reports `degraded` and, with reauth,
 // runs init, the same activation and heartbeat/start again by itself; without it, it goes on with
 // the next index and the old token, which works only if the server never saw the lost beat.
+// A beat refused as `rejected` (403) right after the service was unreachable (network, timeout, 5xx)
+// is a server that lost the session meanwhile (a restart): with reauth it re-authenticates once and
+// goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
+// Pushes of the realtime channel are queued by the channel's threads and handled on the heartbeat's.
 #include <condition_variable>
+#include <deque>
 #include <thread>
 
+#include "channel.hpp"
 #include "client-impl.hpp"
 #include "crypto.hpp"
 
@@ -34,13 +40,29 @@ bool isFinal(ErrorCode c) {
 /** Answers given before the beat was processed: the same beat may be sent again. */
 bool notProcessed(ErrorCode c) { return c == ErrorCode::rate_limited || c == ErrorCode::locked_out; }
 
+/** The service could not be reached or could not answer: a connection error, a timeout, a 5xx. */
+bool unreachable(const Error& e) { return e.code() == ErrorCode::network || e.code() == ErrorCode::timeout || e.status() >= 500; }
+
 }  // namespace
+
+const char* to_string(HeartbeatState state) noexcept {
+  switch (state) {
+    case HeartbeatState::healthy: return "healthy";
+    case HeartbeatState::degraded: return "degraded";
+    case HeartbeatState::compromised: return "compromised";
+    case HeartbeatState::revoked: return "revoked";
+    case HeartbeatState::killed: return "killed";
+    case HeartbeatState::stopped: return "stopped";
+  }
+  return "unknown";
+}
 
 struct Heartbeat::Impl {
   std::shared_ptr<Client::Impl> client;
   std::string systemId;
   std::string codeHash;
   HeartbeatOptions o;
+  std::shared_ptr<detail::ChannelLink> link;  // null: REST only
 
   mutable std::mutex mu;  // guards the fields below
   mutable std::condition_variable cv;
@@ -55,6 +77,13 @@ struct Heartbeat::Impl {
   bool ended = false;     // no more beats (stopping or killed)
   bool done = false;      // ended and every event delivered
   bool wasKilled = false;
+  HeartbeatState state = HeartbeatState::healthy;
+  TimePoint lastVerified{};
+  int verificationFailures = 0;    // in a row; reset by a verified beat
+  bool compromised = false;        // onCompromised called: no automatic re-authentication until a beat verifies
+  bool afterOutage = false;        // the previous attempt found the service unreachable
+  bool outageReauthSpent = false;  // the one re-authentication a `rejected` after an outage allows
+  std::deque<detail::LinkEvent> linkEvents;  // from the channel's threads, handled on the heartbeat's
 
   std::mutex joinMu;
   std::thread thread;
@@ -87,13 +116,34 @@ struct Heartbeat::Impl {
 
   static void run(std::shared_ptr<Impl> self) noexcept { self->loop(); }
 
+  /** On the channel when it is open; over REST when it is not, or went down before the call left. */
+  nlohmann::json send(const std::string& op, const nlohmann::json& body) {
+    if (link && link->ready()) {
+      try {
+        return link->call(op, body);
+      } catch (const Error& e) {
+        if (!e.notSent()) throw;
+      }
+    }
+    return client->call(op, body);
+  }
+
   void loop() noexcept {
+    auto next = std::chrono::steady_clock::now() + period();
     for (;;) {
+      std::deque<detail::LinkEvent> events;
       {
         std::unique_lock<std::mutex> lk(mu);
-        cv.wait_for(lk, period(), [this] { return stopRequested; });
+        cv.wait_until(lk, next, [this] { return stopRequested || !linkEvents.empty(); });
         if (stopRequested) break;
+        events.swap(linkEvents);
       }
+      for (const auto& e : events) onLink(e);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (ended) return;  // killed (a revocation)
+      }
+      if (std::chrono::steady_clock::now() < next) continue;
       bool reauthNow;
       {
         std::lock_guard<std::mutex> lk(mu);
@@ -105,8 +155,11 @@ struct Heartbeat::Impl {
       } catch (...) {
         client->log(LogLevel::error, "keywarden.heartbeat.unexpected", "a beat threw outside the error model");
       }
-      std::lock_guard<std::mutex> lk(mu);
-      if (ended) return;  // killed
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (ended) return;  // killed
+      }
+      next = std::chrono::steady_clock::now() + period();
     }
     std::string s, t;
     {
@@ -115,18 +168,42 @@ struct Heartbeat::Impl {
       t = token;
     }
     try {
-      client->call("heartbeat/stop", {{"session", s}, {"token", t}});
+      send("heartbeat/stop", {{"session", s}, {"token", t}});
     } catch (const std::exception& e) {
       client->log(LogLevel::warn, "keywarden.heartbeat.stop_failed", e.what());
     } catch (...) {
       client->log(LogLevel::warn, "keywarden.heartbeat.stop_failed", "non-standard exception");
     }
+    if (link) link->close();
     {
       std::lock_guard<std::mutex> lk(mu);
       ended = true;
+      state = HeartbeatState::stopped;
     }
     emit(&HeartbeatOptions::onStopped, StoppedEvent{"stop"}, "stopped");
     finish();
+  }
+
+  /** A push or state change of the channel, on the heartbeat's thread (after a beat in flight was judged). */
+  void onLink(const detail::LinkEvent& e) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (ended) return;
+    }
+    if (!e.push) {
+      emit(&HeartbeatOptions::onChannel, ChannelEvent{e.state, e.closeCode, e.error}, "channel");
+      return;
+    }
+    const detail::ChannelPush& p = *e.push;
+    if (p.type == "revoked") {
+      emit(&HeartbeatOptions::onRevoked, RevokedEvent{p.reason, p.detail}, "revoked");
+      Error k(ErrorCode::heartbeat_killed, "heartbeat_killed: revoked (" + p.reason + "): " + p.detail);
+      kill(k, HeartbeatState::revoked);
+    } else if (p.type == "update_required") {
+      emit(&HeartbeatOptions::onUpdateRequired, UpdateRequiredEvent{p.message, p.latestVersion, p.updateUrl}, "update_required");
+    } else {
+      emit(&HeartbeatOptions::onNotice, NoticeEvent{p.message, detail::parseIsoTime(p.at)}, "notice");
+    }
   }
 
   void finish() {
@@ -156,7 +233,7 @@ struct Heartbeat::Impl {
                            {"beat_index", index}, {"code_hash", codeHash}, {"debugger_detected", debugger}};
     if (o.codeSize) body["code_size"] = *o.codeSize;
     try {
-      nlohmann::json r = client->call("heartbeat", body);
+      nlohmann::json r = send("heartbeat", body);
       auto nt = r.find("new_token");
       auto bc = r.find("beat_count");
       if (nt == r.end() || !nt->is_string() || bc == r.end() || !bc->is_number_integer())
@@ -173,27 +250,61 @@ struct Heartbeat::Impl {
         lastIndex = index;
         count = beatCount;
         ++verified;
+        lastVerified = std::chrono::system_clock::now();
+        verificationFailures = 0;
+        compromised = false;
+        afterOutage = false;
+        outageReauthSpent = false;
+        if (!ended) state = HeartbeatState::healthy;
       }
       cv.notify_all();
       emit(&HeartbeatOptions::onBeat, BeatEvent{index, beatCount}, "beat");
     } catch (const Error& e) {
-      if (isFinal(e.code())) return kill(e);
+      bool lostSession;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        // A server that came back without this session answers `rejected`: worth one re-authentication.
+        lostSession = e.code() == ErrorCode::heartbeat_killed && e.status() == 403 && afterOutage && wantsReauth() && !outageReauthSpent;
+        if (lostSession) outageReauthSpent = true;
+      }
+      if (isFinal(e.code()) && !lostSession) return kill(e, HeartbeatState::killed);
       bool lost = !(e.notSent() || notProcessed(e.code()));
-      bool reauth = lost && wantsReauth();
       {
         std::lock_guard<std::mutex> lk(mu);
         if (lost) lastIndex = index;  // that index may have been used: never send it again
       }
-      client->log(LogLevel::warn, "keywarden.heartbeat.degraded", e.what());
-      emit(&HeartbeatOptions::onDegraded, DegradedEvent{e, lost, reauth}, "degraded");
-      if (reauth) {
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          needsReauth = true;
-        }
-        recover();
-      }
+      if (failed(e, lost, lost && wantsReauth())) recover();
     }
+  }
+
+  /**
+   * Books a failure and emits degraded (and compromised when the streak of verification failures
+   * reaches the limit). Returns whether to re-authenticate: not once compromised, since an attacker
+   * who spoils every answer would have it spend the program's rate limits for nothing.
+   */
+  bool failed(const Error& e, bool lost, bool reauthWanted) {
+    bool reauth, newly;
+    int failures;
+    TimePoint last;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (e.code() == ErrorCode::verification) ++verificationFailures;
+      afterOutage = unreachable(e);
+      newly = !compromised && verificationFailures >= o.compromisedAfter;
+      if (newly) compromised = true;
+      reauth = reauthWanted && !compromised;
+      needsReauth = reauth;
+      if (!ended) state = compromised ? HeartbeatState::compromised : HeartbeatState::degraded;
+      failures = verificationFailures;
+      last = lastVerified;
+    }
+    client->log(LogLevel::warn, "keywarden.heartbeat.degraded", e.what());
+    emit(&HeartbeatOptions::onDegraded, DegradedEvent{e, lost, reauth, last, failures}, "degraded");
+    if (newly) {
+      client->log(LogLevel::warn, "keywarden.heartbeat.compromised", std::to_string(failures) + " verification failures in a row");
+      emit(&HeartbeatOptions::onCompromised, CompromisedEvent{e, failures, last}, "compromised");
+    }
+    return reauth;
   }
 
   /** init + activation + heartbeat/start again; on failure tried again at the next tick. */
@@ -202,34 +313,38 @@ struct Heartbeat::Impl {
       Client c(client);
       if (o.reauthWith) o.reauthWith(c);
       else c.reauthenticate();
-      HeartbeatStart started = client->openHeartbeat(systemId);
+      HeartbeatStart started = client->openHeartbeat(systemId, link);
       {
         std::lock_guard<std::mutex> lk(mu);
+        if (ended) return;
         session = started.session;
         token = started.token;
         interval = started.beatInterval;
         lastIndex = 0;
         count = 0;
         needsReauth = false;
+        afterOutage = false;
       }
       client->log(LogLevel::info, "keywarden.heartbeat.recovered", "new heartbeat session opened");
       emit(&HeartbeatOptions::onRecovered, RecoveredEvent{started.session}, "recovered");
     } catch (const Error& e) {
-      if (isFinal(e.code())) return kill(e);
-      emit(&HeartbeatOptions::onDegraded, DegradedEvent{e, true, true}, "degraded");
+      // The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
+      if (isFinal(e.code())) return kill(e, HeartbeatState::killed);
+      failed(e, true, true);
     } catch (const std::exception& x) {
-      Error e(ErrorCode::server, std::string("re-authentication failed: ") + x.what());
-      emit(&HeartbeatOptions::onDegraded, DegradedEvent{e, true, true}, "degraded");
+      failed(Error(ErrorCode::server, std::string("re-authentication failed: ") + x.what()), true, true);
     }
   }
 
-  void kill(const Error& e) {
+  void kill(const Error& e, HeartbeatState how) {
     {
       std::lock_guard<std::mutex> lk(mu);
       if (ended) return;
       ended = true;
       wasKilled = true;
+      state = how;
     }
+    if (link) link->close();
     client->log(LogLevel::error, "keywarden.heartbeat.killed", e.what());
     emit(&HeartbeatOptions::onKilled, KilledEvent{e}, "killed");
     emit(&HeartbeatOptions::onStopped, StoppedEvent{"killed"}, "stopped");
@@ -238,15 +353,37 @@ struct Heartbeat::Impl {
 };
 
 Heartbeat Client::startHeartbeat(const std::string& systemId, const std::string& codeHash, HeartbeatOptions options) {
+  if (options.compromisedAfter < 1) throw std::invalid_argument("keywarden: compromisedAfter must be at least 1");
   auto hb = std::make_shared<Heartbeat::Impl>();
   hb->client = impl_;
   hb->systemId = systemId.empty() ? machineHwid() : systemId;
   hb->codeHash = codeHash.empty() ? selfHash() : codeHash;
   hb->o = std::move(options);
-  HeartbeatStart started = impl_->openHeartbeat(hb->systemId);
+  if (hb->o.channel) hb->link = Client::Impl::channelLink(impl_);
+  HeartbeatStart started;
+  try {
+    started = impl_->openHeartbeat(hb->systemId, hb->link);
+  } catch (...) {
+    if (hb->link) hb->link->close();
+    throw;
+  }
   hb->session = started.session;
   hb->token = started.token;
   hb->interval = started.beatInterval;
+  hb->lastVerified = std::chrono::system_clock::now();
+  if (hb->link) {
+    std::weak_ptr<Heartbeat::Impl> weak = hb;
+    hb->link->attach([weak](const detail::LinkEvent& e) {
+      auto self = weak.lock();
+      if (!self) return;
+      {
+        std::lock_guard<std::mutex> lk(self->mu);
+        if (self->ended) return;
+        self->linkEvents.push_back(e);
+      }
+      self->cv.notify_all();
+    });
+  }
   hb->thread = std::thread(&Heartbeat::Impl::run, hb);
   return Heartbeat(hb);
 }
@@ -317,6 +454,27 @@ std::int64_t Heartbeat::lastIndex() const noexcept {
   return impl_->lastIndex;
 }
 
+HeartbeatState Heartbeat::state() const noexcept {
+  if (!impl_) return HeartbeatState::stopped;
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state;
+}
+
+TimePoint Heartbeat::lastBeatAt() const noexcept {
+  if (!impl_) return TimePoint{};
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->lastVerified;
+}
+
+bool Heartbeat::onChannel() const noexcept {
+  if (!impl_ || !impl_->link) return false;
+  try {
+    return impl_->link->ready();
+  } catch (...) {
+    return false;
+  }
+}
+
 std::chrono::seconds Heartbeat::beatInterval() const noexcept {
   if (!impl_) return std::chrono::seconds(0);
   std::lock_guard<std::mutex> lk(impl_->mu);
@@ -344,6 +502,15 @@ void Heartbeat::onStopped(std::function<void(const StoppedEvent&)> fn) {
 void Heartbeat::onRecovered(std::function<void(const RecoveredEvent&)> fn) {
   replace(impl_, &HeartbeatOptions::onRecovered, std::move(fn));
 }
+void Heartbeat::onCompromised(std::function<void(const CompromisedEvent&)> fn) {
+  replace(impl_, &HeartbeatOptions::onCompromised, std::move(fn));
+}
+void Heartbeat::onRevoked(std::function<void(const RevokedEvent&)> fn) { replace(impl_, &HeartbeatOptions::onRevoked, std::move(fn)); }
+void Heartbeat::onUpdateRequired(std::function<void(const UpdateRequiredEvent&)> fn) {
+  replace(impl_, &HeartbeatOptions::onUpdateRequired, std::move(fn));
+}
+void Heartbeat::onNotice(std::function<void(const NoticeEvent&)> fn) { replace(impl_, &HeartbeatOptions::onNotice, std::move(fn)); }
+void Heartbeat::onChannel(std::function<void(const ChannelEvent&)> fn) { replace(impl_, &HeartbeatOptions::onChannel, std::move(fn)); }
 
 bool Heartbeat::waitForBeats(std::int64_t n, std::chrono::milliseconds timeout) const {
   if (!impl_) return false;

@@ -183,6 +183,17 @@ kw_status kw_heartbeat_start(kw_client* c, const char* systemId, const char* cod
     keywarden::HeartbeatOptions o;
     if (cb.interval_ms > 0) o.interval = std::chrono::milliseconds(cb.interval_ms);
     o.reauth = cb.reauth != 0;
+    if (cb.compromised_after > 0) o.compromisedAfter = cb.compromised_after;
+    o.channel = cb.rest_only == 0;
+    o.onCompromised = [cb](const keywarden::CompromisedEvent& e) {
+      if (!cb.on_compromised) return;
+      kw_error k;
+      fill(&k, e.error);
+      cb.on_compromised(cb.user, &k, e.failures);
+    };
+    o.onRevoked = [cb](const keywarden::RevokedEvent& e) {
+      if (cb.on_revoked) cb.on_revoked(cb.user, e.reason.c_str(), e.detail.c_str());
+    };
     if (cb.debugger_detected) o.debuggerDetected = [cb] { return cb.debugger_detected(cb.user) != 0; };
     o.onBeat = [cb](const keywarden::BeatEvent& e) {
       if (cb.on_beat) cb.on_beat(cb.user, e.index, e.count);
@@ -234,6 +245,19 @@ kw_heartbeat_state kw_heartbeat_get_state(const kw_heartbeat* hb) {
 }
 
 int64_t kw_heartbeat_beats(const kw_heartbeat* hb) { return hb ? hb->heartbeat.beatCount() : 0; }
+
+kw_heartbeat_health kw_heartbeat_get_health(const kw_heartbeat* hb, int64_t* lastBeatAtMs) {
+  if (lastBeatAtMs) *lastBeatAtMs = 0;
+  if (!hb) return KW_HEALTH_ENDED;
+  if (lastBeatAtMs)
+    *lastBeatAtMs = std::chrono::duration_cast<std::chrono::milliseconds>(hb->heartbeat.lastBeatAt().time_since_epoch()).count();
+  switch (hb->heartbeat.state()) {
+    case keywarden::HeartbeatState::healthy: return KW_HEALTH_HEALTHY;
+    case keywarden::HeartbeatState::degraded: return KW_HEALTH_DEGRADED;
+    case keywarden::HeartbeatState::compromised: return KW_HEALTH_COMPROMISED;
+    default: return KW_HEALTH_ENDED;
+  }
+}
 
 int kw_heartbeat_wait_beats(const kw_heartbeat* hb, int64_t beats, int timeoutMs) {
   if (!hb) return 0;

@@ -3,25 +3,12 @@
 // one that may have arrived must not (SPEC: a replayed beat_index is refused).
 #include <curl/curl.h>
 
-#include <mutex>
-
-#if !defined(_WIN32)
-#include <pthread.h>
-#include <signal.h>
-#include <time.h>
-#endif
-
+#include "curl-util.hpp"
 #include "internal.hpp"
 
 namespace keywarden {
 
 namespace {
-
-void ensureCurl() {
-  // curl_global_init is not thread-safe on older libcurl: once, before any heartbeat thread.
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct Sink {
   std::string body;
@@ -29,53 +16,6 @@ struct Sink {
   std::size_t max;
   bool tooBig = false;
 };
-
-#if !defined(_WIN32)
-/**
- * CURLOPT_NOSIGNAL (needed with several threads) also stops libcurl from ignoring SIGPIPE, and a
- * TLS write to a socket the server closed can still raise one, whose default action ends the
- * process. So SIGPIPE is blocked for this thread during the transfer, one raised by it is
- * consumed, and the thread's mask is restored: the host's own signal handling is untouched.
- */
-class SigpipeGuard {
- public:
-  SigpipeGuard() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGPIPE);
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    pendingBefore_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~SigpipeGuard() {
-    if (!pendingBefore_) {
-      sigset_t pending;
-      sigemptyset(&pending);
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-#if defined(__APPLE__)
-        int sig = 0;
-        sigwait(&set_, &sig);  // pending: returns at once (macOS has no sigtimedwait)
-#else
-        struct timespec zero = {0, 0};
-        sigtimedwait(&set_, nullptr, &zero);
-#endif
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
- private:
-  sigset_t set_;
-  sigset_t old_;
-  bool pendingBefore_ = false;
-};
-#else
-struct SigpipeGuard {};  // Windows has no SIGPIPE
-#endif
 
 size_t onBody(char* data, size_t size, size_t n, void* user) {
   auto* s = static_cast<Sink*>(user);
@@ -108,7 +48,7 @@ size_t onHeader(char* data, size_t size, size_t n, void* user) {
 
 class CurlTransport final : public Transport {
  public:
-  explicit CurlTransport(CurlTransportOptions o) : o_(std::move(o)) { ensureCurl(); }
+  explicit CurlTransport(CurlTransportOptions o) : o_(std::move(o)) { detail::ensureCurl(); }
 
   HttpResponse send(const HttpRequest& req) override {
     using Kind = TransportError::Kind;
@@ -138,12 +78,12 @@ class CurlTransport final : public Transport {
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
-    if (req.method == "POST") {
+    if (req.method != "GET") {
+      // Every other method sends the request's body (POST, and PATCH or PUT through a custom transport user).
       curl_easy_setopt(h, CURLOPT_POST, 1L);
       curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
-    } else if (req.method != "GET") {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+      if (req.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
     // "" disables proxies from the environment too: where the SDK connects is decided by the host program.
@@ -156,7 +96,7 @@ class CurlTransport final : public Transport {
 
     CURLcode rc;
     {
-      [[maybe_unused]] SigpipeGuard guard;
+      [[maybe_unused]] detail::SigpipeGuard guard;
       rc = curl_easy_perform(h);
     }
     if (rc != CURLE_OK) {

@@ -95,6 +95,11 @@ static void online(const char* config, const char* keys) {
   if (hb) {
     CHECK(kw_heartbeat_wait_beats(hb, 2, 15000) == 1);
     CHECK(kw_heartbeat_get_state(hb) == KW_HB_RUNNING);
+    {
+      int64_t last = 0;
+      CHECK(kw_heartbeat_get_health(hb, &last) == KW_HEALTH_HEALTHY);
+      CHECK(last > 1700000000000LL);
+    }
     kw_heartbeat_stop(hb);
     CHECK(kw_heartbeat_get_state(hb) == KW_HB_STOPPED);
     CHECK(beats_seen >= 2);

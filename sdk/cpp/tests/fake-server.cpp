@@ -21,6 +21,19 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+std::string takeKey(const char* var) {
+  static std::mutex mu;
+  static std::map<std::string, std::size_t> next;
+  std::lock_guard<std::mutex> lk(mu);
+  std::vector<std::string> keys;
+  std::stringstream ss(env(var));
+  std::string item;
+  while (std::getline(ss, item, ',')) keys.push_back(item);
+  std::size_t& i = next[var];
+  if (keys.size() < 4 || i >= keys.size() - 3) throw Failure{std::string("out of keys in ") + var};
+  return keys[i++];
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

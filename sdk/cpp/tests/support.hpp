@@ -22,6 +22,11 @@ std::string env(const char* name);
 /** sdk/vectors/<file> parsed; skips the test when the directory is missing (fails with KW_REQUIRE_VECTORS=1). */
 nlohmann::json vectors(const std::string& file);
 std::string readFile(const std::string& path);
+/**
+ * The next unused license key of KW_KEYS_PLAIN / KW_KEYS_SIGNED for the integration tests, from the
+ * front; the last three belong to the C smoke test and the repository's e2e test (example, zip).
+ */
+std::string takeKey(const char* var);
 /** Unix seconds of a time point. */
 std::int64_t unixSeconds(keywarden::TimePoint t);
 

@@ -20,28 +20,10 @@ using keywarden::HttpResponse;
 using keywarden::TransportError;
 using kwtest::env;
 using kwtest::HeartbeatEvents;
+using kwtest::takeKey;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
-std::string takeKey(const char* var) {
-  static std::mutex mu;
-  static std::map<std::string, std::size_t> next;
-  std::lock_guard<std::mutex> lk(mu);
-  auto keys = split(env(var));
-  std::size_t& i = next[var];
-  // The last three belong to the C smoke test and the repository's e2e test (example, zip).
-  if (keys.size() < 4 || i >= keys.size() - 3) throw kwtest::Failure{std::string("out of keys in ") + var};
-  return keys[i++];
-}
 
 std::string uniqueName(const char* prefix) {
   std::random_device rd;

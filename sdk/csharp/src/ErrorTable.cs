@@ -127,6 +127,8 @@ namespace Keywarden
                 case VerificationReason.BadProof: return "bad_proof";
                 case VerificationReason.Malformed: return "malformed";
                 case VerificationReason.TlsPin: return "tls_pin";
+                case VerificationReason.BadMac: return "bad_mac";
+                case VerificationReason.OutOfOrder: return "out_of_order";
                 default: throw new ArgumentOutOfRangeException("reason");
             }
         }

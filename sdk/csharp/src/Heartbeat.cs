@@ -1,15 +1,25 @@
-// A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events (raised on a thread-pool thread):
+// A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events (raised on a thread-pool thread, or
+// the channel's reader thread for pushes):
 //   Beat       a beat whose signature and proof verified (Index, Count)
-//   Degraded   a beat failed (Error, Lost = the server may have seen it, Reauthenticating)
+//   Degraded   a beat failed (Error, Lost = the server may have seen it, Reauthenticating, LastBeatAt)
+//   Compromised CompromisedAfter verification failures in a row: answers are being tampered with;
+//              automatic re-authentication stops (the program decides: stop, lock, carry on)
 //   Recovered  re-authentication opened a new heartbeat session
 //   Killed     the server ended it (debugger, revoked, banned...): final
 //   Stopped    the loop has ended (Stop or Killed)
+//   Revoked, UpdateRequired, Notice, Channel: pushed on the realtime channel (Killed follows Revoked)
+// With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
+// server offers it, and over REST whenever it is down; the token chain is the same on both.
 // A beat that certainly never reached the server is sent again with the same index and token
 // (KeywardenClient.CallAsync does that). A beat whose answer was lost cannot be: a replayed
 // beat_index is refused and the new token is unknown. The heartbeat then reports Degraded and,
 // with re-authentication enabled, runs init, the same activation and heartbeat/start again by
 // itself; without it, it goes on with the next index and the old token, which works only if the
 // server never saw the lost beat.
+// A beat refused as `rejected` (403) right after the service was unreachable (network, timeout, 5xx)
+// is a server that lost the session meanwhile (a restart): with re-authentication on it
+// re-authenticates once and goes on; if that fails (the key was banned meanwhile), Killed carries
+// that call's own error.
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -18,9 +28,45 @@ using System.Threading.Tasks;
 
 namespace Keywarden
 {
+    /// <summary>Whether the heartbeat uses the realtime channel.</summary>
+    public enum HeartbeatChannelMode
+    {
+        /// <summary>The realtime channel when the server offers it (and the client uses the default transport, no proxy).</summary>
+        Auto,
+        /// <summary>REST only.</summary>
+        Off,
+    }
+
+    /// <summary>Where a heartbeat stands.</summary>
+    public enum HeartbeatState
+    {
+        /// <summary>The last beat verified.</summary>
+        Healthy,
+        /// <summary>The last beat failed (see LastBeatAt).</summary>
+        Degraded,
+        /// <summary>CompromisedAfter verification failures in a row; no automatic re-authentication until a beat verifies.</summary>
+        Compromised,
+        /// <summary>Ended: the server pushed `revoked`.</summary>
+        Revoked,
+        /// <summary>Ended: the server killed it, or a final error.</summary>
+        Killed,
+        /// <summary>Ended: Stop was called.</summary>
+        Stopped,
+    }
+
     /// <summary>Heartbeat settings.</summary>
     public sealed class HeartbeatOptions
     {
+        /// <summary>Creates options with the defaults.</summary>
+        public HeartbeatOptions()
+        {
+            CompromisedAfter = 5;
+        }
+
+        /// <summary>Auto (default): beats on the realtime channel when offered; Off: REST only.</summary>
+        public HeartbeatChannelMode Channel { get; set; }
+        /// <summary>Verification failures in a row (beats or re-authentication) after which Compromised is raised. Default 5.</summary>
+        public int CompromisedAfter { get; set; }
         /// <summary>Beat period; default the server's beat_interval. Beating faster is allowed (only late beats drift).</summary>
         public TimeSpan? Interval { get; set; }
         /// <summary>Sent as code_size when set.</summary>
@@ -51,6 +97,61 @@ namespace Keywarden
         public bool Lost { get; internal set; }
         /// <summary>True when the heartbeat re-authenticates by itself.</summary>
         public bool Reauthenticating { get; internal set; }
+        /// <summary>When the last beat verified (the verified heartbeat/start before the first beat), local clock.</summary>
+        public DateTimeOffset LastBeatAt { get; internal set; }
+        /// <summary>Verification failures in a row, this one included.</summary>
+        public int VerificationFailures { get; internal set; }
+    }
+
+    /// <summary>Compromised event data.</summary>
+    public sealed class HeartbeatCompromisedEventArgs : EventArgs
+    {
+        /// <summary>The last verification failure.</summary>
+        public KeywardenException Error { get; internal set; }
+        /// <summary>Verification failures in a row.</summary>
+        public int Failures { get; internal set; }
+        /// <summary>When the last beat verified.</summary>
+        public DateTimeOffset LastBeatAt { get; internal set; }
+    }
+
+    /// <summary>Revoked event data (pushed on the realtime channel).</summary>
+    public sealed class HeartbeatRevokedEventArgs : EventArgs
+    {
+        /// <summary>license_banned, license_deleted, user_banned, user_deleted, hwid_reset, app_disabled, app_deleted, blacklisted, session_killed.</summary>
+        public string Reason { get; internal set; }
+        /// <summary>The server's text.</summary>
+        public string Detail { get; internal set; }
+    }
+
+    /// <summary>UpdateRequired event data (pushed on the realtime channel).</summary>
+    public sealed class HeartbeatUpdateRequiredEventArgs : EventArgs
+    {
+        /// <summary>The vendor's text.</summary>
+        public string Message { get; internal set; }
+        /// <summary>The version to get, or null.</summary>
+        public string LatestVersion { get; internal set; }
+        /// <summary>Where to get it, or null.</summary>
+        public string UpdateUrl { get; internal set; }
+    }
+
+    /// <summary>Notice event data (pushed on the realtime channel).</summary>
+    public sealed class HeartbeatNoticeEventArgs : EventArgs
+    {
+        /// <summary>A message from the vendor's dashboard.</summary>
+        public string Message { get; internal set; }
+        /// <summary>When it was sent, or null.</summary>
+        public DateTimeOffset? At { get; internal set; }
+    }
+
+    /// <summary>Channel event data: the realtime channel opened or closed (beats then go over REST).</summary>
+    public sealed class HeartbeatChannelEventArgs : EventArgs
+    {
+        /// <summary>"open" or "closed".</summary>
+        public string State { get; internal set; }
+        /// <summary>The WebSocket close code, when closed.</summary>
+        public int? CloseCode { get; internal set; }
+        /// <summary>Why it closed or could not open (a Verification error when a frame was refused).</summary>
+        public KeywardenException Error { get; internal set; }
     }
 
     /// <summary>Recovered event data.</summary>
@@ -102,22 +203,41 @@ namespace Keywarden
         private readonly HeartbeatOptions _o;
         private readonly object _gate = new object();
         private readonly CancellationTokenSource _stop = new CancellationTokenSource();
+        /// <summary>Held while a beat is sent and judged: a revocation waits for it, so a kill the beat caused is reported with its own answer.</summary>
+        private readonly SemaphoreSlim _beatLock = new SemaphoreSlim(1, 1);
+        private ChannelLink _link;
         private string _session, _token;
         private int _interval;
         private long _lastIndex, _count;
         private bool _needsReauth, _started, _ended;
+        private HeartbeatState _state = HeartbeatState.Healthy;
+        private DateTimeOffset _lastVerified;
+        private int _verificationFailures; // in a row; reset by a verified beat
+        private bool _compromised; // Compromised raised: no automatic re-authentication until a beat verifies
+        private bool _afterOutage; // the previous attempt found the service unreachable
+        private bool _outageReauthSpent; // the one re-authentication a `rejected` after an outage allows
         private Task _loop = Task.FromResult(0);
 
         /// <summary>A verified beat.</summary>
         public event EventHandler<HeartbeatBeatEventArgs> Beat;
         /// <summary>A beat failed; the heartbeat goes on.</summary>
         public event EventHandler<HeartbeatDegradedEventArgs> Degraded;
+        /// <summary>CompromisedAfter verification failures in a row: decide (stop, lock the feature...).</summary>
+        public event EventHandler<HeartbeatCompromisedEventArgs> Compromised;
         /// <summary>Re-authentication succeeded with a new session.</summary>
         public event EventHandler<HeartbeatRecoveredEventArgs> Recovered;
         /// <summary>The server ended the heartbeat: final (raise your own response: exit, lock the UI...).</summary>
         public event EventHandler<HeartbeatKilledEventArgs> Killed;
         /// <summary>The loop has ended.</summary>
         public event EventHandler<HeartbeatStoppedEventArgs> Stopped;
+        /// <summary>Pushed: the key, user or app was revoked (Killed follows).</summary>
+        public event EventHandler<HeartbeatRevokedEventArgs> Revoked;
+        /// <summary>Pushed: force_update is on and this version is outdated.</summary>
+        public event EventHandler<HeartbeatUpdateRequiredEventArgs> UpdateRequired;
+        /// <summary>Pushed: a message from the vendor's dashboard.</summary>
+        public event EventHandler<HeartbeatNoticeEventArgs> Notice;
+        /// <summary>The realtime channel opened or closed.</summary>
+        public event EventHandler<HeartbeatChannelEventArgs> Channel;
 
         /// <summary>The system_id sent with every beat.</summary>
         public string SystemId { get; private set; }
@@ -126,6 +246,7 @@ namespace Keywarden
 
         internal Heartbeat(KeywardenClient client, string systemId, string codeHash, HeartbeatOptions options)
         {
+            if (options.CompromisedAfter < 1) throw new ArgumentException("CompromisedAfter must be at least 1");
             _client = client;
             _o = options;
             SystemId = systemId;
@@ -140,6 +261,12 @@ namespace Keywarden
         public string Session { get { lock (_gate) return _session; } }
         /// <summary>True between a successful start and the end (stop or kill).</summary>
         public bool Running { get { lock (_gate) return _started && !_ended; } }
+        /// <summary>Healthy, Degraded, Compromised, or how it ended: Revoked, Killed, Stopped.</summary>
+        public HeartbeatState State { get { lock (_gate) return _state; } }
+        /// <summary>When the last beat verified (the verified heartbeat/start before the first beat), local clock.</summary>
+        public DateTimeOffset LastBeatAt { get { lock (_gate) return _lastVerified; } }
+        /// <summary>True while the beats travel on the realtime channel.</summary>
+        public bool OnChannel { get { var l = _link; return l != null && l.Ready; } }
 
         /// <summary>heartbeat/start (proof verified), then beats in the background. Throws KeywardenException when the start fails.</summary>
         public async Task StartAsync(CancellationToken cancellationToken = default(CancellationToken))
@@ -150,13 +277,15 @@ namespace Keywarden
                 _started = true;
             }
             KeywardenClient.HeartbeatStart s;
+            var link = _o.Channel == HeartbeatChannelMode.Auto ? _client.CreateChannelLink() : null;
             try
             {
-                s = await _client.OpenHeartbeatAsync(SystemId, cancellationToken).ConfigureAwait(false);
+                s = await _client.OpenHeartbeatAsync(SystemId, link, cancellationToken).ConfigureAwait(false);
             }
             catch
             {
                 lock (_gate) _ended = true;
+                if (link != null) link.Close();
                 throw;
             }
             lock (_gate)
@@ -164,8 +293,11 @@ namespace Keywarden
                 _session = s.Session;
                 _token = s.Token;
                 _interval = s.BeatInterval;
+                _lastVerified = DateTimeOffset.UtcNow;
+                _link = link;
                 _loop = Task.Run(() => LoopAsync());
             }
+            if (link != null) link.Attach(OnLink);
         }
 
         /// <summary>Blocking StartAsync.</summary>
@@ -178,6 +310,62 @@ namespace Keywarden
         {
             var p = _o.Interval ?? TimeSpan.FromSeconds(BeatInterval);
             return p > TimeSpan.Zero ? p : TimeSpan.FromSeconds(1);
+        }
+
+        private void OnLink(LinkEvent e)
+        {
+            lock (_gate) if (_ended) return;
+            var p = e.Push;
+            if (p == null)
+            {
+                Raise(Channel, new HeartbeatChannelEventArgs { State = e.State, CloseCode = e.CloseCode, Error = e.Error }, "channel");
+                return;
+            }
+            switch (p.Type)
+            {
+                case "revoked":
+                    // Off the reader thread, after a beat in flight: its reply (maybe the kill itself) is judged first.
+                    Task.Run(async () =>
+                    {
+                        await _beatLock.WaitAsync().ConfigureAwait(false);
+                        try
+                        {
+                            lock (_gate) if (_ended) return;
+                            Raise(Revoked, new HeartbeatRevokedEventArgs { Reason = p.Reason, Detail = p.Detail }, "revoked");
+                            var k = new KeywardenException(KeywardenErrorCode.HeartbeatKilled, "heartbeat_killed: revoked (" + p.Reason + "): " + p.Detail);
+                            Kill(k, HeartbeatState.Revoked);
+                        }
+                        finally
+                        {
+                            _beatLock.Release();
+                        }
+                    });
+                    return;
+                case "update_required":
+                    Raise(UpdateRequired, new HeartbeatUpdateRequiredEventArgs { Message = p.Message, LatestVersion = p.LatestVersion, UpdateUrl = p.UpdateUrl }, "update_required");
+                    return;
+                default:
+                    Raise(Notice, new HeartbeatNoticeEventArgs { Message = p.Message, At = p.At }, "notice");
+                    return;
+            }
+        }
+
+        /// <summary>On the channel when it is open; over REST when it is not, or went down before the call left.</summary>
+        private async Task<Dictionary<string, object>> SendAsync(string op, Dictionary<string, object> body, CancellationToken ct)
+        {
+            var link = _link;
+            if (link != null && link.Ready)
+            {
+                try
+                {
+                    return await link.CallAsync(op, body).ConfigureAwait(false);
+                }
+                catch (KeywardenException e) when (e.NotSent)
+                {
+                    // never left: REST below
+                }
+            }
+            return await _client.CallAsync(op, body, ct).ConfigureAwait(false);
         }
 
         private async Task LoopAsync()
@@ -200,8 +388,13 @@ namespace Keywarden
                 }
                 try
                 {
+                    if (!reauth)
+                    {
+                        await _beatLock.WaitAsync().ConfigureAwait(false);
+                        try { reauth = await BeatOnceAsync().ConfigureAwait(false); }
+                        finally { _beatLock.Release(); }
+                    }
                     if (reauth) await RecoverAsync().ConfigureAwait(false);
-                    else await BeatOnceAsync().ConfigureAwait(false);
                 }
                 catch (Exception e)
                 {
@@ -225,7 +418,14 @@ namespace Keywarden
 
         private bool ReauthEnabled { get { return _o.Reauthenticate || _o.ReauthCallback != null; } }
 
-        private async Task BeatOnceAsync()
+        /// <summary>The service could not be reached or could not answer: a connection error, a timeout, a 5xx.</summary>
+        private static bool Unreachable(KeywardenException e)
+        {
+            return e.Code == KeywardenErrorCode.Network || e.Code == KeywardenErrorCode.Timeout || (e.Status.HasValue && e.Status.Value >= 500);
+        }
+
+        /// <summary>One beat; true when the heartbeat must re-authenticate now.</summary>
+        private async Task<bool> BeatOnceAsync()
         {
             string session, previous;
             long index;
@@ -245,7 +445,7 @@ namespace Keywarden
             {
                 // CallAsync itself re-sends this same body (same index and token) while nothing was sent.
                 // No cancellation token: Stop waits for a beat in flight instead of orphaning its token.
-                var r = await _client.CallAsync("heartbeat", body, CancellationToken.None).ConfigureAwait(false);
+                var r = await SendAsync("heartbeat", body, CancellationToken.None).ConfigureAwait(false);
                 var newToken = Json.GetString(r, "new_token");
                 var count = Json.GetInt(r, "beat_count");
                 if (newToken == null || count == null)
@@ -259,22 +459,66 @@ namespace Keywarden
                     _token = newToken;
                     _lastIndex = index;
                     _count = count.Value;
+                    _lastVerified = DateTimeOffset.UtcNow;
+                    _verificationFailures = 0;
+                    _compromised = false;
+                    _afterOutage = false;
+                    _outageReauthSpent = false;
+                    if (!_ended) _state = HeartbeatState.Healthy;
                 }
                 Raise(Beat, new HeartbeatBeatEventArgs { Index = index, Count = count.Value }, "beat");
+                return false;
             }
             catch (KeywardenException e)
             {
-                if (Final.Contains(e.Code)) { Kill(e); return; }
+                bool lostSession;
+                lock (_gate)
+                {
+                    // A server that came back without this session answers `rejected`: worth one re-authentication.
+                    lostSession = e.Code == KeywardenErrorCode.HeartbeatKilled && e.Status == 403 && _afterOutage && ReauthEnabled
+                        && !_outageReauthSpent;
+                    if (lostSession) _outageReauthSpent = true;
+                }
+                if (Final.Contains(e.Code) && !lostSession) { Kill(e, HeartbeatState.Killed); return false; }
                 var lost = !(e.NotSent || NotProcessed.Contains(e.Code));
                 if (lost) lock (_gate) _lastIndex = index; // that index may have been used: never send it again
-                var reauth = lost && ReauthEnabled;
-                Raise(Degraded, new HeartbeatDegradedEventArgs { Error = e, Lost = lost, Reauthenticating = reauth }, "degraded");
-                if (reauth)
-                {
-                    lock (_gate) _needsReauth = true;
-                    await RecoverAsync().ConfigureAwait(false);
-                }
+                return Failed(e, lost, lost && ReauthEnabled);
             }
+        }
+
+        /// <summary>
+        /// Books a failure and raises Degraded (and Compromised when the streak of verification
+        /// failures reaches the limit). Returns whether to re-authenticate: not once compromised,
+        /// since an attacker who spoils every answer would have it spend the program's rate limits.
+        /// </summary>
+        private bool Failed(KeywardenException e, bool lost, bool wantsReauth)
+        {
+            bool reauth, newly;
+            int failures;
+            DateTimeOffset last;
+            lock (_gate)
+            {
+                if (e.Code == KeywardenErrorCode.Verification) _verificationFailures++;
+                _afterOutage = Unreachable(e);
+                newly = !_compromised && _verificationFailures >= _o.CompromisedAfter;
+                if (newly) _compromised = true;
+                reauth = wantsReauth && !_compromised;
+                _needsReauth = reauth;
+                if (!_ended) _state = _compromised ? HeartbeatState.Compromised : HeartbeatState.Degraded;
+                failures = _verificationFailures;
+                last = _lastVerified;
+            }
+            _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.degraded " + e.Message);
+            Raise(Degraded, new HeartbeatDegradedEventArgs
+            {
+                Error = e, Lost = lost, Reauthenticating = reauth, LastBeatAt = last, VerificationFailures = failures,
+            }, "degraded");
+            if (newly)
+            {
+                _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.compromised " + failures + " verification failures in a row");
+                Raise(Compromised, new HeartbeatCompromisedEventArgs { Error = e, Failures = failures, LastBeatAt = last }, "compromised");
+            }
+            return reauth;
         }
 
         /// <summary>init + activation + heartbeat/start again; on failure tries again at the next tick.</summary>
@@ -284,7 +528,7 @@ namespace Keywarden
             {
                 if (_o.ReauthCallback != null) await _o.ReauthCallback(_client, _stop.Token).ConfigureAwait(false);
                 else await _client.ReauthenticateAsync(_stop.Token).ConfigureAwait(false);
-                var s = await _client.OpenHeartbeatAsync(SystemId, _stop.Token).ConfigureAwait(false);
+                var s = await _client.OpenHeartbeatAsync(SystemId, _link, _stop.Token).ConfigureAwait(false);
                 lock (_gate)
                 {
                     if (_ended) return;
@@ -294,6 +538,7 @@ namespace Keywarden
                     _lastIndex = 0;
                     _count = 0;
                     _needsReauth = false;
+                    _afterOutage = false;
                 }
                 Raise(Recovered, new HeartbeatRecoveredEventArgs { Session = s.Session }, "recovered");
             }
@@ -303,25 +548,28 @@ namespace Keywarden
             }
             catch (KeywardenException e)
             {
-                if (Final.Contains(e.Code)) { Kill(e); return; }
-                Raise(Degraded, new HeartbeatDegradedEventArgs { Error = e, Lost = true, Reauthenticating = true }, "degraded");
+                // The call's own error (e.g. Banned: the key was banned meanwhile), not a generic one.
+                if (Final.Contains(e.Code)) { Kill(e, HeartbeatState.Killed); return; }
+                Failed(e, true, true);
             }
             catch (Exception e)
             {
                 // A custom ReauthCallback threw something else: report it and try again next tick.
-                var k = new KeywardenException(KeywardenErrorCode.Server, "re-authentication failed: " + e.Message, e);
-                Raise(Degraded, new HeartbeatDegradedEventArgs { Error = k, Lost = true, Reauthenticating = true }, "degraded");
+                Failed(new KeywardenException(KeywardenErrorCode.Server, "re-authentication failed: " + e.Message, e), true, true);
             }
         }
 
-        private void Kill(KeywardenException error)
+        private void Kill(KeywardenException error, HeartbeatState state)
         {
             lock (_gate)
             {
                 if (_ended) return;
                 _ended = true;
+                _state = state;
             }
             _stop.Cancel();
+            var link = _link;
+            if (link != null) link.Close();
             Raise(Killed, new HeartbeatKilledEventArgs { Error = error }, "killed");
             Raise(Stopped, new HeartbeatStoppedEventArgs { Reason = HeartbeatStopReason.Killed }, "stopped");
         }
@@ -337,6 +585,7 @@ namespace Keywarden
             {
                 if (_ended || !_started) { _ended = true; return false; }
                 _ended = true;
+                _state = HeartbeatState.Stopped;
                 loop = _loop;
             }
             _stop.Cancel();
@@ -346,7 +595,7 @@ namespace Keywarden
             var closed = false;
             try
             {
-                await _client.CallAsync("heartbeat/stop", new Dictionary<string, object> { { "session", session }, { "token", token } }, cancellationToken).ConfigureAwait(false);
+                await SendAsync("heartbeat/stop", new Dictionary<string, object> { { "session", session }, { "token", token } }, cancellationToken).ConfigureAwait(false);
                 closed = true;
             }
             catch (KeywardenException e)
@@ -357,6 +606,8 @@ namespace Keywarden
             {
                 _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.stop_cancelled");
             }
+            var link = _link;
+            if (link != null) link.Close();
             Raise(Stopped, new HeartbeatStoppedEventArgs { Reason = HeartbeatStopReason.Stop }, "stopped");
             return closed;
         }
@@ -370,8 +621,14 @@ namespace Keywarden
         /// <summary>Stops the loop without waiting for the server (use StopAsync to close the session properly).</summary>
         public void Dispose()
         {
-            lock (_gate) _ended = true;
+            lock (_gate)
+            {
+                if (!_ended) _state = HeartbeatState.Stopped;
+                _ended = true;
+            }
             _stop.Cancel();
+            var link = _link;
+            if (link != null) link.Close();
         }
 
         /// <summary>Each handler runs on its own: one that throws neither stops the loop nor the other handlers.</summary>

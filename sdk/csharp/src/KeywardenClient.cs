@@ -37,6 +37,10 @@ namespace Keywarden
         private readonly Action<KeywardenLogLevel, string> _logger;
         private readonly string _encKey;
         private readonly TimeSpan _maxOffset;
+        /// <summary>The realtime channel is used only with the default transport (a custom one, or a proxy, keeps every call its own).</summary>
+        private readonly bool _channelCapable;
+        private readonly TlsPins _pins;
+        private readonly bool _allowUntrustedPinned;
         private readonly object _gate = new object();
         private TimeSpan? _offset;
         private string _session;
@@ -94,6 +98,9 @@ namespace Keywarden
                 var pins = o.TlsPins != null && o.TlsPins.Count > 0 ? new TlsPins(o.TlsPins) : null;
                 _transport = new HttpClientTransport(o.Proxy, pins, o.AllowUntrustedPinnedCertificate);
                 _ownsTransport = true;
+                _pins = pins;
+                _allowUntrustedPinned = o.AllowUntrustedPinnedCertificate;
+                _channelCapable = o.Proxy == null;
             }
         }
 
@@ -276,11 +283,44 @@ namespace Keywarden
             public int BeatInterval;
         }
 
-        /// <summary>heartbeat/start, with the proof checked before the token is trusted.</summary>
-        internal async Task<HeartbeatStart> OpenHeartbeatAsync(string systemId, CancellationToken ct)
+        /// <summary>The realtime channel for a heartbeat, or null when this client keeps to REST (custom transport, proxy).</summary>
+        internal ChannelLink CreateChannelLink()
+        {
+            if (!_channelCapable) return null;
+            var ctx = new ChannelContext
+            {
+                BaseUrl = BaseUrl,
+                Version = Config.Version ?? "1.0",
+                ApiSecret = Config.ApiSecret,
+                Timeout = Timeout,
+                OpenTimeout = Timeout < TimeSpan.FromSeconds(5) ? Timeout : TimeSpan.FromSeconds(5),
+                Verifier = _verifier,
+                ServerNow = ServerNow,
+                Log = Log,
+                Pins = _pins,
+                AllowUntrustedPinned = _allowUntrustedPinned,
+            };
+            return new ChannelLink(ctx, RequireSession());
+        }
+
+        /// <summary>heartbeat/start (on the channel when `link` opens, else REST), with the proof checked before the token is trusted.</summary>
+        internal async Task<HeartbeatStart> OpenHeartbeatAsync(string systemId, ChannelLink link, CancellationToken ct)
         {
             var session = RequireSession();
-            var r = await CallAsync("heartbeat/start", new Dictionary<string, object> { { "session", session }, { "system_id", systemId } }, ct).ConfigureAwait(false);
+            Dictionary<string, object> r = null;
+            if (link != null && await link.RebindAsync(session).ConfigureAwait(false))
+            {
+                try
+                {
+                    r = await link.CallAsync("heartbeat/start", new Dictionary<string, object> { { "system_id", systemId } }).ConfigureAwait(false);
+                }
+                catch (KeywardenException e) when (e.NotSent)
+                {
+                    // the channel went down before the call left: REST below
+                }
+            }
+            if (r == null)
+                r = await CallAsync("heartbeat/start", new Dictionary<string, object> { { "session", session }, { "system_id", systemId } }, ct).ConfigureAwait(false);
             var token = Json.GetString(r, "token");
             var interval = Json.GetInt(r, "beat_interval");
             if (token == null || interval == null || interval.Value < 1 || interval.Value > 86400)

@@ -61,6 +61,10 @@ namespace Keywarden
         Malformed,
         /// <summary>C# only: the TLS certificate's public key is not one of the pinned SPKI hashes.</summary>
         TlsPin,
+        /// <summary>Realtime channel: a frame whose MAC does not verify (forged, or recorded on another connection).</summary>
+        BadMac,
+        /// <summary>Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered).</summary>
+        OutOfOrder,
     }
 
     /// <summary>The only exception type the SDK's calls throw (apart from cancellation by the caller).</summary>

@@ -54,6 +54,13 @@ namespace Keywarden
             return stamped;
         }
 
+        /// <summary>The pinned Ed25519 key of kid, or null (the realtime channel's hello is signed by the same keys).</summary>
+        internal byte[] KeyFor(string kid)
+        {
+            byte[] key;
+            return kid != null && _keys.TryGetValue(kid, out key) ? key : null;
+        }
+
         private static bool IsDigits(string s)
         {
             foreach (var c in s) if (c < '0' || c > '9') return false;

@@ -1,4 +1,5 @@
-// Ed25519 verification through libsodium (P/Invoke), the library the server and the C++ SDK use.
+// Ed25519 verification and X25519 (the realtime channel) through libsodium (P/Invoke), the library
+// the server and the C++ SDK use.
 // The library name differs per platform and per package: "libsodium" finds libsodium.dll on
 // Windows, libsodium.dylib on macOS and libsodium.so on Linux, but the unversioned .so exists only
 // with the -dev package; a runtime-only Linux install (Debian/Ubuntu libsodium23) has
@@ -21,6 +22,10 @@ namespace Keywarden
             public static extern int sodium_init();
             [DllImport("libsodium", CallingConvention = CallingConvention.Cdecl)]
             public static extern int crypto_sign_verify_detached(byte[] sig, byte[] m, ulong mlen, byte[] pk);
+            [DllImport("libsodium", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult_base(byte[] q, byte[] n);
+            [DllImport("libsodium", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult(byte[] q, byte[] n, byte[] p);
         }
 
         private static class So23
@@ -29,6 +34,10 @@ namespace Keywarden
             public static extern int sodium_init();
             [DllImport("libsodium.so.23", CallingConvention = CallingConvention.Cdecl)]
             public static extern int crypto_sign_verify_detached(byte[] sig, byte[] m, ulong mlen, byte[] pk);
+            [DllImport("libsodium.so.23", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult_base(byte[] q, byte[] n);
+            [DllImport("libsodium.so.23", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult(byte[] q, byte[] n, byte[] p);
         }
 
         private static class So26
@@ -37,6 +46,10 @@ namespace Keywarden
             public static extern int sodium_init();
             [DllImport("libsodium.so.26", CallingConvention = CallingConvention.Cdecl)]
             public static extern int crypto_sign_verify_detached(byte[] sig, byte[] m, ulong mlen, byte[] pk);
+            [DllImport("libsodium.so.26", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult_base(byte[] q, byte[] n);
+            [DllImport("libsodium.so.26", CallingConvention = CallingConvention.Cdecl)]
+            public static extern int crypto_scalarmult(byte[] q, byte[] n, byte[] p);
         }
 
         /// <summary>Loads libsodium once; throws InvalidOperationException with install advice when it cannot.</summary>
@@ -81,6 +94,39 @@ namespace Keywarden
                 default: rc = So26.crypto_sign_verify_detached(signature, message, (ulong)message.Length, publicKey); break;
             }
             return rc == 0;
+        }
+
+        /// <summary>X25519 public key of a 32-byte secret (crypto_scalarmult_base).</summary>
+        public static byte[] X25519Public(byte[] secret)
+        {
+            if (secret == null || secret.Length != 32) throw new ArgumentException("an X25519 secret is 32 bytes");
+            EnsureLoaded();
+            var q = new byte[32];
+            int rc;
+            switch (_variant)
+            {
+                case 0: rc = Plain.crypto_scalarmult_base(q, secret); break;
+                case 1: rc = So23.crypto_scalarmult_base(q, secret); break;
+                default: rc = So26.crypto_scalarmult_base(q, secret); break;
+            }
+            if (rc != 0) throw new InvalidOperationException("crypto_scalarmult_base failed");
+            return q;
+        }
+
+        /// <summary>X25519(secret, peer public key); null for an all-zero result (a low-order peer key).</summary>
+        public static byte[] X25519(byte[] secret, byte[] peerPublic)
+        {
+            if (secret == null || secret.Length != 32 || peerPublic == null || peerPublic.Length != 32) return null;
+            EnsureLoaded();
+            var q = new byte[32];
+            int rc;
+            switch (_variant)
+            {
+                case 0: rc = Plain.crypto_scalarmult(q, secret, peerPublic); break;
+                case 1: rc = So23.crypto_scalarmult(q, secret, peerPublic); break;
+                default: rc = So26.crypto_scalarmult(q, secret, peerPublic); break;
+            }
+            return rc == 0 ? q : null;
         }
     }
 }

@@ -66,6 +66,10 @@ namespace Keywarden.Tests
         public readonly EventLog<HeartbeatRecoveredEventArgs> Recovered = new EventLog<HeartbeatRecoveredEventArgs>();
         public readonly EventLog<HeartbeatKilledEventArgs> Killed = new EventLog<HeartbeatKilledEventArgs>();
         public readonly EventLog<HeartbeatStoppedEventArgs> Stopped = new EventLog<HeartbeatStoppedEventArgs>();
+        public readonly EventLog<HeartbeatCompromisedEventArgs> Compromised = new EventLog<HeartbeatCompromisedEventArgs>();
+        public readonly EventLog<HeartbeatRevokedEventArgs> Revoked = new EventLog<HeartbeatRevokedEventArgs>();
+        public readonly EventLog<HeartbeatNoticeEventArgs> Notices = new EventLog<HeartbeatNoticeEventArgs>();
+        public readonly EventLog<HeartbeatChannelEventArgs> Channel = new EventLog<HeartbeatChannelEventArgs>();
 
         public HeartbeatEvents(Heartbeat hb)
         {
@@ -74,6 +78,10 @@ namespace Keywarden.Tests
             hb.Recovered += (s, e) => Recovered.Add(e);
             hb.Killed += (s, e) => Killed.Add(e);
             hb.Stopped += (s, e) => Stopped.Add(e);
+            hb.Compromised += (s, e) => Compromised.Add(e);
+            hb.Revoked += (s, e) => Revoked.Add(e);
+            hb.Notice += (s, e) => Notices.Add(e);
+            hb.Channel += (s, e) => Channel.Add(e);
         }
     }
 }

@@ -25,14 +25,14 @@ namespace Keywarden.Tests
         private static readonly object KeyGate = new object();
         private static readonly Dictionary<string, Queue<string>> Keys = new Dictionary<string, Queue<string>>();
 
-        private static string Env(string name)
+        internal static string Env(string name)
         {
             var v = Environment.GetEnvironmentVariable(name);
             if (string.IsNullOrEmpty(v)) throw new SkipException(name + " not set");
             return v;
         }
 
-        private static string Key(string app)
+        internal static string Key(string app)
         {
             lock (KeyGate)
             {
@@ -43,14 +43,14 @@ namespace Keywarden.Tests
             }
         }
 
-        private static KeywardenClient Client(string app, Action<KeywardenOptions> tweak = null)
+        internal static KeywardenClient Client(string app, Action<KeywardenOptions> tweak = null)
         {
             var o = new KeywardenOptions { Timeout = TimeSpan.FromSeconds(10) };
             if (tweak != null) tweak(o);
             return KeywardenClient.FromConfig(Env("KW_CONFIG_" + app), o);
         }
 
-        private static string TamperUrl(string mode)
+        internal static string TamperUrl(string mode)
         {
             var urls = (IDictionary<string, object>)Json.Parse(Env("KW_TAMPER_URLS"));
             object u;
@@ -58,7 +58,7 @@ namespace Keywarden.Tests
             return (string)u;
         }
 
-        private static HeartbeatOptions Fast(Action<HeartbeatOptions> tweak = null)
+        internal static HeartbeatOptions Fast(Action<HeartbeatOptions> tweak = null)
         {
             return HeartbeatFixture.Options(TimeSpan.FromMilliseconds(150), tweak);
         }

@@ -45,12 +45,15 @@ namespace Keywarden.Tests
             JsonTests.Register(r);
             ConfigTests.Register(r);
             VectorTests.Register(r);
+            ChannelVectorTests.Register(r);
             ErrorTableTests.Register(r);
             MachineTests.Register(r);
             TlsPinTests.Register(r);
             HostileTests.Register(r);
             HeartbeatUnitTests.Register(r);
             IntegrationTests.Register(r);
+            ChannelIntegrationTests.Register(r);
+            ResilienceTests.Register(r);
 
             var haveServer = !string.IsNullOrEmpty(Environment.GetEnvironmentVariable("KW_BASE_URL"));
             var requireServer = Environment.GetEnvironmentVariable("KW_REQUIRE_INTEGRATION") == "1";

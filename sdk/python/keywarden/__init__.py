@@ -23,8 +23,8 @@ from .config import Config, ConfigError, ResponseKey, load_config, parse_config
 from .error_table import ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS
 from .errors import KeywardenError, code_for, error_from_answer
 from .heartbeat import (
-    BeatEvent, ChannelEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent, RevokedEvent, StoppedEvent,
-    UpdateRequiredEvent,
+    BeatEvent, ChannelEvent, CompromisedEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent,
+    RevokedEvent, StoppedEvent, UpdateRequiredEvent,
 )
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest, TransportResponse
@@ -38,7 +38,7 @@ __all__ = [
     "__version__",
     "Client", "AsyncClient", "ClientOptions", "LoggerLike",
     "AppInfo", "UserInfo", "LicenseInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
-    "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
+    "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
     "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
     "KeywardenError", "ErrorCode", "VerificationReason", "code_for", "error_from_answer",
     "ERROR_ENTRIES", "STATUS_FALLBACKS", "FALLBACK_CODE",

@@ -55,6 +55,14 @@ class AsyncHeartbeat:
     def running(self) -> bool:
         return self.heartbeat.running
 
+    @property
+    def state(self) -> str:
+        return self.heartbeat.state
+
+    @property
+    def last_beat_at(self) -> Any:
+        return self.heartbeat.last_beat_at
+
     def on(self, event: str, listener: AsyncListener) -> Callable[[], None]:
         """Adds a listener (function or coroutine function) called on the event loop."""
         if event not in self._listeners:
@@ -183,8 +191,10 @@ class AsyncClient:
         code_size: Optional[int] = None,
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[[Client], None], None] = None,
+        compromised_after: int = 5,
         on_beat: Optional[AsyncListener] = None,
         on_degraded: Optional[AsyncListener] = None,
+        on_compromised: Optional[AsyncListener] = None,
         on_recovered: Optional[AsyncListener] = None,
         on_killed: Optional[AsyncListener] = None,
         on_stopped: Optional[AsyncListener] = None,
@@ -194,9 +204,13 @@ class AsyncClient:
         hb = await self._run(
             self.client.prepare_heartbeat, system_id, code_hash,
             interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth,
+            compromised_after=compromised_after,
         )
         ahb = AsyncHeartbeat(hb, asyncio.get_running_loop(), self._executor)
-        for event, cb in (("beat", on_beat), ("degraded", on_degraded), ("recovered", on_recovered), ("killed", on_killed), ("stopped", on_stopped)):
+        for event, cb in (
+            ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
+            ("killed", on_killed), ("stopped", on_stopped),
+        ):
             if cb is not None:
                 ahb.on(event, cb)
         hb.start()

@@ -215,8 +215,10 @@ class Client:
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
         channel: str = "auto",
+        compromised_after: int = 5,
         on_beat: Optional["Listener"] = None,
         on_degraded: Optional["Listener"] = None,
+        on_compromised: Optional["Listener"] = None,
         on_recovered: Optional["Listener"] = None,
         on_killed: Optional["Listener"] = None,
         on_stopped: Optional["Listener"] = None,
@@ -226,9 +228,12 @@ class Client:
         :meth:`self_hash`. Listeners given here are attached before the first beat."""
         hb = self.prepare_heartbeat(
             system_id, code_hash, interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth,
-            channel=channel,
+            channel=channel, compromised_after=compromised_after,
         )
-        for event, cb in (("beat", on_beat), ("degraded", on_degraded), ("recovered", on_recovered), ("killed", on_killed), ("stopped", on_stopped)):
+        for event, cb in (
+            ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
+            ("killed", on_killed), ("stopped", on_stopped),
+        ):
             if cb is not None:
                 hb.on(event, cb)
         hb.start()
@@ -244,12 +249,14 @@ class Client:
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
         channel: str = "auto",
+        compromised_after: int = 5,
     ) -> "Heartbeat":
         """Like :meth:`start_heartbeat` (heartbeat/start is called and its proof checked) but the
         beating thread is not started: attach listeners, then call ``hb.start()``.
 
         ``channel``: "auto" uses the realtime channel when the server offers it (and the client
-        uses the default transport, no proxy); "off" beats over REST only."""
+        uses the default transport, no proxy); "off" beats over REST only. ``compromised_after``:
+        verification failures in a row after which ``compromised`` is emitted (default 5)."""
         from .channel import ChannelLink
         from .heartbeat import Heartbeat
 
@@ -274,6 +281,7 @@ class Client:
         return Heartbeat(
             self, sys_id, code, started,
             interval=interval, code_size=code_size, debugger_detected=debugger_detected, reauth=reauth, link=link,
+            compromised_after=compromised_after,
         )
 
     def channel_context(self) -> "ChannelContext":

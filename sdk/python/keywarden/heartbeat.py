@@ -2,7 +2,12 @@
 
 Events (listeners get one argument, the event object):
     beat       BeatEvent(index, count)                    a beat whose signature and proof verified
-    degraded   DegradedEvent(error, lost, reauthenticating) a beat failed; lost = the token may have moved on
+    degraded   DegradedEvent(error, lost, reauthenticating, last_beat_at, verification_failures)
+                                                          a beat failed; lost = the token may have moved on;
+                                                          last_beat_at = when the last beat (or the start) verified
+    compromised CompromisedEvent(error, failures, last_beat_at)  ``compromised_after`` verification failures in a
+                                                          row: answers are being tampered with; automatic
+                                                          re-authentication stops (the program decides)
     recovered  RecoveredEvent(session)                    re-authentication opened a new heartbeat session
     killed     KilledEvent(error)                         the server ended it (debugger, revoked, banned...): final
     stopped    StoppedEvent(reason)                       the loop has ended ("stop" or "killed")
@@ -20,11 +25,19 @@ A beat that certainly never reached the server is sent again with the same index
 and the new token is unknown. The heartbeat then reports ``degraded`` and, with ``reauth``, runs
 init, the same activation and heartbeat/start again by itself; without it, it goes on with the
 next index and the old token, which works only if the server never saw the lost beat.
+
+A beat refused as ``rejected`` (403) right after the service was unreachable (network, timeout, 5xx)
+is a server that lost the session meanwhile (a restart): with ``reauth`` the heartbeat
+re-authenticates once and goes on; if that fails (the key was banned meanwhile), ``killed`` carries
+that call's own error.
+
+``state`` is "healthy", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped".
 """
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from .codes import ErrorCode, VerificationReason
@@ -38,12 +51,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client, HeartbeatStart
 
 __all__ = [
-    "Heartbeat", "BeatEvent", "DegradedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
-    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "EVENTS", "Listener",
+    "Heartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
+    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "EVENTS", "STATES", "Listener",
 ]
 
 Listener = Callable[[Any], Any]
-EVENTS = ("beat", "degraded", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel")
+EVENTS = ("beat", "degraded", "compromised", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel")
+STATES = ("healthy", "degraded", "compromised", "revoked", "killed", "stopped")
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,17 @@ class DegradedEvent:
     error: KeywardenError
     lost: bool
     reauthenticating: bool
+    last_beat_at: Optional[datetime] = None
+    """When the last beat verified (the verified heartbeat/start before the first beat), UTC."""
+    verification_failures: int = 0
+    """Verification failures in a row, this one included."""
+
+
+@dataclass(frozen=True)
+class CompromisedEvent:
+    error: KeywardenError
+    failures: int
+    last_beat_at: datetime
 
 
 @dataclass(frozen=True)
@@ -112,6 +137,20 @@ FINAL = frozenset({
 NOT_PROCESSED = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.LOCKED_OUT})
 
 
+def _unreachable(e: KeywardenError) -> bool:
+    """The service could not be reached or could not answer: a connection error, a timeout, a 5xx."""
+    return e.code in (ErrorCode.NETWORK, ErrorCode.TIMEOUT) or (e.status is not None and e.status >= 500)
+
+
+def _refused_beat(e: KeywardenError) -> bool:
+    """A beat refused as ``rejected``: a kill, a wrong token, a replay, or a session the server lost."""
+    return e.code == ErrorCode.HEARTBEAT_KILLED and e.status == 403
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 def _as_error(e: BaseException) -> KeywardenError:
     if isinstance(e, KeywardenError):
         return e
@@ -133,9 +172,12 @@ class Heartbeat:
         debugger_detected: Optional[Callable[[], bool]] = None,
         reauth: Union[bool, Callable[["Client"], None], None] = None,
         link: Optional["ChannelLink"] = None,
+        compromised_after: int = 5,
     ) -> None:
         if interval is not None and not interval > 0:
             raise ConfigError("heartbeat interval must be a positive number of seconds")
+        if isinstance(compromised_after, bool) or not isinstance(compromised_after, int) or compromised_after < 1:
+            raise ConfigError("compromised_after must be a positive integer")
         self._client = client
         self.system_id = system_id
         self.code_hash = code_hash
@@ -150,6 +192,13 @@ class Heartbeat:
         self._count: int = 0
         self._needs_reauth = False
         self._ended = False
+        self._state = "healthy"
+        self._last_verified = _now()
+        self._compromised_after = compromised_after
+        self._verification_failures = 0  # in a row; reset by a verified beat
+        self._compromised = False  # 'compromised' emitted: no automatic re-authentication until a beat verifies
+        self._after_outage = False  # the previous attempt found the service unreachable
+        self._outage_reauth_spent = False  # the one re-authentication a `rejected` after an outage allows
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._finished = threading.Event()
@@ -181,6 +230,16 @@ class Heartbeat:
     @property
     def running(self) -> bool:
         return not self._ended
+
+    @property
+    def state(self) -> str:
+        """"healthy", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped"."""
+        return self._state
+
+    @property
+    def last_beat_at(self) -> datetime:
+        """When the last beat verified (the verified heartbeat/start before the first beat), UTC."""
+        return self._last_verified
 
     @property
     def on_channel(self) -> bool:
@@ -220,6 +279,7 @@ class Heartbeat:
             if self._ended:
                 return
             self._ended = True
+            self._state = "stopped"
         self._wake.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()
@@ -262,8 +322,12 @@ class Heartbeat:
         with self._beat_lock:
             if self._ended:
                 return
+        self._state = "revoked"
         self._emit("revoked", RevokedEvent(p.reason, str(p.detail or "")))
-        self._kill(KeywardenError(ErrorCode.HEARTBEAT_KILLED, f"heartbeat_killed: revoked ({p.reason}): {p.detail}", detail=p.detail))
+        self._kill(
+            KeywardenError(ErrorCode.HEARTBEAT_KILLED, f"heartbeat_killed: revoked ({p.reason}): {p.detail}", detail=p.detail),
+            "revoked",
+        )
 
     # --- the loop ----------------------------------------------------------------------------
     def _next_delay(self) -> float:
@@ -304,15 +368,18 @@ class Heartbeat:
                 raise verification_error(VerificationReason.BAD_PROOF, "beat proof does not verify")
         except Exception as err:  # noqa: BLE001
             e = _as_error(err)
-            if e.code in FINAL:
+            reauth_on = self._reauth is not None and self._reauth is not False
+            # A server that came back without this session answers `rejected`: worth one re-authentication.
+            lost_session = _refused_beat(e) and self._after_outage and reauth_on and not self._outage_reauth_spent
+            if e.code in FINAL and not lost_session:
                 self._kill(e)
                 return
+            if lost_session:
+                self._outage_reauth_spent = True
             lost = not (e.not_sent or e.code in NOT_PROCESSED)
             if lost:
                 self._last_index = index  # that index may have been used: never send it again
-            reauth = lost and self._reauth is not None and self._reauth is not False
-            self._emit("degraded", DegradedEvent(e, lost, reauth))
-            if reauth:
+            if self._failed(e, lost, lost and reauth_on):
                 self._needs_reauth = True
                 self._recover()
             return
@@ -321,9 +388,39 @@ class Heartbeat:
             self._token = new_token
             self._last_index = index
             self._count = count
+            self._last_verified = _now()
+            self._verification_failures = 0
+            self._compromised = False
+            self._after_outage = False
+            self._outage_reauth_spent = False
             if self._ended:
                 return
+            self._state = "healthy"
         self._emit("beat", BeatEvent(index, count))
+
+    def _failed(self, e: KeywardenError, lost: bool, wants_reauth: bool) -> bool:
+        """Books a failure and emits ``degraded`` (and ``compromised`` when the streak of
+        verification failures reaches the limit). Returns whether to re-authenticate: not once
+        compromised, since an attacker who spoils every answer would have it spend the program's
+        rate limits for nothing."""
+        with self._lock:
+            if e.code == ErrorCode.VERIFICATION:
+                self._verification_failures += 1
+            self._after_outage = _unreachable(e)
+            newly = not self._compromised and self._verification_failures >= self._compromised_after
+            if newly:
+                self._compromised = True
+            reauth = wants_reauth and not self._compromised
+            if not reauth:
+                self._needs_reauth = False
+            if not self._ended:
+                self._state = "compromised" if self._compromised else "degraded"
+            failures, last = self._verification_failures, self._last_verified
+        self._emit("degraded", DegradedEvent(e, lost, reauth, last, failures))
+        if newly:
+            self._client.log.warning("keywarden.heartbeat.compromised: %d verification failures in a row", failures)
+            self._emit("compromised", CompromisedEvent(e, failures, last))
+        return reauth
 
     def _recover(self) -> None:
         """init + activation + heartbeat/start again; on failure tries again at the next tick."""
@@ -342,19 +439,22 @@ class Heartbeat:
                 self._last_index = 0
                 self._count = 0
                 self._needs_reauth = False
+                self._after_outage = False
             self._emit("recovered", RecoveredEvent(started.session))
         except Exception as err:  # noqa: BLE001
             e = _as_error(err)
             if e.code in FINAL:
+                # The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
                 self._kill(e)
                 return
-            self._emit("degraded", DegradedEvent(e, True, True))
+            self._failed(e, True, True)
 
-    def _kill(self, error: KeywardenError) -> None:
+    def _kill(self, error: KeywardenError, state: str = "killed") -> None:
         with self._lock:
             if self._ended:
                 return
             self._ended = True
+            self._state = state
         self._wake.set()
         if self._link is not None:
             self._link.close()

@@ -361,6 +361,69 @@ class Integration(unittest.TestCase):
         self.assertEqual(counts, [1, 1, 2])
 
 
+    # --- what it cannot verify, and an outage -----------------------------------------------------
+    def test_every_beat_tampered_is_compromised_after_5_without_endless_reauth(self) -> None:
+        c = plain(base_url=tamper("bad_beat_proof"))
+        c.init()
+        c.activate_license(key(), HWID_A)
+        degraded, compromised, recovered, killed = Collector(), Collector(), Collector(), Collector()
+        hb = c.start_heartbeat("sdk-py-compromised", CODE, interval=0.05, debugger_detected=lambda: False, reauth=True,
+                               on_degraded=degraded, on_compromised=compromised, on_recovered=recovered, on_killed=killed)
+        started = hb.last_beat_at
+        got = compromised.wait_for(1)[0]
+        self.assertEqual((got.failures, got.error.code, got.error.reason, got.last_beat_at), (5, ErrorCode.VERIFICATION, "bad_proof", started))
+        self.assertEqual([d.verification_failures for d in degraded.items[:5]], [1, 2, 3, 4, 5])
+        self.assertEqual([d.reauthenticating for d in degraded.items[:5]], [True, True, True, True, False])
+        self.assertTrue(all(d.last_beat_at == started for d in degraded.items[:5]))
+        # No more re-authentication: the next beat carries the old token and the server refuses it.
+        self.assertEqual(killed.wait_for(1)[0].error.code, ErrorCode.HEARTBEAT_KILLED)
+        self.assertEqual(len(recovered.items), 4)
+        self.assertEqual(hb.state, "killed")
+
+    def test_an_outage_then_a_forgotten_session_reauthenticates_once(self) -> None:
+        c = plain(base_url=ENV["KW_OUTAGE_URL"])
+        c.init()
+        c.activate_license(key(), HWID_A)
+        got, degraded, recovered, killed = Collector(), Collector(), Collector(), Collector()
+        hb = c.start_heartbeat("sdk-py-outage-01", CODE, interval=0.2, debugger_detected=lambda: False, reauth=True,
+                               on_beat=got, on_degraded=degraded, on_recovered=recovered, on_killed=killed)
+        got.wait_for(1)
+        last = hb.last_beat_at
+        outage(1500)
+        self.assertEqual(got.wait_for(2)[1], BeatEvent(1, 1))  # the first beat of the new session
+        hb.stop()
+        self.assertEqual(len(recovered.items), 1)
+        self.assertEqual(killed.items, [])
+        first, final = degraded.items[0], degraded.items[-1]
+        self.assertEqual((first.lost, first.error.code, first.error.not_sent, first.last_beat_at), (False, ErrorCode.NETWORK, True, last))
+        self.assertEqual((final.lost, final.error.code, final.error.status), (True, ErrorCode.HEARTBEAT_KILLED, 403))
+
+    def test_an_outage_during_which_the_key_was_banned_ends_with_banned(self) -> None:
+        k = key()
+        c = plain(base_url=ENV["KW_OUTAGE_URL"])
+        c.init()
+        c.activate_license(k, HWID_A)
+        got, recovered, killed = Collector(), Collector(), Collector()
+        hb = c.start_heartbeat("sdk-py-outage-02", CODE, interval=0.2, debugger_detected=lambda: False, reauth=True,
+                               on_beat=got, on_recovered=recovered, on_killed=killed)
+        got.wait_for(1)
+        outage(1500, ban=k)
+        e = killed.wait_for(1)[0].error
+        self.assertEqual((e.code, e.status, e.detail), (ErrorCode.BANNED, 403, "License key is banned"))
+        self.assertEqual(recovered.items, [])
+        self.assertEqual(hb.state, "killed")
+
+
+def outage(ms: int, ban: Optional[str] = None) -> None:
+    """Connections to KW_OUTAGE_URL are refused for `ms`; meanwhile the server forgets the heartbeat
+    sessions that went through it (and bans `ban`)."""
+    body: Dict[str, Any] = {"ms": ms}
+    if ban:
+        body["ban"] = ban
+    req = urllib.request.Request(ENV["KW_OUTAGE_URL"] + "/__outage", data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+
 class AsyncIntegration(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
         _ran.append(self.id())

@@ -1,6 +1,9 @@
 // A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events:
 //   'beat'      {index, count}            a beat whose signature and proof verified
-//   'degraded'  {error, lost, reauthenticating}  a beat failed; lost = the token may have moved on
+//   'degraded'  {error, lost, reauthenticating, lastBeatAt, verificationFailures}  a beat failed; lost = the token may
+//               have moved on; lastBeatAt = when the last beat (or the start) verified
+//   'compromised' {error, failures, lastBeatAt}  `compromisedAfter` verification failures in a row: answers are being
+//               tampered with; automatic re-authentication stops (the program decides: stop, lock, carry on)
 //   'recovered' {session}                 re-authentication opened a new heartbeat session
 //   'killed'    {error}                   the server ended it (debugger, revoked, banned...): final
 //   'stopped'   {reason}                  the loop has ended ('stop' or 'killed')
@@ -15,6 +18,9 @@
 // unknown): the heartbeat reports 'degraded' and, with `reauth`, runs init, the same activation
 // and heartbeat/start again by itself; without it, it goes on with the next index and the old
 // token, which works only if the server never saw the lost beat.
+// A beat refused as `rejected` (403) right after the service was unreachable (network, timeout, 5xx)
+// is a server that lost the session meanwhile (a restart): with `reauth` it re-authenticates once and
+// goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
 import { EventEmitter } from 'node:events';
 import type { ChannelLink, LinkEvent } from './channel.js';
 import type { Client } from './client.js';
@@ -32,10 +38,27 @@ export interface HeartbeatOptions {
   reauth?: boolean | ((client: Client) => Promise<void>);
   /** 'auto' (default): the realtime channel when the server offers it (and the client uses the default transport); 'off': REST only. */
   channel?: 'auto' | 'off';
+  /** Verification failures in a row (beats or re-authentication) after which 'compromised' is emitted. Default 5. */
+  compromisedAfter?: number;
 }
 
+/**
+ * healthy: the last beat verified; degraded: the last beat failed (see lastBeatAt); compromised:
+ * `compromisedAfter` verification failures in a row; revoked, killed, stopped: ended.
+ */
+export type HeartbeatState = 'healthy' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
+
 export interface BeatEvent { index: number; count: number }
-export interface DegradedEvent { error: KeywardenError; lost: boolean; reauthenticating: boolean }
+export interface DegradedEvent {
+  error: KeywardenError;
+  lost: boolean;
+  reauthenticating: boolean;
+  /** When the last beat verified (the verified heartbeat/start before the first beat). */
+  lastBeatAt: Date;
+  /** Verification failures in a row, this one included. */
+  verificationFailures: number;
+}
+export interface CompromisedEvent { error: KeywardenError; failures: number; lastBeatAt: Date }
 export interface RevokedEvent { reason: string; detail: string }
 export interface UpdateRequiredEvent { message: string; latestVersion: string | undefined; updateUrl: string | undefined }
 export interface NoticeEvent { message: string; at: Date | null }
@@ -44,6 +67,16 @@ export interface NoticeEvent { message: string; at: Date | null }
 const FINAL: ReadonlySet<ErrorCode> = new Set(['heartbeat_killed', 'banned', 'expired', 'app_disabled', 'invalid_key', 'hwid_mismatch', 'update_required', 'key_used']);
 /** Answers given before the beat was processed: the same beat may be sent again. */
 const NOT_PROCESSED: ReadonlySet<ErrorCode> = new Set(['rate_limited', 'locked_out']);
+
+/** The service could not be reached or could not answer: a connection error, a timeout, a 5xx. */
+function unreachable(e: KeywardenError): boolean {
+  return e.code === 'network' || e.code === 'timeout' || (e.status !== undefined && e.status >= 500);
+}
+
+/** A beat refused as `rejected`: a kill, a wrong token, a replay, or a heartbeat session the server does not have. */
+function refusedBeat(e: KeywardenError): boolean {
+  return e.code === 'heartbeat_killed' && e.status === 403;
+}
 
 function asKeywardenError(err: unknown): KeywardenError {
   return err instanceof KeywardenError ? err : new KeywardenError('server', String((err as Error)?.message ?? err), { cause: err });
@@ -59,6 +92,17 @@ export class Heartbeat extends EventEmitter {
   private inflight: Promise<void> | undefined;
   private needsReauth = false;
   private ended = false;
+  private current: HeartbeatState = 'healthy';
+  private lastVerified: Date;
+  /** Verification failures in a row (reset by a verified beat). */
+  private verificationFailures = 0;
+  /** Set once 'compromised' was emitted: no automatic re-authentication until a beat verifies. */
+  private compromised = false;
+  /** The previous attempt found the service unreachable. */
+  private afterOutage = false;
+  /** The one re-authentication a `rejected` after an outage allows was spent (reset by a verified beat). */
+  private outageReauthSpent = false;
+  private readonly compromisedAfter: number;
 
   constructor(private readonly client: Client, readonly systemId: string, readonly codeHash: string,
     started: { session: string; token: string; beatInterval: number }, private readonly o: HeartbeatOptions,
@@ -67,7 +111,21 @@ export class Heartbeat extends EventEmitter {
     this.session = started.session;
     this.token = started.token;
     this.interval = started.beatInterval;
+    this.lastVerified = new Date(client.clock());
+    const n = o.compromisedAfter ?? 5;
+    if (!Number.isInteger(n) || n < 1) throw new TypeError('compromisedAfter must be a positive integer');
+    this.compromisedAfter = n;
     link?.attach((e) => this.onLink(e));
+  }
+
+  /** healthy, degraded, compromised, or how it ended: revoked, killed, stopped. */
+  get state(): HeartbeatState {
+    return this.current;
+  }
+
+  /** When the last beat verified (the verified heartbeat/start before the first beat). */
+  get lastBeatAt(): Date {
+    return this.lastVerified;
   }
 
   /** True while the beats travel on the realtime channel. */
@@ -86,8 +144,9 @@ export class Heartbeat extends EventEmitter {
       // A reply that came in the same read (the beat whose refusal caused this) is settled first.
       setImmediate(() => {
         if (this.ended) return;
+        this.current = 'revoked';
         this.safeEmit('revoked', { reason: p.reason, detail: p.detail } satisfies RevokedEvent);
-        this.kill(new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, { detail: p.detail }));
+        this.kill(new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, { detail: p.detail }), 'revoked');
       });
     } else if (p.type === 'update_required') {
       this.safeEmit('update_required', { message: p.message, latestVersion: p.latestVersion, updateUrl: p.updateUrl } satisfies UpdateRequiredEvent);
@@ -149,19 +208,50 @@ export class Heartbeat extends EventEmitter {
       this.token = r.new_token;
       this.lastIndex = index;
       this.count = r.beat_count;
+      this.lastVerified = new Date(this.client.clock());
+      this.verificationFailures = 0;
+      this.compromised = false;
+      this.afterOutage = false;
+      this.outageReauthSpent = false;
+      this.current = 'healthy';
       this.safeEmit('beat', { index, count: r.beat_count } satisfies BeatEvent);
     } catch (err) {
       const e = asKeywardenError(err);
-      if (FINAL.has(e.code)) return this.kill(e);
+      const reauthOn = this.o.reauth !== undefined && this.o.reauth !== false;
+      // A server that came back without this session answers `rejected`: worth one re-authentication.
+      const lostSession = refusedBeat(e) && this.afterOutage && reauthOn && !this.outageReauthSpent;
+      if (FINAL.has(e.code) && !lostSession) return this.kill(e);
+      if (lostSession) this.outageReauthSpent = true;
       const lost = !(e.notSent || NOT_PROCESSED.has(e.code));
       if (lost) this.lastIndex = index; // that index may have been used: never send it again
-      const reauth = lost && this.o.reauth !== undefined && this.o.reauth !== false;
-      this.safeEmit('degraded', { error: e, lost, reauthenticating: reauth } satisfies DegradedEvent);
+      const reauth = this.failed(e, lost, lost && reauthOn);
       if (reauth) {
         this.needsReauth = true;
         await this.recover();
       }
     }
+  }
+
+  /**
+   * Books a failure and emits 'degraded' (and 'compromised' when the streak of verification
+   * failures reaches the limit). Returns whether to re-authenticate: not once compromised, since
+   * an attacker who spoils every answer would have it spend the program's rate limits for nothing.
+   */
+  private failed(e: KeywardenError, lost: boolean, wantsReauth: boolean): boolean {
+    if (e.code === 'verification') this.verificationFailures++;
+    this.afterOutage = unreachable(e);
+    const newlyCompromised = !this.compromised && this.verificationFailures >= this.compromisedAfter;
+    if (newlyCompromised) this.compromised = true;
+    const reauth = wantsReauth && !this.compromised;
+    if (!reauth) this.needsReauth = false;
+    this.current = this.compromised ? 'compromised' : 'degraded';
+    const lastBeatAt = this.lastVerified;
+    this.safeEmit('degraded', { error: e, lost, reauthenticating: reauth, lastBeatAt, verificationFailures: this.verificationFailures } satisfies DegradedEvent);
+    if (newlyCompromised) {
+      this.client.log.warn?.('keywarden.heartbeat.compromised', { failures: this.verificationFailures, reason: e.reason });
+      this.safeEmit('compromised', { error: e, failures: this.verificationFailures, lastBeatAt } satisfies CompromisedEvent);
+    }
+    return reauth;
   }
 
   /** init + activation + heartbeat/start again; on failure tries again at the next tick. */
@@ -177,17 +267,20 @@ export class Heartbeat extends EventEmitter {
       this.lastIndex = 0;
       this.count = 0;
       this.needsReauth = false;
+      this.afterOutage = false;
       this.safeEmit('recovered', { session: started.session });
     } catch (err) {
       const e = asKeywardenError(err);
+      // The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
       if (FINAL.has(e.code)) return this.kill(e);
-      this.safeEmit('degraded', { error: e, lost: true, reauthenticating: true } satisfies DegradedEvent);
+      this.failed(e, true, true);
     }
   }
 
-  private kill(error: KeywardenError): void {
+  private kill(error: KeywardenError, state: 'killed' | 'revoked' = 'killed'): void {
     if (this.ended) return;
     this.ended = true;
+    this.current = state;
     if (this.timer) clearTimeout(this.timer);
     this.link?.close();
     this.safeEmit('killed', { error });
@@ -198,6 +291,7 @@ export class Heartbeat extends EventEmitter {
   async stop(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
+    this.current = 'stopped';
     if (this.timer) clearTimeout(this.timer);
     await this.inflight;
     try {

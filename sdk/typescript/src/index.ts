@@ -3,7 +3,7 @@
 export { Client } from './client.js';
 export type { ClientOptions, AppInfo, UserInfo, LicenseInfo, InitOptions, Logger, Activation } from './client.js';
 export { Heartbeat } from './heartbeat.js';
-export type { HeartbeatOptions, BeatEvent, DegradedEvent, RevokedEvent, UpdateRequiredEvent, NoticeEvent } from './heartbeat.js';
+export type { HeartbeatOptions, HeartbeatState, BeatEvent, DegradedEvent, CompromisedEvent, RevokedEvent, UpdateRequiredEvent, NoticeEvent } from './heartbeat.js';
 export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
 export type { ChannelContext, ChannelPush, ChannelClose, OpenResult, LinkEvent } from './channel.js';
 export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.js';

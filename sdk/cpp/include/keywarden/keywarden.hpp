@@ -260,7 +260,48 @@ struct DegradedEvent {
   /** True when the beat may have reached the server: its index is burnt and the token may be stale. */
   bool lost;
   bool reauthenticating;
+  /** When the last beat verified (the verified heartbeat/start before the first beat). */
+  TimePoint lastBeatAt{};
+  /** Verification failures in a row, this one included. */
+  int verificationFailures = 0;
 };
+/** `compromisedAfter` verification failures in a row: answers are being tampered with. */
+struct CompromisedEvent {
+  Error error;  // the last one
+  int failures;
+  TimePoint lastBeatAt;
+};
+/** Pushed on the realtime channel: the key, user or app was revoked (onKilled follows). */
+struct RevokedEvent {
+  /** license_banned, license_deleted, user_banned, user_deleted, hwid_reset, app_disabled, app_deleted, blacklisted, session_killed. */
+  std::string reason;
+  std::string detail;
+};
+/** Pushed: force_update is on and this version is outdated. */
+struct UpdateRequiredEvent {
+  std::string message;
+  std::string latestVersion;
+  std::string updateUrl;
+};
+/** Pushed: a message from the vendor's dashboard. */
+struct NoticeEvent {
+  std::string message;
+  std::optional<TimePoint> at;
+};
+/** The realtime channel opened ("open") or closed ("closed"; beats then go over REST). */
+struct ChannelEvent {
+  std::string state;
+  int closeCode = 0;                 // the WebSocket close code, when closed
+  std::optional<Error> error;        // why (a verification error when a frame was refused)
+};
+
+/**
+ * healthy: the last beat verified; degraded: the last beat failed (see lastBeatAt); compromised:
+ * `compromisedAfter` verification failures in a row; revoked, killed, stopped: ended.
+ */
+enum class HeartbeatState { healthy, degraded, compromised, revoked, killed, stopped };
+/** "healthy", "degraded", "compromised", "revoked", "killed", "stopped". */
+const char* to_string(HeartbeatState state) noexcept;
 struct KilledEvent {
   Error error;
 };
@@ -281,6 +322,16 @@ struct HeartbeatOptions {
   bool reauth = false;
   /** Custom re-authentication (used instead of repeating the last activation when set). */
   std::function<void(Client&)> reauthWith;
+  /**
+   * The realtime channel (GET /api/client/ws) for beats and pushes when the server offers it and the
+   * client uses its default transport without a proxy; false: REST only.
+   */
+  bool channel = true;
+  /**
+   * Verification failures in a row (beats or re-authentication) after which onCompromised is called;
+   * from then on the heartbeat does not re-authenticate by itself until a beat verifies.
+   */
+  int compromisedAfter = 5;
 
   // Events, all called on the heartbeat's own thread. A callback that throws is logged and ignored.
   std::function<void(const BeatEvent&)> onBeat;
@@ -288,6 +339,11 @@ struct HeartbeatOptions {
   std::function<void(const KilledEvent&)> onKilled;
   std::function<void(const StoppedEvent&)> onStopped;
   std::function<void(const RecoveredEvent&)> onRecovered;
+  std::function<void(const CompromisedEvent&)> onCompromised;
+  std::function<void(const RevokedEvent&)> onRevoked;
+  std::function<void(const UpdateRequiredEvent&)> onUpdateRequired;
+  std::function<void(const NoticeEvent&)> onNotice;
+  std::function<void(const ChannelEvent&)> onChannel;
 };
 
 /**
@@ -336,8 +392,12 @@ class Client {
 /**
  * A running heartbeat (PROTOCOL 6). Beats on its own std::thread; a beat that never reached the
  * server is sent again with the same index and token; a lost answer reports `degraded` (and with
- * reauth re-authenticates); a server kill reports `killed` then `stopped`. Destroying a running
- * heartbeat stops it. Move-only.
+ * reauth re-authenticates); a server kill reports `killed` then `stopped`. `compromisedAfter`
+ * verification failures in a row report `compromised`. A beat refused as `rejected` right after the
+ * service was unreachable (a server that lost the session) re-authenticates once with reauth; if
+ * that fails, `killed` carries that call's own error (e.g. banned). With the realtime channel the
+ * pushes arrive as revoked (then killed), updateRequired, notice and channel events, all on the
+ * heartbeat's thread. Destroying a running heartbeat stops it. Move-only.
  */
 class Heartbeat {
  public:
@@ -360,6 +420,12 @@ class Heartbeat {
   std::int64_t beatCount() const noexcept;
   std::int64_t lastIndex() const noexcept;
   std::chrono::seconds beatInterval() const noexcept;
+  /** healthy, degraded, compromised, or how it ended: revoked, killed, stopped. */
+  HeartbeatState state() const noexcept;
+  /** When the last beat verified (the verified heartbeat/start before the first beat). */
+  TimePoint lastBeatAt() const noexcept;
+  /** True while the beats travel on the realtime channel. */
+  bool onChannel() const noexcept;
   /** Blocks until this object verified `count` beats in all (across re-authentications); false on timeout or end. */
   bool waitForBeats(std::int64_t count, std::chrono::milliseconds timeout) const;
   /** Blocks until the heartbeat ended (killed or stopped); false on timeout. */
@@ -372,6 +438,11 @@ class Heartbeat {
   void onKilled(std::function<void(const KilledEvent&)> fn);
   void onStopped(std::function<void(const StoppedEvent&)> fn);
   void onRecovered(std::function<void(const RecoveredEvent&)> fn);
+  void onCompromised(std::function<void(const CompromisedEvent&)> fn);
+  void onRevoked(std::function<void(const RevokedEvent&)> fn);
+  void onUpdateRequired(std::function<void(const UpdateRequiredEvent&)> fn);
+  void onNotice(std::function<void(const NoticeEvent&)> fn);
+  void onChannel(std::function<void(const ChannelEvent&)> fn);
 
   struct Impl;
   explicit Heartbeat(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

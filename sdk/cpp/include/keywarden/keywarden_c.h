@@ -106,9 +106,24 @@ typedef struct kw_heartbeat_callbacks {
   int (*debugger_detected)(void* user);                          /* NULL: built-in check */
   int interval_ms; /* <= 0: the server's beat_interval */
   int reauth;      /* non-zero: after a lost beat, init + same activation + heartbeat/start again */
+  /* compromised_after verification failures in a row: answers are tampered with; no automatic
+     re-authentication follows until a beat verifies */
+  void (*on_compromised)(void* user, const kw_error* error, int failures);
+  /* pushed on the realtime channel (license_banned, user_deleted, ...); on_killed follows */
+  void (*on_revoked)(void* user, const char* reason, const char* detail);
+  int compromised_after; /* <= 0: 5 */
+  int rest_only;         /* non-zero: no realtime channel, every beat over REST */
 } kw_heartbeat_callbacks;
 
 typedef enum kw_heartbeat_state { KW_HB_RUNNING = 0, KW_HB_STOPPED = 1, KW_HB_KILLED = 2 } kw_heartbeat_state;
+
+/* How a running heartbeat fares: the last beat verified, failed, or compromised_after failed verification in a row. */
+typedef enum kw_heartbeat_health {
+  KW_HEALTH_HEALTHY = 0,
+  KW_HEALTH_DEGRADED = 1,
+  KW_HEALTH_COMPROMISED = 2,
+  KW_HEALTH_ENDED = 3 /* stopped, killed or revoked: see kw_heartbeat_get_state */
+} kw_heartbeat_health;
 
 /* Fills *options with the defaults. */
 KW_API void kw_options_init(kw_options* options);
@@ -138,6 +153,8 @@ KW_API kw_heartbeat_state kw_heartbeat_get_state(const kw_heartbeat* heartbeat);
 KW_API int64_t kw_heartbeat_beats(const kw_heartbeat* heartbeat);
 /* Waits until this heartbeat verified `beats` beats in all (across re-authentications) or ended; 1 when reached. */
 KW_API int kw_heartbeat_wait_beats(const kw_heartbeat* heartbeat, int64_t beats, int timeout_ms);
+/* Health, and (when last_beat_at_ms is not NULL) the unix time in ms of the last verified beat (or of the start). */
+KW_API kw_heartbeat_health kw_heartbeat_get_health(const kw_heartbeat* heartbeat, int64_t* last_beat_at_ms);
 /* The error of the last degraded or killed event; KW_OK when none. */
 KW_API kw_status kw_heartbeat_last_error(const kw_heartbeat* heartbeat, kw_error* err);
 
