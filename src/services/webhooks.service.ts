@@ -57,7 +57,8 @@ export function isDiscord(url: URL, extraHosts: readonly string[] = []): boolean
 /** Fields of webhook data that need view_hwid, view_ip, or both (the screenshot). */
 const NEEDS_HWID = ['hwid', 'known_hwids'];
 const NEEDS_IP = ['ip', 'geo', 'location', 'known_countries'];
-const SCREENSHOT = /^screenshots\/[0-9a-f-]{36}\/[0-9a-f-]{36}\.(png|jpg|webp|bin)$/;
+/** A stored screenshot: named by its SHA-256 (older ones by a UUID). */
+const SCREENSHOT = /^screenshots\/[0-9a-f-]{36}\/([0-9a-f]{64}|[0-9a-f-]{36})\.(png|jpg|webp|bin)$/;
 
 export function visibleData(data: Record<string, unknown>, sees: WebhookTarget['sees']): Record<string, unknown> {
   const out = { ...data };

@@ -4,6 +4,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import fc from 'fast-check';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { spawnServer, type ServerProcess, type StartingServer } from '../helpers/process.js';
@@ -40,7 +42,8 @@ describe('fuzzing every route from the OpenAPI document', () => {
     const pid = server.child.pid!;
     let rssAfterWarmup = 0;
     const { failures, statuses } = await fuzz(ctx, doc, {
-      seed: SEED, count: REQUESTS, concurrency: 8, hangMs: 2_000,
+      // A liveness bound, not a speed target: the CI machine runs other suites beside this one.
+      seed: SEED, count: REQUESTS, concurrency: 8, hangMs: 10_000,
       onProgress: (done) => {
         if (done === Math.floor(REQUESTS / 3)) rssAfterWarmup = rssOf(pid);
       },
@@ -54,5 +57,43 @@ describe('fuzzing every route from the OpenAPI document', () => {
     const growth = rssOf(pid) - rssAfterWarmup;
     expect(growth, `RSS grew by ${Math.round(growth / 1e6)} MB over the last two thirds`).toBeLessThan(48 * 1024 * 1024);
     expect(server.output.join('\n')).not.toContain('http.unhandled_error');
+    expect(server.output.join('\n')).not.toMatch(/http\.handler_threw|ws\.handler_threw/);
   }, 180_000);
+
+  it('answers generated WebSocket upgrades (cookies, sessions, keys, origins, subprotocols) below 500', async () => {
+    const { ctx } = await prepareTarget(server.base, OWNER);
+    const bad = fc.constantFrom('%', '%E0', '%E0%A4%A', '%'.repeat(2000), 'x'.repeat(5000), '', '\u00ff', ctx.token(), ctx.session());
+    const upgrade = fc.record({
+      path: fc.constantFrom('/api/ws', '/api/client/ws', '/api/ws?token=%E0', '/api/client/ws?x=%'),
+      cookie: fc.option(bad.map((v) => `kw_session=${v}`)),
+      session: fc.option(bad),
+      nonce: fc.option(fc.oneof(bad, fc.string({ minLength: 43, maxLength: 43 }))),
+      origin: fc.option(fc.constantFrom(server.base, 'http://evil.example', 'null', '%')),
+      protocol: fc.option(fc.constantFrom('msgpack', 'x,y', ',,,', 'a'.repeat(300))),
+      version: fc.option(bad),
+    });
+    const statuses = new Map<string, number>();
+    for (const u of fc.sample(upgrade, { seed: SEED, numRuns: 300 })) {
+      const headers: Record<string, string> = {};
+      if (u.cookie !== null) headers.cookie = u.cookie;
+      if (u.session !== null) headers['x-session'] = u.session;
+      if (u.nonce !== null) headers['x-nonce'] = u.nonce;
+      if (u.origin !== null) headers.origin = u.origin;
+      if (u.version !== null) headers['x-client-version'] = u.version;
+      if (u.protocol !== null) headers['sec-websocket-protocol'] = u.protocol; // raw: the ws client would refuse some
+      const outcome = await new Promise<string>((resolve) => {
+        const ws = new WebSocket(`${server.base.replace('http', 'ws')}${u.path}`, { headers });
+        const timer = setTimeout(() => resolve('no answer'), 10_000);
+        ws.once('unexpected-response', (_req, res) => { clearTimeout(timer); resolve(String(res.statusCode)); });
+        ws.once('open', () => { clearTimeout(timer); ws.close(); resolve('open'); });
+        ws.once('error', (err) => { clearTimeout(timer); resolve(`error ${err.message}`); });
+      });
+      statuses.set(outcome, (statuses.get(outcome) ?? 0) + 1);
+    }
+    const summary = JSON.stringify([...statuses]);
+    expect([...statuses.keys()].filter((k) => !(k === 'open' || /^[1-4]\d\d$/.test(k) || k.startsWith('error'))), summary).toEqual([]);
+    expect((statuses.get('401') ?? 0) + (statuses.get('403') ?? 0), summary).toBeGreaterThan(100);
+    expect((await fetch(`${server.base}/healthz`)).status).toBe(200);
+    expect(server.output.join('\n')).not.toMatch(/http\.handler_threw|ws\.handler_threw|http\.unhandled_error/);
+  }, 120_000);
 });

@@ -28,6 +28,8 @@ type Schema = {
 interface Operation {
   method: string;
   path: string;
+  /** A stream (SSE): only requests that cannot open it are drawn, so each gets an answer. */
+  stream?: boolean;
   query: { name: string; schema: Schema }[];
   body?: Schema;
 }
@@ -61,9 +63,9 @@ export function operationsOf(doc: { paths: Record<string, Record<string, { param
   const ops: Operation[] = [];
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) {
-      if (path.endsWith('/auth/logout') || path.endsWith('/auth/password') || path === '/api/ws' || path.endsWith('/events')) continue;
+      if (path.endsWith('/auth/logout') || path.endsWith('/auth/password') || path === '/api/ws' || path === '/api/client/ws') continue;
       ops.push({
-        method: method.toUpperCase(), path,
+        method: method.toUpperCase(), path, stream: path.endsWith('/events'),
         query: (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => ({ name: p.name, schema: p.schema })),
         ...(op.requestBody ? { body: op.requestBody.content['application/json']!.schema } : {}),
       });
@@ -152,6 +154,26 @@ function pathParam(ctx: FuzzContext): fc.Arbitrary<string> {
   );
 }
 
+/** Cookie and Authorization values that are not valid percent-encoding or base64, of any length. */
+const badCredential = fc.constantFrom('%', '%E0', '%E0%A4%A', '%zz%', '%%%%', '%'.repeat(3000), '\u00ff\u00fe', 'x'.repeat(9000), '=', '"%"');
+
+/** Extra headers: malformed encodings, huge values, many of them. */
+const extraHeaders: fc.Arbitrary<Record<string, string>> = fc.oneof(
+  { weight: 6, arbitrary: fc.constant({}) },
+  { weight: 2, arbitrary: fc.dictionary(fc.constantFrom('x-forwarded-for', 'origin', 'referer', 'x-timestamp', 'x-signature', 'x-nonce', 'x-session', 'x-client-version', 'accept-encoding', 'x-custom'), badCredential.map((v) => v.replace(/[^\x20-\x7e]/g, '?')), { maxKeys: 4 }) },
+  // Up to uWebSockets.js's parser limit of 50 headers in all, fetch's own included (past it the
+  // connection is closed unanswered: a documented limit of the transport).
+  { weight: 1, arbitrary: fc.integer({ min: 20, max: 34 }).map((n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`x-many-${i}`, 'v'.repeat(i * 5)]))) },
+  { weight: 1, arbitrary: fc.constant({ 'x-huge': 'h'.repeat(12_000) }) },
+);
+
+/** Junk added to the query string: unknown keys, repeats, and raw malformed %-escapes. */
+const junkQuery = fc.oneof(
+  { weight: 6, arbitrary: fc.constant('') },
+  { weight: 2, arbitrary: fc.constantFrom('%', '%zz', 'a=%E0%A4%A', 'limit=1&limit=x', 'cursor=%00', '&&&=&', 'before=-1', 'q=' + '%41'.repeat(400), 'x'.repeat(4000)) },
+  { weight: 1, arbitrary: fc.array(fc.tuple(fc.string({ maxLength: 6 }), fc.string({ maxLength: 12 })), { maxLength: 5 }).map((kv) => kv.map(([k, v]) => `${percent(k)}=${percent(v)}`).join('&')) },
+);
+
 /** The arbitrary of one request to `op`, with the real session and api_key mixed into client calls. */
 export function requestFor(op: Operation, ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
   const params = [...op.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
@@ -167,19 +189,28 @@ export function requestFor(op: Operation, ctx: FuzzContext): fc.Arbitrary<FuzzRe
   return fc.tuple(
     fc.array(pathParam(ctx), { minLength: params.length, maxLength: params.length }),
     query, body,
-    fc.constantFrom('owner', 'owner', 'owner', 'none', 'garbage'),
+    op.stream
+      ? fc.constantFrom('none', 'garbage', 'bad-cookie', 'bad-bearer')
+      : fc.constantFrom('owner', 'owner', 'owner', 'owner-cookie', 'none', 'garbage', 'bad-cookie', 'bad-bearer'),
     fc.ipV4(),
     fc.oneof({ weight: 12, arbitrary: fc.constant(op.method) }, { weight: 1, arbitrary: fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH', 'POST') }),
-  ).map(([values, q, b, auth, ip, method]) => {
+    badCredential,
+    extraHeaders,
+    junkQuery,
+  ).map(([values, q, b, auth, ip, method, bad, extra, junk]) => {
     let path = op.path;
     params.forEach((p, i) => {
       path = path.replace(`{${p}}`, values[i]!);
     });
     const qs: string[] = [];
     for (const [k, v] of Object.entries(q as Record<string, unknown>)) if (v !== undefined) qs.push(`${k}=${percent(typeof v === 'string' ? v : JSON.stringify(v))}`);
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-forwarded-for': ip, 'x-nonce': `fuzz-${Math.random().toString(36).slice(2)}-0000` };
+    if (junk) qs.push(junk);
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-forwarded-for': ip, 'x-nonce': `fuzz-${Math.random().toString(36).slice(2)}-0000`, ...extra };
     if (auth === 'owner') headers.authorization = `Bearer ${ctx.token()}`;
+    if (auth === 'owner-cookie') Object.assign(headers, { cookie: `a=b; kw_session=${ctx.token()}`, origin: ctx.base });
     if (auth === 'garbage') headers.authorization = 'Bearer \u00ff\u00fe' + 'x'.repeat(30);
+    if (auth === 'bad-cookie') Object.assign(headers, { cookie: `kw_session=${bad}`, origin: ctx.base });
+    if (auth === 'bad-bearer') headers.authorization = `Bearer ${bad}`;
     const qstr = qs.join('&');
     return { method, path: qstr ? `${path}?${qstr}` : path, headers, ...(b !== undefined && method !== 'GET' ? { body: b as string } : {}) };
   });

@@ -122,13 +122,14 @@ describe('POST /api/client/register', () => {
     expect(r.body).toEqual({ detail: 'Rate limit exceeded' });
   });
 
-  it('accepts a screenshot body up to 4 MiB, but only 16 KiB without one', async () => {
+  it('accepts a screenshot body up to 5 MiB, but only 16 KiB without one', async () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1);
     const { c, session } = await fresh(f);
     const padded = await c.post('/api/client/register', { session, username: 'pad', password: 'pw-pad-1', license: key, hwid: hwid(), note: 'x'.repeat(20_000) });
     expect(padded.status).toBe(413);
-    const shot = Buffer.alloc(200_000, 7).toString('base64');
+    // A PNG (PROTOCOL 11.27 accepts PNG, JPEG and WebP, told by their first bytes).
+    const shot = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(200_000, 7)]).toString('base64');
     const ok = await c.post('/api/client/register', { session, username: 'pad', password: 'pw-pad-1', license: key, hwid: hwid(), screenshot: shot });
     expect(ok.status).toBe(200);
   });

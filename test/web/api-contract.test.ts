@@ -99,7 +99,7 @@ describe('API answers match the dashboard\'s response types', () => {
   });
 
   it('for the live WebSocket frames, with the cookie the browser sends', async () => {
-    const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, { headers: { cookie: `kw_session=${f.owner.token}` } });
+    const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, { headers: { cookie: `kw_session=${f.owner.token}`, origin: t.base } });
     const frames: unknown[] = [];
     ws.on('message', (m) => frames.push(JSON.parse(String(m))));
     await new Promise<void>((resolve, reject) => {

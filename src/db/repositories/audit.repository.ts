@@ -223,9 +223,11 @@ export class AuditRepository {
       params.push(...q.resellerIds);
     }
     params.push(q.limit);
+    // `order by audit_log.id`: the bare name would bind to the text alias (ids sorted as text, the
+    // (app_id, id) index unused, and `before` comparing numbers against a text order).
     return this.sql.all<AuditRow>(
       `select id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id
-       from audit_log where ${where.join(' and ')} order by id desc limit ?`,
+       from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
       params,
     );
   }

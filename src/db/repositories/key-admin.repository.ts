@@ -137,7 +137,8 @@ export class KeyAdminRepository {
     now: Date,
   ): Promise<{ extended: number; skipped: number } | 'out_of_range'> {
     return this.sql.transaction(async (tx) => {
-      const active = `app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?`;
+      const active =
+        "app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?";
       const checkParams: unknown[] = [appId, now];
       const latest = await this.sql.one<{ at: Date | string | null }>(
         `select max(expires_at) as at from license_keys where ${active}${scopeSql(scope, checkParams)}`,

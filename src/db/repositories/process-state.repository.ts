@@ -43,7 +43,8 @@ export class ProcessStateRepository {
         }));
         await this.sql.run(
           `insert into process_state (kind, key, value, expires_at)
-           select ?, r.k, decode(r.v, 'base64'), r.x from jsonb_to_recordset(?::jsonb) as r(k text, v text, x timestamptz)
+           select ?, r.k, decode(r.v, 'base64'), r.x
+           from jsonb_to_recordset(?::jsonb) as r(k text, v text, x timestamptz)
            on conflict (kind, key) do update set value = excluded.value, expires_at = excluded.expires_at`,
           [kind, JSON.stringify(rows)],
           tx,

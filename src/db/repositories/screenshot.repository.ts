@@ -42,7 +42,8 @@ export class ScreenshotRepository {
   async evictBeyond(limitBytes: number): Promise<StoredImage[]> {
     const dropped = await this.sql.all<{ app_id: string; sha256: string; ext: string }>(
       `with images as (
-         select app_id, sha256, max(ext) as ext, max(bytes) as bytes, max(at) as at from screenshots group by app_id, sha256
+         select app_id, sha256, max(ext) as ext, max(bytes) as bytes, max(at) as at
+         from screenshots group by app_id, sha256
        ), ranked as (
          select app_id, sha256, sum(bytes) over (order by at desc, sha256) as running from images
        ), evicted as (
