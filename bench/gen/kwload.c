@@ -48,6 +48,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -111,6 +112,7 @@ static double ws_share = 0;                 // fleet: the share of clients on th
 static double beat_interval_s = 0;          // fleet: 0 = the interval the server answers
 static double ramp_s = 0, spike_at_s = 0, step_s = 0, settle_s = 1;
 static int start_clients = 0, step_clients = 0, print_ticks = 0, hwid_per_key = 0;
+static int step_control = 0;                // --step-control: after each step, wait for `next`, `again` or `stop` on stdin
 static long long max_requests = 0;
 static char run_tag[16];                    // makes request nonces unique to this run (PROTOCOL 3's ledger)
 static int newmode;                         // fleet / activate
@@ -1224,7 +1226,7 @@ static void usage(void) {
           "  [--ip-base N] [--ip-pool N] [--bind 127.0.0.2] [--sessions-out F | --sessions-in F] [--prep-window N] [--quiet]\n"
           "  load test: [--tls [--ca FILE | --insecure] [--tls-name NAME]] [--host-header H] [--api-secret S] [--enc-key K]\n"
           "  [--verify F --public-key B64 [--kid k1]] [--ws-share F] [--beat-interval S] [--ramp S] [--spike-at S]\n"
-          "  [--start-clients N --step-clients N --step-seconds S --settle S] [--max-requests N] [--ticks] [--hwid-per-key]\n");
+          "  [--start-clients N --step-clients N --step-seconds S --settle S [--step-control]] [--max-requests N] [--ticks] [--hwid-per-key]\n");
   exit(2);
 }
 
@@ -1267,15 +1269,29 @@ static void print_counts(const struct tick *k) {
   free(all);
 }
 
-/** Clients that may be open at t seconds: a linear ramp, or the steps (each ramped in over --ramp). */
+// The capacity steps. Step k adds --step-clients (opened over --ramp), waits until every client
+// it added has its session or gave up (preparing thousands of sessions takes longer than a beat
+// interval on a small server; at most max(30 s, 3 steps) so a stuck step still ends), lets
+// --settle seconds pass, then measures for the rest of --step-seconds: the step's line has the
+// measured seconds ("settled": latency) and the whole step ("all": the failures of the clients
+// it added). With --step-control the caller decides after each step, on stdin: `next` (add the
+// next clients), `again` (measure these clients once more) or `stop`; the clients keep beating
+// meanwhile.
+static int step_k;           // the step at hand
+static double step_t0;       // when it started, seconds since the run's start
+
+static long step_target(int k) {
+  long n = (long)start_clients + (long)k * step_clients;
+  return n > nconns ? nconns : n;
+}
+
+/** Clients that may be open at t seconds: a linear ramp, or the step at hand's (ramped in over --ramp). */
 static int target_at(double t) {
   if (step_clients > 0) {
-    int k = (int)(t / step_s);
-    long hi = (long)start_clients + (long)k * step_clients, lo = k == 0 ? 0 : (long)start_clients + (long)(k - 1) * step_clients;
-    if (hi > nconns) hi = nconns;
-    if (lo > nconns) lo = nconns;
-    double f = ramp_s > 0 ? (t - k * step_s) / ramp_s : 1;
+    long hi = step_target(step_k), lo = step_k == 0 ? 0 : step_target(step_k - 1);
+    double f = ramp_s > 0 ? (t - step_t0) / ramp_s : 1;
     if (f > 1) f = 1;
+    if (f < 0) f = 0;
     return (int)(lo + (long)((double)(hi - lo) * f + 0.999999));
   }
   if (ramp_s <= 0 || t >= ramp_s) return nconns;
@@ -1284,9 +1300,11 @@ static int target_at(double t) {
 
 static const char *run_load_test(struct worker *ws, uint64_t t0) {
   const char *stopped = "duration";
-  int step = 0, spiked = 0;
+  int spiked = 0, stage = 0; // steps: 0 preparing its clients, 1 settling, 2 measuring, 3 waiting for the caller
+  char cmd[256];
+  size_t cmd_len = 0;
+  double stage_end = 0, measure_from = 0, prep_max = step_s * 3 > 30 ? step_s * 3 : 30;
   uint64_t end = t0 + (uint64_t)(duration_s * 1e9), next_tick = t0 + 1000000000ull;
-  double step_from = settle_s; // the current step's measured seconds start here
   int sent_window_start = 0;
   for (;;) {
     uint64_t now = now_ns();
@@ -1312,13 +1330,16 @@ static const char *run_load_test(struct worker *ws, uint64_t t0) {
         fflush(stdout);
       }
       if (step_clients > 0) {
-        double step_start = step * step_s, step_end = (step + 1) * step_s;
-        if (ts - 1 >= step_start + step_from - 1e-9 && ts <= step_end + 1e-9) tick_add(tk_step, tk_now);
+        long hi = step_target(step_k);
         tick_add(tk_step_all, tk_now);
-        if (ts >= step_end - 1e-9) {
-          int clients = target_at(step_end - 1e-6);
-          printf("KWLOAD step {\"step\":%d,\"clients\":%d,\"live\":%d,\"from\":%.0f,\"to\":%.0f,\"settled\":{", step, clients,
-                 atomic_load(&live), step_start + step_from, step_end);
+        if (stage == 2) tick_add(tk_step, tk_now); // the second that just ended was measured
+        if (stage == 0 && ts - step_t0 >= ramp_s &&
+            (atomic_load(&live) + atomic_load(&dead_conns) >= hi || ts - step_t0 >= prep_max))
+          stage = 1, stage_end = ts + settle_s;
+        if (stage == 1 && ts >= stage_end - 1e-9) stage = 2, measure_from = ts, stage_end = ts + (step_s - settle_s);
+        if (stage == 2 && ts >= stage_end - 1e-9) {
+          printf("KWLOAD step {\"step\":%d,\"clients\":%ld,\"live\":%d,\"from\":%.0f,\"to\":%.0f,\"started\":%.0f,\"settled\":{",
+                 step_k, hi, atomic_load(&live), measure_from, ts, step_t0);
           print_counts(tk_step);
           printf("},\"all\":{");
           print_counts(tk_step_all);
@@ -1326,18 +1347,49 @@ static const char *run_load_test(struct worker *ws, uint64_t t0) {
           fflush(stdout);
           memset(tk_step, 0, sizeof *tk_step);
           memset(tk_step_all, 0, sizeof *tk_step_all);
-          step++;
-          if (clients >= nconns) {
+          if (hi >= nconns && !step_control) {
             stopped = "max-clients";
             break;
           }
+          if (step_control) stage = 3;
+          else step_k++, step_t0 = ts, stage = 0;
         }
+        if (stage == 3) memset(tk_step_all, 0, sizeof *tk_step_all); // while the caller decides: in no step
       }
       if (max_requests > 0 && (long long)(tk_all->calls + tk_all->prep_n) >= max_requests) {
         stopped = "max-requests";
         break;
       }
       next_tick += 1000000000ull;
+    }
+    if (stage == 3) { // the caller's decision on the step just reported
+      struct pollfd pf = { .fd = 0, .events = POLLIN };
+      if (poll(&pf, 1, 0) > 0) {
+        ssize_t k = read(0, cmd + cmd_len, sizeof cmd - 1 - cmd_len);
+        if (k <= 0) {
+          stopped = "signal"; // the caller is gone
+          break;
+        }
+        cmd_len += (size_t)k;
+        cmd[cmd_len] = 0;
+      }
+      char *nl = memchr(cmd, '\n', cmd_len);
+      if (nl) {
+        *nl = 0;
+        double ts = (double)(next_tick - t0) / 1e9 - 1;
+        int stop_now = 0;
+        if (!strcmp(cmd, "next")) {
+          if (step_target(step_k) >= nconns) stopped = "max-clients", stop_now = 1;
+          else step_k++, step_t0 = ts, stage = 0;
+        } else if (!strcmp(cmd, "again")) {
+          stage = 2, measure_from = ts, stage_end = ts + (step_s - settle_s);
+        } else {
+          stopped = "signal", stop_now = 1;
+        }
+        cmd_len -= (size_t)(nl + 1 - cmd);
+        memmove(cmd, nl + 1, cmd_len);
+        if (stop_now) break;
+      }
     }
     if (now >= end) break;
     if (atomic_load(&stop_req)) {
@@ -1436,6 +1488,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--insecure")) tls_insecure = 1;
     else if (!strcmp(a, "--ticks")) print_ticks = 1;
     else if (!strcmp(a, "--hwid-per-key")) hwid_per_key = 1;
+    else if (!strcmp(a, "--step-control")) step_control = 1;
     else usage();
   }
   if (!port || nconns < 1 || nthreads < 1 || ip_pool < 1) usage();
@@ -1471,7 +1524,8 @@ int main(int argc, char **argv) {
 #endif
   }
   if (newmode) {
-    if (step_clients > 0 && (step_s < 1 || settle_s < 0 || settle_s >= step_s)) die("--step-clients needs --step-seconds S > --settle");
+    if (step_clients > 0 && (step_s < 1 || settle_s < 0 || settle_s >= step_s || settle_s != (int)settle_s || step_s != (int)step_s))
+      die("--step-clients needs whole seconds: --step-seconds S > --settle");
     if (step_clients > 0 && start_clients <= 0) start_clients = step_clients;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
