@@ -50,6 +50,8 @@ export interface Step {
   step: number;
   clients: number;
   live: number;
+  /** when the step began adding clients, and its measured seconds (from..to), seconds since the start */
+  started: number;
   from: number;
   to: number;
   /** the step's seconds after its new clients settled: latency */
@@ -128,12 +130,13 @@ export function plan(o: Options, t: Target, keysFile: string): Plan {
     const c = o.capacity;
     const every = interval ?? 30;
     const stepSeconds = c.stepSeconds || Math.max(6, Math.ceil(2 * every));
-    // new clients join over the step's first part; latency is read after it (at least one interval of beats)
+    // A step's new clients join over one interval (so their beats spread over it, as a real fleet's do);
+    // once all are prepared and one more interval has passed, the rest of the step is measured.
     const settle = Math.max(1, Math.min(Math.ceil(every), Math.floor(stepSeconds / 2)));
     const clients = c.maxClients;
     args.push('--conns', String(clients), '--start-clients', String(c.start), '--step-clients', String(c.step),
       '--step-seconds', String(stepSeconds), '--settle', String(settle), '--ramp', String(settle), '--duration', String(o.duration),
-      '--warmup', '0');
+      '--warmup', '0', '--step-control');
     return {
       args, clients, beatInterval: o.beatInterval, ramp: settle, stepSeconds, settle,
       describe: `capacity search: ${c.start} clients, then ${c.step} more every ${stepSeconds} s, beating over ${transport} ${pace}`,
@@ -182,6 +185,8 @@ export interface Running {
   done: Promise<GenResult>;
   /** ends the run early; the generator still prints its result */
   stop(): void;
+  /** a capacity step's outcome (--step-control): add the next clients, measure these again, or stop */
+  decide(what: 'next' | 'again' | 'stop'): void;
 }
 
 export function startGenerator(
@@ -189,7 +194,8 @@ export function startGenerator(
   p: Plan,
   on: { tick: (t: Tick) => void; step: (s: Step) => void; stderr: (line: string) => void },
 ): Running {
-  const child = spawn(bin, p.args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, p.args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin!.on('error', () => undefined); // the generator may have ended; its exit is reported below
   let result: GenResult | undefined;
   let errText = '';
   let buf = '';
@@ -219,7 +225,11 @@ export function startGenerator(
       else reject(new Error(`the load generator failed (${signal ?? `exit ${code}`}): ${errText.trim().split('\n').slice(-3).join(' / ')}`));
     });
   });
-  return { done, stop: () => void child.kill('SIGTERM') };
+  return {
+    done,
+    stop: () => void child.kill('SIGTERM'),
+    decide: (what) => void (child.stdin!.writable && child.stdin!.write(`${what}\n`)),
+  };
 }
 
 /** The keys as a file for --license-file (a list of thousands is too long for one argument). */

@@ -5,6 +5,8 @@ import type { Tick } from './generator.js';
 import type { ServerSample } from './server-metrics.js';
 
 const ROWS = 6;
+const HEADER = `${'t'.padStart(6)} ${'clients'.padStart(7)} ${'ok/s'.padStart(7)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} `
+  + `${'errors'.padStart(6)} ${'prep/s'.padStart(6)} ${'CPU'.padStart(6)}`;
 
 export interface LiveHeader {
   title: string;
@@ -72,7 +74,7 @@ export class LiveView {
     }
     this.block = [
       status,
-      '     t  clients  ok/s  p50 ms  p99 ms  errors prep/s    CPU',
+      HEADER,
       ...this.rows,
     ];
     this.clear();

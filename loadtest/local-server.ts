@@ -23,7 +23,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function startLocalServer(say: (msg: string) => void): Promise<LocalServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-loadtest-'));
   const port = await freePort();
-  const owner = { username: 'loadtest', password: randomBytes(12).toString('base64url') };
+  // random, plus what the password policy requires (a letter and a digit or symbol) whatever the draw
+  const owner = { username: 'loadtest', password: `${randomBytes(12).toString('base64url')}-a1` };
   const logFile = path.join(dir, 'server.log');
   const log = fs.openSync(logFile, 'a');
   const env: Record<string, string> = {

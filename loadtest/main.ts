@@ -101,6 +101,7 @@ async function run(argv: string[]): Promise<number> {
     const ticks: Tick[] = [];
     const verdicts: StepVerdict[] = [];
     const genErrors: string[] = [];
+    const firstTries = new Map<number, StepVerdict>();
     const gen = startGenerator(bin, p, {
       tick: (t) => {
         ticks.push(t);
@@ -109,13 +110,23 @@ async function run(argv: string[]): Promise<number> {
       step: (s) => {
         if (!o.capacity) return;
         const v = judgeStep(s, o.capacity.slo, metrics.cpuBetween(s.from, s.to));
-        verdicts.push(v);
-        view.say(`step ${v.step + 1}: ${v.clients} clients, p${o.capacity.slo.percentile} ${v.latencyMs.toFixed(1)} ms, `
-          + `errors ${(v.errorRate * 100).toFixed(2)}%: ${v.pass ? 'SLO met' : `SLO broken (${v.why.join('; ')})`}`);
-        if (!v.pass && !stopping) { // the search is over: the report comes from what was measured
-          stopping = true;
-          gen.stop();
+        const first = firstTries.get(v.step);
+        if (first) v.firstTry = first.why.join('; ');
+        const line = `step ${v.step + 1}: ${v.clients} clients, p${o.capacity.slo.percentile} ${v.latencyMs.toFixed(1)} ms, `
+          + `errors ${(v.errorRate * 100).toFixed(2)}%`;
+        // A tail bound broken once may be a GC pause or a neighbour's burst: the step is measured again
+        // before the search ends on it. Errors and clients not held are not noise.
+        if (!v.pass && v.latencyOnly && !first) {
+          firstTries.set(v.step, v);
+          view.say(`${line}: over the bound, measuring these clients once more`);
+          gen.decide('again');
+          return;
         }
+        verdicts.push(v);
+        view.say(`${line}: ${v.pass ? 'SLO met' : `SLO broken (${v.why.join('; ')})`}`);
+        if (v.pass) return gen.decide('next');
+        stopping = true; // the search is over: the report comes from what was measured
+        gen.decide('stop');
       },
       stderr: (line) => {
         if (genErrors.length < 50) genErrors.push(line);
@@ -139,14 +150,10 @@ async function run(argv: string[]): Promise<number> {
     const testInterval = p.beatInterval ?? target.app.interval;
     let capacity: Report['capacity'];
     if (o.capacity) {
-      const held = verdicts.filter((v, i) => v.pass && verdicts.slice(0, i).every((x) => x.pass)).at(-1);
-      const base = metrics.samples[0];
-      const atHeld = held ? metrics.samples.filter((s) => s.t <= (held.step + 1) * p.stepSeconds! + 1).at(-1) : undefined;
       capacity = capacityResult({
         slo: o.capacity.slo, verdicts, ended: result.stopped, testInterval, appInterval: target.app.interval,
         workers: target.workers ?? Math.max(1, metrics.last?.workers ?? 1), cores: target.cores, hostCores: o.hostCores,
         headroom: o.headroom, targets: o.targets, transport: transportOf(o),
-        memoryPerClient: held && base && atHeld && atHeld.rssBytes > base.rssBytes ? (atHeld.rssBytes - base.rssBytes) / held.clients : undefined,
         generatorCores: result.cpu_total_s / Math.max(1, result.duration_s), local: Boolean(target.local),
       });
     }

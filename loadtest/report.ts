@@ -32,6 +32,10 @@ export interface Report {
 const n0 = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '' : Math.round(v).toLocaleString('en-US'));
 const n1 = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '' : v.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
 const ms = (us: number | undefined) => (us === undefined ? '' : us >= 100_000 ? n0(us / 1000) : n1(us / 1000));
+const ENDED = {
+  duration: 'its duration', 'max-requests': '--max-requests reached', 'max-clients': '--max-clients reached',
+  signal: 'stopped', slo: 'the SLO broke',
+} as const;
 const pct = (v: number) => `${(v * 100).toFixed(v > 0 && v < 0.001 ? 3 : 2)}%`;
 
 /** Rows of the summary table: [what, value]. */
@@ -42,7 +46,7 @@ export function summaryRows(r: Report): [string, string][] {
   const rows: [string, string][] = [
     ['Deployment', `${r.target.url}${r.target.self_started ? ' (quick-start server started by the tool)' : ''}`],
     ['Scenario', `${r.scenario}: ${r.plan}`],
-    ['Duration', `${n1(g.duration_s)} s measured after the ramp (run ended: ${g.stopped})`],
+    ['Duration', `${n1(g.duration_s)} s measured after the ramp (run ended: ${ENDED[r.capacity?.ended ?? g.stopped]})`],
     ['Clients at the end', n0(g.clients_end)],
     ['Accepted calls a second (after the ramp)', n1(g.ok_rps)],
     ['Latency after the ramp, p50 / p90 / p99 / p99.9 / max (ms)', [g.p50_us, g.p90_us, g.p99_us, g.p999_us, g.max_us].map(ms).join(' / ')],
@@ -71,15 +75,16 @@ function capacityMarkdown(c: CapacityResult): string[] {
     '| Step | Clients | Held | Beats/s | p' + c.slo.percentile + ' ms | Errors | Server CPU | Verdict |', '|---:|---:|---:|---:|---:|---:|---:|---|'];
   for (const v of c.steps) {
     out.push(`| ${v.step + 1} | ${n0(v.clients)} | ${n0(v.held)} | ${n1(v.beatsPerSecond)} | ${n1(v.latencyMs)} | ${n0(v.errors)} of ${n0(v.calls)} `
-      + `(${pct(v.errorRate)}) | ${v.serverCores === undefined ? '' : `${n0(v.serverCores * 100)}%`} | ${v.pass ? 'met' : `broken: ${v.why.join('; ')}`} |`);
+      + `(${pct(v.errorRate)}) | ${v.serverCores === undefined ? '' : `${n0(v.serverCores * 100)}%`} | ${v.pass ? 'met' : `broken: ${v.why.join('; ')}`}`
+      + `${v.firstTry ? ` (measured twice; the first time: ${v.firstTry})` : ''} |`);
   }
   out.push('');
   if (c.held) {
     out.push(`**Held: ${n0(c.held.clients)} clients** (${n0(c.perWorker)} per worker on ${c.workers} worker${c.workers > 1 ? 's' : ''}`
       + `${c.perWorkerAtAppInterval ? `; ${n0(c.perWorkerAtAppInterval)} per worker at the app's ${c.appInterval} s interval` : ''}`
-      + `${c.perCore ? `; ${n0(c.perCore)} per busy core` : ''}). `
+      + `${c.perCore ? `; ${n0(c.perCore)} per core of server CPU in use` : ''}). `
       + (c.broke ? `The SLO broke at ${n0(c.broke.clients)} clients: ${c.broke.why.join('; ')}.`
-        : `The SLO never broke: the search ended (${c.ended}) first, so the deployment holds at least this many.`));
+        : `The SLO never broke: the search ended first (${ENDED[c.ended]}), so the deployment holds at least this many.`));
   } else {
     out.push(c.broke ? `**The SLO broke at the first step (${n0(c.broke.clients)} clients): ${c.broke.why.join('; ')}.** Start lower (--start, --step).`
       : 'No step completed: lengthen --duration.');
@@ -112,14 +117,21 @@ export function charts(r: Report): string[] {
   const spike = r.spike ? { x: r.spike.at, label: 'spike' } : undefined;
   const out = [
     lineChart({
-      title: 'Latency over time (each second)', xLabel: 'seconds', yLabel: 'ms', marker: spike,
+      title: r.scenario === 'activate' ? 'Latency of init and license calls (each second)' : 'Latency of beats (each second)', xLabel: 'seconds', yLabel: 'ms', marker: spike,
       series: [
         { name: 'p50', color: '#2b6cb0', points: t.filter((x) => x.calls).map((x) => [x.t, x.p50_us / 1000]) },
         { name: 'p99', color: '#c05621', points: t.filter((x) => x.calls).map((x) => [x.t, x.p99_us / 1000]) },
-        { name: 'session preparation p99', color: '#718096', dashed: true, points: t.filter((x) => x.prep).map((x) => [x.t, x.prep_p99_us / 1000]) },
       ],
       bound: r.capacity ? { y: r.capacity.slo.latencyMs, label: `SLO p${r.capacity.slo.percentile}` } : undefined,
     }),
+    // apart from the calls': thousands of clients preparing at once wait seconds, which would flatten the chart above
+    ...(!t.some((x) => x.prep) ? [] : [lineChart({
+      title: 'Session preparation latency (init, license, heartbeat/start, upgrade)', xLabel: 'seconds', yLabel: 'ms', marker: spike,
+      series: [
+        { name: 'p50', color: '#2b6cb0', points: t.filter((x) => x.prep).map((x) => [x.t, x.prep_p50_us / 1000]) },
+        { name: 'p99', color: '#c05621', points: t.filter((x) => x.prep).map((x) => [x.t, x.prep_p99_us / 1000]) },
+      ],
+    })]),
     lineChart({
       title: 'Throughput (each second)', xLabel: 'seconds', yLabel: 'calls / s', marker: spike,
       series: [
