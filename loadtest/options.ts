@@ -207,6 +207,10 @@ export function parseOptions(argv: string[]): Options {
     throw new UsageError('--find-capacity raises a fleet: use it with --scenario=mix (default), heartbeat or channel');
   }
   if (s('spike-at') && scenario !== 'spike') throw new UsageError('--spike-at belongs to --scenario=spike');
+  if (capacity && s('rate')) throw new UsageError('--find-capacity raises clients at their beat interval: --rate (a shared rate) does not apply');
+  if (scenario === 'activate' && (s('beat-interval') || s('channel-share'))) {
+    throw new UsageError('--beat-interval and --channel-share describe a fleet that beats: not --scenario=activate');
+  }
   if (b('insecure') && s('ca')) throw new UsageError('give --ca or --insecure, not both');
   if (s('enc-key') !== undefined && !/^[A-Za-z0-9_-]{1,35}$/.test(s('enc-key')!)) {
     throw new UsageError('--enc-key: 1 to 35 characters of [A-Za-z0-9_-]');

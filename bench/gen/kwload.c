@@ -1076,7 +1076,6 @@ static void spike(struct worker *w, uint64_t now) {
 }
 
 static void on_readable(struct conn *c, uint64_t now) {
-  struct worker *w = c->w;
   int closed = 0;
   for (;;) {
     if (c->rcap - c->rlen < rb_free) {
@@ -1104,7 +1103,6 @@ static void on_readable(struct conn *c, uint64_t now) {
     return;
   }
   if (is_tls(c) && c->woff < c->wlen) flush_out(c); // a write that waited for the peer's bytes
-  (void)w;
 }
 
 static void on_event(struct conn *c, uint32_t events, uint64_t now) {

@@ -199,7 +199,7 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
 
   it('spike: every client drops at once and comes back with a new session', async () => {
     const r = await loadtest([...viaTls(), `--token=${owner.token}`, '--cleanup', '--scenario=spike', '--clients=8', '--ramp=0.5',
-      '--beat-interval=0.5', '--spike-at=1.5', '--duration=3']);
+      '--beat-interval=0.5', '--spike-at=1.5', '--duration=4']);
     expect(r.code, why(r)).toBe(0);
     const g = r.report!.result;
     expect(g.spike_dropped).toBe(8);

@@ -30,6 +30,8 @@ describe('keywarden loadtest options', () => {
     expect(refusal(['--duration=10', '--url=https://x.example', '--api-key=k', '--keys-file=f', '--cleanup'])).toMatch(/--cleanup/);
     expect(refusal(['--duration=10', '--slo=p99=5ms'])).toMatch(/belong to --find-capacity/);
     expect(refusal(['--duration=10', '--find-capacity', '--scenario=spike'])).toMatch(/raises a fleet/);
+    expect(refusal(['--duration=10', '--find-capacity', '--rate=100'])).toMatch(/--rate .* does not apply/);
+    expect(refusal(['--duration=10', '--scenario=activate', '--beat-interval=1'])).toMatch(/not --scenario=activate/);
     expect(refusal(['--duration=10', '--clients=20000'])).toMatch(/--clients must be an integer from 1 to 19000/);
     expect(refusal(['--duration=10', '--bogus'])).toMatch(/bogus/);
     expect(refusal(['--duration=10'])).toBeUndefined();
