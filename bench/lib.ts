@@ -54,19 +54,30 @@ export function machine(): string {
 /** Whether the generator can speak the realtime channel (it needs libsodium's header and library). */
 export const channelCapable = (): boolean => fs.existsSync('/usr/include/sodium.h');
 
+/** Whether the generator can speak TLS (`keywarden loadtest --url https://...`): OpenSSL's headers (libssl-dev). */
+export const tlsCapable = (): boolean => fs.existsSync('/usr/include/openssl/ssl.h');
+
 /**
- * Compiles bench/gen/kwload.c into bench/.build/ (git-ignored) when the binary is missing or older;
- * with libsodium (apt-get install libsodium-dev) it has the channel modes too.
+ * Compiles bench/gen/kwload.c (with the headers beside it) into bench/.build/ (git-ignored) when the
+ * binary is missing or older than any of them; with libsodium (apt-get install libsodium-dev) it has
+ * the channel modes, request signing and answer verification too, with OpenSSL (libssl-dev) TLS.
  */
 export function buildKwload(): string {
-  const src = path.join(here, 'gen', 'kwload.c');
+  const dir = path.join(here, 'gen');
+  const src = path.join(dir, 'kwload.c');
   const ws = channelCapable();
-  const out = path.join(here, '.build', ws ? 'kwload-ws' : 'kwload');
-  if (fs.existsSync(out) && fs.statSync(out).mtimeMs >= fs.statSync(src).mtimeMs) return out;
+  const tls = tlsCapable();
+  const out = path.join(here, '.build', `kwload${ws ? '-ws' : ''}${tls ? '-tls' : ''}`);
+  const newest = Math.max(...fs.readdirSync(dir).map((f) => fs.statSync(path.join(dir, f)).mtimeMs));
+  if (fs.existsSync(out) && fs.statSync(out).mtimeMs >= newest) return out;
   fs.mkdirSync(path.dirname(out), { recursive: true });
   const cc = process.env.CC ?? 'cc';
-  const r = spawnSync(cc, ['-O2', '-pthread', '-Wall', '-o', out, src, ...(ws ? ['-lsodium'] : [])], { encoding: 'utf8' });
+  const libs = [...(ws ? ['-lsodium'] : []), ...(tls ? ['-lssl', '-lcrypto'] : [])];
+  // Built beside its final name and renamed: two runs building at once never execute a half-written file.
+  const tmp = `${out}.${process.pid}.tmp`;
+  const r = spawnSync(cc, ['-O2', '-pthread', '-Wall', '-o', tmp, src, ...libs], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${cc} could not build the load generator (apt-get install gcc): ${r.error?.message ?? ''}${r.stderr}`);
+  fs.renameSync(tmp, out);
   return out;
 }
 

@@ -1,4 +1,9 @@
-// `keywarden` command line: serve | migrate | owner create | developer create.
+// `keywarden` command line: serve | migrate | owner create | developer create | loadtest.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
@@ -15,7 +20,8 @@ const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
   keywarden migrate                                 apply pending database migrations and exit
   keywarden owner create --username U --password-stdin
-  keywarden developer create --username U --password-stdin   (email: first of DEVELOPER_EMAILS)`;
+  keywarden developer create --username U --password-stdin   (email: first of DEVELOPER_EMAILS)
+  keywarden loadtest --duration=S [--url=URL ...]   measure a deployment you own (docs/loadtest.md)`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -102,8 +108,30 @@ async function createTopAccount(config: Config, kind: 'owner' | 'developer', arg
   }
 }
 
+/**
+ * The load test is a tool beside the server (loadtest/, TypeScript run by tsx like the benchmarks),
+ * not part of the build: found from this file upwards (src/ or dist/src/) and run as a child that
+ * owns the terminal. Ctrl-C reaches it directly; a SIGTERM sent to us only is passed on.
+ */
+async function loadtest(args: string[]): Promise<number> {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 3 && !fs.existsSync(path.join(dir, 'loadtest', 'main.ts')); i++) dir = path.dirname(dir);
+  const entry = path.join(dir, 'loadtest', 'main.ts');
+  if (!fs.existsSync(entry)) {
+    console.error('keywarden loadtest: loadtest/main.ts is not here (it comes with the source checkout)');
+    return 2;
+  }
+  const tsx = pathToFileURL(createRequire(path.join(dir, 'package.json')).resolve('tsx')).href;
+  const child = spawn(process.execPath, ['--import', tsx, entry, ...args], { stdio: 'inherit' });
+  const forward = (sig: NodeJS.Signals) => child.kill(sig);
+  process.on('SIGINT', () => undefined);
+  process.on('SIGTERM', forward);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+}
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
+  if (cmd === 'loadtest') return loadtest(argv.slice(1)); // needs no server configuration
   const config = loadConfig();
   switch (cmd) {
     case 'serve':

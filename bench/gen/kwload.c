@@ -1,5 +1,6 @@
-// kwload: the benchmark's load generator. Many client session chains on few threads (epoll, one
-// keep-alive HTTP/1.1 connection per chain), so the generator is not what limits the server.
+// kwload: the load generator of the benchmarks (bench/run.ts) and of `keywarden loadtest`
+// (loadtest/). Many client session chains on few threads (epoll, one keep-alive HTTP/1.1
+// connection per chain), so the generator is not what limits the server.
 //
 // Each connection prepares its own session over its own connection (Keywarden: init -> license ->
 // heartbeat/start; KeyAuth: init -> license), then sends the measured call in a loop: at full
@@ -15,7 +16,8 @@
 //   KWLOAD window-end
 //   KWLOAD {json}                  (requests, non2xx, errors, latency percentiles, own CPU)
 // Modes without a measured loop (setup, inits: create --total sessions and stop) print only the
-// json line. Compiled by bench/run.ts with `cc -O2 -pthread` (and `-lsodium` where sodium.h exists).
+// json line. Compiled by bench/lib.ts with `cc -O2 -pthread` (and `-lsodium` where sodium.h
+// exists, `-lssl -lcrypto` where OpenSSL's headers do).
 //
 // With libsodium, two modes speak the realtime channel (README "Realtime channel"): `ws-hb`
 // prepares each chain with init -> license over HTTP, upgrades that connection to
@@ -24,9 +26,21 @@
 // way `hb` measures REST ones. `ws-hold` prepares --conns such connections, prints
 // `KWLOAD ready`, then holds them open (answering transport pings) until its stdin closes,
 // printing `KWLOAD event <type> <connection> <CLOCK_MONOTONIC ns>` for every pushed `revoked`,
-// `notice` or `update_required`; a revoked connection is not reopened. Like the REST modes, the
-// generator checks no server signature or MAC (the SDK tests do): it measures the server. Its own
-// frames carry the MAC and sequence number the server checks, masked with a zero key.
+// `notice` or `update_required`; a revoked connection is not reopened. Its own frames carry the
+// MAC and sequence number the server checks, masked with a zero key.
+//
+// The load test's modes (loadtest/, docs/loadtest.md) run a fleet against a deployment:
+//   fleet     --conns clients (a --ws-share of them on the channel) prepare their session and then
+//             beat at the interval the server answers (or --beat-interval, or a shared --rate),
+//             opened over --ramp seconds, or in steps (--step-clients every --step-seconds: the
+//             capacity search); --spike-at drops every connection at once and reopens them all
+//             (a fleet reconnecting after an outage: init -> license -> start again).
+//   activate  init then license, again and again, each pair from a new client address.
+// They print `KWLOAD tick {json}` every second (--ticks) and `KWLOAD step {json}` at the end of
+// each step; a run ends at --duration, at --max-requests, or on SIGINT/SIGTERM, always with the
+// json line. Connections may speak TLS (--tls, OpenSSL; --ca for a private CA), requests are
+// signed with --api-secret (PROTOCOL 3), and --verify F checks a share F of the answers as an SDK
+// would (kw-verify.h): what fails is counted, not acted on, so the run still measures the server.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,7 +48,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -43,17 +59,20 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
-#if __has_include(<sodium.h>)
+#if !defined(KW_NO_SODIUM) && __has_include(<sodium.h>) // -DKW_NO_SODIUM builds what a machine without it gets
 #include <sodium.h>
 #define KW_WS 1
 #endif
+#include "kw-tls.h"
+#include "kw-verify.h"
 
-enum mode { M_HB, M_INIT, M_LICENSE, M_LOGIN, M_SETUP, M_INITS, M_WSHB, M_WSHOLD };
+enum mode { M_HB, M_INIT, M_LICENSE, M_LOGIN, M_SETUP, M_INITS, M_WSHB, M_WSHOLD, M_FLEET, M_ACT };
 enum proto { P_KW, P_KA };
 enum step { S_INIT, S_LICENSE, S_LOGIN, S_START, S_BEAT, S_CHECK, S_UPGRADE, S_WSSTART, S_WSBEAT, S_NONE };
 static const char *step_name[] = { "init", "license", "login", "heartbeat/start", "heartbeat", "check", "ws upgrade", "ws heartbeat/start", "ws heartbeat", "-" };
@@ -82,6 +101,21 @@ static FILE *sessions_out;
 static char **sessions_in;
 static long long nsessions_in;
 static int nlicenses;
+// the load test's options
+static char host_hdr[300];                  // --host-header (default host:port)
+static int use_tls = 0, tls_insecure = 0;   // --tls, --insecure
+static const char *tls_ca = NULL, *tls_host = NULL; // --ca FILE, --tls-name NAME (default --host)
+static const char *api_secret = NULL, *enc_key = NULL, *public_key = NULL, *kid_opt = NULL;
+static const char *license_file = NULL;      // --license-file F: one key a line (a list too long for one argument)
+static double verify_frac = 0;              // --verify F: the share of answers checked as an SDK would
+static double ws_share = 0;                 // fleet: the share of clients on the channel
+static double beat_interval_s = 0;          // fleet: 0 = the interval the server answers
+static double ramp_s = 0, spike_at_s = 0, step_s = 0, settle_s = 1;
+static int start_clients = 0, step_clients = 0, print_ticks = 0, hwid_per_key = 0;
+static int step_control = 0;                // --step-control: after each step, wait for `next`, `again` or `stop` on stdin
+static long long max_requests = 0;
+static char run_tag[16];                    // makes request nonces unique to this run (PROTOCOL 3's ledger)
+static int newmode;                         // fleet / activate
 
 // ---- shared state --------------------------------------------------------------------------------
 static atomic_int phase;            // 0 preparing, 1 running, 2 stopping
@@ -89,9 +123,13 @@ static atomic_int ready_conns, dead_conns;
 static atomic_llong claims;         // setup / inits: sessions claimed so far
 static atomic_ullong ip_counter;
 static atomic_int printed;          // error bodies printed so far
+static atomic_int vprinted;         // verification failures printed so far
 static atomic_llong events;         // ws-hold: pushed messages received
 static int prep_window = 0;         // --prep-window N: at most N connections preparing at once (0: all)
 static atomic_int preparing;
+static atomic_int allowed;          // connections that may be opened by now (ramp, steps)
+static atomic_int live;             // clients with a prepared session right now
+static atomic_int spike_gen, stop_req;
 static uint64_t t_run, win_start, win_end;
 
 static uint64_t now_ns(void) {
@@ -132,6 +170,12 @@ static void hrec(struct hist *h, uint64_t v) {
   h->sum += v;
   if (v > h->max) h->max = v;
 }
+static void hadd(struct hist *d, const struct hist *s) {
+  if (!s->n) return;
+  for (int i = 0; i < HBUCKETS; i++) d->c[i] += s->c[i];
+  d->n += s->n, d->sum += s->sum;
+  if (s->max > d->max) d->max = s->max;
+}
 static uint64_t hpct(const struct hist *h, double p) {
   if (h->n == 0) return 0;
   uint64_t want = (uint64_t)(p / 100.0 * (double)h->n + 0.999999), acc = 0;
@@ -144,6 +188,21 @@ static uint64_t hpct(const struct hist *h, double p) {
     }
   }
   return h->max;
+}
+
+// ---- per-second counters (the load test's live view and steps) ----------------------------------
+struct tick {
+  struct hist rest, ws, prep; // measured calls by transport; preparing calls (init, license, start, upgrade)
+  uint64_t calls, ok, non2xx, shed, limited, errors, reconnects, prep_n, prep_ok, prep_fail, dead;
+  uint64_t verified, bad_sig, bad_proof, activations;
+};
+
+static void tick_add(struct tick *d, const struct tick *s) {
+  hadd(&d->rest, &s->rest), hadd(&d->ws, &s->ws), hadd(&d->prep, &s->prep);
+  d->calls += s->calls, d->ok += s->ok, d->non2xx += s->non2xx, d->shed += s->shed, d->limited += s->limited;
+  d->errors += s->errors, d->reconnects += s->reconnects, d->prep_n += s->prep_n, d->prep_ok += s->prep_ok;
+  d->prep_fail += s->prep_fail, d->dead += s->dead, d->verified += s->verified, d->bad_sig += s->bad_sig;
+  d->bad_proof += s->bad_proof, d->activations += s->activations;
 }
 
 // ---- connections -----------------------------------------------------------------------------------
@@ -166,9 +225,25 @@ struct conn {
   int preparing;                // holds one of the --prep-window places
   int ws, reopen;               // the connection is a channel; the chain must start over on a new one
   uint64_t cseq;                // the channel's last client sequence number
-  unsigned char csk[32], c2s[32];
+  unsigned char csk[32], c2s[32], s2c[32];
   char ckey[48];                // base64url of the connection's X25519 public key (X-Nonce)
+  int chan;                     // fleet: this client beats over the channel
+  int hs, tls_ww;               // TLS handshake in progress; OpenSSL waits for writability
+#ifdef KW_TLS
+  SSL *ssl;
+#endif
+  int closing;                  // the answer being handled said `Connection: close`
+  int pend;                     // a call to send once reconnected (step + 1)
+  uint64_t pend_intended;
+  int lazy;                     // closed while idle: reopened when its next call is due
+  int queued;                   // has a due entry in its worker's heap
+  uint64_t queued_at, down_since, vcount;
+  int vthis, backoff_ms;        // verify the answer at hand; reconnect backoff
+  const char *path, *method;    // of the request in flight (response signatures cover them)
+  char rnonce[80];              // its X-Nonce
 };
+
+struct due { uint64_t at; struct conn *c; int reopen; };
 
 struct worker {
   pthread_t th;
@@ -178,11 +253,24 @@ struct worker {
   struct hist h;
   uint64_t requests, ok, non2xx, shed, limited, errors, reconnects, prep_fail, created, bad_body, ws_closed;
   int finished;
+  pthread_mutex_t tmu;          // guards tk: the main thread takes it every second
+  struct tick tk;
+  struct due *heap;             // calls due later and reconnects after a backoff, soonest first
+  int hn, hcap, kicked, spike_seen;
+  struct hist rec;              // spike: time from the drop to the session prepared again
+  uint64_t dropped, recovered;
 };
+
+#define TK(w, ...) do { pthread_mutex_lock(&(w)->tmu); struct tick *t_ = &(w)->tk; __VA_ARGS__; pthread_mutex_unlock(&(w)->tmu); } while (0)
 
 static void say_error(struct conn *c, enum step s, int status, const char *body, size_t blen) {
   if (quiet || atomic_fetch_add(&printed, 1) >= 5) return;
   fprintf(stderr, "kwload: conn %d %s -> HTTP %d: %.*s\n", c->id, step_name[s], status, (int)(blen > 400 ? 400 : blen), body);
+}
+
+static void say_verify(struct conn *c, enum step s, const char *why) {
+  if (atomic_fetch_add(&vprinted, 1) >= 5) return;
+  fprintf(stderr, "kwload: conn %d %s: verification failed: %s\n", c->id, step_name[s], why);
 }
 
 static uint32_t next_ip(void) { return ip_base + (uint32_t)(atomic_fetch_add(&ip_counter, 1) % ip_pool); }
@@ -191,8 +279,73 @@ static void ip_str(uint32_t ip, char *out) {
   sprintf(out, "10.%u.%u.%u", (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
 }
 
+static void set_ready(struct conn *c, int on) {
+  if (c->ready == on) return;
+  c->ready = on;
+  atomic_fetch_add(&live, on ? 1 : -1);
+}
+
+__attribute__((unused)) static int want_verify(struct conn *c) { // every 1/F-th answer of each connection
+  if (verify_frac <= 0) return 0;
+  uint64_t k = c->vcount++;
+  return (uint64_t)((double)(k + 1) * verify_frac) > (uint64_t)((double)k * verify_frac);
+}
+
+// ---- the due heap ---------------------------------------------------------------------------------
+static void heap_push(struct worker *w, uint64_t at, struct conn *c, int reopen) {
+  if (w->hn == w->hcap) {
+    w->hcap = w->hcap ? w->hcap * 2 : 1024;
+    w->heap = realloc(w->heap, (size_t)w->hcap * sizeof *w->heap);
+    if (!w->heap) die("out of memory");
+  }
+  int i = w->hn++;
+  while (i > 0 && w->heap[(i - 1) / 2].at > at) w->heap[i] = w->heap[(i - 1) / 2], i = (i - 1) / 2;
+  w->heap[i] = (struct due){ at, c, reopen };
+}
+static struct due heap_pop(struct worker *w) {
+  struct due top = w->heap[0], last = w->heap[--w->hn];
+  int i = 0;
+  for (;;) {
+    int k = 2 * i + 1;
+    if (k >= w->hn) break;
+    if (k + 1 < w->hn && w->heap[k + 1].at < w->heap[k].at) k++;
+    if (w->heap[k].at >= last.at) break;
+    w->heap[i] = w->heap[k], i = k;
+  }
+  if (w->hn) w->heap[i] = last;
+  return top;
+}
+static void queue_at(struct conn *c, uint64_t at) {
+  if (c->queued && c->queued_at <= at) return;
+  heap_push(c->w, at, c, 0);
+  c->queued = 1, c->queued_at = at;
+}
+
 static void conn_open(struct conn *c);
 static void conn_send(struct conn *c, enum step s, uint64_t intended);
+
+// ---- plain or TLS I/O --------------------------------------------------------------------------------
+static int is_tls(struct conn *c) {
+#ifdef KW_TLS
+  return c->ssl != NULL;
+#else
+  (void)c;
+  return 0;
+#endif
+}
+
+static ssize_t io_read(struct conn *c, void *buf, size_t n) {
+#ifdef KW_TLS
+  if (c->ssl) return tls_io(c->ssl, buf, n, 0, &c->tls_ww);
+#endif
+  return read(c->fd, buf, n);
+}
+static ssize_t io_write(struct conn *c, const void *buf, size_t n) {
+#ifdef KW_TLS
+  if (c->ssl) return tls_io(c->ssl, (void *)buf, n, 1, &c->tls_ww);
+#endif
+  return write(c->fd, buf, n);
+}
 
 static void arm_out(struct conn *c, int on) {
   if (c->waiting_out == on) return;
@@ -203,13 +356,14 @@ static void arm_out(struct conn *c, int on) {
 
 static void flush_out(struct conn *c) {
   while (c->woff < c->wlen) {
-    ssize_t k = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+    ssize_t k = io_write(c, c->wbuf + c->woff, c->wlen - c->woff);
     if (k > 0) {
       c->woff += (size_t)k;
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-      arm_out(c, 1);
+      // OpenSSL may wait for the peer's bytes before it can write: then readability is what to wait for
+      arm_out(c, is_tls(c) ? c->tls_ww : 1);
       return;
     }
     return; // the read side sees the failure
@@ -234,6 +388,20 @@ static void mark_sent(struct conn *c, enum step s, uint64_t intended) {
   c->intended = intended;
   c->sent = now_ns();
   flush_out(c);
+}
+
+/** PROTOCOL 3's headers when the application requires signed requests (empty otherwise). */
+static void signature_headers(char *out, size_t cap, const char *method, const char *path, const char *nonce, const char *body, size_t blen) {
+  out[0] = 0;
+  if (!api_secret) return;
+#ifdef KW_WS
+  char sig[65];
+  long ts = (long)time(NULL);
+  request_signature(api_secret, method, path, ts, nonce, body, blen, sig);
+  snprintf(out, cap, "X-Timestamp: %ld\r\nX-Signature: %s\r\n", ts, sig);
+#else
+  (void)cap, (void)method, (void)path, (void)nonce, (void)body, (void)blen;
+#endif
 }
 
 #ifdef KW_WS
@@ -273,36 +441,53 @@ static void ws_call(struct conn *c, enum step s, uint64_t intended) {
 
 static void ws_upgrade(struct conn *c) {
   unsigned char pk[32];
-  char ipb[32];
+  char ipb[32], sig[256];
   randombytes_buf(c->csk, sizeof c->csk);
   crypto_scalarmult_base(pk, c->csk);
   sodium_bin2base64(c->ckey, sizeof c->ckey, pk, sizeof pk, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
   ip_str(c->ip, ipb);
+  c->path = "/api/client/ws", c->method = "GET";
+  snprintf(c->rnonce, sizeof c->rnonce, "%s", c->ckey); // the key is the nonce (PROTOCOL 3 and 4)
+  signature_headers(sig, sizeof sig, "GET", c->path, c->ckey, "", 0);
   c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
-                             "GET /api/client/ws HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             "GET /api/client/ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                              "Sec-WebSocket-Key: a3dsb2FkLWNoYW5uZWwtMQ==\r\nSec-WebSocket-Version: 13\r\nX-Forwarded-For: %s\r\n"
-                             "X-Session: %s\r\nX-Nonce: %s\r\n\r\n",
-                             host, port, ipb, c->session, c->ckey);
+                             "X-Session: %s\r\nX-Nonce: %s\r\n%s\r\n",
+                             host_hdr, ipb, c->session, c->ckey, sig);
   mark_sent(c, S_UPGRADE, 0);
 }
 #endif
 
 static void conn_send(struct conn *c, enum step s, uint64_t intended) {
+  if (c->closing) { // the server closes this connection after the answer at hand: send on the next one
+    c->pend = s + 1, c->pend_intended = intended;
+    return;
+  }
 #ifdef KW_WS
   if (s == S_UPGRADE) return ws_upgrade(c);
   if (s == S_WSSTART || s == S_WSBEAT) return ws_call(c, s, intended);
 #endif
-  char body[4096], ipb[32];
+  char body[4096], ipb[32], sig[256], hw[300];
   const char *path;
   int n = 0;
   uint32_t ip = (s == S_INIT && !c->in_prep) || ((s == S_LICENSE || s == S_LOGIN) && !c->in_prep) ? next_ip() : c->ip;
   if (mode == M_INITS) ip = next_ip();
+  if (mode == M_ACT) { // an activation (init, then license) comes from one new address
+    if (s == S_INIT) c->ip = next_ip();
+    ip = c->ip;
+  }
   ip_str(ip, ipb);
+  if (hwid_per_key) snprintf(hw, sizeof hw, "%s-%d", hwid, c->id % nlicenses); // a key is always seen on the same device
+  else snprintf(hw, sizeof hw, "%s", hwid);
   if (proto == P_KW) {
     switch (s) {
-    case S_INIT: path = "/api/client/init"; n = snprintf(body, sizeof body, "{\"api_key\":\"%s\"}", api_key); break;
-    case S_LICENSE: path = "/api/client/license"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"license\":\"%s\",\"hwid\":\"%s\"}", c->session, licenses[c->id % nlicenses], hwid); break;
-    case S_LOGIN: path = "/api/client/login"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"username\":\"%s\",\"password\":\"%s\",\"hwid\":\"%s\"}", c->session, username, password, hwid); break;
+    case S_INIT:
+      path = "/api/client/init";
+      if (enc_key) n = snprintf(body, sizeof body, "{\"api_key\":\"%s\",\"enc_key\":\"%s\"}", api_key, enc_key);
+      else n = snprintf(body, sizeof body, "{\"api_key\":\"%s\"}", api_key);
+      break;
+    case S_LICENSE: path = "/api/client/license"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"license\":\"%s\",\"hwid\":\"%s\"}", c->session, licenses[c->id % nlicenses], hw); break;
+    case S_LOGIN: path = "/api/client/login"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"username\":\"%s\",\"password\":\"%s\",\"hwid\":\"%s\"}", c->session, username, password, hw); break;
     case S_START: path = "/api/client/heartbeat/start"; n = snprintf(body, sizeof body, "{\"session\":\"%s\",\"system_id\":\"%s\"}", c->session, system_id); break;
     case S_BEAT:
       path = "/api/client/heartbeat";
@@ -316,33 +501,38 @@ static void conn_send(struct conn *c, enum step s, uint64_t intended) {
     path = ka_path;
     b += sprintf(b, "type=%s&", s == S_INIT ? "init" : s == S_LICENSE ? "license" : s == S_CHECK ? "check" : "login");
     if (s == S_INIT) { b += url_piece(b, "ver", ka_ver); *b++ = '&'; }
-    if (s == S_LICENSE) { b += url_piece(b, "key", licenses[c->id % nlicenses]); *b++ = '&'; b += url_piece(b, "hwid", hwid); *b++ = '&'; }
-    if (s == S_LOGIN) { b += url_piece(b, "username", username); *b++ = '&'; b += url_piece(b, "pass", password); *b++ = '&'; b += url_piece(b, "hwid", hwid); *b++ = '&'; }
+    if (s == S_LICENSE) { b += url_piece(b, "key", licenses[c->id % nlicenses]); *b++ = '&'; b += url_piece(b, "hwid", hw); *b++ = '&'; }
+    if (s == S_LOGIN) { b += url_piece(b, "username", username); *b++ = '&'; b += url_piece(b, "pass", password); *b++ = '&'; b += url_piece(b, "hwid", hw); *b++ = '&'; }
     if (s != S_INIT) { b += url_piece(b, "sessionid", c->session); *b++ = '&'; }
     b += url_piece(b, "name", ka_name); *b++ = '&';
     b += url_piece(b, "ownerid", ka_owner);
     n = (int)(b - body);
   }
   c->nonce++;
+  // 16-64 characters of [A-Za-z0-9_-], unique to this run: a signed request's nonce is refused when reused within 600 s
+  snprintf(c->rnonce, sizeof c->rnonce, "kw%s-%d-%llu", run_tag, c->id, (unsigned long long)c->nonce);
+  c->path = path, c->method = "POST";
+  signature_headers(sig, sizeof sig, "POST", path, c->rnonce, body, (size_t)n);
   c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
-                             "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: %s\r\nX-Forwarded-For: %s\r\n"
-                             "X-Nonce: kwload-%d-%llu-nonce\r\nContent-Length: %d\r\n\r\n%.*s",
-                             path, host, port, proto == P_KW ? "application/json" : "application/x-www-form-urlencoded", ipb, c->id,
-                             (unsigned long long)c->nonce, n, n, body);
+                             "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nX-Forwarded-For: %s\r\n"
+                             "X-Nonce: %s\r\n%sContent-Length: %d\r\n\r\n%.*s",
+                             path, host_hdr, proto == P_KW ? "application/json" : "application/x-www-form-urlencoded", ipb, c->rnonce,
+                             sig, n, n, body);
   mark_sent(c, s, intended);
 }
 
+static void mark_ready(struct conn *c, uint64_t now);
+
 // Start (or restart) the preparing chain of a connection.
-static void start_chain(struct conn *c) {
+static void start_chain(struct conn *c, uint64_t now) {
   c->in_prep = 1;
-  c->ready = 0;
+  set_ready(c, 0);
   c->si = 0;
   c->ip = next_ip();
   c->beat_index = 1;
   if (sessions_in && c->claimed < nsessions_in) snprintf(c->session, sizeof c->session, "%s", sessions_in[c->claimed]);
   if (c->nsteps == 0) {
-    c->in_prep = 0;
-    c->ready = 1;
+    mark_ready(c, now);
     return;
   }
   conn_send(c, c->steps[0], 0);
@@ -354,35 +544,66 @@ static void prep_done(struct conn *c) {
   if (c->preparing) c->preparing = 0, atomic_fetch_sub(&preparing, 1);
 }
 
-static void mark_ready(struct conn *c) {
+static void mark_ready(struct conn *c, uint64_t now) {
   c->in_prep = 0;
-  c->ready = 1;
+  set_ready(c, 1);
   c->retries = 0;
   prep_done(c);
   if (!c->counted_ready) c->counted_ready = 1, atomic_fetch_add(&ready_conns, 1);
+  if (newmode) c->next_due = 0; // a new session beats one interval after its start
+  if (c->down_since) { // spike: this client is back
+    hrec(&c->w->rec, now - c->down_since);
+    c->w->recovered++;
+    c->down_since = 0;
+  }
 }
 
 static void kill_conn(struct conn *c) {
   if (c->dead) return;
   prep_done(c);
+  set_ready(c, 0);
   c->dead = 1;
   atomic_fetch_add(&dead_conns, 1);
-  if (c->fd >= 0) close(c->fd), c->fd = -1;
+  TK(c->w, t_->dead++);
+  if (c->fd >= 0) {
+    epoll_ctl(c->w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+#ifdef KW_TLS
+    if (c->ssl) SSL_free(c->ssl), c->ssl = NULL;
+#endif
+    close(c->fd), c->fd = -1;
+  }
 }
 
-// The measured call, when the schedule says so; returns the due time when it has to wait.
-static uint64_t kick(struct conn *c, uint64_t now) {
-  if (c->dead || !c->connected || c->inflight || !c->ready || atomic_load(&phase) != 1 || c->measured == S_NONE) return 0;
-  if (rate <= 0) {
-    conn_send(c, c->measured, now);
-    return 0;
+// The first call of a paced connection. The benchmark's connections are all ready when the window
+// opens and are staggered over one period; a load-test client starts its schedule when its session
+// is ready: one interval later (an SDK's first beat), or, under a shared --rate, at a point of the
+// period spread by its id (Knuth's multiplicative hash) so that clients ramped in together do not beat together.
+static uint64_t first_due(struct conn *c, uint64_t now) {
+  if (!newmode) return t_run + (c->period * (uint64_t)c->id) / (uint64_t)nconns;
+  if (rate <= 0) return now + c->period;
+  uint32_t h = (uint32_t)c->id * 2654435761u;
+  return now + (uint64_t)((double)c->period * ((double)h / 4294967296.0));
+}
+
+// The measured call, when the schedule says so (else it is queued for its due time).
+static void kick(struct conn *c, uint64_t now) {
+  if (c->dead || c->inflight || !c->ready || atomic_load(&phase) != 1 || c->measured == S_NONE || c->closing) return;
+  if (c->fd >= 0 && !c->connected) return; // connecting: on_connected kicks it
+  uint64_t due = now;
+  if (c->period) {
+    if (c->next_due == 0) c->next_due = first_due(c, now);
+    if (c->next_due > now) {
+      queue_at(c, c->next_due);
+      return;
+    }
+    due = c->next_due;
   }
-  if (c->next_due == 0) c->next_due = t_run + (c->period * (uint64_t)c->id) / (uint64_t)nconns;
-  if (c->next_due > now) return c->next_due;
-  uint64_t due = c->next_due;
-  c->next_due += c->period;
+  if (c->fd < 0) { // closed while idle: open it now, and send once it is up
+    if (c->lazy) c->lazy = 0, conn_open(c);
+    return;
+  }
+  if (c->period) c->next_due += c->period;
   conn_send(c, c->measured, due);
-  return 0;
 }
 
 static const char *find_field(const char *body, size_t blen, const char *name, size_t *vlen) {
@@ -410,30 +631,68 @@ static int copy_field(const char *body, size_t blen, const char *name, char *out
   return 1;
 }
 
+static int num_field(const char *body, size_t blen, const char *name, char *out, size_t cap) { // an integer's digits
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\":", name);
+  const char *p = memmem(body, blen, pat, (size_t)pl), *end = body + blen;
+  if (!p) return 0;
+  p += pl;
+  size_t n = 0;
+  while (p < end && n + 1 < cap && ((*p >= '0' && *p <= '9') || (*p == '-' && n == 0))) out[n++] = *p++;
+  out[n] = 0;
+  return n > 0;
+}
+
+/** The proof of a heartbeat answer (PROTOCOL 6), checked before the chain moves on; 1 when it holds. */
+static int proof_holds(struct conn *c, enum step s, const char *body, size_t blen) {
+#ifdef KW_WS
+  char proof[128], tok[512], count[32];
+  if (!copy_field(body, blen, "proof", proof, sizeof proof)) return 0;
+  if (s == S_START || s == S_WSSTART)
+    return copy_field(body, blen, "token", tok, sizeof tok) && check_start_proof(c->session, system_id, tok, proof);
+  return copy_field(body, blen, "new_token", tok, sizeof tok) && num_field(body, blen, "beat_count", count, sizeof count) &&
+         check_beat_proof(c->token, c->session, (unsigned long long)c->beat_index, tok, count, proof);
+#else
+  (void)c, (void)s, (void)body, (void)blen;
+  return 1;
+#endif
+}
+
 static void on_response(struct conn *c, int status, const char *body, size_t blen, uint64_t now) {
   struct worker *w = c->w;
   enum step s = (enum step)(c->inflight - 1);
   c->inflight = 0;
   int ok = status >= 200 && status < 300;
   if (ok && proto == P_KA && memmem(body, blen, "\"success\":true", 14) == NULL) ok = 0; // KeyAuth answers 200 to failures
+  if (ok && c->vthis && (s == S_START || s == S_WSSTART || s == S_BEAT || s == S_WSBEAT) && !proof_holds(c, s, body, blen)) {
+    TK(w, t_->bad_proof++);
+    say_verify(c, s, "the heartbeat proof does not hold");
+  }
   if (c->in_prep) {
     if (ok && s == S_INIT) ok = copy_field(body, blen, proto == P_KW ? "session" : "sessionid", c->session, sizeof c->session);
-    if (ok && (s == S_START || s == S_WSSTART)) ok = copy_field(body, blen, "token", c->token, sizeof c->token);
+    if (ok && (s == S_START || s == S_WSSTART)) {
+      ok = copy_field(body, blen, "token", c->token, sizeof c->token);
+      char iv[32];
+      // a fleet beats at the interval its application sets, as an SDK does
+      if (ok && newmode && beat_interval_s <= 0 && rate <= 0)
+        c->period = (uint64_t)(num_field(body, blen, "beat_interval", iv, sizeof iv) && atol(iv) > 0 ? atol(iv) : 30) * 1000000000ull;
+    }
+    TK(w, t_->prep_n++; if (ok) t_->prep_ok++; else t_->prep_fail++; hrec(&t_->prep, now - c->sent));
     if (!ok) {
       if (status == 503) w->shed++;        // load shed by the server (a bounded table is full)
       else if (status == 429) w->limited++; // a per-address limit (setup / inits count, not fail)
       else w->prep_fail++, say_error(c, s, status, body, blen);
       if (status == 429 && mode != M_SETUP && mode != M_INITS) w->prep_fail++, say_error(c, s, status, body, blen);
+      if (newmode) TK(w, t_->shed += status == 503; t_->limited += status == 429);
       if (mode == M_SETUP || mode == M_INITS) {
         if (w->prep_fail > 100) die("more than 100 failed calls while creating sessions");
-        if (claim(c)) start_chain(c);
+        if (claim(c)) start_chain(c, now);
         else c->dead = 1;
         return;
       }
       if (++c->retries > 3) { kill_conn(c); return; }
       if (c->ws) { c->reopen = 1; return; } // a new connection, then the chain from init
-      start_chain(c);
-      if (c->ready) mark_ready(c);
+      start_chain(c, now);
       return;
     }
     if (++c->si < c->nsteps) {
@@ -447,23 +706,35 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
         fprintf(sessions_out, "%s\n", c->session);
         funlockfile(sessions_out);
       }
-      if (claim(c)) start_chain(c);
+      if (claim(c)) start_chain(c, now);
       else c->dead = 1;
       return;
     }
-    mark_ready(c);
+    mark_ready(c, now);
     kick(c, now);
     return;
   }
   // the measured call
   int counted = now >= win_start && now <= win_end;
+  uint64_t lat = now - (c->period ? c->intended : c->sent);
   if (counted) {
     w->requests++;
     if (ok) w->ok++;
     else w->non2xx++, w->shed += status == 503, w->limited += status == 429;
-    hrec(&w->h, now - (rate > 0 ? c->intended : c->sent));
+    hrec(&w->h, lat);
   }
+  TK(w, t_->calls++; if (ok) t_->ok++; else t_->non2xx++, t_->shed += status == 503, t_->limited += status == 429;
+     hrec(c->chan || s == S_WSBEAT ? &t_->ws : &t_->rest, lat));
   if (!ok) say_error(c, s, status, body, blen);
+  if (mode == M_ACT) { // an activation: init, then license on the session it gave, from the same address
+    if (s == S_INIT && ok && copy_field(body, blen, "session", c->session, sizeof c->session)) {
+      conn_send(c, S_LICENSE, now);
+      return;
+    }
+    if (s == S_LICENSE && ok) TK(w, t_->activations++);
+    kick(c, now);
+    return;
+  }
   if (s == S_BEAT || s == S_WSBEAT) {
     if (ok && !copy_field(body, blen, "new_token", c->token, sizeof c->token)) {
       w->bad_body++;
@@ -472,7 +743,7 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
     }
     if (!ok && !fake_session) { // the chain is broken: prepare it again
       if (c->ws) { c->reopen = 1; return; }
-      start_chain(c);
+      start_chain(c, now);
       return;
     }
     if (!ok) { // a fake session (the ceiling): send the same token again
@@ -485,21 +756,9 @@ static void on_response(struct conn *c, int status, const char *body, size_t ble
 }
 
 #ifdef KW_WS
-static int num_field(const char *body, size_t blen, const char *name, char *out, size_t cap) { // an integer's digits
-  char pat[64];
-  int pl = snprintf(pat, sizeof pat, "\"%s\":", name);
-  const char *p = memmem(body, blen, pat, (size_t)pl), *end = body + blen;
-  if (!p) return 0;
-  p += pl;
-  size_t n = 0;
-  while (p < end && n + 1 < cap && ((*p >= '0' && *p <= '9') || (*p == '-' && n == 0))) out[n++] = *p++;
-  out[n] = 0;
-  return n > 0;
-}
-
-// The hello: the transcript, X25519, then HKDF-SHA256 (RFC 5869, with libsodium's HMAC) for c2s.
+// The hello: the transcript, X25519, then HKDF-SHA256 (RFC 5869, with libsodium's HMAC) for both keys.
 static int ws_hello(struct conn *c, const char *js, size_t len) {
-  char kid[64], ts[32], skey[64], connid[128], interval[32], tr[2048];
+  char kid[64], ts[32], skey[64], connid[128], interval[32], sig[128], tr[2048];
   unsigned char spk[32], shared[32], salt[32], prk[32], t1[32], t2[32], in[64];
   size_t spk_len = 0;
   if (!copy_field(js, len, "kid", kid, sizeof kid) || !num_field(js, len, "ts", ts, sizeof ts) ||
@@ -509,19 +768,23 @@ static int ws_hello(struct conn *c, const char *js, size_t len) {
   if (sodium_base642bin(spk, sizeof spk, skey, strlen(skey), NULL, &spk_len, NULL, sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 || spk_len != 32)
     return -1;
   int n = snprintf(tr, sizeof tr, "kwc1-hello\n%s\n%s\n%s\n%s\n%s\n%s\n%s", kid, ts, c->session, c->ckey, skey, connid, interval);
+  if (verify_frac > 0) { // every hello: the connection's keys hang on it
+    const char *why = copy_field(js, len, "sig", sig, sizeof sig) ? check_hello(kid, ts, sig, tr, (size_t)n) : "hello: no sig";
+    TK(c->w, t_->verified++; if (why) t_->bad_sig++);
+    if (why) say_verify(c, S_UPGRADE, why);
+  }
   crypto_hash_sha256(salt, (unsigned char *)tr, (unsigned long long)n);
   if (crypto_scalarmult(shared, c->csk, spk) != 0) return -1;
   crypto_auth_hmacsha256(prk, shared, sizeof shared, salt);
   memcpy(in, "kwc1 keys\x01", 10);
-  crypto_auth_hmacsha256(t1, in, 10, prk); // okm[0..32]: s2c, which the generator does not check
+  crypto_auth_hmacsha256(t1, in, 10, prk); // okm[0..32]: s2c
+  memcpy(c->s2c, t1, 32);
   memcpy(in, t1, 32), memcpy(in + 32, "kwc1 keys\x02", 10);
   crypto_auth_hmacsha256(t2, in, 42, prk);
   memcpy(c->c2s, t2, 32);
   c->cseq = 0;
   return 0;
 }
-
-static void on_response(struct conn *c, int status, const char *body, size_t blen, uint64_t now);
 
 static int ws_message(struct conn *c, int op, const unsigned char *pl, size_t len, uint64_t now) {
   switch (op) {
@@ -535,6 +798,7 @@ static int ws_message(struct conn *c, int op, const unsigned char *pl, size_t le
     return -1;
   case 1:
     if (c->inflight != S_UPGRADE + 1 || ws_hello(c, (const char *)pl, len) < 0) return -1;
+    c->vthis = 0;
     on_response(c, 200, (const char *)pl, len, now);
     return 0;
   case 2: {
@@ -545,6 +809,11 @@ static int ws_message(struct conn *c, int op, const unsigned char *pl, size_t le
     if (!copy_field(js, jl, "type", type, sizeof type)) return -1;
     if (!strcmp(type, "reply")) {
       if (!c->inflight || !num_field(js, jl, "status", st, sizeof st)) return -1;
+      if ((c->vthis = want_verify(c))) {
+        int good = check_frame_mac(c->s2c, pl, len);
+        TK(c->w, t_->verified++; if (!good) t_->bad_sig++);
+        if (!good) say_verify(c, (enum step)(c->inflight - 1), "the frame's MAC does not verify");
+      }
       on_response(c, atoi(st), js, jl, now);
       return 0;
     }
@@ -579,6 +848,7 @@ static int parse_ws(struct conn *c, uint64_t now) {
     }
     if (have < h + len) return 0;
     int r = ws_message(c, b[0] & 15, b + h, len, now);
+    if (c->dead) return -1;
     memmove(c->rbuf, c->rbuf + h + len, have - h - len);
     c->rlen -= h + len;
     c->rbuf[c->rlen] = 0;
@@ -586,6 +856,15 @@ static int parse_ws(struct conn *c, uint64_t now) {
   }
 }
 #endif
+
+/** A response header's value (trimmed) into out; empty when absent. */
+static void header_value(const char *l, size_t name_len, const char *hend, char *out, size_t cap) {
+  const char *v = l + name_len;
+  while (v < hend && (*v == ' ' || *v == '\t')) v++;
+  size_t n = 0;
+  while (v < hend && *v != '\r' && *v != '\n' && n + 1 < cap) out[n++] = *v++;
+  out[n] = 0;
+}
 
 // Parse whole responses out of the read buffer. Returns -1 when the connection must be closed.
 static int parse_responses(struct conn *c, uint64_t now) {
@@ -607,11 +886,15 @@ static int parse_responses(struct conn *c, uint64_t now) {
     }
     long clen = -1;
     int chunked = 0, close_after = 0;
+    char kid[32] = "", rts[32] = "", rsig[128] = "";
     for (char *line = memchr(c->rbuf, '\n', hlen); line && line < hend; line = memchr(line + 1, '\n', (size_t)(hend - line))) {
       char *l = line + 1;
       if (!strncasecmp(l, "content-length:", 15)) clen = atol(l + 15);
       else if (!strncasecmp(l, "transfer-encoding:", 18) && strcasestr(l, "chunked") && strcasestr(l, "chunked") < hend) chunked = 1;
       else if (!strncasecmp(l, "connection:", 11) && !strncasecmp(l + 11 + strspn(l + 11, " "), "close", 5)) close_after = 1;
+      else if (verify_frac > 0 && !strncasecmp(l, "x-response-kid:", 15)) header_value(l, 15, hend, kid, sizeof kid);
+      else if (verify_frac > 0 && !strncasecmp(l, "x-response-timestamp:", 21)) header_value(l, 21, hend, rts, sizeof rts);
+      else if (verify_frac > 0 && !strncasecmp(l, "x-response-signature:", 21)) header_value(l, 21, hend, rsig, sizeof rsig);
     }
     size_t consumed;
     char *body = c->rbuf + hlen;
@@ -648,7 +931,17 @@ static int parse_responses(struct conn *c, uint64_t now) {
       consumed = hlen + blen;
     }
     if (!c->inflight) return -1; // an answer nobody asked for
+    c->vthis = 0;
+#ifdef KW_WS
+    if (proto == P_KW && (c->vthis = want_verify(c))) {
+      const char *why = check_reply_signature(kid, rts, rsig, c->method, c->path, status, c->rnonce, body, blen);
+      TK(c->w, t_->verified++; if (why) t_->bad_sig++);
+      if (why) say_verify(c, (enum step)(c->inflight - 1), why);
+    }
+#endif
+    if (close_after) c->closing = 1; // what on_response sends waits for the next connection
     on_response(c, status, body, blen, now);
+    if (c->dead) return -1;
     memmove(c->rbuf, c->rbuf + consumed, c->rlen - consumed);
     c->rlen -= consumed;
     c->rbuf[c->rlen] = 0;
@@ -656,58 +949,202 @@ static int parse_responses(struct conn *c, uint64_t now) {
   }
 }
 
+static void conn_close_fd(struct conn *c) {
+  if (c->fd < 0) return;
+  epoll_ctl(c->w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+#ifdef KW_TLS
+  if (c->ssl) SSL_free(c->ssl), c->ssl = NULL;
+#endif
+  close(c->fd), c->fd = -1;
+  c->connected = 0, c->hs = 0, c->tls_ww = 0;
+}
+
 static void conn_reopen(struct conn *c, int was_error) {
   struct worker *w = c->w;
   int lost = c->inflight != 0;
-  if (c->fd >= 0) close(c->fd), c->fd = -1;
+  conn_close_fd(c);
   c->rlen = 0;
-  if (was_error || lost) w->errors++;
+  if (was_error || lost) {
+    w->errors++;
+    TK(w, t_->errors++);
+  }
   w->reconnects++;
-  if (w->reconnects > 10000) die("more than 10000 reconnects: is the server up?");
+  TK(w, t_->reconnects++);
+  if (!newmode && w->reconnects > 10000) die("more than 10000 reconnects: is the server up?");
   c->inflight = 0;
+  c->closing = 0;
   // A call lost with its connection: the chain's state on the server is unknown, so start over
   // (except where every measured call stands alone).
-  if (lost && (c->in_prep || c->measured == S_BEAT) && !fake_session) c->need_chain = 1, c->ready = 0;
-  if (c->ws || c->reopen || mode == M_WSHB || mode == M_WSHOLD) c->need_chain = 1, c->ready = 0; // a channel is not resumed
+  if (lost && (c->in_prep || c->measured == S_BEAT) && !fake_session) c->need_chain = 1, set_ready(c, 0);
+  if (c->ws || c->reopen || c->measured == S_WSBEAT || mode == M_WSHOLD) c->need_chain = 1, set_ready(c, 0); // a channel is not resumed
   c->ws = 0, c->reopen = 0;
+  // A load-test client whose idle connection the server closed opens a new one when it next needs
+  // one, as an SDK does (the server's keep-alive timeout is shorter than most beat intervals).
+  if (newmode && !c->need_chain && !c->pend && !lost && !was_error && c->ready) {
+    c->lazy = 1;
+    kick(c, now_ns());
+    return;
+  }
   conn_open(c);
 }
 
 static void conn_open(struct conn *c) {
   c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) die("socket: %s", strerror(errno));
+  if (c->fd < 0) {
+    if (errno == EMFILE || errno == ENFILE)
+      die("socket: %s: more clients than this process may hold open (ulimit -n); use fewer clients", strerror(errno));
+    die("socket: %s", strerror(errno));
+  }
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (bind_src) {
     setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     if (bind(c->fd, (struct sockaddr *)&bind_addr, sizeof bind_addr) < 0) die("bind: %s", strerror(errno));
   }
-  c->connected = 0;
+  c->connected = 0, c->hs = 0, c->lazy = 0;
   c->waiting_out = 1;
   struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
   epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &ev);
-  if (connect(c->fd, (struct sockaddr *)&addr, sizeof addr) < 0 && errno != EINPROGRESS) die("connect: %s", strerror(errno));
+  if (connect(c->fd, (struct sockaddr *)&addr, sizeof addr) < 0 && errno != EINPROGRESS) {
+    if (!newmode) die("connect: %s", strerror(errno));
+    c->waiting_out = 1; // reported through SO_ERROR on the next wake-up
+  }
+}
+
+/** A connection that could not be made (refused, reset, TLS handshake failed). */
+static void connect_failed(struct conn *c, uint64_t now, const char *why) {
+  struct worker *w = c->w;
+  w->errors++;
+  TK(w, t_->errors++);
+  conn_close_fd(c);
+  if (!newmode) {
+    if (w->errors > 1000) die("connect failed: %s", why);
+    usleep(10000);
+    conn_open(c);
+    return;
+  }
+  if (!quiet && atomic_fetch_add(&printed, 1) < 5) fprintf(stderr, "kwload: conn %d: cannot connect: %s\n", c->id, why);
+  // back off, as a client would, instead of hammering a deployment that refuses connections
+  c->backoff_ms = c->backoff_ms ? (c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2) : 100;
+  heap_push(w, now + (uint64_t)c->backoff_ms * 1000000ull, c, 1);
 }
 
 static void on_connected(struct conn *c, uint64_t now) {
   c->connected = 1;
+  c->backoff_ms = 0;
   arm_out(c, 0);
+  if (c->pend) { // a call held back while the previous connection closed
+    enum step s = (enum step)(c->pend - 1);
+    c->pend = 0;
+    conn_send(c, s, c->pend_intended);
+    return;
+  }
   if (c->need_chain) { // first connect, or a chain to start over
     c->need_chain = 0;
-    start_chain(c);
-    if (c->ready) mark_ready(c);
+    start_chain(c, now);
   }
   kick(c, now);
 }
 
-// Opens this thread's connections, at most --prep-window of all threads' preparing at once: with
-// 100,000 channel clients, all preparing together would be 100,000 calls in flight at once.
+// Opens this thread's connections, as many as --ramp or the steps allow by now, and at most
+// --prep-window of all threads' preparing at once: with 100,000 channel clients, all preparing
+// together would be 100,000 calls in flight at once.
 static void open_more(struct worker *w) {
-  while (w->opened < w->n && (prep_window <= 0 || atomic_load(&preparing) < prep_window)) {
+  int lim = atomic_load(&allowed);
+  while (w->opened < w->n && w->conns[w->opened].id < lim && (prep_window <= 0 || atomic_load(&preparing) < prep_window)) {
     struct conn *c = &w->conns[w->opened++];
     if (prep_window > 0) c->preparing = 1, atomic_fetch_add(&preparing, 1);
     conn_open(c);
   }
+}
+
+// --spike-at: every client loses its connection at once and comes back at once, preparing its
+// session again (init -> license -> heartbeat/start, and the upgrade for channel clients).
+static void spike(struct worker *w, uint64_t now) {
+  for (int i = 0; i < w->opened; i++) {
+    struct conn *c = &w->conns[i];
+    if (c->dead) continue;
+    w->dropped++;
+    c->down_since = now;
+    conn_close_fd(c);
+    c->inflight = 0, c->rlen = 0, c->ws = 0, c->reopen = 0, c->closing = 0, c->pend = 0, c->lazy = 0, c->retries = 0;
+    set_ready(c, 0);
+    c->in_prep = 0;
+    c->need_chain = 1;
+    conn_open(c);
+  }
+}
+
+static void on_readable(struct conn *c, uint64_t now) {
+  int closed = 0;
+  for (;;) {
+    if (c->rcap - c->rlen < rb_free) {
+      c->rcap = c->rcap ? c->rcap * 2 : rb_free * 4;
+      c->rbuf = realloc(c->rbuf, c->rcap);
+      if (!c->rbuf) die("out of memory");
+    }
+    ssize_t k = io_read(c, c->rbuf + c->rlen, c->rcap - c->rlen - 1);
+    if (k > 0) {
+      c->rlen += (size_t)k;
+      c->rbuf[c->rlen] = 0; // header parsing uses C string functions
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (is_tls(c) && c->tls_ww) arm_out(c, 1);
+      break;
+    }
+    closed = 1;
+    break;
+  }
+  if (parse_responses(c, now) < 0) closed = 1;
+  if (c->dead) return;
+  if (closed) {
+    conn_reopen(c, c->inflight != 0);
+    return;
+  }
+  if (is_tls(c) && c->woff < c->wlen) flush_out(c); // a write that waited for the peer's bytes
+}
+
+static void on_event(struct conn *c, uint32_t events, uint64_t now) {
+  if (!c->connected) {
+    if (!c->hs) { // the TCP connect
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err) {
+        connect_failed(c, now, strerror(err));
+        return;
+      }
+      if (!(events & (EPOLLOUT | EPOLLIN))) return;
+#ifdef KW_TLS
+      if (use_tls) c->ssl = tls_new(c->fd), c->hs = 1;
+#endif
+    }
+#ifdef KW_TLS
+    if (c->hs) {
+      int ww = 0;
+      char why[256];
+      int r = tls_handshake(c->ssl, &ww, why, sizeof why);
+      if (r < 0) {
+        if (!strncmp(why, "certificate:", 12)) // a configuration to fix, not a load to measure
+          die("TLS %s (give the CA with --ca FILE; --insecure skips the check)", why);
+        connect_failed(c, now, why);
+        return;
+      }
+      if (r == 0) {
+        arm_out(c, ww);
+        return;
+      }
+      c->hs = 0;
+    }
+#endif
+    on_connected(c, now);
+    if (!(events & EPOLLIN) || c->fd < 0) return;
+  } else if (events & EPOLLOUT) {
+    flush_out(c);
+    if (is_tls(c) && !(events & EPOLLIN)) events |= EPOLLIN; // OpenSSL may have waited for writability on a read
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(c, now);
 }
 
 static void *worker_main(void *arg) {
@@ -720,12 +1157,14 @@ static void *worker_main(void *arg) {
     int ph = atomic_load(&phase);
     if (ph == 2) break;
     if (mode == M_SETUP || mode == M_INITS) {
-      int live = 0;
-      for (int i = 0; i < w->n; i++) live += !w->conns[i].dead;
-      if (!live) break;
+      int alive = 0;
+      for (int i = 0; i < w->n; i++) alive += !w->conns[i].dead;
+      if (!alive) break;
     }
     int n = epoll_wait(w->ep, evs, 256, 5);
     uint64_t now = now_ns();
+    int sg = atomic_load(&spike_gen);
+    if (sg != w->spike_seen) w->spike_seen = sg, spike(w, now);
     for (int i = 0; i < n; i++) {
       if (evs[i].data.ptr == NULL) { // the pacing timer
         uint64_t x;
@@ -735,56 +1174,26 @@ static void *worker_main(void *arg) {
       }
       struct conn *c = evs[i].data.ptr;
       if (c->dead || c->fd < 0) continue;
-      if (!c->connected) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err) {
-          w->errors++;
-          epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-          close(c->fd), c->fd = -1;
-          if (w->errors > 1000) die("connect failed: %s", strerror(err));
-          usleep(10000);
-          conn_open(c);
-          continue;
-        }
-        if (evs[i].events & (EPOLLOUT | EPOLLIN)) on_connected(c, now);
-        if (!(evs[i].events & EPOLLIN)) continue;
-      } else if (evs[i].events & EPOLLOUT) {
-        flush_out(c);
-      }
-      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        int closed = 0;
-        for (;;) {
-          if (c->rcap - c->rlen < rb_free) {
-            c->rcap = c->rcap ? c->rcap * 2 : rb_free * 4;
-            c->rbuf = realloc(c->rbuf, c->rcap);
-            if (!c->rbuf) die("out of memory");
-          }
-          ssize_t k = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen - 1);
-          if (k > 0) {
-            c->rlen += (size_t)k;
-            c->rbuf[c->rlen] = 0; // header parsing uses C string functions
-            continue;
-          }
-          if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
-          closed = 1;
-          break;
-        }
-        if (parse_responses(c, now) < 0) closed = 1;
-        if (closed && !c->dead) {
-          epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-          conn_reopen(c, c->inflight != 0);
-        }
-      }
+      on_event(c, evs[i].events, now);
     }
     if (atomic_load(&phase) == 1 && mode != M_SETUP && mode != M_INITS && mode != M_WSHOLD) {
-      uint64_t soonest = UINT64_MAX;
-      for (int i = 0; i < w->n; i++) {
-        uint64_t due = kick(&w->conns[i], now);
-        if (due && due < soonest) soonest = due;
+      if (!w->kicked) { // the window opened: every prepared connection starts its schedule
+        w->kicked = 1;
+        for (int i = 0; i < w->opened; i++) kick(&w->conns[i], now);
       }
-      if (soonest != UINT64_MAX && soonest != armed) {
+      now = now_ns();
+      while (w->hn && w->heap[0].at <= now) {
+        struct due d = heap_pop(w);
+        struct conn *c = d.c;
+        if (d.reopen) {
+          if (c->fd < 0 && !c->dead) conn_open(c);
+          continue;
+        }
+        if (c->queued && c->queued_at == d.at) c->queued = 0;
+        kick(c, now);
+      }
+      if (w->hn && w->heap[0].at != armed) {
+        uint64_t soonest = w->heap[0].at;
         struct itimerspec its = { .it_value = { .tv_sec = (time_t)(soonest / 1000000000ull), .tv_nsec = (long)(soonest % 1000000000ull) } };
         timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
         armed = soonest;
@@ -808,12 +1217,190 @@ static void sleep_until(uint64_t t) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: kwload --port P [--host 127.0.0.1] --mode hb|init|license|login|setup|inits|ws-hb|ws-hold\n"
+          "usage: kwload --port P [--host 127.0.0.1] --mode hb|init|license|login|setup|inits|ws-hb|ws-hold|fleet|activate\n"
           "  [--conns 64] [--threads 2] [--duration 5] [--warmup 1] [--rate R] [--total N]\n"
-          "  [--api-key K] [--license L] [--username U --password P] [--hwid H] [--fake-session]\n"
+          "  [--api-key K] [--license L1,L2 | --license-file F] [--username U --password P] [--hwid H] [--fake-session]\n"
           "  [--proto kw|keyauth --ka-name N --ka-owner O --ka-path /api/1.2/ --ka-ver 1.0]\n"
-          "  [--ip-base N] [--ip-pool N] [--bind 127.0.0.2] [--sessions-out F | --sessions-in F] [--prep-window N] [--quiet]\n");
+          "  [--ip-base N] [--ip-pool N] [--bind 127.0.0.2] [--sessions-out F | --sessions-in F] [--prep-window N] [--quiet]\n"
+          "  load test: [--tls [--ca FILE | --insecure] [--tls-name NAME]] [--host-header H] [--api-secret S] [--enc-key K]\n"
+          "  [--verify F --public-key B64 [--kid k1]] [--ws-share F] [--beat-interval S] [--ramp S] [--spike-at S]\n"
+          "  [--start-clients N --step-clients N --step-seconds S --settle S [--step-control]] [--max-requests N] [--ticks] [--hwid-per-key]\n");
   exit(2);
+}
+
+static void on_signal(int sig) {
+  (void)sig;
+  atomic_store(&stop_req, 1);
+}
+
+// ---- the load test's run: ramp or steps, spike, a line every second -------------------------------
+
+// the second at hand, the step's settled seconds (latency), the whole step (failures of its new clients), the whole run
+static struct tick *tk_now, *tk_step, *tk_step_all, *tk_all;
+
+static void collect(struct worker *ws, struct tick *out) {
+  memset(out, 0, sizeof *out);
+  for (int t = 0; t < nthreads; t++) {
+    pthread_mutex_lock(&ws[t].tmu);
+    tick_add(out, &ws[t].tk);
+    memset(&ws[t].tk, 0, sizeof ws[t].tk);
+    pthread_mutex_unlock(&ws[t].tmu);
+  }
+}
+
+/** The counters of a tick or step as json fields (no braces). */
+static void print_counts(const struct tick *k) {
+  struct hist *all = calloc(1, sizeof *all);
+  if (!all) die("out of memory");
+  hadd(all, &k->rest), hadd(all, &k->ws);
+  printf("\"calls\":%llu,\"ok\":%llu,\"non2xx\":%llu,\"shed\":%llu,\"limited\":%llu,\"errors\":%llu,\"reconnects\":%llu,"
+         "\"prep\":%llu,\"prep_ok\":%llu,\"prep_fail\":%llu,\"dead\":%llu,\"verified\":%llu,\"bad_sig\":%llu,\"bad_proof\":%llu,"
+         "\"activations\":%llu,\"rest_calls\":%llu,\"ws_calls\":%llu,"
+         "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"rest_p99_us\":%.1f,\"ws_p99_us\":%.1f,"
+         "\"prep_p50_us\":%.1f,\"prep_p99_us\":%.1f",
+         (unsigned long long)k->calls, (unsigned long long)k->ok, (unsigned long long)k->non2xx, (unsigned long long)k->shed,
+         (unsigned long long)k->limited, (unsigned long long)k->errors, (unsigned long long)k->reconnects, (unsigned long long)k->prep_n,
+         (unsigned long long)k->prep_ok, (unsigned long long)k->prep_fail, (unsigned long long)k->dead, (unsigned long long)k->verified,
+         (unsigned long long)k->bad_sig, (unsigned long long)k->bad_proof, (unsigned long long)k->activations,
+         (unsigned long long)k->rest.n, (unsigned long long)k->ws.n, hpct(all, 50) / 1e3, hpct(all, 90) / 1e3, hpct(all, 99) / 1e3,
+         all->max / 1e3, hpct(&k->rest, 99) / 1e3, hpct(&k->ws, 99) / 1e3, hpct(&k->prep, 50) / 1e3, hpct(&k->prep, 99) / 1e3);
+  free(all);
+}
+
+// The capacity steps. Step k adds --step-clients (opened over --ramp), waits until every client
+// it added has its session or gave up (preparing thousands of sessions takes longer than a beat
+// interval on a small server; at most max(30 s, 3 steps) so a stuck step still ends), lets
+// --settle seconds pass, then measures for the rest of --step-seconds: the step's line has the
+// measured seconds ("settled": latency) and the whole step ("all": the failures of the clients
+// it added). With --step-control the caller decides after each step, on stdin: `next` (add the
+// next clients), `again` (measure these clients once more) or `stop`; the clients keep beating
+// meanwhile.
+static int step_k;           // the step at hand
+static double step_t0;       // when it started, seconds since the run's start
+
+static long step_target(int k) {
+  long n = (long)start_clients + (long)k * step_clients;
+  return n > nconns ? nconns : n;
+}
+
+/** Clients that may be open at t seconds: a linear ramp, or the step at hand's (ramped in over --ramp). */
+static int target_at(double t) {
+  if (step_clients > 0) {
+    long hi = step_target(step_k), lo = step_k == 0 ? 0 : step_target(step_k - 1);
+    double f = ramp_s > 0 ? (t - step_t0) / ramp_s : 1;
+    if (f > 1) f = 1;
+    if (f < 0) f = 0;
+    return (int)(lo + (long)((double)(hi - lo) * f + 0.999999));
+  }
+  if (ramp_s <= 0 || t >= ramp_s) return nconns;
+  return (int)((double)nconns * t / ramp_s + 0.999999);
+}
+
+static const char *run_load_test(struct worker *ws, uint64_t t0) {
+  const char *stopped = "duration";
+  int spiked = 0, stage = 0; // steps: 0 preparing its clients, 1 settling, 2 measuring, 3 waiting for the caller
+  char cmd[256];
+  size_t cmd_len = 0;
+  double stage_end = 0, measure_from = 0, prep_max = step_s * 3 > 30 ? step_s * 3 : 30;
+  uint64_t end = t0 + (uint64_t)(duration_s * 1e9), next_tick = t0 + 1000000000ull;
+  int sent_window_start = 0;
+  for (;;) {
+    uint64_t now = now_ns();
+    double t = (double)(now - t0) / 1e9;
+    atomic_store(&allowed, target_at(t));
+    if (spike_at_s > 0 && !spiked && t >= spike_at_s) {
+      spiked = 1;
+      atomic_fetch_add(&spike_gen, 1);
+    }
+    if (!sent_window_start && now >= win_start) {
+      sent_window_start = 1;
+      printf("KWLOAD window-start\n");
+      fflush(stdout);
+    }
+    if (now >= next_tick) {
+      double ts = (double)(next_tick - t0) / 1e9;
+      collect(ws, tk_now);
+      tick_add(tk_all, tk_now);
+      if (print_ticks) {
+        printf("KWLOAD tick {\"t\":%.0f,\"clients\":%d,\"target\":%d,", ts, atomic_load(&live), atomic_load(&allowed));
+        print_counts(tk_now);
+        printf("}\n");
+        fflush(stdout);
+      }
+      if (step_clients > 0) {
+        long hi = step_target(step_k);
+        tick_add(tk_step_all, tk_now);
+        if (stage == 2) tick_add(tk_step, tk_now); // the second that just ended was measured
+        if (stage == 0 && ts - step_t0 >= ramp_s &&
+            (atomic_load(&live) + atomic_load(&dead_conns) >= hi || ts - step_t0 >= prep_max))
+          stage = 1, stage_end = ts + settle_s;
+        if (stage == 1 && ts >= stage_end - 1e-9) stage = 2, measure_from = ts, stage_end = ts + (step_s - settle_s);
+        if (stage == 2 && ts >= stage_end - 1e-9) {
+          printf("KWLOAD step {\"step\":%d,\"clients\":%ld,\"live\":%d,\"from\":%.0f,\"to\":%.0f,\"started\":%.0f,\"settled\":{",
+                 step_k, hi, atomic_load(&live), measure_from, ts, step_t0);
+          print_counts(tk_step);
+          printf("},\"all\":{");
+          print_counts(tk_step_all);
+          printf("}}\n");
+          fflush(stdout);
+          memset(tk_step, 0, sizeof *tk_step);
+          memset(tk_step_all, 0, sizeof *tk_step_all);
+          if (hi >= nconns && !step_control) {
+            stopped = "max-clients";
+            break;
+          }
+          if (step_control) stage = 3;
+          else step_k++, step_t0 = ts, stage = 0;
+        }
+        if (stage == 3) memset(tk_step_all, 0, sizeof *tk_step_all); // while the caller decides: in no step
+      }
+      if (max_requests > 0 && (long long)(tk_all->calls + tk_all->prep_n) >= max_requests) {
+        stopped = "max-requests";
+        break;
+      }
+      next_tick += 1000000000ull;
+    }
+    if (stage == 3) { // the caller's decision on the step just reported
+      struct pollfd pf = { .fd = 0, .events = POLLIN };
+      if (poll(&pf, 1, 0) > 0) {
+        ssize_t k = read(0, cmd + cmd_len, sizeof cmd - 1 - cmd_len);
+        if (k <= 0) {
+          stopped = "signal"; // the caller is gone
+          break;
+        }
+        cmd_len += (size_t)k;
+        cmd[cmd_len] = 0;
+      }
+      char *nl = memchr(cmd, '\n', cmd_len);
+      if (nl) {
+        *nl = 0;
+        double ts = (double)(next_tick - t0) / 1e9 - 1;
+        int stop_now = 0;
+        if (!strcmp(cmd, "next")) {
+          if (step_target(step_k) >= nconns) stopped = "max-clients", stop_now = 1;
+          else step_k++, step_t0 = ts, stage = 0;
+        } else if (!strcmp(cmd, "again")) {
+          stage = 2, measure_from = ts, stage_end = ts + (step_s - settle_s);
+        } else {
+          stopped = "signal", stop_now = 1;
+        }
+        cmd_len -= (size_t)(nl + 1 - cmd);
+        memmove(cmd, nl + 1, cmd_len);
+        if (stop_now) break;
+      }
+    }
+    if (now >= end) break;
+    if (atomic_load(&stop_req)) {
+      stopped = "signal";
+      break;
+    }
+    uint64_t wake = next_tick < end ? next_tick : end;
+    if (wake > now + 20000000ull) wake = now + 20000000ull; // the ramp moves in 20 ms steps
+    sleep_until(wake);
+  }
+  printf("KWLOAD window-end\n");
+  fflush(stdout);
+  return stopped;
 }
 
 int main(int argc, char **argv) {
@@ -832,6 +1419,8 @@ int main(int argc, char **argv) {
       else if (!strcmp(v, "inits")) mode = M_INITS;
       else if (!strcmp(v, "ws-hb")) mode = M_WSHB;
       else if (!strcmp(v, "ws-hold")) mode = M_WSHOLD;
+      else if (!strcmp(v, "fleet")) mode = M_FLEET;
+      else if (!strcmp(v, "activate")) mode = M_ACT;
       else usage();
     } else if (OPT("--proto")) proto = !strcmp(v, "keyauth") ? P_KA : P_KW;
     else if (OPT("--conns")) nconns = atoi(v);
@@ -853,6 +1442,24 @@ int main(int argc, char **argv) {
     else if (OPT("--ip-pool")) ip_pool = (uint32_t)strtoul(v, NULL, 10);
     else if (OPT("--prep-timeout")) prep_timeout_s = atof(v);
     else if (OPT("--prep-window")) prep_window = atoi(v);
+    else if (OPT("--license-file")) license_file = v;
+    else if (OPT("--host-header")) snprintf(host_hdr, sizeof host_hdr, "%s", v);
+    else if (OPT("--ca")) tls_ca = v;
+    else if (OPT("--tls-name")) tls_host = v;
+    else if (OPT("--api-secret")) api_secret = v;
+    else if (OPT("--enc-key")) enc_key = v;
+    else if (OPT("--verify")) verify_frac = atof(v);
+    else if (OPT("--public-key")) public_key = v;
+    else if (OPT("--kid")) kid_opt = v;
+    else if (OPT("--ws-share")) ws_share = atof(v);
+    else if (OPT("--beat-interval")) beat_interval_s = atof(v);
+    else if (OPT("--ramp")) ramp_s = atof(v);
+    else if (OPT("--spike-at")) spike_at_s = atof(v);
+    else if (OPT("--start-clients")) start_clients = atoi(v);
+    else if (OPT("--step-clients")) step_clients = atoi(v);
+    else if (OPT("--step-seconds")) step_s = atof(v);
+    else if (OPT("--settle")) settle_s = atof(v);
+    else if (OPT("--max-requests")) max_requests = atoll(v);
     else if (OPT("--sessions-out")) {
       if (!(sessions_out = fopen(v, "w"))) die("%s: %s", v, strerror(errno));
     } else if (OPT("--sessions-in")) {
@@ -875,17 +1482,53 @@ int main(int argc, char **argv) {
     }
     else if (!strcmp(a, "--fake-session")) fake_session = 1;
     else if (!strcmp(a, "--quiet")) quiet = 1;
+    else if (!strcmp(a, "--tls")) use_tls = 1;
+    else if (!strcmp(a, "--insecure")) tls_insecure = 1;
+    else if (!strcmp(a, "--ticks")) print_ticks = 1;
+    else if (!strcmp(a, "--hwid-per-key")) hwid_per_key = 1;
+    else if (!strcmp(a, "--step-control")) step_control = 1;
     else usage();
   }
   if (!port || nconns < 1 || nthreads < 1 || ip_pool < 1) usage();
-  if (mode == M_WSHB || mode == M_WSHOLD) {
+  newmode = mode == M_FLEET || mode == M_ACT;
+  if (!host_hdr[0]) snprintf(host_hdr, sizeof host_hdr, "%s:%d", host, port);
+  {
+    unsigned char r[6];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) die("getrandom: %s", strerror(errno));
+    for (int i = 0; i < 6; i++) sprintf(run_tag + 2 * i, "%02x", r[i]);
+  }
+  if (mode == M_WSHB || mode == M_WSHOLD || (mode == M_FLEET && ws_share > 0)) {
 #ifdef KW_WS
-    if (sodium_init() < 0) die("sodium_init failed");
     rb_free = 1024;
 #else
     die("built without libsodium (apt-get install libsodium-dev): no channel modes");
 #endif
   }
+  if (newmode) rb_free = 2048; // answers are small; a fleet has many connections
+#ifdef KW_WS
+  if (sodium_init() < 0) die("sodium_init failed");
+  if (verify_frac > 0) {
+    if (!public_key || set_public_key(public_key) != 0) die("--verify needs --public-key (base64 of the 32-byte Ed25519 key)");
+    if (kid_opt) vk_kid = kid_opt;
+  }
+#else
+  if (verify_frac > 0 || api_secret) die("built without libsodium (apt-get install libsodium-dev): no --verify, no --api-secret");
+#endif
+  if (use_tls) {
+#ifdef KW_TLS
+    tls_setup(tls_ca, tls_insecure, tls_host ? tls_host : host);
+#else
+    die("built without OpenSSL (apt-get install libssl-dev): no --tls");
+#endif
+  }
+  if (newmode) {
+    if (step_clients > 0 && (step_s < 1 || settle_s < 0 || settle_s >= step_s || settle_s != (int)settle_s || step_s != (int)step_s))
+      die("--step-clients needs whole seconds: --step-seconds S > --settle");
+    if (step_clients > 0 && start_clients <= 0) start_clients = step_clients;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+  }
+  signal(SIGPIPE, SIG_IGN); // a write to a connection the peer closed is an error to count, not an exit
   { // as many connections as the hard limit allows
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) rl.rlim_cur = rl.rlim_max, setrlimit(RLIMIT_NOFILE, &rl);
@@ -894,6 +1537,24 @@ int main(int argc, char **argv) {
   if (mode == M_SETUP && sessions_in && total < 1) total = nsessions_in;
   if ((mode == M_SETUP || mode == M_INITS) && total < 1) die("--total is needed in this mode");
   if ((mode == M_SETUP || mode == M_INITS) && total < nconns) nconns = (int)total;
+  if (license_file) { // one key a line, joined into the --license form
+    FILE *f = fopen(license_file, "r");
+    if (!f) die("%s: %s", license_file, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *all = malloc(cap), line[1024];
+    if (!all) die("out of memory");
+    all[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\r\n")] = 0;
+      if (!*line) continue;
+      size_t l = strlen(line);
+      while (len + l + 2 > cap) if (!(all = realloc(all, cap *= 2))) die("out of memory");
+      if (len) all[len++] = ',';
+      memcpy(all + len, line, l + 1), len += l;
+    }
+    fclose(f);
+    license_key = all;
+  }
   { // the license list
     char *all = strdup(license_key), *save = NULL;
     licenses = calloc(strlen(all) / 2 + 2, sizeof *licenses);
@@ -910,8 +1571,8 @@ int main(int argc, char **argv) {
   }
 
   // chains
-  enum step steps[4];
-  int nsteps = 0;
+  enum step steps[4], wsteps[4];
+  int nsteps = 0, nwsteps = 0;
   enum step measured = S_NONE;
   switch (mode) {
   case M_HB:
@@ -934,46 +1595,75 @@ int main(int argc, char **argv) {
     steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE, steps[nsteps++] = S_UPGRADE, steps[nsteps++] = S_WSSTART;
     measured = mode == M_WSHB ? S_WSBEAT : S_NONE;
     break;
+  case M_FLEET: // REST clients; channel clients take wsteps
+    steps[nsteps++] = S_INIT, steps[nsteps++] = S_LICENSE, steps[nsteps++] = S_START;
+    wsteps[nwsteps++] = S_INIT, wsteps[nwsteps++] = S_LICENSE, wsteps[nwsteps++] = S_UPGRADE, wsteps[nwsteps++] = S_WSSTART;
+    measured = S_BEAT;
+    break;
+  case M_ACT: measured = S_INIT; break; // then S_LICENSE on the session it gave
   }
 
   struct worker *ws = calloc((size_t)nthreads, sizeof *ws);
-  struct conn *cs = calloc((size_t)nconns, sizeof *cs);
-  if (!ws || !cs) die("out of memory");
+  if (!ws) die("out of memory");
   uint64_t period = rate > 0 ? (uint64_t)(1e9 * nconns / rate) : 0;
+  if (mode == M_FLEET && rate <= 0 && beat_interval_s > 0) period = (uint64_t)(beat_interval_s * 1e9);
+  // Connection i belongs to thread i % threads, so a ramp (connections opened in id order) loads every thread.
   for (int t = 0; t < nthreads; t++) {
     struct worker *w = &ws[t];
     w->ep = epoll_create1(EPOLL_CLOEXEC);
     w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
     epoll_ctl(w->ep, EPOLL_CTL_ADD, w->tfd, &ev);
-    w->conns = cs + (nconns * t) / nthreads;
-    w->n = (nconns * (t + 1)) / nthreads - (nconns * t) / nthreads;
-  }
-  for (int i = 0; i < nconns; i++) {
-    struct conn *c = &cs[i];
-    c->id = i;
-    c->fd = -1;
-    c->w = &ws[(i * nthreads) / nconns];
-    memcpy(c->steps, steps, sizeof steps);
-    c->nsteps = nsteps;
-    c->measured = measured;
-    c->need_chain = 1;
-    c->period = period;
-    c->beat_index = 1;
-    if (fake_session) {
-      snprintf(c->session, sizeof c->session, "S%042d", i);
-      snprintf(c->token, sizeof c->token, "TT%032d", 0);
+    w->n = (nconns - t + nthreads - 1) / nthreads;
+    w->conns = calloc((size_t)w->n, sizeof *w->conns);
+    if (!w->conns) die("out of memory");
+    pthread_mutex_init(&w->tmu, NULL);
+    for (int k = 0; k < w->n; k++) {
+      struct conn *c = &w->conns[k];
+      c->id = t + k * nthreads;
+      c->fd = -1;
+      c->w = w;
+      // fleet: client i is on the channel when the share says so (floor((i+1)f) > floor(if): exactly f of them)
+      c->chan = mode == M_FLEET && (long)((c->id + 1) * ws_share) > (long)(c->id * ws_share);
+      memcpy(c->steps, c->chan ? wsteps : steps, sizeof steps);
+      c->nsteps = c->chan ? nwsteps : nsteps;
+      c->measured = c->chan ? S_WSBEAT : measured;
+      c->need_chain = 1;
+      c->period = period;
+      c->beat_index = 1;
+      if (fake_session) {
+        snprintf(c->session, sizeof c->session, "S%042d", c->id);
+        snprintf(c->token, sizeof c->token, "TT%032d", 0);
+      }
     }
-    if (mode == M_SETUP || mode == M_INITS) claim(c);
   }
+  if (mode == M_SETUP || mode == M_INITS) // claims in id order, as before the connections were interleaved
+    for (int i = 0; i < nconns; i++) claim(&ws[i % nthreads].conns[i / nthreads]);
+  tk_now = calloc(1, sizeof *tk_now), tk_step = calloc(1, sizeof *tk_step), tk_step_all = calloc(1, sizeof *tk_step_all);
+  tk_all = calloc(1, sizeof *tk_all);
+  if (!tk_now || !tk_step || !tk_step_all || !tk_all) die("out of memory");
 
   double cpu0 = cpu_s();
   uint64_t t0 = now_ns();
+  const char *stopped = "duration";
+  atomic_store(&allowed, newmode ? target_at(0) : nconns);
   if (mode == M_SETUP || mode == M_INITS) atomic_store(&phase, 1);
+  if (newmode) { // clients start as soon as their session is ready; the window is the run after the warm-up
+    t_run = t0;
+    win_start = t0 + (uint64_t)(warmup_s * 1e9);
+    win_end = t0 + (uint64_t)(duration_s * 1e9);
+    atomic_store(&phase, 1);
+  }
   for (int t = 0; t < nthreads; t++) pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
 
   double prep_s = 0, cpu_w0 = 0, cpu_w1 = 0;
-  if (mode != M_SETUP && mode != M_INITS) {
+  if (newmode) {
+    cpu_w0 = cpu0;
+    stopped = run_load_test(ws, t0);
+    duration_s = (double)(now_ns() - t0) / 1e9;
+    cpu_w1 = cpu_s();
+    atomic_store(&phase, 2);
+  } else if (mode != M_SETUP && mode != M_INITS) {
     uint64_t limit = t0 + (uint64_t)(prep_timeout_s * 1e9);
     while (atomic_load(&ready_conns) + atomic_load(&dead_conns) < nconns) {
       if (now_ns() > limit) die("preparing the sessions took longer than %.0f s (%d of %d ready)", prep_timeout_s, atomic_load(&ready_conns), nconns);
@@ -985,7 +1675,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     t_run = now_ns();
   }
-  if (mode == M_WSHOLD) { // hold the channels open until the caller closes our stdin
+  if (newmode) {
+  } else if (mode == M_WSHOLD) { // hold the channels open until the caller closes our stdin
     win_start = t_run;
     cpu_w0 = cpu_s();
     atomic_store(&phase, 1);
@@ -1017,33 +1708,47 @@ int main(int argc, char **argv) {
   uint64_t t_end = now_ns();
   if (sessions_out && fclose(sessions_out) != 0) die("--sessions-out: %s", strerror(errno));
   if (mode == M_SETUP || mode == M_INITS) cpu_w1 = cpu_s();
+  if (newmode) { // what arrived after the last whole second
+    collect(ws, tk_now);
+    tick_add(tk_all, tk_now);
+  }
 
-  struct hist *h = calloc(1, sizeof *h);
+  struct hist *h = calloc(1, sizeof *h), *rec = calloc(1, sizeof *rec);
   uint64_t requests = 0, ok = 0, non2xx = 0, shed = 0, limited = 0, errors = 0, reconnects = 0, prep_fail = 0, created = 0, bad_body = 0, ws_closed = 0;
+  uint64_t dropped = 0, recovered = 0;
   for (int t = 0; t < nthreads; t++) {
     struct worker *w = &ws[t];
-    for (int i = 0; i < HBUCKETS; i++) h->c[i] += w->h.c[i];
-    h->n += w->h.n, h->sum += w->h.sum;
-    if (w->h.max > h->max) h->max = w->h.max;
+    hadd(h, &w->h);
+    hadd(rec, &w->rec);
     requests += w->requests, ok += w->ok, non2xx += w->non2xx, shed += w->shed, limited += w->limited, errors += w->errors;
     reconnects += w->reconnects, prep_fail += w->prep_fail, created += w->created, bad_body += w->bad_body, ws_closed += w->ws_closed;
+    dropped += w->dropped, recovered += w->recovered;
   }
   if (mode == M_WSHOLD) requests = ok = (uint64_t)atomic_load(&ready_conns); // channels prepared and held
   double window = (mode == M_SETUP || mode == M_INITS) ? (double)(t_end - t0) / 1e9 : duration_s;
+  if (newmode) window = (double)(win_end < t_end ? win_end : t_end) / 1e9 - (double)win_start / 1e9;
+  if (window <= 0) window = 1e-9;
   if (mode == M_SETUP || mode == M_INITS) requests = ok = created;
   printf("KWLOAD {\"mode\":\"%s\",\"proto\":\"%s\",\"conns\":%d,\"threads\":%d,\"rate\":%.1f,\"duration_s\":%.3f,"
          "\"requests\":%llu,\"ok\":%llu,\"non2xx\":%llu,\"shed\":%llu,\"limited\":%llu,\"errors\":%llu,\"reconnects\":%llu,\"prep_fail\":%llu,\"bad_body\":%llu,"
          "\"dead_conns\":%d,\"rps\":%.1f,\"ok_rps\":%.1f,\"prep_s\":%.3f,"
          "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,"
-         "\"cpu_window_s\":%.4f,\"cpu_total_s\":%.4f,\"events\":%lld,\"ws_closed\":%llu}\n",
+         "\"cpu_window_s\":%.4f,\"cpu_total_s\":%.4f,\"events\":%lld,\"ws_closed\":%llu,",
          mode == M_HB ? "hb" : mode == M_INIT ? "init" : mode == M_LICENSE ? "license" : mode == M_LOGIN ? "login" : mode == M_SETUP ? "setup"
-         : mode == M_INITS ? "inits" : mode == M_WSHB ? "ws-hb" : "ws-hold",
+         : mode == M_INITS ? "inits" : mode == M_WSHB ? "ws-hb" : mode == M_WSHOLD ? "ws-hold" : mode == M_FLEET ? "fleet" : "activate",
          proto == P_KW ? "keywarden" : "keyauth", nconns, nthreads, rate, window, (unsigned long long)requests, (unsigned long long)ok,
          (unsigned long long)non2xx, (unsigned long long)shed, (unsigned long long)limited, (unsigned long long)errors, (unsigned long long)reconnects, (unsigned long long)prep_fail,
          (unsigned long long)bad_body, (mode == M_SETUP || mode == M_INITS) ? 0 : atomic_load(&dead_conns), (double)requests / window,
          (double)ok / window, prep_s, hpct(h, 50) / 1e3, hpct(h, 90) / 1e3, hpct(h, 99) / 1e3, hpct(h, 99.9) / 1e3, h->max / 1e3,
          h->n ? (double)h->sum / (double)h->n / 1e3 : 0, cpu_w1 - cpu_w0, cpu_s() - cpu0, (long long)atomic_load(&events),
          (unsigned long long)ws_closed);
+  // the load test's totals over the whole run (ramp included), the spike's recovery, why the run ended
+  printf("\"stopped\":\"%s\",\"clients_end\":%d,\"spike_dropped\":%llu,\"spike_recovered\":%llu,\"spike_p50_us\":%.1f,"
+         "\"spike_p99_us\":%.1f,\"spike_max_us\":%.1f,\"total\":{",
+         stopped, atomic_load(&live), (unsigned long long)dropped, (unsigned long long)recovered, hpct(rec, 50) / 1e3, hpct(rec, 99) / 1e3,
+         rec->max / 1e3);
+  print_counts(tk_all);
+  printf("}}\n");
   fflush(stdout);
   return 0;
 }
