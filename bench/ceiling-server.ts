@@ -2,8 +2,8 @@
 // and answers the same signed response Keywarden sends (new token, HMAC proof, Ed25519 response
 // signature over PROTOCOL 4's message) with no session, actor, gate or storage behind it.
 import type * as Uws from 'uWebSockets.js';
-import { loadUws } from '../src/http/uws-loader.js';
-import { ed25519Sign, hmacSha256, randomBytes, sha256Hex, signingKeyFromSeed } from '../src/crypto/index.js';
+import { loadUws } from '../src/platform/http/uws-loader.js';
+import { ed25519Sign, hmacSha256, randomBytes, sha256Hex, signingKeyFromSeed } from '../src/platform/crypto/index.js';
 
 // The same build the server would run with (the loader's choice), so the ratio compares like with like.
 const uws = loadUws();

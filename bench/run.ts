@@ -11,7 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/platform/db/embedded-postgres.js';
 import {
   buildKwload, channelCapable, cmdline, coresText, freshDatabase, kwhold, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
   progress, root, rowsTable, rssBytes, sumOf, troubles, type Classify, type KwResult, type Metrics, type Proc, type Row,

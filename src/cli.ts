@@ -10,11 +10,11 @@ import { createLogger } from './logger.js';
 import { createServices } from './services.js';
 import { startServer } from './main.js';
 import { superviseWorkers } from './supervisor.js';
-import { DashboardAuth } from './services/dashboard-auth.service.js';
+import { DashboardAuth } from './modules/access/auth.service.js';
 import { dashboardAuthDeps } from './app.js';
 import { ValidationError } from './errors.js';
-import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './db/embedded-postgres.js';
-import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './http/uws-loader.js';
+import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './platform/db/embedded-postgres.js';
+import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)

@@ -15,7 +15,7 @@ import { startTestServer, OWNER, type TestServer } from '../helpers/server.js';
 import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { requireToolchain } from '../helpers/toolchain.js';
-import { uwsBuildInUse } from '../../src/http/uws-loader.js';
+import { uwsBuildInUse } from '../../src/platform/http/uws-loader.js';
 import { freePort, nginxAvailable, opensslAvailable, originFetch, renderSite, selfSignedCert, startNginx, type Nginx } from './nginx-harness.js';
 
 const ready = requireToolchain('nginx (Debian package nginx, /usr/sbin/nginx)', nginxAvailable())

@@ -63,7 +63,7 @@ describe('keywarden command line', () => {
 
   it('never serves on the 20.30 build\'s JavaScript shim: refused where that build is the one left, ignored where 20.57 loads', () => {
     // UWS_USE_FALLBACK=1 makes the 20.30 package hand out its shim; the 20.57 build has none.
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))"], {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/platform/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))"], {
       cwd: root, env: { ...process.env, UWS_USE_FALLBACK: '1' }, encoding: 'utf8',
     });
     const currentLoads = spawnSync(process.execPath, ['-e', "require('uWebSockets.js')"], { cwd: root }).status === 0;

@@ -91,7 +91,7 @@ describe('npm run build and npm start', () => {
     expect(r.status, r.stdout + r.stderr).toBe(0);
     const after = await fingerprint();
     expect(fs.existsSync(path.join(root, 'dist/src/cli.js'))).toBe(true);
-    expect(fs.existsSync(path.join(root, 'dist/src/db/migrations/index.js'))).toBe(true);
+    expect(fs.existsSync(path.join(root, 'dist/src/platform/db/migrations/index.js'))).toBe(true);
     const stamp = JSON.parse(fs.readFileSync(path.join(root, 'dist/.build-stamp'), 'utf8')) as { fingerprint: string };
     // Other work may edit src/ while tsc runs (a shared checkout): the stamp is of the sources the
     // build started from, and dist/ counts as fresh only when nothing changed meanwhile.

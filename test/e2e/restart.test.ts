@@ -14,7 +14,7 @@ import { ClientApi } from '../helpers/client.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { decodeHeartbeat } from '../../src/actors/heartbeat-codec.js';
+import { decodeHeartbeat } from '../../src/modules/heartbeat/heartbeat-codec.js';
 
 const CLIENTS = 24;
 /** Emits 'ok' after every accepted beat, so a test can await a condition on the chains. */

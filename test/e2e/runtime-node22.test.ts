@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureServerBuild } from '../../scripts/build.mjs';
-import { runtimeFacts } from '../../src/http/uws-loader.js';
+import { runtimeFacts } from '../../src/platform/http/uws-loader.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
 import { createTestDatabase } from '../helpers/server.js';
 

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { pino } from 'pino';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/platform/db/embedded-postgres.js';
 
 let embedded: EmbeddedPostgres | undefined;
 let dir: string | undefined;

@@ -59,7 +59,7 @@ import { OWNER, startTestServer, type TestServer } from './server.js';
 import { startTamperProxies } from './tamper-proxy.js';
 import { startOutageProxy } from './outage-proxy.js';
 import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
-import { clientConfig } from '../../src/services/sdk-archive.js';
+import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
 
 export interface SdkHarness {
   env: Record<string, string>;

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/main.js';
-import { randomHex } from '../../src/crypto/index.js';
+import { randomHex } from '../../src/platform/crypto/index.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 
@@ -72,7 +72,7 @@ export async function createAccount(
   t: TestServer,
   a: { username: string; password: string; role?: 'owner' | 'admin' | 'reseller'; parentId?: string | null; ownerId?: string; email?: string | null },
 ) {
-  const { hashPassword } = await import('../../src/crypto/index.js');
+  const { hashPassword } = await import('../../src/platform/crypto/index.js');
   return t.server.services.repos.accounts.create(
     {
       username: a.username, passwordHash: await hashPassword(a.password), role: a.role ?? 'owner', parentId: a.parentId ?? null,

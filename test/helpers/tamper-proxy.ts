@@ -7,8 +7,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { signingKeyFromSeed } from '../../src/crypto/index.js';
-import { signReply } from '../../src/http/client-signing.js';
+import { signingKeyFromSeed } from '../../src/platform/crypto/index.js';
+import { signReply } from '../../src/platform/http/client-signing.js';
 
 export const TAMPER_MODES = [
   'forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64', 'bad_proof', 'bad_beat_proof',

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../helpers/server.js';
-import { PERMISSION_KEYS, type PermissionKey } from '../../src/db/entities/index.js';
+import { PERMISSION_KEYS, type PermissionKey } from '../../src/platform/db/entities/index.js';
 
 let t: TestServer;
 let owner: Api;

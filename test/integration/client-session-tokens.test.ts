@@ -10,7 +10,7 @@ import { appFixture } from '../helpers/fixture.js';
 import { ClientApi, decryptEnc, hwid } from '../helpers/client.js';
 import { TestClock } from '../helpers/clock.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { shardOf } from '../../src/cluster/cluster-node.js';
+import { shardOf } from '../../src/platform/cluster/cluster-node.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'token-system-01';

@@ -3,8 +3,8 @@
 // Two real cluster nodes share one coordinator here; the owner's handler is slow on purpose.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { ClusterNode, SHARD_COUNT } from '../../src/cluster/cluster-node.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { ClusterNode, SHARD_COUNT } from '../../src/platform/cluster/cluster-node.js';
 import { AppError, ValidationError } from '../../src/errors.js';
 
 const log = pino({ level: 'silent' });

@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { isDiscord } from '../../src/services/webhooks.service.js';
+import { isDiscord } from '../../src/modules/notify/webhooks.service.js';
 
 const LONDON = '81.2.69.142';
 const MOUNTAIN_VIEW = '8.8.8.8';

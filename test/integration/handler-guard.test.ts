@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
-import { createHttpServer, loadUws, type HttpServer } from '../../src/http/uws.js';
+import { createHttpServer, loadUws, type HttpServer } from '../../src/platform/http/uws.js';
 import { createLogger } from '../../src/logger.js';
 import { loadConfig } from '../../src/config.js';
-import { signReply } from '../../src/http/client-signing.js';
-import { signingKeyFromSeed } from '../../src/crypto/index.js';
-import { jsonReply } from '../../src/http/types.js';
+import { signReply } from '../../src/platform/http/client-signing.js';
+import { signingKeyFromSeed } from '../../src/platform/crypto/index.js';
+import { jsonReply } from '../../src/platform/http/types.js';
 
 let t: TestServer;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { createTestDatabase, startTestServer, type TestServer } from '../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { shardOf } from '../../src/cluster/cluster-node.js';
+import { shardOf } from '../../src/platform/cluster/cluster-node.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'handover-system-01';

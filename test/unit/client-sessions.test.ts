@@ -4,10 +4,10 @@
 // and tokens are drawn on shards the worker owns.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { SHARD_COUNT, shardOf } from '../../src/cluster/cluster-node.js';
-import { AFFINITY_DRAWS, ClientSessions, SESSION_TTL_MS, type ShardOwnership } from '../../src/services/client-sessions.js';
-import { CompactKeyStore } from '../../src/services/unactivated-keys.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { SHARD_COUNT, shardOf } from '../../src/platform/cluster/cluster-node.js';
+import { AFFINITY_DRAWS, ClientSessions, SESSION_TTL_MS, type ShardOwnership } from '../../src/modules/client/client-sessions.js';
+import { CompactKeyStore } from '../../src/modules/client/unactivated-keys.js';
 import { AppError } from '../../src/errors.js';
 
 let t = Date.UTC(2026, 10, 21, 12, 0, 0);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { GeoLocator, geoFiles, locationText, toGeo } from '../../src/services/geo.js';
+import { GeoLocator, geoFiles, locationText, toGeo } from '../../src/modules/geo/geo.js';
 
 const log = pino({ level: 'silent' });
 

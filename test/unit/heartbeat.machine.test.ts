@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { pack } from 'msgpackr';
-import { UnknownSnapshotVersion, decodeHeartbeat, encodeHeartbeat } from '../../src/actors/heartbeat-codec.js';
+import { UnknownSnapshotVersion, decodeHeartbeat, encodeHeartbeat } from '../../src/modules/heartbeat/heartbeat-codec.js';
 import { createActor } from 'xstate';
 import {
   HEARTBEAT_SNAPSHOT_VERSION, heartbeatMachine, judgeBeat, type BeatInput, type HeartbeatContext,
-} from '../../src/actors/heartbeat.machine.js';
-import { HeartbeatHost } from '../../src/actors/heartbeat-host.js';
+} from '../../src/modules/heartbeat/heartbeat.machine.js';
+import { HeartbeatHost } from '../../src/modules/heartbeat/heartbeat-host.js';
 
 const T0 = 1_000_000;
 const TOKEN = 'TT' + 'a'.repeat(32);

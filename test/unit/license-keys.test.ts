@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   durationDays, durationMs, expandMask, keyPreview, normalizeAlphabet, placeholderCount, pricePerKey,
-} from '../../src/services/license-keys.js';
+} from '../../src/modules/keys/license-keys.js';
 
 describe('mask expansion (SPEC key generation rule 1)', () => {
   it('replaces every *, # and X with an alphabet character and copies everything else', () => {

@@ -1,6 +1,6 @@
 // SPEC's license tables as ordered guards: the first failing check decides the answer.
 import { describe, expect, it } from 'vitest';
-import { isClaimable, judgeActivate, judgeRegister, registeredExpiry, type KeyFacts } from '../../src/services/license-policy.js';
+import { isClaimable, judgeActivate, judgeRegister, registeredExpiry, type KeyFacts } from '../../src/modules/activation/license-policy.js';
 
 const NOW = Date.parse('2026-11-22T00:00:00Z');
 const DAY = 86_400_000;

@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, waitFor } from 'xstate';
 import { pino } from 'pino';
-import { isResting, licenseMachine, type Decision, type FinaliseOutput } from '../../src/actors/license.machine.js';
-import { LicenseHost, type LicenseEffects } from '../../src/actors/license-host.js';
+import { isResting, licenseMachine, type Decision, type FinaliseOutput } from '../../src/modules/activation/license.machine.js';
+import { LicenseHost, type LicenseEffects } from '../../src/modules/activation/license-host.js';
 import { AppError } from '../../src/errors.js';
 
 const activate = { kind: 'activate' as const, appId: 'a', hwid: 'h'.repeat(8), ip: '1.1.1.1', hwidLock: false };

@@ -14,7 +14,7 @@ import {
   type RuntimeFacts,
   type UwsBuildName,
   type UwsLoadOutcome,
-} from '../../src/http/uws-loader.js';
+} from '../../src/platform/http/uws-loader.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const DEBIAN_12 = { platform: 'linux', arch: 'x64', glibc: '2.36' };
