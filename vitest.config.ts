@@ -12,7 +12,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'suite', include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts', 'sdk/**/*.test.ts', 'web/**/*.test.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'suite', include: ['test/modules/**/*.test.ts', 'test/platform/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts', 'sdk/**/*.test.ts', 'web/**/*.test.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,

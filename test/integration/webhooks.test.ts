@@ -70,8 +70,11 @@ describe('activation webhooks', () => {
     const memberHit = await nextHit((h) => h.path === '/member' && JSON.parse(h.body).data.hwid === hwid('m'));
     const globalHit = await nextHit((h) => h.path === '/global' && JSON.parse(h.body).data.hwid === hwid('o'));
     const sellerMe = (await seller.get('/api/auth/me')).body.account.webhook_secret;
-    // No view_ip: the reseller's webhook carries no address, location or geo.
-    for (const hidden of ['ip', 'location', 'geo']) expect(JSON.parse(memberHit.body).data).not.toHaveProperty(hidden);
+    // No view_ip: the reseller's webhook carries no address or location, and its geo nothing derived
+    // from the address (the rule of every channel: access/visibility.ts).
+    const memberData = JSON.parse(memberHit.body).data;
+    for (const hidden of ['ip', 'location']) expect(memberData).not.toHaveProperty(hidden);
+    for (const hidden of ['ip', 'city', 'region', 'country', 'lat', 'lon']) expect(memberData.geo ?? {}).not.toHaveProperty(hidden);
     expect(JSON.parse(globalHit.body).data).toHaveProperty('ip');
     expect(verify(memberHit, sellerMe)).toBe(true);
     expect(verify(globalHit, (await f.owner.get('/api/auth/me')).body.account.webhook_secret)).toBe(true);

@@ -298,7 +298,7 @@ export class ClientService {
     const alert = alertReasons(newDevice, seen.newLocation);
     const resellerId = note.resellerId ?? null;
     if (alert.length > 0) {
-      // No place or address in the detail: resellers without view_ip see the detail too.
+      // No place or address in the detail: resellers who may not see addresses see the detail too.
       const who = typeof data.username === 'string' ? `user ${data.username}` : `key ${String(data.key_preview)}`;
       this.d.audit.write({
         appId: app.id,

@@ -4,6 +4,7 @@
 import type { ErrorCode } from '../../errors.js';
 import type { StoredKey } from './license-ops.repository.js';
 import { durationMs } from '../keys/license-keys.js';
+import { hasExpired } from '../keys/license-status.js';
 
 /** A key as the policy sees it (read from its row at the start of every operation). */
 export type KeyFacts = StoredKey;
@@ -57,6 +58,6 @@ export function judgeActivate(
   if (k.status !== 'unused' && k.status !== 'used') return { ok: false, code: 'license_not_valid' };
   if (k.status === 'unused') return { ok: true, kind: 'first_use', expiresAt: expiryFrom(k, now) };
   if (op.hwidLock && k.hwid !== '' && k.hwid !== op.hwid) return { ok: false, code: 'hwid_mismatch' };
-  if (k.expiresAt && k.expiresAt.getTime() < now) return { ok: false, code: 'license_expired' };
+  if (hasExpired(k.expiresAt, k.durationUnit === 'lifetime', now)) return { ok: false, code: 'license_expired' };
   return { ok: true, kind: 'returning', expiresAt: k.expiresAt, newDevice: k.hwid !== op.hwid };
 }

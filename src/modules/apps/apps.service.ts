@@ -380,7 +380,7 @@ export class AppsService {
     requirePermission(p, 'view_auth_logs');
     await this.visible(p, appId);
     const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
-    // Hiding (view_ip, view_hwid) is applied by the view: hidden fields are absent (PROTOCOL 11.17).
+    // Hiding is applied by the view (access/visibility.ts): hidden fields are absent (PROTOCOL 11.17).
     return this.d.repos.audit.list({
       appId,
       level: q.level,
@@ -399,11 +399,4 @@ export class AppsService {
 
 export function licenseHash(key: Buffer, plaintext: string): string {
   return hmacSha256(key, plaintext).toString('hex');
-}
-
-const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}\b/g;
-const IPV6 = /\b(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{0,4}\b|::(?:ffff:)?[0-9a-f.:]+/gi;
-/** SPEC reseller hiding rule 3: IP-shaped substrings are removed from log details. */
-export function stripIps(text: string): string {
-  return text.replace(IPV4, '').replace(IPV6, '');
 }

@@ -2,9 +2,10 @@
 import type { Application, BlacklistEntry } from '../../platform/db/entities/index.js';
 import type { AuditRow } from '../audit/audit.repository.js';
 import type { LicenseRow } from '../keys/license.repository.js';
-import { hasPermission, type Principal } from '../access/principal.js';
-import { beatInterval, stripIps } from './apps.service.js';
-import { GEO_IP_FIELDS } from '../geo/geo.js';
+import type { Principal } from '../access/principal.js';
+import { sightOf, visible } from '../access/visibility.js';
+import { computedStatus } from '../keys/license-status.js';
+import { beatInterval } from './apps.service.js';
 
 const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -42,39 +43,9 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
   };
 }
 
-function licenseStatus(r: LicenseRow, now: number): 'active' | 'banned' | 'unactivated' | 'expired' {
-  if (r.status === 'banned') return 'banned';
-  if (r.status === 'unused' || (r.status === 'pending' && !r.used_by)) return 'unactivated';
-  if (r.expires_at && r.duration_unit !== 'lifetime' && r.duration_days !== 0 && new Date(r.expires_at).getTime() < now)
-    return 'expired';
-  return 'active';
-}
-
-/** SPEC hiding rule 3 for a geo object: without view_ip it keeps none of ip, city, region, country, lat, lon. */
-export function geoWithoutIp(g: Record<string, unknown> | null): Record<string, unknown> | null {
-  if (!g) return g;
-  const rest = { ...g };
-  for (const k of GEO_IP_FIELDS) delete rest[k];
-  return rest;
-}
-
-/**
- * SPEC hiding rules 2-4 for key rows: no hwid without view_hwid; no ip, known_countries or geo
- * fields without view_ip; no screenshot path without both (PROTOCOL 11.17). Hidden means absent.
- */
+/** A key row as the caller may see it (access/visibility.ts: one rule for every channel). */
 export function hiddenLicenseView(p: Principal, r: LicenseRow, now: number) {
-  const v: Partial<ReturnType<typeof licenseView>> = licenseView(r, now);
-  const hwid = hasPermission(p, 'view_hwid');
-  const ip = hasPermission(p, 'view_ip');
-  if (!hwid) delete v.hwid;
-  if (!ip) {
-    delete v.ip;
-    delete v.known_countries;
-    v.activation_geo = geoWithoutIp(r.activation_geo);
-    v.last_geo = geoWithoutIp(r.last_geo);
-  }
-  if (!hwid || !ip) delete v.screenshot_path;
-  return v;
+  return visible(sightOf(p), licenseView(r, now));
 }
 
 export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
@@ -84,7 +55,7 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
     key_preview: r.key_preview,
     app_id: r.app_id,
     status: r.status,
-    computed_status: licenseStatus(r, now),
+    computed_status: computedStatus(r, now),
     used_by: r.used_by,
     hwid: r.hwid,
     ip: r.ip,
@@ -116,21 +87,17 @@ export function banView(b: BlacklistEntry) {
   };
 }
 
-/**
- * SPEC hiding for log entries: without view_ip no ip, no location and no IP-shaped text in detail;
- * the screenshot (`screen`) needs view_hwid and view_ip (PROTOCOL 11.17). Hidden fields are absent.
- */
+/** A log entry as the caller may see it (access/visibility.ts: one rule for every channel). */
 export function logView(r: AuditRow, p: Principal) {
-  const ip = hasPermission(p, 'view_ip');
-  const hwid = hasPermission(p, 'view_hwid');
-  return {
+  return visible(sightOf(p), {
     id: r.id,
     time: new Date(r.at).toISOString(),
     level: r.level,
     action: r.action,
-    detail: ip ? r.detail : stripIps(r.detail),
-    ...(ip ? { ip: r.ip, location: r.location } : {}),
-    ...(ip && hwid ? { screen: r.screen } : {}),
+    detail: r.detail,
+    ip: r.ip,
+    location: r.location,
+    screen: r.screen,
     actor_id: r.actor_id,
-  };
+  });
 }

