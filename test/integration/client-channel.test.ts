@@ -144,7 +144,7 @@ describe('calls on the channel and switching transports', () => {
     // `session` in the body is ignored: the channel's own session is used.
     const b = await ch.call('heartbeat', { session: other.session, token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });
     expect(b.status).toBe(200);
-    expect(t.server.app.domain.heartbeats.host.peek(a.session)?.beatCount).toBe(1);
+    expect(t.server.app.domain.heartbeatOwner.host.peek(a.session)?.beatCount).toBe(1);
     ch.close();
   });
 

@@ -84,7 +84,7 @@ describe('heartbeat start', () => {
   it('clamps beat_interval to [5, 300] and defaults to 30', async () => {
     for (const [interval, expected] of [[undefined, 30], [1, 5], [1000, 300]] as const) {
       const l = await live(interval === undefined ? {} : { heartbeat_interval: interval });
-      const ctx = t.server.app.domain.heartbeats.host.peek(l.session)!;
+      const ctx = t.server.app.domain.heartbeatOwner.host.peek(l.session)!;
       expect(ctx.beatInterval).toBe(expected);
     }
   });

@@ -107,7 +107,7 @@ describe('TypeScript SDK against the server', () => {
     const stopped = events(hb, 'stopped');
     await hb.stop();
     await stopped;
-    expect(h.server.server.app.domain.heartbeats.host.peek(c.session!)).toBeUndefined();
+    expect(h.server.server.app.domain.heartbeatOwner.host.peek(c.session!)).toBeUndefined();
   });
 
   it('a debugger report kills the heartbeat: killed with heartbeat_killed', async () => {

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import type { AppDeps } from '../../app.js';
+import type { Router } from '../../platform/http/router.js';
+import type { DashboardAuth } from './auth.service.js';
 import { accountView, SESSION_COOKIE, SESSION_TTL_MS } from './auth.service.js';
 import { dashboardHandler } from './dashboard-route.js';
 import { jsonReply } from '../../platform/http/types.js';
@@ -25,8 +26,7 @@ function cookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return `${SESSION_COOKIE}=${value}; ${attributes}`;
 }
 
-export function authRoutes({ router, domain }: AppDeps): void {
-  const { auth } = domain;
+export function authRoutes(router: Router, { auth }: { auth: DashboardAuth }): void {
   router.add({
     method: 'post',
     path: '/api/auth/login',

@@ -10,7 +10,8 @@ import {
 } from '../../platform/crypto/index.js';
 import type { Account } from '../../platform/db/entities/index.js';
 import type { Logger } from 'pino';
-import type { Repositories } from '../../services.js';
+import type { AccountRepository } from './account.repository.js';
+import type { SessionRepository } from './session.repository.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { ConfigError } from '../../config.js';
 import { Lockout } from '../../platform/limits/lockout.js';
@@ -26,7 +27,7 @@ export const IP_FAILURES = 20;
 
 /** What dashboard sign-in uses, and nothing more (one composition root: app.ts, cli.ts). */
 export interface DashboardAuthDeps {
-  repos: Pick<Repositories, 'accounts' | 'sessions'>;
+  repos: { accounts: AccountRepository; sessions: SessionRepository };
   coordinator: Coordinator;
   developerEmails: readonly string[];
   /** Origins besides a request's own Host that the web dashboard is served from (PUBLIC_URL). */

@@ -9,31 +9,30 @@ import {
   responseEncryptionKey,
   verifyPassword,
 } from '../../platform/crypto/index.js';
-import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from '../client/client-call.js';
-import type { InitRequest, LicenseRequest, LoginRequest, RegisterRequest } from '../client/client-requests.js';
+import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from '../client/index.js';
+import type { InitRequest, LicenseRequest, LoginRequest, RegisterRequest } from '../client/index.js';
 import type { LicenseHost } from './license-host.js';
 import type { LicenseOpsRepository } from './license-ops.repository.js';
 import type { EndUserRepository } from './end-user.repository.js';
-import type { AuditRepository } from '../audit/audit.repository.js';
+import type { AuditRepository } from '../audit/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
-import type { ClientSession, ClientSessions } from '../client/client-sessions.js';
-import type { HeartbeatService } from '../heartbeat/heartbeat.service.js';
-import { licenseHash } from '../apps/apps.service.js';
+import type { ClientSession, ClientSessions } from '../client/index.js';
+import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import { Lockout } from '../../platform/limits/lockout.js';
-import type { EventBus } from '../notify/events.js';
-import type { WebhookService } from '../notify/webhooks.service.js';
+import type { EventBus } from '../notify/index.js';
+import type { WebhookService } from '../notify/index.js';
 import type { Image, ScreenshotStore } from './screenshots.js';
-import { alertReasons, type ActivationGeo, type Sighting } from '../geo/activation-geo.js';
-import { keyPreview } from '../keys/license-keys.js';
+import { alertReasons, type ActivationGeo, type Sighting } from '../geo/index.js';
+import { keyPreview, licenseHash } from '../keys/index.js';
 
 export const MAX_PASSWORD_BYTES = 72;
 
-export interface ClientServiceDeps {
+export interface ActivationServiceDeps {
   now: () => number;
   coordinator: Coordinator;
   sessions: ClientSessions;
-  heartbeats: HeartbeatService;
+  heartbeats: Pick<HeartbeatGateway, 'isAlive'>;
   licenses: Pick<LicenseHost, 'run'>;
   licenseOps: LicenseOpsRepository;
   users: EndUserRepository;
@@ -47,10 +46,10 @@ export interface ClientServiceDeps {
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
 
-export class ClientService {
+export class ActivationService {
   private readonly lockout: Lockout;
 
-  constructor(private readonly d: ClientServiceDeps) {
+  constructor(private readonly d: ActivationServiceDeps) {
     this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
   }
 

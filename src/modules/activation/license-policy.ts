@@ -3,8 +3,8 @@
 // repository only runs the conditional writes that carry a verdict out.
 import type { ErrorCode } from '../../errors.js';
 import type { StoredKey } from './license-ops.repository.js';
-import { durationMs } from '../keys/license-keys.js';
-import { hasExpired } from '../keys/license-status.js';
+import { durationMs } from '../keys/index.js';
+import { hasExpired } from '../keys/index.js';
 
 /** A key as the policy sees it (read from its row at the start of every operation). */
 export type KeyFacts = StoredKey;

@@ -1,14 +1,16 @@
 import { Type } from '@sinclair/typebox';
-import type { AppDeps } from '../../app.js';
-import { dashboardHandler } from '../access/dashboard-route.js';
-import { CreateAppBody, GenerateBody, PatchAppBody } from './dashboard-requests.js';
+import type { Router } from '../../platform/http/router.js';
+import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { AppsService } from './apps.service.js';
+import { dashboardHandler } from '../access/index.js';
+import { CreateAppBody, PatchAppBody, TEXT_MAX } from './apps.requests.js';
 import { pathId } from '../../platform/http/validation.js';
 import { AppError, ValidationError } from '../../errors.js';
 import { isSdkLang, SDK_LANGS, sdkArchive, sdkFileName } from './sdk-archive.js';
-import { appView, banView, licenseView, logView } from './views.js';
+import { appView, banView } from './apps.view.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
-const TEXT_MAX = 4096; // PROTOCOL 11.18
 
 const HashesBody = Type.Object(
   {
@@ -25,21 +27,16 @@ const BanBody = Type.Object(
   { additionalProperties: false },
 );
 
-const LogsQuery = Type.Object(
-  {
-    level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
-    action: Type.Optional(Str(1, 64)),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    // audit ids are bigints: 18 digits stay below 2^63 - 1, so no value can overflow the query
-    before: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$' })),
-  },
-  { additionalProperties: false },
-);
+export interface AppsRoutesDeps {
+  auth: DashboardAuth;
+  apps: AppsService;
+  /** PUBLIC_URL, written into SDK downloads; unset: the Host the dashboard was reached at. */
+  publicUrl: string | undefined;
+  /** The response-signing public keys an SDK download pins. */
+  publishedKeys: () => readonly ResponseSigningKey[];
+}
 
-export function appsRoutes({ router, domain, s }: AppDeps): void {
-  const { auth, apps } = domain;
-  const now = () => s.clock.now();
-
+export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKeys }: AppsRoutesDeps): void {
   router.add({
     method: 'post',
     path: '/api/apps',
@@ -123,9 +120,9 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
       // host[:port] only, so a forged Host cannot write arbitrary text into the config).
       const host = req.headers['host'] ?? '';
       const baseUrl =
-        s.config.publicUrl ??
+        publicUrl ??
         `http://${/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/.test(host) ? host : 'localhost:8080'}`;
-      const zip = await sdkArchive({ lang, app, keys: s.secrets.publishedKeys, baseUrl });
+      const zip = await sdkArchive({ lang, app, keys: publishedKeys(), baseUrl });
       return {
         status: 200,
         body: zip,
@@ -182,36 +179,6 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
   });
   router.add({
     method: 'post',
-    path: '/api/apps/:id/licenses',
-    unprefixed: true,
-    doc: {
-      summary: 'Generate license keys (plaintext returned only here)',
-      tag: 'licenses',
-      auth: 'dashboard',
-      body: GenerateBody,
-      permission: 'generate_keys',
-    },
-    handler: dashboardHandler({ auth, body: GenerateBody }, async ({ principal, params, body }) => {
-      const created = await apps.generateLicenses(principal, pathId(params.id, 'app_not_found'), body);
-      return created.map(({ row, key }) => licenseView(row, now(), key));
-    }),
-  });
-  router.add({
-    method: 'get',
-    path: '/api/apps/:id/logs',
-    doc: {
-      summary: 'Audit log, newest first',
-      tag: 'apps',
-      auth: 'dashboard',
-      query: LogsQuery,
-      permission: 'view_auth_logs',
-    },
-    handler: dashboardHandler({ auth, query: LogsQuery }, async ({ principal, params, query }) =>
-      (await apps.logs(principal, pathId(params.id, 'app_not_found'), query)).map((r) => logView(r, principal)),
-    ),
-  });
-  router.add({
-    method: 'post',
     path: '/api/apps/:id/bans',
     unprefixed: true,
     doc: {
@@ -246,6 +213,24 @@ export function appsRoutes({ router, domain, s }: AppDeps): void {
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       await apps.removeBan(principal, pathId(params.id, 'ban_not_found'));
       return { success: true };
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/credentials',
+    doc: {
+      summary: 'The credentials card: api_key, api_secret (not for resellers), owner id',
+      tag: 'apps',
+      auth: 'dashboard',
+      permission: 'any account the app is visible to',
+    },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
+      return {
+        api_key: app.apiKey,
+        ...(principal.role === 'reseller' ? {} : { api_secret: app.apiSecret }),
+        owner_id: app.ownerId,
+      };
     }),
   });
 }

@@ -1,55 +1,27 @@
-// Applications and what hangs off them on the dashboard: settings, key generation, blacklist, logs.
+// Applications on the dashboard: settings, secrets, allowed hashes and the blacklist.
 // Visibility is part of every query (AppScope), so an id from another tree finds nothing (404).
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { AppError, validationError } from '../../errors.js';
-import { hmacSha256, randomHex, randomToken } from '../../platform/crypto/index.js';
-import type { Application, BlacklistType, DurationUnit, KeyCosts } from '../../platform/db/entities/index.js';
+import { randomHex, randomToken } from '../../platform/crypto/index.js';
+import type { Application, BlacklistType, KeyCosts } from '../../platform/db/entities/index.js';
 import type { AppScope } from './application.repository.js';
-import type { AuditRow } from '../audit/audit.repository.js';
-import { KeySpaceExhausted, type LicenseRow } from '../keys/license.repository.js';
 import type { Logger } from 'pino';
-import type { Repositories } from '../../services.js';
+import type { AccountRepository } from '../access/index.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { ApplicationRepository } from './application.repository.js';
+import type { BlacklistRepository } from './blacklist.repository.js';
 import { normalizeIp } from '../../platform/http/ip-address.js';
-import { hasPermission, requirePermission, type Principal } from '../access/principal.js';
-import {
-  ALPHABET_CLASSES,
-  DEFAULT_ALPHABET,
-  DEFAULT_MASK,
-  ENUMERABLE_KEY_SPACE,
-  durationDays,
-  enumerateKeys,
-  expandMask,
-  keyPreview,
-  keySpace,
-  normalizeAlphabet,
-  placeholderCount,
-  pricePerKey,
-} from '../keys/license-keys.js';
-import { assertWebhookUrl } from '../notify/webhook-url.js';
-import type { ClientAppCache } from '../client/client-app-cache.js';
-import type { AppPatch, GenerateInput } from './dashboard-requests.js';
-import type { EventBus } from '../notify/events.js';
-
-export const MAX_DURATION_DAYS = 3650;
-
-function spaceExhausted(amount: number) {
-  return validationError(
-    'mask',
-    `This mask and alphabet cannot produce ${amount} new keys for this application`,
-    'value_error',
-  );
-}
+import { requirePermission, type Principal } from '../access/index.js';
+import { assertWebhookUrl } from '../notify/index.js';
+import type { ClientAppCache } from '../client/index.js';
+import type { AppPatch } from './apps.requests.js';
+import type { EventBus } from '../notify/index.js';
 
 export function scopeOf(p: Principal): AppScope {
   if (p.role === 'developer') return { kind: 'all' };
   if (p.role === 'owner') return { kind: 'owner', ownerId: p.account.id };
   return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
-}
-
-/** Effective beat interval: heartbeat_interval clamped to [5, 300] (PROTOCOL 6). */
-export function beatInterval(heartbeatInterval: number): number {
-  return Math.min(300, Math.max(5, heartbeatInterval));
 }
 
 const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
@@ -76,8 +48,12 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
 
 /** What the applications service uses, and nothing more (one composition root: app.ts). */
 export interface AppsServiceDeps {
-  repos: Pick<Repositories, 'apps' | 'licenses' | 'blacklist' | 'audit' | 'accounts'>;
-  licenseHashKey: Buffer;
+  repos: {
+    apps: ApplicationRepository;
+    blacklist: BlacklistRepository;
+    audit: AuditRepository;
+    accounts: AccountRepository;
+  };
   allowPrivateWebhooks: boolean;
   log: Logger;
   now: () => number;
@@ -224,106 +200,6 @@ export class AppsService {
     return app;
   }
 
-  /**
-   * Where new keys come from (PROTOCOL 11.19), decided before any work: random draws over a large key
-   * space; over a small one, the exact list of keys the application does not have yet, shuffled,
-   * so a mask that cannot yield `amount` new keys is refused at once instead of searched forever.
-   */
-  private async keySource(appId: string, mask: string, alphabet: string, amount: number) {
-    const key = this.d.licenseHashKey;
-    const entry = (plaintext: string) => ({
-      plaintext,
-      keyHash: licenseHash(key, plaintext),
-      keyPreview: keyPreview(plaintext),
-    });
-    const space = keySpace(mask, alphabet.length);
-    if (space < BigInt(amount)) throw spaceExhausted(amount);
-    if (space > BigInt(ENUMERABLE_KEY_SPACE)) return () => entry(expandMask(mask, alphabet));
-    const all = [...enumerateKeys(mask, alphabet)].map(entry);
-    const taken = await this.d.repos.licenses.existingHashes(
-      appId,
-      all.map((k) => k.keyHash),
-    );
-    const left = all.filter((k) => !taken.has(k.keyHash));
-    if (left.length < amount) throw spaceExhausted(amount);
-    for (let i = left.length - 1; i > 0; i--) {
-      const j = randomInt(i + 1);
-      [left[i], left[j]] = [left[j]!, left[i]!];
-    }
-    return () => left.pop() ?? null;
-  }
-
-  /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
-  async generateLicenses(
-    p: Principal,
-    appId: string,
-    input: GenerateInput,
-  ): Promise<{ row: LicenseRow; key: string }[]> {
-    requirePermission(p, 'generate_keys');
-    const app = await this.visible(p, appId);
-    const unit = input.unit ?? 'days';
-    if (unit !== 'lifetime' && input.duration === undefined)
-      throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
-    const value = unit === 'lifetime' ? 0 : input.duration!;
-    const days = durationDays(value, unit);
-    if (days > MAX_DURATION_DAYS)
-      throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
-    const mask = input.mask ?? DEFAULT_MASK;
-    if (placeholderCount(mask) === 0)
-      throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
-    const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
-    if (!ALPHABET_CLASSES.test(alphabet)) {
-      throw validationError(
-        'alphabet',
-        'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes',
-        'value_error',
-      );
-    }
-    const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
-    const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
-    const charge =
-      p.role === 'reseller'
-        ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
-        : null;
-    const created = await this.d.repos.licenses
-      .insertBatch(
-        {
-          appId,
-          level: input.level ?? 1,
-          durationValue: value,
-          durationUnit: unit,
-          durationDays: days,
-          note: input.note ?? '',
-          resellerId: generatorIsStaff ? p.account.id : null,
-          createdBy: p.account.id,
-          charge,
-        },
-        input.amount,
-        makeKey,
-        this.now(),
-      )
-      .catch((err: unknown) => {
-        if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
-        throw err;
-      });
-    await this.events.publish(
-      'license.generate',
-      appId,
-      { count: created.length, license_ids: created.map((c) => c.row.id) },
-      generatorIsStaff ? p.account.id : null,
-    );
-    this.d.repos.audit.write({
-      appId,
-      action: 'license.generate',
-      actorId: p.account.id,
-      resellerId: generatorIsStaff ? p.account.id : null,
-      detail:
-        `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +
-        `level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
-    });
-    return created;
-  }
-
   /** Keys and end users per application (the app cards). */
   counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
     return this.d.repos.apps.counts(ids);
@@ -371,32 +247,4 @@ export class AppsService {
     await this.visible(p, appId);
     return this.d.repos.blacklist.list(appId);
   }
-
-  async logs(
-    p: Principal,
-    appId: string,
-    q: { level?: string; action?: string; limit?: number; before?: string },
-  ): Promise<AuditRow[]> {
-    requirePermission(p, 'view_auth_logs');
-    await this.visible(p, appId);
-    const resellerIds = p.role === 'admin' || p.role === 'reseller' ? await this.subtreeIds(p.account.id) : undefined;
-    // Hiding is applied by the view (access/visibility.ts): hidden fields are absent (PROTOCOL 11.17).
-    return this.d.repos.audit.list({
-      appId,
-      level: q.level,
-      action: q.action,
-      limit: q.limit ?? 100,
-      before: q.before,
-      resellerIds,
-    });
-  }
-
-  /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
-  subtreeIds(accountId: string): Promise<string[]> {
-    return this.d.repos.accounts.subtreeIds(accountId);
-  }
-}
-
-export function licenseHash(key: Buffer, plaintext: string): string {
-  return hmacSha256(key, plaintext).toString('hex');
 }

@@ -5,7 +5,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import { AppError, rateLimited, validationError } from '../../errors.js';
-import type { AuditRepository } from '../audit/audit.repository.js';
+import type { AuditRepository } from '../audit/index.js';
 import type { NonceRepository } from './nonce.repository.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { CachedApp, ClientAppCache } from './client-app-cache.js';

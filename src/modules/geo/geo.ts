@@ -12,7 +12,7 @@ import { isIP } from 'node:net';
 import { Reader, type Response } from 'mmdb-lib';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../../config.js';
-import { isPublicAddress } from '../notify/webhook-url.js';
+import { isPublicAddress } from '../notify/index.js';
 
 /** What SPEC's geo objects hold (last_geo, geo, activation_geo). */
 export interface Geo {

@@ -3,7 +3,7 @@
 import { toDate, type Sql } from '../../platform/db/sql.js';
 import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
-import type { KeyTouchesRepository } from '../activation/key-touches.repository.js';
+import type { KeyTouchesRepository } from '../activation/index.js';
 
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;

@@ -1,9 +1,13 @@
 import { Type } from '@sinclair/typebox';
-import type { AppDeps } from '../../app.js';
-import { LICENSE_STATUS_FILTERS } from './key-admin.repository.js';
-import { dashboardHandler } from '../access/dashboard-route.js';
+import type { Router } from '../../platform/http/router.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { KeysAdminService } from './keys.service.js';
+import type { KeyGenerator } from './generate.service.js';
+import { GenerateBody } from './keys.requests.js';
+import { LICENSE_STATUS_FILTERS } from './license-status.js';
+import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
-import { hiddenLicenseView, licenseView } from '../apps/views.js';
+import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
 
 const TimeUnit = Type.Union([
   Type.Literal('hours'),
@@ -36,12 +40,35 @@ const ExtendAllBody = Type.Object(
 const BanToggle = Type.Object({ banned: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const UserBan = Type.Object({ banned: Type.Boolean() }, { additionalProperties: false });
 
-export function keysRoutes({ router, domain, s }: AppDeps): void {
-  const { auth, keys } = domain;
-  const now = () => s.clock.now();
+export interface KeysRoutesDeps {
+  auth: DashboardAuth;
+  keys: KeysAdminService;
+  generator: KeyGenerator;
+  /** Live heartbeat sessions of an app (the stats' live_sessions). */
+  liveSessions: (appId: string) => number;
+  now: () => number;
+}
+
+export function keysRoutes(router: Router, { auth, keys, generator, liveSessions, now }: KeysRoutesDeps): void {
   const lic = (id: string | undefined) => pathId(id, 'license_not_found');
   const usr = (id: string | undefined) => pathId(id, 'user_not_found');
 
+  router.add({
+    method: 'post',
+    path: '/api/apps/:id/licenses',
+    unprefixed: true,
+    doc: {
+      summary: 'Generate license keys (plaintext returned only here)',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: GenerateBody,
+      permission: 'generate_keys',
+    },
+    handler: dashboardHandler({ auth, body: GenerateBody }, async ({ principal, params, body }) => {
+      const created = await generator.generateLicenses(principal, pathId(params.id, 'app_not_found'), body);
+      return created.map(({ row, key }) => licenseView(row, now(), key));
+    }),
+  });
   router.add({
     method: 'get',
     path: '/api/apps/:id/licenses',
@@ -132,7 +159,7 @@ export function keysRoutes({ router, domain, s }: AppDeps): void {
       permission: 'view_keys',
     },
     handler: dashboardHandler({ auth }, async ({ principal, params }) =>
-      (await keys.listUsers(principal, pathId(params.id, 'app_not_found'))).map((u) => keys.userView(principal, u)),
+      (await keys.listUsers(principal, pathId(params.id, 'app_not_found'))).map((u) => userView(principal, u)),
     ),
   });
   router.add({
@@ -179,25 +206,7 @@ export function keysRoutes({ router, domain, s }: AppDeps): void {
     doc: { summary: 'Key, user and session counts', tag: 'apps', auth: 'dashboard', permission: 'view_stats' },
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       const appId = pathId(params.id, 'app_not_found');
-      return keys.stats(principal, appId, domain.heartbeats.countForApp(appId));
-    }),
-  });
-  router.add({
-    method: 'get',
-    path: '/api/apps/:id/credentials',
-    doc: {
-      summary: 'The credentials card: api_key, api_secret (not for resellers), owner id',
-      tag: 'apps',
-      auth: 'dashboard',
-      permission: 'any account the app is visible to',
-    },
-    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
-      const app = await domain.apps.visible(principal, pathId(params.id, 'app_not_found'));
-      return {
-        api_key: app.apiKey,
-        ...(principal.role === 'reseller' ? {} : { api_secret: app.apiSecret }),
-        owner_id: app.ownerId,
-      };
+      return keys.stats(principal, appId, liveSessions(appId));
     }),
   });
 }

@@ -5,20 +5,23 @@ import { AppError, ValidationError, validationError } from '../../errors.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
 import type { KeyAdminRepository, ResellerScope, UserRow } from './key-admin.repository.js';
 import type { LicenseRow } from './license.repository.js';
-import type { AuditRepository } from '../audit/audit.repository.js';
+import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
-import type { AppsService } from '../apps/apps.service.js';
-import type { EventBus } from '../notify/events.js';
+import type { AppsService } from '../apps/index.js';
+import type { EventBus } from '../notify/index.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import { requirePermission, requireRole, type Principal } from '../access/principal.js';
-import { sightOf, visible } from '../access/visibility.js';
+import { requirePermission, requireRole, type Principal } from '../access/index.js';
+import { resellerScope } from '../access/index.js';
+import type { AccountRepository } from '../access/index.js';
+import { sightOf, visible } from '../access/index.js';
 
 export const USER_LIST_LIMIT = 2000;
 
 /** What key and user administration uses, besides its repository (one composition root: app.ts). */
 export interface KeysAdminDeps {
   audit: AuditRepository;
+  accounts: Pick<AccountRepository, 'subtreeIds'>;
   now: () => number;
 }
 
@@ -35,8 +38,8 @@ export class KeysAdminService {
   }
 
   /** PROTOCOL 11.9: owners and developers see every record; admins and resellers their subtree's. */
-  async scope(p: Principal): Promise<ResellerScope> {
-    return p.role === 'admin' || p.role === 'reseller' ? this.apps.subtreeIds(p.account.id) : undefined;
+  scope(p: Principal): Promise<ResellerScope> {
+    return resellerScope(this.d.accounts, p);
   }
 
   private inScope(scope: ResellerScope, resellerId: string | null): boolean {
@@ -244,33 +247,6 @@ export class KeysAdminService {
       this.repo.logins24h(appId, scope, new Date(now.getTime() - 86_400_000)),
     ]);
     return { keys, users, live_sessions: liveSessions, logins_24h: logins };
-  }
-
-  /** A user row as the caller may see it (access/visibility.ts: one rule for every channel). */
-  userView(p: Principal, u: UserRow) {
-    const iso = (d: Date | string | null) => toDate(d)?.toISOString() ?? null;
-    return visible(sightOf(p), {
-      id: u.id,
-      app_id: u.app_id,
-      username: u.username,
-      created_at: iso(u.created_at),
-      last_login: iso(u.last_login),
-      level: u.level,
-      expires_at: iso(u.expires_at),
-      banned: u.banned,
-      license_id: u.license_id,
-      reseller_id: u.reseller_id,
-      hwid: u.hwid,
-      known_hwids: u.known_hwids,
-      ip: u.ip,
-      known_countries: u.known_countries,
-      last_geo: u.last_geo,
-      geo: u.geo,
-      activation_geo: u.activation_geo,
-      last_screenshot_path: u.last_screenshot_path,
-      activation_screenshot_path: u.activation_screenshot_path,
-      screenshot_path: u.screenshot_path,
-    });
   }
 }
 

@@ -1,7 +1,7 @@
 // Pure rules of license keys: masks (SPEC key generation rules 1-2), durations and pricing
 // (rules 3-4, PROTOCOL 11.6), previews (PROTOCOL 11.15). No I/O here.
 import type { DurationUnit, KeyCosts } from '../../platform/db/entities/index.js';
-import { randomBytes } from '../../platform/crypto/index.js';
+import { randomBytes, hmacSha256 } from '../../platform/crypto/index.js';
 
 export const MASK_PLACEHOLDERS = new Set(['*', '#', 'X']);
 export const DEFAULT_MASK = 'XXXXX-XXXXX-XXXXX-XXXXX-XXXXX';
@@ -112,4 +112,9 @@ export function pricePerKey(days: number, costs: KeyCosts): number {
   const monthly = costs['days:30'];
   if (monthly !== undefined && monthly > 0) return Math.max(1, Math.ceil((days / 30) * monthly));
   return 1;
+}
+
+/** The keyed hash under which a key is stored and looked up (a database dump does not reveal keys). */
+export function licenseHash(key: Buffer, plaintext: string): string {
+  return hmacSha256(key, plaintext).toString('hex');
 }

@@ -15,13 +15,15 @@ import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import type * as Uws from 'uWebSockets.js';
 import { AppError } from '../../errors.js';
-import type { Principal } from '../access/principal.js';
-import { sightOf, visible } from '../access/visibility.js';
-import type { DashboardAuth } from '../access/auth.service.js';
-import type { AppsService } from '../apps/apps.service.js';
+import type { Principal } from '../access/index.js';
+import { sightOf, visible } from '../access/index.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { AppsService } from '../apps/index.js';
 import type { EventBus, LiveEvent } from './events.js';
-import type { AccessSignal } from '../access/access-signal.js';
-import { bearerToken, fromOwnOrigin, headerToken } from '../access/dashboard-route.js';
+import type { AccessSignal } from '../access/index.js';
+import { resellerScope } from '../access/index.js';
+import type { AccountRepository } from '../access/index.js';
+import { bearerToken, fromOwnOrigin, headerToken } from '../access/index.js';
 import { errorReply } from '../../platform/http/error-reply.js';
 import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply, type HttpServer } from '../../platform/http/uws.js';
 
@@ -49,9 +51,10 @@ interface Watcher {
 export interface LiveDeps {
   log: Logger;
   auth: DashboardAuth;
-  apps: AppsService;
+  apps: Pick<AppsService, 'visible'>;
   events: EventBus;
   access: AccessSignal;
+  accounts: Pick<AccountRepository, 'subtreeIds'>;
 }
 
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
@@ -110,8 +113,8 @@ export class LiveHub {
   private async scopeFor(principal: Principal, appId: string): Promise<ReadonlySet<string> | null> {
     if (!APP_ID.test(appId)) throw new AppError('app_not_found');
     await this.d.apps.visible(principal, appId);
-    const scoped = principal.role === 'admin' || principal.role === 'reseller';
-    return scoped ? new Set(await this.d.apps.subtreeIds(principal.account.id)) : null;
+    const ids = await resellerScope(this.d.accounts, principal);
+    return ids ? new Set(ids) : null;
   }
 
   /** Registers a stream; returns it so the transport can subscribe it and forget it when it closes. */

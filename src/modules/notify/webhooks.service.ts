@@ -7,14 +7,14 @@
 // (access/visibility.ts: one rule for every channel). Delivery runs after the response, is retried with
 // backoff for a bounded time, never follows redirects, re-checks the target address, and every
 // attempt is written to the app's audit log.
-import { FULL_SIGHT, sightOfAccount, visible, type Sight } from '../access/visibility.js';
+import { FULL_SIGHT, sightOfAccount, visible, type Sight } from '../access/index.js';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { hmacSha256 } from '../../platform/crypto/index.js';
 import type { WebhookRepository } from './webhook.repository.js';
-import type { AuditRepository } from '../audit/audit.repository.js';
+import type { AuditRepository } from '../audit/index.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import { discordBody, type EncodedBody, type Screenshot } from './discord-embed.js';
 

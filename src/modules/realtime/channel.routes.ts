@@ -1,9 +1,11 @@
 // The realtime client channel's routes: the dashboard's notice to live clients, and the channel
 // itself in OpenAPI (it is served by ws/client-channel.ts, not by this router).
 import { Type } from '@sinclair/typebox';
-import type { AppDeps } from '../../app.js';
+import type { Router } from '../../platform/http/router.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { ClientPushService } from './client-push.service.js';
 import { AppError } from '../../errors.js';
-import { dashboardHandler } from '../access/dashboard-route.js';
+import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
 
 const NoticeBody = Type.Object(
@@ -11,8 +13,12 @@ const NoticeBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function channelRoutes({ router, domain }: AppDeps): void {
-  const { auth, push } = domain;
+export interface ChannelRoutesDeps {
+  auth: DashboardAuth;
+  push: ClientPushService;
+}
+
+export function channelRoutes(router: Router, { auth, push }: ChannelRoutesDeps): void {
   router.add({
     method: 'post',
     path: '/api/apps/:id/notice',

@@ -13,12 +13,12 @@ import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.
 import type * as Uws from 'uWebSockets.js';
 import { AppError, rateLimited, ValidationError } from '../../errors.js';
 import { randomToken, x25519KeyPair } from '../../platform/crypto/index.js';
-import { expiryWindowMs } from '../heartbeat/heartbeat.machine.js';
-import { beatInterval } from '../apps/apps.service.js';
-import { outcome, type ClientCall } from '../client/client-call.js';
-import { BeatBody, StartBody, StopBody } from '../client/client-requests.js';
-import type { CachedApp } from '../client/client-app-cache.js';
-import type { HeartbeatService } from '../heartbeat/heartbeat.service.js';
+import { expiryWindowMs } from '../heartbeat/index.js';
+import { beatInterval } from '../heartbeat/index.js';
+import { outcome, type ClientCall } from '../client/index.js';
+import { BeatBody, StartBody, StopBody } from '../client/index.js';
+import type { CachedApp } from '../client/index.js';
+import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
 import {
   appVerdict,
@@ -28,7 +28,7 @@ import {
   type PushTarget,
   type RevokeReason,
 } from './client-push.service.js';
-import { clientCallRunner, type ClientDeps, type ClientInput } from '../client/client-gate.js';
+import { clientCallRunner, type ClientDeps, type ClientInput } from '../client/index.js';
 import type { ClientIpResolver } from '../../platform/http/client-ip.js';
 import { signReply } from '../../platform/http/client-signing.js';
 import { errorReply } from '../../platform/http/error-reply.js';
@@ -68,7 +68,7 @@ export interface ClientChannelDeps {
   log: Logger;
   now: () => number;
   client: ClientDeps;
-  heartbeats: HeartbeatService;
+  heartbeats: Pick<HeartbeatGateway, 'start' | 'beat' | 'stop'>;
   push: ClientPushService;
   /** Upgrades per IP per minute, shared by every worker. */
   limiter: RequestLimiter;

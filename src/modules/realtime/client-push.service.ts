@@ -9,14 +9,14 @@
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
-import type { AuditRepository } from '../audit/audit.repository.js';
+import type { AuditRepository } from '../audit/index.js';
 import { sha256 } from '../../platform/crypto/index.js';
-import type { AppsService } from '../apps/apps.service.js';
-import type { CachedApp, ClientAppCache } from '../client/client-app-cache.js';
-import type { ClientSessions } from '../client/client-sessions.js';
-import type { EventBus, LiveEvent } from '../notify/events.js';
-import type { HeartbeatService } from '../heartbeat/heartbeat.service.js';
-import { requireRole, type Principal } from '../access/principal.js';
+import type { AppsService } from '../apps/index.js';
+import type { CachedApp, ClientAppCache } from '../client/index.js';
+import type { ClientSessions } from '../client/index.js';
+import type { EventBus, LiveEvent } from '../notify/index.js';
+import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
+import { requireRole, type Principal } from '../access/index.js';
 
 export type RevokeReason =
   | 'license_banned'
@@ -132,8 +132,11 @@ export interface ClientPushDeps {
   events: EventBus;
   appCache: ClientAppCache;
   sessions: ClientSessions;
-  heartbeats: HeartbeatService;
-  apps: AppsService;
+  /** Ends a session as revoked on its owner. */
+  heartbeats: Pick<HeartbeatGateway, 'revoke'>;
+  /** Tells of sessions killed on this worker. */
+  owner: Pick<HeartbeatOwner, 'onKill'>;
+  apps: Pick<AppsService, 'visible'>;
   audit: AuditRepository;
 }
 
@@ -152,7 +155,7 @@ export class ClientPushService {
       }),
       this.d.appCache.onChange((appId) => this.emit({ kind: 'app_changed', appId })),
       // A kill anywhere (a REST beat, a revocation on the session's owner) ends the session's channel.
-      this.d.heartbeats.onKill((session) => this.publish({ t: 'kill', s: sessionKey(session) })),
+      this.d.owner.onKill((session) => this.publish({ t: 'kill', s: sessionKey(session) })),
     );
   }
 

@@ -1,11 +1,22 @@
-import type { AppDeps } from '../../app.js';
+import type { Logger } from 'pino';
+import type { Router } from '../../platform/http/router.js';
+import type { Metrics } from '../../platform/http/metrics.js';
+import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { AppError } from '../../errors.js';
 import { jsonReply, textReply } from '../../platform/http/types.js';
 import { UNAVAILABLE_RETRY_AFTER_S } from '../../platform/http/error-reply.js';
 
 const READY_TIMEOUT_MS = 1_000;
 
-export function systemRoutes({ router, s, metrics }: AppDeps): void {
+export interface SystemRoutesDeps {
+  metrics: Metrics;
+  log: Logger;
+  /** Readiness: the database answers. */
+  database: { ping(): Promise<void> };
+  coordinator: Pick<Coordinator, 'ping' | 'kind'>;
+}
+
+export function systemRoutes(router: Router, { metrics, log, database, coordinator }: SystemRoutesDeps): void {
   router.add({
     method: 'get',
     path: '/healthz',
@@ -31,14 +42,14 @@ export function systemRoutes({ router, s, metrics }: AppDeps): void {
         );
       });
       try {
-        await Promise.race([Promise.all([s.sql.ping(), s.coordinator.ping()]), deadline]);
+        await Promise.race([Promise.all([database.ping(), coordinator.ping()]), deadline]);
       } catch (err) {
-        s.log.warn({ err }, 'http.not_ready');
+        log.warn({ err }, 'http.not_ready');
         throw new AppError('unavailable', undefined, { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) });
       } finally {
         clearTimeout(timer);
       }
-      return jsonReply(200, { status: 'ready', coordination: s.coordinator.kind });
+      return jsonReply(200, { status: 'ready', coordination: coordinator.kind });
     },
   });
   router.add({

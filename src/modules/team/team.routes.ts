@@ -1,8 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import type { AppDeps } from '../../app.js';
+import type { Router } from '../../platform/http/router.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { TeamService } from './team.service.js';
 import { PERMISSION_KEYS } from '../../platform/db/entities/index.js';
-import { dashboardHandler } from '../access/dashboard-route.js';
-import { PermissionsObject, TeamCreateBody } from '../apps/dashboard-requests.js';
+import { dashboardHandler } from '../access/index.js';
+import { PermissionsObject, TeamCreateBody } from './team.requests.js';
 import { pathId } from '../../platform/http/validation.js';
 
 const Username = Type.String({ pattern: '^[a-zA-Z0-9_-]{3,32}$' });
@@ -39,8 +41,12 @@ const PasswordBody = Type.Object({ password: Password }, { additionalProperties:
 // PROTOCOL 11.18: a webhook URL is free text of up to 4,096 characters.
 const WebhookBody = Type.Object({ webhook: Type.String({ maxLength: 4096 }) }, { additionalProperties: false });
 
-export function teamRoutes({ router, domain }: AppDeps): void {
-  const { auth, team } = domain;
+export interface TeamRoutesDeps {
+  auth: DashboardAuth;
+  team: TeamService;
+}
+
+export function teamRoutes(router: Router, { auth, team }: TeamRoutesDeps): void {
   const id = (v: string | undefined) => pathId(v, 'account_not_found');
   const doc = (summary: string, permission: string, body?: Parameters<typeof dashboardHandler>[0]['body']) => ({
     summary,

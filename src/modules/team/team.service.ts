@@ -4,15 +4,17 @@
 import { AppError, ValidationError, validationError } from '../../errors.js';
 import { hashPassword, randomToken } from '../../platform/crypto/index.js';
 import { noPermissions, type Account, type Permissions, type StoredRole } from '../../platform/db/entities/index.js';
-import { MAX_CREDITS, type TeamRepository } from '../access/account.repository.js';
+import { MAX_CREDITS, type TeamRepository } from './team.repository.js';
 import type { Logger } from 'pino';
-import type { Repositories } from '../../services.js';
-import { scopeOf } from '../apps/apps.service.js';
-import { assertPasswordPolicy } from '../access/password-policy.js';
-import { effectiveRole, type Principal } from '../access/principal.js';
-import { assertWebhookUrl } from '../notify/webhook-url.js';
-import type { TeamCreate } from '../apps/dashboard-requests.js';
-import type { AccessSignal } from '../access/access-signal.js';
+import type { AccountRepository, SessionRepository } from '../access/index.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { ApplicationRepository } from '../apps/index.js';
+import { scopeOf } from '../apps/index.js';
+import { assertPasswordPolicy } from '../access/index.js';
+import { effectiveRole, type Principal } from '../access/index.js';
+import { assertWebhookUrl } from '../notify/index.js';
+import type { TeamCreate } from './team.requests.js';
+import type { AccessSignal } from '../access/index.js';
 
 const DAY_MS = 86_400_000;
 
@@ -20,7 +22,12 @@ export type SubscriptionChange = { clear?: true; extend_days?: number; expires_a
 
 /** What the team service uses, and nothing more (one composition root: app.ts). */
 export interface TeamServiceDeps {
-  repos: Pick<Repositories, 'accounts' | 'apps' | 'audit' | 'sessions'>;
+  repos: {
+    accounts: AccountRepository;
+    apps: ApplicationRepository;
+    audit: AuditRepository;
+    sessions: SessionRepository;
+  };
   allowPrivateWebhooks: boolean;
   developerEmails: readonly string[];
   log: Logger;

@@ -34,7 +34,26 @@ export interface ClusterNodeOptions {
   listen?: ListenOptions | undefined;
 }
 
-export class ClusterNode<Ops extends OpMap = OpMap> {
+/**
+ * What a module needs of the node, typed by the operations it declares itself (a node that serves
+ * more operations is one): heartbeats and license actors each see only their own.
+ */
+export interface ShardNode<Ops extends OpMap> {
+  readonly id: string;
+  readonly ownedShards: number;
+  onShards(handlers: ShardHandlers): void;
+  handle<K extends keyof Ops & string>(op: K, handler: OpHandler<Ops, K>): void;
+  route<K extends keyof Ops & string>(
+    shard: number,
+    op: K,
+    args: Ops[K]['args'],
+    local: () => Promise<Ops[K]['result']>,
+  ): Promise<Ops[K]['result']>;
+  fenceOf(shard: number): number | undefined;
+  leaseName(shard: number): string;
+}
+
+export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   readonly id: string = randomUUID();
   private readonly membership: Membership;
   private readonly leases: ShardLeases;
