@@ -73,7 +73,7 @@ import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js
 
 // ---- platform services ------------------------------------------------------------------------
 
-export interface Repositories {
+interface Repositories {
   accounts: AccountRepository;
   sessions: SessionRepository;
   apps: ApplicationRepository;
@@ -100,7 +100,7 @@ export interface Services {
   close(): Promise<void>;
 }
 
-export interface ServiceOptions {
+interface ServiceOptions {
   clock?: Clock;
   /** Run migrations on start (true for `serve`; the cluster primary runs them once for all workers). */
   migrate?: boolean;
@@ -191,7 +191,7 @@ const NONCE_PURGE_MS = 60_000;
 
 type ClusterOps = HeartbeatOps & LicenseOps;
 
-export interface Domain {
+interface Domain {
   auth: DashboardAuth;
   apps: AppsService;
   appCache: ClientAppCache;
@@ -233,7 +233,7 @@ export function dashboardAuthDeps(s: Services, access?: AccessSignal): Dashboard
   };
 }
 
-export function createDomain(s: Services): Domain {
+function createDomain(s: Services): Domain {
   const now = () => s.clock.now();
   const log = s.log;
   const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);

@@ -15,7 +15,7 @@ import {
 
 const RESPAWN_DELAY_MS = 1_000;
 
-export interface Supervisor {
+interface Supervisor {
   stop(): Promise<void>;
 }
 

@@ -11,7 +11,6 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/platform
 let embedded: EmbeddedPostgres | undefined;
 let dir: string | undefined;
 
-
 export async function setup(project: TestProject): Promise<void> {
   let url = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!url) {

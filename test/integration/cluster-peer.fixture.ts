@@ -7,7 +7,9 @@ import { RedisCoordinator } from '../../src/platform/cluster/redis.coordinator.j
 
 const [redisUrl, prefix] = process.argv.slice(2);
 const coordinator = new RedisCoordinator(redisUrl!, prefix!);
-const node = new ClusterNode(coordinator, pino({ level: 'silent' }), Date.now, { listen: { host: '127.0.0.1', port: 0 } });
+const node = new ClusterNode(coordinator, pino({ level: 'silent' }), Date.now, {
+  listen: { host: '127.0.0.1', port: 0 },
+});
 node.handle('stall', async (args) => {
   process.stdout.write(`running ${JSON.stringify(args)}\n`);
   return new Promise(() => undefined);

@@ -59,12 +59,19 @@ describe('forwarding to a slow owner', () => {
     });
     const err = await a.route(shard, 'coded.op', {}, async () => 'local').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
-    expect(err).toMatchObject({ code: 'app_disabled', status: 403, detail: 'Down for maintenance until 10:00', headers: { 'Retry-After': '7' } });
+    expect(err).toMatchObject({
+      code: 'app_disabled',
+      status: 403,
+      detail: 'Down for maintenance until 10:00',
+      headers: { 'Retry-After': '7' },
+    });
     b.handle('invalid.op', async () => {
       throw new ValidationError([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
     });
     const invalid = await a.route(shard, 'invalid.op', {}, async () => 'local').catch((e: unknown) => e);
     expect(invalid).toBeInstanceOf(ValidationError);
-    expect((invalid as ValidationError).issues).toEqual([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
+    expect((invalid as ValidationError).issues).toEqual([
+      { loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' },
+    ]);
   });
 });

@@ -24,7 +24,11 @@ describe('session token codec', () => {
 
   it('keeps whole seconds and accepts any canonical UUID', () => {
     const id = '00000000-0000-4000-8000-ffffffffffff';
-    expect(codec.open(codec.seal({ appId: id, createdAt: createdAt + 999, keyed: false }))).toEqual({ appId: id, createdAt, keyed: false });
+    expect(codec.open(codec.seal({ appId: id, createdAt: createdAt + 999, keyed: false }))).toEqual({
+      appId: id,
+      createdAt,
+      keyed: false,
+    });
     expect(() => codec.seal({ appId: id.toUpperCase(), createdAt, keyed: false })).toThrow(/UUID/);
   });
 

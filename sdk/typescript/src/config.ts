@@ -37,7 +37,8 @@ export function parseConfig(raw: unknown): KeywardenConfig {
     const o = (k ?? {}) as Record<string, unknown>;
     if (typeof o.kid !== 'string' || o.kid === '') fail('a response key has no kid');
     if (o.alg !== undefined && o.alg !== 'Ed25519') fail(`key ${o.kid}: unsupported alg ${String(o.alg)}`);
-    if (typeof o.public_key !== 'string' || Buffer.from(o.public_key, 'base64').length !== 32) fail(`key ${o.kid}: public_key must be base64 of 32 bytes`);
+    if (typeof o.public_key !== 'string' || Buffer.from(o.public_key, 'base64').length !== 32)
+      fail(`key ${o.kid}: public_key must be base64 of 32 bytes`);
     return { kid: o.kid, alg: 'Ed25519' as const, public_key: o.public_key };
   });
   return {

@@ -5,14 +5,34 @@
 import { ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS } from './error-table.js';
 
 export const ERROR_CODES = [
-  'invalid_key', 'key_used', 'banned', 'expired', 'hwid_mismatch', 'app_disabled', 'update_required',
-  'rate_limited', 'locked_out', 'session_expired', 'heartbeat_killed', 'verification', 'clock_skew',
-  'network', 'timeout', 'server',
+  'invalid_key',
+  'key_used',
+  'banned',
+  'expired',
+  'hwid_mismatch',
+  'app_disabled',
+  'update_required',
+  'rate_limited',
+  'locked_out',
+  'session_expired',
+  'heartbeat_killed',
+  'verification',
+  'clock_skew',
+  'network',
+  'timeout',
+  'server',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** Why a response was not believed (same strings in every Keywarden SDK). */
-export type VerificationReason = 'unsigned' | 'unknown_kid' | 'bad_base64' | 'stale' | 'bad_signature' | 'bad_proof' | 'malformed'
+export type VerificationReason =
+  | 'unsigned'
+  | 'unknown_kid'
+  | 'bad_base64'
+  | 'stale'
+  | 'bad_signature'
+  | 'bad_proof'
+  | 'malformed'
   /** Realtime channel: a frame whose MAC does not verify (forged, or recorded on another connection). */
   | 'bad_mac'
   /** Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered). */

@@ -48,7 +48,10 @@ export interface HeartbeatOptions {
  */
 export type HeartbeatState = 'healthy' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
 
-export interface BeatEvent { index: number; count: number }
+export interface BeatEvent {
+  index: number;
+  count: number;
+}
 export interface DegradedEvent {
   error: KeywardenError;
   lost: boolean;
@@ -58,13 +61,36 @@ export interface DegradedEvent {
   /** Verification failures in a row, this one included. */
   verificationFailures: number;
 }
-export interface CompromisedEvent { error: KeywardenError; failures: number; lastBeatAt: Date }
-export interface RevokedEvent { reason: string; detail: string }
-export interface UpdateRequiredEvent { message: string; latestVersion: string | undefined; updateUrl: string | undefined }
-export interface NoticeEvent { message: string; at: Date | null }
+export interface CompromisedEvent {
+  error: KeywardenError;
+  failures: number;
+  lastBeatAt: Date;
+}
+export interface RevokedEvent {
+  reason: string;
+  detail: string;
+}
+export interface UpdateRequiredEvent {
+  message: string;
+  latestVersion: string | undefined;
+  updateUrl: string | undefined;
+}
+export interface NoticeEvent {
+  message: string;
+  at: Date | null;
+}
 
 /** Answers after which beating on is pointless. */
-const FINAL: ReadonlySet<ErrorCode> = new Set(['heartbeat_killed', 'banned', 'expired', 'app_disabled', 'invalid_key', 'hwid_mismatch', 'update_required', 'key_used']);
+const FINAL: ReadonlySet<ErrorCode> = new Set([
+  'heartbeat_killed',
+  'banned',
+  'expired',
+  'app_disabled',
+  'invalid_key',
+  'hwid_mismatch',
+  'update_required',
+  'key_used',
+]);
 /** Answers given before the beat was processed: the same beat may be sent again. */
 const NOT_PROCESSED: ReadonlySet<ErrorCode> = new Set(['rate_limited', 'locked_out']);
 
@@ -79,7 +105,9 @@ function refusedBeat(e: KeywardenError): boolean {
 }
 
 function asKeywardenError(err: unknown): KeywardenError {
-  return err instanceof KeywardenError ? err : new KeywardenError('server', String((err as Error)?.message ?? err), { cause: err });
+  return err instanceof KeywardenError
+    ? err
+    : new KeywardenError('server', String((err as Error)?.message ?? err), { cause: err });
 }
 
 export class Heartbeat extends EventEmitter {
@@ -104,9 +132,14 @@ export class Heartbeat extends EventEmitter {
   private outageReauthSpent = false;
   private readonly compromisedAfter: number;
 
-  constructor(private readonly client: Client, readonly systemId: string, readonly codeHash: string,
-    started: { session: string; token: string; beatInterval: number }, private readonly o: HeartbeatOptions,
-    private readonly link?: ChannelLink) {
+  constructor(
+    private readonly client: Client,
+    readonly systemId: string,
+    readonly codeHash: string,
+    started: { session: string; token: string; beatInterval: number },
+    private readonly o: HeartbeatOptions,
+    private readonly link?: ChannelLink,
+  ) {
     super();
     this.session = started.session;
     this.token = started.token;
@@ -136,7 +169,11 @@ export class Heartbeat extends EventEmitter {
   private onLink(e: LinkEvent): void {
     if (this.ended) return;
     if (e.kind === 'state') {
-      this.safeEmit('channel', { state: e.state, ...(e.close ? { close: e.close } : {}), ...(e.error ? { error: e.error } : {}) });
+      this.safeEmit('channel', {
+        state: e.state,
+        ...(e.close ? { close: e.close } : {}),
+        ...(e.error ? { error: e.error } : {}),
+      });
       return;
     }
     const p = e.push;
@@ -146,17 +183,29 @@ export class Heartbeat extends EventEmitter {
         if (this.ended) return;
         this.current = 'revoked';
         this.safeEmit('revoked', { reason: p.reason, detail: p.detail } satisfies RevokedEvent);
-        this.kill(new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, { detail: p.detail }), 'revoked');
+        this.kill(
+          new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, {
+            detail: p.detail,
+          }),
+          'revoked',
+        );
       });
     } else if (p.type === 'update_required') {
-      this.safeEmit('update_required', { message: p.message, latestVersion: p.latestVersion, updateUrl: p.updateUrl } satisfies UpdateRequiredEvent);
+      this.safeEmit('update_required', {
+        message: p.message,
+        latestVersion: p.latestVersion,
+        updateUrl: p.updateUrl,
+      } satisfies UpdateRequiredEvent);
     } else {
       this.safeEmit('notice', { message: p.message, at: p.at } satisfies NoticeEvent);
     }
   }
 
   /** On the channel when it is open; over REST when it is not, or went down before the call left. */
-  private async send(op: 'heartbeat' | 'heartbeat/stop', body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  private async send(
+    op: 'heartbeat' | 'heartbeat/stop',
+    body: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
     if (this.link?.ready) {
       try {
         return await this.link.call(op, body);
@@ -167,9 +216,15 @@ export class Heartbeat extends EventEmitter {
     return this.client.call(op, { session: this.session, ...body });
   }
 
-  get beatInterval(): number { return this.interval; }
-  get beatCount(): number { return this.count; }
-  get running(): boolean { return !this.ended; }
+  get beatInterval(): number {
+    return this.interval;
+  }
+  get beatCount(): number {
+    return this.count;
+  }
+  get running(): boolean {
+    return !this.ended;
+  }
 
   /** @internal */
   begin(): void {
@@ -178,9 +233,14 @@ export class Heartbeat extends EventEmitter {
 
   private schedule(): void {
     if (this.ended) return;
-    this.timer = setTimeout(() => {
-      this.inflight = this.tick().finally(() => { this.inflight = undefined; });
-    }, this.o.intervalMs ?? this.interval * 1000);
+    this.timer = setTimeout(
+      () => {
+        this.inflight = this.tick().finally(() => {
+          this.inflight = undefined;
+        });
+      },
+      this.o.intervalMs ?? this.interval * 1000,
+    );
   }
 
   /** Never throws: every outcome becomes an event. */
@@ -197,14 +257,22 @@ export class Heartbeat extends EventEmitter {
   private async beatOnce(): Promise<void> {
     const index = this.lastIndex + 1;
     const previous = this.token;
-    const body: Record<string, unknown> = { session: this.session, token: previous, system_id: this.systemId, beat_index: index, code_hash: this.codeHash };
+    const body: Record<string, unknown> = {
+      session: this.session,
+      token: previous,
+      system_id: this.systemId,
+      beat_index: index,
+      code_hash: this.codeHash,
+    };
     if (this.o.codeSize !== undefined) body.code_size = this.o.codeSize;
     body.debugger_detected = (this.o.debuggerDetected ?? debuggerAttached)();
     try {
       // Client.call itself re-sends this same body (same index and token) while nothing was sent.
       const r = await this.send('heartbeat', body);
-      if (typeof r.new_token !== 'string' || typeof r.beat_count !== 'number') throw verificationError('malformed', 'beat answer lacks new_token');
-      if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count))) throw verificationError('bad_proof', 'beat proof does not verify');
+      if (typeof r.new_token !== 'string' || typeof r.beat_count !== 'number')
+        throw verificationError('malformed', 'beat answer lacks new_token');
+      if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count)))
+        throw verificationError('bad_proof', 'beat proof does not verify');
       this.token = r.new_token;
       this.lastIndex = index;
       this.count = r.beat_count;
@@ -246,10 +314,23 @@ export class Heartbeat extends EventEmitter {
     if (!reauth) this.needsReauth = false;
     this.current = this.compromised ? 'compromised' : 'degraded';
     const lastBeatAt = this.lastVerified;
-    this.safeEmit('degraded', { error: e, lost, reauthenticating: reauth, lastBeatAt, verificationFailures: this.verificationFailures } satisfies DegradedEvent);
+    this.safeEmit('degraded', {
+      error: e,
+      lost,
+      reauthenticating: reauth,
+      lastBeatAt,
+      verificationFailures: this.verificationFailures,
+    } satisfies DegradedEvent);
     if (newlyCompromised) {
-      this.client.log.warn?.('keywarden.heartbeat.compromised', { failures: this.verificationFailures, reason: e.reason });
-      this.safeEmit('compromised', { error: e, failures: this.verificationFailures, lastBeatAt } satisfies CompromisedEvent);
+      this.client.log.warn?.('keywarden.heartbeat.compromised', {
+        failures: this.verificationFailures,
+        reason: e.reason,
+      });
+      this.safeEmit('compromised', {
+        error: e,
+        failures: this.verificationFailures,
+        lastBeatAt,
+      } satisfies CompromisedEvent);
     }
     return reauth;
   }

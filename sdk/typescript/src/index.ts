@@ -3,7 +3,16 @@
 export { Client } from './client.js';
 export type { ClientOptions, AppInfo, UserInfo, LicenseInfo, InitOptions, Logger, Activation } from './client.js';
 export { Heartbeat } from './heartbeat.js';
-export type { HeartbeatOptions, HeartbeatState, BeatEvent, DegradedEvent, CompromisedEvent, RevokedEvent, UpdateRequiredEvent, NoticeEvent } from './heartbeat.js';
+export type {
+  HeartbeatOptions,
+  HeartbeatState,
+  BeatEvent,
+  DegradedEvent,
+  CompromisedEvent,
+  RevokedEvent,
+  UpdateRequiredEvent,
+  NoticeEvent,
+} from './heartbeat.js';
 export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
 export type { ChannelContext, ChannelPush, ChannelClose, OpenResult, LinkEvent } from './channel.js';
 export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.js';
@@ -15,8 +24,16 @@ export { defaultTransport, TransportError } from './transport.js';
 export type { Transport, TransportRequest, TransportResponse, DefaultTransportOptions } from './transport.js';
 export { machineHwid, selfHash, rawMachineId, debuggerAttached } from './machine.js';
 export {
-  canonicalRequest, requestSignature, responseMessage, startProof, beatProof, decryptResponse,
-  channelTranscript, channelKeys, sealFrame, openFrame,
+  canonicalRequest,
+  requestSignature,
+  responseMessage,
+  startProof,
+  beatProof,
+  decryptResponse,
+  channelTranscript,
+  channelKeys,
+  sealFrame,
+  openFrame,
 } from './crypto.js';
 export { verifyResponse, pinKeys } from './verify.js';
 export type { SignedAnswer, PinnedKeys } from './verify.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Orm } from '../../platform/db/orm.js';
 import { AccountSchema, noPermissions, type Account, type StoredRole } from '../../platform/db/entities/index.js';
 
-export interface NewAccount {
+interface NewAccount {
   username: string;
   passwordHash: string;
   role: StoredRole;

@@ -23,7 +23,7 @@ export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 export const SESSION_COOKIE = 'kw_session';
 const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
 /** Failed sign-ins from one IP within 15 minutes, whatever the usernames, that lock the IP for 15 minutes. */
-export const IP_FAILURES = 20;
+const IP_FAILURES = 20;
 
 /** What dashboard sign-in uses, and nothing more (one composition root: app.ts, cli.ts). */
 export interface DashboardAuthDeps {

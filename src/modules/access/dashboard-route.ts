@@ -18,7 +18,7 @@ import { jsonReply, type IncomingRequest, type Reply, type RouteHandler } from '
 
 type Maybe<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefined;
 
-export interface DashboardCtx<B extends TSchema | undefined, Q extends TSchema | undefined> {
+interface DashboardCtx<B extends TSchema | undefined, Q extends TSchema | undefined> {
   req: IncomingRequest;
   principal: Principal;
   body: Maybe<B>;
@@ -26,7 +26,7 @@ export interface DashboardCtx<B extends TSchema | undefined, Q extends TSchema |
   params: Readonly<Record<string, string>>;
 }
 
-export function isReply(v: unknown): v is Reply {
+function isReply(v: unknown): v is Reply {
   return typeof v === 'object' && v !== null && 'status' in v && 'body' in v && 'headers' in v;
 }
 
@@ -101,7 +101,7 @@ function queryObject(req: IncomingRequest, schema: TSchema): Record<string, unkn
   return out;
 }
 
-export interface DashboardRouteOptions<B extends TSchema | undefined, Q extends TSchema | undefined> {
+interface DashboardRouteOptions<B extends TSchema | undefined, Q extends TSchema | undefined> {
   auth: DashboardAuth;
   body?: B;
   query?: Q;

@@ -6,14 +6,7 @@ export { authRoutes } from './auth.routes.js';
 export { DashboardAuth, type DashboardAuthDeps } from './auth.service.js';
 export { bearerToken, dashboardHandler, fromOwnOrigin, headerToken } from './dashboard-route.js';
 export { assertPasswordPolicy } from './password-policy.js';
-export {
-  effectiveRole,
-  hasPermission,
-  type Principal,
-  requirePermission,
-  requireRole,
-  type Role,
-} from './principal.js';
+export { effectiveRole, type Principal, requirePermission, requireRole } from './principal.js';
 export { resellerScope } from './record-scope.js';
 export { SessionRepository } from './session.repository.js';
 export { FULL_SIGHT, type Sight, sightOf, sightOfAccount, visible } from './visibility.js';

@@ -1,6 +1,6 @@
 // Who is calling the dashboard API, and what they may do. Owner, admin and developer pass every
 // permission check (SPEC "Permission set"); developers are super-users across every owner.
-import type { Account, Permissions, PermissionKey, StoredRole } from '../../platform/db/entities/index.js';
+import type { Account, PermissionKey, StoredRole } from '../../platform/db/entities/index.js';
 import { AppError } from '../../errors.js';
 
 export type Role = StoredRole | 'developer';
@@ -28,5 +28,3 @@ export function requirePermission(p: Principal, key: PermissionKey): void {
 export function requireRole(p: Principal, ...roles: Role[]): void {
   if (!roles.includes(p.role)) throw new AppError('permission_denied');
 }
-
-export type { Permissions };

@@ -45,7 +45,7 @@ const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}\b/g;
 const IPV6 = /\b(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{0,4}\b|::(?:ffff:)?[0-9a-f.:]+/gi;
 
 /** SPEC reseller hiding rule 3: IP-shaped substrings are removed from text. */
-export function stripIps(text: string): string {
+function stripIps(text: string): string {
   return text.replace(IPV4, '').replace(IPV6, '');
 }
 

@@ -13,7 +13,7 @@ import {
 } from '../client/index.js';
 import type { ActivationService } from './activation.service.js';
 
-export interface ActivationRoutesDeps {
+interface ActivationRoutesDeps {
   gate: ClientDeps;
   activation: ActivationService;
   limit: RequestLimiterFactory;

@@ -9,26 +9,34 @@ import {
   responseEncryptionKey,
   verifyPassword,
 } from '../../platform/crypto/index.js';
-import { outcome, type AuditNote, type ClientCall, type ClientOutcome } from '../client/index.js';
-import type { InitRequest, LicenseRequest, LoginRequest, RegisterRequest } from '../client/index.js';
+import { outcome } from '../client/index.js';
+import type {
+  InitRequest,
+  LicenseRequest,
+  LoginRequest,
+  RegisterRequest,
+  AuditNote,
+  ClientCall,
+  ClientOutcome,
+  ClientSession,
+  ClientSessions,
+} from '../client/index.js';
 import type { LicenseHost } from './license-host.js';
 import type { LicenseOpsRepository } from './license-ops.repository.js';
 import type { EndUserRepository } from './end-user.repository.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
-import type { ClientSession, ClientSessions } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import { Lockout } from '../../platform/limits/lockout.js';
-import type { EventBus } from '../notify/index.js';
-import type { WebhookService } from '../notify/index.js';
+import type { EventBus, WebhookService } from '../notify/index.js';
 import type { Image, ScreenshotStore } from './screenshots.js';
 import { alertReasons, type ActivationGeo, type Sighting } from '../geo/index.js';
 import { keyPreview, licenseHash } from '../keys/index.js';
 
-export const MAX_PASSWORD_BYTES = 72;
+const MAX_PASSWORD_BYTES = 72;
 
-export interface ActivationServiceDeps {
+interface ActivationServiceDeps {
   now: () => number;
   coordinator: Coordinator;
   sessions: ClientSessions;
@@ -373,7 +381,7 @@ const UNSAFE_NAME = /[\p{Cc}\u200E\u200F\u061C\u202A-\u202E\u2066-\u2069]/u;
  * PROTOCOL 11.28: end-user names are stored in NFC, so a composed and a decomposed `Åsa` are one
  * name; a name with control or bidirectional-override characters is refused.
  */
-export function endUserName(raw: string): string {
+function endUserName(raw: string): string {
   if (UNSAFE_NAME.test(raw))
     throw validationError('username', 'Username must not contain control or bidirectional characters', 'value_error');
   return raw.normalize('NFC');

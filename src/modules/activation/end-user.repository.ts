@@ -1,7 +1,7 @@
 import type { Sql } from '../../platform/db/sql.js';
 
 /** What login needs about a user and the key it was registered with, in one query. */
-export interface LoginRow {
+interface LoginRow {
   id: string;
   password_hash: string;
   banned: boolean;

@@ -8,13 +8,13 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../../platform/db/sql.js';
 
-export interface KeyTouch {
+interface KeyTouch {
   ip: string;
   at: Date;
 }
 
 /** Distinct keys queued before callers wait for a flush (backpressure, never a drop). */
-export const MAX_PENDING_TOUCHES = 10_000;
+const MAX_PENDING_TOUCHES = 10_000;
 /** Keys per UPDATE statement (PostgreSQL allows 65,535 bind parameters; three per key). */
 const MAX_BATCH = 2_000;
 const RETRY_MS = 500;

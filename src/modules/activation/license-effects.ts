@@ -8,7 +8,7 @@ import type { LicenseOpsRepository } from './license-ops.repository.js';
 import type { KeyTouchesRepository } from './key-touches.repository.js';
 import { judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
 
-export interface LicenseEffectOptions {
+interface LicenseEffectOptions {
   now: () => number;
   /** Test-only fault injection (FAULT_AFTER_CLAIM_MS): pause between claim and finalise. */
   afterClaimMs?: number;

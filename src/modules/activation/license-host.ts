@@ -33,7 +33,7 @@ interface Entry {
   lastUsed: number;
 }
 
-export interface LicenseHostOptions {
+interface LicenseHostOptions {
   log: Logger;
   now: () => number;
   /** Idle actors older than this are stopped by the sweeper. */

@@ -35,7 +35,7 @@ interface KeyRow {
 const CLAIMABLE = `(status = 'unused'
   or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
 
-export interface NewEndUser {
+interface NewEndUser {
   id: string;
   appId: string;
   username: string;
@@ -49,7 +49,7 @@ export interface NewEndUser {
   resellerId: string | null;
 }
 
-export type FinaliseResult = 'done' | 'username_taken' | 'state_changed';
+type FinaliseResult = 'done' | 'username_taken' | 'state_changed';
 
 class Rollback extends Error {
   constructor(readonly result: FinaliseResult) {

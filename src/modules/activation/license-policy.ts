@@ -3,13 +3,12 @@
 // repository only runs the conditional writes that carry a verdict out.
 import type { ErrorCode } from '../../errors.js';
 import type { StoredKey } from './license-ops.repository.js';
-import { durationMs } from '../keys/index.js';
-import { hasExpired } from '../keys/index.js';
+import { durationMs, hasExpired } from '../keys/index.js';
 
 /** A key as the policy sees it (read from its row at the start of every operation). */
 export type KeyFacts = StoredKey;
 
-export type Refusal = { ok: false; code: ErrorCode };
+type Refusal = { ok: false; code: ErrorCode };
 
 /** unused, or used by an end user who was deleted since (PROTOCOL 11.10): register may claim it. */
 export function isClaimable(k: KeyFacts): boolean {
@@ -20,7 +19,7 @@ export function isClaimable(k: KeyFacts): boolean {
 }
 
 /** Expiry of a key activated now: its duration from now; null for lifetime. */
-export function expiryFrom(k: KeyFacts, now: number): Date | null {
+function expiryFrom(k: KeyFacts, now: number): Date | null {
   const ms = durationMs(k.durationValue, k.durationUnit);
   return ms === null ? null : new Date(now + ms);
 }
@@ -38,7 +37,7 @@ export function registeredExpiry(k: KeyFacts, now: number): Date | null {
   return k.expiresAt ?? expiryFrom(k, now);
 }
 
-export type ActivateVerdict =
+type ActivateVerdict =
   | Refusal
   | { ok: true; kind: 'first_use'; expiresAt: Date | null }
   | { ok: true; kind: 'returning'; expiresAt: Date | null; newDevice: boolean };

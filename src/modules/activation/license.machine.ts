@@ -11,7 +11,7 @@ import { assign, fromPromise, setup } from 'xstate';
 import type { ErrorCode } from '../../errors.js';
 import type { LicenseStatus } from '../../platform/db/entities/index.js';
 
-export const LICENSE_SNAPSHOT_VERSION = 2;
+const LICENSE_SNAPSHOT_VERSION = 2;
 const MAX_ATTEMPTS = 3;
 
 export interface RegisterOp {
@@ -24,7 +24,7 @@ export interface RegisterOp {
   hwidLock: boolean;
 }
 
-export interface ActivateOp {
+interface ActivateOp {
   kind: 'activate';
   appId: string;
   hwid: string;
@@ -55,7 +55,7 @@ export type Decision =
 export type FinaliseOutput =
   { result: 'done'; value: Record<string, unknown> } | { result: 'username_taken' | 'state_changed' };
 
-export type Outcome =
+type Outcome =
   | { opId: number; ok: true; value: Record<string, unknown> }
   | { opId: number; ok: false; code: ErrorCode | 'internal' };
 
@@ -68,7 +68,7 @@ interface Work {
   stamp: number | null;
 }
 
-export interface LicenseContext {
+interface LicenseContext {
   v: number;
   licenseId: string;
   /** The key's status as this actor last saw or made it. */
@@ -79,7 +79,7 @@ export interface LicenseContext {
   lastOutcome: Outcome | null;
 }
 
-export type LicenseEvent = { type: 'OPERATE'; opId: number; op: LicenseOp };
+type LicenseEvent = { type: 'OPERATE'; opId: number; op: LicenseOp };
 
 export interface DecideInput {
   licenseId: string;

@@ -2,7 +2,7 @@
 // only once no row of its application names it any more.
 import type { Sql } from '../../platform/db/sql.js';
 
-export interface StoredImage {
+interface StoredImage {
   appId: string;
   sha256: string;
   ext: string;

@@ -11,8 +11,8 @@ import { validationError } from '../../errors.js';
 import { randomHex, sha256Hex } from '../../platform/crypto/index.js';
 import type { ScreenshotRepository } from './screenshot.repository.js';
 
-export const SCREENSHOT_MAX_BYTES = 3 * 1024 * 1024;
-export const SCREENSHOTS_PER_OWNER = 20;
+const SCREENSHOT_MAX_BYTES = 3 * 1024 * 1024;
+const SCREENSHOTS_PER_OWNER = 20;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 /** The image type by its magic number, or undefined for anything else. */

@@ -27,7 +27,7 @@ const BanBody = Type.Object(
   { additionalProperties: false },
 );
 
-export interface AppsRoutesDeps {
+interface AppsRoutesDeps {
   auth: DashboardAuth;
   apps: AppsService;
   /** PUBLIC_URL, written into SDK downloads; unset: the Host the dashboard was reached at. */

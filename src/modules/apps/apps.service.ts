@@ -5,14 +5,13 @@ import { isIP } from 'node:net';
 import { AppError, validationError } from '../../errors.js';
 import { randomHex, randomToken } from '../../platform/crypto/index.js';
 import type { Application, BlacklistType, KeyCosts } from '../../platform/db/entities/index.js';
-import type { AppScope } from './application.repository.js';
+import type { AppScope, ApplicationRepository } from './application.repository.js';
 import type { Logger } from 'pino';
-import type { AccountRepository } from '../access/index.js';
+import type { AccountRepository, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
-import type { ApplicationRepository } from './application.repository.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import { normalizeIp } from '../../platform/http/ip-address.js';
-import { requirePermission, type Principal } from '../access/index.js';
+import { requirePermission } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
@@ -47,7 +46,7 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
 };
 
 /** What the applications service uses, and nothing more (one composition root: app.ts). */
-export interface AppsServiceDeps {
+interface AppsServiceDeps {
   repos: {
     apps: ApplicationRepository;
     blacklist: BlacklistRepository;

@@ -13,7 +13,7 @@ import type { Application } from '../../platform/db/entities/index.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 
 export const SDK_LANGS = ['python', 'csharp', 'cpp', 'typescript'] as const;
-export type SdkLang = (typeof SDK_LANGS)[number];
+type SdkLang = (typeof SDK_LANGS)[number];
 
 export function isSdkLang(v: string): v is SdkLang {
   return (SDK_LANGS as readonly string[]).includes(v);
@@ -24,7 +24,7 @@ export function sdkFileName(lang: SdkLang): string {
 }
 
 /** The application fields keywarden.json is made of. */
-export interface ClientConfigSource {
+interface ClientConfigSource {
   name: string;
   apiKey: string;
   apiSecret: string;
@@ -126,7 +126,7 @@ async function collect(
  * off the event loop's critical path), so a download always matches the sources on disk and no
  * module-level cache is kept.
  */
-export async function sdkSources(lang: SdkLang, sdkRoot = findSdkRoot()): Promise<ReadonlyMap<string, Uint8Array>> {
+async function sdkSources(lang: SdkLang, sdkRoot = findSdkRoot()): Promise<ReadonlyMap<string, Uint8Array>> {
   const out = new Map<string, Uint8Array>();
   const dir = sdkRoot ? path.join(sdkRoot, lang) : undefined;
   if (dir && existsSync(dir)) await collect(dir, '', REPO_ONLY[lang] ?? [], out);
@@ -156,7 +156,7 @@ proof; do not remove those checks to "make it work" (a refused answer is exactly
 `;
 }
 
-export interface ArchiveInput {
+interface ArchiveInput {
   lang: SdkLang;
   app: Application;
   keys: readonly ResponseSigningKey[];

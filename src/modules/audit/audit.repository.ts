@@ -9,7 +9,7 @@ import type { AuditLevel } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 import { infrastructureError } from '../../errors.js';
 
-export interface AuditInput {
+interface AuditInput {
   appId: string | null;
   action: string;
   level?: AuditLevel;
@@ -36,7 +36,7 @@ export interface AuditRow {
   reseller_id: string | null;
 }
 
-export interface AuditQuery {
+interface AuditQuery {
   appId: string;
   level?: string | undefined;
   action?: string | undefined;
@@ -48,7 +48,7 @@ export interface AuditQuery {
 
 const MAX_BATCH = 500;
 /** Entries kept while the database is unreachable; past it the oldest are dropped and counted. */
-export const MAX_QUEUED = 100_000;
+const MAX_QUEUED = 100_000;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 

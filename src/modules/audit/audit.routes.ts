@@ -19,7 +19,7 @@ const LogsQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export interface AuditRoutesDeps {
+interface AuditRoutesDeps {
   auth: DashboardAuth;
   log: AuditLog;
 }

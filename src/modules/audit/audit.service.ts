@@ -4,7 +4,7 @@ import type { AuditRepository, AuditRow } from './audit.repository.js';
 import { requirePermission, resellerScope, type AccountRepository, type Principal } from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
 
-export interface AuditLogDeps {
+interface AuditLogDeps {
   audit: AuditRepository;
   accounts: AccountRepository;
   apps: Pick<AppsService, 'visible'>;

@@ -2,10 +2,9 @@
 // per worker for a short time (APP_CACHE_TTL_MS) and invalidated at once on dashboard writes,
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
-import type { ApplicationRepository, ClientAppRow } from '../apps/index.js';
-import type { BlacklistRepository } from '../apps/index.js';
+import type { ApplicationRepository, ClientAppRow, BlacklistRepository } from '../apps/index.js';
 
-export const APP_CACHE_TTL_MS = 2_000;
+const APP_CACHE_TTL_MS = 2_000;
 /** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
 const API_KEY_FORMAT = /^[0-9a-f]{32}$/;
 /** Lookups by api_key are remembered, misses included; a flood of random keys must not grow memory. */

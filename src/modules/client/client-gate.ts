@@ -37,7 +37,7 @@ export interface ClientDeps {
   signingKey: () => ResponseSigningKey;
 }
 
-export interface ClientRouteSpec<S extends TSchema> {
+interface ClientRouteSpec<S extends TSchema> {
   /** Audit action and log name: `client.init`, `client.heartbeat.start`, ... */
   action: string;
   schema: S;

@@ -44,7 +44,7 @@ export interface ShardOwnership {
   fenceOf(shard: number): number | undefined;
 }
 
-export interface ClientSessionsDeps {
+interface ClientSessionsDeps {
   coordinator: Coordinator;
   now: () => number;
   /** Secrets.sessionTokenKey: shared by every worker of the deployment. */

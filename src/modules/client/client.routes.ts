@@ -22,7 +22,7 @@ export function clientLimiter(coordinator: Coordinator, now: () => number): Requ
   return (name, points) => addressLimiter(coordinator, now, name, points);
 }
 
-export interface ClientKeysRouteDeps {
+interface ClientKeysRouteDeps {
   signingKey: () => ResponseSigningKey;
   publishedKeys: () => readonly ResponseSigningKey[];
   now: () => number;

@@ -28,7 +28,7 @@ import {
 } from '../../platform/crypto/index.js';
 
 export const TOKEN_BYTES = 32;
-export const TOKEN_RANDOM_BYTES = 8;
+const TOKEN_RANDOM_BYTES = 8;
 const TAG_BYTES = 4;
 const APP_BYTES = 16;
 const PLAIN_BYTES = TOKEN_BYTES - TAG_BYTES; // 28
@@ -37,7 +37,7 @@ const EPOCH_S = 1_704_067_200;
 const KEYED_FLAG = 0x8000_0000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-export interface TokenClaims {
+interface TokenClaims {
   appId: string;
   /** Unix milliseconds, whole seconds (the token keeps seconds). */
   createdAt: number;

@@ -11,7 +11,7 @@ import { AppError } from '../../errors.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 
 /** Longest Retry-After a full store answers: a slot frees when any older session expires. */
-export const FULL_RETRY_AFTER_MAX_S = 300;
+const FULL_RETRY_AFTER_MAX_S = 300;
 
 export interface UnactivatedKeys {
   /** Throws 503 `Service unavailable` (Retry-After) when the bound is reached. */
@@ -202,7 +202,7 @@ const BUCKET_MS = 10 * 60 * 1000;
  * Sessions this worker opened within the last `ttlMs`, in 10-minute buckets: a count that can
  * only overstate (a bucket leaves whole), which is the safe side of a bound.
  */
-export class OpenedCounter {
+class OpenedCounter {
   private readonly starts: Float64Array;
   private readonly counts: Uint32Array;
 

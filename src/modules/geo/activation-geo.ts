@@ -15,7 +15,7 @@ export interface Sighting {
 }
 
 /** Why an activation is an alert (SPEC: "a key is used from a new device or new location"). */
-export type AlertReason = 'new_device' | 'new_location';
+type AlertReason = 'new_device' | 'new_location';
 
 export function alertReasons(newDevice: boolean, newLocation: boolean): AlertReason[] {
   return [...(newDevice ? ['new_device' as const] : []), ...(newLocation ? ['new_location' as const] : [])];

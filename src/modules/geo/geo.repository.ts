@@ -5,7 +5,7 @@
 import type { Sql } from '../../platform/db/sql.js';
 
 /** A geo object as stored (SPEC: ip, city, region, country, lat, lon); stored as JSON. */
-export interface StoredGeo {
+interface StoredGeo {
   readonly country: string;
 }
 

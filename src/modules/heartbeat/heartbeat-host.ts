@@ -12,7 +12,7 @@ import {
 } from './heartbeat.machine.js';
 import { PassiveContexts, type ContextKey } from './heartbeat-passive.js';
 
-export interface HeartbeatHostOptions {
+interface HeartbeatHostOptions {
   now: () => number;
   maxLive?: number;
   /** The group a session belongs to (its shard); removeGroup() drops one. */
@@ -21,7 +21,7 @@ export interface HeartbeatHostOptions {
   onExpired?: (c: HeartbeatContext) => void;
 }
 
-export interface EventResult {
+interface EventResult {
   verdict: BeatVerdict;
   /** The session after the event; null when it ended (killed or closed). */
   context: HeartbeatContext | null;

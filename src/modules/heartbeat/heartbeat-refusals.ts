@@ -7,8 +7,8 @@ import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { rateLimited } from '../../errors.js';
 
-export const REFUSALS_PER_SESSION = 60;
-export const REFUSALS_PER_IP = 600;
+const REFUSALS_PER_SESSION = 60;
+const REFUSALS_PER_IP = 600;
 const WINDOW_S = 60;
 const AUDIT_EVERY_MS = 60_000;
 

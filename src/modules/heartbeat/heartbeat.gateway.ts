@@ -8,8 +8,16 @@ import { AppError, ValidationError } from '../../errors.js';
 import { hmacSha256, randomHex } from '../../platform/crypto/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
-import { outcome, type AuditNote, type ClientCall, type ClientOutcome, type ClientSessions } from '../client/index.js';
-import type { BeatRequest, StartRequest, StopRequest } from '../client/index.js';
+import { outcome } from '../client/index.js';
+import type {
+  BeatRequest,
+  StartRequest,
+  StopRequest,
+  AuditNote,
+  ClientCall,
+  ClientOutcome,
+  ClientSessions,
+} from '../client/index.js';
 import type { EventBus } from '../notify/index.js';
 import { beatInterval } from './beat-interval.js';
 import { decodeHeartbeat } from './heartbeat-codec.js';
@@ -26,7 +34,7 @@ import {
   type StopArgs,
 } from './heartbeat.owner.js';
 
-export function newHeartbeatToken(): string {
+function newHeartbeatToken(): string {
   return `TT${randomHex(16)}`;
 }
 
@@ -44,7 +52,7 @@ export function beatProof(
   return hmacSha256(previousToken, `kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`).toString('base64');
 }
 
-export interface HeartbeatGatewayDeps {
+interface HeartbeatGatewayDeps {
   now: () => number;
   log: Logger;
   sessions: ClientSessions;

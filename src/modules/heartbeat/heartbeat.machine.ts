@@ -6,8 +6,8 @@ import { assign, setup } from 'xstate';
 import { constantTimeEqual } from '../../platform/crypto/index.js';
 
 export const HEARTBEAT_SNAPSHOT_VERSION = 1;
-export const TOKEN_FORMAT = /^TT[0-9a-f]{32}$/;
-export const MAX_WARNINGS = 3;
+const TOKEN_FORMAT = /^TT[0-9a-f]{32}$/;
+const MAX_WARNINGS = 3;
 
 export interface HeartbeatContext {
   v: number;

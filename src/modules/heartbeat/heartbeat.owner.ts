@@ -48,13 +48,13 @@ export interface StopArgs {
   session: string;
   token: string;
 }
-export interface StopOutcome {
+interface StopOutcome {
   stopped: boolean;
   beats: number;
   userId: string | null;
   licenseId: string | null;
 }
-export interface BeatOutcome {
+interface BeatOutcome {
   verdict: BeatVerdict | null;
   token: string;
   beatCount: number;
@@ -73,7 +73,7 @@ export interface HeartbeatOps extends OpMap {
   'hb.kill': { args: { session: string }; result: number };
 }
 
-export interface HeartbeatOwnerDeps {
+interface HeartbeatOwnerDeps {
   now: () => number;
   log: Logger;
   sessions: ClientSessions;
@@ -136,7 +136,7 @@ export class HeartbeatOwner {
   async shardAcquired(shard: number): Promise<void> {
     if (!this.durable) return;
     const now = this.d.now();
-    for (const [session, raw] of await this.d.coordinator.hashGetAll(hashOf(shard))) {
+    for (const raw of (await this.d.coordinator.hashGetAll(hashOf(shard))).values()) {
       let c: HeartbeatContext;
       try {
         c = decodeHeartbeat(raw);

@@ -3,7 +3,7 @@ import type { Router } from '../../platform/http/router.js';
 import { BeatBody, StartBody, StopBody, clientDoc, clientHandler, type ClientDeps } from '../client/index.js';
 import type { HeartbeatGateway } from './heartbeat.gateway.js';
 
-export interface HeartbeatRoutesDeps {
+interface HeartbeatRoutesDeps {
   gate: ClientDeps;
   heartbeats: Pick<HeartbeatGateway, 'start' | 'beat' | 'stop'>;
 }

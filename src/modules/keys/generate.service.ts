@@ -25,7 +25,7 @@ import {
 } from './license-keys.js';
 import type { GenerateInput } from './keys.requests.js';
 
-export const MAX_DURATION_DAYS = 3650;
+const MAX_DURATION_DAYS = 3650;
 
 function spaceExhausted(amount: number) {
   return validationError(
@@ -35,7 +35,7 @@ function spaceExhausted(amount: number) {
   );
 }
 
-export interface KeyGeneratorDeps {
+interface KeyGeneratorDeps {
   apps: Pick<AppsService, 'visible'>;
   licenses: LicenseRepository;
   audit: AuditRepository;

@@ -15,7 +15,7 @@ function scopeSql(scope: ResellerScope, params: unknown[], column = 'reseller_id
   return ` and ${column} in (${scope.map(() => '?').join(',')})`;
 }
 
-export interface LicenseListQuery {
+interface LicenseListQuery {
   appId: string;
   scope: ResellerScope;
   status?: StatusFilter | undefined;
@@ -24,8 +24,6 @@ export interface LicenseListQuery {
   cursor?: { createdAt: string; id: string } | undefined;
   now: Date;
 }
-
-export { LICENSE_STATUS_FILTERS } from './license-status.js';
 
 export interface UserRow {
   id: string;
@@ -55,7 +53,7 @@ const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, kn
   activation_screenshot_path, screenshot_path`;
 
 /** PROTOCOL 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
-export const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
+const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /** `expires_at + SHIFT`: one placeholder, the milliseconds. */
 const SHIFT = `(? * interval '1 millisecond')`;
 

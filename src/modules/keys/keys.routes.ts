@@ -40,7 +40,7 @@ const ExtendAllBody = Type.Object(
 const BanToggle = Type.Object({ banned: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const UserBan = Type.Object({ banned: Type.Boolean() }, { additionalProperties: false });
 
-export interface KeysRoutesDeps {
+interface KeysRoutesDeps {
   auth: DashboardAuth;
   keys: KeysAdminService;
   generator: KeyGenerator;

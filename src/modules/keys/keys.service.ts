@@ -11,15 +11,13 @@ import type { AppsService } from '../apps/index.js';
 import type { EventBus } from '../notify/index.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import { requirePermission, requireRole, type Principal } from '../access/index.js';
-import { resellerScope } from '../access/index.js';
-import type { AccountRepository } from '../access/index.js';
-import { sightOf, visible } from '../access/index.js';
+import { requirePermission, requireRole, resellerScope } from '../access/index.js';
+import type { AccountRepository, Principal } from '../access/index.js';
 
-export const USER_LIST_LIMIT = 2000;
+const USER_LIST_LIMIT = 2000;
 
 /** What key and user administration uses, besides its repository (one composition root: app.ts). */
-export interface KeysAdminDeps {
+interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
   now: () => number;

@@ -3,7 +3,7 @@
 import type { DurationUnit, KeyCosts } from '../../platform/db/entities/index.js';
 import { randomBytes, hmacSha256 } from '../../platform/crypto/index.js';
 
-export const MASK_PLACEHOLDERS = new Set(['*', '#', 'X']);
+const MASK_PLACEHOLDERS = new Set(['*', '#', 'X']);
 export const DEFAULT_MASK = 'XXXXX-XXXXX-XXXXX-XXXXX-XXXXX';
 export const DEFAULT_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 /** Key spaces up to this size are enumerated, so the generator knows exactly which keys are left. */

@@ -7,7 +7,7 @@
 export type ComputedStatus = 'active' | 'banned' | 'unactivated' | 'expired';
 
 /** The columns the rule reads. */
-export interface StatusFacts {
+interface StatusFacts {
   status: string;
   used_by: string;
   expires_at: Date | string | null;

@@ -12,12 +12,12 @@ export class KeySpaceExhausted extends Error {
   }
 }
 
-export interface NewKey {
+interface NewKey {
   keyHash: string;
   keyPreview: string;
 }
 
-export interface KeyBatch {
+interface KeyBatch {
   appId: string;
   level: number;
   durationValue: number;

@@ -10,7 +10,7 @@ export interface Screenshot {
   ext: string;
 }
 
-export interface DiscordInput {
+interface DiscordInput {
   event: string;
   appName: string;
   occurredAt: string;
@@ -43,7 +43,7 @@ function code(v: unknown): string {
   return `\`${s.replaceAll('`', 'ˋ').replaceAll('\n', ' ').slice(0, FIELD_MAX)}\``;
 }
 
-export function discordPayload(input: DiscordInput): Record<string, unknown> {
+function discordPayload(input: DiscordInput): Record<string, unknown> {
   const d = input.data;
   const alert = Array.isArray(d.alert) ? (d.alert as string[]) : [];
   const what = TITLES[input.event] ?? input.event;

@@ -16,7 +16,7 @@ export interface LiveEvent {
   reseller_id: string | null;
 }
 
-export type EventListener = (e: LiveEvent) => void;
+type EventListener = (e: LiveEvent) => void;
 
 const CHANNEL = 'events';
 

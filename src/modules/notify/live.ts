@@ -13,23 +13,23 @@
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
-import type * as Uws from 'uWebSockets.js';
 import { AppError } from '../../errors.js';
-import type { Principal } from '../access/index.js';
-import { sightOf, visible } from '../access/index.js';
-import type { DashboardAuth } from '../access/index.js';
+import type { Principal, DashboardAuth, AccessSignal, AccountRepository } from '../access/index.js';
+import { sightOf, visible, resellerScope, bearerToken, fromOwnOrigin, headerToken } from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
 import type { EventBus, LiveEvent } from './events.js';
-import type { AccessSignal } from '../access/index.js';
-import { resellerScope } from '../access/index.js';
-import type { AccountRepository } from '../access/index.js';
-import { bearerToken, fromOwnOrigin, headerToken } from '../access/index.js';
 import { errorReply } from '../../platform/http/error-reply.js';
-import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply, type HttpServer } from '../../platform/http/uws.js';
+import {
+  CLOSE_ON_BACKPRESSURE_LIMIT,
+  copyRequest,
+  writeReply,
+  type HttpServer,
+  type UwsSocket,
+} from '../../platform/http/uws.js';
 
-export const MAX_BACKPRESSURE = 1024 * 1024;
+const MAX_BACKPRESSURE = 1024 * 1024;
 /** Every watcher is checked again this often even without a signal (a lost signal, an expiry). */
-export const REVALIDATE_MS = 15_000;
+const REVALIDATE_MS = 15_000;
 const APP_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Events every subscriber of the app may see, whoever's records they touch. */
 const APP_WIDE = new Set(['app.delete']);
@@ -44,11 +44,11 @@ interface Watcher {
   /** SSE: losing its one app ends the stream. */
   readonly single: boolean;
   send(frame: Record<string, unknown>): void;
-  /** Ends the stream (revoked access); the transport's close handler calls `hub.forget`. */
+  /** Ends the stream (revoked access); the transport's close handler calls `this.forget`. */
   end(reason: string): void;
 }
 
-export interface LiveDeps {
+interface LiveDeps {
   log: Logger;
   auth: DashboardAuth;
   apps: Pick<AppsService, 'visible'>;
@@ -58,7 +58,7 @@ export interface LiveDeps {
 }
 
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
-export function eventFor(
+function eventFor(
   sub: { principal: Principal; scope: ReadonlySet<string> | null },
   e: LiveEvent,
 ): Record<string, unknown> | null {
@@ -212,7 +212,6 @@ export class LiveHub {
       watcher: Watcher | null;
       msgpack: boolean;
     }
-    const hub = this;
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
       closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
@@ -238,12 +237,12 @@ export class LiveHub {
         // A cookie goes along with any page's WebSocket: like a cookie-authenticated write, the
         // upgrade must come from the dashboard's own origin (cross-site WebSocket hijacking).
         const byCookie = !headerToken(headers) && fromQuery === undefined && token !== undefined;
-        if (byCookie && fromOwnOrigin(headers, hub.d.auth.trustedOrigins) !== true)
-          return writeReply(res, aborted, errorReply(new AppError('cross_site'), hub.d.log));
-        (token ? hub.d.auth.authenticate(token) : Promise.resolve(null)).then(
+        if (byCookie && fromOwnOrigin(headers, this.d.auth.trustedOrigins) !== true)
+          return writeReply(res, aborted, errorReply(new AppError('cross_site'), this.d.log));
+        (token ? this.d.auth.authenticate(token) : Promise.resolve(null)).then(
           (principal) => {
             if (!principal || !token)
-              return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), hub.d.log));
+              return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), this.d.log));
             if (aborted) return;
             res.cork(() => {
               // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
@@ -253,16 +252,16 @@ export class LiveHub {
               res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
             });
           },
-          (err: unknown) => writeReply(res, aborted, errorReply(err, hub.d.log, { route: '/api/ws' })),
+          (err: unknown) => writeReply(res, aborted, errorReply(err, this.d.log, { route: '/api/ws' })),
         );
       }),
-      open: guard.socket('open', (ws: Uws.WebSocket<WsData>) => {
+      open: guard.socket('open', (ws: UwsSocket<WsData>) => {
         const data = ws.getUserData();
         const who = data.who;
         data.who = null;
         if (!who) return ws.end(1011, 'Internal error');
         let open = true;
-        data.watcher = hub.watch({
+        data.watcher = this.watch({
           token: who.token,
           principal: who.principal,
           single: false,
@@ -278,7 +277,7 @@ export class LiveHub {
           },
         });
       }),
-      message: guard.socket('message', (ws: Uws.WebSocket<WsData>, message: ArrayBuffer, isBinary: boolean) => {
+      message: guard.socket('message', (ws: UwsSocket<WsData>, message: ArrayBuffer, isBinary: boolean) => {
         const data = ws.getUserData();
         const w = data.watcher;
         if (!w) return;
@@ -298,7 +297,7 @@ export class LiveHub {
           return;
         }
         const appId = msg.app_id;
-        hub.subscribe(w, appId).then(
+        this.subscribe(w, appId).then(
           () => w.send({ type: 'subscribed', app_id: appId }),
           (err: unknown) =>
             w.send({
@@ -308,15 +307,14 @@ export class LiveHub {
             }),
         );
       }),
-      close: guard.socket('close', (ws: Uws.WebSocket<WsData>) => {
+      close: guard.socket('close', (ws: UwsSocket<WsData>) => {
         const data = ws.getUserData();
-        if (data.watcher) hub.forget(data.watcher);
+        if (data.watcher) this.forget(data.watcher);
       }),
     });
   }
 
   private mountSse({ app, guard }: HttpServer): void {
-    const hub = this;
     app.get(
       '/api/apps/:id/events',
       guard.http((res, req) => {
@@ -327,7 +325,7 @@ export class LiveHub {
         let watcher: Watcher | undefined;
         const cleanup = () => {
           closed = true;
-          if (watcher) hub.forget(watcher);
+          if (watcher) this.forget(watcher);
         };
         res.onAborted(cleanup);
         const {
@@ -343,15 +341,15 @@ export class LiveHub {
             backedUp = ok ? 0 : backedUp + chunk.length;
           });
           if (backedUp > MAX_BACKPRESSURE) {
-            hub.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
+            this.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
             cleanup();
             res.close();
           }
         };
         (async () => {
-          const principal = token ? await hub.d.auth.authenticate(token) : null;
+          const principal = token ? await this.d.auth.authenticate(token) : null;
           if (!principal || !token) throw new AppError('not_authenticated');
-          const w = hub.watch({
+          const w = this.watch({
             token,
             principal,
             single: true,
@@ -371,14 +369,14 @@ export class LiveHub {
             },
           });
           watcher = w;
-          if (closed) return hub.forget(w);
+          if (closed) return this.forget(w);
           try {
-            await hub.subscribe(w, appId);
+            await this.subscribe(w, appId);
           } catch (err) {
-            hub.forget(w);
+            this.forget(w);
             throw err;
           }
-          if (closed) return hub.forget(w);
+          if (closed) return this.forget(w);
           if (revokedEarly) throw new AppError('not_authenticated');
           started = true;
           res.cork(() => {
@@ -392,7 +390,7 @@ export class LiveHub {
         })().catch((err: unknown) => {
           const wasClosed = closed;
           closed = true;
-          writeReply(res, wasClosed, errorReply(err, hub.d.log, { route: '/api/apps/:id/events' }));
+          writeReply(res, wasClosed, errorReply(err, this.d.log, { route: '/api/apps/:id/events' }));
         });
       }),
     );

@@ -3,7 +3,7 @@
 import type { Permissions, StoredRole } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 
-export interface WebhookCandidates {
+interface WebhookCandidates {
   app_name: string;
   app_hook: string;
   owner_hook: string;

@@ -18,10 +18,10 @@ import type { AuditRepository } from '../audit/index.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import { discordBody, type EncodedBody, type Screenshot } from './discord-embed.js';
 
-export const RETRY_DELAYS_MS = [1_000, 4_000, 15_000];
+const RETRY_DELAYS_MS = [1_000, 4_000, 15_000];
 const ATTEMPT_TIMEOUT_MS = 5_000;
 
-export interface WebhookTarget {
+interface WebhookTarget {
   url: string;
   secret: string;
   appName: string;
@@ -30,7 +30,7 @@ export interface WebhookTarget {
   sees: Sight;
 }
 
-export interface WebhookDeps {
+interface WebhookDeps {
   targets: Pick<WebhookRepository, 'candidates'>;
   audit: AuditRepository;
   log: Logger;

@@ -13,7 +13,7 @@ const NoticeBody = Type.Object(
   { additionalProperties: false },
 );
 
-export interface ChannelRoutesDeps {
+interface ChannelRoutesDeps {
   auth: DashboardAuth;
   push: ClientPushService;
 }

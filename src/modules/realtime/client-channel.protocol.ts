@@ -23,14 +23,14 @@ import {
 import type { RevokeReason } from './client-push.service.js';
 
 export const CHANNEL_PATH = '/api/client/ws';
-export const CHANNEL_VERSION = 1;
-export const HELLO_LABEL = 'kwc1-hello';
-export const KEYS_INFO = 'kwc1 keys';
-export const MAC_BYTES = 32;
+const CHANNEL_VERSION = 1;
+const HELLO_LABEL = 'kwc1-hello';
+const KEYS_INFO = 'kwc1 keys';
+const MAC_BYTES = 32;
 /** base64url (no padding) of 32 bytes: an X25519 public key, which is also the upgrade's X-Nonce. */
 export const KEY_FORMAT = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 /** The calls a client may make on the channel: the REST heartbeat endpoints, same bodies minus `session`. */
-export const CHANNEL_OPS = ['heartbeat/start', 'heartbeat', 'heartbeat/stop'] as const;
+const CHANNEL_OPS = ['heartbeat/start', 'heartbeat', 'heartbeat/stop'] as const;
 export type ChannelOp = (typeof CHANNEL_OPS)[number];
 
 /** WebSocket close codes the server uses. */
@@ -57,7 +57,7 @@ export const REVOKE_DETAIL: Record<RevokeReason, string> = {
   session_killed: 'Heartbeat session killed',
 };
 
-export interface HelloFields {
+interface HelloFields {
   kid: string;
   /** Unix seconds. */
   ts: number;
@@ -92,7 +92,7 @@ export function deriveKeys(shared: Uint8Array, transcript: string): ChannelKeys 
   return { s2c: okm.subarray(0, 32), c2s: okm.subarray(32, 64) };
 }
 
-export function decodeKey(b64url: string): Buffer | null {
+function decodeKey(b64url: string): Buffer | null {
   if (!KEY_FORMAT.test(b64url)) return null;
   const k = Buffer.from(b64url, 'base64url');
   return k.byteLength === 32 ? k : null;

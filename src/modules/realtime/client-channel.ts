@@ -10,14 +10,11 @@
 import { Type } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
-import type * as Uws from 'uWebSockets.js';
 import { AppError, rateLimited, ValidationError } from '../../errors.js';
 import { randomToken, x25519KeyPair } from '../../platform/crypto/index.js';
-import { expiryWindowMs } from '../heartbeat/index.js';
-import { beatInterval } from '../heartbeat/index.js';
-import { outcome, type ClientCall } from '../client/index.js';
-import { BeatBody, StartBody, StopBody } from '../client/index.js';
-import type { CachedApp } from '../client/index.js';
+import { expiryWindowMs, beatInterval } from '../heartbeat/index.js';
+import { outcome, BeatBody, StartBody, StopBody, clientCallRunner } from '../client/index.js';
+import type { CachedApp, ClientCall, ClientDeps, ClientInput } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
 import {
@@ -28,12 +25,20 @@ import {
   type PushTarget,
   type RevokeReason,
 } from './client-push.service.js';
-import { clientCallRunner, type ClientDeps, type ClientInput } from '../client/index.js';
 import type { ClientIpResolver } from '../../platform/http/client-ip.js';
 import { signReply } from '../../platform/http/client-signing.js';
 import { errorReply } from '../../platform/http/error-reply.js';
 import type { IncomingRequest, Reply } from '../../platform/http/types.js';
-import { CLOSE_ON_BACKPRESSURE_LIMIT, copyRequest, writeReply, type HttpServer } from '../../platform/http/uws.js';
+import {
+  CLOSE_ON_BACKPRESSURE_LIMIT,
+  copyRequest,
+  writeReply,
+  type HttpServer,
+  type UwsRequest,
+  type UwsResponse,
+  type UwsSocket,
+  type UwsSocketContext,
+} from '../../platform/http/uws.js';
 import { KeySlots } from './key-slots.js';
 import {
   buildHello,
@@ -51,20 +56,20 @@ import {
 } from './client-channel.protocol.js';
 
 /** Bytes a connection may have waiting to be sent before uWS drops it as a slow reader. */
-export const CHANNEL_MAX_BACKPRESSURE = 64 * 1024;
+const CHANNEL_MAX_BACKPRESSURE = 64 * 1024;
 /** Largest client message (a beat is about 300 bytes). */
-export const CHANNEL_MAX_PAYLOAD = 8 * 1024;
+const CHANNEL_MAX_PAYLOAD = 8 * 1024;
 /** uWS pings an idle connection and closes one that stays silent this long (seconds). */
-export const CHANNEL_TRANSPORT_IDLE_S = 120;
+const CHANNEL_TRANSPORT_IDLE_S = 120;
 
-export interface ChannelLimits {
+interface ChannelLimits {
   /** Open (and opening) connections per client IP on this worker. */
   maxPerIp: number;
   /** Calls a connection may have queued before it is closed (1008). */
   maxInFlight: number;
 }
 
-export interface ClientChannelDeps {
+interface ClientChannelDeps {
   log: Logger;
   now: () => number;
   client: ClientDeps;
@@ -105,7 +110,7 @@ interface Conn {
   keys: ChannelKeys | null;
   slot: number;
   readonly openedAt: number;
-  ws: Uws.WebSocket<UserData> | null;
+  ws: UwsSocket<UserData> | null;
   hello: string | null;
   /** The app as it was at the upgrade, judged once the connection is open. */
   app: CachedApp | null;
@@ -284,15 +289,15 @@ export class ClientChannel {
       idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
       sendPingsAutomatically: true,
       upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
-      open: guard.socket('open', (ws: Uws.WebSocket<UserData>) => this.opened(ws)),
-      message: guard.socket('message', (ws: Uws.WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
+      open: guard.socket('open', (ws: UwsSocket<UserData>) => this.opened(ws)),
+      message: guard.socket('message', (ws: UwsSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
         this.message(ws.getUserData().conn, message, isBinary),
       ),
-      close: guard.socket('close', (ws: Uws.WebSocket<UserData>) => this.closed(ws.getUserData().conn)),
+      close: guard.socket('close', (ws: UwsSocket<UserData>) => this.closed(ws.getUserData().conn)),
     });
   }
 
-  private upgrade(res: Uws.HttpResponse, req: Uws.HttpRequest, context: Uws.us_socket_context_t): void {
+  private upgrade(res: UwsResponse, req: UwsRequest, context: UwsSocketContext): void {
     // uWS: onAborted before any await; everything from req is copied now.
     let aborted = false;
     res.onAborted(() => {
@@ -381,7 +386,7 @@ export class ClientChannel {
     };
   }
 
-  private opened(ws: Uws.WebSocket<UserData>): void {
+  private opened(ws: UwsSocket<UserData>): void {
     const c = ws.getUserData().conn;
     c.ws = ws;
     c.slot = this.slots.take(c.keys!);

@@ -12,8 +12,7 @@ import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinato
 import type { AuditRepository } from '../audit/index.js';
 import { sha256 } from '../../platform/crypto/index.js';
 import type { AppsService } from '../apps/index.js';
-import type { CachedApp, ClientAppCache } from '../client/index.js';
-import type { ClientSessions } from '../client/index.js';
+import type { CachedApp, ClientAppCache, ClientSessions } from '../client/index.js';
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
 import { requireRole, type Principal } from '../access/index.js';
@@ -44,7 +43,7 @@ export type Push =
   | { kind: 'shutdown' };
 
 /** May return a promise for `shutdown` (calls in flight finish first); other pushes are synchronous. */
-export type PushListener = (p: Push) => void | Promise<void>;
+type PushListener = (p: Push) => void | Promise<void>;
 
 const CHANNEL = 'client.channel';
 
@@ -59,7 +58,7 @@ export function sessionKey(session: string): string {
 }
 
 /** The revocations a live event means for connected clients (pure; the order of kinds is SPEC's). */
-export function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason }[] {
+function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason }[] {
   const d = e.data;
   const appId = e.app_id;
   const lic = typeof d.license_id === 'string' ? d.license_id : null;
@@ -97,7 +96,7 @@ export function revocationsOf(e: LiveEvent): { target: PushTarget; reason: Revok
 }
 
 /** What an application's current settings mean for one connected client. */
-export type AppVerdict =
+type AppVerdict =
   | { kind: 'ok' }
   | { kind: 'revoke'; reason: RevokeReason; detail?: string }
   | {
@@ -125,7 +124,7 @@ export function appVerdict(app: CachedApp | null, client: { ip: string; version:
   return { kind: 'ok' };
 }
 
-export interface ClientPushDeps {
+interface ClientPushDeps {
   log: Logger;
   now: () => number;
   coordinator: Coordinator;

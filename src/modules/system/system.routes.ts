@@ -8,7 +8,7 @@ import { UNAVAILABLE_RETRY_AFTER_S } from '../../platform/http/error-reply.js';
 
 const READY_TIMEOUT_MS = 1_000;
 
-export interface SystemRoutesDeps {
+interface SystemRoutesDeps {
   metrics: Metrics;
   log: Logger;
   /** Readiness: the database answers. */

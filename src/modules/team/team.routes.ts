@@ -2,12 +2,10 @@ import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from '../access/index.js';
 import type { TeamService } from './team.service.js';
-import { PERMISSION_KEYS } from '../../platform/db/entities/index.js';
 import { dashboardHandler } from '../access/index.js';
 import { PermissionsObject, TeamCreateBody } from './team.requests.js';
 import { pathId } from '../../platform/http/validation.js';
 
-const Username = Type.String({ pattern: '^[a-zA-Z0-9_-]{3,32}$' });
 const Password = Type.String({ minLength: 8, maxLength: 128 });
 const Uuid = Type.String({ pattern: '^[0-9a-fA-F-]{36}$' });
 
@@ -41,7 +39,7 @@ const PasswordBody = Type.Object({ password: Password }, { additionalProperties:
 // PROTOCOL 11.18: a webhook URL is free text of up to 4,096 characters.
 const WebhookBody = Type.Object({ webhook: Type.String({ maxLength: 4096 }) }, { additionalProperties: false });
 
-export interface TeamRoutesDeps {
+interface TeamRoutesDeps {
   auth: DashboardAuth;
   team: TeamService;
 }

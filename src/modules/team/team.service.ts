@@ -6,22 +6,20 @@ import { hashPassword, randomToken } from '../../platform/crypto/index.js';
 import { noPermissions, type Account, type Permissions, type StoredRole } from '../../platform/db/entities/index.js';
 import { MAX_CREDITS, type TeamRepository } from './team.repository.js';
 import type { Logger } from 'pino';
-import type { AccountRepository, SessionRepository } from '../access/index.js';
+import type { AccountRepository, SessionRepository, Principal, AccessSignal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { ApplicationRepository } from '../apps/index.js';
 import { scopeOf } from '../apps/index.js';
-import { assertPasswordPolicy } from '../access/index.js';
-import { effectiveRole, type Principal } from '../access/index.js';
+import { assertPasswordPolicy, effectiveRole } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { TeamCreate } from './team.requests.js';
-import type { AccessSignal } from '../access/index.js';
 
 const DAY_MS = 86_400_000;
 
-export type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
+type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
 
 /** What the team service uses, and nothing more (one composition root: app.ts). */
-export interface TeamServiceDeps {
+interface TeamServiceDeps {
   repos: {
     accounts: AccountRepository;
     apps: ApplicationRepository;

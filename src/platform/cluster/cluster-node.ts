@@ -13,14 +13,14 @@ import { Rpc, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
 
-export { SHARD_COUNT, rendezvous, shardOf, type ShardHandlers } from './shard-leases.js';
+export { SHARD_COUNT, rendezvous, shardOf } from './shard-leases.js';
 export { NotOwner } from './wire-errors.js';
 export type { OpMap } from './rpc.js';
 export type { ListenOptions } from './peer-transport.js';
 
-export const TICK_MS = 500;
+const TICK_MS = 500;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
-export const ROUTE_DEADLINE_MS = 12_000;
+const ROUTE_DEADLINE_MS = 12_000;
 /** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
 const OWNER_CHECK_MS = 1_000;
 /**
@@ -29,7 +29,7 @@ const OWNER_CHECK_MS = 1_000;
  */
 const HOLDER_CACHE_MS = 5_000;
 
-export interface ClusterNodeOptions {
+interface ClusterNodeOptions {
   /** Take direct calls from other workers on this address (absent: calls travel through pub/sub only). */
   listen?: ListenOptions | undefined;
 }

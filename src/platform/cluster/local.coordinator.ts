@@ -28,7 +28,7 @@ function valueOf(s: Stored): Buffer {
   return Buffer.from(s, 'latin1').subarray(8);
 }
 
-export interface LocalCoordinatorOptions {
+interface LocalCoordinatorOptions {
   /**
    * Keys under these prefixes survive a restart: changes to them are tracked for the state
    * checkpoint (services/state-checkpoint.ts), which this class serves as a source of kind `kv`.

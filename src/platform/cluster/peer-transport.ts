@@ -313,7 +313,8 @@ export class PeerTransport {
       const nonce = randomBytes(NONCE_BYTES);
       let state: 'hello' | 'ok' | 'ready' | 'failed' = 'hello';
       let expected: Buffer | undefined;
-      let timer: NodeJS.Timeout | undefined;
+      const timer = setTimeout(() => fail('handshake_timeout'), HANDSHAKE_TIMEOUT_MS);
+      timer.unref();
       const fail = (reason: string) => {
         if (state === 'ready' || state === 'failed') return;
         state = 'failed';
@@ -321,8 +322,6 @@ export class PeerTransport {
         socket.destroy();
         resolve(this.failed(peer, address, reason));
       };
-      timer = setTimeout(() => fail('handshake_timeout'), HANDSHAKE_TIMEOUT_MS);
-      timer.unref();
       socket.once('close', () => {
         if (state !== 'ready') return fail('closed');
         // Calls already written stay pending: their callers wait for the lease to move (ClusterNode).

@@ -21,7 +21,7 @@ type Request = { t: 'req'; id: Id; from: string; op: string; args: unknown };
 type Response = { t: 'res'; id: Id; ok: true; value: unknown } | { t: 'res'; id: Id; ok: false; error: WireError };
 type Frame = Request | Response;
 
-export interface RpcOptions {
+interface RpcOptions {
   /** Listen for direct connections (absent: pub/sub only). */
   listen?: ListenOptions | undefined;
   /** A peer's advertised `host:port` (from membership), if it has one. */

@@ -13,15 +13,15 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { randomToken } from '../crypto/index.js';
 
-export const LOCK_FILE = 'keywarden.lock';
+const LOCK_FILE = 'keywarden.lock';
 
 /** Where the holder's PostgreSQL listens (a socket directory as host, or 127.0.0.1). */
-export interface PublishedDb {
+interface PublishedDb {
   host: string;
   port: number;
 }
 
-export interface LockInfo {
+interface LockInfo {
   pid: number;
   /** Field 22 of /proc/<pid>/stat (clock ticks since boot); null where there is no /proc. */
   start: string | null;
@@ -45,7 +45,7 @@ export interface DataDirLock {
 }
 
 /** The start time of a live process, or null when /proc cannot tell (not Linux, process gone). */
-export function processStart(pid: number): string | null {
+function processStart(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may contain spaces and parentheses: count from the last ')'.
@@ -65,7 +65,7 @@ function processAlive(pid: number): boolean {
 }
 
 /** True when the process that wrote `info` is still running (not merely its PID reused). */
-export function holderAlive(info: LockInfo): boolean {
+function holderAlive(info: LockInfo): boolean {
   // A lock naming us was left by an earlier run (a container's PID 1); 0 marks an unreadable file.
   if (info.pid <= 0 || info.pid === process.pid) return false;
   if (!processAlive(info.pid)) return false;

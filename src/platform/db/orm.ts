@@ -11,12 +11,12 @@ import pg from 'pg';
 
 const parsePgUrl = pgConnectionString.parse;
 
-export interface ParsedDbTarget extends DbTarget {
+interface ParsedDbTarget extends DbTarget {
   ssl?: unknown;
 }
 
 /** DATABASE_URL -> parts; understands `?host=/socket/dir` and sslmode like libpq. */
-export function parseDatabaseUrl(url: string): ParsedDbTarget {
+function parseDatabaseUrl(url: string): ParsedDbTarget {
   const p = parsePgUrl(url);
   return {
     host: p.host ?? 'localhost',
@@ -41,7 +41,7 @@ function connectionParts(t: ParsedDbTarget) {
 
 export type Orm = MikroORM;
 
-export interface OrmOptions {
+interface OrmOptions {
   /** A DATABASE_URL, or the parts of an embedded server's address (a socket directory as host). */
   url: string | DbTarget;
   poolMax?: number;

@@ -39,7 +39,7 @@ export async function packageBinaries(): Promise<Binaries> {
 }
 
 /** Whether `user` can execute `file`: asked of the kernel by running it as that user. */
-export async function canExecute(file: string, user: RunAs): Promise<boolean> {
+async function canExecute(file: string, user: RunAs): Promise<boolean> {
   try {
     await run(file, ['--version'], { uid: user.uid, gid: user.gid });
     return true;

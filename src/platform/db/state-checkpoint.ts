@@ -7,13 +7,13 @@
 import type { Logger } from 'pino';
 import type { ProcessStateRepository, StateEntry } from './process-state.repository.js';
 
-export interface Changes {
+interface Changes {
   upserts: StateEntry[];
   deletes: string[];
 }
 
 /** Something whose state survives a restart through the checkpoint. */
-export interface CheckpointSource {
+interface CheckpointSource {
   /** process_state.kind of its entries. */
   readonly checkpointKind: string;
   /** Keys changed since the last call, with their current values (deleted: in `deletes`). */

@@ -21,7 +21,7 @@ export interface RouteDoc {
   responses?: Record<number, string>;
 }
 
-export interface Route {
+interface Route {
   method: Method;
   /** Canonical path with `:param` segments, e.g. `/api/apps/:id`. */
   path: string;

@@ -14,7 +14,7 @@ import type { IncomingRequest, Reply } from './types.js';
 
 const gzipAsync = promisify(gzip);
 
-export const DASHBOARD_PREFIX = '/dashboard/';
+const DASHBOARD_PREFIX = '/dashboard/';
 
 export const DASHBOARD_CSP = [
   "default-src 'self'",
@@ -60,7 +60,7 @@ type Bundle =
   { files: Map<string, StaticFile>; dir: string; stamp: number; checked: number } | { missing: string; at: number };
 
 /** The repository root: the nearest directory above `from` whose package.json is named "keywarden". */
-export async function findRepoRoot(from: string): Promise<string | undefined> {
+async function findRepoRoot(from: string): Promise<string | undefined> {
   for (let dir = from; ; dir = path.dirname(dir)) {
     try {
       const pkg = JSON.parse(await fs.readFile(path.join(dir, 'package.json'), 'utf8')) as { name?: unknown };
@@ -73,7 +73,7 @@ export async function findRepoRoot(from: string): Promise<string | undefined> {
 }
 
 /** web/dist of this checkout, whether the server runs from src/ (tsx) or from dist/src/ (compiled). */
-export async function defaultWebDist(): Promise<string | undefined> {
+async function defaultWebDist(): Promise<string | undefined> {
   const root = await findRepoRoot(path.dirname(fileURLToPath(import.meta.url))); // import.meta.dirname needs Node 20.11
   return root ? path.join(root, 'web', 'dist') : undefined;
 }

@@ -19,7 +19,7 @@ export const UWS_BUILDS: Record<UwsBuildName, { pkg: string; release: string }> 
 };
 
 /** The oldest glibc the current build's Linux binaries load on. */
-export const CURRENT_BUILD_MIN_GLIBC = '2.38';
+const CURRENT_BUILD_MIN_GLIBC = '2.38';
 
 export interface RuntimeFacts {
   /** process.versions.node, e.g. `22.23.3`. */
@@ -35,7 +35,7 @@ export interface RuntimeFacts {
 /** What requiring one build did: its native binary, the JavaScript shim, or an error. */
 export type UwsLoadOutcome = { loaded: 'native' | 'fallback' } | { failed: string };
 
-export type UwsChoice = { build: UwsBuildName } | { refusal: string };
+type UwsChoice = { build: UwsBuildName } | { refusal: string };
 
 export class UwsUnavailableError extends Error {
   override readonly name = 'UwsUnavailableError';
@@ -104,7 +104,7 @@ function advice(rt: RuntimeFacts, current: UwsLoadOutcome, legacy: UwsLoadOutcom
   return [`${modern} (LTS lines with a binary in the current build)`];
 }
 
-export function refusalMessage(rt: RuntimeFacts, current: UwsLoadOutcome, legacy?: UwsLoadOutcome): string {
+function refusalMessage(rt: RuntimeFacts, current: UwsLoadOutcome, legacy?: UwsLoadOutcome): string {
   const where = `${rt.platform}-${rt.arch}${rt.platform === 'linux' ? `, glibc ${rt.glibc ?? 'not found'}` : ''}`;
   return [
     `Keywarden cannot start: no uWebSockets.js build serves Node.js ${rt.node} (ABI ${rt.abi}, ${where}).`,

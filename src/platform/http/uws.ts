@@ -16,10 +16,13 @@ import { AppError } from '../../errors.js';
 import { errorReply } from './error-reply.js';
 import type { Uws } from './uws-loader.js';
 
-export { loadUws, type Uws } from './uws-loader.js';
-export type UwsApp = UwsTypes.TemplatedApp;
+export { loadUws } from './uws-loader.js';
+type UwsApp = UwsTypes.TemplatedApp;
 export type UwsResponse = UwsTypes.HttpResponse;
 export type UwsRequest = UwsTypes.HttpRequest;
+/** A WebSocket of this server (modules see uWS only through these aliases). */
+export type UwsSocket<UserData> = UwsTypes.WebSocket<UserData>;
+export type UwsSocketContext = UwsTypes.us_socket_context_t;
 
 /**
  * `closeOnBackpressureLimit` on, for either build: the 20.57 definitions type the option as a
@@ -30,7 +33,7 @@ export const CLOSE_ON_BACKPRESSURE_LIMIT = true as unknown as NonNullable<
   UwsTypes.WebSocketBehavior<unknown>['closeOnBackpressureLimit']
 >;
 
-export interface RouteMount {
+interface RouteMount {
   method: Method;
   /** uWS pattern, e.g. `/api/apps/:id`. */
   pattern: string;
@@ -38,7 +41,7 @@ export interface RouteMount {
   handler: RouteHandler;
 }
 
-export interface HttpServerOptions {
+interface HttpServerOptions {
   log: Logger;
   resolveIp: ClientIpResolver;
   onReply?: (pattern: string, method: Method, status: number, startedAt: bigint) => void;
@@ -56,7 +59,7 @@ export interface HttpServerOptions {
  * (signed under /api/client/), so no parser bug in any route can take the service down;
  * asynchronous failures are each handler's promise chain's to answer (they all end in errorReply).
  */
-export interface Guard {
+interface Guard {
   http(fn: (res: UwsResponse, req: UwsRequest) => void): (res: UwsResponse, req: UwsRequest) => void;
   upgrade(
     fn: (res: UwsResponse, req: UwsRequest, context: UwsTypes.us_socket_context_t) => void,
@@ -96,7 +99,7 @@ const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
   delete: 'del',
 };
 
-export function statusLine(status: number): string {
+function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 }
 
@@ -124,7 +127,7 @@ export function writeReply(res: UwsResponse, aborted: boolean, reply: Reply, clo
   });
 }
 
-export function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guard {
+function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guard {
   const answer = (res: UwsResponse, method: string, path: string, nonce: string, err: unknown) => {
     opts.log.error({ err, path }, 'http.handler_threw');
     const reply = errorReply(err, opts.log, { path });

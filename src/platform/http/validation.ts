@@ -5,7 +5,7 @@ import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import { AppError, ValidationError, type ValidationIssue } from '../../errors.js';
 
-export interface Validator<T extends TSchema> {
+interface Validator<T extends TSchema> {
   readonly schema: T;
   /** Returns the value typed, or throws a 422 ValidationError with every issue. */
   parse(value: unknown, where?: 'body' | 'query'): Static<T>;

@@ -19,7 +19,7 @@ import { SHORT_HASH_KEY_BYTES, randomBytes, shortHashInto } from '../crypto/inde
 export type RequestLimiter = Pick<RateLimiterAbstract, 'consume'>;
 
 /** Addresses each limiter tracks at most within one window (1 minute for client calls). */
-export const MAX_TRACKED_ADDRESSES = 1_000_000;
+const MAX_TRACKED_ADDRESSES = 1_000_000;
 
 const MIN_SLOTS = 1024;
 /** A slot: [hash bits 0-31, hash bits 32-47 << 16 | calls (saturating at 65,535), window end]. */
@@ -32,7 +32,7 @@ const TICK_MS = 100;
 /** Least time between two rebuilds forced by the bound (a rebuild scans the whole table). */
 const REBUILD_GAP_TICKS = 10;
 
-export interface CompactLimiterOptions {
+interface CompactLimiterOptions {
   points: number;
   /** Window in seconds. */
   duration: number;

@@ -5,7 +5,7 @@ import type { RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible'
 import type { Coordinator } from '../cluster/coordinator.js';
 import { lockedOut } from '../../errors.js';
 
-export interface LockoutPolicy {
+interface LockoutPolicy {
   name: string;
   failures: number;
   windowSeconds: number;
