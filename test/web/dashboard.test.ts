@@ -291,7 +291,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
   });
 
   it('selects every key matching the filters across pages it never loaded, and deletes them one request each', async () => {
-    const f = await appFixture(t);
+    const f = await appFixture(t, { name: 'Spread keys' }); // its own name: fixtures made back to back share a number
     for (const n of [100, 100, 30]) await f.keys(n, { note: 'spread' });
     const page = await ownerPage();
     const lists: URL[] = [];

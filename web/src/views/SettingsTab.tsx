@@ -80,6 +80,7 @@ export function SettingsTab({ app }: { app: App }) {
   useNavigationGuard(dirty, (proceed) => setLeaving(() => proceed));
 
   const submit = () => {
+    save.reset(); // the last answer's errors belong to values that may have changed since
     const problems: Partial<Record<TextField, string>> = {};
     const u = updateUrlProblem(form.text.update_url);
     const w = webhookProblem(form.text.webhook);
