@@ -75,6 +75,8 @@ export function DataTable<T>({ caption, testId, columns, count, rowAt, rowId, se
     getScrollElement: () => scrollRef.current,
     estimateSize: () => ROW_HEIGHT,
     overscan: 8,
+    // React batches the scroll updates into its own frame instead of rendering inside each scroll event.
+    useFlushSync: false,
   });
   const items = v.getVirtualItems();
   const first = items[0]?.index ?? 0;
