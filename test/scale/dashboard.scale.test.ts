@@ -19,7 +19,11 @@ const TABLE = '[data-testid="licenses-table"]';
 const REPORT = path.resolve(import.meta.dirname, '../../test-output/dashboard-scale.md');
 const DOC = path.resolve(import.meta.dirname, '../../docs/dashboard-scale.md');
 
-interface ListCall { cursor: string; limit: number; at: number }
+interface ListCall {
+  cursor: string;
+  limit: number;
+  at: number;
+}
 
 const measured: [string, string, string][] = [];
 function report(what: string, value: string, target: string): void {
@@ -37,7 +41,10 @@ async function keyCount(f: AppFixture): Promise<number> {
 async function tableState(page: Page): Promise<{ domRows: number; rowCount: number }> {
   return page.evaluate((sel) => {
     const table = document.querySelector(`${sel} table`)!;
-    return { domRows: table.querySelectorAll('tbody tr:not(.spacer)').length, rowCount: Number(table.getAttribute('aria-rowcount')) - 1 };
+    return {
+      domRows: table.querySelectorAll('tbody tr:not(.spacer)').length,
+      rowCount: Number(table.getAttribute('aria-rowcount')) - 1,
+    };
   }, TABLE);
 }
 
@@ -52,8 +59,11 @@ async function scrollUntil(page: Page, rows: number): Promise<number> {
       const box = document.querySelector<HTMLElement>(sel)!;
       box.scrollTop = box.scrollHeight;
     }, TABLE);
-    await page.waitForFunction(([sel, n]) => Number(document.querySelector(`${sel} table`)!.getAttribute('aria-rowcount')) - 1 > n,
-      [TABLE, s.rowCount] as const, { timeout: 30_000 });
+    await page.waitForFunction(
+      ([sel, n]) => Number(document.querySelector(`${sel} table`)!.getAttribute('aria-rowcount')) - 1 > n,
+      [TABLE, s.rowCount] as const,
+      { timeout: 30_000 },
+    );
   }
 }
 
@@ -84,7 +94,12 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     );
     // A key whose plaintext we know, placed among the seeded ones at row 1,051 (page 11), for the
     // live-update check: its activation is a real client call.
-    const gen = await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 30, unit: 'days', note: 'activated live' });
+    const gen = await f.owner.post(`/apps/${f.app.id}/licenses`, {
+      amount: 1,
+      duration: 30,
+      unit: 'days',
+      note: 'activated live',
+    });
     known = { id: gen.body[0].id, key: gen.body[0].key };
     await f.sql(
       `update license_keys set created_at = (select created_at from license_keys where id = $2) - interval '1050.5 seconds' where id = $1`,
@@ -97,30 +112,54 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
   afterAll(async () => {
     await b?.close();
     await t?.close();
-    const table = ['| Measurement | Result | Target |', '|---|---|---|', ...measured.map((m) => `| ${m.join(' | ')} |`)].join('\n');
+    const table = [
+      '| Measurement | Result | Target |',
+      '|---|---|---|',
+      ...measured.map((m) => `| ${m.join(' | ')} |`),
+    ].join('\n');
     const stamp = `Measured on ${new Date().toISOString().slice(0, 10)}, Chromium ${b?.browser.version() ?? '?'}, ${KEYS.toLocaleString('en-US')} keys.`;
     fs.mkdirSync(path.dirname(REPORT), { recursive: true });
     fs.writeFileSync(REPORT, `${stamp}\n\n${table}\n`);
     if (process.env.UPDATE_DOCS_SCALE === '1' && fs.existsSync(DOC)) {
       const doc = fs.readFileSync(DOC, 'utf8');
-      fs.writeFileSync(DOC, doc.replace(/<!-- measurements -->[\s\S]*<!-- \/measurements -->/, `<!-- measurements -->\n${stamp}\n\n${table}\n<!-- /measurements -->`));
+      fs.writeFileSync(
+        DOC,
+        doc.replace(
+          /<!-- measurements -->[\s\S]*<!-- \/measurements -->/,
+          `<!-- measurements -->\n${stamp}\n\n${table}\n<!-- /measurements -->`,
+        ),
+      );
     }
   });
 
-  async function licensesPage(): Promise<{ page: Page; calls: ListCall[]; close: () => Promise<void>; firstRowsMs: number }> {
+  async function licensesPage(): Promise<{
+    page: Page;
+    calls: ListCall[];
+    close: () => Promise<void>;
+    firstRowsMs: number;
+  }> {
     const { page, context } = await newPage(b);
     await signIn(page, t.base, OWNER.username, OWNER.password);
     const calls: ListCall[] = [];
     page.on('request', (r: Request) => {
       const u = new URL(r.url());
       if (r.method() === 'GET' && u.pathname === `/api/apps/${f.app.id}/licenses`) {
-        calls.push({ cursor: u.searchParams.get('cursor') ?? '', limit: Number(u.searchParams.get('limit')), at: Date.now() });
+        calls.push({
+          cursor: u.searchParams.get('cursor') ?? '',
+          limit: Number(u.searchParams.get('limit')),
+          at: Date.now(),
+        });
       }
     });
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
     // Milliseconds from the start of the navigation to the first key row in the DOM.
-    const firstRowsMs = await (await page.waitForFunction((sel) => (document.querySelector(`${sel} tr[data-row-id]`) ? performance.now() : null), TABLE,
-      { timeout: 60_000, polling: 'raf' })).jsonValue() as number;
+    const firstRowsMs = (await (
+      await page.waitForFunction(
+        (sel) => (document.querySelector(`${sel} tr[data-row-id]`) ? performance.now() : null),
+        TABLE,
+        { timeout: 60_000, polling: 'raf' },
+      )
+    ).jsonValue()) as number;
     return { page, calls, close: () => context.close(), firstRowsMs };
   }
 
@@ -160,27 +199,45 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
       await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
       return { dom, frame: performance.now() - t };
     }, TABLE);
-    report('ticking one checkbox (2,000 rows loaded): to the DOM / to the next frame', `${ms(tick.dom)} / ${ms(tick.frame)}`, '≤ 100 ms');
+    report(
+      'ticking one checkbox (2,000 rows loaded): to the DOM / to the next frame',
+      `${ms(tick.dom)} / ${ms(tick.frame)}`,
+      '≤ 100 ms',
+    );
     await page.getByTestId('selected-count').getByText('1 selected').waitFor();
 
     // Scrolling: 240 frames, 88 px (two rows) a frame, through rows already loaded and new pages.
-    await page.evaluate((sel) => { document.querySelector<HTMLElement>(sel)!.scrollTop = 0; }, TABLE);
-    const scroll = await page.evaluate(async ([sel, step]) => {
-      const box = document.querySelector<HTMLElement>(sel)!;
-      const frames: number[] = [];
-      let maxRows = 0;
-      let last = await new Promise<number>((r) => requestAnimationFrame(r));
-      for (let i = 0; i < 240; i++) {
-        box.scrollTop += step;
-        const now = await new Promise<number>((r) => requestAnimationFrame(r));
-        frames.push(now - last);
-        last = now;
-        maxRows = Math.max(maxRows, box.querySelectorAll('tbody tr:not(.spacer)').length);
-      }
-      frames.sort((a, b) => a - b);
-      return { p95: frames[Math.floor(frames.length * 0.95)]!, median: frames[Math.floor(frames.length / 2)]!, maxRows, top: box.scrollTop };
-    }, [TABLE, 2 * ROW] as const);
-    report('scrolling, frame time median / p95 (240 frames of 88 px)', `${scroll.median.toFixed(1)} / ${scroll.p95.toFixed(1)} ms`, 'p95 ≤ 32 ms');
+    await page.evaluate((sel) => {
+      document.querySelector<HTMLElement>(sel)!.scrollTop = 0;
+    }, TABLE);
+    const scroll = await page.evaluate(
+      async ([sel, step]) => {
+        const box = document.querySelector<HTMLElement>(sel)!;
+        const frames: number[] = [];
+        let maxRows = 0;
+        let last = await new Promise<number>((r) => requestAnimationFrame(r));
+        for (let i = 0; i < 240; i++) {
+          box.scrollTop += step;
+          const now = await new Promise<number>((r) => requestAnimationFrame(r));
+          frames.push(now - last);
+          last = now;
+          maxRows = Math.max(maxRows, box.querySelectorAll('tbody tr:not(.spacer)').length);
+        }
+        frames.sort((a, b) => a - b);
+        return {
+          p95: frames[Math.floor(frames.length * 0.95)]!,
+          median: frames[Math.floor(frames.length / 2)]!,
+          maxRows,
+          top: box.scrollTop,
+        };
+      },
+      [TABLE, 2 * ROW] as const,
+    );
+    report(
+      'scrolling, frame time median / p95 (240 frames of 88 px)',
+      `${scroll.median.toFixed(1)} / ${scroll.p95.toFixed(1)} ms`,
+      'p95 ≤ 32 ms',
+    );
     expect(scroll.top).toBeGreaterThan(200 * ROW); // it did scroll
     expect(scroll.maxRows).toBeLessThan(60);
 
@@ -189,8 +246,11 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     await cdp.send('HeapProfiler.collectGarbage');
     const { metrics } = await cdp.send('Performance.getMetrics');
     const metric = (name: string) => metrics.find((m) => m.name === name)?.value ?? 0;
-    report('DOM nodes / JS heap with 2,000 rows loaded', `${metric('Nodes').toLocaleString('en-US')} / ${(metric('JSHeapUsedSize') / 1048576).toFixed(1)} MB`,
-      'was 54,116 / 300 MB');
+    report(
+      'DOM nodes / JS heap with 2,000 rows loaded',
+      `${metric('Nodes').toLocaleString('en-US')} / ${(metric('JSHeapUsedSize') / 1048576).toFixed(1)} MB`,
+      'was 54,116 / 300 MB',
+    );
     await close();
   });
 
@@ -199,12 +259,22 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     await page.getByText('● Live').waitFor();
     await scrollUntil(page, 2_000);
     // Row 1,051 (page 11) in the middle of the box.
-    await page.evaluate(([sel, top]) => { document.querySelector<HTMLElement>(sel)!.scrollTop = top; }, [TABLE, 1_051 * ROW - 200] as const);
+    await page.evaluate(
+      ([sel, top]) => {
+        document.querySelector<HTMLElement>(sel)!.scrollTop = top;
+      },
+      [TABLE, 1_051 * ROW - 200] as const,
+    );
     const row = page.locator(`${TABLE} tr[data-row-id="${known.id}"]`);
     await row.waitFor();
     const starts = [...new Set(calls.filter((c) => c.limit === PAGE).map((c) => c.cursor))]; // page i starts at starts[i]
-    const inView = await page.evaluate((sel) => [...document.querySelectorAll(`${sel} tbody tr[aria-rowindex]`)]
-      .map((r) => Number(r.getAttribute('aria-rowindex')) - 2), TABLE);
+    const inView = await page.evaluate(
+      (sel) =>
+        [...document.querySelectorAll(`${sel} tbody tr[aria-rowindex]`)].map(
+          (r) => Number(r.getAttribute('aria-rowindex')) - 2,
+        ),
+      TABLE,
+    );
     const viewPages = [...new Set(inView.map((i) => Math.floor(i / PAGE)))];
     expect(viewPages).toContain(10);
 
@@ -212,9 +282,15 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     const session = await f.session(client);
     const before = calls.length;
     const started = Date.now();
-    expect((await client.post('/api/client/license', { session, license: known.key, hwid: 'scale-device-1' })).status).toBe(200);
+    expect(
+      (await client.post('/api/client/license', { session, license: known.key, hwid: 'scale-device-1' })).status,
+    ).toBe(200);
     await row.getByText('active').waitFor({ timeout: 10_000 });
-    report('a client activation shown in the open table (live event, pages in view refetched)', ms(Date.now() - started), 'none');
+    report(
+      'a client activation shown in the open table (live event, pages in view refetched)',
+      ms(Date.now() - started),
+      'none',
+    );
     const after = calls.slice(before).filter((c) => c.limit === PAGE);
     expect(after.length).toBeGreaterThanOrEqual(1);
     expect(new Set(after.map((c) => c.cursor)).size).toBeLessThanOrEqual(viewPages.length);
@@ -230,7 +306,10 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     await page.getByTestId('selected-count').getByText('100 selected').waitFor();
     const started = Date.now();
     await page.getByRole('button', { name: 'Select all 50,000 matching keys' }).click();
-    await page.getByTestId('selected-count').getByText('All 50,000 matching keys selected').waitFor({ timeout: 120_000 });
+    await page
+      .getByTestId('selected-count')
+      .getByText('All 50,000 matching keys selected')
+      .waitFor({ timeout: 120_000 });
     report('collecting the ids of all 50,000 matching keys (50 requests of 1,000)', ms(Date.now() - started), 'none');
     const walk = calls.filter((c) => c.limit === 1000);
     expect(walk).toHaveLength(KEYS / 1000 + 1); // 50 full pages, then the empty one that ends the listing
@@ -246,7 +325,11 @@ describe.skipIf(!hasChromium)(`dashboard at ${KEYS.toLocaleString('en-US')} keys
     await dialog.getByRole('button', { name: 'Delete 50,000 keys' }).click();
     const progress = page.getByTestId('bulk-progress');
     await progress.getByText(/: [1-9][\d,]* of 50,000/).waitFor();
-    await page.waitForFunction(() => /: ([2-9]\d\d|\d,\d{3}) of 50,000/.test(document.querySelector('[data-testid="bulk-progress"]')?.textContent ?? ''));
+    await page.waitForFunction(() =>
+      /: ([2-9]\d\d|\d,\d{3}) of 50,000/.test(
+        document.querySelector('[data-testid="bulk-progress"]')?.textContent ?? '',
+      ),
+    );
     await progress.getByRole('button', { name: 'Cancel' }).click();
     const result = page.getByTestId('bulk-report');
     await result.waitFor();

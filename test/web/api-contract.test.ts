@@ -11,19 +11,35 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
 import {
-  AccountSchema, AppSchema, BanSchema, CredentialsSchema, EndUserSchema, ExtendAllSchema, GeneratedSchema, LicensePageSchema, LicenseSchema,
-  LiveFrameSchema, LoginSchema, LogEntrySchema, MeSchema, StatsSchema, TeamDeleteSchema,
+  AccountSchema,
+  AppSchema,
+  BanSchema,
+  CredentialsSchema,
+  EndUserSchema,
+  ExtendAllSchema,
+  GeneratedSchema,
+  LicensePageSchema,
+  LicenseSchema,
+  LiveFrameSchema,
+  LoginSchema,
+  LogEntrySchema,
+  MeSchema,
+  StatsSchema,
+  TeamDeleteSchema,
 } from '../../web/src/api/responses.js';
 
 // PROTOCOL 1: timestamps are ISO 8601 UTC with milliseconds.
-if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v));
+if (!FormatRegistry.Has('date-time'))
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v));
 
 function conforms(schema: TSchema, value: unknown, what: string): void {
-  const errors = [...Value.Errors(schema, value)].slice(0, 5).map((e) => `${e.path || '/'}: ${e.message} (got ${JSON.stringify(e.value)?.slice(0, 60)})`);
+  const errors = [...Value.Errors(schema, value)]
+    .slice(0, 5)
+    .map((e) => `${e.path || '/'}: ${e.message} (got ${JSON.stringify(e.value)?.slice(0, 60)})`);
   expect(errors, `${what} does not match web/src/api/responses.ts`).toEqual([]);
 }
 
-describe('API answers match the dashboard\'s response types', () => {
+describe("API answers match the dashboard's response types", () => {
   let t: TestServer;
   let f: AppFixture;
   let reseller: Api;
@@ -34,12 +50,35 @@ describe('API answers match the dashboard\'s response types', () => {
     const keys = await f.keys(3, { note: 'contract' });
     const c = f.client();
     const s = await f.session(c);
-    expect((await c.post('/api/client/register', { session: s, username: 'contract-user', password: 'pw-123456', license: keys[0], hwid: 'contract-dev-01' })).status).toBe(200);
+    expect(
+      (
+        await c.post('/api/client/register', {
+          session: s,
+          username: 'contract-user',
+          password: 'pw-123456',
+          license: keys[0],
+          hwid: 'contract-dev-01',
+        })
+      ).status,
+    ).toBe(200);
     await f.owner.post(`/apps/${f.app.id}/bans`, { type: 'ip', value: '203.0.113.50' });
-    expect((await f.owner.post('/api/team', {
-      username: 'contract-seller', password: 'seller-pass-1', allowed_apps: [f.app.id], key_quota: 100,
-      permissions: { view_keys: true, view_auth_logs: true, view_blocked_ips: true, view_stats: true, generate_keys: true },
-    })).status).toBe(200);
+    expect(
+      (
+        await f.owner.post('/api/team', {
+          username: 'contract-seller',
+          password: 'seller-pass-1',
+          allowed_apps: [f.app.id],
+          key_quota: 100,
+          permissions: {
+            view_keys: true,
+            view_auth_logs: true,
+            view_blocked_ips: true,
+            view_stats: true,
+            generate_keys: true,
+          },
+        })
+      ).status,
+    ).toBe(200);
     reseller = await new Api(t.base).signIn('contract-seller', 'seller-pass-1');
     expect((await reseller.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 30 })).status).toBe(200);
   }, 60_000);
@@ -48,7 +87,11 @@ describe('API answers match the dashboard\'s response types', () => {
   it('for the owner, who sees every field', async () => {
     const o = f.owner;
     const id = f.app.id;
-    conforms(LoginSchema, (await new Api(t.base).post('/api/auth/login', { username: 'owner', password: 'owner-pass-1' })).body, 'POST /api/auth/login');
+    conforms(
+      LoginSchema,
+      (await new Api(t.base).post('/api/auth/login', { username: 'owner', password: 'owner-pass-1' })).body,
+      'POST /api/auth/login',
+    );
     conforms(MeSchema, (await o.get('/api/auth/me')).body, 'GET /api/auth/me');
     conforms(Type.Array(AppSchema), (await o.get('/api/apps')).body, 'GET /api/apps');
     conforms(AppSchema, (await o.get(`/api/apps/${id}`)).body, 'GET /api/apps/{id}');
@@ -57,11 +100,29 @@ describe('API answers match the dashboard\'s response types', () => {
     const page = (await o.get(`/api/apps/${id}/licenses?limit=2`)).body;
     conforms(LicensePageSchema, page, 'GET /api/apps/{id}/licenses');
     expect(page.next_cursor).toEqual(expect.any(String));
-    conforms(GeneratedSchema, (await o.post(`/apps/${id}/licenses`, { amount: 1, unit: 'lifetime' })).body, 'POST /apps/{id}/licenses');
-    const used = page.items.find((l: { status: string }) => l.status === 'used') ?? (await o.get(`/api/apps/${id}/licenses?status=used`)).body.items[0];
-    conforms(LicenseSchema, (await o.post(`/licenses/${used.id}/extend`, { value: 1, unit: 'days' })).body, 'POST /licenses/{id}/extend');
-    conforms(LicenseSchema, (await o.patch(`/licenses/${used.id}/ban`, { banned: false })).body, 'PATCH /licenses/{id}/ban');
-    conforms(ExtendAllSchema, (await o.post(`/apps/${id}/licenses/extend-all`, { value: 1, unit: 'hours' })).body, 'POST /apps/{id}/licenses/extend-all');
+    conforms(
+      GeneratedSchema,
+      (await o.post(`/apps/${id}/licenses`, { amount: 1, unit: 'lifetime' })).body,
+      'POST /apps/{id}/licenses',
+    );
+    const used =
+      page.items.find((l: { status: string }) => l.status === 'used') ??
+      (await o.get(`/api/apps/${id}/licenses?status=used`)).body.items[0];
+    conforms(
+      LicenseSchema,
+      (await o.post(`/licenses/${used.id}/extend`, { value: 1, unit: 'days' })).body,
+      'POST /licenses/{id}/extend',
+    );
+    conforms(
+      LicenseSchema,
+      (await o.patch(`/licenses/${used.id}/ban`, { banned: false })).body,
+      'PATCH /licenses/{id}/ban',
+    );
+    conforms(
+      ExtendAllSchema,
+      (await o.post(`/apps/${id}/licenses/extend-all`, { value: 1, unit: 'hours' })).body,
+      'POST /apps/{id}/licenses/extend-all',
+    );
     const users = (await o.get(`/api/apps/${id}/users`)).body;
     conforms(Type.Array(EndUserSchema), users, 'GET /api/apps/{id}/users');
     expect(users[0]).toHaveProperty('hwid'); // the owner sees the field (a reseller without view_hwid does not)
@@ -70,8 +131,16 @@ describe('API answers match the dashboard\'s response types', () => {
     const team = (await o.get('/api/team')).body;
     conforms(Type.Array(AccountSchema), team, 'GET /api/team');
     const member = team.find((m: { username: string }) => m.username === 'contract-seller');
-    conforms(AccountSchema, (await o.post(`/api/team/${member.id}/credits`, { amount: 1 })).body, 'POST /api/team/{id}/credits');
-    conforms(AccountSchema, (await o.patch(`/api/team/${member.id}`, { email: 'seller@example.com' })).body, 'PATCH /api/team/{id}');
+    conforms(
+      AccountSchema,
+      (await o.post(`/api/team/${member.id}/credits`, { amount: 1 })).body,
+      'POST /api/team/{id}/credits',
+    );
+    conforms(
+      AccountSchema,
+      (await o.patch(`/api/team/${member.id}`, { email: 'seller@example.com' })).body,
+      'PATCH /api/team/{id}',
+    );
     conforms(AppSchema, (await o.patch(`/apps/${id}`, { heartbeat_interval: 12 })).body, 'PATCH /apps/{id}');
     const gone = (await o.post('/api/team', { username: 'contract-gone', password: 'gone-pass-1' })).body;
     conforms(TeamDeleteSchema, (await o.delete(`/api/team/${gone.id}`)).body, 'DELETE /api/team/{id}');
@@ -86,20 +155,34 @@ describe('API answers match the dashboard\'s response types', () => {
     const app = (await reseller.get(`/api/apps/${id}`)).body;
     conforms(AppSchema, app, 'GET /api/apps/{id} (reseller)');
     expect(app.api_secret).toBeUndefined();
-    conforms(CredentialsSchema, (await reseller.get(`/api/apps/${id}/credentials`)).body, 'GET /api/apps/{id}/credentials (reseller)');
+    conforms(
+      CredentialsSchema,
+      (await reseller.get(`/api/apps/${id}/credentials`)).body,
+      'GET /api/apps/{id}/credentials (reseller)',
+    );
     const keys = (await reseller.get(`/api/apps/${id}/licenses`)).body;
     conforms(LicensePageSchema, keys, 'GET /api/apps/{id}/licenses (reseller)');
     expect(keys.items).toHaveLength(1);
     expect(keys.items[0].hwid).toBeUndefined();
-    conforms(Type.Array(EndUserSchema), (await reseller.get(`/api/apps/${id}/users`)).body, 'GET /api/apps/{id}/users (reseller)');
+    conforms(
+      Type.Array(EndUserSchema),
+      (await reseller.get(`/api/apps/${id}/users`)).body,
+      'GET /api/apps/{id}/users (reseller)',
+    );
     const logs = (await reseller.get(`/api/apps/${id}/logs`)).body;
     conforms(Type.Array(LogEntrySchema), logs, 'GET /api/apps/{id}/logs (reseller)');
-    conforms(Type.Array(BanSchema), (await reseller.get(`/api/apps/${id}/bans`)).body, 'GET /api/apps/{id}/bans (reseller)');
+    conforms(
+      Type.Array(BanSchema),
+      (await reseller.get(`/api/apps/${id}/bans`)).body,
+      'GET /api/apps/{id}/bans (reseller)',
+    );
     conforms(StatsSchema, (await reseller.get(`/api/apps/${id}/stats`)).body, 'GET /api/apps/{id}/stats (reseller)');
   });
 
   it('for the live WebSocket frames, with the cookie the browser sends', async () => {
-    const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, { headers: { cookie: `kw_session=${f.owner.token}`, origin: t.base } });
+    const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, {
+      headers: { cookie: `kw_session=${f.owner.token}`, origin: t.base },
+    });
     const frames: unknown[] = [];
     ws.on('message', (m) => frames.push(JSON.parse(String(m))));
     await new Promise<void>((resolve, reject) => {

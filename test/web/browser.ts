@@ -26,8 +26,14 @@ export async function launchChromium(): Promise<Chromium> {
     executablePath: CHROMIUM,
     headless: true,
     args: [
-      '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run',
-      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-dev-shm-usage',
     ],
   });
   return {
@@ -40,7 +46,10 @@ export const DESKTOP = { width: 1280, height: 800 };
 export const PHONE = { width: 390, height: 844 };
 
 /** A new context (own cookies and sessionStorage) with one page; console errors are collected. */
-export async function newPage(b: Chromium, viewport = DESKTOP): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+export async function newPage(
+  b: Chromium,
+  viewport = DESKTOP,
+): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
   const context = await b.browser.newContext({ viewport, timezoneId: 'Europe/Berlin', locale: 'en-GB' });
   const page = await context.newPage();
   const errors: string[] = [];

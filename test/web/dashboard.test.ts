@@ -12,13 +12,26 @@ import type { Locator, Page } from 'playwright-core';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../helpers/server.js';
 import { Api } from '../helpers/http.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
-import { DESKTOP, PHONE, SHOTS, hasChromium, launchChromium, newPage, screenshot, signIn, type Chromium } from './browser.js';
+import {
+  DESKTOP,
+  PHONE,
+  SHOTS,
+  hasChromium,
+  launchChromium,
+  newPage,
+  screenshot,
+  signIn,
+  type Chromium,
+} from './browser.js';
 
 const DOCS_SHOT = path.resolve(import.meta.dirname, '../../docs/dashboard-licenses.png');
 
 /** The error shown inside the field (or switch) labelled `label`. */
 function errorOf(page: Page, label: string): Locator {
-  return page.locator('.field, .switch-field').filter({ has: page.getByLabel(label, { exact: true }) }).locator('.field-error');
+  return page
+    .locator('.field, .switch-field')
+    .filter({ has: page.getByLabel(label, { exact: true }) })
+    .locator('.field-error');
 }
 
 describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
@@ -45,7 +58,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     return page;
   }
 
-  it('signs in with the server\'s words on failure, shows the lockout, and signs out', async () => {
+  it("signs in with the server's words on failure, shows the lockout, and signs out", async () => {
     await createAccount(t, { username: 'locky', password: 'locky-pass-1' });
     const { page, context } = await newPage(b);
     await page.goto(`${t.base}/dashboard/`);
@@ -58,7 +71,10 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await page.getByRole('alert').filter({ hasText: 'Invalid username or password' }).waitFor();
     for (let i = 2; i <= 5; i++) await attempt(`wrong-password-${i}`);
     await attempt('locky-pass-1'); // correct, but the name is locked now
-    await page.getByRole('alert').filter({ hasText: /Too many failed attempts, try again later\. \(try again in \d+ minutes\)/ }).waitFor();
+    await page
+      .getByRole('alert')
+      .filter({ hasText: /Too many failed attempts, try again later\. \(try again in \d+ minutes\)/ })
+      .waitFor();
     expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
 
     // The owner signs in; the cookie is HttpOnly (no script sees it) and sign-out ends the session.
@@ -101,7 +117,9 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     // The server's 422, in words: never the validator's "Expected union value" and the like.
     await errorOf(page, 'Heartbeat interval (seconds)').waitFor();
     expect(await errorOf(page, 'Heartbeat interval (seconds)').textContent()).toBe('Enter a whole number.');
-    expect(await errorOf(page, '30 days').textContent()).toBe('Enter a whole number of credits from 0 to 1,000,000, or leave it blank.');
+    expect(await errorOf(page, '30 days').textContent()).toBe(
+      'Enter a whole number of credits from 0 to 1,000,000, or leave it blank.',
+    );
     expect(await errorOf(page, 'Name').textContent()).toBe('Required: this cannot be empty.');
     expect(await page.locator('main').textContent()).not.toMatch(/Expected (union|string|integer)|union value/);
     expect((await owner.get(`/api/apps/${appId}`)).body.hwid_lock).toBe(false); // nothing was saved
@@ -140,12 +158,19 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await page.getByText('Settings saved').waitFor();
     const saved = (await owner.get(`/api/apps/${appId}`)).body;
     expect(saved).toMatchObject({
-      hwid_lock: true, heartbeat_interval: 10, key_costs: { 'days:30': 10 }, allowed_hashes: ['aabbccddeeff0011'], version: '2.1',
+      hwid_lock: true,
+      heartbeat_interval: 10,
+      key_costs: { 'days:30': 10 },
+      allowed_hashes: ['aabbccddeeff0011'],
+      version: '2.1',
       update_url: 'https://example.com/download',
     });
     await page.getByLabel('Version').fill('2.2');
     await page.getByRole('link', { name: 'Licenses' }).click();
-    await page.getByRole('dialog', { name: 'Leave without saving?' }).getByRole('button', { name: 'Discard changes' }).click();
+    await page
+      .getByRole('dialog', { name: 'Leave without saving?' })
+      .getByRole('button', { name: 'Discard changes' })
+      .click();
     await page.waitForURL(/\/licenses$/);
     await page.getByRole('link', { name: 'Settings' }).click();
     expect(await page.getByLabel('Version').inputValue()).toBe('2.1');
@@ -228,7 +253,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     expect(listed[0]).toMatchObject({ level: 3, duration_value: 2, duration_unit: 'weeks', note: 'batch 6' });
     await page.getByTestId('licenses-table').getByText('batch 6').first().waitFor();
 
-    const history = async () => (await page.getByTestId('batch-history').locator('li').count());
+    const history = async () => await page.getByTestId('batch-history').locator('li').count();
     expect(await history()).toBe(5);
     await page.reload();
     await page.getByRole('button', { name: 'Generate keys' }).click();
@@ -254,9 +279,15 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     for (const k of keys.slice(0, 2)) {
       const c = f.client();
       const session = await f.session(c);
-      expect((await c.post('/api/client/license', { session, license: k, hwid: `bulk-device-${k.slice(-4)}` })).status).toBe(200);
+      expect(
+        (await c.post('/api/client/license', { session, license: k, hwid: `bulk-device-${k.slice(-4)}` })).status,
+      ).toBe(200);
     }
-    const listed = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items as { id: string; key_preview: string; expires_at: string | null }[];
+    const listed = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items as {
+      id: string;
+      key_preview: string;
+      expires_at: string | null;
+    }[];
     const unused = listed.find((l) => l.expires_at === null)!;
     const page = await ownerPage();
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
@@ -277,7 +308,10 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     expect(await report.textContent()).toContain('2 succeeded, 1 failed');
     expect(await report.textContent()).toContain(`${unused.key_preview}: Key has not been activated yet`);
     expect(extends_).toHaveLength(3);
-    const after = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items as { id: string; expires_at: string | null }[];
+    const after = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items as {
+      id: string;
+      expires_at: string | null;
+    }[];
     for (const before of listed.filter((l) => l.expires_at)) {
       const now = after.find((a) => a.id === before.id)!;
       expect(Date.parse(now.expires_at!) - Date.parse(before.expires_at!)).toBe(3 * 86_400_000);
@@ -285,7 +319,10 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     // A row action on one key, from its menu: ban it, and the row says so.
     const banned = listed.find((l) => l.expires_at)!;
     await page.getByRole('button', { name: `Actions for ${banned.key_preview}` }).click();
-    await page.getByRole('menu', { name: `Actions for ${banned.key_preview}` }).getByRole('menuitem', { name: 'Ban' }).click();
+    await page
+      .getByRole('menu', { name: `Actions for ${banned.key_preview}` })
+      .getByRole('menuitem', { name: 'Ban' })
+      .click();
     await table.locator(`tr[data-row-id="${banned.id}"]`).getByText('banned').first().waitFor();
     await page.close();
   });
@@ -313,7 +350,10 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
       if (r.method() === 'DELETE') deletes.add(r.url());
     });
     await page.getByRole('button', { name: 'Delete selected' }).click();
-    await page.getByRole('dialog', { name: 'Delete 230 keys?' }).getByRole('button', { name: 'Delete 230 keys' }).click();
+    await page
+      .getByRole('dialog', { name: 'Delete 230 keys?' })
+      .getByRole('button', { name: 'Delete 230 keys' })
+      .click();
     await page.getByTestId('bulk-report').getByText('230 succeeded, 0 failed.').waitFor({ timeout: 60_000 });
     expect(deletes.size).toBe(230);
     expect(await f.sql('select id from license_keys where app_id = $1', [f.app.id])).toEqual([]);
@@ -340,10 +380,23 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await form.getByLabel('Notes').fill('EU reseller');
     await form.getByRole('button', { name: 'Create member' }).click();
     await page.getByTestId('team-tree').getByRole('button', { name: 'Manage seller-one' }).waitFor();
-    const member = ((await owner.get('/api/team')).body as { username: string; permissions: Record<string, boolean>; allowed_apps: string[]; credits: number; notes: string; role: string }[])
-      .find((m) => m.username === 'seller-one')!;
+    const member = (
+      (await owner.get('/api/team')).body as {
+        username: string;
+        permissions: Record<string, boolean>;
+        allowed_apps: string[];
+        credits: number;
+        notes: string;
+        role: string;
+      }[]
+    ).find((m) => m.username === 'seller-one')!;
     expect(member).toMatchObject({ role: 'reseller', allowed_apps: [f.app.id], credits: 100, notes: 'EU reseller' });
-    expect(Object.entries(member.permissions).filter(([, v]) => v).map(([k]) => k).sort()).toEqual(['generate_keys', 'view_keys', 'view_stats']);
+    expect(
+      Object.entries(member.permissions)
+        .filter(([, v]) => v)
+        .map(([k]) => k)
+        .sort(),
+    ).toEqual(['generate_keys', 'view_keys', 'view_stats']);
     expect(Object.keys(member.permissions)).toHaveLength(11);
 
     // An admin with a reseller of its own; deleting the admin moves that reseller under the owner.
@@ -373,16 +426,41 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     for (const [i, k] of keys.slice(0, 5).entries()) {
       const c = f.client();
       const session = await f.session(c);
-      if (i < 3) await c.post('/api/client/register', { session, username: `player${i + 1}`, password: 'pw-123456', license: k, hwid: `device-000${i}` });
+      if (i < 3)
+        await c.post('/api/client/register', {
+          session,
+          username: `player${i + 1}`,
+          password: 'pw-123456',
+          license: k,
+          hwid: `device-000${i}`,
+        });
       else await c.post('/api/client/license', { session, license: k, hwid: `device-000${i}` });
     }
-    await f.owner.patch(`/api/licenses/${(await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[2].id}/ban`, { banned: true });
+    await f.owner.patch(`/api/licenses/${(await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[2].id}/ban`, {
+      banned: true,
+    });
     await f.owner.post(`/apps/${f.app.id}/bans`, { type: 'ip', value: '203.0.113.9' });
     await f.owner.post(`/apps/${f.app.id}/bans`, { type: 'hwid', value: 'cracked-device-01' });
-    await f.owner.post('/api/team', { username: 'reseller-eu', password: 'reseller-pass-1', allowed_apps: [f.app.id], key_quota: 250, permissions: { view_keys: true, generate_keys: true } });
+    await f.owner.post('/api/team', {
+      username: 'reseller-eu',
+      password: 'reseller-pass-1',
+      allowed_apps: [f.app.id],
+      key_quota: 250,
+      permissions: { view_keys: true, generate_keys: true },
+    });
 
-    const TAB_TITLES: Record<string, string> = { licenses: 'Licenses', users: 'Users', security: 'Security', logs: 'Logs', integration: 'Integration', settings: 'Settings' };
-    for (const [viewport, suffix] of [[DESKTOP, ''], [PHONE, '-phone']] as const) {
+    const TAB_TITLES: Record<string, string> = {
+      licenses: 'Licenses',
+      users: 'Users',
+      security: 'Security',
+      logs: 'Logs',
+      integration: 'Integration',
+      settings: 'Settings',
+    };
+    for (const [viewport, suffix] of [
+      [DESKTOP, ''],
+      [PHONE, '-phone'],
+    ] as const) {
       const signInPage = await newPage(b, viewport);
       await signInPage.page.goto(`${t.base}/dashboard/`);
       await signInPage.page.getByRole('button', { name: 'Sign in' }).waitFor();
@@ -397,7 +475,10 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
         await page.goto(`${t.base}/dashboard/apps/${f.app.id}/${tab}`);
         const current = page.locator(`.tab[data-tab="${tab}"][aria-current="page"]`);
         await current.waitFor();
-        await page.waitForFunction((title) => document.title === title, `${TAB_TITLES[tab]} · ${f.app.name} · Keywarden`);
+        await page.waitForFunction(
+          (title) => document.title === title,
+          `${TAB_TITLES[tab]} · ${f.app.name} · Keywarden`,
+        );
         // The current tab is scrolled into the tab strip, also where the strip is narrower than its tabs.
         const inStrip = await current.evaluate((el) => {
           const s = el.parentElement!.getBoundingClientRect();
@@ -405,13 +486,17 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
           return r.left >= s.left - 0.5 && r.right <= s.right + 0.5;
         });
         expect(inStrip, `${tab} tab in view at ${viewport.width} px`).toBe(true);
-        await page.locator('.loading').waitFor({ state: 'detached' }).catch(() => undefined);
+        await page
+          .locator('.loading')
+          .waitFor({ state: 'detached' })
+          .catch(() => undefined);
         await page.getByText('● Live').waitFor();
         if (tab === 'licenses') {
           await page.getByTestId('licenses-table').getByText('launch batch').first().waitFor();
           if (!suffix) {
             // The README's picture (the first 1280x800): refreshed into docs/ only when asked, so a test run leaves the tree clean.
-            const file = process.env.UPDATE_DOCS_SCREENSHOT === '1' ? DOCS_SHOT : path.join(SHOTS, 'readme-licenses.png');
+            const file =
+              process.env.UPDATE_DOCS_SCREENSHOT === '1' ? DOCS_SHOT : path.join(SHOTS, 'readme-licenses.png');
             fs.mkdirSync(path.dirname(file), { recursive: true });
             await page.screenshot({ path: file });
             expect(fs.statSync(file).size).toBeLessThan(300 * 1024);
@@ -421,7 +506,9 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
         if (tab === 'logs') await page.getByTestId('logs-table').getByText('client.register').first().waitFor();
         if (!suffix && ['licenses', 'users', 'logs'].includes(tab)) {
           // At 1280x800 every column, the row menu included, fits the table's box: nothing to scroll sideways.
-          const fit = await page.getByTestId(`${tab}-table`).evaluate((box) => ({ table: box.querySelector('table')!.scrollWidth, box: box.clientWidth }));
+          const fit = await page
+            .getByTestId(`${tab}-table`)
+            .evaluate((box) => ({ table: box.querySelector('table')!.scrollWidth, box: box.clientWidth }));
           expect(fit.table, `${tab} table width`).toBeLessThanOrEqual(fit.box);
         }
         await screenshot(page, `${tab}${suffix}`);
@@ -439,7 +526,8 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
       expect(await page.title()).toBe('Account · Keywarden');
       await screenshot(page, `account${suffix}`);
       // Nothing overflows the phone's width but the tables, which scroll inside their own box.
-      if (suffix) expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
+      if (suffix)
+        expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
       await page.close();
     }
     // No script error and no Content-Security-Policy violation on any page of this file.

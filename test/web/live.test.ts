@@ -33,8 +33,13 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
     t = await startTestServer({ REDIS_URL, REDIS_PREFIX: prefix, TRUSTED_PROXIES: '127.0.0.1' });
     // A second worker: its own process, the same database, Redis and secrets (DATA_DIR).
     worker = await spawnServer({
-      DATABASE_URL: t.databaseUrl, REDIS_URL, REDIS_PREFIX: prefix, DATA_DIR: t.dataDir, TRUSTED_PROXIES: '127.0.0.1',
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, // LOG_LEVEL stays info: spawnServer waits for server.listening
+      DATABASE_URL: t.databaseUrl,
+      REDIS_URL,
+      REDIS_PREFIX: prefix,
+      DATA_DIR: t.dataDir,
+      TRUSTED_PROXIES: '127.0.0.1',
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password, // LOG_LEVEL stays info: spawnServer waits for server.listening
     });
     f = await appFixture(t);
     viaWorker = await new Api(worker.base).signIn(OWNER.username, OWNER.password);
@@ -53,7 +58,11 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
     await page.getByTestId('licenses-table').waitFor();
 
     // Keys generated on the other worker appear in this page's Licenses table.
-    const gen = await viaWorker.post(`/apps/${f.app.id}/licenses`, { amount: 2, duration: 30, note: 'made on worker two' });
+    const gen = await viaWorker.post(`/apps/${f.app.id}/licenses`, {
+      amount: 2,
+      duration: 30,
+      note: 'made on worker two',
+    });
     expect(gen.status).toBe(200);
     expect(await shows(page, 'licenses-table', 'made on worker two', 2_000)).toBeLessThan(2_000);
     const [first, second] = gen.body as { key: string; key_preview: string; id: string }[];
@@ -62,7 +71,11 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
     const client = new ClientApi(worker.base);
     client.extraHeaders['x-forwarded-for'] = nextIp();
     const init = await client.post('/api/client/init', { api_key: f.app.api_key, version: '1.0' });
-    const lic = await client.post('/api/client/license', { session: init.body.session, license: first!.key, hwid: 'live-device-0001' });
+    const lic = await client.post('/api/client/license', {
+      session: init.body.session,
+      license: first!.key,
+      hwid: 'live-device-0001',
+    });
     expect(lic.status).toBe(200);
     const row = page.getByTestId('licenses-table').locator(`tr[data-row-id="${first!.id}"]`);
     await row.getByText('active').waitFor({ timeout: 2_000 });
@@ -74,7 +87,17 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
     const reg = new ClientApi(worker.base);
     reg.extraHeaders['x-forwarded-for'] = nextIp();
     const s2 = await reg.post('/api/client/init', { api_key: f.app.api_key, version: '1.0' });
-    expect((await reg.post('/api/client/register', { session: s2.body.session, username: 'live-player', password: 'pw-123456', license: second!.key, hwid: 'live-device-0002' })).status).toBe(200);
+    expect(
+      (
+        await reg.post('/api/client/register', {
+          session: s2.body.session,
+          username: 'live-player',
+          password: 'pw-123456',
+          license: second!.key,
+          hwid: 'live-device-0002',
+        })
+      ).status,
+    ).toBe(200);
     expect(await shows(page, 'logs-table', 'User live-player registered', 2_000)).toBeLessThan(2_000);
     await page.getByRole('link', { name: 'Users' }).click();
     await page.getByTestId('users-table').getByText('live-player').waitFor({ timeout: 2_000 });
@@ -103,7 +126,9 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
 
     // A change elsewhere arrives by polling, within one 10 s period (plus the request itself).
     const started = Date.now();
-    expect((await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 7, note: 'seen by polling' })).status).toBe(200);
+    expect(
+      (await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 7, note: 'seen by polling' })).status,
+    ).toBe(200);
     await page.getByTestId('licenses-table').getByText('seen by polling').waitFor({ timeout: 12_000 });
     expect(Date.now() - started).toBeLessThan(12_000);
     expect(await notice.isVisible()).toBe(true);
@@ -115,9 +140,10 @@ describe.skipIf(!hasRedis)('web dashboard: live updates', () => {
     blocked = false;
     await page.getByText('● Live').waitFor({ timeout: 35_000 });
     expect(await notice.count()).toBe(0);
-    expect((await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 7, note: 'live again' })).status).toBe(200);
+    expect(
+      (await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 7, note: 'live again' })).status,
+    ).toBe(200);
     await page.getByTestId('licenses-table').getByText('live again').waitFor({ timeout: 2_000 });
     await context.close();
   }, 90_000);
 });
-

@@ -29,7 +29,11 @@ describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', 
   });
 
   /** A member created by the owner through the API, signed in in a fresh browser context, on the app's page. */
-  async function open(member: { role?: 'admin' | 'reseller'; permissions?: Record<string, boolean>; key_quota?: number }): Promise<{ page: Page; username: string; id: string; context: BrowserContext; close: () => Promise<void> }> {
+  async function open(member: {
+    role?: 'admin' | 'reseller';
+    permissions?: Record<string, boolean>;
+    key_quota?: number;
+  }): Promise<{ page: Page; username: string; id: string; context: BrowserContext; close: () => Promise<void> }> {
     const username = `member-${++seq}`;
     const password = 'member-pass-1';
     const r = await f.owner.post('/api/team', { username, password, allowed_apps: [f.app.id], ...member });
@@ -116,7 +120,10 @@ describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', 
   });
 
   it('reseller generating keys: sees the price, is refused over its balance before anything is sent', async () => {
-    const { page, close, username } = await open({ permissions: { view_keys: true, generate_keys: true }, key_quota: 25 });
+    const { page, close, username } = await open({
+      permissions: { view_keys: true, generate_keys: true },
+      key_quota: 25,
+    });
     const posts: string[] = [];
     page.on('request', (r) => {
       if (r.method() === 'POST' && r.url().endsWith('/licenses')) posts.push(r.url());

@@ -11,9 +11,10 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { dashboardFiles, DASHBOARD_CSP } from '../../src/platform/http/static.js';
 import { ensureWebBuild, webStaleReason, WEB_DIST } from '../../scripts/build-web.mjs';
 
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-describe('the dashboard\'s static files', () => {
+describe("the dashboard's static files", () => {
   let t: TestServer;
   beforeAll(async () => {
     await ensureWebBuild((m) => console.warn(m));
@@ -21,7 +22,8 @@ describe('the dashboard\'s static files', () => {
   }, 120_000);
   afterAll(() => t?.close());
 
-  const get = (p: string, headers: Record<string, string> = {}) => fetch(`${t.base}${p}`, { headers, redirect: 'manual' });
+  const get = (p: string, headers: Record<string, string> = {}) =>
+    fetch(`${t.base}${p}`, { headers, redirect: 'manual' });
 
   it('redirects /dashboard to /dashboard/', async () => {
     const r = await get('/dashboard');
@@ -52,7 +54,11 @@ describe('the dashboard\'s static files', () => {
 
   it('answers every page path of the SPA with index.html', async () => {
     const index = await (await get('/dashboard/')).text();
-    for (const p of ['/dashboard/apps/0b7c3a2e-0000-4000-8000-000000000000/licenses', '/dashboard/team', '/dashboard/account']) {
+    for (const p of [
+      '/dashboard/apps/0b7c3a2e-0000-4000-8000-000000000000/licenses',
+      '/dashboard/team',
+      '/dashboard/account',
+    ]) {
       const r = await get(p);
       expect(r.status, p).toBe(200);
       expect(await r.text()).toBe(index);
@@ -67,8 +73,12 @@ describe('the dashboard\'s static files', () => {
       request(`${t.base}${p}`, { headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      }).on('error', reject).end();
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+      })
+        .on('error', reject)
+        .end();
     });
   };
 
@@ -99,7 +109,15 @@ describe('the dashboard\'s static files', () => {
   it('answers a clear 503 while no build exists, and serves the build once it appears', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-web-dist-'));
     const files = dashboardFiles(dir);
-    const req = (p: string) => ({ method: 'get' as const, path: p, query: new URLSearchParams(), headers: {}, ip: '127.0.0.1', params: {}, body: Buffer.alloc(0) });
+    const req = (p: string) => ({
+      method: 'get' as const,
+      path: p,
+      query: new URLSearchParams(),
+      headers: {},
+      ip: '127.0.0.1',
+      params: {},
+      body: Buffer.alloc(0),
+    });
     const missing = await files.handle(req('/dashboard/'));
     expect(missing.status).toBe(503);
     expect(String(missing.body)).toContain('npm run build:web');

@@ -31,7 +31,9 @@ const sessionChannel = typeof BroadcastChannel === 'undefined' ? null : new Broa
 function ProgressBar() {
   const busy = useIsFetching() + useIsMutating() > 0;
   const late = useDelayed(busy);
-  return <div className={`top-progress${late ? ' on' : ''}`} role="progressbar" aria-hidden={!late} aria-label="Working" />;
+  return (
+    <div className={`top-progress${late ? ' on' : ''}`} role="progressbar" aria-hidden={!late} aria-label="Working" />
+  );
 }
 
 export function App() {
@@ -55,11 +57,15 @@ export function App() {
   const signedIn = useRef(false);
   signedIn.current = !!me.data?.account;
   const elsewhere = useRef(false);
-  useEffect(() => onSignedOut(() => {
-    if (signedIn.current) setEnded(elsewhere.current ? SIGNED_OUT_ELSEWHERE : SESSION_ENDED);
-    forgetAccount(qc);
-    qc.setQueryData(['me'], null);
-  }), [qc]);
+  useEffect(
+    () =>
+      onSignedOut(() => {
+        if (signedIn.current) setEnded(elsewhere.current ? SIGNED_OUT_ELSEWHERE : SESSION_ENDED);
+        forgetAccount(qc);
+        qc.setQueryData(['me'], null);
+      }),
+    [qc],
+  );
   useEffect(() => {
     if (!sessionChannel) return;
     const heard = (e: MessageEvent) => {
@@ -91,8 +97,18 @@ export function App() {
     };
   }, [me.data, qc]);
 
-  if (me.isPending) return <main className="center"><Loading label="Loading Keywarden" /></main>;
-  if (me.isError) return <main className="center"><ErrorState error={me.error} retry={() => void me.refetch()} /></main>;
+  if (me.isPending)
+    return (
+      <main className="center">
+        <Loading label="Loading Keywarden" />
+      </main>
+    );
+  if (me.isError)
+    return (
+      <main className="center">
+        <ErrorState error={me.error} retry={() => void me.refetch()} />
+      </main>
+    );
   if (!session) {
     return (
       <LoginView
@@ -119,43 +135,64 @@ function Shell() {
   const route = useRoute();
   return (
     <SessionContext.Consumer>
-      {(s) => s && (
-        <>
-          <a className="skip-link" href="#main">Skip to content</a>
-          <header className="topbar">
-            <Link to={paths.apps()} className="brand" aria-label="Keywarden: applications">
-              <img src="/dashboard/favicon.svg" alt="" width="22" height="22" /> Keywarden
-            </Link>
-            <AppPicker current={route.name === 'app' ? route.appId : undefined} />
-            <nav className="topnav" aria-label="Main">
-              <Link to={paths.apps()} aria-current={route.name === 'apps' ? 'page' : undefined}>Apps</Link>
-              {isManager(s.caller) && <Link to={paths.team()} aria-current={route.name === 'team' ? 'page' : undefined}>Team</Link>}
-              <Link to={paths.account()} aria-current={route.name === 'account' ? 'page' : undefined}>Account</Link>
-            </nav>
-            <div className="whoami">
-              <span title={`Signed in as ${s.account.username} (${s.account.role})`}>{s.account.username} <span className="role">{s.account.role}</span></span>
-              <button type="button" className="btn btn-ghost" onClick={() => void s.signOut()}>Sign out</button>
-            </div>
-          </header>
-          <main id="main" className="content" tabIndex={-1}>
-            {route.name === 'apps' && <AppsView />}
-            {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
-            {route.name === 'team' && <TeamView />}
-            {route.name === 'account' && <AccountView />}
-            {route.name === 'not_found' && <NotFound path={route.path} />}
-          </main>
-          <footer className="footer">
-            Keywarden · times in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); hover a time for UTC
-          </footer>
-        </>
-      )}
+      {(s) =>
+        s && (
+          <>
+            <a className="skip-link" href="#main">
+              Skip to content
+            </a>
+            <header className="topbar">
+              <Link to={paths.apps()} className="brand" aria-label="Keywarden: applications">
+                <img src="/dashboard/favicon.svg" alt="" width="22" height="22" /> Keywarden
+              </Link>
+              <AppPicker current={route.name === 'app' ? route.appId : undefined} />
+              <nav className="topnav" aria-label="Main">
+                <Link to={paths.apps()} aria-current={route.name === 'apps' ? 'page' : undefined}>
+                  Apps
+                </Link>
+                {isManager(s.caller) && (
+                  <Link to={paths.team()} aria-current={route.name === 'team' ? 'page' : undefined}>
+                    Team
+                  </Link>
+                )}
+                <Link to={paths.account()} aria-current={route.name === 'account' ? 'page' : undefined}>
+                  Account
+                </Link>
+              </nav>
+              <div className="whoami">
+                <span title={`Signed in as ${s.account.username} (${s.account.role})`}>
+                  {s.account.username} <span className="role">{s.account.role}</span>
+                </span>
+                <button type="button" className="btn btn-ghost" onClick={() => void s.signOut()}>
+                  Sign out
+                </button>
+              </div>
+            </header>
+            <main id="main" className="content" tabIndex={-1}>
+              {route.name === 'apps' && <AppsView />}
+              {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
+              {route.name === 'team' && <TeamView />}
+              {route.name === 'account' && <AccountView />}
+              {route.name === 'not_found' && <NotFound path={route.path} />}
+            </main>
+            <footer className="footer">
+              Keywarden · times in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); hover a time for
+              UTC
+            </footer>
+          </>
+        )
+      }
     </SessionContext.Consumer>
   );
 }
 
 function NotFound({ path }: { path: string }) {
   useTitle('Page not found');
-  return <div className="alert">No page at {path}. <Link to={paths.apps()}>Go to your applications</Link>.</div>;
+  return (
+    <div className="alert">
+      No page at {path}. <Link to={paths.apps()}>Go to your applications</Link>.
+    </div>
+  );
 }
 
 function AppPicker({ current }: { current: string | undefined }) {
@@ -170,7 +207,11 @@ function AppPicker({ current }: { current: string | undefined }) {
         aria-label="Application"
       >
         <option value="">All applications</option>
-        {list.data.map((a) => <option key={a.id} value={a.id}>{a.name}</option>)}
+        {list.data.map((a) => (
+          <option key={a.id} value={a.id}>
+            {a.name}
+          </option>
+        ))}
       </select>
     </label>
   );

@@ -23,7 +23,9 @@ export function NoticeProvider({ children }: { children: ReactNode }) {
       {children}
       <div className="notices" role="status" aria-live="polite">
         {list.map((n) => (
-          <div key={n.id} className={`notice notice-${n.tone}`}>{n.text}</div>
+          <div key={n.id} className={`notice notice-${n.tone}`}>
+            {n.text}
+          </div>
         ))}
       </div>
     </Ctx.Provider>

@@ -16,13 +16,16 @@ export type Route =
 
 export function parseRoute(pathname: string): Route {
   const rest = pathname.startsWith(BASE) ? pathname.slice(BASE.length) : pathname;
-  const parts = rest.split('/').filter(Boolean).map((p) => {
-    try {
-      return decodeURIComponent(p);
-    } catch {
-      return p;
-    }
-  });
+  const parts = rest
+    .split('/')
+    .filter(Boolean)
+    .map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    });
   if (parts.length === 0) return { name: 'apps' };
   if (parts[0] === 'apps' && parts[1] && parts.length <= 3) return { name: 'app', appId: parts[1], tab: parts[2] };
   if (parts[0] === 'team' && parts.length === 1) return { name: 'team' };

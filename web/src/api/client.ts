@@ -19,7 +19,8 @@ export function onSignedOut(fn: SignedOutListener): () => void {
 
 const sessionWatch: Middleware = {
   onResponse({ request, response }) {
-    if (response.status === 401 && !new URL(request.url).pathname.endsWith('/api/auth/login')) for (const fn of signedOut) fn();
+    if (response.status === 401 && !new URL(request.url).pathname.endsWith('/api/auth/login'))
+      for (const fn of signedOut) fn();
     return undefined;
   },
 };
@@ -40,7 +41,9 @@ export async function unwrap<T>(call: Promise<FetchResult>): Promise<T> {
   try {
     r = await call;
   } catch (err) {
-    throw err instanceof ApiError ? err : new ApiError(0, 'The server could not be reached. Check your connection and try again.');
+    throw err instanceof ApiError
+      ? err
+      : new ApiError(0, 'The server could not be reached. Check your connection and try again.');
   }
   if (r.response.ok) return r.data as T;
   throw apiError(r.response.status, r.response.statusText, r.error, r.response.headers.get('retry-after'));

@@ -2,11 +2,28 @@
 // the answer by responses.ts (checked against the real server by test/web/api-contract.test.ts).
 import { api, unwrap } from './client.js';
 import type { paths } from './schema.js';
-import type { Account, App, Ban, Credentials, EndUser, Generated, License, LicensePage, LogEntry, Me, Stats } from './responses.js';
+import type {
+  Account,
+  App,
+  Ban,
+  Credentials,
+  EndUser,
+  Generated,
+  License,
+  LicensePage,
+  LogEntry,
+  Me,
+  Stats,
+} from './responses.js';
 
-type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> =
-  paths[P][M] extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
-type Query<P extends keyof paths> = paths[P]['get'] extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
+type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> = paths[P][M] extends {
+  requestBody: { content: { 'application/json': infer B } };
+}
+  ? B
+  : never;
+type Query<P extends keyof paths> = paths[P]['get'] extends { parameters: { query?: infer Q } }
+  ? NonNullable<Q>
+  : never;
 
 export type AppPatch = Body<'/api/apps/{id}', 'patch'>;
 export type AppCreate = Body<'/api/apps', 'post'>;
@@ -38,10 +55,12 @@ export const apps = {
   update: (appId: string, body: AppPatch) => unwrap<App>(api.PATCH('/api/apps/{id}', { ...id(appId), body })),
   remove: (appId: string) => unwrap<unknown>(api.DELETE('/api/apps/{id}', id(appId))),
   rotateSecret: (appId: string) => unwrap<App>(api.POST('/api/apps/{id}/rotate-secret', id(appId))),
-  setHashes: (appId: string, hashes: string[]) => unwrap<App>(api.PUT('/api/apps/{id}/hashes', { ...id(appId), body: { hashes } })),
+  setHashes: (appId: string, hashes: string[]) =>
+    unwrap<App>(api.PUT('/api/apps/{id}/hashes', { ...id(appId), body: { hashes } })),
   credentials: (appId: string) => unwrap<Credentials>(api.GET('/api/apps/{id}/credentials', id(appId))),
   stats: (appId: string) => unwrap<Stats>(api.GET('/api/apps/{id}/stats', id(appId))),
-  logs: (appId: string, query: LogQuery) => unwrap<LogEntry[]>(api.GET('/api/apps/{id}/logs', { params: { path: { id: appId }, query } })),
+  logs: (appId: string, query: LogQuery) =>
+    unwrap<LogEntry[]>(api.GET('/api/apps/{id}/logs', { params: { path: { id: appId }, query } })),
   bans: (appId: string) => unwrap<Ban[]>(api.GET('/api/apps/{id}/bans', id(appId))),
   addBan: (appId: string, body: BanInput) => unwrap<Ban>(api.POST('/api/apps/{id}/bans', { ...id(appId), body })),
   removeBan: (banId: string) => unwrap<unknown>(api.DELETE('/api/bans/{id}', id(banId))),
@@ -52,34 +71,46 @@ export const apps = {
 export const licenses = {
   list: (appId: string, query: LicenseQuery) =>
     unwrap<LicensePage>(api.GET('/api/apps/{id}/licenses', { params: { path: { id: appId }, query } })),
-  generate: (appId: string, body: GenerateInput) => unwrap<Generated>(api.POST('/api/apps/{id}/licenses', { ...id(appId), body })),
-  extend: (licenseId: string, body: ExtendInput) => unwrap<License>(api.POST('/api/licenses/{id}/extend', { ...id(licenseId), body })),
+  generate: (appId: string, body: GenerateInput) =>
+    unwrap<Generated>(api.POST('/api/apps/{id}/licenses', { ...id(appId), body })),
+  extend: (licenseId: string, body: ExtendInput) =>
+    unwrap<License>(api.POST('/api/licenses/{id}/extend', { ...id(licenseId), body })),
   extendAll: (appId: string, body: Body<'/api/apps/{id}/licenses/extend-all', 'post'>) =>
-    unwrap<{ extended: number; skipped: number }>(api.POST('/api/apps/{id}/licenses/extend-all', { ...id(appId), body })),
+    unwrap<{ extended: number; skipped: number }>(
+      api.POST('/api/apps/{id}/licenses/extend-all', { ...id(appId), body }),
+    ),
   resetHwid: (licenseId: string) => unwrap<unknown>(api.POST('/api/licenses/{id}/reset-hwid', id(licenseId))),
-  setBanned: (licenseId: string, banned: boolean) => unwrap<License>(api.PATCH('/api/licenses/{id}/ban', { ...id(licenseId), body: { banned } })),
+  setBanned: (licenseId: string, banned: boolean) =>
+    unwrap<License>(api.PATCH('/api/licenses/{id}/ban', { ...id(licenseId), body: { banned } })),
   remove: (licenseId: string) => unwrap<unknown>(api.DELETE('/api/licenses/{id}', id(licenseId))),
 };
 
 export const users = {
   list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
   resetHwid: (userId: string) => unwrap<unknown>(api.POST('/api/users/{id}/reset-hwid', id(userId))),
-  setBanned: (userId: string, banned: boolean) => unwrap<unknown>(api.PATCH('/api/users/{id}/ban', { ...id(userId), body: { banned } })),
+  setBanned: (userId: string, banned: boolean) =>
+    unwrap<unknown>(api.PATCH('/api/users/{id}/ban', { ...id(userId), body: { banned } })),
   remove: (userId: string) => unwrap<unknown>(api.DELETE('/api/users/{id}', id(userId))),
 };
 
 export const team = {
   list: () => unwrap<Account[]>(api.GET('/api/team')),
   create: (body: TeamCreate) => unwrap<Account>(api.POST('/api/team', { body })),
-  update: (memberId: string, body: TeamPatch) => unwrap<Account>(api.PATCH('/api/team/{id}', { ...id(memberId), body })),
-  remove: (memberId: string) => unwrap<{ success: boolean; adopted_children: number }>(api.DELETE('/api/team/{id}', id(memberId))),
+  update: (memberId: string, body: TeamPatch) =>
+    unwrap<Account>(api.PATCH('/api/team/{id}', { ...id(memberId), body })),
+  remove: (memberId: string) =>
+    unwrap<{ success: boolean; adopted_children: number }>(api.DELETE('/api/team/{id}', id(memberId))),
   setPermissions: (memberId: string, permissions: PermissionsInput) =>
     unwrap<Account>(api.PATCH('/api/team/{id}/permissions', { ...id(memberId), body: { permissions } })),
-  setApps: (memberId: string, allowed_apps: string[]) => unwrap<Account>(api.PATCH('/api/team/{id}/apps', { ...id(memberId), body: { allowed_apps } })),
-  addCredits: (memberId: string, amount: number) => unwrap<Account>(api.POST('/api/team/{id}/credits', { ...id(memberId), body: { amount } })),
+  setApps: (memberId: string, allowed_apps: string[]) =>
+    unwrap<Account>(api.PATCH('/api/team/{id}/apps', { ...id(memberId), body: { allowed_apps } })),
+  addCredits: (memberId: string, amount: number) =>
+    unwrap<Account>(api.POST('/api/team/{id}/credits', { ...id(memberId), body: { amount } })),
   setSubscription: (memberId: string, body: SubscriptionInput) =>
     unwrap<Account>(api.PATCH('/api/team/{id}/subscription', { ...id(memberId), body })),
-  setPassword: (memberId: string, password: string) => unwrap<unknown>(api.POST('/api/team/{id}/password', { ...id(memberId), body: { password } })),
-  setWebhook: (memberId: string, webhook: string) => unwrap<Account>(api.PATCH('/api/team/{id}/webhook', { ...id(memberId), body: { webhook } })),
+  setPassword: (memberId: string, password: string) =>
+    unwrap<unknown>(api.POST('/api/team/{id}/password', { ...id(memberId), body: { password } })),
+  setWebhook: (memberId: string, webhook: string) =>
+    unwrap<Account>(api.PATCH('/api/team/{id}/webhook', { ...id(memberId), body: { webhook } })),
   setOwnWebhook: (webhook: string) => unwrap<Account>(api.PATCH('/api/account/webhook', { body: { webhook } })),
 };

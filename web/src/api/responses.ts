@@ -8,7 +8,12 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 const Iso = Type.String({ format: 'date-time' });
 const Geo = Nullable(Type.Object({}, { additionalProperties: true }));
-const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('reseller'), Type.Literal('developer')]);
+const Role = Type.Union([
+  Type.Literal('owner'),
+  Type.Literal('admin'),
+  Type.Literal('reseller'),
+  Type.Literal('developer'),
+]);
 const PermissionMap = Type.Record(Type.String(), Type.Boolean());
 const KeyCostsMap = Type.Record(Type.String(), Nullable(Type.Number()));
 
@@ -32,7 +37,9 @@ export const AccountSchema = Type.Object({
 });
 export type Account = Static<typeof AccountSchema>;
 
-export const MeSchema = Type.Object({ account: Type.Intersect([AccountSchema, Type.Object({ webhook_secret: Type.Optional(Type.String()) })]) });
+export const MeSchema = Type.Object({
+  account: Type.Intersect([AccountSchema, Type.Object({ webhook_secret: Type.Optional(Type.String()) })]),
+});
 export type Me = Static<typeof MeSchema>;
 
 export const LoginSchema = Type.Object({ token: Type.String(), account: AccountSchema });
@@ -69,11 +76,25 @@ export const AppSchema = Type.Object({
 });
 export type App = Static<typeof AppSchema>;
 
-export const CredentialsSchema = Type.Object({ api_key: Type.String(), api_secret: Type.Optional(Type.String()), owner_id: Type.String() });
+export const CredentialsSchema = Type.Object({
+  api_key: Type.String(),
+  api_secret: Type.Optional(Type.String()),
+  owner_id: Type.String(),
+});
 export type Credentials = Static<typeof CredentialsSchema>;
 
-const LicenseStatus = Type.Union([Type.Literal('unused'), Type.Literal('pending'), Type.Literal('used'), Type.Literal('banned')]);
-const ComputedStatus = Type.Union([Type.Literal('active'), Type.Literal('banned'), Type.Literal('unactivated'), Type.Literal('expired')]);
+const LicenseStatus = Type.Union([
+  Type.Literal('unused'),
+  Type.Literal('pending'),
+  Type.Literal('used'),
+  Type.Literal('banned'),
+]);
+const ComputedStatus = Type.Union([
+  Type.Literal('active'),
+  Type.Literal('banned'),
+  Type.Literal('unactivated'),
+  Type.Literal('expired'),
+]);
 
 export const LicenseSchema = Type.Object({
   id: Type.String(),
@@ -102,7 +123,10 @@ export const LicenseSchema = Type.Object({
 });
 export type License = Static<typeof LicenseSchema>;
 
-export const LicensePageSchema = Type.Object({ items: Type.Array(LicenseSchema), next_cursor: Nullable(Type.String()) });
+export const LicensePageSchema = Type.Object({
+  items: Type.Array(LicenseSchema),
+  next_cursor: Nullable(Type.String()),
+});
 export type LicensePage = Static<typeof LicensePageSchema>;
 
 export const GeneratedSchema = Type.Array(Type.Intersect([LicenseSchema, Type.Object({ key: Type.String() })]));
@@ -133,7 +157,11 @@ export const EndUserSchema = Type.Object({
 export type EndUser = Static<typeof EndUserSchema>;
 
 export const BanSchema = Type.Object({
-  id: Type.String(), type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]), value: Type.String(), created_at: Iso, created_by: Nullable(Type.String()),
+  id: Type.String(),
+  type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]),
+  value: Type.String(),
+  created_at: Iso,
+  created_by: Nullable(Type.String()),
 });
 export type Ban = Static<typeof BanSchema>;
 
@@ -151,7 +179,13 @@ export const LogEntrySchema = Type.Object({
 export type LogEntry = Static<typeof LogEntrySchema>;
 
 export const StatsSchema = Type.Object({
-  keys: Type.Object({ total: Type.Number(), active: Type.Number(), banned: Type.Number(), unactivated: Type.Number(), expired: Type.Number() }),
+  keys: Type.Object({
+    total: Type.Number(),
+    active: Type.Number(),
+    banned: Type.Number(),
+    unactivated: Type.Number(),
+    expired: Type.Number(),
+  }),
   users: Type.Number(),
   live_sessions: Type.Number(),
   logins_24h: Type.Number(),
@@ -166,7 +200,13 @@ export const LiveFrameSchema = Type.Union([
   Type.Object({ type: Type.Literal('error'), app_id: Type.Optional(Type.String()), detail: Type.String() }),
   Type.Object({
     type: Type.Literal('event'),
-    event: Type.Object({ id: Type.String(), kind: Type.String(), app_id: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) }),
+    event: Type.Object({
+      id: Type.String(),
+      kind: Type.String(),
+      app_id: Type.String(),
+      at: Type.String(),
+      data: Type.Record(Type.String(), Type.Unknown()),
+    }),
   }),
 ]);
 export type LiveFrame = Static<typeof LiveFrameSchema>;

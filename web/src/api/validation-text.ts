@@ -53,35 +53,56 @@ export function issueText(issue: Issue): string {
   const n = limitOf(issue.msg);
   const hint = hintFor(path);
   switch (issue.type) {
-    case 'object_required_property': return 'Required.';
-    case 'extra_forbidden': return 'This field is not accepted here.';
-    case 'object_min_properties': return 'Change at least one field first.';
-    case 'string': return hint ?? 'Enter text here.';
-    case 'string_min_length': return n === undefined || n <= 1 ? 'Required: this cannot be empty.' : `Use at least ${chars(n)}.`;
-    case 'string_max_length': return n === undefined ? 'This is too long.' : `Use at most ${chars(n)}.`;
+    case 'object_required_property':
+      return 'Required.';
+    case 'extra_forbidden':
+      return 'This field is not accepted here.';
+    case 'object_min_properties':
+      return 'Change at least one field first.';
+    case 'string':
+      return hint ?? 'Enter text here.';
+    case 'string_min_length':
+      return n === undefined || n <= 1 ? 'Required: this cannot be empty.' : `Use at least ${chars(n)}.`;
+    case 'string_max_length':
+      return n === undefined ? 'This is too long.' : `Use at most ${chars(n)}.`;
     case 'string_pattern':
     case 'string_format':
-    case 'reg_exp': return hint ?? 'This is not in the expected format.';
-    case 'integer': return hint ?? 'Enter a whole number.';
-    case 'number': return hint ?? 'Enter a number.';
+    case 'reg_exp':
+      return hint ?? 'This is not in the expected format.';
+    case 'integer':
+      return hint ?? 'Enter a whole number.';
+    case 'number':
+      return hint ?? 'Enter a number.';
     case 'integer_minimum':
-    case 'number_minimum': return n === undefined ? 'This number is too small.' : `Enter ${fmt(n)} or more.`;
+    case 'number_minimum':
+      return n === undefined ? 'This number is too small.' : `Enter ${fmt(n)} or more.`;
     case 'integer_exclusive_minimum':
-    case 'number_exclusive_minimum': return n === undefined ? 'This number is too small.' : `Enter more than ${fmt(n)}.`;
+    case 'number_exclusive_minimum':
+      return n === undefined ? 'This number is too small.' : `Enter more than ${fmt(n)}.`;
     case 'integer_maximum':
-    case 'number_maximum': return n === undefined ? 'This number is too large.' : `Enter ${fmt(n)} or less.`;
+    case 'number_maximum':
+      return n === undefined ? 'This number is too large.' : `Enter ${fmt(n)} or less.`;
     case 'integer_exclusive_maximum':
-    case 'number_exclusive_maximum': return n === undefined ? 'This number is too large.' : `Enter less than ${fmt(n)}.`;
+    case 'number_exclusive_maximum':
+      return n === undefined ? 'This number is too large.' : `Enter less than ${fmt(n)}.`;
     case 'integer_multiple_of':
-    case 'number_multiple_of': return n === undefined ? 'This number is not allowed.' : `Enter a multiple of ${fmt(n)}.`;
-    case 'boolean': return 'Choose on or off.';
+    case 'number_multiple_of':
+      return n === undefined ? 'This number is not allowed.' : `Enter a multiple of ${fmt(n)}.`;
+    case 'boolean':
+      return 'Choose on or off.';
     case 'union':
-    case 'literal': return hint ?? 'Choose one of the accepted values.';
-    case 'array': return hint ?? 'Choose from the list.';
-    case 'array_max_items': return n === undefined ? 'Too many chosen.' : `Choose at most ${fmt(n)}.`;
-    case 'array_min_items': return n === undefined ? 'Choose more.' : `Choose at least ${fmt(n)}.`;
-    case 'array_unique_items': return 'Each entry may appear only once.';
-    case 'object': return 'This value is missing or malformed.';
+    case 'literal':
+      return hint ?? 'Choose one of the accepted values.';
+    case 'array':
+      return hint ?? 'Choose from the list.';
+    case 'array_max_items':
+      return n === undefined ? 'Too many chosen.' : `Choose at most ${fmt(n)}.`;
+    case 'array_min_items':
+      return n === undefined ? 'Choose more.' : `Choose at least ${fmt(n)}.`;
+    case 'array_unique_items':
+      return 'Each entry may appear only once.';
+    case 'object':
+      return 'This value is missing or malformed.';
   }
   // A kind this table does not know: the validator's raw English would name types, so say less.
   if (issue.msg === '' || /^Expected\b/.test(issue.msg)) return hint ?? 'This value is not accepted.';

@@ -41,16 +41,38 @@ function RowView<T>({ row, index, columns, selected, toggle, label, rowId }: Row
     <tr data-row-id={rowId} aria-rowindex={index + 2} className={selected ? 'selected' : undefined}>
       {toggle && (
         <td className="col-select">
-          <input type="checkbox" aria-label={label} checked={selected === true} onChange={(e) => toggle(row, e.target.checked)} />
+          <input
+            type="checkbox"
+            aria-label={label}
+            checked={selected === true}
+            onChange={(e) => toggle(row, e.target.checked)}
+          />
         </td>
       )}
-      {columns.map((c) => <td key={c.id} data-col={c.id} title={c.title?.(row)}>{c.cell(row)}</td>)}
+      {columns.map((c) => (
+        <td key={c.id} data-col={c.id} title={c.title?.(row)}>
+          {c.cell(row)}
+        </td>
+      ))}
     </tr>
   );
 }
 const Row = memo(RowView) as typeof RowView;
 
-export function DataTable<T>({ caption, testId, columns, count, rowAt, rowId, selection, empty, loading, onRange, resetKey, className }: {
+export function DataTable<T>({
+  caption,
+  testId,
+  columns,
+  count,
+  rowAt,
+  rowId,
+  selection,
+  empty,
+  loading,
+  onRange,
+  resetKey,
+  className,
+}: {
   caption: string;
   testId?: string;
   /** Must keep its identity across renders (rows are memoized on it). */
@@ -92,12 +114,21 @@ export function DataTable<T>({ caption, testId, columns, count, rowAt, rowId, se
   const top = items[0]?.start ?? 0;
   const bottom = Math.max(0, v.getTotalSize() - (items[items.length - 1]?.end ?? 0));
   return (
-    <div className="table-wrap table-scroll" ref={scrollRef} tabIndex={0} role="region" aria-label={caption} data-testid={testId}>
+    <div
+      className="table-wrap table-scroll"
+      ref={scrollRef}
+      tabIndex={0}
+      role="region"
+      aria-label={caption}
+      data-testid={testId}
+    >
       <table className={`table table-fixed${className ? ` ${className}` : ''}`} aria-rowcount={count + 1}>
         <caption className="sr-only">{caption}</caption>
         <colgroup>
           {selection && <col className="col-select" />}
-          {columns.map((c) => <col key={c.id} className={`col-${c.id}`} />)}
+          {columns.map((c) => (
+            <col key={c.id} className={`col-${c.id}`} />
+          ))}
         </colgroup>
         <thead>
           <tr aria-rowindex={1}>
@@ -114,12 +145,26 @@ export function DataTable<T>({ caption, testId, columns, count, rowAt, rowId, se
                 />
               </th>
             )}
-            {columns.map((c) => <th key={c.id} scope="col">{c.header}</th>)}
+            {columns.map((c) => (
+              <th key={c.id} scope="col">
+                {c.header}
+              </th>
+            ))}
           </tr>
         </thead>
         <tbody>
-          {count === 0 && <tr><td colSpan={columnCount} className="empty-cell">{empty}</td></tr>}
-          {top > 0 && <tr className="spacer" aria-hidden="true"><td colSpan={columnCount} style={{ height: top }} /></tr>}
+          {count === 0 && (
+            <tr>
+              <td colSpan={columnCount} className="empty-cell">
+                {empty}
+              </td>
+            </tr>
+          )}
+          {top > 0 && (
+            <tr className="spacer" aria-hidden="true">
+              <td colSpan={columnCount} style={{ height: top }} />
+            </tr>
+          )}
           {items.map((item) => {
             const row = rowAt(item.index);
             if (row === undefined) {
@@ -143,7 +188,11 @@ export function DataTable<T>({ caption, testId, columns, count, rowAt, rowId, se
               />
             );
           })}
-          {bottom > 0 && <tr className="spacer" aria-hidden="true"><td colSpan={columnCount} style={{ height: bottom }} /></tr>}
+          {bottom > 0 && (
+            <tr className="spacer" aria-hidden="true">
+              <td colSpan={columnCount} style={{ height: bottom }} />
+            </tr>
+          )}
         </tbody>
       </table>
     </div>

@@ -44,7 +44,8 @@ export function RowMenu({ menu, onClose }: { menu: OpenMenu | null; onClose: (m:
     const onToggle = (e: Event) => {
       if ((e as ToggleEvent).newState === 'closed') {
         onClose(menu);
-        if (anchor.isConnected && (document.activeElement === document.body || el.contains(document.activeElement))) anchor.focus();
+        if (anchor.isConnected && (document.activeElement === document.body || el.contains(document.activeElement)))
+          anchor.focus();
       }
     };
     const onScroll = (e: Event) => {
@@ -62,7 +63,16 @@ export function RowMenu({ menu, onClose }: { menu: OpenMenu | null; onClose: (m:
   const move = (e: React.KeyboardEvent<HTMLDivElement>) => {
     const buttons = [...(ref.current?.querySelectorAll<HTMLButtonElement>('button:not([disabled])') ?? [])];
     const i = buttons.indexOf(document.activeElement as HTMLButtonElement);
-    const to = e.key === 'ArrowDown' ? i + 1 : e.key === 'ArrowUp' ? i - 1 : e.key === 'Home' ? 0 : e.key === 'End' ? buttons.length - 1 : null;
+    const to =
+      e.key === 'ArrowDown'
+        ? i + 1
+        : e.key === 'ArrowUp'
+          ? i - 1
+          : e.key === 'Home'
+            ? 0
+            : e.key === 'End'
+              ? buttons.length - 1
+              : null;
     if (to === null || buttons.length === 0) return;
     e.preventDefault();
     buttons[(to + buttons.length) % buttons.length]?.focus();
@@ -92,8 +102,14 @@ export function RowMenu({ menu, onClose }: { menu: OpenMenu | null; onClose: (m:
 /** The row's button that opens the menu. */
 export function MenuButton({ label, onOpen }: { label: string; onOpen: (anchor: HTMLElement) => void }) {
   return (
-    <button type="button" className="btn btn-ghost small menu-button" aria-haspopup="menu" aria-label={label} title={label}
-      onClick={(e) => onOpen(e.currentTarget)}>
+    <button
+      type="button"
+      className="btn btn-ghost small menu-button"
+      aria-haspopup="menu"
+      aria-label={label}
+      title={label}
+      onClick={(e) => onOpen(e.currentTarget)}
+    >
       ⋯
     </button>
   );

@@ -23,19 +23,58 @@ export function Spinner({ label = 'Loading' }: { label?: string }) {
   return <span className="spinner" role="progressbar" aria-label={label} />;
 }
 
-type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & { busy?: boolean; busyLabel?: string; variant?: 'primary' | 'danger' | 'ghost' | 'plain' };
+type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & {
+  busy?: boolean;
+  busyLabel?: string;
+  variant?: 'primary' | 'danger' | 'ghost' | 'plain';
+};
 
 /** A button that disables itself while busy and shows progress once the action takes over 300 ms. */
-export function Button({ busy = false, busyLabel, variant = 'plain', children, className, disabled, type = 'button', ...rest }: ButtonProps) {
+export function Button({
+  busy = false,
+  busyLabel,
+  variant = 'plain',
+  children,
+  className,
+  disabled,
+  type = 'button',
+  ...rest
+}: ButtonProps) {
   const late = useDelayed(busy);
   return (
-    <button type={type} className={`btn btn-${variant}${className ? ` ${className}` : ''}`} disabled={disabled || busy} aria-busy={busy || undefined} {...rest}>
-      {late ? <><Spinner label={busyLabel ?? 'Working'} /> {busyLabel ?? children}</> : children}
+    <button
+      type={type}
+      className={`btn btn-${variant}${className ? ` ${className}` : ''}`}
+      disabled={disabled || busy}
+      aria-busy={busy || undefined}
+      {...rest}
+    >
+      {late ? (
+        <>
+          <Spinner label={busyLabel ?? 'Working'} /> {busyLabel ?? children}
+        </>
+      ) : (
+        children
+      )}
     </button>
   );
 }
 
-export function Field({ label, error, hint, children, id, className }: { label: ReactNode; error?: string | undefined; hint?: ReactNode; children: (props: { id: string; 'aria-invalid'?: boolean; 'aria-describedby'?: string }) => ReactNode; id?: string; className?: string }) {
+export function Field({
+  label,
+  error,
+  hint,
+  children,
+  id,
+  className,
+}: {
+  label: ReactNode;
+  error?: string | undefined;
+  hint?: ReactNode;
+  children: (props: { id: string; 'aria-invalid'?: boolean; 'aria-describedby'?: string }) => ReactNode;
+  id?: string;
+  className?: string;
+}) {
   const auto = useId();
   const fid = id ?? auto;
   const errId = `${fid}-error`;
@@ -44,24 +83,62 @@ export function Field({ label, error, hint, children, id, className }: { label: 
   return (
     <div className={`field${error ? ' field-invalid' : ''}${className ? ` ${className}` : ''}`}>
       <label htmlFor={fid}>{label}</label>
-      {children({ id: fid, ...(error ? { 'aria-invalid': true } : {}), ...(describedBy ? { 'aria-describedby': describedBy } : {}) })}
-      {hint && <div className="hint" id={hintId}>{hint}</div>}
-      {error && <div className="field-error" id={errId} role="alert">{error}</div>}
+      {children({
+        id: fid,
+        ...(error ? { 'aria-invalid': true } : {}),
+        ...(describedBy ? { 'aria-describedby': describedBy } : {}),
+      })}
+      {hint && (
+        <div className="hint" id={hintId}>
+          {hint}
+        </div>
+      )}
+      {error && (
+        <div className="field-error" id={errId} role="alert">
+          {error}
+        </div>
+      )}
     </div>
   );
 }
 
-export function Switch({ label, checked, onChange, error, hint, disabled }: { label: ReactNode; checked: boolean; onChange: (v: boolean) => void; error?: string | undefined; hint?: ReactNode; disabled?: boolean }) {
+export function Switch({
+  label,
+  checked,
+  onChange,
+  error,
+  hint,
+  disabled,
+}: {
+  label: ReactNode;
+  checked: boolean;
+  onChange: (v: boolean) => void;
+  error?: string | undefined;
+  hint?: ReactNode;
+  disabled?: boolean;
+}) {
   const id = useId();
   return (
     <div className={`switch-field${error ? ' field-invalid' : ''}`}>
       <label className="switch" htmlFor={id}>
-        <input id={id} type="checkbox" role="switch" checked={checked} disabled={disabled} onChange={(e) => onChange(e.target.checked)} aria-invalid={error ? true : undefined} />
+        <input
+          id={id}
+          type="checkbox"
+          role="switch"
+          checked={checked}
+          disabled={disabled}
+          onChange={(e) => onChange(e.target.checked)}
+          aria-invalid={error ? true : undefined}
+        />
         <span className="switch-track" aria-hidden="true" />
         <span>{label}</span>
       </label>
       {hint && <div className="hint">{hint}</div>}
-      {error && <div className="field-error" role="alert">{error}</div>}
+      {error && (
+        <div className="field-error" role="alert">
+          {error}
+        </div>
+      )}
     </div>
   );
 }
@@ -75,9 +152,18 @@ export function FormError({ error, fields = [] }: { error: unknown; fields?: rea
   if (error instanceof ApiError) {
     const named = Object.keys(error.fields);
     if (named.length > 0 && named.every((f) => fields.some((k) => f === k || f.startsWith(`${k}.`)))) return null;
-    return <div className="alert alert-error" role="alert">{error.message}{error.retryAfter ? ` (try again in ${retryText(error.retryAfter)})` : ''}</div>;
+    return (
+      <div className="alert alert-error" role="alert">
+        {error.message}
+        {error.retryAfter ? ` (try again in ${retryText(error.retryAfter)})` : ''}
+      </div>
+    );
   }
-  return <div className="alert alert-error" role="alert">{error instanceof Error ? error.message : String(error)}</div>;
+  return (
+    <div className="alert alert-error" role="alert">
+      {error instanceof Error ? error.message : String(error)}
+    </div>
+  );
 }
 
 export function retryText(seconds: number): string {
@@ -90,7 +176,11 @@ export function fieldError(error: unknown, name: string): string | undefined {
 
 export function Time({ iso, empty = '—' }: { iso: string | null | undefined; empty?: string }) {
   if (!iso) return <span className="muted">{empty}</span>;
-  return <time dateTime={iso} title={utcTitle(iso)}>{localTime(iso)}</time>;
+  return (
+    <time dateTime={iso} title={utcTitle(iso)}>
+      {localTime(iso)}
+    </time>
+  );
 }
 
 export function EmptyState({ title, children }: { title: string; children?: ReactNode }) {
@@ -114,11 +204,31 @@ export function ErrorState({ error, retry }: { error: unknown; retry?: () => voi
 
 export function Loading({ label = 'Loading' }: { label?: string }) {
   const late = useDelayed(true);
-  return <div className="loading" aria-live="polite">{late && <><Spinner label={label} /> {label}…</>}</div>;
+  return (
+    <div className="loading" aria-live="polite">
+      {late && (
+        <>
+          <Spinner label={label} /> {label}…
+        </>
+      )}
+    </div>
+  );
 }
 
 /** A modal dialog on the native <dialog> element (Escape closes it, focus stays inside). */
-export function Dialog({ open, title, onClose, children, wide }: { open: boolean; title: string; onClose: () => void; children: ReactNode; wide?: boolean }) {
+export function Dialog({
+  open,
+  title,
+  onClose,
+  children,
+  wide,
+}: {
+  open: boolean;
+  title: string;
+  onClose: () => void;
+  children: ReactNode;
+  wide?: boolean;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   const titleId = useId();
   useEffect(() => {
@@ -128,12 +238,23 @@ export function Dialog({ open, title, onClose, children, wide }: { open: boolean
     if (!open && d.open) d.close();
   }, [open]);
   return (
-    <dialog ref={ref} className={`dialog${wide ? ' dialog-wide' : ''}`} aria-labelledby={titleId} onClose={onClose} onCancel={(e) => { e.preventDefault(); onClose(); }}>
+    <dialog
+      ref={ref}
+      className={`dialog${wide ? ' dialog-wide' : ''}`}
+      aria-labelledby={titleId}
+      onClose={onClose}
+      onCancel={(e) => {
+        e.preventDefault();
+        onClose();
+      }}
+    >
       {open && (
         <>
           <div className="dialog-head">
             <h2 id={titleId}>{title}</h2>
-            <button type="button" className="btn btn-ghost" aria-label="Close" onClick={onClose}>✕</button>
+            <button type="button" className="btn btn-ghost" aria-label="Close" onClick={onClose}>
+              ✕
+            </button>
           </div>
           <div className="dialog-body">{children}</div>
         </>
@@ -143,8 +264,28 @@ export function Dialog({ open, title, onClose, children, wide }: { open: boolean
 }
 
 /** Asks before a destructive action; `typed` makes the user type a word (the app's name) first. */
-export function Confirm({ open, title, message, confirmLabel, cancelLabel = 'Cancel', typed, busy, error, onConfirm, onClose }: {
-  open: boolean; title: string; message: ReactNode; confirmLabel: string; cancelLabel?: string; typed?: string; busy?: boolean; error?: unknown; onConfirm: () => void; onClose: () => void;
+export function Confirm({
+  open,
+  title,
+  message,
+  confirmLabel,
+  cancelLabel = 'Cancel',
+  typed,
+  busy,
+  error,
+  onConfirm,
+  onClose,
+}: {
+  open: boolean;
+  title: string;
+  message: ReactNode;
+  confirmLabel: string;
+  cancelLabel?: string;
+  typed?: string;
+  busy?: boolean;
+  error?: unknown;
+  onConfirm: () => void;
+  onClose: () => void;
 }) {
   const [text, setText] = useState('');
   useEffect(() => {
@@ -153,17 +294,32 @@ export function Confirm({ open, title, message, confirmLabel, cancelLabel = 'Can
   const ready = typed === undefined || text === typed;
   return (
     <Dialog open={open} title={title} onClose={onClose}>
-      <form onSubmit={(e) => { e.preventDefault(); if (ready) onConfirm(); }}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (ready) onConfirm();
+        }}
+      >
         <div className="confirm-message">{message}</div>
         {typed !== undefined && (
-          <Field label={<>Type <code>{typed}</code> to confirm</>}>
-            {(p) => <input {...p} value={text} onChange={(e) => setText(e.target.value)} autoComplete="off" autoFocus />}
+          <Field
+            label={
+              <>
+                Type <code>{typed}</code> to confirm
+              </>
+            }
+          >
+            {(p) => (
+              <input {...p} value={text} onChange={(e) => setText(e.target.value)} autoComplete="off" autoFocus />
+            )}
           </Field>
         )}
         <FormError error={error} />
         <div className="actions">
           <Button onClick={onClose}>{cancelLabel}</Button>
-          <Button type="submit" variant="danger" busy={busy ?? false} disabled={!ready}>{confirmLabel}</Button>
+          <Button type="submit" variant="danger" busy={busy ?? false} disabled={!ready}>
+            {confirmLabel}
+          </Button>
         </div>
       </form>
     </Dialog>

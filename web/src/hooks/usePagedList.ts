@@ -4,7 +4,15 @@
 // loaded so far; the others are marked stale and refetched if they come back into view.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useQueries, useQueryClient, type QueryKey } from '@tanstack/react-query';
-import { EMPTY_CHAIN, knownRows, pageLoaded, pagesInRange, virtualCount, type CursorPage, type PageChain } from '../lib/page-chain.js';
+import {
+  EMPTY_CHAIN,
+  knownRows,
+  pageLoaded,
+  pagesInRange,
+  virtualCount,
+  type CursorPage,
+  type PageChain,
+} from '../lib/page-chain.js';
 
 export interface PagedList<T> {
   /** Rows a table renders: the known rows plus one loading row while the end is unknown. */
@@ -26,7 +34,11 @@ export interface PagedList<T> {
   loadedRows(): T[];
 }
 
-export function usePagedList<T>({ queryKey, pageSize, fetchPage }: {
+export function usePagedList<T>({
+  queryKey,
+  pageSize,
+  fetchPage,
+}: {
   queryKey: QueryKey;
   pageSize: number;
   fetchPage: (cursor: string) => Promise<CursorPage<T>>;
@@ -60,7 +72,9 @@ export function usePagedList<T>({ queryKey, pageSize, fetchPage }: {
   });
   shown.current = current;
 
-  const stamp = pages.map((p, i) => `${p}:${chain.starts[p]}:${results[i]?.status}:${results[i]?.dataUpdatedAt ?? 0}`).join(',');
+  const stamp = pages
+    .map((p, i) => `${p}:${chain.starts[p]}:${results[i]?.status}:${results[i]?.dataUpdatedAt ?? 0}`)
+    .join(',');
   useEffect(() => {
     setState((prev) => {
       let next = prev.listKey === listKey ? prev.chain : EMPTY_CHAIN;
@@ -73,25 +87,33 @@ export function usePagedList<T>({ queryKey, pageSize, fetchPage }: {
     });
   }, [stamp, listKey]); // eslint-disable-line react-hooks/exhaustive-deps
 
-  const setRange = useCallback((first: number, last: number) => {
-    const a = Math.floor(first / pageSize);
-    const b = Math.floor(last / pageSize);
-    setSpan((prev) => (prev.listKey === listKey && Math.floor(prev.first / pageSize) === a && Math.floor(prev.last / pageSize) === b
-      ? prev
-      : { listKey, first, last }));
-  }, [listKey, pageSize]);
+  const setRange = useCallback(
+    (first: number, last: number) => {
+      const a = Math.floor(first / pageSize);
+      const b = Math.floor(last / pageSize);
+      setSpan((prev) =>
+        prev.listKey === listKey && Math.floor(prev.first / pageSize) === a && Math.floor(prev.last / pageSize) === b
+          ? prev
+          : { listKey, first, last },
+      );
+    },
+    [listKey, pageSize],
+  );
 
   const failed = results.filter((r) => r.isError);
   const rows = knownRows(chain, pageSize);
-  return useMemo<PagedList<T>>(() => ({
-    count: virtualCount(chain, pageSize),
-    rows,
-    complete: chain.complete,
-    rowAt: (index) => current.get(Math.floor(index / pageSize))?.[index % pageSize],
-    setRange,
-    isPending: rows === 0 && !chain.complete && results.some((r) => r.isPending),
-    error: failed[0]?.error ?? null,
-    retry: () => failed.forEach((r) => void r.refetch()),
-    loadedRows: () => chain.starts.flatMap((s) => qc.getQueryData<CursorPage<T>>(pageKey(s))?.items ?? []),
-  }), [chain, stamp, failed.length, setRange, qc, pageKey]); // eslint-disable-line react-hooks/exhaustive-deps
+  return useMemo<PagedList<T>>(
+    () => ({
+      count: virtualCount(chain, pageSize),
+      rows,
+      complete: chain.complete,
+      rowAt: (index) => current.get(Math.floor(index / pageSize))?.[index % pageSize],
+      setRange,
+      isPending: rows === 0 && !chain.complete && results.some((r) => r.isPending),
+      error: failed[0]?.error ?? null,
+      retry: () => failed.forEach((r) => void r.refetch()),
+      loadedRows: () => chain.starts.flatMap((s) => qc.getQueryData<CursorPage<T>>(pageKey(s))?.items ?? []),
+    }),
+    [chain, stamp, failed.length, setRange, qc, pageKey],
+  ); // eslint-disable-line react-hooks/exhaustive-deps
 }

@@ -10,8 +10,9 @@ describe('character classes', () => {
   });
   it('need at least one', () => {
     expect(alphabetFor({ upper: false, lower: false, digits: false })).toBe('');
-    expect(generatorProblems({ mask: 'XXXX', classes: { upper: false, lower: false, digits: false }, amount: 1 }))
-      .toEqual([{ field: 'alphabet', msg: 'Choose at least one character class.' }]);
+    expect(
+      generatorProblems({ mask: 'XXXX', classes: { upper: false, lower: false, digits: false }, amount: 1 }),
+    ).toEqual([{ field: 'alphabet', msg: 'Choose at least one character class.' }]);
   });
 });
 

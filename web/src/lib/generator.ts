@@ -16,7 +16,10 @@ export type ClassChoice = Record<CharacterClass, boolean>;
 
 /** The alphabet the request carries: the union of the chosen classes ('' when none is chosen). */
 export function alphabetFor(choice: ClassChoice): string {
-  return (Object.keys(CHARACTER_CLASSES) as CharacterClass[]).filter((c) => choice[c]).map((c) => CHARACTER_CLASSES[c].chars).join('');
+  return (Object.keys(CHARACTER_CLASSES) as CharacterClass[])
+    .filter((c) => choice[c])
+    .map((c) => CHARACTER_CLASSES[c].chars)
+    .join('');
 }
 
 export function placeholderCount(mask: string): number {
@@ -26,11 +29,16 @@ export function placeholderCount(mask: string): number {
 }
 
 /** Problems the page reports before sending (the server checks everything again). */
-export function generatorProblems(form: { mask: string; classes: ClassChoice; amount: number }): { field: string; msg: string }[] {
+export function generatorProblems(form: {
+  mask: string;
+  classes: ClassChoice;
+  amount: number;
+}): { field: string; msg: string }[] {
   const out: { field: string; msg: string }[] = [];
   if (alphabetFor(form.classes) === '') out.push({ field: 'alphabet', msg: 'Choose at least one character class.' });
   if (placeholderCount(form.mask) === 0) out.push({ field: 'mask', msg: 'The mask needs at least one *, # or X.' });
-  if (!Number.isInteger(form.amount) || form.amount < 1 || form.amount > MAX_BATCH) out.push({ field: 'amount', msg: `Amount must be 1 to ${MAX_BATCH}.` });
+  if (!Number.isInteger(form.amount) || form.amount < 1 || form.amount > MAX_BATCH)
+    out.push({ field: 'amount', msg: `Amount must be 1 to ${MAX_BATCH}.` });
   return out;
 }
 
@@ -51,7 +59,11 @@ export function keySpace(mask: string, alphabetSize: number): number {
  */
 export const KEY_SPACE_SHARE = 0.01;
 
-export function crowdedKeySpace(mask: string, alphabetSize: number, amount: number): { space: number; share: number } | null {
+export function crowdedKeySpace(
+  mask: string,
+  alphabetSize: number,
+  amount: number,
+): { space: number; share: number } | null {
   const space = keySpace(mask, alphabetSize);
   if (placeholderCount(mask) === 0 || alphabetSize === 0 || amount <= space * KEY_SPACE_SHARE) return null;
   return { space, share: amount / space };

@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { EMPTY_CHAIN, knownRows, pageLoaded, pagesInRange, virtualCount, type CursorPage } from './page-chain.js';
 import { walkPages } from './walk-pages.js';
 
-const page = (n: number, next: string | null): CursorPage<number> => ({ items: Array.from({ length: n }, (_, i) => i), next });
+const page = (n: number, next: string | null): CursorPage<number> => ({
+  items: Array.from({ length: n }, (_, i) => i),
+  next,
+});
 
 describe('page chain', () => {
   it('grows a page at a time and knows the end', () => {
@@ -47,15 +50,19 @@ describe('page chain', () => {
 });
 
 describe('walking every page', () => {
-  const listing = (total: number, size: number) => async (cursor: string): Promise<CursorPage<number>> => {
-    const from = cursor ? Number(cursor) : 0;
-    const items = Array.from({ length: Math.max(0, Math.min(size, total - from)) }, (_, i) => from + i);
-    return { items, next: items.length === size ? String(from + size) : null };
-  };
+  const listing =
+    (total: number, size: number) =>
+    async (cursor: string): Promise<CursorPage<number>> => {
+      const from = cursor ? Number(cursor) : 0;
+      const items = Array.from({ length: Math.max(0, Math.min(size, total - from)) }, (_, i) => from + i);
+      return { items, next: items.length === size ? String(from + size) : null };
+    };
 
   it('collects every record once, in order, with progress after each page', async () => {
     const progress: number[] = [];
-    const r = await walkPages(listing(2_500, 1_000), (n) => ({ id: String(n) }), { onProgress: (n) => progress.push(n) });
+    const r = await walkPages(listing(2_500, 1_000), (n) => ({ id: String(n) }), {
+      onProgress: (n) => progress.push(n),
+    });
     expect(r.complete).toBe(true);
     expect(r.rows.map((x) => Number(x.id))).toEqual(Array.from({ length: 2_500 }, (_, i) => i));
     expect(progress).toEqual([1_000, 2_000, 2_500]);
@@ -64,20 +71,30 @@ describe('walking every page', () => {
   it('ends on the empty page after a full last one', async () => {
     const cursors: string[] = [];
     const fetch = listing(2_000, 1_000);
-    const r = await walkPages((c) => (cursors.push(c), fetch(c)), (n) => n);
+    const r = await walkPages(
+      (c) => (cursors.push(c), fetch(c)),
+      (n) => n,
+    );
     expect([r.rows.length, r.complete, cursors]).toEqual([2_000, true, ['', '1000', '2000']]);
   });
 
   it('stops before the next request when cancelled, and on a cursor loop', async () => {
     const abort = new AbortController();
     const fetch = listing(10_000, 1_000);
-    const r = await walkPages(async (c) => {
-      const p = await fetch(c);
-      if (c === '1000') abort.abort();
-      return p;
-    }, (n) => n, { signal: abort.signal });
+    const r = await walkPages(
+      async (c) => {
+        const p = await fetch(c);
+        if (c === '1000') abort.abort();
+        return p;
+      },
+      (n) => n,
+      { signal: abort.signal },
+    );
     expect([r.rows.length, r.complete]).toEqual([2_000, false]);
-    const loop = await walkPages(async () => ({ items: [1], next: 'same' }), (n) => n);
+    const loop = await walkPages(
+      async () => ({ items: [1], next: 'same' }),
+      (n) => n,
+    );
     expect([loop.rows.length, loop.complete]).toEqual([2, false]);
   });
 });

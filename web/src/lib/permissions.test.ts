@@ -1,8 +1,21 @@
 // SPEC Dashboard rule 2 (tabs) and the stats tiles, for every role and the permissions that matter.
 import { describe, expect, it } from 'vitest';
-import { can, defaultTab, isManager, PERMISSION_KEYS, resolveTab, showsStats, visibleTabs, type Caller, type Permissions } from './permissions.js';
+import {
+  can,
+  defaultTab,
+  isManager,
+  PERMISSION_KEYS,
+  resolveTab,
+  showsStats,
+  visibleTabs,
+  type Caller,
+  type Permissions,
+} from './permissions.js';
 
-const reseller = (...keys: (keyof Permissions)[]): Caller => ({ role: 'reseller', permissions: Object.fromEntries(keys.map((k) => [k, true])) });
+const reseller = (...keys: (keyof Permissions)[]): Caller => ({
+  role: 'reseller',
+  permissions: Object.fromEntries(keys.map((k) => [k, true])),
+});
 
 describe('tabs (SPEC Dashboard rule 2)', () => {
   it.each(['owner', 'admin', 'developer'] as const)('%s sees every tab, Licenses first', (role) => {

@@ -2,8 +2,17 @@
 // account. The server enforces every rule; these only decide what the page offers.
 
 export const PERMISSION_KEYS = [
-  'view_keys', 'view_hwid', 'view_ip', 'view_auth_logs', 'view_blocked_ips', 'generate_keys',
-  'ban_unban_keys', 'freeze_unfreeze', 'reset_hwid', 'delete_keys', 'view_stats',
+  'view_keys',
+  'view_hwid',
+  'view_ip',
+  'view_auth_logs',
+  'view_blocked_ips',
+  'generate_keys',
+  'ban_unban_keys',
+  'freeze_unfreeze',
+  'reset_hwid',
+  'delete_keys',
+  'view_stats',
 ] as const;
 export type PermissionKey = (typeof PERMISSION_KEYS)[number];
 export type Permissions = Partial<Record<PermissionKey, boolean>>;
@@ -42,7 +51,12 @@ export const TABS = ['licenses', 'users', 'security', 'logs', 'integration', 'se
 export type Tab = (typeof TABS)[number];
 
 export const TAB_LABELS: Readonly<Record<Tab, string>> = {
-  licenses: 'Licenses', users: 'Users', security: 'Security', logs: 'Logs', integration: 'Integration', settings: 'Settings',
+  licenses: 'Licenses',
+  users: 'Users',
+  security: 'Security',
+  logs: 'Logs',
+  integration: 'Integration',
+  settings: 'Settings',
 };
 
 /**

@@ -66,14 +66,22 @@ describe('rule 5: the refusal before sending', () => {
 
 describe('the page prices exactly like the server', () => {
   const tierCost = fc.option(fc.integer({ min: 0, max: 1000 }), { nil: undefined });
-  const costsArb = fc.record(Object.fromEntries(KEY_COST_TIERS.map((t) => [t, tierCost])) as Record<string, typeof tierCost>);
+  const costsArb = fc.record(
+    Object.fromEntries(KEY_COST_TIERS.map((t) => [t, tierCost])) as Record<string, typeof tierCost>,
+  );
   const unitArb = fc.constantFrom<DurationUnit>('hours', 'days', 'weeks', 'months', 'lifetime');
   it('for any duration, unit and key_costs', () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 3650 }), unitArb, costsArb, (value, unit, raw) => {
-      const costs = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)) as Record<string, number>;
-      const days = durationDays(value, unit);
-      expect(days).toBe(serverDays(value, unit));
-      expect(pricePerKey(days, costs)).toBe(serverPrice(days, costs));
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3650 }), unitArb, costsArb, (value, unit, raw) => {
+        const costs = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)) as Record<
+          string,
+          number
+        >;
+        const days = durationDays(value, unit);
+        expect(days).toBe(serverDays(value, unit));
+        expect(pricePerKey(days, costs)).toBe(serverPrice(days, costs));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -10,11 +10,16 @@ export type DurationUnit = 'hours' | 'days' | 'weeks' | 'months' | 'lifetime';
 /** Rule 3: hours round up to at least one day, weeks are 7 days, months 30; 0 means lifetime. */
 export function durationDays(value: number, unit: DurationUnit): number {
   switch (unit) {
-    case 'lifetime': return 0;
-    case 'hours': return Math.max(1, Math.ceil(value / 24));
-    case 'days': return value;
-    case 'weeks': return value * 7;
-    case 'months': return value * 30;
+    case 'lifetime':
+      return 0;
+    case 'hours':
+      return Math.max(1, Math.ceil(value / 24));
+    case 'days':
+      return value;
+    case 'weeks':
+      return value * 7;
+    case 'months':
+      return value * 30;
   }
 }
 
@@ -32,7 +37,9 @@ export function pricePerKey(days: number, costs: KeyCosts): number {
     const lifetime = tier(costs, 'lifetime');
     if (lifetime !== undefined) return lifetime;
   } else {
-    const exact = (KEY_COST_TIERS as readonly string[]).includes(`days:${days}`) ? tier(costs, `days:${days}` as KeyCostTier) : undefined;
+    const exact = (KEY_COST_TIERS as readonly string[]).includes(`days:${days}`)
+      ? tier(costs, `days:${days}` as KeyCostTier)
+      : undefined;
     if (exact !== undefined) return exact;
   }
   const monthly = tier(costs, 'days:30');
@@ -50,7 +57,13 @@ export interface Quote {
   refused: boolean;
 }
 
-export function quote(input: { amount: number; duration: number; unit: DurationUnit; costs: KeyCosts; balance: number | null }): Quote {
+export function quote(input: {
+  amount: number;
+  duration: number;
+  unit: DurationUnit;
+  costs: KeyCosts;
+  balance: number | null;
+}): Quote {
   const days = durationDays(input.duration, input.unit);
   const perKey = pricePerKey(days, input.costs);
   const total = perKey * input.amount;

@@ -20,7 +20,8 @@ export function updateUrlProblem(value: string): string | undefined {
   const v = value.trim();
   if (v === '') return undefined;
   const url = parse(v);
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return 'Enter a full web address, such as https://example.com/download.';
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:'))
+    return 'Enter a full web address, such as https://example.com/download.';
   return hostProblem(url);
 }
 
@@ -29,7 +30,8 @@ export function webhookProblem(value: string): string | undefined {
   const v = value.trim();
   if (v === '') return undefined;
   const url = parse(v);
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return 'Enter a full https:// address, such as https://example.com/hooks/keywarden.';
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:'))
+    return 'Enter a full https:// address, such as https://example.com/hooks/keywarden.';
   if (url.protocol !== 'https:') return 'Webhooks are sent over https only: the address must start with https://.';
   return hostProblem(url);
 }

@@ -12,7 +12,11 @@ export interface WalkResult<R> {
 export async function walkPages<T, R>(
   fetchPage: (cursor: string) => Promise<CursorPage<T>>,
   pick: (item: T) => R,
-  { signal, onProgress = () => undefined, maxPages = 100_000 }: {
+  {
+    signal,
+    onProgress = () => undefined,
+    maxPages = 100_000,
+  }: {
     signal?: AbortSignal;
     onProgress?: (collected: number) => void;
     /** A bound on requests should a server ever hand back a cursor loop. */

@@ -16,7 +16,10 @@ const ALL = ['licenses', 'users', 'logs', 'stats', 'bans'];
 
 export function useLive(appId: string, onAppDeleted: () => void): { status: LiveStatus; retryAt: number | null } {
   const qc = useQueryClient();
-  const [state, setState] = useState<{ status: LiveStatus; retryAt: number | null }>({ status: 'connecting', retryAt: null });
+  const [state, setState] = useState<{ status: LiveStatus; retryAt: number | null }>({
+    status: 'connecting',
+    retryAt: null,
+  });
   const deleted = useRef(onAppDeleted);
   deleted.current = onAppDeleted;
 

@@ -35,55 +35,134 @@ export function AccountView() {
   });
   return (
     <section aria-labelledby="account-title">
-      <div className="page-head"><h1 id="account-title">Account</h1></div>
+      <div className="page-head">
+        <h1 id="account-title">Account</h1>
+      </div>
       <div className="grid-2">
         <div className="card">
           <h2>{account.display_name || account.username}</h2>
           <dl className="facts">
-            <dt>Username</dt><dd>{account.username}</dd>
-            <dt>Role</dt><dd><Badge tone="blue">{account.role}</Badge></dd>
-            {account.email && <><dt>Email</dt><dd>{account.email}</dd></>}
-            {account.role === 'reseller' && <><dt>Credits</dt><dd data-testid="credits">{account.credits ?? 'unlimited'}</dd></>}
-            {account.subscription_expires_at && <><dt>Subscription</dt><dd>until <Time iso={account.subscription_expires_at} /></dd></>}
-            <dt>Member since</dt><dd><Time iso={account.created_at} /></dd>
+            <dt>Username</dt>
+            <dd>{account.username}</dd>
+            <dt>Role</dt>
+            <dd>
+              <Badge tone="blue">{account.role}</Badge>
+            </dd>
+            {account.email && (
+              <>
+                <dt>Email</dt>
+                <dd>{account.email}</dd>
+              </>
+            )}
+            {account.role === 'reseller' && (
+              <>
+                <dt>Credits</dt>
+                <dd data-testid="credits">{account.credits ?? 'unlimited'}</dd>
+              </>
+            )}
+            {account.subscription_expires_at && (
+              <>
+                <dt>Subscription</dt>
+                <dd>
+                  until <Time iso={account.subscription_expires_at} />
+                </dd>
+              </>
+            )}
+            <dt>Member since</dt>
+            <dd>
+              <Time iso={account.created_at} />
+            </dd>
           </dl>
           {account.role === 'reseller' && (
             <>
               <h3>Your permissions</h3>
               <ul className="perm-list">
-                {PERMISSION_KEYS.map((k) => <li key={k}>{account.permissions?.[k] ? '✓' : '✗'} {PERMISSION_LABELS[k]}</li>)}
+                {PERMISSION_KEYS.map((k) => (
+                  <li key={k}>
+                    {account.permissions?.[k] ? '✓' : '✗'} {PERMISSION_LABELS[k]}
+                  </li>
+                ))}
               </ul>
             </>
           )}
         </div>
-        <form noValidate className="card" aria-label="Change password" onSubmit={(e) => { e.preventDefault(); password.mutate(); }}>
+        <form
+          noValidate
+          className="card"
+          aria-label="Change password"
+          onSubmit={(e) => {
+            e.preventDefault();
+            password.mutate();
+          }}
+        >
           <h2>Change password</h2>
           <Field label="Current password" error={fieldError(password.error, 'current_password')}>
-            {(p) => <input {...p} type="password" autoComplete="current-password" value={current} onChange={(e) => setCurrent(e.target.value)} />}
+            {(p) => (
+              <input
+                {...p}
+                type="password"
+                autoComplete="current-password"
+                value={current}
+                onChange={(e) => setCurrent(e.target.value)}
+              />
+            )}
           </Field>
-          <Field label="New password" error={fieldError(password.error, 'password')} hint="At least 8 characters, a letter and a non-letter, not your username.">
-            {(p) => <input {...p} type="password" autoComplete="new-password" value={next} onChange={(e) => setNext(e.target.value)} />}
+          <Field
+            label="New password"
+            error={fieldError(password.error, 'password')}
+            hint="At least 8 characters, a letter and a non-letter, not your username."
+          >
+            {(p) => (
+              <input
+                {...p}
+                type="password"
+                autoComplete="new-password"
+                value={next}
+                onChange={(e) => setNext(e.target.value)}
+              />
+            )}
           </Field>
           <FormError error={password.error} fields={['current_password', 'password']} />
-          <div className="actions"><Button type="submit" variant="primary" busy={password.isPending} busyLabel="Changing">Change password</Button></div>
+          <div className="actions">
+            <Button type="submit" variant="primary" busy={password.isPending} busyLabel="Changing">
+              Change password
+            </Button>
+          </div>
         </form>
         {account.role !== 'reseller' && (
-          <form noValidate className="card" aria-label="Global webhook" onSubmit={(e) => {
-            e.preventDefault();
-            const problem = webhookProblem(webhook);
-            setWebhookLocal(problem);
-            if (!problem) hook.mutate();
-          }}>
+          <form
+            noValidate
+            className="card"
+            aria-label="Global webhook"
+            onSubmit={(e) => {
+              e.preventDefault();
+              const problem = webhookProblem(webhook);
+              setWebhookLocal(problem);
+              if (!problem) hook.mutate();
+            }}
+          >
             <h2>Global alert webhook</h2>
-            <p className="muted small">Used for your applications that have no webhook of their own. Blank clears it.</p>
+            <p className="muted small">
+              Used for your applications that have no webhook of their own. Blank clears it.
+            </p>
             <Field label="Webhook URL" error={webhookLocal ?? fieldError(hook.error, 'webhook')}>
-              {(p) => <input {...p} value={webhook} onChange={(e) => setWebhook(e.target.value)} placeholder="https://" />}
+              {(p) => (
+                <input {...p} value={webhook} onChange={(e) => setWebhook(e.target.value)} placeholder="https://" />
+              )}
             </Field>
             {account.webhook_secret && (
-              <p className="small">Signing secret (<code>X-Keywarden-Signature</code>): <code className="mono">{account.webhook_secret.slice(0, 6)}…</code> <CopyButton text={account.webhook_secret} label="Copy secret" /></p>
+              <p className="small">
+                Signing secret (<code>X-Keywarden-Signature</code>):{' '}
+                <code className="mono">{account.webhook_secret.slice(0, 6)}…</code>{' '}
+                <CopyButton text={account.webhook_secret} label="Copy secret" />
+              </p>
             )}
             <FormError error={hook.error} fields={['webhook']} />
-            <div className="actions"><Button type="submit" busy={hook.isPending} busyLabel="Saving">Save webhook</Button></div>
+            <div className="actions">
+              <Button type="submit" busy={hook.isPending} busyLabel="Saving">
+                Save webhook
+              </Button>
+            </div>
           </form>
         )}
       </div>

@@ -55,7 +55,9 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
     return (
       <>
         <ErrorState error={app.error} retry={() => void app.refetch()} />
-        <p><Link to={paths.apps()}>Back to your applications</Link></p>
+        <p>
+          <Link to={paths.apps()}>Back to your applications</Link>
+        </p>
       </>
     );
   }
@@ -74,7 +76,13 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
       {showsStats(caller) && <StatsTiles appId={appId} />}
       <nav className="tabs" aria-label="Application sections" ref={tabsRef}>
         {tabs.map((t) => (
-          <Link key={t} to={paths.app(appId, t)} className="tab" aria-current={t === current ? 'page' : undefined} data-tab={t}>
+          <Link
+            key={t}
+            to={paths.app(appId, t)}
+            className="tab"
+            aria-current={t === current ? 'page' : undefined}
+            data-tab={t}
+          >
             {TAB_LABELS[t]}
           </Link>
         ))}
@@ -88,12 +96,18 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
 
 function TabContent({ tab, app }: { tab: Tab; app: App }) {
   switch (tab) {
-    case 'licenses': return <LicensesTab app={app} />;
-    case 'users': return <UsersTab app={app} />;
-    case 'security': return <SecurityTab app={app} />;
-    case 'logs': return <LogsTab app={app} />;
-    case 'integration': return <IntegrationTab app={app} />;
-    case 'settings': return <SettingsTab app={app} />;
+    case 'licenses':
+      return <LicensesTab app={app} />;
+    case 'users':
+      return <UsersTab app={app} />;
+    case 'security':
+      return <SecurityTab app={app} />;
+    case 'logs':
+      return <LogsTab app={app} />;
+    case 'integration':
+      return <IntegrationTab app={app} />;
+    case 'settings':
+      return <SettingsTab app={app} />;
   }
 }
 
@@ -104,7 +118,12 @@ function LiveState({ status, retryAt }: { status: string; retryAt: number | null
     const t = setInterval(() => tick((n) => n + 1), 1000);
     return () => clearInterval(t);
   }, [status]);
-  if (status === 'live') return <span className="live live-on" title="Changes made elsewhere appear here within seconds">● Live</span>;
+  if (status === 'live')
+    return (
+      <span className="live live-on" title="Changes made elsewhere appear here within seconds">
+        ● Live
+      </span>
+    );
   if (status === 'connecting') return <span className="live">○ Connecting…</span>;
   const secs = retryAt ? Math.max(0, Math.ceil((retryAt - Date.now()) / 1000)) : 0;
   return (
@@ -119,8 +138,14 @@ function StatsTiles({ appId }: { appId: string }) {
   if (stats.isError) return <ErrorState error={stats.error} retry={() => void stats.refetch()} />;
   const s = stats.data;
   const tiles: [string, number | undefined][] = [
-    ['Keys', s?.keys.total], ['Active', s?.keys.active], ['Unactivated', s?.keys.unactivated], ['Expired', s?.keys.expired],
-    ['Banned', s?.keys.banned], ['Users', s?.users], ['Live sessions', s?.live_sessions], ['Logins (24 h)', s?.logins_24h],
+    ['Keys', s?.keys.total],
+    ['Active', s?.keys.active],
+    ['Unactivated', s?.keys.unactivated],
+    ['Expired', s?.keys.expired],
+    ['Banned', s?.keys.banned],
+    ['Users', s?.users],
+    ['Live sessions', s?.live_sessions],
+    ['Logins (24 h)', s?.logins_24h],
   ];
   return (
     <dl className="tiles" aria-label="Statistics" aria-busy={stats.isPending}>

@@ -23,14 +23,18 @@ export function AppsView() {
       {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
       {list.data && list.data.length === 0 && (
         <EmptyState title="No applications yet">
-          {isManager(caller) ? 'Create one above: it gets its own keys, users, logs and credentials.' : 'No application is assigned to you yet. Ask the account that created you.'}
+          {isManager(caller)
+            ? 'Create one above: it gets its own keys, users, logs and credentials.'
+            : 'No application is assigned to you yet. Ask the account that created you.'}
         </EmptyState>
       )}
       {list.data && list.data.length > 0 && (
         <ul className="cards" aria-label="Applications">
           {list.data.map((a) => (
             <li key={a.id} className="card app-card">
-              <h2><Link to={paths.app(a.id)}>{a.name}</Link></h2>
+              <h2>
+                <Link to={paths.app(a.id)}>{a.name}</Link>
+              </h2>
               <div className="badges">
                 <Badge tone="blue">v{a.version}</Badge>
                 {a.enabled ? <Badge tone="green">Enabled</Badge> : <Badge tone="red">Disabled</Badge>}
@@ -39,8 +43,14 @@ export function AppsView() {
               {a.description && <p className="muted clamp">{a.description}</p>}
               {a.stats && (
                 <dl className="mini-stats">
-                  <div><dt>Keys</dt><dd>{a.stats.keys}</dd></div>
-                  <div><dt>Users</dt><dd>{a.stats.users}</dd></div>
+                  <div>
+                    <dt>Keys</dt>
+                    <dd>{a.stats.keys}</dd>
+                  </div>
+                  <div>
+                    <dt>Users</dt>
+                    <dd>{a.stats.users}</dd>
+                  </div>
                 </dl>
               )}
             </li>
@@ -66,9 +76,24 @@ function CreateApp() {
       navigate(paths.app(app.id, 'integration'));
     },
   });
-  if (!open) return <div className="toolbar"><Button variant="primary" onClick={() => setOpen(true)}>New application</Button></div>;
+  if (!open)
+    return (
+      <div className="toolbar">
+        <Button variant="primary" onClick={() => setOpen(true)}>
+          New application
+        </Button>
+      </div>
+    );
   return (
-    <form noValidate className="card form-grid" aria-label="New application" onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+    <form
+      noValidate
+      className="card form-grid"
+      aria-label="New application"
+      onSubmit={(e) => {
+        e.preventDefault();
+        create.mutate();
+      }}
+    >
       <Field label="Name" error={fieldError(create.error, 'name')}>
         {(p) => <input {...p} name="name" value={name} onChange={(e) => setName(e.target.value)} required autoFocus />}
       </Field>
@@ -76,12 +101,22 @@ function CreateApp() {
         {(p) => <input {...p} name="version" value={version} onChange={(e) => setVersion(e.target.value)} />}
       </Field>
       <Field label="Description" error={fieldError(create.error, 'description')} className="span-2">
-        {(p) => <textarea {...p} name="description" rows={2} value={description} onChange={(e) => setDescription(e.target.value)} />}
+        {(p) => (
+          <textarea
+            {...p}
+            name="description"
+            rows={2}
+            value={description}
+            onChange={(e) => setDescription(e.target.value)}
+          />
+        )}
       </Field>
       <FormError error={create.error} fields={['name', 'version', 'description']} />
       <div className="actions span-2">
         <Button onClick={() => setOpen(false)}>Cancel</Button>
-        <Button type="submit" variant="primary" busy={create.isPending} busyLabel="Creating">Create application</Button>
+        <Button type="submit" variant="primary" busy={create.isPending} busyLabel="Creating">
+          Create application
+        </Button>
       </div>
     </form>
   );

@@ -8,7 +8,19 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
 import { Button, Confirm, CopyButton, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
-import { alphabetFor, CHARACTER_CLASSES, crowdedKeySpace, DEFAULT_MASK, generatorProblems, MAX_BATCH, MIN_RANDOM_CHARS, placeholderCount, weakMask, type CharacterClass, type ClassChoice } from '../lib/generator.js';
+import {
+  alphabetFor,
+  CHARACTER_CLASSES,
+  crowdedKeySpace,
+  DEFAULT_MASK,
+  generatorProblems,
+  MAX_BATCH,
+  MIN_RANDOM_CHARS,
+  placeholderCount,
+  weakMask,
+  type CharacterClass,
+  type ClassChoice,
+} from '../lib/generator.js';
 import { formatCount, plural } from '../lib/plural.js';
 import { keysCsv, keysTxt, saveFile } from '../lib/download.js';
 import { readBatches, rememberBatch, type Batch } from '../lib/history.js';
@@ -37,9 +49,19 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const amountN = Number(amount);
   const durationN = unit === 'lifetime' ? 0 : Number(duration);
   const reseller = caller.role === 'reseller';
-  const price = reseller && Number.isInteger(amountN) && amountN > 0 && (unit === 'lifetime' || (Number.isInteger(durationN) && durationN > 0))
-    ? quote({ amount: amountN, duration: durationN, unit, costs: app.key_costs as KeyCosts, balance: account.credits ?? null })
-    : null;
+  const price =
+    reseller &&
+    Number.isInteger(amountN) &&
+    amountN > 0 &&
+    (unit === 'lifetime' || (Number.isInteger(durationN) && durationN > 0))
+      ? quote({
+          amount: amountN,
+          duration: durationN,
+          unit,
+          costs: app.key_costs as KeyCosts,
+          balance: account.credits ?? null,
+        })
+      : null;
 
   const generate = useMutation({
     mutationFn: (body: GenerateInput) => licensesApi.generate(app.id, body),
@@ -49,7 +71,14 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         at: new Date().toISOString(),
         app_id: app.id,
         app_name: app.name,
-        keys: created.map((k) => ({ id: k.id, key: k.key, level: k.level, duration_value: k.duration_value, duration_unit: k.duration_unit, note: k.note ?? '' })),
+        keys: created.map((k) => ({
+          id: k.id,
+          key: k.key,
+          level: k.level,
+          duration_value: k.duration_value,
+          duration_unit: k.duration_unit,
+          note: k.note ?? '',
+        })),
       };
       setHistory(rememberBatch(batch));
       setShown(batch);
@@ -84,68 +113,175 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
     <section className="card generator" aria-labelledby="gen-title">
       <div className="section-head">
         <h2 id="gen-title">Generate keys</h2>
-        <Button variant="ghost" onClick={onClose}>Close</Button>
+        <Button variant="ghost" onClick={onClose}>
+          Close
+        </Button>
       </div>
-      <form noValidate className="form-grid" onSubmit={(e) => { e.preventDefault(); submit(); }}>
-        <Field label="Mask" error={err('mask')} className="span-2"
-          hint={<>Each <code>*</code>, <code>#</code> or <code>X</code> becomes a random character; everything else is copied.
-            {' '}{placeholderCount(mask)} random characters.{weakMask(mask) && <strong className="warn"> Weak: fewer than {MIN_RANDOM_CHARS} random characters are easy to guess.</strong>}</>}>
-          {(p) => <input {...p} name="mask" className="mono" value={mask} onChange={(e) => setMask(e.target.value)} spellCheck={false} />}
+      <form
+        noValidate
+        className="form-grid"
+        onSubmit={(e) => {
+          e.preventDefault();
+          submit();
+        }}
+      >
+        <Field
+          label="Mask"
+          error={err('mask')}
+          className="span-2"
+          hint={
+            <>
+              Each <code>*</code>, <code>#</code> or <code>X</code> becomes a random character; everything else is
+              copied. {placeholderCount(mask)} random characters.
+              {weakMask(mask) && (
+                <strong className="warn">
+                  {' '}
+                  Weak: fewer than {MIN_RANDOM_CHARS} random characters are easy to guess.
+                </strong>
+              )}
+            </>
+          }
+        >
+          {(p) => (
+            <input
+              {...p}
+              name="mask"
+              className="mono"
+              value={mask}
+              onChange={(e) => setMask(e.target.value)}
+              spellCheck={false}
+            />
+          )}
         </Field>
-        <fieldset className={`span-2 classes${err('alphabet') ? ' field-invalid' : ''}`} aria-describedby={err('alphabet') ? 'gen-classes-error' : undefined}>
+        <fieldset
+          className={`span-2 classes${err('alphabet') ? ' field-invalid' : ''}`}
+          aria-describedby={err('alphabet') ? 'gen-classes-error' : undefined}
+        >
           <legend>Characters</legend>
           {(Object.keys(CHARACTER_CLASSES) as CharacterClass[]).map((c) => (
             <label key={c} className="check">
-              <input type="checkbox" name={`class-${c}`} checked={classes[c]} onChange={(e) => setClasses({ ...classes, [c]: e.target.checked })} />
+              <input
+                type="checkbox"
+                name={`class-${c}`}
+                checked={classes[c]}
+                onChange={(e) => setClasses({ ...classes, [c]: e.target.checked })}
+              />
               {CHARACTER_CLASSES[c].label}
             </label>
           ))}
-          {err('alphabet') && <div className="field-error" id="gen-classes-error" role="alert">{err('alphabet')}</div>}
+          {err('alphabet') && (
+            <div className="field-error" id="gen-classes-error" role="alert">
+              {err('alphabet')}
+            </div>
+          )}
         </fieldset>
         <Field label="Amount" error={err('amount')} hint={`1 to ${MAX_BATCH}`}>
-          {(p) => <input {...p} name="amount" type="number" inputMode="numeric" value={amount} onChange={(e) => setAmount(e.target.value)} />}
+          {(p) => (
+            <input
+              {...p}
+              name="amount"
+              type="number"
+              inputMode="numeric"
+              value={amount}
+              onChange={(e) => setAmount(e.target.value)}
+            />
+          )}
         </Field>
         <div className="field-pair">
           <Field label="Duration" error={err('duration')}>
-            {(p) => <input {...p} name="duration" type="number" inputMode="numeric" value={unit === 'lifetime' ? '' : duration} disabled={unit === 'lifetime'} onChange={(e) => setDuration(e.target.value)} />}
+            {(p) => (
+              <input
+                {...p}
+                name="duration"
+                type="number"
+                inputMode="numeric"
+                value={unit === 'lifetime' ? '' : duration}
+                disabled={unit === 'lifetime'}
+                onChange={(e) => setDuration(e.target.value)}
+              />
+            )}
           </Field>
           <Field label="Unit" error={err('unit')}>
             {(p) => (
               <select {...p} name="unit" value={unit} onChange={(e) => setUnit(e.target.value as DurationUnit)}>
-                {UNITS.map((u) => <option key={u} value={u}>{u[0]!.toUpperCase() + u.slice(1)}</option>)}
+                {UNITS.map((u) => (
+                  <option key={u} value={u}>
+                    {u[0]!.toUpperCase() + u.slice(1)}
+                  </option>
+                ))}
               </select>
             )}
           </Field>
         </div>
         <Field label="Level" error={err('level')}>
-          {(p) => <input {...p} name="level" type="number" inputMode="numeric" value={level} onChange={(e) => setLevel(e.target.value)} />}
+          {(p) => (
+            <input
+              {...p}
+              name="level"
+              type="number"
+              inputMode="numeric"
+              value={level}
+              onChange={(e) => setLevel(e.target.value)}
+            />
+          )}
         </Field>
         <Field label="Note" error={err('note')} hint="Stored on every key of the batch.">
           {(p) => <input {...p} name="note" value={note} onChange={(e) => setNote(e.target.value)} />}
         </Field>
         {price && (
-          <div className={`span-2 price${price.refused ? ' price-refused' : ''}`} role={price.refused ? 'alert' : 'status'} data-testid="price">
-            Price: {plural(price.perKey, 'credit')} per key × {formatCount(amountN)} = <strong>{plural(price.total, 'credit')}</strong>.
-            {' '}Balance: {price.balance === null ? 'unlimited' : formatCount(price.balance)}.
-            {price.refused && <strong> Not enough credits: this batch costs {formatCount(price.total)}, your balance is {formatCount(price.balance ?? 0)}.</strong>}
+          <div
+            className={`span-2 price${price.refused ? ' price-refused' : ''}`}
+            role={price.refused ? 'alert' : 'status'}
+            data-testid="price"
+          >
+            Price: {plural(price.perKey, 'credit')} per key × {formatCount(amountN)} ={' '}
+            <strong>{plural(price.total, 'credit')}</strong>. Balance:{' '}
+            {price.balance === null ? 'unlimited' : formatCount(price.balance)}.
+            {price.refused && (
+              <strong>
+                {' '}
+                Not enough credits: this batch costs {formatCount(price.total)}, your balance is{' '}
+                {formatCount(price.balance ?? 0)}.
+              </strong>
+            )}
           </div>
         )}
-        <FormError error={generate.error} fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note']} />
+        <FormError
+          error={generate.error}
+          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note']}
+        />
         <div className="actions span-2">
-          <Button type="submit" variant="primary" busy={generate.isPending} busyLabel="Generating" disabled={price?.refused ?? false}>Generate</Button>
+          <Button
+            type="submit"
+            variant="primary"
+            busy={generate.isPending}
+            busyLabel="Generating"
+            disabled={price?.refused ?? false}
+          >
+            Generate
+          </Button>
         </div>
       </form>
       <Confirm
         open={crowded !== null}
         title="Generate from such a small key space?"
-        message={crowded && (
-          <>This mask and these characters allow only {plural(crowded.space, 'different key')}; a batch of {formatCount(crowded.body.amount)} takes
-            {' '}{Math.max(1, Math.round(crowded.share * 100))} % of them. Keys from a space this small are easy to guess, and later batches will run
-            {' '}out of new keys. A longer mask or more character classes avoid both.</>
-        )}
+        message={
+          crowded && (
+            <>
+              This mask and these characters allow only {plural(crowded.space, 'different key')}; a batch of{' '}
+              {formatCount(crowded.body.amount)} takes {Math.max(1, Math.round(crowded.share * 100))} % of them. Keys
+              from a space this small are easy to guess, and later batches will run out of new keys. A longer mask or
+              more character classes avoid both.
+            </>
+          )
+        }
         confirmLabel="Generate anyway"
         cancelLabel="Change the mask"
-        onConfirm={() => { const body = crowded!.body; setCrowded(null); generate.mutate(body); }}
+        onConfirm={() => {
+          const body = crowded!.body;
+          setCrowded(null);
+          generate.mutate(body);
+        }}
         onClose={() => setCrowded(null)}
       />
       <BatchHistory batches={history} onShow={setShown} />
@@ -163,8 +299,12 @@ function BatchActions({ b }: { b: Batch }) {
   return (
     <>
       <CopyButton text={keysTxt(b.keys).trimEnd()} label="Copy keys" />
-      <Button variant="ghost" onClick={() => saveFile(downloadName(b, 'txt'), keysTxt(b.keys), 'text/plain')}>Download .txt</Button>
-      <Button variant="ghost" onClick={() => saveFile(downloadName(b, 'csv'), keysCsv(b.keys), 'text/csv')}>Download .csv</Button>
+      <Button variant="ghost" onClick={() => saveFile(downloadName(b, 'txt'), keysTxt(b.keys), 'text/plain')}>
+        Download .txt
+      </Button>
+      <Button variant="ghost" onClick={() => saveFile(downloadName(b, 'csv'), keysCsv(b.keys), 'text/csv')}>
+        Download .csv
+      </Button>
     </>
   );
 }
@@ -174,9 +314,24 @@ function KeysDialog({ batch, onClose }: { batch: Batch | null; onClose: () => vo
     <Dialog open={batch !== null} title={batch ? `${plural(batch.keys.length, 'new key')}` : ''} onClose={onClose} wide>
       {batch && (
         <>
-          <p className="alert alert-warn">The server shows plaintext keys only now: copy or download them. This browser keeps the last 5 batches until you close it.</p>
-          <textarea className="keys mono" readOnly rows={Math.min(12, batch.keys.length + 1)} value={keysTxt(batch.keys)} aria-label="Generated keys" data-testid="generated-keys" />
-          <div className="actions"><BatchActions b={batch} /><Button variant="primary" onClick={onClose}>Done</Button></div>
+          <p className="alert alert-warn">
+            The server shows plaintext keys only now: copy or download them. This browser keeps the last 5 batches until
+            you close it.
+          </p>
+          <textarea
+            className="keys mono"
+            readOnly
+            rows={Math.min(12, batch.keys.length + 1)}
+            value={keysTxt(batch.keys)}
+            aria-label="Generated keys"
+            data-testid="generated-keys"
+          />
+          <div className="actions">
+            <BatchActions b={batch} />
+            <Button variant="primary" onClick={onClose}>
+              Done
+            </Button>
+          </div>
         </>
       )}
     </Dialog>
@@ -187,13 +342,19 @@ function BatchHistory({ batches, onShow }: { batches: Batch[]; onShow: (b: Batch
   if (batches.length === 0) return null;
   return (
     <div className="history">
-      <h3>Recent batches <span className="muted">(this browser session, last 5)</span></h3>
+      <h3>
+        Recent batches <span className="muted">(this browser session, last 5)</span>
+      </h3>
       <ul aria-label="Recent batches" data-testid="batch-history">
         {batches.map((b) => (
           <li key={b.id}>
-            <span><Time iso={b.at} /> · {plural(b.keys.length, 'key')} · {b.app_name}</span>
+            <span>
+              <Time iso={b.at} /> · {plural(b.keys.length, 'key')} · {b.app_name}
+            </span>
             <span className="row-actions">
-              <Button variant="ghost" onClick={() => onShow(b)}>Show</Button>
+              <Button variant="ghost" onClick={() => onShow(b)}>
+                Show
+              </Button>
               <BatchActions b={b} />
             </span>
           </li>

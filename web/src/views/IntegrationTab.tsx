@@ -8,7 +8,12 @@ import { Button, CopyButton, ErrorState, Loading } from '../components/ui.js';
 import { isManager } from '../lib/permissions.js';
 import { useSession } from '../session.js';
 
-const SDKS = [['typescript', 'TypeScript / Node.js'], ['python', 'Python'], ['csharp', 'C#'], ['cpp', 'C++']] as const;
+const SDKS = [
+  ['typescript', 'TypeScript / Node.js'],
+  ['python', 'Python'],
+  ['csharp', 'C#'],
+  ['cpp', 'C++'],
+] as const;
 
 export function IntegrationTab({ app }: { app: App }) {
   const { caller } = useSession();
@@ -22,22 +27,43 @@ export function IntegrationTab({ app }: { app: App }) {
         {creds.isError && <ErrorState error={creds.error} retry={() => void creds.refetch()} />}
         {creds.data && (
           <dl className="creds">
-            <dt>API key <span className="muted small">(public, embedded in clients)</span></dt>
-            <dd><code className="mono" data-testid="api-key">{creds.data.api_key}</code> <CopyButton text={creds.data.api_key} label="Copy API key" /></dd>
+            <dt>
+              API key <span className="muted small">(public, embedded in clients)</span>
+            </dt>
+            <dd>
+              <code className="mono" data-testid="api-key">
+                {creds.data.api_key}
+              </code>{' '}
+              <CopyButton text={creds.data.api_key} label="Copy API key" />
+            </dd>
             {creds.data.api_secret !== undefined && (
               <>
-                <dt>API secret <span className="muted small">(signs requests; keep it out of shipped programs unless signing is required)</span></dt>
+                <dt>
+                  API secret{' '}
+                  <span className="muted small">
+                    (signs requests; keep it out of shipped programs unless signing is required)
+                  </span>
+                </dt>
                 <dd>
-                  <code className="mono" data-testid="api-secret">{reveal ? creds.data.api_secret : '•'.repeat(24)}</code>{' '}
-                  <Button variant="ghost" onClick={() => setReveal(!reveal)} aria-pressed={reveal}>{reveal ? 'Hide' : 'Reveal'}</Button>
+                  <code className="mono" data-testid="api-secret">
+                    {reveal ? creds.data.api_secret : '•'.repeat(24)}
+                  </code>{' '}
+                  <Button variant="ghost" onClick={() => setReveal(!reveal)} aria-pressed={reveal}>
+                    {reveal ? 'Hide' : 'Reveal'}
+                  </Button>
                   <CopyButton text={creds.data.api_secret} label="Copy API secret" />
                 </dd>
               </>
             )}
             <dt>Account owner id</dt>
-            <dd><code className="mono">{creds.data.owner_id}</code> <CopyButton text={creds.data.owner_id} label="Copy owner id" /></dd>
+            <dd>
+              <code className="mono">{creds.data.owner_id}</code>{' '}
+              <CopyButton text={creds.data.owner_id} label="Copy owner id" />
+            </dd>
             <dt>Application id</dt>
-            <dd><code className="mono">{app.id}</code></dd>
+            <dd>
+              <code className="mono">{app.id}</code>
+            </dd>
           </dl>
         )}
       </section>
@@ -45,20 +71,29 @@ export function IntegrationTab({ app }: { app: App }) {
         <h2 id="sdk-title">Client SDKs</h2>
         {isManager(caller) ? (
           <>
-            <p className="muted">Each archive holds the library, an example program and <code>keywarden.json</code> with this application's settings and the response-signing keys to pin.</p>
+            <p className="muted">
+              Each archive holds the library, an example program and <code>keywarden.json</code> with this application's
+              settings and the response-signing keys to pin.
+            </p>
             <ul className="sdk-list">
               {SDKS.map(([lang, label]) => (
-                <li key={lang}><a className="btn btn-plain" href={appsApi.sdkUrl(app.id, lang)} download>Download {label}</a></li>
+                <li key={lang}>
+                  <a className="btn btn-plain" href={appsApi.sdkUrl(app.id, lang)} download>
+                    Download {label}
+                  </a>
+                </li>
               ))}
             </ul>
           </>
         ) : (
           <p className="muted">SDK downloads are available to the application's owner and admins.</p>
         )}
-        <pre className="code" aria-label="Example"><code>{`import { Client } from '@keywarden/client';
+        <pre className="code" aria-label="Example">
+          <code>{`import { Client } from '@keywarden/client';
 const client = Client.fromConfig('keywarden.json');
 await client.init();
-const { level, expiresAt } = await client.activateLicense(key);`}</code></pre>
+const { level, expiresAt } = await client.activateLicense(key);`}</code>
+        </pre>
       </section>
     </div>
   );

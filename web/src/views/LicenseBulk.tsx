@@ -18,7 +18,15 @@ export interface Progress {
   cancel: () => void;
 }
 
-export function BulkBar({ selected, matching, actions, busy, onAction, onSelectAll, onClear }: {
+export function BulkBar({
+  selected,
+  matching,
+  actions,
+  busy,
+  onAction,
+  onSelectAll,
+  onClear,
+}: {
   selected: number;
   /** Keys matching the filters: exact, known from the stats, or null when only walking the pages tells. */
   matching: number | null;
@@ -31,7 +39,9 @@ export function BulkBar({ selected, matching, actions, busy, onAction, onSelectA
   const all = matching !== null && selected >= matching;
   return (
     <div className="bulk-bar" role="region" aria-label="Bulk actions">
-      <span data-testid="selected-count">{all ? `All ${plural(selected, 'matching key')} selected` : `${formatCount(selected)} selected`}</span>
+      <span data-testid="selected-count">
+        {all ? `All ${plural(selected, 'matching key')} selected` : `${formatCount(selected)} selected`}
+      </span>
       {!all && (
         <Button variant="ghost" disabled={busy} onClick={onSelectAll}>
           {matching === null ? 'Select every matching key' : `Select all ${plural(matching, 'matching key')}`}
@@ -42,7 +52,9 @@ export function BulkBar({ selected, matching, actions, busy, onAction, onSelectA
           {ACTION_LABEL[a]} selected
         </Button>
       ))}
-      <Button variant="ghost" disabled={busy} onClick={onClear}>Clear selection</Button>
+      <Button variant="ghost" disabled={busy} onClick={onClear}>
+        Clear selection
+      </Button>
     </div>
   );
 }
@@ -52,29 +64,52 @@ export function ProgressLine({ progress }: { progress: Progress }) {
   return (
     <div className="progress-line" role="status" aria-live="polite" data-testid="bulk-progress">
       <progress {...(total ? { max: total, value: done } : {})} aria-label={label} />
-      <span>{label}: {formatCount(done)}{total ? ` of ${formatCount(total)}` : ''}</span>
-      <Button variant="ghost" onClick={progress.cancel}>Cancel</Button>
+      <span>
+        {label}: {formatCount(done)}
+        {total ? ` of ${formatCount(total)}` : ''}
+      </span>
+      <Button variant="ghost" onClick={progress.cancel}>
+        Cancel
+      </Button>
     </div>
   );
 }
 
 const SHOWN_FAILURES = 50;
 
-export function BulkReport({ label, result, onClose }: { label: string; result: BulkResult<SelectedKey>; onClose: () => void }) {
+export function BulkReport({
+  label,
+  result,
+  onClose,
+}: {
+  label: string;
+  result: BulkResult<SelectedKey>;
+  onClose: () => void;
+}) {
   const failed = result.failed.length;
   return (
-    <div className={`alert ${failed || result.notSent ? 'alert-warn' : 'alert-ok'}`} role="status" data-testid="bulk-report">
+    <div
+      className={`alert ${failed || result.notSent ? 'alert-warn' : 'alert-ok'}`}
+      role="status"
+      data-testid="bulk-report"
+    >
       <div>
         <strong>{label}:</strong> {formatCount(result.succeeded)} succeeded, {formatCount(failed)} failed
         {result.notSent > 0 ? `, ${formatCount(result.notSent)} not sent (cancelled)` : ''}.
         {failed > 0 && (
           <ul>
-            {result.failed.slice(0, SHOWN_FAILURES).map((f) => <li key={f.item.id}><code>{f.item.key_preview}</code>: {f.detail}</li>)}
+            {result.failed.slice(0, SHOWN_FAILURES).map((f) => (
+              <li key={f.item.id}>
+                <code>{f.item.key_preview}</code>: {f.detail}
+              </li>
+            ))}
             {failed > SHOWN_FAILURES && <li>and {plural(failed - SHOWN_FAILURES, 'more failure')}</li>}
           </ul>
         )}
       </div>
-      <Button variant="ghost" onClick={onClose} aria-label="Dismiss">✕</Button>
+      <Button variant="ghost" onClick={onClose} aria-label="Dismiss">
+        ✕
+      </Button>
     </div>
   );
 }

@@ -25,8 +25,14 @@ import { ExtendAllDialog, ExtendDialog } from './LicenseDialogs.js';
 export { statusTone } from './LicenseColumns.js';
 
 const STATUS_FILTERS = [
-  ['', 'All statuses'], ['active', 'Active'], ['unactivated', 'Unactivated'], ['expired', 'Expired'], ['banned', 'Banned'],
-  ['unused', 'Stored: unused'], ['pending', 'Stored: pending'], ['used', 'Stored: used'],
+  ['', 'All statuses'],
+  ['active', 'Active'],
+  ['unactivated', 'Unactivated'],
+  ['expired', 'Expired'],
+  ['banned', 'Banned'],
+  ['unused', 'Stored: unused'],
+  ['pending', 'Stored: pending'],
+  ['used', 'Stored: used'],
 ] as const;
 /** Rows per page the table fetches as it scrolls. */
 export const PAGE = 100;
@@ -39,9 +45,15 @@ const PROGRESS_MS = 100;
 function statsCount(stats: Stats | undefined, status: string): number | null {
   if (!stats) return null;
   switch (status) {
-    case '': return stats.keys.total;
-    case 'active': case 'unactivated': case 'expired': case 'banned': return stats.keys[status];
-    default: return null;
+    case '':
+      return stats.keys.total;
+    case 'active':
+    case 'unactivated':
+    case 'expired':
+    case 'banned':
+      return stats.keys[status];
+    default:
+      return null;
   }
 }
 
@@ -80,40 +92,71 @@ export function LicensesTab({ app }: { app: App }) {
   const [result, setResult] = useState<{ label: string; result: BulkResult<SelectedKey> } | null>(null);
   const [extendAllOpen, setExtendAllOpen] = useState(false);
 
-  const fetchPage = useCallback(async (cursor: string, limit: number = PAGE) => {
-    const page = await licensesApi.list(app.id, {
-      limit, ...(status ? { status: status as never } : {}), ...(q ? { q } : {}), ...(cursor ? { cursor } : {}),
-    });
-    return { items: page.items, next: page.next_cursor };
-  }, [app.id, status, q]);
+  const fetchPage = useCallback(
+    async (cursor: string, limit: number = PAGE) => {
+      const page = await licensesApi.list(app.id, {
+        limit,
+        ...(status ? { status: status as never } : {}),
+        ...(q ? { q } : {}),
+        ...(cursor ? { cursor } : {}),
+      });
+      return { items: page.items, next: page.next_cursor };
+    },
+    [app.id, status, q],
+  );
   const list = usePagedList<License>({ queryKey: ['licenses', app.id, status, q], pageSize: PAGE, fetchPage });
   const selection = useSelection<SelectedKey>(scope);
   // Owners, admins and developers see every key, so the stats count what the listing holds.
-  const stats = useQuery({ queryKey: ['stats', app.id], queryFn: () => appsApi.stats(app.id), enabled: showsStats(caller) && isManager(caller) });
+  const stats = useQuery({
+    queryKey: ['stats', app.id],
+    queryFn: () => appsApi.stats(app.id),
+    enabled: showsStats(caller) && isManager(caller),
+  });
   const matching = list.complete ? list.rows : q ? null : isManager(caller) ? statsCount(stats.data, status) : null;
 
-  const actions = useMemo<Action[]>(() => [
-    ...(isManager(caller) ? ['extend' as const] : []),
-    ...(can(caller, 'reset_hwid') ? ['reset' as const] : []),
-    ...(can(caller, 'ban_unban_keys') ? ['ban' as const, 'unban' as const] : []),
-    ...(can(caller, 'delete_keys') ? ['delete' as const] : []),
-  ], [caller]);
+  const actions = useMemo<Action[]>(
+    () => [
+      ...(isManager(caller) ? ['extend' as const] : []),
+      ...(can(caller, 'reset_hwid') ? ['reset' as const] : []),
+      ...(can(caller, 'ban_unban_keys') ? ['ban' as const, 'unban' as const] : []),
+      ...(can(caller, 'delete_keys') ? ['delete' as const] : []),
+    ],
+    [caller],
+  );
 
-  const run = async (action: Action, targets: SelectedKey[], extend?: { value: number; unit: string; subtract: boolean }) => {
+  const run = async (
+    action: Action,
+    targets: SelectedKey[],
+    extend?: { value: number; unit: string; subtract: boolean },
+  ) => {
     const label = `${ACTION_LABEL[action]} ${targets.length === 1 ? targets[0]!.key_preview : plural(targets.length, 'key')}`;
     const abort = new AbortController();
     // The confirmation closes as the run starts, so its progress and Cancel are in reach.
     setPending(null);
     setResult(null);
-    const r = await runBulk(targets, (row) => {
-      switch (action) {
-        case 'extend': return licensesApi.extend(row.id, { value: extend!.value, unit: extend!.unit as 'days', subtract: extend!.subtract });
-        case 'reset': return licensesApi.resetHwid(row.id);
-        case 'ban': return licensesApi.setBanned(row.id, true);
-        case 'unban': return licensesApi.setBanned(row.id, false);
-        case 'delete': return licensesApi.remove(row.id);
-      }
-    }, throttled(setProgress, { label, cancel: () => abort.abort() }), { signal: abort.signal });
+    const r = await runBulk(
+      targets,
+      (row) => {
+        switch (action) {
+          case 'extend':
+            return licensesApi.extend(row.id, {
+              value: extend!.value,
+              unit: extend!.unit as 'days',
+              subtract: extend!.subtract,
+            });
+          case 'reset':
+            return licensesApi.resetHwid(row.id);
+          case 'ban':
+            return licensesApi.setBanned(row.id, true);
+          case 'unban':
+            return licensesApi.setBanned(row.id, false);
+          case 'delete':
+            return licensesApi.remove(row.id);
+        }
+      },
+      throttled(setProgress, { label, cancel: () => abort.abort() }),
+      { signal: abort.signal },
+    );
     setProgress(null);
     selection.clear();
     if (targets.length === 1 && r.failed.length === 0) notice('ok', `${label}: done`);
@@ -134,9 +177,14 @@ export function LicensesTab({ app }: { app: App }) {
     const report = throttled(setProgress, { label: 'Collecting matching keys', cancel: () => abort.abort() });
     report(0, matching);
     try {
-      const r = await walkPages((cursor) => fetchPage(cursor, WALK_PAGE), (k) => ({ id: k.id, key_preview: k.key_preview }), {
-        signal: abort.signal, onProgress: (n) => report(n, matching !== null ? Math.max(matching, n) : null),
-      });
+      const r = await walkPages(
+        (cursor) => fetchPage(cursor, WALK_PAGE),
+        (k) => ({ id: k.id, key_preview: k.key_preview }),
+        {
+          signal: abort.signal,
+          onProgress: (n) => report(n, matching !== null ? Math.max(matching, n) : null),
+        },
+      );
       if (r.complete) selection.replace(r.rows);
       else notice('error', 'Stopped: the selection is unchanged.');
     } catch (err) {
@@ -151,31 +199,49 @@ export function LicensesTab({ app }: { app: App }) {
   const menu = useRowMenu();
   const live = useRef({ start, busy: false });
   live.current = { start, busy: progress !== null };
-  const openMenu = useCallback((row: License, anchor: HTMLElement) => menu.open({
-    anchor,
-    label: `Actions for ${row.key_preview}`,
-    items: actions.filter((a) => rowOffers(row, a)).map((a) => ({
-      label: ACTION_LABEL[a], danger: a === 'delete', disabled: live.current.busy, onSelect: () => live.current.start(a, [row]),
-    })),
-  }), [actions, menu.open]); // eslint-disable-line react-hooks/exhaustive-deps
+  const openMenu = useCallback(
+    (row: License, anchor: HTMLElement) =>
+      menu.open({
+        anchor,
+        label: `Actions for ${row.key_preview}`,
+        items: actions
+          .filter((a) => rowOffers(row, a))
+          .map((a) => ({
+            label: ACTION_LABEL[a],
+            danger: a === 'delete',
+            disabled: live.current.busy,
+            onSelect: () => live.current.start(a, [row]),
+          })),
+      }),
+    [actions, menu.open],
+  ); // eslint-disable-line react-hooks/exhaustive-deps
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
-  const columns = useMemo(() => licenseColumns({ hwid: hasHwid, actions: actions.length > 0, openMenu }), [hasHwid, actions.length, openMenu]);
+  const columns = useMemo(
+    () => licenseColumns({ hwid: hasHwid, actions: actions.length > 0, openMenu }),
+    [hasHwid, actions.length, openMenu],
+  );
 
   const allLoaded = useMemo(() => {
     const rows = list.loadedRows();
     return rows.length > 0 && rows.every((r) => selection.has(r.id));
   }, [list, selection]);
-  const rowSelection = useMemo<RowSelection<License> | undefined>(() => (actions.length === 0 ? undefined : {
-    isSelected: (r) => selection.has(r.id),
-    toggle: selection.toggle,
-    label: (r) => r.key_preview,
-    all: {
-      checked: allLoaded,
-      indeterminate: selection.size > 0 && !allLoaded,
-      label: 'Select all loaded keys',
-      toggle: (on) => selection.setMany(list.loadedRows(), on),
-    },
-  }), [actions.length, selection, allLoaded, list]);
+  const rowSelection = useMemo<RowSelection<License> | undefined>(
+    () =>
+      actions.length === 0
+        ? undefined
+        : {
+            isSelected: (r) => selection.has(r.id),
+            toggle: selection.toggle,
+            label: (r) => r.key_preview,
+            all: {
+              checked: allLoaded,
+              indeterminate: selection.size > 0 && !allLoaded,
+              label: 'Select all loaded keys',
+              toggle: (on) => selection.setMany(list.loadedRows(), on),
+            },
+          },
+    [actions.length, selection, allLoaded, list],
+  );
 
   return (
     <div className="licenses">
@@ -183,32 +249,63 @@ export function LicensesTab({ app }: { app: App }) {
         <label className="inline-field">
           <span>Status</span>
           <select value={status} onChange={(e) => setStatus(e.target.value)} name="status">
-            {STATUS_FILTERS.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
+            {STATUS_FILTERS.map(([v, l]) => (
+              <option key={v} value={v}>
+                {l}
+              </option>
+            ))}
           </select>
         </label>
         <label className="inline-field grow">
           <span>Search</span>
-          <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="Note, user or key preview" name="q" />
+          <input
+            type="search"
+            value={search}
+            onChange={(e) => setSearch(e.target.value)}
+            placeholder="Note, user or key preview"
+            name="q"
+          />
         </label>
-        {can(caller, 'generate_keys') && !generatorOpen && <Button variant="primary" onClick={() => setGeneratorOpen(true)}>Generate keys</Button>}
+        {can(caller, 'generate_keys') && !generatorOpen && (
+          <Button variant="primary" onClick={() => setGeneratorOpen(true)}>
+            Generate keys
+          </Button>
+        )}
         {isManager(caller) && <Button onClick={() => setExtendAllOpen(true)}>Extend all</Button>}
       </div>
       {generatorOpen && <GeneratorPanel app={app} onClose={() => setGeneratorOpen(false)} />}
-      {fieldError(list.error, 'query.q') && <div className="field-error" role="alert">{fieldError(list.error, 'query.q')}</div>}
+      {fieldError(list.error, 'query.q') && (
+        <div className="field-error" role="alert">
+          {fieldError(list.error, 'query.q')}
+        </div>
+      )}
 
       {selection.size > 0 && actions.length > 0 && (
-        <BulkBar selected={selection.size} matching={matching} actions={actions} busy={progress !== null}
-          onAction={(a) => start(a, [...selection.map.values()])} onSelectAll={() => void selectAllMatching()} onClear={selection.clear} />
+        <BulkBar
+          selected={selection.size}
+          matching={matching}
+          actions={actions}
+          busy={progress !== null}
+          onAction={(a) => start(a, [...selection.map.values()])}
+          onSelectAll={() => void selectAllMatching()}
+          onClear={selection.clear}
+        />
       )}
       {progress && <ProgressLine progress={progress} />}
       {result && <BulkReport label={result.label} result={result.result} onClose={() => setResult(null)} />}
 
       {list.isPending && <Loading label="Loading keys" />}
-      {list.error !== null && !fieldError(list.error, 'query.q') && <ErrorState error={list.error} retry={list.retry} />}
+      {list.error !== null && !fieldError(list.error, 'query.q') && (
+        <ErrorState error={list.error} retry={list.retry} />
+      )}
       {!list.isPending && (list.rows > 0 || list.complete) && (
         <>
           <p className="muted small table-count" data-testid="licenses-count">
-            {list.complete ? plural(list.rows, 'key') : matching !== null ? plural(matching, 'key') : `${formatCount(list.rows)}+ keys`}
+            {list.complete
+              ? plural(list.rows, 'key')
+              : matching !== null
+                ? plural(matching, 'key')
+                : `${formatCount(list.rows)}+ keys`}
             {status || q ? ' match these filters' : ''}
           </p>
           <DataTable
@@ -223,21 +320,41 @@ export function LicensesTab({ app }: { app: App }) {
             resetKey={scope}
             {...(rowSelection ? { selection: rowSelection } : {})}
             loading={<span className="muted">Loading more keys…</span>}
-            empty={status || q ? 'No key matches these filters.' : can(caller, 'generate_keys') ? 'No keys yet. Generate some above.' : 'No keys yet.'}
+            empty={
+              status || q
+                ? 'No key matches these filters.'
+                : can(caller, 'generate_keys')
+                  ? 'No keys yet. Generate some above.'
+                  : 'No keys yet.'
+            }
           />
         </>
       )}
       <RowMenu menu={menu.menu} onClose={menu.close} />
 
-      <ExtendDialog pending={pending?.action === 'extend' ? pending.rows : null} onClose={() => setPending(null)}
-        onSubmit={(v) => void run('extend', pending!.rows, v)} busy={progress !== null} />
+      <ExtendDialog
+        pending={pending?.action === 'extend' ? pending.rows : null}
+        onClose={() => setPending(null)}
+        onSubmit={(v) => void run('extend', pending!.rows, v)}
+        busy={progress !== null}
+      />
       <Confirm
         open={pending !== null && pending.action !== 'extend'}
-        title={pending ? `${ACTION_LABEL[pending.action]} ${pending.rows.length === 1 ? 'this key' : plural(pending.rows.length, 'key')}?` : ''}
-        message={pending?.action === 'delete'
-          ? 'Deleted keys are gone for good; a bound user is refused at its next request.'
-          : 'One request is sent per key; you will see how many succeeded and failed, and can cancel the rest.'}
-        confirmLabel={pending ? `${ACTION_LABEL[pending.action]}${pending.rows.length > 1 ? ` ${plural(pending.rows.length, 'key')}` : ''}` : ''}
+        title={
+          pending
+            ? `${ACTION_LABEL[pending.action]} ${pending.rows.length === 1 ? 'this key' : plural(pending.rows.length, 'key')}?`
+            : ''
+        }
+        message={
+          pending?.action === 'delete'
+            ? 'Deleted keys are gone for good; a bound user is refused at its next request.'
+            : 'One request is sent per key; you will see how many succeeded and failed, and can cancel the rest.'
+        }
+        confirmLabel={
+          pending
+            ? `${ACTION_LABEL[pending.action]}${pending.rows.length > 1 ? ` ${plural(pending.rows.length, 'key')}` : ''}`
+            : ''
+        }
         busy={progress !== null}
         onConfirm={() => pending && void run(pending.action, pending.rows)}
         onClose={() => setPending(null)}

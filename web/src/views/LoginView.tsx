@@ -12,7 +12,10 @@ export function LoginView({ onSignedIn, notice }: { onSignedIn: (account: Accoun
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
   useTitle('Sign in');
-  const login = useMutation({ mutationFn: () => auth.login(username, password), onSuccess: (r) => onSignedIn(r.account) });
+  const login = useMutation({
+    mutationFn: () => auth.login(username, password),
+    onSuccess: (r) => onSignedIn(r.account),
+  });
   return (
     <main className="login">
       <form
@@ -24,17 +27,45 @@ export function LoginView({ onSignedIn, notice }: { onSignedIn: (account: Accoun
           login.mutate();
         }}
       >
-        <h1 id="login-title"><img src="/dashboard/favicon.svg" alt="" width="28" height="28" /> Keywarden</h1>
-        {notice && <div className="alert alert-warn" role="status" data-testid="signed-out-reason">{notice}</div>}
+        <h1 id="login-title">
+          <img src="/dashboard/favicon.svg" alt="" width="28" height="28" /> Keywarden
+        </h1>
+        {notice && (
+          <div className="alert alert-warn" role="status" data-testid="signed-out-reason">
+            {notice}
+          </div>
+        )}
         <p className="muted">Sign in to manage your applications, keys and team.</p>
         <Field label="Username">
-          {(p) => <input {...p} name="username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.target.value)} autoFocus />}
+          {(p) => (
+            <input
+              {...p}
+              name="username"
+              autoComplete="username"
+              required
+              value={username}
+              onChange={(e) => setUsername(e.target.value)}
+              autoFocus
+            />
+          )}
         </Field>
         <Field label="Password">
-          {(p) => <input {...p} name="password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />}
+          {(p) => (
+            <input
+              {...p}
+              name="password"
+              type="password"
+              autoComplete="current-password"
+              required
+              value={password}
+              onChange={(e) => setPassword(e.target.value)}
+            />
+          )}
         </Field>
         <FormError error={login.error} />
-        <Button type="submit" variant="primary" busy={login.isPending} busyLabel="Signing in">Sign in</Button>
+        <Button type="submit" variant="primary" busy={login.isPending} busyLabel="Signing in">
+          Sign in
+        </Button>
       </form>
     </main>
   );

@@ -9,34 +9,71 @@ import { Badge, ErrorState, Loading, Time } from '../components/ui.js';
 import { usePagedList } from '../hooks/usePagedList.js';
 
 const PAGE = 100;
-const LEVELS = [['', 'All levels'], ['info', 'Info'], ['warning', 'Warning'], ['error', 'Error']] as const;
+const LEVELS = [
+  ['', 'All levels'],
+  ['info', 'Info'],
+  ['warning', 'Warning'],
+  ['error', 'Error'],
+] as const;
 
 export function LogsTab({ app }: { app: App }) {
   const [level, setLevel] = useState('');
   // The listing pages with `before` (the last id of the previous page) and returns a plain array:
   // a full page means there may be more.
-  const fetchPage = useCallback(async (before: string) => {
-    const items = await appsApi.logs(app.id, { limit: PAGE, ...(level ? { level: level as 'info' } : {}), ...(before ? { before } : {}) });
-    return { items, next: items.length === PAGE ? items[items.length - 1]!.id : null };
-  }, [app.id, level]);
+  const fetchPage = useCallback(
+    async (before: string) => {
+      const items = await appsApi.logs(app.id, {
+        limit: PAGE,
+        ...(level ? { level: level as 'info' } : {}),
+        ...(before ? { before } : {}),
+      });
+      return { items, next: items.length === PAGE ? items[items.length - 1]!.id : null };
+    },
+    [app.id, level],
+  );
   const list = usePagedList<LogEntry>({ queryKey: ['logs', app.id, level], pageSize: PAGE, fetchPage });
   const sample = list.rowAt(0);
   const showIp = sample?.ip !== undefined;
   const showScreen = sample?.screen !== undefined;
-  const columns = useMemo<Column<LogEntry>[]>(() => [
-    { id: 'time', header: 'Time', cell: (r) => <Time iso={r.time} /> },
-    {
-      id: 'action', header: 'Action', title: (r) => r.action, cell: (r) => (
-        <>{r.level !== 'info' && <Badge tone={r.level === 'error' ? 'red' : 'amber'}>{r.level}</Badge>} <code>{r.action}</code></>
-      ),
-    },
-    { id: 'detail', header: 'Detail', title: (r) => r.detail, cell: (r) => r.detail },
-    ...(showIp ? [
-      { id: 'ip', header: 'IP', title: (r: LogEntry) => r.ip || undefined, cell: (r: LogEntry) => r.ip || '—' },
-      { id: 'location', header: 'Location', title: (r: LogEntry) => r.location || undefined, cell: (r: LogEntry) => r.location || '—' },
-    ] : []),
-    ...(showScreen ? [{ id: 'screen', header: 'Screen', title: (r: LogEntry) => r.screen || undefined, cell: (r: LogEntry) => (r.screen ? '📷 captured' : '—') }] : []),
-  ], [showIp, showScreen]);
+  const columns = useMemo<Column<LogEntry>[]>(
+    () => [
+      { id: 'time', header: 'Time', cell: (r) => <Time iso={r.time} /> },
+      {
+        id: 'action',
+        header: 'Action',
+        title: (r) => r.action,
+        cell: (r) => (
+          <>
+            {r.level !== 'info' && <Badge tone={r.level === 'error' ? 'red' : 'amber'}>{r.level}</Badge>}{' '}
+            <code>{r.action}</code>
+          </>
+        ),
+      },
+      { id: 'detail', header: 'Detail', title: (r) => r.detail, cell: (r) => r.detail },
+      ...(showIp
+        ? [
+            { id: 'ip', header: 'IP', title: (r: LogEntry) => r.ip || undefined, cell: (r: LogEntry) => r.ip || '—' },
+            {
+              id: 'location',
+              header: 'Location',
+              title: (r: LogEntry) => r.location || undefined,
+              cell: (r: LogEntry) => r.location || '—',
+            },
+          ]
+        : []),
+      ...(showScreen
+        ? [
+            {
+              id: 'screen',
+              header: 'Screen',
+              title: (r: LogEntry) => r.screen || undefined,
+              cell: (r: LogEntry) => (r.screen ? '📷 captured' : '—'),
+            },
+          ]
+        : []),
+    ],
+    [showIp, showScreen],
+  );
 
   return (
     <div>
@@ -44,7 +81,11 @@ export function LogsTab({ app }: { app: App }) {
         <label className="inline-field">
           <span>Level</span>
           <select name="level" value={level} onChange={(e) => setLevel(e.target.value)}>
-            {LEVELS.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
+            {LEVELS.map(([v, l]) => (
+              <option key={v} value={v}>
+                {l}
+              </option>
+            ))}
           </select>
         </label>
         <span className="muted small">Newest first; older entries load as you scroll.</span>
@@ -63,10 +104,20 @@ export function LogsTab({ app }: { app: App }) {
           onRange={list.setRange}
           resetKey={level}
           loading={<span className="muted">Loading older entries…</span>}
-          empty={level ? 'No entry at this level.' : 'No log entries yet: client calls, key and user changes are recorded here.'}
+          empty={
+            level
+              ? 'No entry at this level.'
+              : 'No log entries yet: client calls, key and user changes are recorded here.'
+          }
         />
       )}
-      {showIp && <p className="muted small"><a href="https://db-ip.com" target="_blank" rel="noreferrer">IP Geolocation by DB-IP</a></p>}
+      {showIp && (
+        <p className="muted small">
+          <a href="https://db-ip.com" target="_blank" rel="noreferrer">
+            IP Geolocation by DB-IP
+          </a>
+        </p>
+      )}
     </div>
   );
 }

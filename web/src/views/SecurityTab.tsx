@@ -35,7 +35,15 @@ export function SecurityTab({ app }: { app: App }) {
   return (
     <div>
       {isManager(caller) && (
-        <form noValidate className="card form-inline" aria-label="Block an IP or HWID" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
+        <form
+          noValidate
+          className="card form-inline"
+          aria-label="Block an IP or HWID"
+          onSubmit={(e) => {
+            e.preventDefault();
+            add.mutate();
+          }}
+        >
           <Field label="Type" error={fieldError(add.error, 'type')}>
             {(p) => (
               <select {...p} name="type" value={type} onChange={(e) => setType(e.target.value as 'ip' | 'hwid')}>
@@ -45,30 +53,62 @@ export function SecurityTab({ app }: { app: App }) {
             )}
           </Field>
           <Field label="Value" error={fieldError(add.error, 'value')} className="grow">
-            {(p) => <input {...p} name="value" value={value} onChange={(e) => setValue(e.target.value)} placeholder={type === 'ip' ? '203.0.113.7' : 'device id'} />}
+            {(p) => (
+              <input
+                {...p}
+                name="value"
+                value={value}
+                onChange={(e) => setValue(e.target.value)}
+                placeholder={type === 'ip' ? '203.0.113.7' : 'device id'}
+              />
+            )}
           </Field>
-          <Button type="submit" variant="primary" busy={add.isPending} busyLabel="Blocking">Block</Button>
+          <Button type="submit" variant="primary" busy={add.isPending} busyLabel="Blocking">
+            Block
+          </Button>
           <FormError error={add.error} fields={['type', 'value']} />
         </form>
       )}
       {list.isPending && <Loading label="Loading blacklist" />}
       {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
-      {list.data && list.data.length === 0 && <EmptyState title="Nothing is blocked">Blocked IPs and HWIDs are refused with 403 Access denied on every client call.</EmptyState>}
+      {list.data && list.data.length === 0 && (
+        <EmptyState title="Nothing is blocked">
+          Blocked IPs and HWIDs are refused with 403 Access denied on every client call.
+        </EmptyState>
+      )}
       {list.data && list.data.length > 0 && (
         <div className="table-wrap" role="region" aria-label="Blacklist" tabIndex={0}>
           <table className="table">
             <caption className="sr-only">Blacklist</caption>
-            <thead><tr><th scope="col">Type</th><th scope="col">Value</th><th scope="col">Added</th>{isManager(caller) && <th scope="col">Actions</th>}</tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Type</th>
+                <th scope="col">Value</th>
+                <th scope="col">Added</th>
+                {isManager(caller) && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
             <tbody>
               {list.data.map((b) => (
                 <tr key={b.id}>
                   <td>{b.type.toUpperCase()}</td>
-                  <td><code className="mono">{b.value}</code></td>
-                  <td><Time iso={b.created_at} /></td>
+                  <td>
+                    <code className="mono">{b.value}</code>
+                  </td>
+                  <td>
+                    <Time iso={b.created_at} />
+                  </td>
                   {isManager(caller) && (
                     <td>
-                      <Button variant="danger" className="small" busy={remove.isPending && remove.variables === b.id} aria-label={`Remove ${b.value}`}
-                        onClick={() => remove.mutate(b.id)}>Remove</Button>
+                      <Button
+                        variant="danger"
+                        className="small"
+                        busy={remove.isPending && remove.variables === b.id}
+                        aria-label={`Remove ${b.value}`}
+                        onClick={() => remove.mutate(b.id)}
+                      >
+                        Remove
+                      </Button>
                     </td>
                   )}
                 </tr>

@@ -17,16 +17,29 @@ const FLAGS = [
   ['enabled', 'Enabled', 'Master switch: when off every client call is refused.'],
   ['keys_paused', 'Pause all keys', 'Blocks key validation and logins.'],
   ['hwid_lock', 'HWID lock', 'Binds each key and account to the first device that uses it.'],
-  ['require_signature', 'Require request signatures', 'Refuses client calls not signed with the api_secret (HMAC-SHA256).'],
+  [
+    'require_signature',
+    'Require request signatures',
+    'Refuses client calls not signed with the api_secret (HMAC-SHA256).',
+  ],
   ['injection_detection', 'Injection detection', 'A debugger reported on a heartbeat kills the session.'],
   ['require_heartbeat', 'Require heartbeat', 'Logins and activations need a live heartbeat session.'],
-  ['force_update', 'Force update', 'A client version other than this app\'s version is refused with 426.'],
+  ['force_update', 'Force update', "A client version other than this app's version is refused with 426."],
   ['force_encryption', 'Force encryption', 'init requires enc_key.'],
   ['hash_check', 'Binary hash check', 'init checks binary_hash against the allowed hashes.'],
 ] as const satisfies readonly (readonly [keyof AppPatch & keyof App, string, string])[]; // a renamed API field fails tsc here
 type Flag = (typeof FLAGS)[number][0];
 
-const TEXTS = ['name', 'description', 'version', 'disabled_message', 'update_url', 'update_message', 'expected_binary_hash', 'webhook'] as const satisfies readonly (keyof AppPatch & keyof App)[];
+const TEXTS = [
+  'name',
+  'description',
+  'version',
+  'disabled_message',
+  'update_url',
+  'update_message',
+  'expected_binary_hash',
+  'webhook',
+] as const satisfies readonly (keyof AppPatch & keyof App)[];
 type TextField = (typeof TEXTS)[number];
 
 interface FormState {
@@ -42,7 +55,9 @@ function initial(a: App): FormState {
     flags: Object.fromEntries(FLAGS.map(([f]) => [f, a[f]])) as Record<Flag, boolean>,
     text: Object.fromEntries(TEXTS.map((t) => [t, a[t] ?? ''])) as Record<TextField, string>,
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
-    costs: Object.fromEntries(KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])])) as Record<KeyCostTier, string>,
+    costs: Object.fromEntries(
+      KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
+    ) as Record<KeyCostTier, string>,
     hashes: a.allowed_hashes.join('\n'),
   };
 }
@@ -56,16 +71,25 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   for (const [flag] of FLAGS) if (f.flags[flag] !== a[flag]) patch[flag] = f.flags[flag];
   for (const t of TEXTS) if (f.text[t] !== (a[t] ?? '')) patch[t] = f.text[t];
   const hb = f.heartbeat.trim();
-  if (hb !== (a.heartbeat_interval === null ? '' : String(a.heartbeat_interval)) && hb !== '') patch.heartbeat_interval = num(hb);
-  const costsChanged = KEY_COST_TIERS.some((t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])));
+  if (hb !== (a.heartbeat_interval === null ? '' : String(a.heartbeat_interval)) && hb !== '')
+    patch.heartbeat_interval = num(hb);
+  const costsChanged = KEY_COST_TIERS.some(
+    (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
+  );
   if (costsChanged) {
     // key_costs replaces the whole map: every tier is sent, a blank one as null (absent).
-    patch.key_costs = Object.fromEntries(KEY_COST_TIERS.map((t) => [t, f.costs[t].trim() === '' ? null : num(f.costs[t])]));
+    patch.key_costs = Object.fromEntries(
+      KEY_COST_TIERS.map((t) => [t, f.costs[t].trim() === '' ? null : num(f.costs[t])]),
+    );
   }
   return patch as AppPatch;
 }
 
-const hashList = (s: string) => s.split(/[\s,]+/).map((h) => h.trim()).filter(Boolean);
+const hashList = (s: string) =>
+  s
+    .split(/[\s,]+/)
+    .map((h) => h.trim())
+    .filter(Boolean);
 
 export function SettingsTab({ app }: { app: App }) {
   const qc = useQueryClient();
@@ -128,31 +152,67 @@ export function SettingsTab({ app }: { app: App }) {
   const err = (f: string) => local[f as TextField] ?? fieldError(save.error, f);
   const text = (t: TextField, label: string, opts: { hint?: string; area?: boolean; placeholder?: string } = {}) => (
     <Field label={label} error={err(t)} hint={opts.hint} className={opts.area ? 'span-2' : undefined}>
-      {(p) => opts.area
-        ? <textarea {...p} name={t} rows={2} value={form.text[t]} onChange={(e) => setForm({ ...form, text: { ...form.text, [t]: e.target.value } })} />
-        : <input {...p} name={t} value={form.text[t]} placeholder={opts.placeholder} onChange={(e) => setForm({ ...form, text: { ...form.text, [t]: e.target.value } })} />}
+      {(p) =>
+        opts.area ? (
+          <textarea
+            {...p}
+            name={t}
+            rows={2}
+            value={form.text[t]}
+            onChange={(e) => setForm({ ...form, text: { ...form.text, [t]: e.target.value } })}
+          />
+        ) : (
+          <input
+            {...p}
+            name={t}
+            value={form.text[t]}
+            placeholder={opts.placeholder}
+            onChange={(e) => setForm({ ...form, text: { ...form.text, [t]: e.target.value } })}
+          />
+        )
+      }
     </Field>
   );
   const flag = (f: Flag) => {
     const [, label, hint] = FLAGS.find(([k]) => k === f)!;
-    return <Switch label={label} hint={hint} checked={form.flags[f]} error={err(f)} onChange={(v) => setForm({ ...form, flags: { ...form.flags, [f]: v } })} />;
+    return (
+      <Switch
+        label={label}
+        hint={hint}
+        checked={form.flags[f]}
+        error={err(f)}
+        onChange={(v) => setForm({ ...form, flags: { ...form.flags, [f]: v } })}
+      />
+    );
   };
   const shownFields = [...TEXTS, ...FLAGS.map(([f]) => f), 'heartbeat_interval', 'key_costs', 'hashes'];
 
   return (
     <div className="settings">
-      <form noValidate aria-label="Application settings" onSubmit={(e) => { e.preventDefault(); submit(); }}>
+      <form
+        noValidate
+        aria-label="Application settings"
+        onSubmit={(e) => {
+          e.preventDefault();
+          submit();
+        }}
+      >
         <fieldset className="card form-grid">
           <legend>General</legend>
           {text('name', 'Name')}
-          {text('version', 'Version', { hint: 'Clients send it to init; a different one is logged, or refused with Force update.' })}
+          {text('version', 'Version', {
+            hint: 'Clients send it to init; a different one is logged, or refused with Force update.',
+          })}
           {text('description', 'Description', { area: true, hint: 'Dashboard only; never sent to clients.' })}
         </fieldset>
         <fieldset className="card form-grid">
           <legend>Access</legend>
           {flag('enabled')}
           {flag('keys_paused')}
-          {text('disabled_message', 'Disabled message', { area: true, hint: 'The 403 detail while the app is disabled (blank: “Application disabled”).' })}
+          {text('disabled_message', 'Disabled message', {
+            area: true,
+            hint: 'The 403 detail while the app is disabled (blank: “Application disabled”).',
+          })}
           {flag('hwid_lock')}
         </fieldset>
         <fieldset className="card form-grid">
@@ -160,14 +220,44 @@ export function SettingsTab({ app }: { app: App }) {
           {flag('require_signature')}
           {flag('injection_detection')}
           {flag('require_heartbeat')}
-          <Field label="Heartbeat interval (seconds)" error={err('heartbeat_interval')} hint={`Effective: ${app.beat_interval} s (clamped to 5-300).`}>
-            {(p) => <input {...p} name="heartbeat_interval" inputMode="numeric" value={form.heartbeat} placeholder="30" onChange={(e) => setForm({ ...form, heartbeat: e.target.value })} />}
+          <Field
+            label="Heartbeat interval (seconds)"
+            error={err('heartbeat_interval')}
+            hint={`Effective: ${app.beat_interval} s (clamped to 5-300).`}
+          >
+            {(p) => (
+              <input
+                {...p}
+                name="heartbeat_interval"
+                inputMode="numeric"
+                value={form.heartbeat}
+                placeholder="30"
+                onChange={(e) => setForm({ ...form, heartbeat: e.target.value })}
+              />
+            )}
           </Field>
           {flag('force_encryption')}
           {flag('hash_check')}
-          {text('expected_binary_hash', 'Expected binary hash', { hint: 'Optional pinned baseline for heartbeat integrity (hex).', placeholder: 'sha256 hex' })}
-          <Field label="Allowed binary hashes" error={err('hashes')} hint="One SHA-256 or MD5 (hex) per line; checked at init when Binary hash check is on." className="span-2">
-            {(p) => <textarea {...p} name="hashes" className="mono" rows={3} value={form.hashes} onChange={(e) => setForm({ ...form, hashes: e.target.value })} />}
+          {text('expected_binary_hash', 'Expected binary hash', {
+            hint: 'Optional pinned baseline for heartbeat integrity (hex).',
+            placeholder: 'sha256 hex',
+          })}
+          <Field
+            label="Allowed binary hashes"
+            error={err('hashes')}
+            hint="One SHA-256 or MD5 (hex) per line; checked at init when Binary hash check is on."
+            className="span-2"
+          >
+            {(p) => (
+              <textarea
+                {...p}
+                name="hashes"
+                className="mono"
+                rows={3}
+                value={form.hashes}
+                onChange={(e) => setForm({ ...form, hashes: e.target.value })}
+              />
+            )}
           </Field>
         </fieldset>
         <fieldset className="card form-grid">
@@ -178,46 +268,122 @@ export function SettingsTab({ app }: { app: App }) {
         </fieldset>
         <fieldset className="card form-grid">
           <legend>Alerts</legend>
-          {text('webhook', 'Webhook URL', { hint: 'https URL for activation and new-device alerts (Discord URLs get an embed). Blank: the member\'s or your global webhook.', placeholder: 'https://' })}
+          {text('webhook', 'Webhook URL', {
+            hint: "https URL for activation and new-device alerts (Discord URLs get an embed). Blank: the member's or your global webhook.",
+            placeholder: 'https://',
+          })}
         </fieldset>
         <fieldset className="card">
           <legend>Reseller key prices (credits per key)</legend>
           <div className="costs">
             {KEY_COST_TIERS.map((t) => (
-              <Field key={t} label={t === 'lifetime' ? 'Lifetime' : plural(Number(t.slice(5)), 'day')} error={err(`key_costs.${t}`)}>
-                {(p) => <input {...p} name={`cost-${t}`} inputMode="numeric" value={form.costs[t]} placeholder="—" onChange={(e) => setForm({ ...form, costs: { ...form.costs, [t]: e.target.value } })} />}
+              <Field
+                key={t}
+                label={t === 'lifetime' ? 'Lifetime' : plural(Number(t.slice(5)), 'day')}
+                error={err(`key_costs.${t}`)}
+              >
+                {(p) => (
+                  <input
+                    {...p}
+                    name={`cost-${t}`}
+                    inputMode="numeric"
+                    value={form.costs[t]}
+                    placeholder="—"
+                    onChange={(e) => setForm({ ...form, costs: { ...form.costs, [t]: e.target.value } })}
+                  />
+                )}
               </Field>
             ))}
           </div>
-          {err('key_costs') && !KEY_COST_TIERS.some((t) => err(`key_costs.${t}`)) && <div className="field-error" role="alert">{err('key_costs')}</div>}
-          <p className="hint">Other durations cost the 30-day price pro rata (at least 1); with no 30-day price, 1 credit per key.</p>
+          {err('key_costs') && !KEY_COST_TIERS.some((t) => err(`key_costs.${t}`)) && (
+            <div className="field-error" role="alert">
+              {err('key_costs')}
+            </div>
+          )}
+          <p className="hint">
+            Other durations cost the 30-day price pro rata (at least 1); with no 30-day price, 1 credit per key.
+          </p>
         </fieldset>
         <FormError error={save.error} fields={shownFields} />
         <div className={`actions${dirty ? ' sticky-actions' : ''}`}>
-          <Button onClick={() => { setForm(initial(app)); setLocal({}); save.reset(); }} disabled={!dirty}>Discard changes</Button>
-          <Button type="submit" variant="primary" busy={save.isPending} busyLabel="Saving" disabled={!dirty}>Save settings</Button>
+          <Button
+            onClick={() => {
+              setForm(initial(app));
+              setLocal({});
+              save.reset();
+            }}
+            disabled={!dirty}
+          >
+            Discard changes
+          </Button>
+          <Button type="submit" variant="primary" busy={save.isPending} busyLabel="Saving" disabled={!dirty}>
+            Save settings
+          </Button>
         </div>
       </form>
 
       <section className="card danger-zone" aria-labelledby="danger-title">
         <h2 id="danger-title">Danger zone</h2>
         <div className="danger-row">
-          <div><strong>Rotate API secret</strong><p className="muted small">Signed clients must be updated with the new secret.</p></div>
-          <Button variant="danger" onClick={() => setConfirm('rotate')}>Rotate secret</Button>
+          <div>
+            <strong>Rotate API secret</strong>
+            <p className="muted small">Signed clients must be updated with the new secret.</p>
+          </div>
+          <Button variant="danger" onClick={() => setConfirm('rotate')}>
+            Rotate secret
+          </Button>
         </div>
         <div className="danger-row">
-          <div><strong>Delete application</strong><p className="muted small">Removes every key, user, log and blacklist entry. Irreversible.</p></div>
-          <Button variant="danger" onClick={() => setConfirm('delete')}>Delete application</Button>
+          <div>
+            <strong>Delete application</strong>
+            <p className="muted small">Removes every key, user, log and blacklist entry. Irreversible.</p>
+          </div>
+          <Button variant="danger" onClick={() => setConfirm('delete')}>
+            Delete application
+          </Button>
         </div>
       </section>
-      <Confirm open={leaving !== null} title="Leave without saving?" confirmLabel="Discard changes" cancelLabel="Keep editing"
+      <Confirm
+        open={leaving !== null}
+        title="Leave without saving?"
+        confirmLabel="Discard changes"
+        cancelLabel="Keep editing"
         message="Your changes to this application's settings have not been saved."
-        onConfirm={() => { const go = leaving; setLeaving(null); setForm(initial(app)); go?.(); }} onClose={() => setLeaving(null)} />
-      <Confirm open={confirm === 'rotate'} title="Rotate the API secret?" confirmLabel="Rotate secret" busy={rotate.isPending} error={rotate.error}
-        message="Signatures made with the current secret stop verifying immediately." onConfirm={() => rotate.mutate()} onClose={() => { setConfirm(null); rotate.reset(); }} />
-      <Confirm open={confirm === 'delete'} title={`Delete “${app.name}”?`} confirmLabel="Delete application" typed={app.name} busy={remove.isPending} error={remove.error}
-        message="Every key, user, log entry and blacklist entry of this application is removed, and its clients stop working." onConfirm={() => remove.mutate()} onClose={() => { setConfirm(null); remove.reset(); }} />
+        onConfirm={() => {
+          const go = leaving;
+          setLeaving(null);
+          setForm(initial(app));
+          go?.();
+        }}
+        onClose={() => setLeaving(null)}
+      />
+      <Confirm
+        open={confirm === 'rotate'}
+        title="Rotate the API secret?"
+        confirmLabel="Rotate secret"
+        busy={rotate.isPending}
+        error={rotate.error}
+        message="Signatures made with the current secret stop verifying immediately."
+        onConfirm={() => rotate.mutate()}
+        onClose={() => {
+          setConfirm(null);
+          rotate.reset();
+        }}
+      />
+      <Confirm
+        open={confirm === 'delete'}
+        title={`Delete “${app.name}”?`}
+        confirmLabel="Delete application"
+        typed={app.name}
+        busy={remove.isPending}
+        error={remove.error}
+        message="Every key, user, log entry and blacklist entry of this application is removed, and its clients stop working."
+        onConfirm={() => remove.mutate()}
+        onClose={() => {
+          setConfirm(null);
+          remove.reset();
+        }}
+      />
     </div>
   );
 }
-

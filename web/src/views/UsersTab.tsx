@@ -52,40 +52,88 @@ export function UsersTab({ app }: { app: App }) {
   const menu = useRowMenu();
   const live = useRef({ act, busy });
   live.current = { act, busy };
-  const openMenu = useCallback((u: EndUser, anchor: HTMLElement) => menu.open({
-    anchor,
-    label: `Actions for ${u.username}`,
-    items: [
-      ...(can(caller, 'reset_hwid') ? [{
-        label: 'Reset HWID', disabled: live.current.busy !== null,
-        onSelect: () => void live.current.act(`reset:${u.id}`, `HWID of ${u.username} reset`, () => usersApi.resetHwid(u.id)),
-      }] : []),
-      ...(can(caller, 'freeze_unfreeze') ? [{
-        label: u.banned ? 'Unfreeze' : 'Freeze', disabled: live.current.busy !== null,
-        onSelect: () => void live.current.act(`ban:${u.id}`, `${u.username} ${u.banned ? 'unfrozen' : 'frozen'}`, () => usersApi.setBanned(u.id, !u.banned)),
-      }] : []),
-      ...(can(caller, 'delete_keys') ? [{ label: 'Delete', danger: true, onSelect: () => setDeleting(u) }] : []),
-    ],
-  }), [caller, menu.open]);
+  const openMenu = useCallback(
+    (u: EndUser, anchor: HTMLElement) =>
+      menu.open({
+        anchor,
+        label: `Actions for ${u.username}`,
+        items: [
+          ...(can(caller, 'reset_hwid')
+            ? [
+                {
+                  label: 'Reset HWID',
+                  disabled: live.current.busy !== null,
+                  onSelect: () =>
+                    void live.current.act(`reset:${u.id}`, `HWID of ${u.username} reset`, () =>
+                      usersApi.resetHwid(u.id),
+                    ),
+                },
+              ]
+            : []),
+          ...(can(caller, 'freeze_unfreeze')
+            ? [
+                {
+                  label: u.banned ? 'Unfreeze' : 'Freeze',
+                  disabled: live.current.busy !== null,
+                  onSelect: () =>
+                    void live.current.act(`ban:${u.id}`, `${u.username} ${u.banned ? 'unfrozen' : 'frozen'}`, () =>
+                      usersApi.setBanned(u.id, !u.banned),
+                    ),
+                },
+              ]
+            : []),
+          ...(can(caller, 'delete_keys') ? [{ label: 'Delete', danger: true, onSelect: () => setDeleting(u) }] : []),
+        ],
+      }),
+    [caller, menu.open],
+  );
   const hasActions = can(caller, 'reset_hwid') || can(caller, 'freeze_unfreeze') || can(caller, 'delete_keys');
 
-  const columns = useMemo<Column<EndUser>[]>(() => [
-    { id: 'username', header: 'Username', title: (u) => u.username, cell: (u) => <strong>{u.username}</strong> },
-    { id: 'state', header: 'State', cell: (u) => (u.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>) },
-    { id: 'level', header: 'Level', cell: (u) => u.level },
-    { id: 'created', header: 'Registered', cell: (u) => <Time iso={u.created_at} /> },
-    { id: 'last_login', header: 'Last login', cell: (u) => <Time iso={u.last_login} empty="never" /> },
-    { id: 'expires', header: 'Expires', cell: (u) => <Time iso={u.expires_at} empty="never" /> },
-    ...(showHwid ? [{ id: 'hwid', header: 'HWID', title: (u: EndUser) => u.hwid || undefined, cell: (u: EndUser) => <code className="mono small">{u.hwid || '—'}</code> }] : []),
-    ...(showIp ? [
-      { id: 'ip', header: 'IP', cell: (u: EndUser) => u.ip || '—' },
-      { id: 'countries', header: 'Countries', title: (u: EndUser) => (u.known_countries ?? []).join(', ') || undefined, cell: (u: EndUser) => (u.known_countries ?? []).join(', ') || '—' },
-    ] : []),
-    ...(hasActions ? [{
-      id: 'actions', header: <span className="sr-only">Actions</span>,
-      cell: (u: EndUser) => <MenuButton label={`Actions for ${u.username}`} onOpen={(el) => openMenu(u, el)} />,
-    }] : []),
-  ], [showHwid, showIp, hasActions, openMenu]);
+  const columns = useMemo<Column<EndUser>[]>(
+    () => [
+      { id: 'username', header: 'Username', title: (u) => u.username, cell: (u) => <strong>{u.username}</strong> },
+      {
+        id: 'state',
+        header: 'State',
+        cell: (u) => (u.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>),
+      },
+      { id: 'level', header: 'Level', cell: (u) => u.level },
+      { id: 'created', header: 'Registered', cell: (u) => <Time iso={u.created_at} /> },
+      { id: 'last_login', header: 'Last login', cell: (u) => <Time iso={u.last_login} empty="never" /> },
+      { id: 'expires', header: 'Expires', cell: (u) => <Time iso={u.expires_at} empty="never" /> },
+      ...(showHwid
+        ? [
+            {
+              id: 'hwid',
+              header: 'HWID',
+              title: (u: EndUser) => u.hwid || undefined,
+              cell: (u: EndUser) => <code className="mono small">{u.hwid || '—'}</code>,
+            },
+          ]
+        : []),
+      ...(showIp
+        ? [
+            { id: 'ip', header: 'IP', cell: (u: EndUser) => u.ip || '—' },
+            {
+              id: 'countries',
+              header: 'Countries',
+              title: (u: EndUser) => (u.known_countries ?? []).join(', ') || undefined,
+              cell: (u: EndUser) => (u.known_countries ?? []).join(', ') || '—',
+            },
+          ]
+        : []),
+      ...(hasActions
+        ? [
+            {
+              id: 'actions',
+              header: <span className="sr-only">Actions</span>,
+              cell: (u: EndUser) => <MenuButton label={`Actions for ${u.username}`} onOpen={(el) => openMenu(u, el)} />,
+            },
+          ]
+        : []),
+    ],
+    [showHwid, showIp, hasActions, openMenu],
+  );
 
   return (
     <div>
@@ -94,14 +142,28 @@ export function UsersTab({ app }: { app: App }) {
           <span>Filter</span>
           <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Username" />
         </label>
-        {list.data && <span className="muted" data-testid="users-count">{list.data.length === MAX_USERS ? `The ${formatCount(MAX_USERS)} newest users` : plural(list.data.length, 'user')}</span>}
+        {list.data && (
+          <span className="muted" data-testid="users-count">
+            {list.data.length === MAX_USERS
+              ? `The ${formatCount(MAX_USERS)} newest users`
+              : plural(list.data.length, 'user')}
+          </span>
+        )}
       </div>
       {list.isPending && <Loading label="Loading users" />}
       {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
       {list.data && (
-        <DataTable caption="End users" testId="users-table" className="users-table" columns={columns} count={rows.length}
-          rowAt={(i) => rows[i]} rowId={(u) => u.id} resetKey={filter}
-          empty={filter ? 'No user matches.' : 'No users yet: they appear when a client registers with a key.'} />
+        <DataTable
+          caption="End users"
+          testId="users-table"
+          className="users-table"
+          columns={columns}
+          count={rows.length}
+          rowAt={(i) => rows[i]}
+          rowId={(u) => u.id}
+          resetKey={filter}
+          empty={filter ? 'No user matches.' : 'No users yet: they appear when a client registers with a key.'}
+        />
       )}
       <RowMenu menu={menu.menu} onClose={menu.close} />
       <Confirm
@@ -110,7 +172,10 @@ export function UsersTab({ app }: { app: App }) {
         message="The user is removed; its key stays used and can be registered again."
         confirmLabel="Delete user"
         busy={busy === `delete:${deleting?.id}`}
-        onConfirm={() => deleting && void act(`delete:${deleting.id}`, `${deleting.username} deleted`, () => usersApi.remove(deleting.id))}
+        onConfirm={() =>
+          deleting &&
+          void act(`delete:${deleting.id}`, `${deleting.username} deleted`, () => usersApi.remove(deleting.id))
+        }
         onClose={() => setDeleting(null)}
       />
     </div>
