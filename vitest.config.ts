@@ -17,9 +17,8 @@ export default defineConfig({
           include: [
             'test/modules/**/*.test.ts',
             'test/platform/**/*.test.ts',
-            'test/unit/**/*.test.ts',
-            'test/integration/**/*.test.ts',
-            'test/contract/**/*.test.ts',
+            'test/tools/**/*.test.ts',
+            'test/hostile/**/*.test.ts',
             'sdk/**/*.test.ts',
             'web/**/*.test.ts',
           ],

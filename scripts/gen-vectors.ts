@@ -1,7 +1,7 @@
 // Writes the shared SDK test vectors (sdk/vectors/*.json) with the server's own code: the request
 // canonical string and HMAC, the response signer, the heartbeat proofs, the response encryption and
 // the error catalogue. Every input is fixed, so the output is byte-for-byte deterministic
-// (Ed25519 signatures, HMAC and AES-CBC with a fixed IV all are); test/unit/sdk-vectors.test.ts
+// (Ed25519 signatures, HMAC and AES-CBC with a fixed IV all are); test/sdk/vectors.test.ts
 // regenerates them in memory and fails when the committed files differ.
 //
 //   npx tsx scripts/gen-vectors.ts            write sdk/vectors/*.json

@@ -2,7 +2,7 @@
 // it draws path parameters, query strings and bodies from the JSON Schema (valid values, values at
 // and past every limit, wrong types, U+0000, unicode, extra fields) plus raw hostile bodies, with
 // fast-check's seeded generator, and checks every answer: never a 5xx, never slower than the hang
-// limit, every /api/client/ response signed. Used by test/integration/fuzz.test.ts (a few thousand
+// limit, every /api/client/ response signed. Used by test/e2e/fuzz.test.ts (a few thousand
 // requests in `npm test`) and by scripts/fuzz.ts (`npm run fuzz -- --requests 100000`).
 import fc from 'fast-check';
 import { ClientApi } from '../helpers/client.js';

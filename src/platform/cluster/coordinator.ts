@@ -1,6 +1,6 @@
 // The coordination port (STYLE 5): everything workers share goes through this interface.
 // LocalCoordinator serves one process without Redis; RedisCoordinator serves a cluster.
-// test/contract/coordinator.contract.ts runs one suite against both.
+// test/platform/cluster/coordinator.contract.test.ts runs one suite against both.
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 
 export interface LimiterOptions {

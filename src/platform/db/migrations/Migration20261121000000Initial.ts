@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 // Initial schema, generated from the EntitySchema definitions (scripts/schema-sql.ts) and committed.
-// test/integration/schema.test.ts proves that entities and migrations still describe the same schema.
+// test/platform/db/schema.test.ts proves that entities and migrations still describe the same schema.
 export class Migration20261121000000Initial extends Migration {
   override async up(): Promise<void> {
     this.addSql(
