@@ -161,3 +161,17 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
     throw err;
   }
 }
+
+/**
+ * The guard of every PROTOCOL 12 integration test: a reason to skip while the server side is pending
+ * (it answers 404 for /api/client/trial), undefined when the tests must run. Throws when they must run
+ * but cannot: KW_REQUIRE_MODELS=1 with a pending server, or a server whose MODELS app could not be made.
+ */
+export async function pendingModels(env: Record<string, string>): Promise<string | undefined> {
+  if (!(await serverHasModels(env.KW_BASE_URL!))) {
+    if (process.env.KW_REQUIRE_MODELS === '1') throw new Error('KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial');
+    return 'PROTOCOL 12 pending: the server answers 404 for /api/client/trial';
+  }
+  if (env.KW_MODELS_ERROR) throw new Error(`the harness could not prepare app MODELS: ${env.KW_MODELS_ERROR}`);
+  return undefined;
+}

@@ -6,8 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   beatProof, canonicalRequest, codeFor, decryptResponse, ERROR_CODES, ERROR_ENTRIES, errorFromAnswer, FALLBACK_CODE, KeywardenError,
-  pinKeys, requestSignature, startProof, STATUS_FALLBACKS, verifyResponse,
+  graceUntilOf, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS, pinKeys, requestSignature, startProof, STATUS_FALLBACKS, verifyLicenseFile, verifyResponse,
 } from '../src/index.js';
+import { Grace } from '../src/grace.js';
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../vectors');
 const load = (f: string) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
@@ -74,5 +75,41 @@ describe('vectors', () => {
     expect(u).toMatchObject({ code: 'update_required', latestVersion: '2.0', updateUrl: 'https://x/dl', status: 426 });
     expect(errorFromAnswer(429, 'Rate limit exceeded', '17')).toMatchObject({ code: 'rate_limited', retryAfter: 17 });
     expect(errorFromAnswer(429, 'Too many failed attempts, try again later.', '900')).toMatchObject({ code: 'locked_out', retryAfter: 900 });
+  });
+
+  it('offline license files: accepted, or refused for the reason each case names', () => {
+    const v = load('offline.json');
+    expect([v.max_future_seconds, v.max_rollback_seconds]).toEqual([MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS]);
+    const keys = pinKeys(v.pinned_keys);
+    const seen = new Set<string>();
+    for (const c of v.cases) {
+      const run = () => verifyLicenseFile(c.file, keys, c.app_id, c.hwid, c.now * 1000, c.last_seen === null ? undefined : c.last_seen * 1000);
+      if (c.valid) {
+        const lic = run();
+        const p = c.payload;
+        expect({ appId: lic.appId, licenseId: lic.licenseId, user: lic.user, hwid: lic.hwid, level: lic.level, kid: lic.kid }, c.name)
+          .toEqual({ appId: p.app_id, licenseId: p.license_id, user: p.user, hwid: p.hwid, level: p.level, kid: p.kid });
+        expect(lic.entitlements).toEqual([...p.entitlements].sort());
+        expect(lic.validUntil.toISOString()).toBe(p.valid_until);
+        expect(lic.expiresAt?.toISOString() ?? null).toBe(p.expires_at);
+        continue;
+      }
+      let err: unknown;
+      try { run(); } catch (e) { err = e; }
+      expect(err, c.name).toBeInstanceOf(KeywardenError);
+      expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({ code: 'offline_invalid', reason: c.reason });
+      seen.add(c.reason);
+    }
+    expect([...seen].sort()).toEqual([...v.reasons].sort());
+  });
+
+  it('grace_until: what each value grants', () => {
+    for (const c of load('offline.json').grace.cases) {
+      const answer: Record<string, unknown> = 'grace_until' in c ? { grace_until: c.grace_until } : {};
+      expect(graceUntilOf(answer) ?? null, c.name).toBe(c.until === null ? null : Math.round(c.until * 1000));
+      const g = new Grace();
+      g.note(answer);
+      expect(g.active(c.now * 1000), c.name).toBe(c.active);
+    }
   });
 });
