@@ -109,6 +109,9 @@ function offlineCases() {
     no('level a string', file({ ...base, level: '3' }), 'malformed'),
     no('entitlements not a list of strings', file({ ...base, entitlements: 'pro' }), 'malformed'),
     no('hwid missing', file(Object.fromEntries(Object.entries(base).filter(([k]) => k !== 'hwid'))), 'malformed'),
+    // user and expires_at are null when there is none, never absent.
+    no('user missing', file(Object.fromEntries(Object.entries(base).filter(([k]) => k !== 'user'))), 'malformed'),
+    no('expires_at missing', file(Object.fromEntries(Object.entries(base).filter(([k]) => k !== 'expires_at'))), 'malformed'),
     no('malformed payload under an unpinned kid: malformed comes first', file({ ...base, kid: 'k9', v: 2 }, k9), 'malformed'),
   ];
   return {

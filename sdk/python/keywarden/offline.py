@@ -106,10 +106,10 @@ def _parse(file: object) -> Tuple[str, bytes, Dict[str, Any]]:
     good = (
         type(p.get("v")) is int and p.get("v") == 1
         and all(_text(p, k) for k in ("kid", "app_id", "license_id", "hwid"))
-        and (p.get("user") is None or isinstance(p.get("user"), str))
+        and "user" in p and (p["user"] is None or isinstance(p["user"], str))
         and isinstance(level, int) and not isinstance(level, bool)
         and isinstance(ents, list) and all(isinstance(e, str) for e in ents)
-        and (p.get("expires_at") is None or parse_utc_ms(p.get("expires_at")) is not None)
+        and "expires_at" in p and (p["expires_at"] is None or parse_utc_ms(p["expires_at"]) is not None)
         and parse_utc_ms(p.get("issued_at")) is not None and parse_utc_ms(p.get("valid_until")) is not None
     )
     if not good:
