@@ -12,13 +12,17 @@
 //                          directory and signing key (answers once it serves); POST <url>/ban {"key"}: ban that
 //                          key from the dashboard. Each answers 200 {"ok": true} or 500 {"error"}.
 //   KW_CONFIG_MODELS       keywarden.json of MODELS, with base_url = KW_MODELS_URL and app_id
+//   KW_CONFIG_MODELS_OFF   keywarden.json of MODELS OFF on the same server: every PROTOCOL 12 field at its default
+//                          (trials and offline files off), the place to see trial_disabled and offline_disabled
 //   KW_KEYS_MODELS         20 unused keys of MODELS: 30 days, level 3, entitlements ["export", "pro"]
 //   KW_MODELS_APP_ID       the application's id (what offline files name)
+//   KW_MODELS_PROBE_ADDRESS the X-Forwarded-For every probe of /api/client/trial sends (its own rate-limit budget);
+//                          set also while the models are pending (startSdkHarness adds it either way)
 //   KW_MODELS_SETTINGS     JSON of the settings below (trial_hours 72, trial_level 2, offline_days 7, grace_hours 1)
 //   KW_MODELS_ERROR        set instead of the above when the server has the route but preparing MODELS failed
 //                          (the message): the SDKs fail their PROTOCOL 12 tests with it
-// MODELS has hwid_lock on and heartbeat_interval 5. PLAIN on the main server keeps every PROTOCOL 12
-// field at its default (trials and offline files off): the place to see trial_disabled and offline_disabled.
+// MODELS has hwid_lock on and heartbeat_interval 5. Every PROTOCOL 12 call goes to the models server, so
+// none spends the budgets of the main server's direct callers (the probe comes from its own address).
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +35,8 @@ import { clientConfig } from '../../src/services/sdk-archive.js';
 export const MODELS_SETTINGS = { trial_hours: 72, trial_level: 2, offline_days: 7, grace_hours: 1 } as const;
 const ENTITLEMENTS = [{ code: 'export', name: 'Export' }, { code: 'pro', name: 'Pro' }];
 const KEYS = 20;
+/** Where the probes of /api/client/trial come from (X-Forwarded-For), in every SDK's tests too. */
+export const PROBE_ADDRESS = '198.51.100.212';
 
 export interface ModelsHarness {
   env: Record<string, string>;
@@ -39,7 +45,9 @@ export interface ModelsHarness {
 
 /** Does this server serve the licensing models? (404: not yet; anything else: the route exists.) */
 export async function serverHasModels(base: string): Promise<boolean> {
-  const r = await fetch(`${base}/api/client/trial`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  // Its own client address (the harness trusts 127.0.0.1 as a proxy): trial shares license's rate-limit bucket.
+  const headers = { 'content-type': 'application/json', 'x-forwarded-for': PROBE_ADDRESS };
+  const r = await fetch(`${base}/api/client/trial`, { method: 'POST', headers, body: '{}' });
   await r.arrayBuffer();
   return r.status !== 404;
 }
@@ -140,18 +148,23 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
     const keys = expect200('key generation', await owner.post(`/apps/${appId}/licenses`, {
       amount: KEYS, duration: 30, unit: 'days', level: 3, entitlements: ENTITLEMENTS.map((e) => e.code),
     })) as unknown as { key: string }[];
-    const config = {
-      ...clientConfig(
-        { name: app.name, apiKey: app.api_key, apiSecret: app.api_secret, version: app.version, requireSignature: app.require_signature },
-        published, proxyUrl,
-      ),
-      app_id: appId,
+    const off = expect200('app creation', await owner.post('/apps', { name: 'SDK MODELS OFF' }));
+    const offApp = expect200('settings', await owner.patch(`/apps/${off.id}`, { hwid_lock: true, heartbeat_interval: 5 }));
+    const write = async (name: string, a: Record<string, any>) => {
+      const config = {
+        ...clientConfig({ name: a.name, apiKey: a.api_key, apiSecret: a.api_secret, version: a.version, requireSignature: a.require_signature }, published, proxyUrl),
+        app_id: a.id,
+      };
+      const file = path.join(dataDir, name);
+      await fs.writeFile(file, JSON.stringify(config, null, 2) + '\n');
+      return file;
     };
-    const file = path.join(dataDir, 'keywarden-models.json');
-    await fs.writeFile(file, JSON.stringify(config, null, 2) + '\n');
+    const file = await write('keywarden-models.json', app);
+    const offFile = await write('keywarden-models-off.json', offApp);
     return {
       env: {
-        KW_MODELS_URL: proxyUrl, KW_MODELS_CONTROL_URL: controlUrl, KW_CONFIG_MODELS: file, KW_KEYS_MODELS: keys.map((k) => k.key).join(','),
+        KW_MODELS_URL: proxyUrl, KW_MODELS_CONTROL_URL: controlUrl, KW_CONFIG_MODELS: file, KW_CONFIG_MODELS_OFF: offFile,
+        KW_KEYS_MODELS: keys.map((k) => k.key).join(','), KW_MODELS_PROBE_ADDRESS: PROBE_ADDRESS,
         KW_MODELS_APP_ID: appId, KW_MODELS_SETTINGS: JSON.stringify(MODELS_SETTINGS),
       },
       close,

@@ -62,7 +62,7 @@ import { startTamperProxies } from './tamper-proxy.js';
 import { startOutageProxy } from './outage-proxy.js';
 import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
 import { clientConfig } from '../../src/services/sdk-archive.js';
-import { serverHasModels, startModelsHarness, type ModelsHarness } from './models-harness.js';
+import { PROBE_ADDRESS, serverHasModels, startModelsHarness, type ModelsHarness } from './models-harness.js';
 
 export interface SdkHarness {
   env: Record<string, string>;
@@ -158,6 +158,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       channelUrls[mode] = proxy.url;
     }
     env.KW_CHANNEL_TAMPER_URLS = JSON.stringify(channelUrls);
+    env.KW_MODELS_PROBE_ADDRESS = PROBE_ADDRESS;
     if (await serverHasModels(server.base)) {
       try {
         models = await startModelsHarness(seed, published);

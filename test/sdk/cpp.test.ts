@@ -142,7 +142,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(r.out.replace(/^.*: skip integration\/models: .*PROTOCOL 12 pending.*$/gm, required ? '$&' : '')).not.toMatch(/: (FAIL|skip) /m);
     if (pending === 0) {
       for (const name of [
-        'integration/models: a trial once per device; PLAIN offers none',
+        'integration/models: a trial once per device; MODELS OFF offers none',
         'integration/models: an offline license file round trip, checked without the server',
         'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
       ]) expect(r.out).toContain(`ok   ${name}`);

@@ -99,7 +99,7 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     expect(skipped.filter((l) => !(l.includes('TLS pinning') && !tls) && !pending.includes(l))).toEqual([]);
     if (pending.length === 0) {
       for (const name of [
-        'integration/models: a trial once per device; PLAIN offers none',
+        'integration/models: a trial once per device; MODELS OFF offers none',
         'integration/models: an offline license file round trip, checked without the server',
         'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
       ]) expect(r.out).toContain(`ok   ${name} (`);

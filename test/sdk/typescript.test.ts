@@ -514,7 +514,7 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
   };
   const hwid = (what: string) => `sdk-ts-${what}-${randomBytes(6).toString('hex')}`;
 
-  it('a trial once per device; PLAIN offers none', async (ctx) => {
+  it('a trial once per device; MODELS OFF offers none', async (ctx) => {
     if (pending) return ctx.skip(pending);
     const id = hwid('trial');
     const c = models();
@@ -529,9 +529,9 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     await again.init();
     expect(await failure(again.trial(id.toUpperCase()))).toMatchObject({ code: 'trial_used', status: 403 });
     expect((await again.trial(`${id}-b`)).key).toMatch(/^TRIAL-/);
-    const p = plain();
-    await p.init();
-    expect((await failure(p.trial(id))).code).toBe('trial_disabled');
+    const off = Client.fromConfig(h.env.KW_CONFIG_MODELS_OFF!);
+    await off.init();
+    expect((await failure(off.trial(id))).code).toBe('trial_disabled');
   }, 60_000);
 
   it('an offline license file round trip: from the server, checked without it', async (ctx) => {
@@ -551,10 +551,10 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     const late = models({ clock: () => Date.now() + 8 * 86_400_000 });
     expect((await failure((async () => late.loadOffline(file, id))())).reason).toBe('expired');
     expect((await failure(c.offlineFile(`${id}-other`))).code).toBe('hwid_mismatch');
-    // PLAIN issues none (PROTOCOL 12.5 lists "off" before "session not activated").
-    const p = plain();
-    await p.init();
-    expect((await failure(p.offlineFile(id))).code).toBe('offline_disabled');
+    // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+    const off = Client.fromConfig(h.env.KW_CONFIG_MODELS_OFF!);
+    await off.init();
+    expect((await failure(off.offlineFile(id))).code).toBe('offline_disabled');
   }, 60_000);
 
   it('grace across a real server restart, inside the window and past it; a ban ends it', async (ctx) => {

@@ -21,11 +21,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int postJson(const std::string& url, const std::string& body = "{}") {
+int postJson(const std::string& url, const std::string& body = "{}", const std::string& from = {}) {
   keywarden::HttpRequest r;
   r.method = "POST";
   r.url = url;
   r.headers = {{"Content-Type", "application/json"}};
+  if (!from.empty()) r.headers.emplace_back("X-Forwarded-For", from);
   r.body = body;
   r.timeout = 120s;
   return keywarden::makeCurlTransport()->send(r).status;
@@ -33,7 +34,9 @@ int postJson(const std::string& url, const std::string& body = "{}") {
 
 /** Skips while the server has no licensing models; fails with KW_REQUIRE_MODELS=1 or a broken MODELS app. */
 void requireModels() {
-  static const bool pending = postJson(env("KW_BASE_URL") + "/api/client/trial") == 404;
+  // From its own address (X-Forwarded-For; the harness trusts 127.0.0.1): trial shares license's rate-limit bucket.
+  const std::string from = env("KW_MODELS_PROBE_ADDRESS").empty() ? "198.51.100.212" : env("KW_MODELS_PROBE_ADDRESS");
+  static const bool pending = postJson(env("KW_BASE_URL") + "/api/client/trial", "{}", from) == 404;
   if (pending) {
     if (env("KW_REQUIRE_MODELS") == "1") throw kwtest::Failure{"KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial"};
     kwtest::skip("PROTOCOL 12 pending: the server answers 404 for /api/client/trial");
@@ -81,7 +84,7 @@ std::int64_t nowUnix() { return kwtest::unixSeconds(std::chrono::system_clock::n
 
 }  // namespace
 
-KW_INTEGRATION(models_trial, "models: a trial once per device; PLAIN offers none") {
+KW_INTEGRATION(models_trial, "models: a trial once per device; MODELS OFF offers none") {
   requireModels();
   ModelsDir dir;
   const std::string id = uniqueHwid("trial");
@@ -106,9 +109,9 @@ KW_INTEGRATION(models_trial, "models: a trial once per device; PLAIN offers none
   CHECK_EQ(e.code(), ErrorCode::trial_used);
   CHECK_EQ(e.status(), 403);
   CHECK(again.trial(id + "-b").key.rfind("TRIAL-", 0) == 0);
-  auto plain = keywarden::Client::fromConfig(env("KW_CONFIG_PLAIN"));
-  plain.init();
-  CHECK_EQ(EXPECT_ERROR(plain.trial(id)).code(), ErrorCode::trial_disabled);
+  auto off = keywarden::Client::fromConfig(env("KW_CONFIG_MODELS_OFF"));
+  off.init();
+  CHECK_EQ(EXPECT_ERROR(off.trial(id)).code(), ErrorCode::trial_disabled);
 }
 
 KW_INTEGRATION(models_offline, "models: an offline license file round trip, checked without the server") {
@@ -140,10 +143,10 @@ KW_INTEGRATION(models_offline, "models: an offline license file round trip, chec
   late.clock = [] { return std::chrono::system_clock::now() + std::chrono::hours(8 * 24); };
   CHECK_EQ(EXPECT_ERROR(modelsClient(dir, "c.json", late).loadOffline(file, id)).reason(), std::string("expired"));
   CHECK_EQ(EXPECT_ERROR(c.offlineFile(id + "-other")).code(), ErrorCode::hwid_mismatch);
-  // PLAIN issues none (PROTOCOL 12.5 lists "off" before "session not activated").
-  auto plain = keywarden::Client::fromConfig(env("KW_CONFIG_PLAIN"));
-  plain.init();
-  CHECK_EQ(EXPECT_ERROR(plain.offlineFile(id)).code(), ErrorCode::offline_disabled);
+  // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+  auto off = keywarden::Client::fromConfig(env("KW_CONFIG_MODELS_OFF"));
+  off.init();
+  CHECK_EQ(EXPECT_ERROR(off.offlineFile(id)).code(), ErrorCode::offline_disabled);
 }
 
 KW_INTEGRATION(models_grace, "models: grace across a real server restart, inside the window and past it; a ban ends it") {

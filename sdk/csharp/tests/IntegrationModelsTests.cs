@@ -27,7 +27,13 @@ namespace Keywarden.Tests
             {
                 using (var http = new HttpClient())
                 {
-                    var res = await http.PostAsync(IntegrationTests.Env("KW_BASE_URL") + "/api/client/trial", new StringContent("{}", Encoding.UTF8, "application/json"));
+                    // From its own address (X-Forwarded-For; the harness trusts 127.0.0.1): trial shares license's rate-limit bucket.
+                    var probe = new HttpRequestMessage(HttpMethod.Post, IntegrationTests.Env("KW_BASE_URL") + "/api/client/trial")
+                    {
+                        Content = new StringContent("{}", Encoding.UTF8, "application/json"),
+                    };
+                    probe.Headers.Add("X-Forwarded-For", Environment.GetEnvironmentVariable("KW_MODELS_PROBE_ADDRESS") ?? "198.51.100.212");
+                    var res = await http.SendAsync(probe);
                     _pending = (int)res.StatusCode == 404 ? "PROTOCOL 12 pending: the server answers 404 for /api/client/trial" : "";
                 }
             }
@@ -83,7 +89,7 @@ namespace Keywarden.Tests
 
         public static void Register(Registry r)
         {
-            r.Integration("models: a trial once per device; PLAIN offers none", () => InDir(async dir =>
+            r.Integration("models: a trial once per device; MODELS OFF offers none", () => InDir(async dir =>
             {
                 var id = Hwid("trial");
                 using (var c = Models(dir))
@@ -107,10 +113,10 @@ namespace Keywarden.Tests
                     Assert.Equal(403, e.Status);
                     Assert.True((await again.TrialAsync(id + "-b")).Key.StartsWith("TRIAL-", StringComparison.Ordinal), "another device");
                 }
-                using (var plain = IntegrationTests.Client("PLAIN"))
+                using (var off = IntegrationTests.Client("MODELS_OFF"))
                 {
-                    await plain.InitAsync();
-                    Assert.Equal(KeywardenErrorCode.TrialDisabled, (await Assert.Fails(() => plain.TrialAsync(id))).Code);
+                    await off.InitAsync();
+                    Assert.Equal(KeywardenErrorCode.TrialDisabled, (await Assert.Fails(() => off.TrialAsync(id))).Code);
                 }
             }));
 
@@ -137,11 +143,11 @@ namespace Keywarden.Tests
                     Assert.Equal(OfflineReason.Expired, Assert.FailsSync(() => late.LoadOffline(file, id)).OfflineReason.Value);
                     Assert.Equal(KeywardenErrorCode.HwidMismatch, (await Assert.Fails(() => c.OfflineFileAsync(id + "-other"))).Code);
                 }
-                // PLAIN issues none (PROTOCOL 12.5 lists "off" before "session not activated").
-                using (var plain = IntegrationTests.Client("PLAIN"))
+                // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+                using (var off = IntegrationTests.Client("MODELS_OFF"))
                 {
-                    await plain.InitAsync();
-                    Assert.Equal(KeywardenErrorCode.OfflineDisabled, (await Assert.Fails(() => plain.OfflineFileAsync(id))).Code);
+                    await off.InitAsync();
+                    Assert.Equal(KeywardenErrorCode.OfflineDisabled, (await Assert.Fails(() => off.OfflineFileAsync(id))).Code);
                 }
             }));
 

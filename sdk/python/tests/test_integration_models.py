@@ -27,8 +27,9 @@ CODE = "abcdef0123456789"
 _ran: List[str] = []
 
 
-def _post(url: str, body: Any = None) -> int:
-    req = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST", headers={"Content-Type": "application/json"})
+def _post(url: str, body: Any = None, headers: Any = None) -> int:
+    h = {"Content-Type": "application/json", **(headers or {})}
+    req = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST", headers=h)
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             r.read()
@@ -44,7 +45,8 @@ def require_models() -> None:
         if ENV.get("KW_REQUIRE_INTEGRATION") == "1":
             raise RuntimeError("KW_REQUIRE_INTEGRATION=1 but KW_BASE_URL is not set")
         raise unittest.SkipTest("integration tests need a server: set KW_BASE_URL")
-    if _post(base + "/api/client/trial") == 404:
+    # From its own address (X-Forwarded-For; the harness trusts 127.0.0.1): trial shares license's rate-limit bucket.
+    if _post(base + "/api/client/trial", headers={"X-Forwarded-For": ENV.get("KW_MODELS_PROBE_ADDRESS", "198.51.100.212")}) == 404:
         if ENV.get("KW_REQUIRE_MODELS") == "1":
             raise RuntimeError("KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial")
         raise unittest.SkipTest("PROTOCOL 12 pending: the server answers 404 for /api/client/trial")
@@ -118,10 +120,10 @@ class Models(unittest.TestCase):
         self.assertEqual((e.code, e.status), (ErrorCode.TRIAL_USED, 403))
         # Another device still gets one.
         self.assertRegex(again.trial(hwid + "-b").key, r"^TRIAL-")
-        # PLAIN keeps trials off.
-        plain = Client.from_config(ENV["KW_CONFIG_PLAIN"])
-        plain.init()
-        self.assertEqual(self.error(plain.trial, hwid).code, ErrorCode.TRIAL_DISABLED)
+        # MODELS OFF keeps trials off.
+        off = Client.from_config(ENV["KW_CONFIG_MODELS_OFF"])
+        off.init()
+        self.assertEqual(self.error(off.trial, hwid).code, ErrorCode.TRIAL_DISABLED)
 
     def test_an_offline_file_round_trip(self) -> None:
         hwid = "sdk-py-offline-" + os.urandom(6).hex()
@@ -144,10 +146,10 @@ class Models(unittest.TestCase):
         self.assertEqual(self.error(late.load_offline, f, hwid).reason, OfflineReason.EXPIRED)
         # Another machine cannot have one for this key.
         self.assertEqual(self.error(c.offline_file, hwid + "-other").code, ErrorCode.HWID_MISMATCH)
-        # PLAIN issues none (PROTOCOL 12.5 lists "off" before "session not activated").
-        plain = Client.from_config(ENV["KW_CONFIG_PLAIN"])
-        plain.init()
-        self.assertEqual(self.error(plain.offline_file, hwid).code, ErrorCode.OFFLINE_DISABLED)
+        # MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+        off = Client.from_config(ENV["KW_CONFIG_MODELS_OFF"])
+        off.init()
+        self.assertEqual(self.error(off.offline_file, hwid).code, ErrorCode.OFFLINE_DISABLED)
 
     def test_grace_across_a_real_server_restart_inside_and_past_the_window(self) -> None:
         hwid = "sdk-py-grace-" + os.urandom(6).hex()
