@@ -12,11 +12,35 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'suite', include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts', 'sdk/**/*.test.ts', 'web/**/*.test.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: {
+          name: 'suite',
+          include: [
+            'test/modules/**/*.test.ts',
+            'test/platform/**/*.test.ts',
+            'test/unit/**/*.test.ts',
+            'test/integration/**/*.test.ts',
+            'test/contract/**/*.test.ts',
+            'sdk/**/*.test.ts',
+            'web/**/*.test.ts',
+          ],
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
       },
       {
         extends: true,
-        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts', 'test/sdk/**/*.test.ts', 'test/web/**/*.test.ts', 'test/deploy/**/*.test.ts'], fileParallelism: false, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        test: {
+          name: 'e2e',
+          include: [
+            'test/e2e/**/*.test.ts',
+            'test/sdk/**/*.test.ts',
+            'test/web/**/*.test.ts',
+            'test/deploy/**/*.test.ts',
+          ],
+          fileParallelism: false,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
       },
     ],
   },

@@ -26,7 +26,13 @@ const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
 const SYS = 'affinity-system-1';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function request(agent: http.Agent | false, url: string, method: string, body?: unknown, headers: Record<string, string> = {}) {
+function request(
+  agent: http.Agent | false,
+  url: string,
+  method: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise<{ status: number; text: string }>((resolve, reject) => {
     const req = http.request(
@@ -77,9 +83,19 @@ async function main(): Promise<void> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
     env: {
-      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: db.url,
-      REDIS_URL, REDIS_PREFIX: `kwaff${Date.now()}:`, WORKERS: '2', LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.1',
-      GEOIP_DB: 'off', OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      DATABASE_URL: db.url,
+      REDIS_URL,
+      REDIS_PREFIX: `kwaff${Date.now()}:`,
+      WORKERS: '2',
+      LOG_LEVEL: 'warn',
+      TRUSTED_PROXIES: '127.0.0.1',
+      GEOIP_DB: 'off',
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -105,7 +121,12 @@ async function main(): Promise<void> {
     const { token } = await json(false, `${base}/api/auth/login`, OWNER);
     const auth = { authorization: `Bearer ${token}` };
     const app = await json(false, `${base}/api/apps`, { name: 'Affinity bench' }, auth);
-    const keys = (await json(false, `${base}/api/apps/${app.id}/licenses`, { amount: CLIENTS, unit: 'lifetime' }, auth)) as {
+    const keys = (await json(
+      false,
+      `${base}/api/apps/${app.id}/licenses`,
+      { amount: CLIENTS, unit: 'lifetime' },
+      auth,
+    )) as {
       key: string;
     }[];
     // Each client: one keep-alive connection for all its calls, as the SDKs do.
@@ -136,12 +157,19 @@ async function main(): Promise<void> {
       }),
     );
     const after = await workerMetrics(base);
-    const sum = (ms: Map<number, Record<string, number>>, k: string) => [...ms.values()].reduce((a, m) => a + (m[k] ?? 0), 0);
-    const forwarded = sum(after, 'keywarden_cluster_forwarded_total') - sum(before, 'keywarden_cluster_forwarded_total');
+    const sum = (ms: Map<number, Record<string, number>>, k: string) =>
+      [...ms.values()].reduce((a, m) => a + (m[k] ?? 0), 0);
+    const forwarded =
+      sum(after, 'keywarden_cluster_forwarded_total') - sum(before, 'keywarden_cluster_forwarded_total');
     const local = sum(after, 'keywarden_cluster_local_total') - sum(before, 'keywarden_cluster_local_total');
     console.log(
       JSON.stringify({
-        root: ROOT, clients: CLIENTS, beats: BEATS, heartbeat_ops: forwarded + local, forwarded, local,
+        root: ROOT,
+        clients: CLIENTS,
+        beats: BEATS,
+        heartbeat_ops: forwarded + local,
+        forwarded,
+        local,
         forwarded_share: Number((forwarded / Math.max(1, forwarded + local)).toFixed(3)),
       }),
     );

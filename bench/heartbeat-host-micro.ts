@@ -7,8 +7,8 @@
 // --expose-gc: the script runs itself again with it). Prints one table row per path.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { HeartbeatHost } from '../src/actors/heartbeat-host.js';
-import type { BeatInput } from '../src/actors/heartbeat.machine.js';
+import { HeartbeatHost } from '../src/modules/heartbeat/heartbeat-host.js';
+import type { BeatInput } from '../src/modules/heartbeat/heartbeat.machine.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {

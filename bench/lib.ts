@@ -27,7 +27,10 @@ export async function freePort(): Promise<number> {
 }
 
 /** A new empty database `name` beside `adminUrl`'s (an old one of that name is dropped first). */
-export async function freshDatabase(adminUrl: string, name: string): Promise<{ url: string; drop: () => Promise<void> }> {
+export async function freshDatabase(
+  adminUrl: string,
+  name: string,
+): Promise<{ url: string; drop: () => Promise<void> }> {
   const admin = async (sql: string) => {
     const c = new pg.Client({ connectionString: adminUrl });
     await c.connect();
@@ -76,7 +79,10 @@ export function buildKwload(): string {
   // Built beside its final name and renamed: two runs building at once never execute a half-written file.
   const tmp = `${out}.${process.pid}.tmp`;
   const r = spawnSync(cc, ['-O2', '-pthread', '-Wall', '-o', tmp, src, ...libs], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${cc} could not build the load generator (apt-get install gcc): ${r.error?.message ?? ''}${r.stderr}`);
+  if (r.status !== 0)
+    throw new Error(
+      `${cc} could not build the load generator (apt-get install gcc): ${r.error?.message ?? ''}${r.stderr}`,
+    );
   fs.renameSync(tmp, out);
   return out;
 }
@@ -188,7 +194,9 @@ export function kwhold(args: string[]): Hold {
   const exited = new Promise<number | null>((r) => s.child.once('exit', (code) => r(code)));
   const ready = new Promise<void>((resolve, reject) => {
     readyFn = resolve;
-    void exited.then((code) => reject(new Error(`kwload ws-hold exited (${code}) before it was ready: ${s.stderr.slice(-2000)}`)));
+    void exited.then((code) =>
+      reject(new Error(`kwload ws-hold exited (${code}) before it was ready: ${s.stderr.slice(-2000)}`)),
+    );
   });
   return {
     ready,
@@ -196,7 +204,8 @@ export function kwhold(args: string[]): Hold {
     stop: async () => {
       s.child.stdin!.end();
       const code = await exited;
-      if (code !== 0 || !s.result) throw new Error(`kwload ws-hold ${args.join(' ')} failed (exit ${code}): ${s.stderr.slice(-2000)}`);
+      if (code !== 0 || !s.result)
+        throw new Error(`kwload ws-hold ${args.join(' ')} failed (exit ${code}): ${s.stderr.slice(-2000)}`);
       return s.result;
     },
   };
@@ -228,7 +237,12 @@ export function procTable(): Map<number, Proc> {
     const close = stat.lastIndexOf(')');
     const f = stat.slice(close + 2).split(' ');
     const ticks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    out.set(Number(name), { pid: Number(name), ppid: Number(f[1]), comm: stat.slice(open + 1, close), cpu: ticks / TICK });
+    out.set(Number(name), {
+      pid: Number(name),
+      ppid: Number(f[1]),
+      comm: stat.slice(open + 1, close),
+      cpu: ticks / TICK,
+    });
   }
   return out;
 }
@@ -272,7 +286,11 @@ export function rssBytes(pid: number): number {
 export type Classify = (p: Proc, table: Map<number, Proc>) => string | null;
 
 /** CPU seconds per group between two snapshots (processes born in between count from zero). */
-export function cpuDelta(before: Map<number, Proc>, after: Map<number, Proc>, classify: Classify): Record<string, number> {
+export function cpuDelta(
+  before: Map<number, Proc>,
+  after: Map<number, Proc>,
+  classify: Classify,
+): Record<string, number> {
   const out: Record<string, number> = {};
   for (const p of after.values()) {
     const g = classify(p, after);
@@ -330,15 +348,23 @@ export function gcBetween(before: Metrics[], after: Metrics[], prefix = 'keyward
       if (!k.startsWith(`${name}_bucket{`) || !b) continue;
       const le = /le="([^"]+)"/.exec(b[1]!)?.[1];
       if (!le || le === '+Inf') continue;
-      les.set(Number(le), (les.get(Number(le)) ?? 0));
+      les.set(Number(le), les.get(Number(le)) ?? 0);
     }
     for (const k of Object.keys(m)) if (k.startsWith(`${name}_count{`) && /kind="major"/.test(k)) majors.v += m[k]!;
   }
-  for (const m of before) for (const k of Object.keys(m)) if (k.startsWith(`${name}_count{`) && /kind="major"/.test(k)) majors.v -= m[k]!;
+  for (const m of before)
+    for (const k of Object.keys(m)) if (k.startsWith(`${name}_count{`) && /kind="major"/.test(k)) majors.v -= m[k]!;
   let maxLe: number | undefined;
   for (const le of [...les.keys()].sort((a, b) => a - b)) {
     const bucket = (ms: Metrics[]) =>
-      ms.reduce((a, m) => a + Object.entries(m).filter(([k]) => k.startsWith(`${name}_bucket{`) && k.includes(`le="${le}"`)).reduce((s, [, v]) => s + v, 0), 0);
+      ms.reduce(
+        (a, m) =>
+          a +
+          Object.entries(m)
+            .filter(([k]) => k.startsWith(`${name}_bucket{`) && k.includes(`le="${le}"`))
+            .reduce((s, [, v]) => s + v, 0),
+        0,
+      );
     if (bucket(after) - bucket(before) >= count) {
       maxLe = le * 1000;
       break;
@@ -373,7 +399,9 @@ export interface Row {
 }
 
 export const fmt = (n: number | undefined, d = 0): string =>
-  n === undefined || !Number.isFinite(n) ? '' : n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+  n === undefined || !Number.isFinite(n)
+    ? ''
+    : n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
 export function coresText(c: Record<string, number> | undefined): string {
   if (!c) return '';

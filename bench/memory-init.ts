@@ -69,7 +69,9 @@ function post(base: string, p: string, body: unknown, headers: Record<string, st
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }),
+        );
         res.on('error', reject);
       },
     );
@@ -86,9 +88,17 @@ async function main(): Promise<void> {
   const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
     env: {
-      ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: db.url,
-      REDIS_URL: '', LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.1', GEOIP_DB: 'off',
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      DATABASE_URL: db.url,
+      REDIS_URL: '',
+      LOG_LEVEL: 'warn',
+      TRUSTED_PROXIES: '127.0.0.1',
+      GEOIP_DB: 'off',
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -148,9 +158,16 @@ async function main(): Promise<void> {
     const external = d('nodejs_external_memory_bytes');
     const rss = d('process_resident_memory_bytes');
     const result = {
-      root: ROOT, n: N, pool: POOL, enc: ENC, seconds: Number(seconds.toFixed(1)),
-      statuses: Object.fromEntries(statuses), sessions,
-      heap_bytes: heap, external_bytes: external, rss_bytes: rss,
+      root: ROOT,
+      n: N,
+      pool: POOL,
+      enc: ENC,
+      seconds: Number(seconds.toFixed(1)),
+      statuses: Object.fromEntries(statuses),
+      sessions,
+      heap_bytes: heap,
+      external_bytes: external,
+      rss_bytes: rss,
       heap_per_session: Math.round(heap / Math.max(1, sessions)),
       heap_plus_external_per_session: Math.round((heap + external) / Math.max(1, sessions)),
       rss_per_session: Math.round(rss / Math.max(1, sessions)),

@@ -181,7 +181,7 @@ try {
   await hold?.stop();
   await server.services.repos.audit.flush();
   // Only the JIT and the pools stay from the warm-up: its sessions go, so each part below is the measured ones'.
-  const hb = server.app.domain.heartbeats;
+  const hb = server.app.domain.heartbeatOwner;
   const coordinator = server.services.coordinator as unknown as { store?: Map<string, unknown> };
   const dropRecords = () => {
     for (const key of [...(coordinator.store?.keys() ?? [])])

@@ -11,10 +11,35 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/platform/db/embedded-postgres.js';
 import {
-  buildKwload, channelCapable, cmdline, coresText, freshDatabase, kwhold, cpuDelta, descendants, fmt, freePort, gcBetween, here, kwload, machine, parseMetrics, procTable,
-  progress, root, rowsTable, rssBytes, sumOf, troubles, type Classify, type KwResult, type Metrics, type Proc, type Row,
+  buildKwload,
+  channelCapable,
+  cmdline,
+  coresText,
+  freshDatabase,
+  kwhold,
+  cpuDelta,
+  descendants,
+  fmt,
+  freePort,
+  gcBetween,
+  here,
+  kwload,
+  machine,
+  parseMetrics,
+  procTable,
+  progress,
+  root,
+  rowsTable,
+  rssBytes,
+  sumOf,
+  troubles,
+  type Classify,
+  type KwResult,
+  type Metrics,
+  type Proc,
+  type Row,
 } from './lib.js';
 
 const argv = process.argv.slice(2);
@@ -35,8 +60,24 @@ const WS_MEMORY_POINTS = list(opt('ws-memory')) ?? (quick ? [2_000] : [10_000, 1
 const WS_PUSH_CLIENTS = Number(opt('ws-push') ?? (quick ? 2_000 : 10_000));
 // --cpu-prof: every server process writes a V8 CPU profile (node --cpu-prof) when it stops.
 const CPU_PROF = argv.includes('--cpu-prof');
-const ALL = ['ceiling', 'hb1', 'wshb1', 'init', 'license', 'login', 'latency1', 'memory', 'initmem', 'wsmem', 'cluster2', 'wspush', 'cluster3'];
-const only = opt('only')?.split(',') ?? (memoryOnly || initMemoryOnly ? [...(memoryOnly ? ['memory'] : []), ...(initMemoryOnly ? ['initmem'] : [])] : ALL);
+const ALL = [
+  'ceiling',
+  'hb1',
+  'wshb1',
+  'init',
+  'license',
+  'login',
+  'latency1',
+  'memory',
+  'initmem',
+  'wsmem',
+  'cluster2',
+  'wspush',
+  'cluster3',
+];
+const only =
+  opt('only')?.split(',') ??
+  (memoryOnly || initMemoryOnly ? [...(memoryOnly ? ['memory'] : []), ...(initMemoryOnly ? ['initmem'] : [])] : ALL);
 if (only.includes('latency1')) only.push('hb1'); // paced at a share of (b)'s maximum
 if (only.includes('wshb1')) only.push('hb1'); // compared with it
 const want = (id: string) => only.includes(id);
@@ -83,7 +124,10 @@ async function until(what: string, cond: () => Promise<boolean>, ms = 60_000, ch
 }
 
 function tailOfLogs(): string {
-  const newest = fs.readdirSync(logDir).map((f) => path.join(logDir, f)).sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
+  const newest = fs
+    .readdirSync(logDir)
+    .map((f) => path.join(logDir, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
   return newest ? fs.readFileSync(newest, 'utf8').slice(-3000) : '';
 }
 
@@ -91,8 +135,13 @@ function tailOfLogs(): string {
 
 async function post(base: string, p: string, body: unknown, token?: string): Promise<any> {
   const res = await fetch(base + p, {
-    method: 'POST', body: JSON.stringify(body),
-    headers: { 'content-type': 'application/json', 'x-forwarded-for': '192.0.2.1', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: {
+      'content-type': 'application/json',
+      'x-forwarded-for': '192.0.2.1',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
   });
   const json = await res.json();
   if (res.status !== 200) throw new Error(`${p} -> ${res.status} ${JSON.stringify(json)}`);
@@ -100,28 +149,60 @@ async function post(base: string, p: string, body: unknown, token?: string): Pro
 }
 
 async function patch(base: string, p: string, body: unknown, token: string): Promise<void> {
-  const res = await fetch(base + p, { method: 'PATCH', body: JSON.stringify(body), headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
+  const res = await fetch(base + p, {
+    method: 'PATCH',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+  });
   if (res.status !== 200) throw new Error(`${p} -> ${res.status} ${await res.text()}`);
 }
 
-interface Fixture { apiKey: string; appId: number; token: string; licenses: string[]; licenseIds: number[]; username: string; password: string }
+interface Fixture {
+  apiKey: string;
+  appId: number;
+  token: string;
+  licenses: string[];
+  licenseIds: number[];
+  username: string;
+  password: string;
+}
 
 async function fixture(base: string, settings: Record<string, unknown> = {}): Promise<Fixture> {
   const { token } = await post(base, '/api/auth/login', OWNER);
   const app = await post(base, '/api/apps', { name: `Bench ${Date.now()}` }, token);
   if (Object.keys(settings).length > 0) await patch(base, `/api/apps/${app.id}`, settings, token);
-  const keys = (await post(base, `/api/apps/${app.id}/licenses`, { amount: KEYS + 1, unit: 'lifetime' }, token)) as { id: number; key: string }[];
+  const keys = (await post(base, `/api/apps/${app.id}/licenses`, { amount: KEYS + 1, unit: 'lifetime' }, token)) as {
+    id: number;
+    key: string;
+  }[];
   const s = (await post(base, '/api/client/init', { api_key: app.api_key })).session;
-  await post(base, '/api/client/register', { session: s, username: 'benchuser', password: 'bench-user-1', license: keys[KEYS]!.key, hwid: HWID });
+  await post(base, '/api/client/register', {
+    session: s,
+    username: 'benchuser',
+    password: 'bench-user-1',
+    license: keys[KEYS]!.key,
+    hwid: HWID,
+  });
   return {
-    apiKey: app.api_key, appId: app.id, token, licenses: keys.slice(0, KEYS).map((k) => k.key), licenseIds: keys.slice(0, KEYS).map((k) => k.id),
-    username: 'benchuser', password: 'bench-user-1',
+    apiKey: app.api_key,
+    appId: app.id,
+    token,
+    licenses: keys.slice(0, KEYS).map((k) => k.key),
+    licenseIds: keys.slice(0, KEYS).map((k) => k.id),
+    username: 'benchuser',
+    password: 'bench-user-1',
   };
 }
 
 // ---- servers --------------------------------------------------------------------------------------
 
-interface Server { base: string; port: number; child: ChildProcess; workers: number; db: string }
+interface Server {
+  base: string;
+  port: number;
+  child: ChildProcess;
+  workers: number;
+  db: string;
+}
 
 async function metricsOnce(base: string): Promise<Metrics> {
   const res = await fetch(`${base}/metrics`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(10_000) });
@@ -157,14 +238,18 @@ function classifier(server: Server | undefined): Classify {
       groups = new Map();
       const mine = descendants(table, process.pid);
       for (const q of table.values()) {
-        if (q.comm === 'postgres' && (mine.has(q.pid) || (server && cmdline(q.pid).includes(` ${server.db} `)))) groups.set(q.pid, 'postgres');
+        if (q.comm === 'postgres' && (mine.has(q.pid) || (server && cmdline(q.pid).includes(` ${server.db} `))))
+          groups.set(q.pid, 'postgres');
         // Redis counts where the server uses it (cluster mode): ours alone when we started one.
-        else if (q.comm === 'redis-server' && server && server.workers > 1 && redisPid === undefined) groups.set(q.pid, 'redis');
+        else if (q.comm === 'redis-server' && server && server.workers > 1 && redisPid === undefined)
+          groups.set(q.pid, 'redis');
       }
-      if (redisPid !== undefined && server && server.workers > 1) for (const pid of descendants(table, redisPid)) groups.set(pid, 'redis');
+      if (redisPid !== undefined && server && server.workers > 1)
+        for (const pid of descendants(table, redisPid)) groups.set(pid, 'redis');
       if (ceilingPid !== undefined) for (const pid of descendants(table, ceilingPid)) groups.set(pid, 'ceiling');
       if (server) {
-        for (const pid of descendants(table, server.child.pid!)) groups.set(pid, server.workers > 1 && pid === server.child.pid ? 'supervisor' : 'workers');
+        for (const pid of descendants(table, server.child.pid!))
+          groups.set(pid, server.workers > 1 && pid === server.child.pid ? 'supervisor' : 'workers');
       }
       groupCache.set(table, groups);
     }
@@ -174,7 +259,12 @@ function classifier(server: Server | undefined): Classify {
 
 // ---- one measured generator run --------------------------------------------------------------------
 
-interface Measured { k: KwResult; cpu: Record<string, number>; m0?: Metrics[]; m1?: Metrics[] }
+interface Measured {
+  k: KwResult;
+  cpu: Record<string, number>;
+  m0?: Metrics[];
+  m1?: Metrics[];
+}
 
 /** Waits (up to 30 s) until the server's processes are idle: work queued by one workload (slow
  * Argon2 logins, say) must not be billed to the next. */
@@ -198,17 +288,35 @@ async function measure(port: number, server: Server | undefined, args: string[])
   let m0: Promise<Metrics[] | undefined> = Promise.resolve(undefined);
   let m1: Promise<Metrics[] | undefined> = Promise.resolve(undefined);
   const metricsOf = () => (server ? workerMetrics(server).catch(() => undefined) : Promise.resolve(undefined));
-  const k = await kwload(['--port', String(port), '--conns', String(CONNS), '--threads', String(GEN_THREADS),
-    '--duration', String(DURATION_S), '--warmup', String(WARMUP_S), '--hwid', HWID, '--ip-base', String(nextIpBase()), ...args], {
-    onStart: () => {
-      p0 = procTable();
-      m0 = metricsOf();
+  const k = await kwload(
+    [
+      '--port',
+      String(port),
+      '--conns',
+      String(CONNS),
+      '--threads',
+      String(GEN_THREADS),
+      '--duration',
+      String(DURATION_S),
+      '--warmup',
+      String(WARMUP_S),
+      '--hwid',
+      HWID,
+      '--ip-base',
+      String(nextIpBase()),
+      ...args,
+    ],
+    {
+      onStart: () => {
+        p0 = procTable();
+        m0 = metricsOf();
+      },
+      onEnd: () => {
+        p1 = procTable();
+        m1 = metricsOf();
+      },
     },
-    onEnd: () => {
-      p1 = procTable();
-      m1 = metricsOf();
-    },
-  });
+  );
   const cpu = p0 && p1 ? cpuDelta(p0, p1, classifier(server)) : {};
   return { k, cpu, m0: await m0, m1: await m1 };
 }
@@ -226,10 +334,20 @@ function rowOf(id: string, workload: string, m: Measured, ceiling: number | unde
   const cores: Record<string, number> = {};
   for (const [g, s] of Object.entries(cpu)) cores[g] = s / k.duration_s;
   return {
-    id, workload, system: 'keywarden', rps: k.ok_rps, ratio: ceiling ? k.ok_rps / ceiling : undefined,
-    p50_ms: k.rate > 0 ? k.p50_us / 1000 : undefined, p99_ms: k.rate > 0 ? k.p99_us / 1000 : undefined, p999_ms: k.rate > 0 ? k.p999_us / 1000 : undefined,
-    cpu_ms_per_1k: k.ok > 0 && total > 0 ? (total * 1e6) / k.ok : undefined, cores, gen_cores: k.cpu_window_s / k.duration_s,
-    gc: m.m0 && m.m1 ? gcBetween(m.m0, m.m1) : undefined, non2xx: k.non2xx, errors: k.errors,
+    id,
+    workload,
+    system: 'keywarden',
+    rps: k.ok_rps,
+    ratio: ceiling ? k.ok_rps / ceiling : undefined,
+    p50_ms: k.rate > 0 ? k.p50_us / 1000 : undefined,
+    p99_ms: k.rate > 0 ? k.p99_us / 1000 : undefined,
+    p999_ms: k.rate > 0 ? k.p999_us / 1000 : undefined,
+    cpu_ms_per_1k: k.ok > 0 && total > 0 ? (total * 1e6) / k.ok : undefined,
+    cores,
+    gen_cores: k.cpu_window_s / k.duration_s,
+    gc: m.m0 && m.m1 ? gcBetween(m.m0, m.m1) : undefined,
+    non2xx: k.non2xx,
+    errors: k.errors,
     note: [troubles(k), note].filter(Boolean).join('; '),
   };
 }
@@ -261,25 +379,44 @@ async function main(): Promise<void> {
     const port = await freePort();
     const db = await freshDb();
     const env: Record<string, string> = {
-      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: path.join(dataDir, `kw-${port}`), LOG_LEVEL: 'warn', TRUSTED_PROXIES: '127.0.0.0/8', // the generator binds to several (--bind)
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, DATABASE_URL: db.url, REDIS_URL: '',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: path.join(dataDir, `kw-${port}`),
+      LOG_LEVEL: 'warn',
+      TRUSTED_PROXIES: '127.0.0.0/8', // the generator binds to several (--bind)
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
+      DATABASE_URL: db.url,
+      REDIS_URL: '',
     };
-    if (workers > 1) Object.assign(env, { WORKERS: String(workers), REDIS_URL: redisUrl!, REDIS_PREFIX: `kwbench${Date.now()}:` });
+    if (workers > 1)
+      Object.assign(env, { WORKERS: String(workers), REDIS_URL: redisUrl!, REDIS_PREFIX: `kwbench${Date.now()}:` });
     const prof = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(logDir, 'profiles')}`] : [];
-    const child = start(process.execPath, [...nodeFlags, ...prof, '--import', 'tsx', 'src/cli.ts', 'serve'], env, `keywarden-${workers}w-${port}`);
+    const child = start(
+      process.execPath,
+      [...nodeFlags, ...prof, '--import', 'tsx', 'src/cli.ts', 'serve'],
+      env,
+      `keywarden-${workers}w-${port}`,
+    );
     const s: Server = { base: `http://127.0.0.1:${port}`, port, child, workers, db: db.name };
     if (workers === 1) {
       await until('keywarden', async () => (await fetch(`${s.base}/readyz`)).status === 200, 60_000, child);
     } else {
       // Every worker answers, sees the others, and (where the metric exists) all shards are owned.
-      await until(`${workers} workers`, async () => {
-        if ((await fetch(`${s.base}/readyz`)).status !== 200) return false;
-        const ms = await workerMetrics(s);
-        if (ms.length !== workers) return false;
-        if (ms.some((m) => m.keywarden_cluster_members !== undefined && m.keywarden_cluster_members !== workers)) return false;
-        const owned = sumOf(ms, 'keywarden_cluster_owned_shards');
-        return ms.every((m) => m.keywarden_cluster_owned_shards === undefined) || owned === 1024;
-      }, 120_000, child);
+      await until(
+        `${workers} workers`,
+        async () => {
+          if ((await fetch(`${s.base}/readyz`)).status !== 200) return false;
+          const ms = await workerMetrics(s);
+          if (ms.length !== workers) return false;
+          if (ms.some((m) => m.keywarden_cluster_members !== undefined && m.keywarden_cluster_members !== workers))
+            return false;
+          const owned = sumOf(ms, 'keywarden_cluster_owned_shards');
+          return ms.every((m) => m.keywarden_cluster_owned_shards === undefined) || owned === 1024;
+        },
+        120_000,
+        child,
+      );
     }
     return s;
   };
@@ -288,7 +425,11 @@ async function main(): Promise<void> {
   };
 
   let redisUrl = process.env.REDIS_URL;
-  const needRedis = want('cluster2') || want('cluster3') || want('wspush') || (want('wsmem') && WS_MEMORY_POINTS.some((n) => n > PER_PROCESS));
+  const needRedis =
+    want('cluster2') ||
+    want('cluster3') ||
+    want('wspush') ||
+    (want('wsmem') && WS_MEMORY_POINTS.some((n) => n > PER_PROCESS));
   if (needRedis && !redisUrl) redisUrl = await startRedis(dataDir);
   const sharedRedis = needRedis && process.env.REDIS_URL !== undefined;
 
@@ -298,11 +439,24 @@ async function main(): Promise<void> {
     if (want('ceiling')) {
       progress('(a) ceiling: bare uWebSockets.js + JSON + HMAC proof + Ed25519');
       const port = await freePort();
-      const child = start(process.execPath, ['--import', 'tsx', 'bench/ceiling-server.ts'], { PORT: String(port) }, 'ceiling');
+      const child = start(
+        process.execPath,
+        ['--import', 'tsx', 'bench/ceiling-server.ts'],
+        { PORT: String(port) },
+        'ceiling',
+      );
       ceilingPid = child.pid;
-      await until('ceiling', async () => (await fetch(`http://127.0.0.1:${port}/api/client/heartbeat`, {
-        method: 'POST', body: JSON.stringify({ session: 's', token: 't', beat_index: 1 }), signal: AbortSignal.timeout(1000),
-      })).status === 200);
+      await until(
+        'ceiling',
+        async () =>
+          (
+            await fetch(`http://127.0.0.1:${port}/api/client/heartbeat`, {
+              method: 'POST',
+              body: JSON.stringify({ session: 's', token: 't', beat_index: 1 }),
+              signal: AbortSignal.timeout(1000),
+            })
+          ).status === 200,
+      );
       const m = await measure(port, undefined, ['--mode', 'hb', '--fake-session']);
       ceiling = m.k.ok_rps;
       rows.push(rowOf('ceiling', '(a) ceiling: bare uWS handler, parse + proof + sign', m, ceiling));
@@ -331,20 +485,44 @@ async function main(): Promise<void> {
         if (!want(call)) continue;
         progress(`(d) ${call} per second, one worker`);
         const m = await measure(single.port, single, ['--mode', call, ...base]);
-        const what = { init: 'init (a new unactivated session)', license: 'license (re-activation of an activated key)' }[call];
+        const what = {
+          init: 'init (a new unactivated session)',
+          license: 'license (re-activation of an activated key)',
+        }[call];
         rows.push(rowOf(call, `(d) ${what}, 1 worker`, m, ceiling));
       }
       if (want('latency1') && max1) {
         for (const share of LATENCY_SHARES) {
           progress(`(f) latency at ${share * 100}% of (b), one worker`);
-          const m = await measure(single.port, single, ['--mode', 'hb', ...base, '--rate', String(Math.round(max1 * share))]);
-          rows.push(rowOf(`latency${share * 100}-1`, `(f) heartbeats paced at ${share * 100}% of (b), 1 worker`, m, undefined));
+          const m = await measure(single.port, single, [
+            '--mode',
+            'hb',
+            ...base,
+            '--rate',
+            String(Math.round(max1 * share)),
+          ]);
+          rows.push(
+            rowOf(`latency${share * 100}-1`, `(f) heartbeats paced at ${share * 100}% of (b), 1 worker`, m, undefined),
+          );
         }
       }
-      if (want('login')) { // last: its queued Argon2 work outlives the run
+      if (want('login')) {
+        // last: its queued Argon2 work outlives the run
         progress('(d) login per second, one worker');
-        const m = await measure(single.port, single, ['--mode', 'login', ...base, '--username', f.username, '--password', f.password, '--conns', '16']);
-        rows.push(rowOf('login', '(d) login, 1 worker', m, ceiling, 'Argon2id verify per call, by design; 16 connections'));
+        const m = await measure(single.port, single, [
+          '--mode',
+          'login',
+          ...base,
+          '--username',
+          f.username,
+          '--password',
+          f.password,
+          '--conns',
+          '16',
+        ]);
+        rows.push(
+          rowOf('login', '(d) login, 1 worker', m, ceiling, 'Argon2id verify per call, by design; 16 connections'),
+        );
       }
       await stop(single);
     }
@@ -354,7 +532,8 @@ async function main(): Promise<void> {
     if (want('wsmem') && channelCapable()) {
       for (const n of WS_MEMORY_POINTS) await survive(`wsmem-${n}`, () => channelMemoryPoint(serve, stop, n));
     }
-    if (want('wspush') && channelCapable()) await survive(`wspush-${WS_PUSH_CLIENTS}`, () => pushLatency(serve, stop, WS_PUSH_CLIENTS));
+    if (want('wspush') && channelCapable())
+      await survive(`wspush-${WS_PUSH_CLIENTS}`, () => pushLatency(serve, stop, WS_PUSH_CLIENTS));
 
     // (c) cluster mode
     for (const workers of [2, 3]) {
@@ -368,12 +547,28 @@ async function main(): Promise<void> {
       if (workers === 2 && channelCapable()) {
         progress(`(g) heartbeats over the realtime channel, ${workers} workers`);
         const w = await measure(s.port, s, ['--mode', 'ws-hb', ...base]);
-        rows.push(rowOf(`wshb${workers}`, `(g) channel heartbeats (WebSocket), ${workers} workers`, w, ceiling, [relativeCpu(w, `hb${workers}`), forwarded(w)].filter(Boolean).join('; ')));
+        rows.push(
+          rowOf(
+            `wshb${workers}`,
+            `(g) channel heartbeats (WebSocket), ${workers} workers`,
+            w,
+            ceiling,
+            [relativeCpu(w, `hb${workers}`), forwarded(w)].filter(Boolean).join('; '),
+          ),
+        );
       }
       if (workers === 2) {
         progress(`(f) latency at 50% of (c), ${workers} workers`);
         const p = await measure(s.port, s, ['--mode', 'hb', ...base, '--rate', String(Math.round(m.k.ok_rps * 0.5))]);
-        rows.push(rowOf(`latency50-${workers}`, `(f) heartbeats paced at 50% of (c), ${workers} workers`, p, undefined, forwarded(p)));
+        rows.push(
+          rowOf(
+            `latency50-${workers}`,
+            `(f) heartbeats paced at 50% of (c), ${workers} workers`,
+            p,
+            undefined,
+            forwarded(p),
+          ),
+        );
       }
       await stop(s);
     }
@@ -389,7 +584,12 @@ async function survive(id: string, run: () => Promise<void>): Promise<void> {
     await run();
   } catch (err) {
     progress(`${id} failed: ${(err as Error).message}`);
-    rows.push({ id, workload: id, system: 'keywarden', note: `**INVALID: failed: ${(err as Error).message.slice(0, 300)}**` });
+    rows.push({
+      id,
+      workload: id,
+      system: 'keywarden',
+      note: `**INVALID: failed: ${(err as Error).message.slice(0, 300)}**`,
+    });
   }
 }
 
@@ -408,8 +608,11 @@ function forwarded(m: Measured): string {
   const local = d('keywarden_cluster_local_total');
   const direct = d('keywarden_cluster_direct_total');
   const pubsub = d('keywarden_cluster_pubsub_total');
-  const how = direct + pubsub > 0 ? `; ${fmt(direct)} over direct connections, ${fmt(pubsub)} through Redis pub/sub` : '';
-  return fwd + local > 0 ? `${((100 * fwd) / (fwd + local)).toFixed(0)}% of actor operations forwarded (${fmt(fwd)} of ${fmt(fwd + local)}${how})` : '';
+  const how =
+    direct + pubsub > 0 ? `; ${fmt(direct)} over direct connections, ${fmt(pubsub)} through Redis pub/sub` : '';
+  return fwd + local > 0
+    ? `${((100 * fwd) / (fwd + local)).toFixed(0)}% of actor operations forwarded (${fmt(fwd)} of ${fmt(fwd + local)}${how})`
+    : '';
 }
 
 /** A Redis of our own (no other tenant's CPU in the figures), durable as in production: AOF, fsync every second. */
@@ -418,13 +621,38 @@ async function startRedis(dataDir: string): Promise<string> {
   const port = await freePort();
   const dir = path.join(dataDir, 'redis');
   fs.mkdirSync(dir, { recursive: true });
-  const child = start('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'], {}, 'redis');
+  const child = start(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+    ],
+    {},
+    'redis',
+  );
   redisPid = child.pid;
-  await until('redis', () => new Promise<boolean>((resolve) => {
-    const sock = net.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
-    sock.once('data', (d) => { sock.destroy(); resolve(d.toString().startsWith('+PONG')); });
-    sock.once('error', () => resolve(false));
-  }));
+  await until(
+    'redis',
+    () =>
+      new Promise<boolean>((resolve) => {
+        const sock = net.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
+        sock.once('data', (d) => {
+          sock.destroy();
+          resolve(d.toString().startsWith('+PONG'));
+        });
+        sock.once('error', () => resolve(false));
+      }),
+  );
   return `redis://127.0.0.1:${port}`;
 }
 
@@ -449,7 +677,8 @@ async function settled(s: Server): Promise<{ rss: number; heap: number; m: Metri
   }
   const m = await workerMetrics(s); // answered after the collections ran on each worker's loop
   let rss = rssNow();
-  for (let i = 0; i < 20; i++) { // let the kernel's view settle
+  for (let i = 0; i < 20; i++) {
+    // let the kernel's view settle
     await sleep(250);
     const next = pids.reduce((a, pid) => a + rssBytes(pid), 0);
     if (Math.abs(next - rss) < rss * 0.002) break;
@@ -470,22 +699,53 @@ async function memoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: 
   // after its last beat, and a million activations take longer than that here): first init ->
   // license for all of them (client sessions live 24 hours), then heartbeat/start for each.
   const file = path.join(logDir, `sessions-${n}.txt`);
-  const common = ['--port', String(s.port), '--mode', 'setup', '--conns', String(CONNS), '--threads', String(GEN_THREADS),
-    '--api-key', f.apiKey, '--license', f.licenses.join(','), '--hwid', HWID, '--quiet'];
-  const auth = await kwload([...common, '--total', String(n), '--ip-base', String(nextIpBase()), '--sessions-out', file]);
+  const common = [
+    '--port',
+    String(s.port),
+    '--mode',
+    'setup',
+    '--conns',
+    String(CONNS),
+    '--threads',
+    String(GEN_THREADS),
+    '--api-key',
+    f.apiKey,
+    '--license',
+    f.licenses.join(','),
+    '--hwid',
+    HWID,
+    '--quiet',
+  ];
+  const auth = await kwload([
+    ...common,
+    '--total',
+    String(n),
+    '--ip-base',
+    String(nextIpBase()),
+    '--sessions-out',
+    file,
+  ]);
   const k = await kwload([...common, '--sessions-in', file, '--ip-base', String(nextIpBase())]);
   fs.rmSync(file);
   const after = await settled(s);
   const live = sumOf(after.m, 'keywarden_heartbeat_sessions');
   const valid = k.ok > 0 && (live === 0 || live >= 0.99 * k.ok);
   rows.push({
-    id: `memory-${n}`, workload: `(e) memory per live heartbeat session at ${fmt(n)}`, system: 'keywarden',
-    value: Math.round((after.rss - before.rss) / Math.max(1, k.ok)), unit: 'B RSS',
-    note: [valid ? '' : `**INVALID: ${fmt(live)} of ${fmt(k.ok)} sessions live at the sample**`,
-      `heap ${fmt((after.heap - before.heap) / Math.max(1, k.ok))} B/session`, `${fmt(live)} sessions, ${fmt(sumOf(after.m, 'keywarden_heartbeat_live_actors'))} live actors`,
+    id: `memory-${n}`,
+    workload: `(e) memory per live heartbeat session at ${fmt(n)}`,
+    system: 'keywarden',
+    value: Math.round((after.rss - before.rss) / Math.max(1, k.ok)),
+    unit: 'B RSS',
+    note: [
+      valid ? '' : `**INVALID: ${fmt(live)} of ${fmt(k.ok)} sessions live at the sample**`,
+      `heap ${fmt((after.heap - before.heap) / Math.max(1, k.ok))} B/session`,
+      `${fmt(live)} sessions, ${fmt(sumOf(after.m, 'keywarden_heartbeat_live_actors'))} live actors`,
       `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
       `setup ${fmt(auth.duration_s + k.duration_s)} s: init and license ${fmt(auth.duration_s)} s (${fmt(auth.ok_rps)}/s), then heartbeat/start ${fmt(k.duration_s)} s (${fmt(k.ok_rps)}/s)`,
-      auth.prep_fail + k.prep_fail ? `${auth.prep_fail + k.prep_fail} failed calls` : ''].filter(Boolean).join('; '),
+      auth.prep_fail + k.prep_fail ? `${auth.prep_fail + k.prep_fail} failed calls` : '',
+    ]
+      .filter(Boolean)
+      .join('; '),
   });
   await stop(s);
 }
@@ -496,16 +756,43 @@ async function initMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>,
   const f = await fixture(s.base);
   const pool = Math.max(1024, Math.ceil(n / 25)); // 25 inits per address: under init's 30 per minute
   const before = await settled(s);
-  const k = await kwload(['--port', String(s.port), '--mode', 'inits', '--total', String(n), '--conns', String(CONNS), '--threads', String(GEN_THREADS),
-    '--api-key', f.apiKey, '--ip-base', String(nextIpBase()), '--ip-pool', String(pool), '--quiet']);
+  const k = await kwload([
+    '--port',
+    String(s.port),
+    '--mode',
+    'inits',
+    '--total',
+    String(n),
+    '--conns',
+    String(CONNS),
+    '--threads',
+    String(GEN_THREADS),
+    '--api-key',
+    f.apiKey,
+    '--ip-base',
+    String(nextIpBase()),
+    '--ip-pool',
+    String(pool),
+    '--quiet',
+  ]);
   const after = await settled(s);
   const made = k.ok; // sessions that exist: a shed (503) or limited (429) init leaves nothing behind
   rows.push({
-    id: `initmem-${n}`, workload: `(e) memory per unactivated init session, ${fmt(n)} inits`, system: 'keywarden',
-    value: Math.round((after.rss - before.rss) / Math.max(1, made)), unit: 'B RSS',
-    note: [`heap ${fmt((after.heap - before.heap) / Math.max(1, made))} B/init`, `${fmt(k.ok)} answered 200, ${fmt(k.shed)} shed with 503, ${fmt(k.limited)} limited with 429`,
-      `from ${fmt(pool)} addresses`, `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`, `${fmt(k.duration_s, 1)} s`,
-      k.prep_fail ? `**${k.prep_fail} failed calls**` : ''].filter(Boolean).join('; '),
+    id: `initmem-${n}`,
+    workload: `(e) memory per unactivated init session, ${fmt(n)} inits`,
+    system: 'keywarden',
+    value: Math.round((after.rss - before.rss) / Math.max(1, made)),
+    unit: 'B RSS',
+    note: [
+      `heap ${fmt((after.heap - before.heap) / Math.max(1, made))} B/init`,
+      `${fmt(k.ok)} answered 200, ${fmt(k.shed)} shed with 503, ${fmt(k.limited)} limited with 429`,
+      `from ${fmt(pool)} addresses`,
+      `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
+      `${fmt(k.duration_s, 1)} s`,
+      k.prep_fail ? `**${k.prep_fail} failed calls**` : '',
+    ]
+      .filter(Boolean)
+      .join('; '),
   });
   await stop(s);
 }
@@ -524,16 +811,38 @@ function holdChannels(s: Server, f: Fixture, n: number): ReturnType<typeof kwhol
   const procs = Math.ceil(n / PER_PROCESS);
   return Array.from({ length: procs }, (_, i) => {
     const conns = Math.floor((n * (i + 1)) / procs) - Math.floor((n * i) / procs);
-    return kwhold(['--port', String(s.port), '--conns', String(conns), '--threads', String(GEN_THREADS), '--api-key', f.apiKey,
-      '--license', f.licenses.join(','), '--hwid', HWID, '--ip-base', String(nextIpBase()), '--bind', `127.0.0.${2 + i}`,
-      '--prep-window', String(CONNS), '--prep-timeout', '3600', '--quiet']);
+    return kwhold([
+      '--port',
+      String(s.port),
+      '--conns',
+      String(conns),
+      '--threads',
+      String(GEN_THREADS),
+      '--api-key',
+      f.apiKey,
+      '--license',
+      f.licenses.join(','),
+      '--hwid',
+      HWID,
+      '--ip-base',
+      String(nextIpBase()),
+      '--bind',
+      `127.0.0.${2 + i}`,
+      '--prep-window',
+      String(CONNS),
+      '--prep-timeout',
+      '3600',
+      '--quiet',
+    ]);
   });
 }
 
 async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: number): Promise<void> {
   // A worker holds at most PER_PROCESS connections (the open-files limit): more clients, more workers.
   const workers = Math.ceil(n / PER_PROCESS);
-  progress(`(g) memory with ${fmt(n)} clients connected to the realtime channel, ${workers} worker${workers > 1 ? 's' : ''}`);
+  progress(
+    `(g) memory with ${fmt(n)} clients connected to the realtime channel, ${workers} worker${workers > 1 ? 's' : ''}`,
+  );
   const s = await serve(workers, ['--expose-gc']);
   const f = await fixture(s.base, { heartbeat_interval: 300 }); // no beat needed while the memory is read
   const before = await settled(s);
@@ -548,13 +857,22 @@ async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<voi
     const per = connected > 0 ? (after.rss - before.rss) / connected : undefined;
     const rest = rows.find((r) => r.id === `memory-${n}`)?.value ?? rows.find((r) => r.id.startsWith('memory-'))?.value;
     rows.push({
-      id: `wsmem-${n}`, workload: `(g) memory per client connected to the channel at ${fmt(n)} (${workers} worker${workers > 1 ? 's' : ''})`,
-      system: 'keywarden', value: per === undefined ? undefined : Math.round(per), unit: 'B RSS',
-      note: [connected < 0.99 * n ? `**INVALID: ${fmt(connected)} of ${fmt(n)} connected at the sample**` : '',
+      id: `wsmem-${n}`,
+      workload: `(g) memory per client connected to the channel at ${fmt(n)} (${workers} worker${workers > 1 ? 's' : ''})`,
+      system: 'keywarden',
+      value: per === undefined ? undefined : Math.round(per),
+      unit: 'B RSS',
+      note: [
+        connected < 0.99 * n ? `**INVALID: ${fmt(connected)} of ${fmt(n)} connected at the sample**` : '',
         `the connection and its live heartbeat session together${rest ? ` (a live REST session alone: ${fmt(rest)} B)` : ''}`,
-        `heap ${fmt((after.heap - before.heap) / Math.max(1, connected))} B/client`, `${fmt(connected)} connected, ${fmt(live)} live sessions`,
-        `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`, `setup ${fmt(setup)} s (init, license, upgrade, heartbeat/start)`,
-        `${holds.length} generator process${holds.length > 1 ? 'es' : ''}`].filter(Boolean).join('; '),
+        `heap ${fmt((after.heap - before.heap) / Math.max(1, connected))} B/client`,
+        `${fmt(connected)} connected, ${fmt(live)} live sessions`,
+        `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
+        `setup ${fmt(setup)} s (init, license, upgrade, heartbeat/start)`,
+        `${holds.length} generator process${holds.length > 1 ? 'es' : ''}`,
+      ]
+        .filter(Boolean)
+        .join('; '),
     });
   } finally {
     await Promise.allSettled(holds.map((h) => h.stop()));
@@ -562,7 +880,8 @@ async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<voi
   }
 }
 
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 
 /**
  * Push latency with `n` clients connected across 2 workers: a dashboard notice to all of them, then
@@ -577,12 +896,14 @@ async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: 
   // connection ids restart at 0 in each generator process: (process, id) names a client
   const got = new Map<string, { client: string; ns: bigint }[]>();
   let wake: () => void = () => {};
-  holds.forEach((h, i) => h.onEvent((type, conn, ns) => {
-    const list = got.get(type) ?? [];
-    list.push({ client: `${i}:${conn}`, ns });
-    got.set(type, list);
-    wake();
-  }));
+  holds.forEach((h, i) =>
+    h.onEvent((type, conn, ns) => {
+      const list = got.get(type) ?? [];
+      list.push({ client: `${i}:${conn}`, ns });
+      got.set(type, list);
+      wake();
+    }),
+  );
   const waitFor = async (type: string, count: number, ms: number) => {
     const end = Date.now() + ms;
     while ((got.get(type)?.length ?? 0) < count && Date.now() < end) {
@@ -607,7 +928,8 @@ async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: 
     let missing = 0;
     for (let i = 0; i < f.licenseIds.length; i++) {
       const before = got.get('revoked')?.length ?? 0;
-      const expected = holds.reduce((a, _, p) => { // clients of key i in each process: ids i, i + 64, ...
+      const expected = holds.reduce((a, _, p) => {
+        // clients of key i in each process: ids i, i + 64, ...
         const conns = Math.floor((n * (p + 1)) / holds.length) - Math.floor((n * p) / holds.length);
         return a + Math.max(0, Math.ceil((conns - i) / f.licenseIds.length));
       }, 0);
@@ -621,12 +943,21 @@ async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: 
     for (let i = 0; i < missing; i++) bans.push(Infinity); // never arrived within 5 s: counted, as the slowest
     bans.sort((a, b) => a - b);
     rows.push({
-      id: `wspush-${n}`, workload: `(g) push latency, dashboard ban to client \`revoked\`, ${fmt(n)} clients on 2 workers`, system: 'keywarden',
-      p50_ms: pct(bans, 50), p99_ms: pct(bans, 99), p999_ms: pct(bans, 99.9), value: pct(bans, 99), unit: 'ms p99',
-      note: [missing > 0 ? `**${missing} of ${bans.length} revocations not received within 5 s**` : '',
+      id: `wspush-${n}`,
+      workload: `(g) push latency, dashboard ban to client \`revoked\`, ${fmt(n)} clients on 2 workers`,
+      system: 'keywarden',
+      p50_ms: pct(bans, 50),
+      p99_ms: pct(bans, 99),
+      p999_ms: pct(bans, 99.9),
+      value: pct(bans, 99),
+      unit: 'ms p99',
+      note: [
+        missing > 0 ? `**${missing} of ${bans.length} revocations not received within 5 s**` : '',
         `${fmt(bans.length)} revocations from ${f.licenseIds.length} bans (one key after another, about ${fmt(n / f.licenseIds.length)} clients each); max ${fmt(bans.at(-1), 1)} ms`,
         `a notice to all ${fmt(connected)} clients: ${fmt(notice.length)} received, p50 ${fmt(pct(notice, 50), 1)} ms, p99 ${fmt(pct(notice, 99), 1)} ms, last ${fmt(notice.at(-1), 1)} ms`,
-      ].filter(Boolean).join('; '),
+      ]
+        .filter(Boolean)
+        .join('; '),
     });
   } finally {
     await Promise.allSettled(holds.map((h) => h.stop()));
@@ -636,26 +967,50 @@ async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: 
 
 // ---- targets (issue 13), read off the rows ---------------------------------------------------------
 
-interface Verdict { group: string; target: string; measured: string; verdict: string }
+interface Verdict {
+  group: string;
+  target: string;
+  measured: string;
+  verdict: string;
+}
 
 function verdicts(): Verdict[] {
   const by = (id: string) => rows.find((r) => r.id === id);
   const out: Verdict[] = [];
   const atLeast = (v: number | undefined, t: number, d: number, unit = '') =>
-    v === undefined ? 'not measured' : v >= t ? 'met' : `missed by ${fmt(t - v, d)}${unit} (${(((t - v) / t) * 100).toFixed(0)}%)`;
+    v === undefined
+      ? 'not measured'
+      : v >= t
+        ? 'met'
+        : `missed by ${fmt(t - v, d)}${unit} (${(((t - v) / t) * 100).toFixed(0)}%)`;
   const atMost = (v: number | undefined, t: number, d: number, unit = '') =>
-    v === undefined ? 'not measured' : v <= t ? 'met' : `missed by ${fmt(v - t, d)}${unit} (${(((v - t) / t) * 100).toFixed(0)}%)`;
+    v === undefined
+      ? 'not measured'
+      : v <= t
+        ? 'met'
+        : `missed by ${fmt(v - t, d)}${unit} (${(((v - t) / t) * 100).toFixed(0)}%)`;
   const ratio = (id: string) => by(id)?.ratio;
-  for (const [id, t, what] of [['hb1', 0.8, 'signed heartbeats'], ['init', 0.8, 'init'], ['license', 0.3, 'license (activated key)']] as const) {
-    out.push({ group: '1', target: `one worker: ${what} >= ${t} of (a)`, measured: ratio(id)?.toFixed(2) ?? '', verdict: atLeast(ratio(id), t, 2) });
+  for (const [id, t, what] of [
+    ['hb1', 0.8, 'signed heartbeats'],
+    ['init', 0.8, 'init'],
+    ['license', 0.3, 'license (activated key)'],
+  ] as const) {
+    out.push({
+      group: '1',
+      target: `one worker: ${what} >= ${t} of (a)`,
+      measured: ratio(id)?.toFixed(2) ?? '',
+      verdict: atLeast(ratio(id), t, 2),
+    });
   }
   const cpu1 = by('hb1')?.cpu_ms_per_1k;
   for (const w of [2, 3]) {
     const cw = by(`hb${w}`)?.cpu_ms_per_1k;
     const rel = cpu1 && cw ? cw / cpu1 : undefined;
     out.push({
-      group: '2', target: `server CPU per 1,000 beats, ${w} workers <= 1.25 x 1 worker`,
-      measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(cw, 1)} vs ${fmt(cpu1, 1)} ms)`, verdict: atMost(rel, 1.25, 2, ' x'),
+      group: '2',
+      target: `server CPU per 1,000 beats, ${w} workers <= 1.25 x 1 worker`,
+      measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(cw, 1)} vs ${fmt(cpu1, 1)} ms)`,
+      verdict: atMost(rel, 1.25, 2, ' x'),
     });
   }
   const r1 = by('hb1');
@@ -665,73 +1020,135 @@ function verdicts(): Verdict[] {
     const adjusted = (r2.rps * ncpu) / Math.max(0.1, ncpu - r2.gen_cores);
     const rel = adjusted / r1.rps;
     out.push({
-      group: '2', target: '2 workers >= 1.5 x 1 worker throughput, generator CPU accounted for',
+      group: '2',
+      target: '2 workers >= 1.5 x 1 worker throughput, generator CPU accounted for',
       measured: `${rel.toFixed(2)} x (${fmt(r2.rps)}/s raw, ${fmt(adjusted)}/s with the generator's ${r2.gen_cores.toFixed(2)} cores given back, vs ${fmt(r1.rps)}/s)`,
       verdict: atLeast(rel, 1.5, 2, ' x'),
     });
-  } else out.push({ group: '2', target: '2 workers >= 1.5 x 1 worker throughput', measured: '', verdict: 'not measured' });
+  } else
+    out.push({ group: '2', target: '2 workers >= 1.5 x 1 worker throughput', measured: '', verdict: 'not measured' });
   for (const w of [1, 2]) {
     const r = by(`latency50-${w}`);
     const tag = quick ? ' (quick run: indicative only)' : '';
-    out.push({ group: '3', target: `p99 <= 5 ms at 50% load, ${w} worker${w > 1 ? 's' : ''}`, measured: r?.p99_ms?.toFixed(2) ?? '', verdict: atMost(r?.p99_ms, 5, 2, ' ms') + (r ? tag : '') });
-    out.push({ group: '3', target: `p99.9 <= 20 ms at 50% load, ${w} worker${w > 1 ? 's' : ''}`, measured: r?.p999_ms?.toFixed(2) ?? '', verdict: atMost(r?.p999_ms, 20, 2, ' ms') + (r ? tag : '') });
+    out.push({
+      group: '3',
+      target: `p99 <= 5 ms at 50% load, ${w} worker${w > 1 ? 's' : ''}`,
+      measured: r?.p99_ms?.toFixed(2) ?? '',
+      verdict: atMost(r?.p99_ms, 5, 2, ' ms') + (r ? tag : ''),
+    });
+    out.push({
+      group: '3',
+      target: `p99.9 <= 20 ms at 50% load, ${w} worker${w > 1 ? 's' : ''}`,
+      measured: r?.p999_ms?.toFixed(2) ?? '',
+      verdict: atMost(r?.p999_ms, 20, 2, ' ms') + (r ? tag : ''),
+    });
   }
   for (const n of [100_000, 1_000_000]) {
     const r = by(`memory-${n}`);
     out.push({
-      group: '4', target: `<= 2 KB (2,048 B) per live heartbeat session at ${fmt(n)}`, measured: r?.value !== undefined ? `${fmt(r.value)} B` : '',
-      verdict: r?.note?.includes('INVALID') ? 'invalid (see row)' : r ? atMost(r.value, 2048, 0, ' B') : `not measured in this run (npm run bench -- --memory=${n})`,
+      group: '4',
+      target: `<= 2 KB (2,048 B) per live heartbeat session at ${fmt(n)}`,
+      measured: r?.value !== undefined ? `${fmt(r.value)} B` : '',
+      verdict: r?.note?.includes('INVALID')
+        ? 'invalid (see row)'
+        : r
+          ? atMost(r.value, 2048, 0, ' B')
+          : `not measured in this run (npm run bench -- --memory=${n})`,
     });
   }
   const others = rows.filter((r) => r.id.startsWith('memory-') && !['memory-100000', 'memory-1000000'].includes(r.id));
-  for (const r of others) out.push({ group: '4', target: `(indicative) per live session at ${fmt(Number(r.id.slice(7)))}`, measured: `${fmt(r.value)} B`, verdict: atMost(r.value, 2048, 0, ' B') });
+  for (const r of others)
+    out.push({
+      group: '4',
+      target: `(indicative) per live session at ${fmt(Number(r.id.slice(7)))}`,
+      measured: `${fmt(r.value)} B`,
+      verdict: atMost(r.value, 2048, 0, ' B'),
+    });
   const im = rows.filter((r) => r.id.startsWith('initmem-'));
-  if (im.length === 0) out.push({ group: '4', target: '<= 100 B per unactivated init session', measured: '', verdict: 'not measured' });
-  for (const r of im) out.push({ group: '4', target: `<= 100 B per unactivated init session (${fmt(Number(r.id.slice(8)))} inits)`, measured: `${fmt(r.value)} B`, verdict: atMost(r.value, 100, 0, ' B') });
+  if (im.length === 0)
+    out.push({ group: '4', target: '<= 100 B per unactivated init session', measured: '', verdict: 'not measured' });
+  for (const r of im)
+    out.push({
+      group: '4',
+      target: `<= 100 B per unactivated init session (${fmt(Number(r.id.slice(8)))} inits)`,
+      measured: `${fmt(r.value)} B`,
+      verdict: atMost(r.value, 100, 0, ' B'),
+    });
   const peer = peerResults();
   out.push({
-    group: '5', target: 'the three peer workloads against KeyAuth (bench/peer/keyauth.ts)',
+    group: '5',
+    target: 'the three peer workloads against KeyAuth (bench/peer/keyauth.ts)',
     measured: peer ? `${peer.rows.length} rows from ${peer.at}` : '',
-    verdict: peer ? 'side-by-side table below' : 'not in this run: KEYAUTH_DIR=... npm run bench:keyauth (bench/README.md)',
+    verdict: peer
+      ? 'side-by-side table below'
+      : 'not in this run: KEYAUTH_DIR=... npm run bench:keyauth (bench/README.md)',
   });
   // issue 14: the realtime channel
-  const noWs = channelCapable() ? 'not measured' : 'not measured: the generator needs libsodium (apt-get install libsodium-dev)';
+  const noWs = channelCapable()
+    ? 'not measured'
+    : 'not measured: the generator needs libsodium (apt-get install libsodium-dev)';
   for (const w of [1, 2]) {
     const ws = by(`wshb${w}`)?.cpu_ms_per_1k;
     const rest = by(`hb${w}`)?.cpu_ms_per_1k;
     const rel = ws && rest ? ws / rest : undefined;
     out.push({
-      group: '14', target: `a channel beat <= 1/3 of a REST beat's server CPU, ${w} worker${w > 1 ? 's' : ''}`,
+      group: '14',
+      target: `a channel beat <= 1/3 of a REST beat's server CPU, ${w} worker${w > 1 ? 's' : ''}`,
       measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(ws, 1)} vs ${fmt(rest, 1)} ms per 1k)`,
       verdict: rel === undefined ? noWs : atMost(rel, 1 / 3, 2, ' x'),
     });
   }
   const push = rows.find((r) => r.id.startsWith('wspush-'));
   out.push({
-    group: '14', target: `push latency p99 < 1 s at ${push ? fmt(Number(push.id.slice(7))) : '10,000'} connected clients, 2 workers`,
+    group: '14',
+    target: `push latency p99 < 1 s at ${push ? fmt(Number(push.id.slice(7))) : '10,000'} connected clients, 2 workers`,
     measured: push ? `p50 ${fmt(push.p50_ms, 1)} ms, p99 ${fmt(push.p99_ms, 1)} ms` : '',
-    verdict: !push ? noWs : push.p99_ms === undefined ? 'invalid (see row)' : push.p99_ms < 1000 ? 'met'
-      : Number.isFinite(push.p99_ms) ? `missed by ${fmt(push.p99_ms - 1000)} ms` : 'missed: over 1% of revocations never arrived',
+    verdict: !push
+      ? noWs
+      : push.p99_ms === undefined
+        ? 'invalid (see row)'
+        : push.p99_ms < 1000
+          ? 'met'
+          : Number.isFinite(push.p99_ms)
+            ? `missed by ${fmt(push.p99_ms - 1000)} ms`
+            : 'missed: over 1% of revocations never arrived',
   });
   const wsm = rows.filter((r) => r.id.startsWith('wsmem-'));
-  if (wsm.length === 0) out.push({ group: '14', target: '<= 4 KB (4,096 B) per connected client', measured: '', verdict: noWs });
+  if (wsm.length === 0)
+    out.push({ group: '14', target: '<= 4 KB (4,096 B) per connected client', measured: '', verdict: noWs });
   for (const r of wsm) {
     out.push({
-      group: '14', target: `<= 4 KB (4,096 B) per connected client at ${fmt(Number(r.id.slice(6)))}`, measured: r.value === undefined ? '' : `${fmt(r.value)} B`,
+      group: '14',
+      target: `<= 4 KB (4,096 B) per connected client at ${fmt(Number(r.id.slice(6)))}`,
+      measured: r.value === undefined ? '' : `${fmt(r.value)} B`,
       verdict: r.note?.includes('INVALID') ? 'invalid (see row)' : atMost(r.value, 4096, 0, ' B'),
     });
   }
   return out;
 }
 
-interface PeerFile { at: string; machine: string; rows: Row[]; setup?: string; quick?: boolean }
+interface PeerFile {
+  at: string;
+  machine: string;
+  rows: Row[];
+  setup?: string;
+  quick?: boolean;
+}
 let peerCache: PeerFile | null | undefined;
 /** The newest KeyAuth result (bench/peer/keyauth.ts), or the file named by --peer=. */
 function peerResults(): PeerFile | null {
   if (peerCache !== undefined) return peerCache;
   const dir = path.join(here, 'results');
   const named = opt('peer');
-  const files = named ? [named] : fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^keyauth-.*\.json$/.test(f)).sort().map((f) => path.join(dir, f)) : [];
+  const files = named
+    ? [named]
+    : fs.existsSync(dir)
+      ? fs
+          .readdirSync(dir)
+          .filter((f) => /^keyauth-.*\.json$/.test(f))
+          .sort()
+          .map((f) => path.join(dir, f))
+      : [];
   const file = files.at(-1);
   peerCache = file ? (JSON.parse(fs.readFileSync(file, 'utf8')) as PeerFile) : null;
   return peerCache;
@@ -740,18 +1157,28 @@ function peerResults(): PeerFile | null {
 function sideBySide(): string {
   const peer = peerResults();
   if (!peer) return '';
-  const pairs: [string, string, string][] = [['hb1', 'hb1', 'heartbeat vs KeyAuth `check`'], ['init', 'init', '`init`'], ['license', 'license', '`license` (activated key)']];
+  const pairs: [string, string, string][] = [
+    ['hb1', 'hb1', 'heartbeat vs KeyAuth `check`'],
+    ['init', 'init', '`init`'],
+    ['license', 'license', '`license` (activated key)'],
+  ];
   const lines = [
-    `KeyAuth measured ${peer.at}${peer.quick ? ' (a quick run)' : ''} on ${peer.machine}${peer.setup ? ` (${peer.setup})` : ''}, same generator.`, '',
+    `KeyAuth measured ${peer.at}${peer.quick ? ' (a quick run)' : ''} on ${peer.machine}${peer.setup ? ` (${peer.setup})` : ''}, same generator.`,
+    '',
     '| Workload (1 Keywarden worker) | Keywarden req/s | Keywarden CPU ms per 1k | KeyAuth req/s | KeyAuth CPU ms per 1k | req/s ratio | CPU ratio |',
     '|---|---:|---:|---:|---:|---:|---:|',
   ];
   for (const [ours, theirs, what] of pairs) {
     const a = rows.find((r) => r.id === ours);
     const b = peer.rows.find((r) => r.id === theirs);
-    lines.push(`| ${what} | ${fmt(a?.rps)} | ${fmt(a?.cpu_ms_per_1k, 1)} | ${fmt(b?.rps)} | ${fmt(b?.cpu_ms_per_1k, 1)} | ${a?.rps && b?.rps ? `${(a.rps / b.rps).toFixed(1)} x` : ''} | ${a?.cpu_ms_per_1k && b?.cpu_ms_per_1k ? `${(b.cpu_ms_per_1k / a.cpu_ms_per_1k).toFixed(1)} x less` : ''} |`);
+    lines.push(
+      `| ${what} | ${fmt(a?.rps)} | ${fmt(a?.cpu_ms_per_1k, 1)} | ${fmt(b?.rps)} | ${fmt(b?.cpu_ms_per_1k, 1)} | ${a?.rps && b?.rps ? `${(a.rps / b.rps).toFixed(1)} x` : ''} | ${a?.cpu_ms_per_1k && b?.cpu_ms_per_1k ? `${(b.cpu_ms_per_1k / a.cpu_ms_per_1k).toFixed(1)} x less` : ''} |`,
+    );
   }
-  const notes = peer.rows.map((r) => `- KeyAuth ${r.workload}: cores in use ${coresText(r.cores)}; generator ${fmt(r.gen_cores, 2)}${r.note ? `; ${r.note}` : ''}`);
+  const notes = peer.rows.map(
+    (r) =>
+      `- KeyAuth ${r.workload}: cores in use ${coresText(r.cores)}; generator ${fmt(r.gen_cores, 2)}${r.note ? `; ${r.note}` : ''}`,
+  );
   return [...lines, '', ...notes].join('\n');
 }
 
@@ -759,7 +1186,17 @@ function report(): void {
   if (rows.length === 0) return;
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const v = verdicts();
-  const json = { at: new Date().toISOString(), quick, duration_s: DURATION_S, warmup_s: WARMUP_S, connections: CONNS, generator_threads: GEN_THREADS, machine: machine(), rows, verdicts: v };
+  const json = {
+    at: new Date().toISOString(),
+    quick,
+    duration_s: DURATION_S,
+    warmup_s: WARMUP_S,
+    connections: CONNS,
+    generator_threads: GEN_THREADS,
+    machine: machine(),
+    rows,
+    verdicts: v,
+  };
   const side = sideBySide();
   const md = [
     `Run ${json.at} (${quick ? 'quick' : 'full'}: ${DURATION_S} s measured after ${WARMUP_S} s of warm-up per workload, ${CONNS} connections on ${GEN_THREADS} generator threads) on ${machine()}.`,
@@ -793,7 +1230,9 @@ function report(): void {
   progress(`wrote bench/results/${stamp}.{json,md,svg}`);
   const invalid = rows.filter((r) => r.note?.includes('INVALID'));
   if (invalid.length > 0) {
-    progress(`${invalid.length} row(s) INVALID (non-2xx answers, socket errors or expired sessions): ${invalid.map((r) => r.id).join(', ')}`);
+    progress(
+      `${invalid.length} row(s) INVALID (non-2xx answers, socket errors or expired sessions): ${invalid.map((r) => r.id).join(', ')}`,
+    );
     process.exitCode = 3;
   }
 }
@@ -813,4 +1252,3 @@ main().catch((err: unknown) => {
   console.error(err);
   process.exitCode = 1;
 });
-

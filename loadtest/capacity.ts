@@ -45,11 +45,24 @@ export function judgeStep(s: Step, slo: Slo, serverCores?: number): StepVerdict 
   const why: string[] = [];
   if (s.settled.calls === 0) why.push('no beat in its settled seconds (lengthen --step-duration)');
   if (p > slo.latencyMs) why.push(`p${slo.percentile} ${p.toFixed(1)} ms > ${slo.latencyMs} ms`);
-  if (errorRate > slo.errorRate) why.push(`errors ${(errorRate * 100).toFixed(2)}% > ${(slo.errorRate * 100).toFixed(2)}%`);
+  if (errorRate > slo.errorRate)
+    why.push(`errors ${(errorRate * 100).toFixed(2)}% > ${(slo.errorRate * 100).toFixed(2)}%`);
   if (s.live < s.clients) why.push(`${s.live} of ${s.clients} clients held`);
   return {
-    step: s.step, clients: s.clients, from: s.from, to: s.to, held: s.live, beatsPerSecond: s.settled.ok / seconds, latencyMs: p,
-    latencySamples: s.settled.calls, errors, calls, errorRate, serverCores, pass: why.length === 0, why,
+    step: s.step,
+    clients: s.clients,
+    from: s.from,
+    to: s.to,
+    held: s.live,
+    beatsPerSecond: s.settled.ok / seconds,
+    latencyMs: p,
+    latencySamples: s.settled.calls,
+    errors,
+    calls,
+    errorRate,
+    serverCores,
+    pass: why.length === 0,
+    why,
     latencyOnly: why.length === 1 && p > slo.latencyMs,
   };
 }
@@ -108,47 +121,67 @@ export function capacityResult(x: CapacityContext): CapacityResult {
   const broke = firstFail < 0 ? undefined : x.verdicts[firstFail];
   const ended = broke ? 'slo' : x.ended;
   const perWorker = held ? held.clients / x.workers : undefined;
-  const scale = x.testInterval && x.appInterval && x.testInterval !== x.appInterval ? x.appInterval / x.testInterval : 1;
+  const scale =
+    x.testInterval && x.appInterval && x.testInterval !== x.appInterval ? x.appInterval / x.testInterval : 1;
   const perWorkerAtAppInterval = perWorker !== undefined && scale !== 1 ? perWorker * scale : undefined;
   // clients per core of server CPU in use at the held step: a linear extrapolation of CPU, meaningful when CPU is the limit
   const perCore = held?.serverCores ? (held.clients * scale) / held.serverCores : undefined;
   const workersPerHost = x.hostCores ?? x.cores ?? 4;
   const plan = (perWorkerAtAppInterval ?? perWorker ?? 0) * x.headroom;
-  const table = plan > 0
-    ? x.targets.map((clients) => {
-        const workers = Math.ceil(clients / plan);
-        return { clients, workers, hosts: Math.ceil(workers / workersPerHost) };
-      })
-    : [];
+  const table =
+    plan > 0
+      ? x.targets.map((clients) => {
+          const workers = Math.ceil(clients / plan);
+          return { clients, workers, hosts: Math.ceil(workers / workersPerHost) };
+        })
+      : [];
   const interval = x.appInterval ?? x.testInterval;
   const assumptions = [
-    `Clients beat every ${interval ?? '?'} s over ${x.transport}, as in the test; what a worker runs out of is beats a `
-      + 'second (CPU), so at another interval it holds proportionally more or fewer clients.',
+    `Clients beat every ${interval ?? '?'} s over ${x.transport}, as in the test; what a worker runs out of is beats a ` +
+      'second (CPU), so at another interval it holds proportionally more or fewer clients.',
     ...(scale !== 1
-      ? [`The test beat every ${x.testInterval} s (--beat-interval) instead of the app's ${x.appInterval} s: the clients held are `
-        + `scaled by ${scale.toFixed(2)} (${fmt(perWorker ?? 0)} -> ${fmt(perWorkerAtAppInterval ?? 0)} per worker). Idle connections `
-        + 'cost memory and open files, not CPU; check both at the scaled count.']
+      ? [
+          `The test beat every ${x.testInterval} s (--beat-interval) instead of the app's ${x.appInterval} s: the clients held are ` +
+            `scaled by ${scale.toFixed(2)} (${fmt(perWorker ?? 0)} -> ${fmt(perWorkerAtAppInterval ?? 0)} per worker). Idle connections ` +
+            'cost memory and open files, not CPU; check both at the scaled count.',
+        ]
       : []),
-    `One worker per core, ${workersPerHost} a host${x.hostCores ? '' : x.cores ? " (the measured deployment's cores)" : ' (assumed: give --host-cores)'}; `
-      + 'N workers hold N times one worker\'s clients (cluster mode: each session lives on one worker; bench/README.md measured '
-      + '2 workers at 1.9 x one worker\'s heartbeat throughput).',
-    'PostgreSQL is not on a beat\'s path (accepted beats are counted, not written one by one); activations are, so size '
-      + 'it for them. In cluster mode every call reads its session record from Redis (one GET a beat): Redis carries the '
-      + 'fleet\'s beats a second in small reads, well within one instance at these rates, but it is not free.',
+    `One worker per core, ${workersPerHost} a host${x.hostCores ? '' : x.cores ? " (the measured deployment's cores)" : ' (assumed: give --host-cores)'}; ` +
+      "N workers hold N times one worker's clients (cluster mode: each session lives on one worker; bench/README.md measured " +
+      "2 workers at 1.9 x one worker's heartbeat throughput).",
+    "PostgreSQL is not on a beat's path (accepted beats are counted, not written one by one); activations are, so size " +
+      'it for them. In cluster mode every call reads its session record from Redis (one GET a beat): Redis carries the ' +
+      "fleet's beats a second in small reads, well within one instance at these rates, but it is not free.",
     `Planned at ${Math.round(x.headroom * 100)}% of the measured capacity (--headroom), for bursts, a lost worker and GC pauses.`,
     // A run of a few minutes cannot tell a client's memory from the warm-up's growth; the bench measures it apart.
-    `Memory is not the limit at these counts: bench/README.md measured about 1 KB of worker RSS per live REST session `
-      + `(at 100,000) and 3 to 5 KB per channel client (at 100,000 and 10,000), so ${fmt(plan)} clients a worker need at most `
-      + `about ${fmt((plan * 5 * 1024) / 2 ** 20)} MiB beyond its baseline.`,
-    'Each channel client (and each REST client keeping its connection) holds an open file in its worker and in the proxy: '
-      + 'raise LimitNOFILE and nginx\'s worker_connections above the clients per host.',
+    `Memory is not the limit at these counts: bench/README.md measured about 1 KB of worker RSS per live REST session ` +
+      `(at 100,000) and 3 to 5 KB per channel client (at 100,000 and 10,000), so ${fmt(plan)} clients a worker need at most ` +
+      `about ${fmt((plan * 5 * 1024) / 2 ** 20)} MiB beyond its baseline.`,
+    'Each channel client (and each REST client keeping its connection) holds an open file in its worker and in the proxy: ' +
+      "raise LimitNOFILE and nginx's worker_connections above the clients per host.",
     ...(x.local && x.generatorCores !== undefined
-      ? [`The generator ran on the same machine and used ${x.generatorCores.toFixed(2)} cores during the search: a deployment with `
-        + 'its cores to itself holds more.']
+      ? [
+          `The generator ran on the same machine and used ${x.generatorCores.toFixed(2)} cores during the search: a deployment with ` +
+            'its cores to itself holds more.',
+        ]
       : []),
   ];
   return {
-    slo: x.slo, steps: x.verdicts, held, broke, ended, testInterval: x.testInterval, appInterval: x.appInterval, workers: x.workers,
-    cores: x.cores, perWorker, perWorkerAtAppInterval, perCore, workersPerHost, headroom: x.headroom, table, assumptions,
+    slo: x.slo,
+    steps: x.verdicts,
+    held,
+    broke,
+    ended,
+    testInterval: x.testInterval,
+    appInterval: x.appInterval,
+    workers: x.workers,
+    cores: x.cores,
+    perWorker,
+    perWorkerAtAppInterval,
+    perCore,
+    workersPerHost,
+    headroom: x.headroom,
+    table,
+    assumptions,
   };
 }

@@ -103,28 +103,69 @@ export function plan(o: Options, t: Target, keysFile: string): Plan {
   const u = t.origin;
   const tls = u.protocol === 'https:';
   const port = Number(u.port || (tls ? 443 : 80));
-  const args = ['--host', u.hostname.replace(/^\[|\]$/g, ''), '--port', String(port), '--host-header', u.host,
-    '--api-key', t.app.apiKey, '--license-file', keysFile, '--hwid', 'loadtest-device', '--hwid-per-key',
-    '--threads', String(o.genThreads), '--ticks', '--max-requests', String(o.maxRequests),
+  const args = [
+    '--host',
+    u.hostname.replace(/^\[|\]$/g, ''),
+    '--port',
+    String(port),
+    '--host-header',
+    u.host,
+    '--api-key',
+    t.app.apiKey,
+    '--license-file',
+    keysFile,
+    '--hwid',
+    'loadtest-device',
+    '--hwid-per-key',
+    '--threads',
+    String(o.genThreads),
+    '--ticks',
+    '--max-requests',
+    String(o.maxRequests),
     // each client's own address in X-Forwarded-For, from a range unlikely to be anyone's real clients
-    '--ip-base', String(Math.floor(Math.random() * 200) << 16)];
+    '--ip-base',
+    String(Math.floor(Math.random() * 200) << 16),
+  ];
   if (tls) args.push('--tls', ...(o.ca ? ['--ca', o.ca] : []), ...(o.insecure ? ['--insecure'] : []));
   if (t.app.apiSecret) args.push('--api-secret', t.app.apiSecret);
   if (o.encKey) args.push('--enc-key', o.encKey);
-  if (o.verify > 0 && t.publicKey) args.push('--verify', String(o.verify), '--public-key', t.publicKey.key, '--kid', t.publicKey.kid);
+  if (o.verify > 0 && t.publicKey)
+    args.push('--verify', String(o.verify), '--public-key', t.publicKey.key, '--kid', t.publicKey.kid);
   const interval = o.beatInterval ?? t.app.interval;
 
   if (o.scenario === 'activate') {
     const rate = o.rate ?? 20;
     const ramp = o.ramp ?? 0;
-    args.push('--mode', 'activate', '--conns', String(o.clients), '--rate', String(rate), '--duration', String(o.duration),
-      '--warmup', String(ramp), '--ramp', String(ramp));
-    return { args, clients: o.clients, ramp, describe: `${o.clients} connections activating (init, then license) at ${rate} a second` };
+    args.push(
+      '--mode',
+      'activate',
+      '--conns',
+      String(o.clients),
+      '--rate',
+      String(rate),
+      '--duration',
+      String(o.duration),
+      '--warmup',
+      String(ramp),
+      '--ramp',
+      String(ramp),
+    );
+    return {
+      args,
+      clients: o.clients,
+      ramp,
+      describe: `${o.clients} connections activating (init, then license) at ${rate} a second`,
+    };
   }
   args.push('--mode', 'fleet', '--ws-share', String(o.channelShare));
   if (o.rate) args.push('--rate', String(o.rate));
   else if (o.beatInterval) args.push('--beat-interval', String(o.beatInterval));
-  const transport = o.channelShare === 0 ? 'REST' : o.channelShare === 1 ? 'the channel' : `the channel (${Math.round(o.channelShare * 100)}%) or REST`;
+  const transport =
+    o.channelShare === 0
+      ? 'REST'
+      : o.channelShare === 1
+        ? 'the channel'
+        : `the channel (${Math.round(o.channelShare * 100)}%) or REST`;
   const pace = o.rate ? `${o.rate} beats a second in all` : interval ? `every ${interval} s` : "at the app's interval";
   if (o.capacity) {
     const c = o.capacity;
@@ -134,16 +175,46 @@ export function plan(o: Options, t: Target, keysFile: string): Plan {
     // once all are prepared and one more interval has passed, the rest of the step is measured.
     const settle = Math.max(1, Math.min(Math.ceil(every), Math.floor(stepSeconds / 2)));
     const clients = c.maxClients;
-    args.push('--conns', String(clients), '--start-clients', String(c.start), '--step-clients', String(c.step),
-      '--step-seconds', String(stepSeconds), '--settle', String(settle), '--ramp', String(settle), '--duration', String(o.duration),
-      '--warmup', '0', '--step-control');
+    args.push(
+      '--conns',
+      String(clients),
+      '--start-clients',
+      String(c.start),
+      '--step-clients',
+      String(c.step),
+      '--step-seconds',
+      String(stepSeconds),
+      '--settle',
+      String(settle),
+      '--ramp',
+      String(settle),
+      '--duration',
+      String(o.duration),
+      '--warmup',
+      '0',
+      '--step-control',
+    );
     return {
-      args, clients, beatInterval: o.beatInterval, ramp: settle, stepSeconds, settle,
+      args,
+      clients,
+      beatInterval: o.beatInterval,
+      ramp: settle,
+      stepSeconds,
+      settle,
       describe: `capacity search: ${c.start} clients, then ${c.step} more every ${stepSeconds} s, beating over ${transport} ${pace}`,
     };
   }
   const ramp = o.ramp ?? Math.min(10, Math.round(o.duration / 3));
-  args.push('--conns', String(o.clients), '--duration', String(o.duration), '--warmup', String(ramp), '--ramp', String(ramp));
+  args.push(
+    '--conns',
+    String(o.clients),
+    '--duration',
+    String(o.duration),
+    '--warmup',
+    String(ramp),
+    '--ramp',
+    String(ramp),
+  );
   let describe = `${o.clients} clients joining over ${ramp} s, beating over ${transport} ${pace}`;
   if (o.scenario === 'spike') {
     args.push('--spike-at', String(o.spikeAt));
@@ -159,14 +230,18 @@ export function prepareGenerator(o: Options, t: Target): string {
   }
   const needsSodium = o.channelShare > 0 && o.scenario !== 'activate';
   if ((needsSodium || o.verify > 0 || t.app.apiSecret) && !channelCapable()) {
-    throw new Error('the realtime channel, --verify and signed requests need libsodium in the generator: apt-get install libsodium-dev '
-      + '(or --channel-share=0 --verify=0)');
+    throw new Error(
+      'the realtime channel, --verify and signed requests need libsodium in the generator: apt-get install libsodium-dev ' +
+        '(or --channel-share=0 --verify=0)',
+    );
   }
   const hard = openFilesLimit();
   const clients = o.capacity ? o.capacity.maxClients : o.clients;
   if (hard !== undefined && clients + 64 > hard) {
-    throw new Error(`${clients} clients need as many open connections, and this machine lets one process hold ${hard} (ulimit -n): `
-      + `use at most ${hard - 64} clients${o.capacity ? ' (--max-clients)' : ''}`);
+    throw new Error(
+      `${clients} clients need as many open connections, and this machine lets one process hold ${hard} (ulimit -n): ` +
+        `use at most ${hard - 64} clients${o.capacity ? ' (--max-clients)' : ''}`,
+    );
   }
   return buildKwload();
 }
@@ -222,7 +297,12 @@ export function startGenerator(
     child.once('error', reject);
     child.once('exit', (code, signal) => {
       if (code === 0 && result) resolve(result);
-      else reject(new Error(`the load generator failed (${signal ?? `exit ${code}`}): ${errText.trim().split('\n').slice(-3).join(' / ')}`));
+      else
+        reject(
+          new Error(
+            `the load generator failed (${signal ?? `exit ${code}`}): ${errText.trim().split('\n').slice(-3).join(' / ')}`,
+          ),
+        );
     });
   });
   return {

@@ -78,13 +78,17 @@ export class HttpClient {
               try {
                 return JSON.parse(text) as T;
               } catch {
-                throw new Error(`${method} ${url.pathname}: answer is not JSON (HTTP ${res.statusCode}): ${text.slice(0, 200)}`);
+                throw new Error(
+                  `${method} ${url.pathname}: answer is not JSON (HTTP ${res.statusCode}): ${text.slice(0, 200)}`,
+                );
               }
             },
           });
         });
       });
-      req.once('timeout', () => req.destroy(new Error(`${method} ${url.pathname}: no answer within ${(opts.timeoutMs ?? 30_000) / 1000} s`)));
+      req.once('timeout', () =>
+        req.destroy(new Error(`${method} ${url.pathname}: no answer within ${(opts.timeoutMs ?? 30_000) / 1000} s`)),
+      );
       req.once('error', (err: NodeJS.ErrnoException) => {
         const stale = req.reusedSocket && (err.code === 'ECONNRESET' || err.message === 'socket hang up');
         reject(Object.assign(err, { reused: stale }));

@@ -5,8 +5,9 @@ import type { Tick } from './generator.js';
 import type { ServerSample } from './server-metrics.js';
 
 const ROWS = 6;
-const HEADER = `${'t'.padStart(6)} ${'clients'.padStart(7)} ${'ok/s'.padStart(7)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} `
-  + `${'errors'.padStart(6)} ${'prep/s'.padStart(6)} ${'CPU'.padStart(6)}`;
+const HEADER =
+  `${'t'.padStart(6)} ${'clients'.padStart(7)} ${'ok/s'.padStart(7)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ` +
+  `${'errors'.padStart(6)} ${'prep/s'.padStart(6)} ${'CPU'.padStart(6)}`;
 
 export interface LiveHeader {
   title: string;
@@ -58,13 +59,15 @@ export class LiveView {
 
   update(t: Tick, server: ServerSample | undefined, note = ''): void {
     const cpu = server ? `${Math.round(server.cpu * 100)}%` : '-';
-    const row = `${String(t.t).padStart(5)}s ${String(t.clients).padStart(7)} ${String(t.ok).padStart(7)} ${ms(t.p50_us).padStart(7)} `
-      + `${ms(t.p99_us).padStart(7)} ${String(errorsOf(t)).padStart(6)} ${String(t.prep_ok).padStart(6)} ${cpu.padStart(6)}`;
+    const row =
+      `${String(t.t).padStart(5)}s ${String(t.clients).padStart(7)} ${String(t.ok).padStart(7)} ${ms(t.p50_us).padStart(7)} ` +
+      `${ms(t.p99_us).padStart(7)} ${String(errorsOf(t)).padStart(6)} ${String(t.prep_ok).padStart(6)} ${cpu.padStart(6)}`;
     this.rows.push(row);
     if (this.rows.length > ROWS) this.rows.shift();
     const bar = Math.round((20 * Math.min(t.t, this.h.duration)) / this.h.duration);
-    const status = `${this.h.title}  ${t.t}/${this.h.duration} s [${'#'.repeat(bar)}${'.'.repeat(20 - bar)}]  clients ${t.clients}/${t.target}  `
-      + `${t.ok} ok/s  p50 ${ms(t.p50_us)} ms  p99 ${ms(t.p99_us)} ms  errors ${errorsOf(t)}  server CPU ${cpu}${note ? `  ${note}` : ''}`;
+    const status =
+      `${this.h.title}  ${t.t}/${this.h.duration} s [${'#'.repeat(bar)}${'.'.repeat(20 - bar)}]  clients ${t.clients}/${t.target}  ` +
+      `${t.ok} ok/s  p50 ${ms(t.p50_us)} ms  p99 ${ms(t.p99_us)} ms  errors ${errorsOf(t)}  server CPU ${cpu}${note ? `  ${note}` : ''}`;
     if (!this.tty) {
       if (t.t - this.lastPlain >= 5 || t.t >= this.h.duration) {
         this.lastPlain = t.t;
@@ -72,11 +75,7 @@ export class LiveView {
       }
       return;
     }
-    this.block = [
-      status,
-      HEADER,
-      ...this.rows,
-    ];
+    this.block = [status, HEADER, ...this.rows];
     this.clear();
     this.draw();
   }

@@ -63,7 +63,9 @@ export async function startLocalServer(say: (msg: string) => void): Promise<Loca
     if (child.exitCode !== null || child.signalCode !== null) {
       const tail = fs.readFileSync(logFile, 'utf8').slice(-2000);
       await stop();
-      throw new Error(`the quick-start server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${tail}`);
+      throw new Error(
+        `the quick-start server exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${tail}`,
+      );
     }
     try {
       const r = await fetch(new URL('/readyz', origin), { signal: AbortSignal.timeout(2000) });

@@ -19,7 +19,9 @@ const EXIT = { ok: 0, failed: 1, usage: 2, verify: 3 } as const;
 const SECRET_OPTIONS = /^--(api-secret|token)=/;
 
 function commandLine(argv: string[]): string {
-  const shown = argv.map((a, i) => (SECRET_OPTIONS.test(a) ? a.replace(/=.*/, '=***') : /^--(api-secret|token)$/.test(argv[i - 1] ?? '') ? '***' : a));
+  const shown = argv.map((a, i) =>
+    SECRET_OPTIONS.test(a) ? a.replace(/=.*/, '=***') : /^--(api-secret|token)$/.test(argv[i - 1] ?? '') ? '***' : a,
+  );
   return ['keywarden loadtest', ...shown].join(' ');
 }
 
@@ -34,28 +36,41 @@ function notesOf(o: Options, t: Target, r: GenResult, metrics: ServerMetrics, ge
   const notes: string[] = [];
   const c = r.total;
   if (genErrors.some((l) => l.includes('Invalid request signature'))) {
-    notes.push('Answers said 401 "Invalid request signature": the app requires signed requests; give --api-secret (or a token, '
-      + 'which lets the tool read it).');
+    notes.push(
+      'Answers said 401 "Invalid request signature": the app requires signed requests; give --api-secret (or a token, ' +
+        'which lets the tool read it).',
+    );
   }
   if (c.limited > 0) {
-    notes.push(`${c.limited} answers were 429 (rate limit): a deployment limits init to 30 and license to 20 calls a minute per client `
-      + 'address. The generator gives every client its own address in X-Forwarded-For, which the deployment believes only from '
-      + 'TRUSTED_PROXIES: add this machine\'s address there for the test (docs/loadtest.md).');
+    notes.push(
+      `${c.limited} answers were 429 (rate limit): a deployment limits init to 30 and license to 20 calls a minute per client ` +
+        'address. The generator gives every client its own address in X-Forwarded-For, which the deployment believes only from ' +
+        "TRUSTED_PROXIES: add this machine's address there for the test (docs/loadtest.md).",
+    );
   }
-  if (c.shed > 0) notes.push(`${c.shed} answers were 503 (load shed: a bounded table such as CLIENT_SESSION_LIMIT was full, or PostgreSQL was unreachable).`);
+  if (c.shed > 0)
+    notes.push(
+      `${c.shed} answers were 503 (load shed: a bounded table such as CLIENT_SESSION_LIMIT was full, or PostgreSQL was unreachable).`,
+    );
   if (c.bad_sig + c.bad_proof > 0) {
-    notes.push(`**${c.bad_sig + c.bad_proof} answers failed verification** (${c.bad_sig} signatures or channel MACs, ${c.bad_proof} heartbeat `
-      + 'proofs): an SDK would refuse them. A proxy that alters answers, or a deployment signing with another key than '
-      + `${t.publicKey ? `kid ${t.publicKey.kid} ${o.publicKey ? '(pinned with --public-key)' : '(from GET /api/client/keys)'}` : 'the pinned one'}.`);
+    notes.push(
+      `**${c.bad_sig + c.bad_proof} answers failed verification** (${c.bad_sig} signatures or channel MACs, ${c.bad_proof} heartbeat ` +
+        'proofs): an SDK would refuse them. A proxy that alters answers, or a deployment signing with another key than ' +
+        `${t.publicKey ? `kid ${t.publicKey.kid} ${o.publicKey ? '(pinned with --public-key)' : '(from GET /api/client/keys)'}` : 'the pinned one'}.`,
+    );
   }
   if (c.dead > 0) notes.push(`${c.dead} clients gave up after four failed attempts to prepare their session.`);
-  if (c.errors > 0) notes.push(`${c.errors} calls were lost with their connection (reset or closed by the server or a proxy).`);
+  if (c.errors > 0)
+    notes.push(`${c.errors} calls were lost with their connection (reset or closed by the server or a proxy).`);
   if (metrics.unavailable) notes.push(`Server CPU was not measured: ${metrics.unavailable}.`);
   if (t.local) {
-    notes.push(`The quick-start server (one worker, embedded PostgreSQL) and the generator shared this machine; the generator `
-      + `used ${(r.cpu_total_s / Math.max(1, r.duration_s)).toFixed(2)} cores on average.`);
+    notes.push(
+      `The quick-start server (one worker, embedded PostgreSQL) and the generator shared this machine; the generator ` +
+        `used ${(r.cpu_total_s / Math.max(1, r.duration_s)).toFixed(2)} cores on average.`,
+    );
   }
-  if (r.stopped === 'max-requests') notes.push(`The run stopped at --max-requests=${o.maxRequests} before its duration.`);
+  if (r.stopped === 'max-requests')
+    notes.push(`The run stopped at --max-requests=${o.maxRequests} before its duration.`);
   if (r.stopped === 'signal' && !o.capacity) notes.push('The run was stopped early (signal).');
   return notes;
 }
@@ -93,7 +108,10 @@ async function run(argv: string[]): Promise<number> {
     const bin = prepareGenerator(o, target);
     const keys = writeKeysFile(target.keys);
     const p = plan(o, target, keys.file);
-    const view = new LiveView({ title: `loadtest ${o.scenario}${o.capacity ? ' (capacity)' : ''}`, duration: o.duration }, o.live);
+    const view = new LiveView(
+      { title: `loadtest ${o.scenario}${o.capacity ? ' (capacity)' : ''}`, duration: o.duration },
+      o.live,
+    );
     view.say(`${p.describe}; ${target.keysNote}`);
     const t0 = Date.now();
     const metrics = new ServerMetrics(target.http, t0);
@@ -112,8 +130,9 @@ async function run(argv: string[]): Promise<number> {
         const v = judgeStep(s, o.capacity.slo, metrics.cpuBetween(s.from, s.to));
         const first = firstTries.get(v.step);
         if (first) v.firstTry = first.why.join('; ');
-        const line = `step ${v.step + 1}: ${v.clients} clients, p${o.capacity.slo.percentile} ${v.latencyMs.toFixed(1)} ms, `
-          + `errors ${(v.errorRate * 100).toFixed(2)}%`;
+        const line =
+          `step ${v.step + 1}: ${v.clients} clients, p${o.capacity.slo.percentile} ${v.latencyMs.toFixed(1)} ms, ` +
+          `errors ${(v.errorRate * 100).toFixed(2)}%`;
         // A tail bound broken once may be a GC pause or a neighbour's burst: the step is measured again
         // before the search ends on it. Errors and clients not held are not noise.
         if (!v.pass && v.latencyOnly && !first) {
@@ -151,10 +170,19 @@ async function run(argv: string[]): Promise<number> {
     let capacity: Report['capacity'];
     if (o.capacity) {
       capacity = capacityResult({
-        slo: o.capacity.slo, verdicts, ended: result.stopped, testInterval, appInterval: target.app.interval,
-        workers: target.workers ?? Math.max(1, metrics.last?.workers ?? 1), cores: target.cores, hostCores: o.hostCores,
-        headroom: o.headroom, targets: o.targets, transport: transportOf(o),
-        generatorCores: result.cpu_total_s / Math.max(1, result.duration_s), local: Boolean(target.local),
+        slo: o.capacity.slo,
+        verdicts,
+        ended: result.stopped,
+        testInterval,
+        appInterval: target.app.interval,
+        workers: target.workers ?? Math.max(1, metrics.last?.workers ?? 1),
+        cores: target.cores,
+        hostCores: o.hostCores,
+        headroom: o.headroom,
+        targets: o.targets,
+        transport: transportOf(o),
+        generatorCores: result.cpu_total_s / Math.max(1, result.duration_s),
+        local: Boolean(target.local),
       });
     }
     const report: Report = {
@@ -162,7 +190,12 @@ async function run(argv: string[]): Promise<number> {
       started_at: started.toISOString(),
       finished_at: new Date().toISOString(),
       machine: machine(),
-      target: { url: target.origin.origin, self_started: Boolean(target.local), workers: target.workers, cores: target.cores },
+      target: {
+        url: target.origin.origin,
+        self_started: Boolean(target.local),
+        workers: target.workers,
+        cores: target.cores,
+      },
       scenario: o.scenario,
       plan: p.describe,
       command: commandLine(argv),
@@ -170,15 +203,23 @@ async function run(argv: string[]): Promise<number> {
       keys: target.keysNote,
       result,
       verify: {
-        share: o.verify, checked: result.total.verified, bad_signatures: result.total.bad_sig, bad_proofs: result.total.bad_proof,
+        share: o.verify,
+        checked: result.total.verified,
+        bad_signatures: result.total.bad_sig,
+        bad_proofs: result.total.bad_proof,
         kid: target.publicKey?.kid,
       },
-      spike: o.scenario === 'spike'
-        ? {
-            at: o.spikeAt!, dropped: result.spike_dropped, recovered: result.spike_recovered, p50_ms: result.spike_p50_us / 1000,
-            p99_ms: result.spike_p99_us / 1000, max_ms: result.spike_max_us / 1000,
-          }
-        : undefined,
+      spike:
+        o.scenario === 'spike'
+          ? {
+              at: o.spikeAt!,
+              dropped: result.spike_dropped,
+              recovered: result.spike_recovered,
+              p50_ms: result.spike_p50_us / 1000,
+              p99_ms: result.spike_p99_us / 1000,
+              max_ms: result.spike_max_us / 1000,
+            }
+          : undefined,
       capacity,
       ticks,
       server: metrics.samples,
@@ -187,12 +228,17 @@ async function run(argv: string[]): Promise<number> {
     };
     const files = writeReport(report, path.resolve(o.out));
     const t = result.total;
-    console.log(`${o.scenario}: ${result.ok_rps.toFixed(1)} accepted calls/s after the ramp, p50 ${(result.p50_us / 1000).toFixed(1)} ms, `
-      + `p99 ${(result.p99_us / 1000).toFixed(1)} ms; ${t.non2xx + t.errors + t.prep_fail} of ${t.calls + t.prep} calls failed; `
-      + `${t.verified} answers verified, ${t.bad_sig + t.bad_proof} failed verification`);
-    if (capacity?.held) console.log(`capacity: ${capacity.held.clients} clients held (${Math.round(capacity.perWorker!)} per worker)`);
-    for (const n of report.notes.filter((x) => x.startsWith('**') || x.includes('429'))) console.log(`note: ${n.replace(/\*\*/g, '')}`);
-    const shown = (f: string) => (path.relative(process.cwd(), f).startsWith('..') ? f : path.relative(process.cwd(), f));
+    console.log(
+      `${o.scenario}: ${result.ok_rps.toFixed(1)} accepted calls/s after the ramp, p50 ${(result.p50_us / 1000).toFixed(1)} ms, ` +
+        `p99 ${(result.p99_us / 1000).toFixed(1)} ms; ${t.non2xx + t.errors + t.prep_fail} of ${t.calls + t.prep} calls failed; ` +
+        `${t.verified} answers verified, ${t.bad_sig + t.bad_proof} failed verification`,
+    );
+    if (capacity?.held)
+      console.log(`capacity: ${capacity.held.clients} clients held (${Math.round(capacity.perWorker!)} per worker)`);
+    for (const n of report.notes.filter((x) => x.startsWith('**') || x.includes('429')))
+      console.log(`note: ${n.replace(/\*\*/g, '')}`);
+    const shown = (f: string) =>
+      path.relative(process.cwd(), f).startsWith('..') ? f : path.relative(process.cwd(), f);
     console.log(`report: ${shown(files.md)}\n        ${shown(files.html)}\n        ${shown(files.json)}`);
     if (t.bad_sig + t.bad_proof > 0) return EXIT.verify;
     if (t.ok + t.prep_ok === 0) {

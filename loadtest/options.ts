@@ -114,7 +114,9 @@ function num(name: string, raw: string | undefined, min: number, max: number, in
   if (raw === undefined) return undefined;
   const v = Number(raw.replace(/_/g, ''));
   if (raw.trim() === '' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
-    throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got "${raw}"`);
+    throw new UsageError(
+      `--${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got "${raw}"`,
+    );
   }
   return v;
 }
@@ -124,7 +126,10 @@ export function parseSlo(text: string): Slo {
   let percentile: Slo['percentile'] | undefined;
   let latencyMs: number | undefined;
   let errorRate: number | undefined;
-  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const [k, v] = part.split('=').map((x) => x?.trim());
     const lat = /^p(50|90|99)$/.exec(k ?? '');
     if (lat && v) {
@@ -141,7 +146,8 @@ export function parseSlo(text: string): Slo {
       throw new UsageError(`--slo: "${part}" is not p50=, p90=, p99= or errors=`);
     }
   }
-  if (percentile === undefined || latencyMs === undefined) throw new UsageError('--slo needs a latency bound, e.g. p99=50ms');
+  if (percentile === undefined || latencyMs === undefined)
+    throw new UsageError('--slo needs a latency bound, e.g. p99=50ms');
   return { percentile, latencyMs, errorRate: errorRate ?? 0.001, text };
 }
 
@@ -153,16 +159,45 @@ export function parseOptions(argv: string[]): Options {
       strict: true,
       allowPositionals: false,
       options: {
-        duration: { type: 'string' }, scenario: { type: 'string' }, url: { type: 'string' }, 'api-key': { type: 'string' },
-        'api-secret': { type: 'string' }, clients: { type: 'string' }, rate: { type: 'string' }, 'channel-share': { type: 'string' },
-        ramp: { type: 'string' }, 'beat-interval': { type: 'string' }, 'spike-at': { type: 'string' }, token: { type: 'string' },
-        username: { type: 'string' }, 'password-stdin': { type: 'boolean' }, 'keys-file': { type: 'string' }, keys: { type: 'string' },
-        cleanup: { type: 'boolean' }, verify: { type: 'string' }, 'public-key': { type: 'string' }, kid: { type: 'string' },
-        ca: { type: 'string' }, insecure: { type: 'boolean' }, 'enc-key': { type: 'string' }, 'find-capacity': { type: 'boolean' },
-        slo: { type: 'string' }, start: { type: 'string' }, step: { type: 'string' }, 'step-duration': { type: 'string' },
-        'max-clients': { type: 'string' }, workers: { type: 'string' }, cores: { type: 'string' }, 'host-cores': { type: 'string' },
-        headroom: { type: 'string' }, target: { type: 'string' }, 'max-requests': { type: 'string' }, out: { type: 'string' },
-        'no-live': { type: 'boolean' }, 'gen-threads': { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        duration: { type: 'string' },
+        scenario: { type: 'string' },
+        url: { type: 'string' },
+        'api-key': { type: 'string' },
+        'api-secret': { type: 'string' },
+        clients: { type: 'string' },
+        rate: { type: 'string' },
+        'channel-share': { type: 'string' },
+        ramp: { type: 'string' },
+        'beat-interval': { type: 'string' },
+        'spike-at': { type: 'string' },
+        token: { type: 'string' },
+        username: { type: 'string' },
+        'password-stdin': { type: 'boolean' },
+        'keys-file': { type: 'string' },
+        keys: { type: 'string' },
+        cleanup: { type: 'boolean' },
+        verify: { type: 'string' },
+        'public-key': { type: 'string' },
+        kid: { type: 'string' },
+        ca: { type: 'string' },
+        insecure: { type: 'boolean' },
+        'enc-key': { type: 'string' },
+        'find-capacity': { type: 'boolean' },
+        slo: { type: 'string' },
+        start: { type: 'string' },
+        step: { type: 'string' },
+        'step-duration': { type: 'string' },
+        'max-clients': { type: 'string' },
+        workers: { type: 'string' },
+        cores: { type: 'string' },
+        'host-cores': { type: 'string' },
+        headroom: { type: 'string' },
+        target: { type: 'string' },
+        'max-requests': { type: 'string' },
+        out: { type: 'string' },
+        'no-live': { type: 'boolean' },
+        'gen-threads': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
       },
     }));
   } catch (err) {
@@ -176,7 +211,8 @@ export function parseOptions(argv: string[]): Options {
   }
   const duration = num('duration', s('duration'), 1, MAX_DURATION_S)!;
   const scenario = (s('scenario') ?? 'mix') as Scenario;
-  if (!SCENARIOS.includes(scenario)) throw new UsageError(`--scenario must be one of ${SCENARIOS.join(', ')}, got "${scenario}"`);
+  if (!SCENARIOS.includes(scenario))
+    throw new UsageError(`--scenario must be one of ${SCENARIOS.join(', ')}, got "${scenario}"`);
   let url: URL | undefined;
   if (s('url') !== undefined) {
     try {
@@ -184,21 +220,27 @@ export function parseOptions(argv: string[]): Options {
     } catch {
       throw new UsageError(`--url must be an absolute http:// or https:// URL, got "${s('url')}"`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url must be http:// or https://, got "${url.protocol}"`);
-    if (url.pathname !== '/' || url.search) throw new UsageError('--url is the deployment\'s origin (scheme, host, port), without a path');
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new UsageError(`--url must be http:// or https://, got "${url.protocol}"`);
+    if (url.pathname !== '/' || url.search)
+      throw new UsageError("--url is the deployment's origin (scheme, host, port), without a path");
     if (!s('api-key')) throw new UsageError('--url needs --api-key (the application under test)');
   }
   if (!url && (s('api-key') || s('token') || s('username') || s('keys-file'))) {
     throw new UsageError('--api-key, --token, --username and --keys-file describe a deployment: give its --url too');
   }
-  if (s('username') && !b('password-stdin')) throw new UsageError('--username needs --password-stdin (the password is read from stdin)');
+  if (s('username') && !b('password-stdin'))
+    throw new UsageError('--username needs --password-stdin (the password is read from stdin)');
   if (b('password-stdin') && !s('username')) throw new UsageError('--password-stdin needs --username');
   if (s('token') && s('username')) throw new UsageError('give --token or --username, not both');
   if (url && !s('token') && !s('username') && !s('keys-file')) {
-    throw new UsageError('keys for the test clients: give --keys-file (one key a line), or a dashboard --token (or --username '
-      + 'with --password-stdin) so the tool creates them');
+    throw new UsageError(
+      'keys for the test clients: give --keys-file (one key a line), or a dashboard --token (or --username ' +
+        'with --password-stdin) so the tool creates them',
+    );
   }
-  if (b('cleanup') && !s('token') && !s('username') && url) throw new UsageError('--cleanup deletes keys the tool created: it needs --token or --username');
+  if (b('cleanup') && !s('token') && !s('username') && url)
+    throw new UsageError('--cleanup deletes keys the tool created: it needs --token or --username');
   const capacity = b('find-capacity');
   if (!capacity && (s('slo') || s('step') || s('start') || s('step-duration') || s('max-clients'))) {
     throw new UsageError('--slo, --start, --step, --step-duration and --max-clients belong to --find-capacity');
@@ -207,7 +249,10 @@ export function parseOptions(argv: string[]): Options {
     throw new UsageError('--find-capacity raises a fleet: use it with --scenario=mix (default), heartbeat or channel');
   }
   if (s('spike-at') && scenario !== 'spike') throw new UsageError('--spike-at belongs to --scenario=spike');
-  if (capacity && s('rate')) throw new UsageError('--find-capacity raises clients at their beat interval: --rate (a shared rate) does not apply');
+  if (capacity && s('rate'))
+    throw new UsageError(
+      '--find-capacity raises clients at their beat interval: --rate (a shared rate) does not apply',
+    );
   if (scenario === 'activate' && (s('beat-interval') || s('channel-share'))) {
     throw new UsageError('--beat-interval and --channel-share describe a fleet that beats: not --scenario=activate');
   }
@@ -219,7 +264,9 @@ export function parseOptions(argv: string[]): Options {
   const maxClients = num('max-clients', s('max-clients'), 1, MAX_CLIENTS, true) ?? MAX_CLIENTS;
   const step = num('step', s('step'), 1, MAX_CLIENTS, true) ?? 100;
   const targets = (s('target') ?? '10000,100000,1000000').split(',').map((t) => num('target', t, 1, 1e12, true)!);
-  const spikeAt = num('spike-at', s('spike-at'), 1, duration - 1) ?? (scenario === 'spike' ? Math.max(1, Math.round(duration / 3)) : undefined);
+  const spikeAt =
+    num('spike-at', s('spike-at'), 1, duration - 1) ??
+    (scenario === 'spike' ? Math.max(1, Math.round(duration / 3)) : undefined);
   return {
     duration,
     scenario,
@@ -228,7 +275,9 @@ export function parseOptions(argv: string[]): Options {
     apiSecret: s('api-secret'),
     clients,
     rate: num('rate', s('rate'), 0.1, 1e6),
-    channelShare: num('channel-share', s('channel-share'), 0, 1) ?? (scenario === 'channel' ? 1 : scenario === 'heartbeat' ? 0 : 0.5),
+    channelShare:
+      num('channel-share', s('channel-share'), 0, 1) ??
+      (scenario === 'channel' ? 1 : scenario === 'heartbeat' ? 0 : 0.5),
     ramp: num('ramp', s('ramp'), 0, MAX_DURATION_S),
     beatInterval: num('beat-interval', s('beat-interval'), 0.05, 3600),
     spikeAt,

@@ -79,8 +79,12 @@ export class ServerMetrics {
       const prev = this.workers.get(pid);
       const rate = prev && at > prev.at ? Math.max(0, (cpu - prev.cpu) / (at - prev.at)) : (prev?.rate ?? 0);
       this.workers.set(pid, {
-        cpu, at, rate, rss: m.keywarden_process_resident_memory_bytes ?? 0,
-        sessions: m.keywarden_heartbeat_sessions ?? 0, channels: m.keywarden_channel_connections ?? 0,
+        cpu,
+        at,
+        rate,
+        rss: m.keywarden_process_resident_memory_bytes ?? 0,
+        sessions: m.keywarden_heartbeat_sessions ?? 0,
+        channels: m.keywarden_channel_connections ?? 0,
       });
       if (!prev) return; // a rate needs two samples of the same worker
       const all = [...this.workers.values()];

@@ -48,15 +48,19 @@ const KEY_BATCH = 500; // the generation endpoint's maximum per call
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 /** Runs `fn` over items, `width` at a time. */
 async function pool<T>(items: T[], width: number, fn: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 export async function resolveTarget(o: Options, runId: string, say: (msg: string) => void): Promise<Target> {
@@ -94,11 +98,14 @@ export async function resolveTarget(o: Options, runId: string, say: (msg: string
       const row = rows.find((r) => r.api_key === o.apiKey);
       if (!row) throw new Error(`no application with api_key ${o.apiKey} is visible to this token`);
       app = {
-        id: row.id, apiKey: row.api_key, apiSecret: o.apiSecret ?? row.api_secret,
+        id: row.id,
+        apiKey: row.api_key,
+        apiSecret: o.apiSecret ?? row.api_secret,
         interval: row.beat_interval ?? Math.min(300, Math.max(5, row.heartbeat_interval)),
         requireSignature: row.require_signature,
       };
-      if (row.require_signature && !app.apiSecret) throw new Error('the app requires signed requests: give --api-secret');
+      if (row.require_signature && !app.apiSecret)
+        throw new Error('the app requires signed requests: give --api-secret');
     } else {
       app = { apiKey: o.apiKey!, apiSecret: o.apiSecret };
     }
@@ -106,9 +113,14 @@ export async function resolveTarget(o: Options, runId: string, say: (msg: string
     let keys: string[];
     let keysNote: string;
     if (o.keysFile) {
-      keys = fs.readFileSync(o.keysFile, 'utf8').split(/\r?\n/).map((k) => k.trim()).filter((k) => k && !k.startsWith('#'));
+      keys = fs
+        .readFileSync(o.keysFile, 'utf8')
+        .split(/\r?\n/)
+        .map((k) => k.trim())
+        .filter((k) => k && !k.startsWith('#'));
       if (keys.length === 0) throw new Error(`${o.keysFile} holds no keys (one a line)`);
-      if (keys.some((k) => !/^[\x21-\x7e]{1,256}$/.test(k) || k.includes(','))) throw new Error(`${o.keysFile}: a key has spaces, commas or control characters`);
+      if (keys.some((k) => !/^[\x21-\x7e]{1,256}$/.test(k) || k.includes(',')))
+        throw new Error(`${o.keysFile}: a key has spaces, commas or control characters`);
       keysNote = `${keys.length} keys from ${o.keysFile}`;
     } else {
       const want = o.keys ?? Math.min(o.capacity ? o.capacity.maxClients : o.clients, 1000);
@@ -116,7 +128,8 @@ export async function resolveTarget(o: Options, runId: string, say: (msg: string
       say(`creating ${want} license keys (note "loadtest ${runId}") ...`);
       for (let left = want; left > 0; left -= KEY_BATCH) {
         const batch = await http.call<{ id: string; key: string }[]>('POST', `/api/apps/${app.id}/licenses`, {
-          body: { amount: Math.min(KEY_BATCH, left), unit: 'lifetime', note: `loadtest ${runId}` }, token,
+          body: { amount: Math.min(KEY_BATCH, left), unit: 'lifetime', note: `loadtest ${runId}` },
+          token,
         });
         created.push(...batch);
       }
@@ -130,7 +143,8 @@ export async function resolveTarget(o: Options, runId: string, say: (msg: string
           say(`deleting the ${created.length} keys this run created ...`);
           await pool(created, 8, async (k) => {
             const r = await http.request('DELETE', `/api/licenses/${k.id}`, { token: t });
-            if (r.status !== 200 && r.status !== 404) throw new Error(`DELETE /api/licenses/${k.id} -> HTTP ${r.status}: ${r.text.slice(0, 200)}`);
+            if (r.status !== 200 && r.status !== 404)
+              throw new Error(`DELETE /api/licenses/${k.id} -> HTTP ${r.status}: ${r.text.slice(0, 200)}`);
           });
         });
       }
@@ -148,7 +162,14 @@ export async function resolveTarget(o: Options, runId: string, say: (msg: string
       }
     }
     return {
-      origin, local, app, keys, keysNote, publicKey, http, release,
+      origin,
+      local,
+      app,
+      keys,
+      keysNote,
+      publicKey,
+      http,
+      release,
       workers: local ? 1 : o.workers,
       cores: local ? os.cpus().length : o.cores,
     };

@@ -8,10 +8,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { hmacSha256, sha256, signingKeyFromSeed, x25519, x25519PublicKey } from '../src/crypto/index.js';
-import { buildHello, deriveKeys, helloTranscript, sealFrame } from '../src/ws/client-channel.protocol.js';
-import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/http/client-signing.js';
-import { beatProof, startProof } from '../src/services/heartbeat.service.js';
+import { hmacSha256, sha256, signingKeyFromSeed, x25519, x25519PublicKey } from '../src/platform/crypto/index.js';
+import { buildHello, deriveKeys, helloTranscript, sealFrame } from '../src/modules/realtime/client-channel.protocol.js';
+import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/platform/http/client-signing.js';
+import { beatProof, startProof } from '../src/modules/heartbeat/heartbeat.gateway.js';
 import { ERRORS, type ErrorCode } from '../src/errors.js';
 import { ERROR_MAP, FALLBACK_CODE, PROTOCOL_ENTRIES, SDK_CODES, STATUS_FALLBACKS, type SdkCode } from '../sdk/vectors/error-map.js';
 

@@ -1,4 +1,4 @@
-import { initOrm } from '../src/db/orm.js';
+import { initOrm } from '../src/platform/db/orm.js';
 const orm = await initOrm({ url: process.argv[2]! });
 const gen = orm.getSchemaGenerator();
 console.log(await gen.getCreateSchemaSQL({ wrap: false }));

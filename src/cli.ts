@@ -7,14 +7,13 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { createServices } from './services.js';
+import { createServices, dashboardAuthDeps } from './compose.js';
 import { startServer } from './main.js';
 import { superviseWorkers } from './supervisor.js';
-import { DashboardAuth } from './services/dashboard-auth.service.js';
-import { dashboardAuthDeps } from './app.js';
+import { DashboardAuth } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
-import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './db/embedded-postgres.js';
-import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './http/uws-loader.js';
+import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './platform/db/embedded-postgres.js';
+import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
@@ -43,7 +42,7 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
   // signals are ignored and a watchdog bounds the whole shutdown instead.
   let stopping = false;
-  const onSignal = (sig: NodeJS.Signals) => {
+  const onSignal = (_sig: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
     setTimeout(() => {

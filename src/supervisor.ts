@@ -7,11 +7,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { startEmbeddedPostgres, databaseUrl as databaseUrlOf, type EmbeddedPostgres } from './db/embedded-postgres.js';
+import {
+  startEmbeddedPostgres,
+  databaseUrl as databaseUrlOf,
+  type EmbeddedPostgres,
+} from './platform/db/embedded-postgres.js';
 
 const RESPAWN_DELAY_MS = 1_000;
 
-export interface Supervisor {
+interface Supervisor {
   stop(): Promise<void>;
 }
 

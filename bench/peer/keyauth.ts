@@ -31,8 +31,22 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  buildKwload, cmdline, cpuDelta, descendants, fmt, freePort, here, kwload, machine, procTable, progress, rowsTable, troubles,
-  type Classify, type Proc, type Row,
+  buildKwload,
+  cmdline,
+  cpuDelta,
+  descendants,
+  fmt,
+  freePort,
+  here,
+  kwload,
+  machine,
+  procTable,
+  progress,
+  rowsTable,
+  troubles,
+  type Classify,
+  type Proc,
+  type Row,
 } from '../lib.js';
 
 const argv = process.argv.slice(2);
@@ -52,7 +66,8 @@ let work = '';
 
 function sh(cmd: string, args: string[], input?: string): string {
   const r = spawnSync(cmd, args, { encoding: 'utf8', input, maxBuffer: 64 << 20 });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}): ${r.error?.message ?? ''}${r.stderr}${r.stdout}`);
+  if (r.status !== 0)
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}): ${r.error?.message ?? ''}${r.stderr}${r.stdout}`);
   return r.stdout;
 }
 
@@ -62,7 +77,11 @@ function which(...names: string[]): string | undefined {
       if (n.includes('*')) {
         if (!fs.existsSync(dir)) continue;
         const re = new RegExp(`^${n.replace(/[.]/g, '\\.').replace('*', '.*')}$`);
-        const hit = fs.readdirSync(dir).filter((f) => re.test(f)).sort().at(-1);
+        const hit = fs
+          .readdirSync(dir)
+          .filter((f) => re.test(f))
+          .sort()
+          .at(-1);
         if (hit) return path.join(dir, hit);
       } else if (fs.existsSync(path.join(dir, n))) return path.join(dir, n);
     }
@@ -90,29 +109,63 @@ async function waitFor(what: string, cond: () => boolean | Promise<boolean>, ms 
   throw new Error(`timed out waiting for ${what} (logs in ${work})`);
 }
 
-const redisPing = (port: number) => new Promise<boolean>((resolve) => {
-  const sock = net.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
-  sock.once('data', (d) => { sock.destroy(); resolve(d.toString().startsWith('+PONG')); });
-  sock.once('error', () => resolve(false));
-});
+const redisPing = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
+    sock.once('data', (d) => {
+      sock.destroy();
+      resolve(d.toString().startsWith('+PONG'));
+    });
+    sock.once('error', () => resolve(false));
+  });
 
 async function main(): Promise<void> {
   const src = process.env.KEYAUTH_DIR;
-  if (!src || !fs.existsSync(path.join(src, 'api/1.2/index.php')) || !fs.existsSync(path.join(src, 'db_structure.sql'))) {
-    console.error('KEYAUTH_DIR must point to a checkout of github.com/KeyAuth/KeyAuth-Source-Code (api/1.2/index.php, db_structure.sql)');
+  if (
+    !src ||
+    !fs.existsSync(path.join(src, 'api/1.2/index.php')) ||
+    !fs.existsSync(path.join(src, 'db_structure.sql'))
+  ) {
+    console.error(
+      'KEYAUTH_DIR must point to a checkout of github.com/KeyAuth/KeyAuth-Source-Code (api/1.2/index.php, db_structure.sql)',
+    );
     process.exit(2);
   }
   buildKwload();
   const root = process.getuid?.() === 0;
 
   // 1. packages
-  const need = () => ({ nginx: which('nginx'), fpm: which('php-fpm*'), mariadbd: which('mariadbd', 'mysqld'), redis: which('redis-server') });
+  const need = () => ({
+    nginx: which('nginx'),
+    fpm: which('php-fpm*'),
+    mariadbd: which('mariadbd', 'mysqld'),
+    redis: which('redis-server'),
+  });
   if (!argv.includes('--no-install') && Object.values(need()).some((v) => !v)) {
-    if (!root) throw new Error('installing packages needs root (or install nginx php-fpm php-mysql php-redis mariadb-server redis-server and pass --no-install)');
+    if (!root)
+      throw new Error(
+        'installing packages needs root (or install nginx php-fpm php-mysql php-redis mariadb-server redis-server and pass --no-install)',
+      );
     progress('installing nginx, php-fpm, mariadb-server, redis-server (apt-get)');
     sh('apt-get', ['update']);
-    spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx', 'php-fpm', 'php-mysql', 'php-redis', 'php-curl', 'php-mbstring', 'mariadb-server', 'mariadb-client', 'redis-server'],
-      { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    spawnSync(
+      'apt-get',
+      [
+        'install',
+        '-y',
+        '--no-install-recommends',
+        'nginx',
+        'php-fpm',
+        'php-mysql',
+        'php-redis',
+        'php-curl',
+        'php-mbstring',
+        'mariadb-server',
+        'mariadb-client',
+        'redis-server',
+      ],
+      { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } },
+    );
   }
   const bins = need();
   for (const [k, v] of Object.entries(bins)) if (!v) throw new Error(`${k} not found after installing`);
@@ -126,7 +179,8 @@ async function main(): Promise<void> {
   const www = path.join(work, 'www');
   fs.cpSync(src, www, { recursive: true, filter: (p) => !p.split(path.sep).includes('.git') });
   const dbPass = crypto.randomBytes(12).toString('hex');
-  const credentials = fs.readFileSync(path.join(src, 'includes/credentials.example.php'), 'utf8')
+  const credentials = fs
+    .readFileSync(path.join(src, 'includes/credentials.example.php'), 'utf8')
     .replace(/\$databaseHost = "[^"]*";/, '$databaseHost = "localhost";')
     .replace(/\$databaseUsername = "[^"]*";/, '$databaseUsername = "keyauth";')
     .replace(/\$databasePassword = "[^"]*";/, `$databasePassword = "${dbPass}";`)
@@ -135,8 +189,12 @@ async function main(): Promise<void> {
   const api = path.join(www, 'api/1.2/index.php');
   if (process.env.KEYAUTH_APP_LIMIT !== 'keep') {
     const text = fs.readFileSync(api, 'utf8');
-    const limited = /(rateLimit\("KeyAuthAppLimit:" \. \(\$_POST\['ownerid'\] \?\? \$_GET\['ownerid'\]\), 1, 60, )200(\))/;
-    if (!limited.test(text)) throw new Error('the per-application limit line in api/1.2/index.php was not found: set KEYAUTH_APP_LIMIT=keep, or update this script');
+    const limited =
+      /(rateLimit\("KeyAuthAppLimit:" \. \(\$_POST\['ownerid'\] \?\? \$_GET\['ownerid'\]\), 1, 60, )200(\))/;
+    if (!limited.test(text))
+      throw new Error(
+        'the per-application limit line in api/1.2/index.php was not found: set KEYAUTH_APP_LIMIT=keep, or update this script',
+      );
     fs.writeFileSync(api, text.replace(limited, '$11000000000$2'));
     progress('raised the hosted per-application limit (200 calls a minute) to 10^9 in the work copy');
   }
@@ -147,45 +205,108 @@ async function main(): Promise<void> {
   const datadir = path.join(work, 'mysql');
   progress('MariaDB: a private instance');
   // --no-defaults: a private instance, whatever the system's my.cnf says (user, socket, ports)
-  sh(installDb, ['--no-defaults', '--basedir=/usr', `--datadir=${datadir}`, ...(root ? ['--user=root'] : []), '--auth-root-authentication-method=normal', '--skip-test-db']);
-  daemon('mariadb', bins.mariadbd!, ['--no-defaults', `--datadir=${datadir}`, `--socket=${sock}`, '--skip-networking', `--pid-file=${path.join(work, 'mysql.pid')}`,
-    ...(root ? ['--user=root'] : []), '--skip-log-bin', `--log-error=${path.join(work, 'mysql.err')}`, '--max-connections=1000']);
-  await waitFor('MariaDB', () => fs.existsSync(sock) && spawnSync(client, ['--no-defaults', '-S', sock, '-uroot', '-e', 'select 1']).status === 0);
+  sh(installDb, [
+    '--no-defaults',
+    '--basedir=/usr',
+    `--datadir=${datadir}`,
+    ...(root ? ['--user=root'] : []),
+    '--auth-root-authentication-method=normal',
+    '--skip-test-db',
+  ]);
+  daemon('mariadb', bins.mariadbd!, [
+    '--no-defaults',
+    `--datadir=${datadir}`,
+    `--socket=${sock}`,
+    '--skip-networking',
+    `--pid-file=${path.join(work, 'mysql.pid')}`,
+    ...(root ? ['--user=root'] : []),
+    '--skip-log-bin',
+    `--log-error=${path.join(work, 'mysql.err')}`,
+    '--max-connections=1000',
+  ]);
+  await waitFor(
+    'MariaDB',
+    () =>
+      fs.existsSync(sock) && spawnSync(client, ['--no-defaults', '-S', sock, '-uroot', '-e', 'select 1']).status === 0,
+  );
   fs.chmodSync(sock, 0o777);
-  const sql = (q: string, db = '') => sh(client, ['--no-defaults', '-S', sock, '-uroot', ...(db ? [db] : []), '-N', '-B'], q);
-  sql(`create database keyauth; create user 'keyauth'@'localhost' identified by '${dbPass}'; grant all on keyauth.* to 'keyauth'@'localhost';`);
+  const sql = (q: string, db = '') =>
+    sh(client, ['--no-defaults', '-S', sock, '-uroot', ...(db ? [db] : []), '-N', '-B'], q);
+  sql(
+    `create database keyauth; create user 'keyauth'@'localhost' identified by '${dbPass}'; grant all on keyauth.* to 'keyauth'@'localhost';`,
+  );
   sql(fs.readFileSync(path.join(src, 'db_structure.sql'), 'utf8'), 'keyauth');
   const secret = crypto.randomBytes(32).toString('hex');
   const ownerid = crypto.randomBytes(5).toString('hex'); // 10 characters, as the API checks
   const name = 'bench';
   const now = Math.floor(Date.now() / 1000);
-  const keys = Array.from({ length: KEYS }, (_, i) => `KABENCH-${String(i).padStart(4, '0')}-${crypto.randomBytes(6).toString('hex').toUpperCase()}`);
-  sql([
-    `insert into accounts (username, email, password, ownerid, role) values ('bench', 'bench@example.invalid', '', '${ownerid}', 'seller');`,
-    `insert into apps (owner, name, secret, ownerid, enabled, hwidcheck, sellerkey) values ('bench', '${name}', '${secret}', '${ownerid}', 1, 1, '${crypto.randomBytes(16).toString('hex')}');`,
-    `insert into subscriptions (name, level, app) values ('default', '1', '${secret}');`,
-    `insert into \`keys\` (\`key\`, expires, status, level, genby, gendate, app) values ${keys.map((k) => `('${k}', '315360000', 'Not Used', '1', 'bench', '${now}', '${secret}')`).join(', ')};`,
-  ].join('\n'), 'keyauth');
+  const keys = Array.from(
+    { length: KEYS },
+    (_, i) => `KABENCH-${String(i).padStart(4, '0')}-${crypto.randomBytes(6).toString('hex').toUpperCase()}`,
+  );
+  sql(
+    [
+      `insert into accounts (username, email, password, ownerid, role) values ('bench', 'bench@example.invalid', '', '${ownerid}', 'seller');`,
+      `insert into apps (owner, name, secret, ownerid, enabled, hwidcheck, sellerkey) values ('bench', '${name}', '${secret}', '${ownerid}', 1, 1, '${crypto.randomBytes(16).toString('hex')}');`,
+      `insert into subscriptions (name, level, app) values ('default', '1', '${secret}');`,
+      `insert into \`keys\` (\`key\`, expires, status, level, genby, gendate, app) values ${keys.map((k) => `('${k}', '315360000', 'Not Used', '1', 'bench', '${now}', '${secret}')`).join(', ')};`,
+    ].join('\n'),
+    'keyauth',
+  );
 
   // Redis at 127.0.0.1:6379 (includes/redis.php)
   let redisChild: ChildProcess | undefined;
   if (!(await redisPing(6379))) {
     progress('Redis: starting one on 127.0.0.1:6379 (includes/redis.php connects there)');
     fs.mkdirSync(path.join(work, 'redis'));
-    redisChild = daemon('redis', bins.redis!, ['--port', '6379', '--bind', '127.0.0.1', '--dir', path.join(work, 'redis'), '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec']);
+    redisChild = daemon('redis', bins.redis!, [
+      '--port',
+      '6379',
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      path.join(work, 'redis'),
+      '--save',
+      '',
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+    ]);
     await waitFor('Redis', () => redisPing(6379));
   }
 
   // PHP-FPM, static pool
   const fpmSock = path.join(work, 'php-fpm.sock');
-  fs.writeFileSync(path.join(work, 'php-fpm.conf'), [
-    '[global]', `pid = ${work}/php-fpm.pid`, `error_log = ${work}/php-fpm.log`, 'daemonize = no', '',
-    '[keyauth]', ...(root ? ['user = www-data', 'group = www-data', 'listen.owner = www-data', 'listen.group = www-data'] : []),
-    `listen = ${fpmSock}`, 'listen.mode = 0666', 'listen.backlog = 4096', 'pm = static', `pm.max_children = ${FPM_CHILDREN}`, 'pm.max_requests = 0',
-    `php_admin_value[mysqli.default_socket] = ${sock}`, `php_admin_value[error_log] = ${work}/php-error.log`, 'php_admin_flag[log_errors] = on',
-    'php_admin_value[opcache.enable] = 1', '',
-  ].join('\n'));
-  const fpm = daemon('php-fpm', bins.fpm!, ['--nodaemonize', '--fpm-config', path.join(work, 'php-fpm.conf'), ...(root ? ['-R'] : [])]);
+  fs.writeFileSync(
+    path.join(work, 'php-fpm.conf'),
+    [
+      '[global]',
+      `pid = ${work}/php-fpm.pid`,
+      `error_log = ${work}/php-fpm.log`,
+      'daemonize = no',
+      '',
+      '[keyauth]',
+      ...(root ? ['user = www-data', 'group = www-data', 'listen.owner = www-data', 'listen.group = www-data'] : []),
+      `listen = ${fpmSock}`,
+      'listen.mode = 0666',
+      'listen.backlog = 4096',
+      'pm = static',
+      `pm.max_children = ${FPM_CHILDREN}`,
+      'pm.max_requests = 0',
+      `php_admin_value[mysqli.default_socket] = ${sock}`,
+      `php_admin_value[error_log] = ${work}/php-error.log`,
+      'php_admin_flag[log_errors] = on',
+      'php_admin_value[opcache.enable] = 1',
+      '',
+    ].join('\n'),
+  );
+  const fpm = daemon('php-fpm', bins.fpm!, [
+    '--nodaemonize',
+    '--fpm-config',
+    path.join(work, 'php-fpm.conf'),
+    ...(root ? ['-R'] : []),
+  ]);
   await waitFor('PHP-FPM', () => fs.existsSync(fpmSock));
 
   // nginx on a free loopback port
@@ -193,7 +314,9 @@ async function main(): Promise<void> {
   const tmp = path.join(work, 'nginx-tmp');
   fs.mkdirSync(tmp, { mode: 0o777 });
   fs.chmodSync(tmp, 0o777);
-  fs.writeFileSync(path.join(work, 'nginx.conf'), `
+  fs.writeFileSync(
+    path.join(work, 'nginx.conf'),
+    `
 ${root ? 'user www-data;' : ''}
 worker_processes auto;
 pid ${work}/nginx.pid;
@@ -216,12 +339,17 @@ http {
     location / { try_files $uri $uri/ =404; }
   }
 }
-`);
+`,
+  );
   const nginx = daemon('nginx', bins.nginx!, ['-c', path.join(work, 'nginx.conf'), '-p', work]);
   const base = `http://127.0.0.1:${port}`;
   const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
   await waitFor('nginx + PHP-FPM', async () => {
-    const r = await fetch(`${base}/api/1.2/`, { method: 'POST', body: form({ type: 'init', ver: '1.0', name, ownerid }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const r = await fetch(`${base}/api/1.2/`, {
+      method: 'POST',
+      body: form({ type: 'init', ver: '1.0', name, ownerid }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     const t = await r.text();
     if (!t.includes('"success":true')) throw new Error(t);
     return true;
@@ -247,18 +375,44 @@ http {
     g = new Map();
     for (const pid of descendants(table, fpm.pid!)) g.set(pid, 'php-fpm');
     for (const pid of descendants(table, nginx.pid!)) g.set(pid, 'nginx');
-    for (const c of children.filter((c) => c.spawnfile === bins.mariadbd)) for (const pid of descendants(table, c.pid!)) g.set(pid, 'mariadb');
+    for (const c of children.filter((c) => c.spawnfile === bins.mariadbd))
+      for (const pid of descendants(table, c.pid!)) g.set(pid, 'mariadb');
     for (const q of table.values()) {
-      if (q.comm === 'redis-server' && (redisChild ? q.pid === redisChild.pid : cmdline(q.pid).includes(':6379'))) g.set(q.pid, 'redis');
+      if (q.comm === 'redis-server' && (redisChild ? q.pid === redisChild.pid : cmdline(q.pid).includes(':6379')))
+        g.set(q.pid, 'redis');
     }
     cache.set(table, g);
     return g;
   };
 
-  const common = ['--port', String(port), '--proto', 'keyauth', '--ka-name', name, '--ka-owner', ownerid, '--license', keys.join(','), '--hwid', HWID,
-    '--threads', String(GEN_THREADS)];
+  const common = [
+    '--port',
+    String(port),
+    '--proto',
+    'keyauth',
+    '--ka-name',
+    name,
+    '--ka-owner',
+    ownerid,
+    '--license',
+    keys.join(','),
+    '--hwid',
+    HWID,
+    '--threads',
+    String(GEN_THREADS),
+  ];
   progress(`activating the ${KEYS} keys once`);
-  const act = await kwload([...common, '--mode', 'setup', '--total', String(KEYS), '--conns', String(KEYS), '--ip-base', String(1 << 20)]);
+  const act = await kwload([
+    ...common,
+    '--mode',
+    'setup',
+    '--total',
+    String(KEYS),
+    '--conns',
+    String(KEYS),
+    '--ip-base',
+    String(1 << 20),
+  ]);
   if (act.ok !== KEYS) throw new Error(`only ${act.ok} of ${KEYS} keys could be activated`);
 
   const rows: Row[] = [];
@@ -267,15 +421,36 @@ http {
     progress(`KeyAuth: ${workload}`);
     let p0: Map<number, Proc> | undefined;
     let p1: Map<number, Proc> | undefined;
-    const k = await kwload([...common, '--mode', mode, '--conns', String(CONNS), '--duration', String(DURATION_S), '--warmup', String(WARMUP_S),
-      '--ip-base', String((ipBase += 1 << 20) % (1 << 24))], { onStart: () => (p0 = procTable()), onEnd: () => (p1 = procTable()) });
+    const k = await kwload(
+      [
+        ...common,
+        '--mode',
+        mode,
+        '--conns',
+        String(CONNS),
+        '--duration',
+        String(DURATION_S),
+        '--warmup',
+        String(WARMUP_S),
+        '--ip-base',
+        String((ipBase += 1 << 20) % (1 << 24)),
+      ],
+      { onStart: () => (p0 = procTable()), onEnd: () => (p1 = procTable()) },
+    );
     const cpu = p0 && p1 ? cpuDelta(p0, p1, classify) : {};
     const total = Object.values(cpu).reduce((a, b) => a + b, 0);
     const cores: Record<string, number> = {};
     for (const [g, s] of Object.entries(cpu)) cores[g] = s / k.duration_s;
     rows.push({
-      id, workload, system: 'keyauth', rps: k.ok_rps, cpu_ms_per_1k: k.ok > 0 ? (total * 1e6) / k.ok : undefined, cores,
-      gen_cores: k.cpu_window_s / k.duration_s, non2xx: k.non2xx, errors: k.errors,
+      id,
+      workload,
+      system: 'keyauth',
+      rps: k.ok_rps,
+      cpu_ms_per_1k: k.ok > 0 ? (total * 1e6) / k.ok : undefined,
+      cores,
+      gen_cores: k.cpu_window_s / k.duration_s,
+      non2xx: k.non2xx,
+      errors: k.errors,
       note: [troubles(k), k.rps !== k.ok_rps ? `${fmt(k.rps)} answers/s in all` : ''].filter(Boolean).join('; '),
     });
     await sleep(1000);
@@ -285,7 +460,16 @@ http {
   await run('license', '`license` (an activated key: bcrypt verify)', 'license');
 
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const out = { at: new Date().toISOString(), machine: machine(), setup, quick, duration_s: DURATION_S, warmup_s: WARMUP_S, connections: CONNS, rows };
+  const out = {
+    at: new Date().toISOString(),
+    machine: machine(),
+    setup,
+    quick,
+    duration_s: DURATION_S,
+    warmup_s: WARMUP_S,
+    connections: CONNS,
+    rows,
+  };
   const dir = path.join(here, 'results');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, `keyauth-${stamp}.json`), JSON.stringify(out, null, 2) + '\n');

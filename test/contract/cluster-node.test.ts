@@ -8,12 +8,18 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { pack, unpack } from 'msgpackr';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { MEMBER_TTL_MS, Membership } from '../../src/cluster/membership.js';
-import { LEASE_TTL_MS, SHARD_COUNT, ShardLeases, leaseName, rendezvous } from '../../src/cluster/shard-leases.js';
-import { Rpc, type OpMap } from '../../src/cluster/rpc.js';
-import { MAX_FRAME_BYTES } from '../../src/cluster/peer-transport.js';
-import { ClusterNode, NotOwner } from '../../src/cluster/cluster-node.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { MEMBER_TTL_MS, Membership } from '../../src/platform/cluster/membership.js';
+import {
+  LEASE_TTL_MS,
+  SHARD_COUNT,
+  ShardLeases,
+  leaseName,
+  rendezvous,
+} from '../../src/platform/cluster/shard-leases.js';
+import { Rpc, type OpMap } from '../../src/platform/cluster/rpc.js';
+import { MAX_FRAME_BYTES } from '../../src/platform/cluster/peer-transport.js';
+import { ClusterNode, NotOwner } from '../../src/platform/cluster/cluster-node.js';
 import { AppError } from '../../src/errors.js';
 
 type Line = Record<string, unknown> & { msg: string };

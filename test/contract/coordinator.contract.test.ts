@@ -2,9 +2,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { Coordinator } from '../../src/cluster/coordinator.js';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { RedisCoordinator } from '../../src/cluster/redis.coordinator.js';
+import type { Coordinator } from '../../src/platform/cluster/coordinator.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { RedisCoordinator } from '../../src/platform/cluster/redis.coordinator.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { commandsOf } from '../helpers/redis-monitor.js';
 
@@ -13,14 +13,22 @@ const hasRedis = await redisAvailable();
 // Each implementation with an observer: another client of the same store (a second Redis connection;
 // in one process, the coordinator itself).
 const implementations: [string, boolean, () => [Coordinator, Coordinator]][] = [
-  ['local', true, () => {
-    const c = new LocalCoordinator();
-    return [c, c];
-  }],
-  ['redis', hasRedis, () => {
-    const prefix = `kwtest:${randomBytes(4).toString('hex')}:`;
-    return [new RedisCoordinator(REDIS_URL, prefix), new RedisCoordinator(REDIS_URL, prefix)];
-  }],
+  [
+    'local',
+    true,
+    () => {
+      const c = new LocalCoordinator();
+      return [c, c];
+    },
+  ],
+  [
+    'redis',
+    hasRedis,
+    () => {
+      const prefix = `kwtest:${randomBytes(4).toString('hex')}:`;
+      return [new RedisCoordinator(REDIS_URL, prefix), new RedisCoordinator(REDIS_URL, prefix)];
+    },
+  ],
 ];
 
 for (const [name, enabled, make] of implementations) {
@@ -52,7 +60,9 @@ for (const [name, enabled, make] of implementations) {
     });
 
     it('setIfAbsent stores once (a nonce ledger)', async () => {
-      const results = await Promise.all(Array.from({ length: 20 }, () => c.setIfAbsent('nonce', Buffer.from('1'), 60_000)));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => c.setIfAbsent('nonce', Buffer.from('1'), 60_000)),
+      );
       expect(results.filter(Boolean)).toHaveLength(1);
     });
 
@@ -60,8 +70,14 @@ for (const [name, enabled, make] of implementations) {
       const got: string[] = [];
       let wake!: () => void;
       const two = new Promise<void>((r) => (wake = r));
-      const un1 = await c.subscribe('chan', (m) => { got.push(`a:${m}`); if (got.length === 2) wake(); });
-      const un2 = await c.subscribe('chan', (m) => { got.push(`b:${m}`); if (got.length === 2) wake(); });
+      const un1 = await c.subscribe('chan', (m) => {
+        got.push(`a:${m}`);
+        if (got.length === 2) wake();
+      });
+      const un2 = await c.subscribe('chan', (m) => {
+        got.push(`b:${m}`);
+        if (got.length === 2) wake();
+      });
       await c.publish('chan', Buffer.from('hello'));
       await two;
       expect(got.sort()).toEqual(['a:hello', 'b:hello']);
@@ -120,7 +136,8 @@ for (const [name, enabled, make] of implementations) {
       for (let i = 0; i < 60; i++) {
         const v = `v${i}`;
         if (i % 5 === 0) writes.push({ lease: 'gc-a', holder: 'w1', fence: fa, field: `f${i}`, value: v, ok: true });
-        if (i % 5 === 1) writes.push({ lease: 'gc-a', holder: 'w1', fence: fa + 1, field: `f${i}`, value: v, ok: false });
+        if (i % 5 === 1)
+          writes.push({ lease: 'gc-a', holder: 'w1', fence: fa + 1, field: `f${i}`, value: v, ok: false });
         if (i % 5 === 2) writes.push({ lease: 'gc-b', holder: 'w2', fence: fb, field: `f${i}`, value: v, ok: true });
         if (i % 5 === 3) writes.push({ lease: 'gc-b', holder: 'w1', fence: fb, field: `f${i}`, value: v, ok: false });
         if (i % 5 === 4) writes.push({ lease: 'gc-none', holder: 'w1', fence: 1, field: `f${i}`, value: v, ok: false });
@@ -130,11 +147,15 @@ for (const [name, enabled, make] of implementations) {
       writes.push({ lease: 'gc-a', holder: 'w1', fence: fa, field: 'gone', value: null, ok: true });
       writes.push({ lease: 'gc-b', holder: 'w2', fence: fb - 1, field: 'f2', value: null, ok: false });
       const results = await Promise.all(
-        writes.map((w) => c.fencedHashSet(w.lease, w.holder, w.fence, 'gc-h', w.field, w.value === null ? null : Buffer.from(w.value))),
+        writes.map((w) =>
+          c.fencedHashSet(w.lease, w.holder, w.fence, 'gc-h', w.field, w.value === null ? null : Buffer.from(w.value)),
+        ),
       );
       expect(results).toEqual(writes.map((w) => w.ok));
       const stored = await observer.hashGetAll('gc-h');
-      const expected = new Map(writes.filter((w) => w.ok && w.value !== null && w.field !== 'gone').map((w) => [w.field, w.value]));
+      const expected = new Map(
+        writes.filter((w) => w.ok && w.value !== null && w.field !== 'gone').map((w) => [w.field, w.value]),
+      );
       expect(new Map([...stored].map(([k, v]) => [k, v.toString()]))).toEqual(expected);
     });
 
@@ -211,7 +232,9 @@ describe.skipIf(!hasRedis)('RedisCoordinator: group commit and loaded scripts', 
     await c.fencedHashSet('gm', 'w1', f, 'gm-h', 'warm', Buffer.from('1')); // the script text, once per connection
     const seen = await commands(async () => {
       const results = await Promise.all(
-        Array.from({ length: 30 }, (_, i) => c.fencedHashSet('gm', 'w1', i % 2 === 0 ? f : f + 1, 'gm-h', `s${i}`, Buffer.from('v'))),
+        Array.from({ length: 30 }, (_, i) =>
+          c.fencedHashSet('gm', 'w1', i % 2 === 0 ? f : f + 1, 'gm-h', `s${i}`, Buffer.from('v')),
+        ),
       );
       expect(results).toEqual(Array.from({ length: 30 }, (_, i) => i % 2 === 0));
     });

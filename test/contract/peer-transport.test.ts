@@ -8,7 +8,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { pack, unpack } from 'msgpackr';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
 import {
   FrameReader,
   HANDSHAKE_TIMEOUT_MS,
@@ -16,8 +16,8 @@ import {
   PeerTransport,
   parseAddress,
   type PeerHandlers,
-} from '../../src/cluster/peer-transport.js';
-import { Rpc } from '../../src/cluster/rpc.js';
+} from '../../src/platform/cluster/peer-transport.js';
+import { Rpc } from '../../src/platform/cluster/rpc.js';
 
 const SECRET_KEY = 'cluster:secret';
 const LOOPBACK = { host: '127.0.0.1', port: 0 };

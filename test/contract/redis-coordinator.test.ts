@@ -5,9 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import type { Coordinator } from '../../src/cluster/coordinator.js';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { RedisCoordinator } from '../../src/cluster/redis.coordinator.js';
+import type { Coordinator } from '../../src/platform/cluster/coordinator.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { RedisCoordinator } from '../../src/platform/cluster/redis.coordinator.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { commandsOf } from '../helpers/redis-monitor.js';
 

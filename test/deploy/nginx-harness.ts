@@ -22,15 +22,33 @@ export function opensslAvailable(): boolean {
   return spawnSync('openssl', ['version']).status === 0;
 }
 
-
 /** A self-signed certificate for 127.0.0.1, valid one day. */
 export function selfSignedCert(dir: string): { cert: string; key: string; pem: string } {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
-  const r = spawnSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert,
-  ], { encoding: 'utf8' });
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`openssl req failed: ${r.stderr}`);
   return { cert, key, pem: fs.readFileSync(cert, 'utf8') };
 }
@@ -51,8 +69,10 @@ export interface SiteOptions {
 export function renderSite(o: SiteOptions): string {
   let text = fs.readFileSync(SITE, 'utf8');
   const edit = (from: string | RegExp, to: string, times = 1) => {
-    const count = typeof from === 'string' ? text.split(from).length - 1 : (text.match(new RegExp(from, 'g')) ?? []).length;
-    if (count !== times) throw new Error(`deploy/nginx/keywarden.conf changed: expected ${times} × ${String(from)}, found ${count}`);
+    const count =
+      typeof from === 'string' ? text.split(from).length - 1 : (text.match(new RegExp(from, 'g')) ?? []).length;
+    if (count !== times)
+      throw new Error(`deploy/nginx/keywarden.conf changed: expected ${times} × ${String(from)}, found ${count}`);
     text = typeof from === 'string' ? text.split(from).join(to) : text.replace(new RegExp(from, 'g'), to);
   };
   edit('server 127.0.0.1:8080;', `server 127.0.0.1:${o.upstreamPort};`);
@@ -76,7 +96,8 @@ export interface Nginx {
 async function waitForPort(port: number, child: ChildProcess, dir: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`nginx exited (${child.exitCode}):\n${fs.readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
+    if (child.exitCode !== null)
+      throw new Error(`nginx exited (${child.exitCode}):\n${fs.readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = net.connect(port, '127.0.0.1', () => {
         s.destroy();
@@ -94,8 +115,12 @@ async function waitForPort(port: number, child: ChildProcess, dir: string): Prom
 export async function startNginx(site: string, tlsPort: number): Promise<Nginx> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-nginx-'));
   fs.writeFileSync(path.join(dir, 'keywarden.conf'), site);
-  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `${t}_temp_path ${path.join(dir, t)};`).join('\n  ');
-  fs.writeFileSync(path.join(dir, 'nginx.conf'), `
+  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
+    .map((t) => `${t}_temp_path ${path.join(dir, t)};`)
+    .join('\n  ');
+  fs.writeFileSync(
+    path.join(dir, 'nginx.conf'),
+    `
 ${process.getuid?.() === 0 ? 'user root;' : ''}
 worker_processes 1;
 pid ${path.join(dir, 'nginx.pid')};
@@ -106,7 +131,8 @@ http {
   ${temp}
   include ${path.join(dir, 'keywarden.conf')};
 }
-`);
+`,
+  );
   const args = ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'error.log')];
   const check = spawnSync(NGINX, [...args, '-t'], { encoding: 'utf8' });
   if (check.status !== 0) throw new Error(`nginx -t refused the configuration:\n${check.stderr}`);
@@ -146,7 +172,13 @@ export function originFetch(origin: string, ca: string, localAddress: string, fa
           const h = new Headers();
           for (let i = 0; i < res.rawHeaders.length; i += 2) h.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
           const status = res.statusCode ?? 0;
-          resolve(new Response([204, 205, 304].includes(status) ? null : Buffer.concat(chunks), { status, statusText: res.statusMessage ?? '', headers: h }));
+          resolve(
+            new Response([204, 205, 304].includes(status) ? null : Buffer.concat(chunks), {
+              status,
+              statusText: res.statusMessage ?? '',
+              headers: h,
+            }),
+          );
         });
       });
       req.once('error', reject);

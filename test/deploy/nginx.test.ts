@@ -15,18 +15,32 @@ import { startTestServer, OWNER, type TestServer } from '../helpers/server.js';
 import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { requireToolchain } from '../helpers/toolchain.js';
-import { uwsBuildInUse } from '../../src/http/uws-loader.js';
-import { freePort, nginxAvailable, opensslAvailable, originFetch, renderSite, selfSignedCert, startNginx, type Nginx } from './nginx-harness.js';
+import { uwsBuildInUse } from '../../src/platform/http/uws-loader.js';
+import {
+  freePort,
+  nginxAvailable,
+  opensslAvailable,
+  originFetch,
+  renderSite,
+  selfSignedCert,
+  startNginx,
+  type Nginx,
+} from './nginx-harness.js';
 
-const ready = requireToolchain('nginx (Debian package nginx, /usr/sbin/nginx)', nginxAvailable())
-  && requireToolchain('openssl (to make the test certificate)', opensslAvailable());
+const ready =
+  requireToolchain('nginx (Debian package nginx, /usr/sbin/nginx)', nginxAvailable()) &&
+  requireToolchain('openssl (to make the test certificate)', opensslAvailable());
 
 const CLIENT_IP = '127.0.0.2'; // the client's address as nginx sees it; nginx itself connects from 127.0.0.1
 const FORGED = '203.0.113.9';
 const SYS = 'system-0001';
 
 /** Reads an HTTP stream (SSE) through nginx until `done` holds for what arrived. */
-function readStream(url: string, ca: string, headers: Record<string, string>): { text: () => string; until: (done: (t: string) => boolean) => Promise<string>; close: () => void } {
+function readStream(
+  url: string,
+  ca: string,
+  headers: Record<string, string>,
+): { text: () => string; until: (done: (t: string) => boolean) => Promise<string>; close: () => void } {
   let text = '';
   const waiters: (() => void)[] = [];
   const req = https.get(url, { ca, localAddress: CLIENT_IP, headers }, (res) => {
@@ -39,10 +53,11 @@ function readStream(url: string, ca: string, headers: Record<string, string>): {
   req.on('error', () => undefined);
   return {
     text: () => text,
-    until: (done) => new Promise((resolve) => {
-      const check = () => (done(text) ? resolve(text) : waiters.push(check));
-      check();
-    }),
+    until: (done) =>
+      new Promise((resolve) => {
+        const check = () => (done(text) ? resolve(text) : waiters.push(check));
+        check();
+      }),
     close: () => req.destroy(),
   };
 }
@@ -92,12 +107,20 @@ describe.skipIf(!ready)('nginx in front of Keywarden (deploy/nginx/keywarden.con
     const key = generated.body[0].key as string;
 
     // The live views, through nginx too: the WebSocket upgrade and the unbuffered event stream.
-    const ws = new WebSocket(`wss://127.0.0.1:${new URL(base).port}/api/ws`, { ca, localAddress: CLIENT_IP, headers: { authorization: `Bearer ${owner.token}` } });
+    const ws = new WebSocket(`wss://127.0.0.1:${new URL(base).port}/api/ws`, {
+      ca,
+      localAddress: CLIENT_IP,
+      headers: { authorization: `Bearer ${owner.token}` },
+    });
     await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-    const subscribed = new Promise<void>((resolve) => ws.on('message', (m) => m.toString().includes('"subscribed"') && resolve()));
+    const subscribed = new Promise<void>((resolve) =>
+      ws.on('message', (m) => m.toString().includes('"subscribed"') && resolve()),
+    );
     ws.send(JSON.stringify({ type: 'subscribe', app_id: app.id }));
     await subscribed;
-    const wsLicense = new Promise<string>((resolve) => ws.on('message', (m) => m.toString().includes('client.license') && resolve(m.toString())));
+    const wsLicense = new Promise<string>((resolve) =>
+      ws.on('message', (m) => m.toString().includes('client.license') && resolve(m.toString())),
+    );
     const sse = readStream(`${base}/api/apps/${app.id}/events`, ca, { authorization: `Bearer ${owner.token}` });
     await sse.until((s) => s.includes(': subscribed'));
 
@@ -112,9 +135,17 @@ describe.skipIf(!ready)('nginx in front of Keywarden (deploy/nginx/keywarden.con
       const start = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
       expect(start.status).toBe(200);
       const token = start.body.token as string;
-      const beat = await c.post('/api/client/heartbeat', { session, token, system_id: SYS, beat_index: 1, code_hash: 'c0de'.repeat(8) });
+      const beat = await c.post('/api/client/heartbeat', {
+        session,
+        token,
+        system_id: SYS,
+        beat_index: 1,
+        code_hash: 'c0de'.repeat(8),
+      });
       expect(beat.status, JSON.stringify(beat.body)).toBe(200);
-      const proof = createHmac('sha256', token).update(`kwhb1\n${session}\n1\n${beat.body.new_token}\n${beat.body.beat_count}`).digest('base64');
+      const proof = createHmac('sha256', token)
+        .update(`kwhb1\n${session}\n1\n${beat.body.new_token}\n${beat.body.beat_count}`)
+        .digest('base64');
       expect(beat.body.proof).toBe(proof);
 
       expect(await wsLicense).toContain(`"ip":"${CLIENT_IP}"`);
@@ -138,7 +169,12 @@ describe.skipIf(!ready)('nginx in front of Keywarden (deploy/nginx/keywarden.con
 
   it('lets a request of up to 5 MiB through to the service (a 4 MiB screenshot) and refuses more at nginx', async () => {
     const c = new ClientApi(base);
-    const nearLimit = JSON.stringify({ session: 'x'.repeat(32), license: 'K', hwid: hwid(), screenshot: 'A'.repeat(4 * 1024 * 1024 - 200) });
+    const nearLimit = JSON.stringify({
+      session: 'x'.repeat(32),
+      license: 'K',
+      hwid: hwid(),
+      screenshot: 'A'.repeat(4 * 1024 * 1024 - 200),
+    });
     const passed = await c.post('/api/client/license', undefined, { rawBody: nearLimit });
     expect(passed.status).not.toBe(413); // answered (and signed: ClientApi verified it) by the service itself
     const tooLarge = await realFetchVia(base, ca, '/api/client/license', 'x'.repeat(5 * 1024 * 1024 + 1024));
@@ -148,13 +184,31 @@ describe.skipIf(!ready)('nginx in front of Keywarden (deploy/nginx/keywarden.con
 });
 
 /** One POST straight through node:https (no signature check): for nginx's own answers. */
-function realFetchVia(base: string, ca: string, pathName: string, body: string): Promise<{ status: number; server: string }> {
+function realFetchVia(
+  base: string,
+  ca: string,
+  pathName: string,
+  body: string,
+): Promise<{ status: number; server: string }> {
   return new Promise((resolve, reject) => {
-    const req = https.request(`${base}${pathName}`, { method: 'POST', ca, localAddress: CLIENT_IP, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.once('end', () => resolve({ status: res.statusCode ?? 0, server: String(res.headers.server ?? '') }));
-    });
-    req.once('error', (err) => (err as NodeJS.ErrnoException).code === 'EPIPE' || (err as NodeJS.ErrnoException).code === 'ECONNRESET' ? undefined : reject(err));
+    const req = https.request(
+      `${base}${pathName}`,
+      {
+        method: 'POST',
+        ca,
+        localAddress: CLIENT_IP,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.once('end', () => resolve({ status: res.statusCode ?? 0, server: String(res.headers.server ?? '') }));
+      },
+    );
+    req.once('error', (err) =>
+      (err as NodeJS.ErrnoException).code === 'EPIPE' || (err as NodeJS.ErrnoException).code === 'ECONNRESET'
+        ? undefined
+        : reject(err),
+    );
     req.end(body);
   });
 }
@@ -173,13 +227,23 @@ describe.skipIf(!ready)('nginx with its default proxy_http_version 1.0 (known li
     try {
       const cert = selfSignedCert(tmp);
       const tlsPort = await freePort();
-      const site = renderSite({ upstreamPort: t.server.port, tlsPort, httpPort: await freePort(), cert: cert.cert, key: cert.key, httpVersion: '1.0', readTimeout: '2s' });
+      const site = renderSite({
+        upstreamPort: t.server.port,
+        tlsPort,
+        httpPort: await freePort(),
+        cert: cert.cert,
+        key: cert.key,
+        httpVersion: '1.0',
+        readTimeout: '2s',
+      });
       nginx = await startNginx(site, tlsPort);
       const r = await new Promise<number>((resolve, reject) => {
-        https.get(`https://127.0.0.1:${tlsPort}/healthz`, { ca: cert.pem }, (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        }).once('error', reject);
+        https
+          .get(`https://127.0.0.1:${tlsPort}/healthz`, { ca: cert.pem }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+          .once('error', reject);
       });
       if (uwsBuildInUse() === 'legacy') {
         expect(r).toBe(504);

@@ -54,13 +54,18 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
   /** Sessions authenticated through `auth` (in turn), each with a heartbeat on a channel to `via`. */
   async function connect(n: number, auth: ServerProcess | ServerProcess[], via: ServerProcess): Promise<Live[]> {
     const out: Live[] = [];
-    const licenses = (await owner.get(`/api/apps/${app.id}/licenses?limit=500`)).body.items as { id: string; key_preview: string }[];
+    const licenses = (await owner.get(`/api/apps/${app.id}/licenses?limit=500`)).body.items as {
+      id: string;
+      key_preview: string;
+    }[];
     for (let i = 0; i < n; i++) {
       const ip = `198.19.${(++ipSeq >> 8) & 255}.${ipSeq & 255}`;
       const key = keys.pop()!;
       const c = client(Array.isArray(auth) ? auth[i % auth.length]! : auth, ip);
       const session = (await c.post('/api/client/init', { api_key: app.api_key })).body.session;
-      expect((await c.post('/api/client/license', { session, license: key, hwid: hwid(`ch${ipSeq}`) })).status).toBe(200);
+      expect((await c.post('/api/client/license', { session, license: key, hwid: hwid(`ch${ipSeq}`) })).status).toBe(
+        200,
+      );
       const ch = await openChannel(via.base, session, { ip });
       const start = await ch.call('heartbeat/start', { system_id: SYS });
       expect(start.status).toBe(200);
@@ -74,7 +79,11 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     const index = l.index + 1;
     const r = await ch.call('heartbeat', { token: l.token, system_id: SYS, beat_index: index, code_hash: HASH });
     if (r.status === 200) {
-      expect(r.body.proof).toBe(createHmac('sha256', l.token).update(`kwhb1\n${l.session}\n${index}\n${r.body.new_token}\n${r.body.beat_count}`).digest('base64'));
+      expect(r.body.proof).toBe(
+        createHmac('sha256', l.token)
+          .update(`kwhb1\n${l.session}\n${index}\n${r.body.new_token}\n${r.body.beat_count}`)
+          .digest('base64'),
+      );
       l.token = r.body.new_token;
       l.index = index;
     }
@@ -86,7 +95,9 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     // Nine sessions made through all three workers: owned by each of them in turn.
     const hosted = await Promise.all(workers.map((w) => metric(w, 'keywarden_heartbeat_sessions')));
     const lives = await connect(9, [a, b, c], b);
-    const grown = (await Promise.all(workers.map((w) => metric(w, 'keywarden_heartbeat_sessions')))).map((n, i) => n - hosted[i]!);
+    const grown = (await Promise.all(workers.map((w) => metric(w, 'keywarden_heartbeat_sessions')))).map(
+      (n, i) => n - hosted[i]!,
+    );
     expect(grown.filter((n) => n > 0).length, `sessions hosted per worker: ${grown.join(', ')}`).toBeGreaterThan(1);
     for (const l of lives) expect(await beat(l)).toBe(200);
     const latencies: number[] = [];
@@ -101,13 +112,23 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     expect(Math.max(...latencies)).toBeLessThan(1000);
     // Every session ended on its owner: a REST beat through worker C is refused.
     for (const l of lives) {
-      const r = await client(c, l.ip).post('/api/client/heartbeat', { session: l.session, token: l.token, system_id: SYS, beat_index: l.index + 1, code_hash: HASH });
+      const r = await client(c, l.ip).post('/api/client/heartbeat', {
+        session: l.session,
+        token: l.token,
+        system_id: SYS,
+        beat_index: l.index + 1,
+        code_hash: HASH,
+      });
       expect(r.body).toEqual({ detail: 'rejected' });
     }
   });
 
   it('a notice sent through worker A reaches the clients of every worker', async () => {
-    const lives = [...(await connect(1, workers[0]!, workers[0]!)), ...(await connect(1, workers[0]!, workers[1]!)), ...(await connect(1, workers[0]!, workers[2]!))];
+    const lives = [
+      ...(await connect(1, workers[0]!, workers[0]!)),
+      ...(await connect(1, workers[0]!, workers[1]!)),
+      ...(await connect(1, workers[0]!, workers[2]!)),
+    ];
     expect((await owner.post(`/api/apps/${app.id}/notice`, { message: 'cluster notice' })).status).toBe(200);
     for (const l of lives) expect((await l.ch.next('notice')).message).toBe('cluster notice');
     for (const l of lives) l.ch.close();
@@ -137,7 +158,8 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     // Connected to the victim; at least one of them also owned by it (its hosted-session gauge grows).
     const hostedBefore = await metric(victim, 'keywarden_heartbeat_sessions');
     const lives = [...(await connect(2, survivors[0]!, victim)), ...(await connect(2, victim, victim))];
-    while ((await metric(victim, 'keywarden_heartbeat_sessions')) === hostedBefore && lives.length < 30) lives.push(...(await connect(1, victim, victim)));
+    while ((await metric(victim, 'keywarden_heartbeat_sessions')) === hostedBefore && lives.length < 30)
+      lives.push(...(await connect(1, victim, victim)));
     expect(await metric(victim, 'keywarden_heartbeat_sessions')).toBeGreaterThan(hostedBefore);
     for (const l of lives) expect(await beat(l)).toBe(200);
     const stale = lives.map((l) => ({ token: l.token, index: l.index }));
@@ -152,7 +174,12 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     expect(Date.now() - t0).toBeGreaterThan(500); // the victim's sessions did wait for their new owner
     for (const [i, l] of lives.entries()) {
       // The beat acknowledged before the kill is durable: replaying it is refused.
-      const replay = await l.ch.call('heartbeat', { token: stale[i]!.token, system_id: SYS, beat_index: stale[i]!.index + 1, code_hash: HASH });
+      const replay = await l.ch.call('heartbeat', {
+        token: stale[i]!.token,
+        system_id: SYS,
+        beat_index: stale[i]!.index + 1,
+        code_hash: HASH,
+      });
       expect(replay.body).toEqual({ detail: 'rejected' });
       expect(await beat(l)).toBe(200);
     }

@@ -24,8 +24,14 @@ describe.skipIf(!hasRedis)('SDK channel through a worker SIGKILL (WORKERS=2)', (
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     const primary = await spawnServer({
-      WORKERS: '2', PORT: String(port), DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kwcf${Date.now()}:`, DATA_DIR: dataDir,
-      OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
+      WORKERS: '2',
+      PORT: String(port),
+      DATABASE_URL: db.url,
+      REDIS_URL,
+      REDIS_PREFIX: `kwcf${Date.now()}:`,
+      DATA_DIR: dataDir,
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
     });
     let hb: Heartbeat | undefined;
     try {
@@ -35,7 +41,12 @@ describe.skipIf(!hasRedis)('SDK channel through a worker SIGKILL (WORKERS=2)', (
         const m = await scrape(base);
         if (m.keywarden_process_pid) workers.set(m.keywarden_process_pid, m);
         const all = [...workers.values()];
-        if (workers.size === 2 && all.every((x) => x.keywarden_cluster_members === 2) && all.reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0) === 1024) break;
+        if (
+          workers.size === 2 &&
+          all.every((x) => x.keywarden_cluster_members === 2) &&
+          all.reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0) === 1024
+        )
+          break;
         await new Promise((r) => setTimeout(r, 100));
       }
       expect(workers.size).toBe(2);
@@ -43,28 +54,42 @@ describe.skipIf(!hasRedis)('SDK channel through a worker SIGKILL (WORKERS=2)', (
       const owner = await new Api(base).signIn(OWNER.username, OWNER.password);
       const app = (await owner.post('/apps', { name: 'Failover' })).body;
       await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 5 });
-      const [key] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body.map((k: { key: string }) => k.key);
+      const [key] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body.map(
+        (k: { key: string }) => k.key,
+      );
       const published = ((await (await fetch(`${base}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
-      const client = Client.fromConfig({ format: 1, base_url: base, api_key: app.api_key, version: '1.0', response_keys: published } as never);
+      const client = Client.fromConfig({
+        format: 1,
+        base_url: base,
+        api_key: app.api_key,
+        version: '1.0',
+        response_keys: published,
+      } as never);
       await client.init();
       await client.activateLicense(key, 'failover-hwid-0001');
       const session = client.session;
 
-      hb = await client.startHeartbeat('failover-system-01', 'abcdef0123456789', { intervalMs: 300, debuggerDetected: () => false });
+      hb = await client.startHeartbeat('failover-system-01', 'abcdef0123456789', {
+        intervalMs: 300,
+        debuggerDetected: () => false,
+      });
       const log: string[] = [];
       const counts: number[] = [];
       hb.on('beat', (b: { count: number }) => counts.push(b.count));
-      hb.on('channel', (e: { state: string; close?: { code: number } }) => log.push(`${e.state}${e.close ? ` ${e.close.code}` : ''}`));
+      hb.on('channel', (e: { state: string; close?: { code: number } }) =>
+        log.push(`${e.state}${e.close ? ` ${e.close.code}` : ''}`),
+      );
       for (const ev of ['degraded', 'recovered', 'killed', 'revoked']) hb.on(ev, () => log.push(ev));
       expect(hb.onChannel).toBe(true);
-      const next = (event: string, match: (x: any) => boolean = () => true) => new Promise<any>((resolve) => {
-        const on = (x: unknown) => {
-          if (!match(x)) return;
-          hb!.off(event, on);
-          resolve(x);
-        };
-        hb!.on(event, on);
-      });
+      const next = (event: string, match: (x: any) => boolean = () => true) =>
+        new Promise<any>((resolve) => {
+          const on = (x: unknown) => {
+            if (!match(x)) return;
+            hb!.off(event, on);
+            resolve(x);
+          };
+          hb!.on(event, on);
+        });
       await next('beat', (b) => b.count >= 2);
 
       // Which worker holds the channel?

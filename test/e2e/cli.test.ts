@@ -30,9 +30,16 @@ afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
 describe('keywarden command line', () => {
   it('serves with an embedded PostgreSQL, keeps data across a restart, and shuts down in order on SIGTERM', async () => {
-    const created = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'owner', 'create', '--username', 'boss', '--password-stdin'], {
-      cwd: root, env: { ...process.env, ...baseEnv, LOG_LEVEL: 'warn' }, input: 'boss-pass-123\n', encoding: 'utf8',
-    });
+    const created = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'owner', 'create', '--username', 'boss', '--password-stdin'],
+      {
+        cwd: root,
+        env: { ...process.env, ...baseEnv, LOG_LEVEL: 'warn' },
+        input: 'boss-pass-123\n',
+        encoding: 'utf8',
+      },
+    );
     expect(created.stdout + created.stderr).toContain('owner boss created');
     expect(created.status).toBe(0);
 
@@ -48,7 +55,10 @@ describe('keywarden command line', () => {
     expect(at('server.stopping'), seq).toBeGreaterThan(at('server.listening'));
     expect(at('db.embedded.stopped'), seq).toBeGreaterThan(at('server.stopping'));
     expect(at('server.stopped'), seq).toBeGreaterThan(at('db.embedded.stopped'));
-    expect(order.filter((m) => m === 'db.embedded.stopped'), seq).toHaveLength(1);
+    expect(
+      order.filter((m) => m === 'db.embedded.stopped'),
+      seq,
+    ).toHaveLength(1);
 
     const second = await keywarden();
     try {
@@ -61,15 +71,28 @@ describe('keywarden command line', () => {
     }
   });
 
-  it('never serves on the 20.30 build\'s JavaScript shim: refused where that build is the one left, ignored where 20.57 loads', () => {
+  it("never serves on the 20.30 build's JavaScript shim: refused where that build is the one left, ignored where 20.57 loads", () => {
     // UWS_USE_FALLBACK=1 makes the 20.30 package hand out its shim; the 20.57 build has none.
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))"], {
-      cwd: root, env: { ...process.env, UWS_USE_FALLBACK: '1' }, encoding: 'utf8',
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '-e',
+        "import('./src/platform/http/uws-loader.ts').then((m) => console.log(m.uwsBuildInUse()))",
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, UWS_USE_FALLBACK: '1' },
+        encoding: 'utf8',
+      },
+    );
     const currentLoads = spawnSync(process.execPath, ['-e', "require('uWebSockets.js')"], { cwd: root }).status === 0;
     if (!currentLoads) {
       expect(r.status).not.toBe(0);
-      expect(r.stderr).toContain('uWebSockets.js 20.30.0: loaded only its slow JavaScript fallback, which Keywarden refuses');
+      expect(r.stderr).toContain(
+        'uWebSockets.js 20.30.0: loaded only its slow JavaScript fallback, which Keywarden refuses',
+      );
     } else {
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout.trim()).toBe('current');

@@ -50,8 +50,13 @@ describe.skipIf(!hasRedis)('cluster of three workers', () => {
     for (let i = 0; i < n; i++) {
       const c = client(via[i % via.length]!);
       const session = (await c.post('/api/client/init', { api_key: apiKey })).body.session;
-      expect((await c.post('/api/client/license', { session, license: keys.pop(), hwid: hwid(`c${i}`) })).status).toBe(200);
-      const start = await client(via[(i + 1) % via.length]!).post('/api/client/heartbeat/start', { session, system_id: SYS });
+      expect((await c.post('/api/client/license', { session, license: keys.pop(), hwid: hwid(`c${i}`) })).status).toBe(
+        200,
+      );
+      const start = await client(via[(i + 1) % via.length]!).post('/api/client/heartbeat/start', {
+        session,
+        system_id: SYS,
+      });
       expect(start.status).toBe(200);
       out.push({ session, token: start.body.token, index: 0 });
     }
@@ -60,26 +65,42 @@ describe.skipIf(!hasRedis)('cluster of three workers', () => {
 
   /** One beat for every session through the given workers; returns the statuses. */
   async function beatAll(sessions: Live[], via: ServerProcess[]): Promise<number[]> {
-    return Promise.all(sessions.map(async (s, i) => {
-      const index = s.index + 1;
-      const r = await client(via[(i + index) % via.length]!).post('/api/client/heartbeat', {
-        session: s.session, token: s.token, system_id: SYS, beat_index: index, code_hash: HASH,
-      });
-      if (r.status === 200) {
-        expect(r.body.proof).toBe(createHmac('sha256', s.token).update(`kwhb1\n${s.session}\n${index}\n${r.body.new_token}\n${r.body.beat_count}`).digest('base64'));
-        s.previous = { token: s.token, index: s.index };
-        s.token = r.body.new_token;
-        s.index = index;
-      }
-      return r.status;
-    }));
+    return Promise.all(
+      sessions.map(async (s, i) => {
+        const index = s.index + 1;
+        const r = await client(via[(i + index) % via.length]!).post('/api/client/heartbeat', {
+          session: s.session,
+          token: s.token,
+          system_id: SYS,
+          beat_index: index,
+          code_hash: HASH,
+        });
+        if (r.status === 200) {
+          expect(r.body.proof).toBe(
+            createHmac('sha256', s.token)
+              .update(`kwhb1\n${s.session}\n${index}\n${r.body.new_token}\n${r.body.beat_count}`)
+              .digest('base64'),
+          );
+          s.previous = { token: s.token, index: s.index };
+          s.token = r.body.new_token;
+          s.index = index;
+        }
+        return r.status;
+      }),
+    );
   }
 
   it('answers forwarded requests on any worker', async () => {
     const sessions = await startSessions(9, workers);
-    const before = (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_forwarded_total')))).reduce((a, b) => a + b, 0);
+    const before = (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_forwarded_total')))).reduce(
+      (a, b) => a + b,
+      0,
+    );
     for (let round = 0; round < 3; round++) expect(await beatAll(sessions, workers)).toEqual(sessions.map(() => 200));
-    const after = (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_forwarded_total')))).reduce((a, b) => a + b, 0);
+    const after = (await Promise.all(workers.map((w) => metric(w, 'keywarden_cluster_forwarded_total')))).reduce(
+      (a, b) => a + b,
+      0,
+    );
     expect(after - before).toBeGreaterThan(5); // with three workers about two thirds of the 27 beats are forwarded
   });
 
@@ -94,7 +115,13 @@ describe.skipIf(!hasRedis)('cluster of three workers', () => {
     for (let round = 0; round < 2; round++) expect(await beatAll(sessions, survivors)).toEqual(sessions.map(() => 200));
     // Replays of the last accepted beat (its token and index) are refused everywhere.
     for (const s of sessions) {
-      const r = await client(survivors[0]!).post('/api/client/heartbeat', { session: s.session, token: s.previous!.token, system_id: SYS, beat_index: s.index, code_hash: HASH });
+      const r = await client(survivors[0]!).post('/api/client/heartbeat', {
+        session: s.session,
+        token: s.previous!.token,
+        system_id: SYS,
+        beat_index: s.index,
+        code_hash: HASH,
+      });
       expect(r.body).toEqual({ detail: 'rejected' });
     }
     expect(await beatAll(sessions, survivors)).toEqual(sessions.map(() => 200));

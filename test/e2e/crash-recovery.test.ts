@@ -21,7 +21,13 @@ afterAll(async () => {
 });
 
 function serve(env: Record<string, string>): Promise<ServerProcess> {
-  return spawnServer({ DATA_DIR: dataDir, DATABASE_URL: db.url, OWNER_USERNAME: 'crash', OWNER_PASSWORD: 'crash-pass-1', ...env });
+  return spawnServer({
+    DATA_DIR: dataDir,
+    DATABASE_URL: db.url,
+    OWNER_USERNAME: 'crash',
+    OWNER_PASSWORD: 'crash-pass-1',
+    ...env,
+  });
 }
 
 async function keyStatus(): Promise<string> {
@@ -40,10 +46,14 @@ describe('crash between claim and finalise', () => {
     const base = first.base;
     const owner = await new Api(base).signIn('crash', 'crash-pass-1');
     const app = (await owner.post('/apps', { name: 'Crashy' })).body;
-    const [key] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body.map((k: { key: string }) => k.key);
+    const [key] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body.map(
+      (k: { key: string }) => k.key,
+    );
     const c = new ClientApi(base);
     const session = (await c.post('/api/client/init', { api_key: app.api_key })).body.session;
-    const hanging = c.post('/api/client/register', { session, username: 'ghost', password: 'pw-ghost-1', license: key, hwid: hwid() }).catch((e: unknown) => e);
+    const hanging = c
+      .post('/api/client/register', { session, username: 'ghost', password: 'pw-ghost-1', license: key, hwid: hwid() })
+      .catch((e: unknown) => e);
     for (let i = 0; i < 300 && (await keyStatus()) !== 'pending'; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await keyStatus()).toBe('pending');
     first.child.kill('SIGKILL');
@@ -56,7 +66,13 @@ describe('crash between claim and finalise', () => {
       expect(await keyStatus()).toBe('unused');
       const c2 = new ClientApi(base2);
       const s2 = (await c2.post('/api/client/init', { api_key: app.api_key })).body.session;
-      const r = await c2.post('/api/client/register', { session: s2, username: 'ghost', password: 'pw-ghost-1', license: key, hwid: hwid() });
+      const r = await c2.post('/api/client/register', {
+        session: s2,
+        username: 'ghost',
+        password: 'pw-ghost-1',
+        license: key,
+        hwid: hwid(),
+      });
       expect(r.status).toBe(200);
     } finally {
       await second.stop('SIGTERM');

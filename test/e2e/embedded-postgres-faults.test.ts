@@ -44,13 +44,21 @@ function messages(output: string[]): string[] {
   });
 }
 
-interface Probe { at: number; ms: number; status: number; retryAfter: string | null }
+interface Probe {
+  at: number;
+  ms: number;
+  status: number;
+  retryAfter: string | null;
+}
 
 /**
  * Calls `call` back to back, recording each answer, until a 200 follows a 503 (an outage seen and
  * over) or `limitMs` passes. `at` counts from the first call, made right after the fault.
  */
-async function throughOutage(call: () => Promise<{ status: number; headers: Headers }>, limitMs: number): Promise<Probe[]> {
+async function throughOutage(
+  call: () => Promise<{ status: number; headers: Headers }>,
+  limitMs: number,
+): Promise<Probe[]> {
   const seen: Probe[] = [];
   const start = Date.now();
   while (Date.now() - start < limitMs) {
@@ -64,89 +72,123 @@ async function throughOutage(call: () => Promise<{ status: number; headers: Head
 }
 
 describe('embedded PostgreSQL killed under a running server', () => {
-  it('is restarted within 5 s; /readyz answers 503 meanwhile, writes 503 with Retry-After, never 500', async () => {
-    const dataDir = tempDir('kw-pgkill-');
-    const server = await spawnServer({ DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password });
-    running.push(server);
-    const api = await new Api(server.base).signIn(OWNER.username, OWNER.password);
-    expect((await api.post('/apps', { name: 'Before' })).status).toBe(200);
+  it(
+    'is restarted within 5 s; /readyz answers 503 meanwhile, writes 503 with Retry-After, never 500',
+    async () => {
+      const dataDir = tempDir('kw-pgkill-');
+      const server = await spawnServer({
+        DATA_DIR: dataDir,
+        DATABASE_URL: '',
+        REDIS_URL: '',
+        OWNER_USERNAME: OWNER.username,
+        OWNER_PASSWORD: OWNER.password,
+      });
+      running.push(server);
+      const api = await new Api(server.base).signIn(OWNER.username, OWNER.password);
+      expect((await api.post('/apps', { name: 'Before' })).status).toBe(200);
 
-    // 1. One death: restarted at once. /readyz notices within a second or two and recovers within 5 s.
-    const first = postmasterPid(dataDir);
-    process.kill(first, 'SIGKILL');
-    const ready = await throughOutage(() => api.get('/readyz'), 8_000);
-    const firstDown = ready.find((p) => p.status === 503);
-    expect(firstDown, JSON.stringify(ready)).toBeDefined();
-    expect(firstDown!.at).toBeLessThan(2_000);
-    expect(ready.at(-1)!.status, JSON.stringify(ready)).toBe(200);
-    expect(ready.at(-1)!.at).toBeLessThan(5_000);
-    for (const p of ready) expect(p.ms, 'a /readyz answer took too long').toBeLessThan(2_000);
-    expect(ready.every((p) => p.status === 200 || p.status === 503), JSON.stringify(ready)).toBe(true);
-    const second = postmasterPid(dataDir);
-    expect(second).not.toBe(first);
+      // 1. One death: restarted at once. /readyz notices within a second or two and recovers within 5 s.
+      const first = postmasterPid(dataDir);
+      process.kill(first, 'SIGKILL');
+      const ready = await throughOutage(() => api.get('/readyz'), 8_000);
+      const firstDown = ready.find((p) => p.status === 503);
+      expect(firstDown, JSON.stringify(ready)).toBeDefined();
+      expect(firstDown!.at).toBeLessThan(2_000);
+      expect(ready.at(-1)!.status, JSON.stringify(ready)).toBe(200);
+      expect(ready.at(-1)!.at).toBeLessThan(5_000);
+      for (const p of ready) expect(p.ms, 'a /readyz answer took too long').toBeLessThan(2_000);
+      expect(
+        ready.every((p) => p.status === 200 || p.status === 503),
+        JSON.stringify(ready),
+      ).toBe(true);
+      const second = postmasterPid(dataDir);
+      expect(second).not.toBe(first);
 
-    // 2. A second death soon after: the restart backs off (0.5 s), a window in which every dashboard
-    // write answers 503 with Retry-After while liveness stays 200; then writes work again on fresh
-    // pool connections.
-    process.kill(second, 'SIGKILL');
-    let healthyDuringOutage = true;
-    let n = 0;
-    const writes = await throughOutage(async () => {
-      const [w, h] = await Promise.all([api.post('/apps', { name: `During ${++n}` }), api.get('/healthz')]);
-      if (h.status !== 200) healthyDuringOutage = false;
-      return w;
-    }, 8_000);
-    const outage = writes.filter((p) => p.status === 503);
-    expect(outage.length, JSON.stringify(writes)).toBeGreaterThan(0);
-    expect(outage.every((p) => Number(p.retryAfter) > 0), JSON.stringify(outage)).toBe(true);
-    expect(writes.filter((p) => p.status !== 503 && p.status !== 200), JSON.stringify(writes)).toEqual([]);
-    expect(writes.at(-1)!.status, JSON.stringify(writes)).toBe(200);
-    expect(writes.at(-1)!.at).toBeLessThan(5_000);
-    expect(healthyDuringOutage).toBe(true);
-    expect((await api.get('/readyz')).status).toBe(200);
+      // 2. A second death soon after: the restart backs off (0.5 s), a window in which every dashboard
+      // write answers 503 with Retry-After while liveness stays 200; then writes work again on fresh
+      // pool connections.
+      process.kill(second, 'SIGKILL');
+      let healthyDuringOutage = true;
+      let n = 0;
+      const writes = await throughOutage(async () => {
+        const [w, h] = await Promise.all([api.post('/apps', { name: `During ${++n}` }), api.get('/healthz')]);
+        if (h.status !== 200) healthyDuringOutage = false;
+        return w;
+      }, 8_000);
+      const outage = writes.filter((p) => p.status === 503);
+      expect(outage.length, JSON.stringify(writes)).toBeGreaterThan(0);
+      expect(
+        outage.every((p) => Number(p.retryAfter) > 0),
+        JSON.stringify(outage),
+      ).toBe(true);
+      expect(
+        writes.filter((p) => p.status !== 503 && p.status !== 200),
+        JSON.stringify(writes),
+      ).toEqual([]);
+      expect(writes.at(-1)!.status, JSON.stringify(writes)).toBe(200);
+      expect(writes.at(-1)!.at).toBeLessThan(5_000);
+      expect(healthyDuringOutage).toBe(true);
+      expect((await api.get('/readyz')).status).toBe(200);
 
-    const apps = (await api.get('/api/apps')).body as { name: string }[];
-    expect(apps.map((a) => a.name)).toContain('Before');
+      const apps = (await api.get('/api/apps')).body as { name: string }[];
+      expect(apps.map((a) => a.name)).toContain('Before');
 
-    // 3. A third death with clients calling: register and license answer a signed 503 (never a 500:
-    // the SQL error reaches the reply as itself), and the audit lines of those calls, written while
-    // the database was away, are all in the log once it is back (PROTOCOL 11.29).
-    const app = (await api.post('/apps', { name: 'Clients' })).body;
-    const key = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body[0].key;
-    const c = new ClientApi(server.base);
-    const session = (await c.post('/api/client/init', { api_key: app.api_key, version: app.version })).body.session;
-    process.kill(postmasterPid(dataDir), 'SIGKILL');
-    let i = 0;
-    const calls = await throughOutage(async () => {
-      const n = ++i;
-      const r = n % 2
-        ? await c.post('/api/client/license', { session, license: key, hwid: 'outage-hwid-1' })
-        : await c.post('/api/client/register', { session, license: key, hwid: 'outage-hwid-1', username: `u${n}`, password: 'outage-pass-1' });
-      return { status: r.status, headers: r.headers };
-    }, 8_000);
-    const failed = calls.filter((p) => p.status === 503);
-    expect(failed.length, JSON.stringify(calls)).toBeGreaterThan(0);
-    expect(calls.filter((p) => p.status >= 500 && p.status !== 503), JSON.stringify(calls)).toEqual([]);
-    // Queued lines go in with the audit writer's next retry (its backoff is at most 5 s).
-    for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
-      if (/^keywarden_audit_queued 0$/m.test((await api.get('/metrics')).raw.toString())) break;
-    }
-    const logs = await api.get(`/api/apps/${app.id}/logs?limit=1000`);
-    expect(logs.status).toBe(200);
-    const outageLines = (logs.body as { detail: string }[]).filter((l) => l.detail === '503 service unavailable');
-    expect(outageLines.length, JSON.stringify((logs.body as { detail: string }[]).map((l) => l.detail))).toBe(failed.length);
-    expect((logs.body as { detail: string }[]).filter((l) => l.detail === 'License activated')).toHaveLength(1);
-    const msgs = messages(server.output);
-    expect(msgs.filter((m) => m.startsWith('db.embedded.died'))).toHaveLength(3);
-    expect(msgs.filter((m) => m === 'db.embedded.restarted')).toHaveLength(3);
-    expect(msgs.some((m) => m.startsWith('db.embedded.restart_backoff'))).toBe(true);
-    expect(msgs.some((m) => m === 'http.unhandled_error')).toBe(false);
+      // 3. A third death with clients calling: register and license answer a signed 503 (never a 500:
+      // the SQL error reaches the reply as itself), and the audit lines of those calls, written while
+      // the database was away, are all in the log once it is back (PROTOCOL 11.29).
+      const app = (await api.post('/apps', { name: 'Clients' })).body;
+      const key = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body[0].key;
+      const c = new ClientApi(server.base);
+      const session = (await c.post('/api/client/init', { api_key: app.api_key, version: app.version })).body.session;
+      process.kill(postmasterPid(dataDir), 'SIGKILL');
+      let i = 0;
+      const calls = await throughOutage(async () => {
+        const n = ++i;
+        const r =
+          n % 2
+            ? await c.post('/api/client/license', { session, license: key, hwid: 'outage-hwid-1' })
+            : await c.post('/api/client/register', {
+                session,
+                license: key,
+                hwid: 'outage-hwid-1',
+                username: `u${n}`,
+                password: 'outage-pass-1',
+              });
+        return { status: r.status, headers: r.headers };
+      }, 8_000);
+      const failed = calls.filter((p) => p.status === 503);
+      expect(failed.length, JSON.stringify(calls)).toBeGreaterThan(0);
+      expect(
+        calls.filter((p) => p.status >= 500 && p.status !== 503),
+        JSON.stringify(calls),
+      ).toEqual([]);
+      // Queued lines go in with the audit writer's next retry (its backoff is at most 5 s).
+      for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+        if (/^keywarden_audit_queued 0$/m.test((await api.get('/metrics')).raw.toString())) break;
+      }
+      const logs = await api.get(`/api/apps/${app.id}/logs?limit=1000`);
+      expect(logs.status).toBe(200);
+      const outageLines = (logs.body as { detail: string }[]).filter((l) => l.detail === '503 service unavailable');
+      expect(outageLines.length, JSON.stringify((logs.body as { detail: string }[]).map((l) => l.detail))).toBe(
+        failed.length,
+      );
+      // The call that succeeded once the database was back (a license or a register, whichever came).
+      expect(
+        (logs.body as { detail: string }[]).filter((l) => /^License activated$|^User u\d+ registered$/.test(l.detail)),
+      ).toHaveLength(1);
+      const msgs = messages(server.output);
+      expect(msgs.filter((m) => m.startsWith('db.embedded.died'))).toHaveLength(3);
+      expect(msgs.filter((m) => m === 'db.embedded.restarted')).toHaveLength(3);
+      expect(msgs.some((m) => m.startsWith('db.embedded.restart_backoff'))).toBe(true);
+      expect(msgs.some((m) => m === 'http.unhandled_error')).toBe(false);
 
-    // The restarted database is stopped in order with the server: nothing is left running.
-    const last = postmasterPid(dataDir);
-    expect(await server.stop('SIGTERM')).toBe(0);
-    expect(() => process.kill(last, 0)).toThrow();
-  }, SLOW);
+      // The restarted database is stopped in order with the server: nothing is left running.
+      const last = postmasterPid(dataDir);
+      expect(await server.stop('SIGTERM')).toBe(0);
+      expect(() => process.kill(last, 0)).toThrow();
+    },
+    SLOW,
+  );
 });
 
 const isRoot = process.getuid?.() === 0;
@@ -161,7 +203,8 @@ function privateCheckout(): string {
   fs.chmodSync(outer, 0o700);
   const kw = path.join(outer, 'kw');
   fs.mkdirSync(path.join(kw, 'node_modules'), { recursive: true });
-  for (const f of ['src', 'package.json', 'tsconfig.json']) fs.cpSync(path.join(root, f), path.join(kw, f), { recursive: true });
+  for (const f of ['src', 'package.json', 'tsconfig.json'])
+    fs.cpSync(path.join(root, f), path.join(kw, f), { recursive: true });
   for (const entry of fs.readdirSync(path.join(root, 'node_modules'))) {
     const from = path.join(root, 'node_modules', entry);
     const to = path.join(kw, 'node_modules', entry);
@@ -180,7 +223,10 @@ function linkTree(from: string, to: string): void {
   } else fs.linkSync(from, to);
 }
 
-function serveFrom(checkout: string, env: Record<string, string>): Promise<{ base: string; output: string[]; child: ChildProcessWithoutNullStreams; stop(): Promise<unknown> }> {
+function serveFrom(
+  checkout: string,
+  env: Record<string, string>,
+): Promise<{ base: string; output: string[]; child: ChildProcessWithoutNullStreams; stop(): Promise<unknown> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(checkout, 'src/cli.ts'), 'serve'], {
     cwd: checkout,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '', DATABASE_URL: '', ...env },
@@ -210,22 +256,32 @@ function serveFrom(checkout: string, env: Record<string, string>): Promise<{ bas
 }
 
 describe.skipIf(!isRoot)('as root, from a checkout in a 0700 directory', () => {
-  it('runs PostgreSQL from a copy in DATA_DIR instead of opening up the checkout', async () => {
-    const checkout = privateCheckout();
-    const dataDir = tempDir('kw-private-data-');
-    const server = await serveFrom(checkout, { DATA_DIR: dataDir, OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password });
-    const api = await new Api(server.base).signIn(OWNER.username, OWNER.password);
-    expect((await api.post('/apps', { name: 'Private' })).status).toBe(200);
-    expect((await api.get('/readyz')).status).toBe(200);
+  it(
+    'runs PostgreSQL from a copy in DATA_DIR instead of opening up the checkout',
+    async () => {
+      const checkout = privateCheckout();
+      const dataDir = tempDir('kw-private-data-');
+      const server = await serveFrom(checkout, {
+        DATA_DIR: dataDir,
+        OWNER_USERNAME: OWNER.username,
+        OWNER_PASSWORD: OWNER.password,
+      });
+      const api = await new Api(server.base).signIn(OWNER.username, OWNER.password);
+      expect((await api.post('/apps', { name: 'Private' })).status).toBe(200);
+      expect((await api.get('/readyz')).status).toBe(200);
 
-    // The server runs from DATA_DIR/pg-runtime as the unprivileged user; the checkout stays private.
-    const pid = postmasterPid(dataDir);
-    const exe = fs.readlinkSync(`/proc/${pid}/exe`);
-    expect(exe.startsWith(path.join(dataDir, 'pg-runtime') + path.sep), exe).toBe(true);
-    expect(fs.statSync(`/proc/${pid}`).uid).not.toBe(0);
-    expect(fs.statSync(path.dirname(checkout)).mode & 0o777).toBe(0o700);
-    expect(messages(server.output)).toContain('db.embedded.runtime_copied: the PostgreSQL user cannot execute the binaries under '
-      + 'node_modules (a directory above them is private); running a copy inside DATA_DIR');
-    expect(await server.stop()).toBe(0);
-  }, SLOW);
+      // The server runs from DATA_DIR/pg-runtime as the unprivileged user; the checkout stays private.
+      const pid = postmasterPid(dataDir);
+      const exe = fs.readlinkSync(`/proc/${pid}/exe`);
+      expect(exe.startsWith(path.join(dataDir, 'pg-runtime') + path.sep), exe).toBe(true);
+      expect(fs.statSync(`/proc/${pid}`).uid).not.toBe(0);
+      expect(fs.statSync(path.dirname(checkout)).mode & 0o777).toBe(0o700);
+      expect(messages(server.output)).toContain(
+        'db.embedded.runtime_copied: the PostgreSQL user cannot execute the binaries under ' +
+          'node_modules (a directory above them is private); running a copy inside DATA_DIR',
+      );
+      expect(await server.stop()).toBe(0);
+    },
+    SLOW,
+  );
 });

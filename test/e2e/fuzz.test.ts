@@ -25,7 +25,10 @@ describe('fuzzing every route from the OpenAPI document', () => {
     const db = await createTestDatabase();
     drop = db.drop;
     starting = spawnServer({
-      DATABASE_URL: db.url, DATA_DIR: dataDir, OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
+      DATABASE_URL: db.url,
+      DATA_DIR: dataDir,
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
       TRUSTED_PROXIES: '127.0.0.1',
     });
     server = await starting;
@@ -43,7 +46,10 @@ describe('fuzzing every route from the OpenAPI document', () => {
     let rssAfterWarmup = 0;
     const { failures, statuses } = await fuzz(ctx, doc, {
       // A liveness bound, not a speed target: the CI machine runs other suites beside this one.
-      seed: SEED, count: REQUESTS, concurrency: 8, hangMs: 10_000,
+      seed: SEED,
+      count: REQUESTS,
+      concurrency: 8,
+      hangMs: 10_000,
       onProgress: (done) => {
         if (done === Math.floor(REQUESTS / 3)) rssAfterWarmup = rssOf(pid);
       },
@@ -55,14 +61,26 @@ describe('fuzzing every route from the OpenAPI document', () => {
     expect(share(422), JSON.stringify([...statuses])).toBeGreaterThan(0.05);
     expect((await fetch(`${server.base}/healthz`)).status).toBe(200);
     const growth = rssOf(pid) - rssAfterWarmup;
-    expect(growth, `RSS grew by ${Math.round(growth / 1e6)} MB over the last two thirds`).toBeLessThan(48 * 1024 * 1024);
+    expect(growth, `RSS grew by ${Math.round(growth / 1e6)} MB over the last two thirds`).toBeLessThan(
+      48 * 1024 * 1024,
+    );
     expect(server.output.join('\n')).not.toContain('http.unhandled_error');
     expect(server.output.join('\n')).not.toMatch(/http\.handler_threw|ws\.handler_threw/);
   }, 180_000);
 
   it('answers generated WebSocket upgrades (cookies, sessions, keys, origins, subprotocols) below 500', async () => {
     const { ctx } = await prepareTarget(server.base, OWNER);
-    const bad = fc.constantFrom('%', '%E0', '%E0%A4%A', '%'.repeat(2000), 'x'.repeat(5000), '', '\u00ff', ctx.token(), ctx.session());
+    const bad = fc.constantFrom(
+      '%',
+      '%E0',
+      '%E0%A4%A',
+      '%'.repeat(2000),
+      'x'.repeat(5000),
+      '',
+      '\u00ff',
+      ctx.token(),
+      ctx.session(),
+    );
     const upgrade = fc.record({
       path: fc.constantFrom('/api/ws', '/api/client/ws', '/api/ws?token=%E0', '/api/client/ws?x=%'),
       cookie: fc.option(bad.map((v) => `kw_session=${v}`)),
@@ -84,14 +102,27 @@ describe('fuzzing every route from the OpenAPI document', () => {
       const outcome = await new Promise<string>((resolve) => {
         const ws = new WebSocket(`${server.base.replace('http', 'ws')}${u.path}`, { headers });
         const timer = setTimeout(() => resolve('no answer'), 10_000);
-        ws.once('unexpected-response', (_req, res) => { clearTimeout(timer); resolve(String(res.statusCode)); });
-        ws.once('open', () => { clearTimeout(timer); ws.close(); resolve('open'); });
-        ws.once('error', (err) => { clearTimeout(timer); resolve(`error ${err.message}`); });
+        ws.once('unexpected-response', (_req, res) => {
+          clearTimeout(timer);
+          resolve(String(res.statusCode));
+        });
+        ws.once('open', () => {
+          clearTimeout(timer);
+          ws.close();
+          resolve('open');
+        });
+        ws.once('error', (err) => {
+          clearTimeout(timer);
+          resolve(`error ${err.message}`);
+        });
       });
       statuses.set(outcome, (statuses.get(outcome) ?? 0) + 1);
     }
     const summary = JSON.stringify([...statuses]);
-    expect([...statuses.keys()].filter((k) => !(k === 'open' || /^[1-4]\d\d$/.test(k) || k.startsWith('error'))), summary).toEqual([]);
+    expect(
+      [...statuses.keys()].filter((k) => !(k === 'open' || /^[1-4]\d\d$/.test(k) || k.startsWith('error'))),
+      summary,
+    ).toEqual([]);
     expect((statuses.get('401') ?? 0) + (statuses.get('403') ?? 0), summary).toBeGreaterThan(100);
     expect((await fetch(`${server.base}/healthz`)).status).toBe(200);
     expect(server.output.join('\n')).not.toMatch(/http\.handler_threw|ws\.handler_threw|http\.unhandled_error/);

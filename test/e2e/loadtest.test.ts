@@ -16,32 +16,69 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { OWNER, startTestServer, type TestServer } from '../helpers/server.js';
 import { requireToolchain } from '../helpers/toolchain.js';
-import { freePort, nginxAvailable, opensslAvailable, renderSite, selfSignedCert, startNginx, type Nginx } from '../deploy/nginx-harness.js';
+import {
+  freePort,
+  nginxAvailable,
+  opensslAvailable,
+  renderSite,
+  selfSignedCert,
+  startNginx,
+  type Nginx,
+} from '../deploy/nginx-harness.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
-const ready = requireToolchain('nginx (Debian package nginx)', nginxAvailable())
-  && requireToolchain('openssl (the test certificate)', opensslAvailable())
-  && requireToolchain('cc (the load generator)', spawnSync('cc', ['--version']).status === 0)
-  && requireToolchain('libssl-dev (TLS in the load generator)', fs.existsSync('/usr/include/openssl/ssl.h'))
-  && requireToolchain('libsodium-dev (channel and verify mode in the load generator)', fs.existsSync('/usr/include/sodium.h'));
+const ready =
+  requireToolchain('nginx (Debian package nginx)', nginxAvailable()) &&
+  requireToolchain('openssl (the test certificate)', opensslAvailable()) &&
+  requireToolchain('cc (the load generator)', spawnSync('cc', ['--version']).status === 0) &&
+  requireToolchain('libssl-dev (TLS in the load generator)', fs.existsSync('/usr/include/openssl/ssl.h')) &&
+  requireToolchain(
+    'libsodium-dev (channel and verify mode in the load generator)',
+    fs.existsSync('/usr/include/sodium.h'),
+  );
 
-interface Counts { calls: number; ok: number; non2xx: number; errors: number; prep: number; prep_ok: number; prep_fail: number;
-  verified: number; bad_sig: number; bad_proof: number; activations: number; rest_calls: number; ws_calls: number; dead: number }
+interface Counts {
+  calls: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  prep: number;
+  prep_ok: number;
+  prep_fail: number;
+  verified: number;
+  bad_sig: number;
+  bad_proof: number;
+  activations: number;
+  rest_calls: number;
+  ws_calls: number;
+  dead: number;
+}
 interface Report {
   target: { url: string; self_started: boolean };
   result: { total: Counts; spike_dropped: number; spike_recovered: number; clients_end: number };
   verify: { checked: number; bad_signatures: number; bad_proofs: number };
-  capacity?: { held?: { clients: number }; broke?: { clients: number; why: string[] }; steps: { clients: number; pass: boolean }[] };
+  capacity?: {
+    held?: { clients: number };
+    broke?: { clients: number; why: string[] };
+    steps: { clients: number; pass: boolean }[];
+  };
   ticks: unknown[];
   keys: string;
 }
-interface Run { code: number | null; stdout: string; stderr: string; report?: Report; html?: string }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  report?: Report;
+  html?: string;
+}
 
 /** Runs the command as a user would, its report written to a directory of its own. */
 function loadtest(args: string[], stdin?: string, entry = ['loadtest/main.ts']): Promise<Run> {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-lt-report-'));
   const child = spawn(process.execPath, ['--import', 'tsx', ...entry, ...args, `--out=${out}`, '--no-live'], {
-    cwd: root, stdio: ['pipe', 'pipe', 'pipe'],
+    cwd: root,
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
@@ -49,19 +86,23 @@ function loadtest(args: string[], stdin?: string, entry = ['loadtest/main.ts']):
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   child.stdin.end(stdin ?? '');
   const guard = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  return new Promise((resolve) => child.once('exit', (code) => {
-    clearTimeout(guard);
-    const files = fs.readdirSync(out);
-    const json = files.find((f) => f.endsWith('.json'));
-    const html = files.find((f) => f.endsWith('.html'));
-    const run: Run = {
-      code, stdout, stderr,
-      report: json ? JSON.parse(fs.readFileSync(path.join(out, json), 'utf8')) as Report : undefined,
-      html: html ? fs.readFileSync(path.join(out, html), 'utf8') : undefined,
-    };
-    fs.rmSync(out, { recursive: true, force: true });
-    resolve(run);
-  }));
+  return new Promise((resolve) =>
+    child.once('exit', (code) => {
+      clearTimeout(guard);
+      const files = fs.readdirSync(out);
+      const json = files.find((f) => f.endsWith('.json'));
+      const html = files.find((f) => f.endsWith('.html'));
+      const run: Run = {
+        code,
+        stdout,
+        stderr,
+        report: json ? (JSON.parse(fs.readFileSync(path.join(out, json), 'utf8')) as Report) : undefined,
+        html: html ? fs.readFileSync(path.join(out, html), 'utf8') : undefined,
+      };
+      fs.rmSync(out, { recursive: true, force: true });
+      resolve(run);
+    }),
+  );
 }
 
 const failures = (c: Counts) => c.non2xx + c.errors + c.prep_fail + c.bad_sig + c.bad_proof;
@@ -75,19 +116,22 @@ async function byteFlipper(upstream: string): Promise<{ url: string; close: () =
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
-        const body: Buffer[] = [];
-        ur.on('data', (c: Buffer) => body.push(c));
-        ur.on('end', () => {
-          const b = Buffer.concat(body);
-          // {"success": ...} -> {"Success": ...}: the chain's fields stay intact; dashboard answers pass unchanged
-          if (req.url!.startsWith('/api/client/') && b.length > 2) b[2]! ^= 0x20;
-          const headers = { ...ur.headers };
-          delete headers['transfer-encoding'];
-          res.writeHead(ur.statusCode ?? 502, { ...headers, 'content-length': String(b.length) });
-          res.end(b);
-        });
-      });
+      const up = http.request(
+        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent },
+        (ur) => {
+          const body: Buffer[] = [];
+          ur.on('data', (c: Buffer) => body.push(c));
+          ur.on('end', () => {
+            const b = Buffer.concat(body);
+            // {"success": ...} -> {"Success": ...}: the chain's fields stay intact; dashboard answers pass unchanged
+            if (req.url!.startsWith('/api/client/') && b.length > 2) b[2]! ^= 0x20;
+            const headers = { ...ur.headers };
+            delete headers['transfer-encoding'];
+            res.writeHead(ur.statusCode ?? 502, { ...headers, 'content-length': String(b.length) });
+            res.end(b);
+          });
+        },
+      );
       up.on('error', () => res.destroy());
       up.end(Buffer.concat(chunks));
     });
@@ -95,11 +139,12 @@ async function byteFlipper(upstream: string): Promise<{ url: string; close: () =
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((r) => {
-      agent.destroy();
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise((r) => {
+        agent.destroy();
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -120,7 +165,10 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
     const cert = selfSignedCert(tmp);
     caFile = cert.cert;
     const tlsPort = await freePort();
-    nginx = await startNginx(renderSite({ upstreamPort: t.server.port, tlsPort, httpPort: await freePort(), cert: cert.cert, key: cert.key }), tlsPort);
+    nginx = await startNginx(
+      renderSite({ upstreamPort: t.server.port, tlsPort, httpPort: await freePort(), cert: cert.cert, key: cert.key }),
+      tlsPort,
+    );
     tlsUrl = `https://127.0.0.1:${tlsPort}`;
     owner = await new Api(t.base).signIn(OWNER.username, OWNER.password);
     app = (await owner.post('/api/apps', { name: 'Load tested' })).body;
@@ -135,7 +183,10 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
   const viaTls = () => [`--url=${tlsUrl}`, `--ca=${caFile}`, `--api-key=${app.api_key}`, '--verify=1'];
 
   it('refuses to start a run without --duration, through `keywarden loadtest` itself', async () => {
-    const r = await loadtest([`--url=${t.base}`, `--api-key=${app.api_key}`, `--token=${owner.token}`], undefined, ['src/cli.ts', 'loadtest']);
+    const r = await loadtest([`--url=${t.base}`, `--api-key=${app.api_key}`, `--token=${owner.token}`], undefined, [
+      'src/cli.ts',
+      'loadtest',
+    ]);
     expect(r.code, why(r)).toBe(2);
     expect(r.stderr).toContain('--duration=SECONDS is required');
     expect(r.report).toBeUndefined();
@@ -143,7 +194,15 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
 
   it('activate: init and license on keys it created, through nginx and TLS; --cleanup deletes them', async () => {
     const before = await keyCount();
-    const r = await loadtest([...viaTls(), `--token=${owner.token}`, '--cleanup', '--scenario=activate', '--clients=4', '--rate=10', '--duration=3']);
+    const r = await loadtest([
+      ...viaTls(),
+      `--token=${owner.token}`,
+      '--cleanup',
+      '--scenario=activate',
+      '--clients=4',
+      '--rate=10',
+      '--duration=3',
+    ]);
     expect(r.code, why(r)).toBe(0);
     const c = r.report!.result.total;
     expect(c.activations).toBeGreaterThan(0);
@@ -156,10 +215,20 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
   });
 
   it('heartbeat: REST beats from a keys file, every answer verified', async () => {
-    const keys = (await owner.post(`/api/apps/${app.id}/licenses`, { amount: 6, unit: 'lifetime' })).body.map((k: { key: string }) => k.key);
+    const keys = (await owner.post(`/api/apps/${app.id}/licenses`, { amount: 6, unit: 'lifetime' })).body.map(
+      (k: { key: string }) => k.key,
+    );
     const file = path.join(tmp, 'keys.txt');
     fs.writeFileSync(file, `${keys.join('\n')}\n`);
-    const r = await loadtest([...viaTls(), `--keys-file=${file}`, '--scenario=heartbeat', '--clients=6', '--ramp=0.5', '--beat-interval=0.5', '--duration=3']);
+    const r = await loadtest([
+      ...viaTls(),
+      `--keys-file=${file}`,
+      '--scenario=heartbeat',
+      '--clients=6',
+      '--ramp=0.5',
+      '--beat-interval=0.5',
+      '--duration=3',
+    ]);
     expect(r.code, why(r)).toBe(0);
     const c = r.report!.result.total;
     expect(c.rest_calls).toBeGreaterThan(0);
@@ -171,8 +240,19 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
   });
 
   it('channel: beats over the realtime channel, signed in with --username and --password-stdin', async () => {
-    const r = await loadtest([...viaTls(), `--username=${OWNER.username}`, '--password-stdin', '--scenario=channel', '--clients=6',
-      '--ramp=0.5', '--beat-interval=0.5', '--duration=3'], OWNER.password);
+    const r = await loadtest(
+      [
+        ...viaTls(),
+        `--username=${OWNER.username}`,
+        '--password-stdin',
+        '--scenario=channel',
+        '--clients=6',
+        '--ramp=0.5',
+        '--beat-interval=0.5',
+        '--duration=3',
+      ],
+      OWNER.password,
+    );
     expect(r.code, why(r)).toBe(0);
     const c = r.report!.result.total;
     expect(c.ws_calls).toBeGreaterThan(0);
@@ -186,8 +266,20 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
     const signed = (await owner.post('/api/apps', { name: 'Signed requests' })).body;
     expect((await owner.patch(`/api/apps/${signed.id}`, { require_signature: true })).status).toBe(200);
     // the token lets the tool read the app's api_secret; REST calls and channel upgrades are signed with it
-    const r = await loadtest([`--url=${tlsUrl}`, `--ca=${caFile}`, `--api-key=${signed.api_key}`, '--verify=1', `--token=${owner.token}`,
-      '--cleanup', '--scenario=mix', '--channel-share=0.5', '--clients=8', '--ramp=0.5', '--beat-interval=0.5', '--duration=3']);
+    const r = await loadtest([
+      `--url=${tlsUrl}`,
+      `--ca=${caFile}`,
+      `--api-key=${signed.api_key}`,
+      '--verify=1',
+      `--token=${owner.token}`,
+      '--cleanup',
+      '--scenario=mix',
+      '--channel-share=0.5',
+      '--clients=8',
+      '--ramp=0.5',
+      '--beat-interval=0.5',
+      '--duration=3',
+    ]);
     expect(r.code, why(r)).toBe(0);
     const c = r.report!.result.total;
     expect(c.rest_calls).toBeGreaterThan(0);
@@ -198,8 +290,17 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
   });
 
   it('spike: every client drops at once and comes back with a new session', async () => {
-    const r = await loadtest([...viaTls(), `--token=${owner.token}`, '--cleanup', '--scenario=spike', '--clients=8', '--ramp=0.5',
-      '--beat-interval=0.5', '--spike-at=1.5', '--duration=4']);
+    const r = await loadtest([
+      ...viaTls(),
+      `--token=${owner.token}`,
+      '--cleanup',
+      '--scenario=spike',
+      '--clients=8',
+      '--ramp=0.5',
+      '--beat-interval=0.5',
+      '--spike-at=1.5',
+      '--duration=4',
+    ]);
     expect(r.code, why(r)).toBe(0);
     const g = r.report!.result;
     expect(g.spike_dropped).toBe(8);
@@ -208,12 +309,22 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
     expect(failures(g.total), why(r)).toBe(0);
   });
 
-  it('verify mode: catches a proxy that flips one byte of each answer, and a pinned key that is not the deployment\'s', async () => {
+  it("verify mode: catches a proxy that flips one byte of each answer, and a pinned key that is not the deployment's", async () => {
     const flipper = await byteFlipper(t.base);
     try {
-      const flipped = await loadtest([`--url=${flipper.url}`, `--api-key=${app.api_key}`, `--token=${owner.token}`, '--cleanup',
-        '--scenario=heartbeat', '--clients=3', '--ramp=0.5', '--beat-interval=0.5', '--duration=3', '--verify=1',
-        `--public-key=${(await owner.get('/api/client/keys')).body.keys[0].public_key}`]);
+      const flipped = await loadtest([
+        `--url=${flipper.url}`,
+        `--api-key=${app.api_key}`,
+        `--token=${owner.token}`,
+        '--cleanup',
+        '--scenario=heartbeat',
+        '--clients=3',
+        '--ramp=0.5',
+        '--beat-interval=0.5',
+        '--duration=3',
+        '--verify=1',
+        `--public-key=${(await owner.get('/api/client/keys')).body.keys[0].public_key}`,
+      ]);
       expect(flipped.code, why(flipped)).toBe(3);
       const v = flipped.report!.verify;
       expect(v.checked).toBeGreaterThan(0);
@@ -223,8 +334,18 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
     } finally {
       await flipper.close();
     }
-    const wrongKey = await loadtest([`--url=${t.base}`, `--api-key=${app.api_key}`, `--token=${owner.token}`, '--cleanup',
-      '--scenario=activate', '--clients=2', '--rate=4', '--duration=2', '--verify=1', `--public-key=${randomBytes(32).toString('base64')}`]);
+    const wrongKey = await loadtest([
+      `--url=${t.base}`,
+      `--api-key=${app.api_key}`,
+      `--token=${owner.token}`,
+      '--cleanup',
+      '--scenario=activate',
+      '--clients=2',
+      '--rate=4',
+      '--duration=2',
+      '--verify=1',
+      `--public-key=${randomBytes(32).toString('base64')}`,
+    ]);
     expect(wrongKey.code, why(wrongKey)).toBe(3);
     expect(wrongKey.report!.verify.bad_signatures).toBe(wrongKey.report!.verify.checked);
   });
@@ -237,9 +358,22 @@ describe.skipIf(!ready)('keywarden loadtest', () => {
     try {
       const api = await new Api(limited.base).signIn(OWNER.username, OWNER.password);
       const a = (await api.post('/api/apps', { name: 'Limited' })).body;
-      const r = await loadtest([`--url=${limited.base}`, `--api-key=${a.api_key}`, `--token=${api.token}`, '--scenario=heartbeat',
-        '--find-capacity', '--slo=p99=5s,errors=0.1%', `--start=${STEP}`, `--step=${STEP}`, '--step-duration=2', '--beat-interval=1',
-        '--enc-key=loadtestkey0001', '--max-clients=100', '--duration=40', '--verify=0']);
+      const r = await loadtest([
+        `--url=${limited.base}`,
+        `--api-key=${a.api_key}`,
+        `--token=${api.token}`,
+        '--scenario=heartbeat',
+        '--find-capacity',
+        '--slo=p99=5s,errors=0.1%',
+        `--start=${STEP}`,
+        `--step=${STEP}`,
+        '--step-duration=2',
+        '--beat-interval=1',
+        '--enc-key=loadtestkey0001',
+        '--max-clients=100',
+        '--duration=40',
+        '--verify=0',
+      ]);
       expect(r.code, why(r)).toBe(0);
       const cap = r.report!.capacity!;
       expect(cap.held, why(r)).toBeDefined();

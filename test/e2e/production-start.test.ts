@@ -17,18 +17,21 @@ const hasRedis = await redisAvailable();
 
 /** Every process below `pid` (children, grandchildren...), read from /proc. */
 function descendants(pid: number): { pid: number; comm: string; cmdline: string }[] {
-  const all = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).flatMap((d) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      // comm is in parentheses and may hold spaces: the fields after the last ')' are fixed.
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const cmdline = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
-      return [{ pid: Number(d), ppid, comm, cmdline }];
-    } catch {
-      return []; // exited meanwhile
-    }
-  });
+  const all = fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((d) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+        // comm is in parentheses and may hold spaces: the fields after the last ')' are fixed.
+        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        const cmdline = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
+        return [{ pid: Number(d), ppid, comm, cmdline }];
+      } catch {
+        return []; // exited meanwhile
+      }
+    });
   const found: { pid: number; comm: string; cmdline: string }[] = [];
   const queue = [pid];
   while (queue.length) {
@@ -41,13 +44,20 @@ function descendants(pid: number): { pid: number; comm: string; cmdline: string 
   return found;
 }
 
-
 /** `node scripts/start.mjs` exactly as `npm start` runs it, resolved once `listeners` servers listen. */
 async function startProduction(env: Record<string, string>, listeners: number) {
   const child = spawn(process.execPath, [path.join(root, 'scripts/start.mjs')], {
     cwd: root,
     // NODE_OPTIONS emptied so nothing of the test runner leaks in.
-    env: { ...process.env, NODE_OPTIONS: '', HOST: '127.0.0.1', REDIS_URL: '', LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: '5000', ...env },
+    env: {
+      ...process.env,
+      NODE_OPTIONS: '',
+      HOST: '127.0.0.1',
+      REDIS_URL: '',
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: '5000',
+      ...env,
+    },
   });
   const output: string[] = [];
   child.stderr.on('data', (d: Buffer) => output.push(d.toString()));
@@ -87,11 +97,15 @@ describe('npm run build and npm start', () => {
 
   it('npm run build compiles src/ into dist/ and stamps it with the fingerprint of the sources', async () => {
     const before = await fingerprint();
-    const r = spawnSync('npm', ['run', 'build'], { cwd: root, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+    const r = spawnSync('npm', ['run', 'build'], {
+      cwd: root,
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
     expect(r.status, r.stdout + r.stderr).toBe(0);
     const after = await fingerprint();
     expect(fs.existsSync(path.join(root, 'dist/src/cli.js'))).toBe(true);
-    expect(fs.existsSync(path.join(root, 'dist/src/db/migrations/index.js'))).toBe(true);
+    expect(fs.existsSync(path.join(root, 'dist/src/platform/db/migrations/index.js'))).toBe(true);
     const stamp = JSON.parse(fs.readFileSync(path.join(root, 'dist/.build-stamp'), 'utf8')) as { fingerprint: string };
     // Other work may edit src/ while tsc runs (a shared checkout): the stamp is of the sources the
     // build started from, and dist/ counts as fresh only when nothing changed meanwhile.
@@ -115,39 +129,62 @@ describe('npm run build and npm start', () => {
       const self = fs.readFileSync(`/proc/${p.child.pid}/cmdline`, 'utf8').split('\0');
       expect(self.filter(Boolean)).toEqual([process.execPath, path.join(root, 'scripts/start.mjs')]);
       const tree = descendants(p.child.pid!);
-      expect(tree.filter((x) => /esbuild|tsx/.test(`${x.comm} ${x.cmdline}`)), JSON.stringify(tree)).toEqual([]);
+      expect(
+        tree.filter((x) => /esbuild|tsx/.test(`${x.comm} ${x.cmdline}`)),
+        JSON.stringify(tree),
+      ).toEqual([]);
 
       p.child.kill('SIGTERM');
       expect(await p.exited, p.log()).toBe(0);
-      expect(p.log().indexOf('"msg":"server.stopped"'), p.log()).toBeGreaterThan(p.log().indexOf('"msg":"server.stopping"'));
+      expect(p.log().indexOf('"msg":"server.stopped"'), p.log()).toBeGreaterThan(
+        p.log().indexOf('"msg":"server.stopping"'),
+      );
     } finally {
       p.kill();
     }
   }, 180_000);
 
-  it.skipIf(!hasRedis)('with WORKERS=2 the workers run dist/src/cli.js too, and stop with the primary', async () => {
-    const workersDb = await createTestDatabase();
-    const p = await startProduction({
-      WORKERS: '2', PORT: String(await freePort()), DATABASE_URL: workersDb.url, DATA_DIR: dataDir, REDIS_URL, REDIS_PREFIX: `kwprod${Date.now()}:`,
-    }, 2);
-    try {
-      expect((await fetch(`http://127.0.0.1:${p.port}/healthz`)).status).toBe(200);
-      const tree = descendants(p.child.pid!);
-      const workers = tree.filter((x) => x.cmdline.includes(' worker'));
-      expect(workers.map((w) => w.cmdline.trim()), JSON.stringify(tree)).toEqual([
-        `${process.execPath} ${path.join(root, 'dist/src/cli.js')} worker`,
-        `${process.execPath} ${path.join(root, 'dist/src/cli.js')} worker`,
-      ]);
-      expect(tree.filter((x) => /esbuild|tsx/.test(`${x.comm} ${x.cmdline}`)), JSON.stringify(tree)).toEqual([]);
-      p.child.kill('SIGTERM');
-      expect(await p.exited, p.log()).toBe(0);
-      expect(p.log()).toContain('"msg":"cluster.stopped"');
-      for (const w of workers) expect(fs.existsSync(`/proc/${w.pid}`)).toBe(false);
-    } finally {
-      p.kill();
-      await workersDb.drop();
-    }
-  }, 180_000);
+  it.skipIf(!hasRedis)(
+    'with WORKERS=2 the workers run dist/src/cli.js too, and stop with the primary',
+    async () => {
+      const workersDb = await createTestDatabase();
+      const p = await startProduction(
+        {
+          WORKERS: '2',
+          PORT: String(await freePort()),
+          DATABASE_URL: workersDb.url,
+          DATA_DIR: dataDir,
+          REDIS_URL,
+          REDIS_PREFIX: `kwprod${Date.now()}:`,
+        },
+        2,
+      );
+      try {
+        expect((await fetch(`http://127.0.0.1:${p.port}/healthz`)).status).toBe(200);
+        const tree = descendants(p.child.pid!);
+        const workers = tree.filter((x) => x.cmdline.includes(' worker'));
+        expect(
+          workers.map((w) => w.cmdline.trim()),
+          JSON.stringify(tree),
+        ).toEqual([
+          `${process.execPath} ${path.join(root, 'dist/src/cli.js')} worker`,
+          `${process.execPath} ${path.join(root, 'dist/src/cli.js')} worker`,
+        ]);
+        expect(
+          tree.filter((x) => /esbuild|tsx/.test(`${x.comm} ${x.cmdline}`)),
+          JSON.stringify(tree),
+        ).toEqual([]);
+        p.child.kill('SIGTERM');
+        expect(await p.exited, p.log()).toBe(0);
+        expect(p.log()).toContain('"msg":"cluster.stopped"');
+        for (const w of workers) expect(fs.existsSync(`/proc/${w.pid}`)).toBe(false);
+      } finally {
+        p.kill();
+        await workersDb.drop();
+      }
+    },
+    180_000,
+  );
 });
 
 describe('scripts/build.mjs rebuilds exactly when an input changed', () => {
@@ -155,7 +192,11 @@ describe('scripts/build.mjs rebuilds exactly when an input changed', () => {
   const project = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-build-'));
   const logs: string[] = [];
   const log = (m: string) => logs.push(m);
-  const run = () => spawnSync(process.execPath, [path.join(project, 'dist/src/cli.js')], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }).stdout.trim();
+  const run = () =>
+    spawnSync(process.execPath, [path.join(project, 'dist/src/cli.js')], {
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: '' },
+    }).stdout.trim();
   const write = (rel: string, text: string) => {
     fs.mkdirSync(path.dirname(path.join(project, rel)), { recursive: true });
     fs.writeFileSync(path.join(project, rel), text);
@@ -163,7 +204,19 @@ describe('scripts/build.mjs rebuilds exactly when an input changed', () => {
 
   beforeAll(() => {
     write('package.json', '{"type":"module"}\n');
-    write('tsconfig.json', JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: [] } }));
+    write(
+      'tsconfig.json',
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          types: [],
+        },
+      }),
+    );
     fs.copyFileSync(path.join(root, 'tsconfig.build.json'), path.join(project, 'tsconfig.build.json'));
     fs.symlinkSync(path.join(root, 'node_modules'), path.join(project, 'node_modules'));
     write('src/version.ts', "export const VERSION: string = 'one';\n");

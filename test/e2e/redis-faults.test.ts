@@ -19,7 +19,6 @@ const hasRedisServer = requireToolchain('redis-server (Debian package redis-serv
 const SYS = 'redis-fault-system';
 const HASH = 'c0ffee00'.repeat(4);
 
-
 interface RedisProc {
   port: number;
   url: string;
@@ -28,23 +27,47 @@ interface RedisProc {
 }
 
 async function startRedis(dir: string, port: number, aof: boolean): Promise<RedisProc> {
-  const proc = spawn(REDIS_SERVER, [
-    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir, '--daemonize', 'no',
-    '--appendonly', aof ? 'yes' : 'no', '--appendfsync', 'always', '--logfile', '',
-  ], { stdio: 'ignore' });
+  const proc = spawn(
+    REDIS_SERVER,
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+      '--appendonly',
+      aof ? 'yes' : 'no',
+      '--appendfsync',
+      'always',
+      '--logfile',
+      '',
+    ],
+    { stdio: 'ignore' },
+  );
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  await waitFor(() => new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => {
-      s.write('PING\r\n');
-    });
-    s.once('data', (d) => {
-      s.destroy();
-      resolve(d.toString().startsWith('+PONG'));
-    });
-    s.once('error', () => resolve(false));
-  }), 10_000);
+  await waitFor(
+    () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect(port, '127.0.0.1', () => {
+          s.write('PING\r\n');
+        });
+        s.once('data', (d) => {
+          s.destroy();
+          resolve(d.toString().startsWith('+PONG'));
+        });
+        s.once('error', () => resolve(false));
+      }),
+    10_000,
+  );
   return {
-    port, url: `redis://127.0.0.1:${port}`, proc,
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    proc,
     kill: async () => {
       proc.kill('SIGKILL');
       await exited;
@@ -80,16 +103,25 @@ async function setup(aof: boolean) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-redis-data-'));
   cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
   const server: ServerProcess = await spawnServer({
-    DATABASE_URL: db.url, REDIS_URL: redis.url, REDIS_PREFIX: 'kwf:', DATA_DIR: dataDir,
-    OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password,
+    DATABASE_URL: db.url,
+    REDIS_URL: redis.url,
+    REDIS_PREFIX: 'kwf:',
+    DATA_DIR: dataDir,
+    OWNER_USERNAME: OWNER.username,
+    OWNER_PASSWORD: OWNER.password,
   });
   cleanups.push(async () => void (await server.stop('SIGKILL')));
   const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
   const app = (await owner.post('/apps', { name: 'Redis faults' })).body;
   await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 30 });
-  const keys: string[] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 5, duration: 1 })).body.map((k: { key: string }) => k.key);
+  const keys: string[] = (await owner.post(`/apps/${app.id}/licenses`, { amount: 5, duration: 1 })).body.map(
+    (k: { key: string }) => k.key,
+  );
   return {
-    server, owner, app, keys,
+    server,
+    owner,
+    app,
+    keys,
     get redis() {
       return redis;
     },
@@ -109,9 +141,16 @@ async function liveClient(base: string, apiKey: string, key: string) {
   let token = start.body.token as string;
   let index = 0;
   return {
-    c, session,
+    c,
+    session,
     async beat() {
-      const r = await c.post('/api/client/heartbeat', { session, token, system_id: SYS, beat_index: index + 1, code_hash: HASH });
+      const r = await c.post('/api/client/heartbeat', {
+        session,
+        token,
+        system_id: SYS,
+        beat_index: index + 1,
+        code_hash: HASH,
+      });
       if (r.status === 200) {
         token = r.body.new_token;
         index++;
@@ -146,7 +185,11 @@ describe.skipIf(!hasRedisServer)('Redis faults', () => {
     await waitFor(async () => (await fetch(`${s.server.base}/readyz`)).status === 200);
 
     await s.redis.kill();
-    const during = await Promise.all(Array.from({ length: 4 }, () => new ClientApi(s.server.base).post('/api/client/init', { api_key: s.app.api_key })));
+    const during = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        new ClientApi(s.server.base).post('/api/client/init', { api_key: s.app.api_key }),
+      ),
+    );
     for (const r of during) {
       expect(r.status).toBe(503);
       expect(r.headers.get('retry-after')).not.toBeNull();
@@ -172,6 +215,14 @@ describe.skipIf(!hasRedisServer)('Redis faults', () => {
       expect(r.body.beat_count).toBe(2);
     }
     // The client sessions themselves survived too: an auth call on the same session still works.
-    expect((await clients[0]!.c.post('/api/client/license', { session: clients[0]!.session, license: s.keys[0], hwid: hwid(7) })).status).toBe(200);
+    expect(
+      (
+        await clients[0]!.c.post('/api/client/license', {
+          session: clients[0]!.session,
+          license: s.keys[0],
+          hwid: hwid(7),
+        })
+      ).status,
+    ).toBe(200);
   }, 90_000);
 });

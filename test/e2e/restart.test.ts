@@ -14,7 +14,7 @@ import { ClientApi } from '../helpers/client.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { decodeHeartbeat } from '../../src/actors/heartbeat-codec.js';
+import { decodeHeartbeat } from '../../src/modules/heartbeat/heartbeat-codec.js';
 
 const CLIENTS = 24;
 /** Emits 'ok' after every accepted beat, so a test can await a condition on the chains. */
@@ -49,8 +49,12 @@ async function beat(ch: Chain): Promise<'ok' | 'refused' | 'retry'> {
   let r;
   try {
     r = await ch.c.post('/api/client/heartbeat', {
-      session: ch.session, token: ch.token, system_id: 'restart-system-1', beat_index: ch.index + 1,
-      code_hash: 'ab'.repeat(32), code_size: 1024,
+      session: ch.session,
+      token: ch.token,
+      system_id: 'restart-system-1',
+      beat_index: ch.index + 1,
+      code_hash: 'ab'.repeat(32),
+      code_size: 1024,
     });
   } catch {
     return 'retry'; // connection refused or reset while the service restarts
@@ -74,18 +78,33 @@ async function beat(ch: Chain): Promise<'ok' | 'refused' | 'retry'> {
 async function openChains(base: string, owner: Api): Promise<Chain[]> {
   const app = (await owner.post('/apps', { name: `Restart ${Date.now()}` })).body;
   await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 300 });
-  const keys = (await owner.post(`/apps/${app.id}/licenses`, { amount: CLIENTS, duration: 30 })).body.map((k: { key: string }) => k.key);
-  return Promise.all(keys.map(async (key: string, i: number) => {
-    const c = new ClientApi(base);
-    c.extraHeaders['x-forwarded-for'] = `198.51.100.${i + 1}`;
-    const session = (await c.post('/api/client/init', { api_key: app.api_key, version: app.version })).body.session;
-    expect((await c.post('/api/client/license', { session, license: key, hwid: `restart-hwid-${i}` })).status).toBe(200);
-    const start = await c.post('/api/client/heartbeat/start', { session, system_id: 'restart-system-1' });
-    expect(start.status).toBe(200);
-    const ch: Chain = { c, session, token: start.body.token, index: 0, ok: 0, okAfterRestart: 0, refused: 0, unavailable: 0 };
-    expect(await beat(ch)).toBe('ok');
-    return ch;
-  }));
+  const keys = (await owner.post(`/apps/${app.id}/licenses`, { amount: CLIENTS, duration: 30 })).body.map(
+    (k: { key: string }) => k.key,
+  );
+  return Promise.all(
+    keys.map(async (key: string, i: number) => {
+      const c = new ClientApi(base);
+      c.extraHeaders['x-forwarded-for'] = `198.51.100.${i + 1}`;
+      const session = (await c.post('/api/client/init', { api_key: app.api_key, version: app.version })).body.session;
+      expect((await c.post('/api/client/license', { session, license: key, hwid: `restart-hwid-${i}` })).status).toBe(
+        200,
+      );
+      const start = await c.post('/api/client/heartbeat/start', { session, system_id: 'restart-system-1' });
+      expect(start.status).toBe(200);
+      const ch: Chain = {
+        c,
+        session,
+        token: start.body.token,
+        index: 0,
+        ok: 0,
+        okAfterRestart: 0,
+        refused: 0,
+        unavailable: 0,
+      };
+      expect(await beat(ch)).toBe('ok');
+      return ch;
+    }),
+  );
 }
 
 /**
@@ -95,15 +114,19 @@ async function openChains(base: string, owner: Api): Promise<Chain[]> {
  */
 async function load(chains: Chain[], restarted: Promise<void>, after: number): Promise<void> {
   let up = false;
-  void restarted.then(() => { up = true; });
-  await Promise.all(chains.map(async (ch) => {
-    for (;;) {
-      const r = await beat(ch);
-      if (r === 'refused') return;
-      if (r === 'ok' && up && ++ch.okAfterRestart >= after) return;
-      if (r === 'retry') await new Promise((res) => setTimeout(res, 50)); // a client's retry backoff
-    }
-  }));
+  void restarted.then(() => {
+    up = true;
+  });
+  await Promise.all(
+    chains.map(async (ch) => {
+      for (;;) {
+        const r = await beat(ch);
+        if (r === 'refused') return;
+        if (r === 'ok' && up && ++ch.okAfterRestart >= after) return;
+        if (r === 'retry') await new Promise((res) => setTimeout(res, 50)); // a client's retry backoff
+      }
+    }),
+  );
 }
 
 function report(chains: Chain[]) {
@@ -132,8 +155,13 @@ async function environment(extra: Record<string, string> = {}) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-restart-'));
   dirs.push(dataDir);
   return {
-    DATABASE_URL: db.url, DATA_DIR: dataDir, PORT: String(await freePort()), TRUSTED_PROXIES: '127.0.0.1',
-    OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, ...extra,
+    DATABASE_URL: db.url,
+    DATA_DIR: dataDir,
+    PORT: String(await freePort()),
+    TRUSTED_PROXIES: '127.0.0.1',
+    OWNER_USERNAME: OWNER.username,
+    OWNER_PASSWORD: OWNER.password,
+    ...extra,
   };
 }
 
@@ -149,7 +177,13 @@ describe('a restart under load', () => {
     const first = await start(env);
     const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
     let restarted!: () => void;
-    const running = load(chains, new Promise<void>((r) => { restarted = r; }), 3);
+    const running = load(
+      chains,
+      new Promise<void>((r) => {
+        restarted = r;
+      }),
+      3,
+    );
     // Restart while every chain is beating.
     await until(() => chains.every((ch) => ch.ok >= 3));
     expect(await first.stop('SIGTERM')).toBe(0);
@@ -172,7 +206,9 @@ describe('a restart under load', () => {
     await db.connect();
     try {
       for (;;) {
-        const rows = (await db.query<{ key: string; value: Buffer }>("select key, value from process_state where kind = 'hb'")).rows;
+        const rows = (
+          await db.query<{ key: string; value: Buffer }>("select key, value from process_state where kind = 'hb'")
+        ).rows;
         const saved = new Map(rows.map((r) => [r.key, decodeHeartbeat(r.value).token]));
         if (chains.every((ch) => saved.get(ch.session) === ch.token)) break;
         await new Promise((r) => setTimeout(r, 50));
@@ -187,17 +223,27 @@ describe('a restart under load', () => {
     void second;
   }, 120_000);
 
-  it.skipIf(!hasRedis)('a cluster of two workers, graceful: no session lost, no beat refused', async () => {
-    const env = await environment({ WORKERS: '2', REDIS_URL, REDIS_PREFIX: `kwrestart${Date.now()}:` });
-    const first = await start(env);
-    const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
-    let restarted!: () => void;
-    const running = load(chains, new Promise<void>((r) => { restarted = r; }), 3);
-    await until(() => chains.every((ch) => ch.ok >= 3));
-    expect(await first.stop('SIGTERM')).toBe(0);
-    await start(env);
-    restarted();
-    await running;
-    expect(report(chains)).toEqual({ lost: 0, refused: 0, refusals: [] });
-  }, 120_000);
+  it.skipIf(!hasRedis)(
+    'a cluster of two workers, graceful: no session lost, no beat refused',
+    async () => {
+      const env = await environment({ WORKERS: '2', REDIS_URL, REDIS_PREFIX: `kwrestart${Date.now()}:` });
+      const first = await start(env);
+      const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
+      let restarted!: () => void;
+      const running = load(
+        chains,
+        new Promise<void>((r) => {
+          restarted = r;
+        }),
+        3,
+      );
+      await until(() => chains.every((ch) => ch.ok >= 3));
+      expect(await first.stop('SIGTERM')).toBe(0);
+      await start(env);
+      restarted();
+      await running;
+      expect(report(chains)).toEqual({ lost: 0, refused: 0, refusals: [] });
+    },
+    120_000,
+  );
 });

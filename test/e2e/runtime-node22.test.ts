@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureServerBuild } from '../../scripts/build.mjs';
-import { runtimeFacts } from '../../src/http/uws-loader.js';
+import { runtimeFacts } from '../../src/platform/http/uws-loader.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
 import { createTestDatabase } from '../helpers/server.js';
 
@@ -26,7 +26,16 @@ describe.skipIf(!node)(`keywarden serve under Node.js ${NODE22_RELEASE}`, () => 
   function serve(env: Record<string, string>) {
     const child = spawn(node!, [cli, 'serve'], {
       cwd: root,
-      env: { ...process.env, NODE_OPTIONS: '', HOST: '127.0.0.1', PORT: '0', REDIS_URL: '', LOG_LEVEL: 'info', DATA_DIR: dataDir, ...env },
+      env: {
+        ...process.env,
+        NODE_OPTIONS: '',
+        HOST: '127.0.0.1',
+        PORT: '0',
+        REDIS_URL: '',
+        LOG_LEVEL: 'info',
+        DATA_DIR: dataDir,
+        ...env,
+      },
     });
     const out: string[] = [];
     const err: string[] = [];
@@ -44,9 +53,13 @@ describe.skipIf(!node)(`keywarden serve under Node.js ${NODE22_RELEASE}`, () => 
       const glibc = runtimeFacts().glibc;
       expect(code, p.stdout() + p.stderr()).toBe(1);
       const text = p.stderr();
-      expect(text).toContain(`Keywarden cannot start: no uWebSockets.js build serves Node.js ${NODE22_RELEASE} (ABI 127, linux-x64, glibc ${glibc}).`);
+      expect(text).toContain(
+        `Keywarden cannot start: no uWebSockets.js build serves Node.js ${NODE22_RELEASE} (ABI 127, linux-x64, glibc ${glibc}).`,
+      );
       expect(text).toContain(`uWebSockets.js 20.57.0: needs glibc 2.38 or newer; this system has glibc ${glibc}`);
-      expect(text).toContain('  - Node.js 22 or 24 on a distribution with glibc 2.38 or newer (Ubuntu 24.04, Debian 13), or');
+      expect(text).toContain(
+        '  - Node.js 22 or 24 on a distribution with glibc 2.38 or newer (Ubuntu 24.04, Debian 13), or',
+      );
       expect(text).toContain('  - Node.js 20 on this system (served by the 20.30 build');
       expect(text).toContain('Support matrix: docs/runtime.md');
       expect(text, 'the message, not a stack trace').not.toMatch(/^\s+at /m);
@@ -62,9 +75,13 @@ describe.skipIf(!node)(`keywarden serve under Node.js ${NODE22_RELEASE}`, () => 
           const m = /"port":(\d+)[^\n]*"msg":"server.listening"/.exec(p.stdout());
           if (m) resolve(Number(m[1]));
         });
-        void p.exited.then((code) => reject(new Error(`exited (${code}) before listening:\n${p.stdout()}${p.stderr()}`)));
+        void p.exited.then((code) =>
+          reject(new Error(`exited (${code}) before listening:\n${p.stdout()}${p.stderr()}`)),
+        );
       });
-      expect(p.stdout()).toMatch(new RegExp(`"node":"${NODE22_RELEASE}","uws":"20\\.57\\.0"[^\\n]*"msg":"server.runtime"`));
+      expect(p.stdout()).toMatch(
+        new RegExp(`"node":"${NODE22_RELEASE}","uws":"20\\.57\\.0"[^\\n]*"msg":"server.runtime"`),
+      );
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       expect(health.status).toBe(200);
       expect(await health.json()).toEqual({ status: 'ok' });

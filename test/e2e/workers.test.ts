@@ -18,7 +18,14 @@ describe.skipIf(!hasRedis)('WORKERS=2', () => {
   it('runs two workers on one port that split the shards and stop with the primary', async () => {
     const db = await createTestDatabase();
     const port = await freePort();
-    const primary = await spawnServer({ WORKERS: '2', PORT: String(port), DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kww${Date.now()}:`, DATA_DIR: dataDir });
+    const primary = await spawnServer({
+      WORKERS: '2',
+      PORT: String(port),
+      DATABASE_URL: db.url,
+      REDIS_URL,
+      REDIS_PREFIX: `kww${Date.now()}:`,
+      DATA_DIR: dataDir,
+    });
     try {
       const seen = new Map<number, Record<string, number>>();
       const deadline = Date.now() + 30_000;
@@ -26,7 +33,12 @@ describe.skipIf(!hasRedis)('WORKERS=2', () => {
         const m = await scrape(`http://127.0.0.1:${port}`);
         if (m.keywarden_process_pid) seen.set(m.keywarden_process_pid, m);
         const all = [...seen.values()];
-        if (seen.size === 2 && all.every((x) => x.keywarden_cluster_members === 2) && all.reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0) === 1024) break;
+        if (
+          seen.size === 2 &&
+          all.every((x) => x.keywarden_cluster_members === 2) &&
+          all.reduce((a, x) => a + x.keywarden_cluster_owned_shards!, 0) === 1024
+        )
+          break;
         await new Promise((r) => setTimeout(r, 100));
       }
       expect(seen.size).toBe(2);

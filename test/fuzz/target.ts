@@ -6,10 +6,15 @@ import { Api } from '../helpers/http.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import type { FuzzContext } from './openapi-fuzzer.js';
 
-export async function prepareTarget(base: string, owner: { username: string; password: string }): Promise<{ ctx: FuzzContext; doc: any }> {
+export async function prepareTarget(
+  base: string,
+  owner: { username: string; password: string },
+): Promise<{ ctx: FuzzContext; doc: any }> {
   const api = await new Api(base).signIn(owner.username, owner.password);
   const app = (await api.post('/apps', { name: 'Fuzz target' })).body;
-  const [key] = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body.map((k: { key: string }) => k.key);
+  const [key] = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body.map(
+    (k: { key: string }) => k.key,
+  );
   const c = new ClientApi(base);
   const session = (await c.post('/api/client/init', { api_key: app.api_key })).body.session as string;
   await c.post('/api/client/license', { session, license: key, hwid: hwid(99) });

@@ -1,7 +1,17 @@
 // A client of the realtime channel (README "Realtime channel") written from the README alone with
 // node:crypto and the `ws` package, independent of the server's sodium-native code: it verifies the
 // signed hello, derives the keys, checks every frame's MAC and seq, and lets tests misbehave.
-import { createHash, createHmac, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  timingSafeEqual,
+  verify,
+  type KeyObject,
+} from 'node:crypto';
 import WebSocket from 'ws';
 
 export interface ChannelRefusal {
@@ -31,8 +41,18 @@ export interface ConnectOptions {
 let keyCache: { base: string; keys: Map<string, KeyObject> } | undefined;
 export async function responseKeys(base: string): Promise<Map<string, KeyObject>> {
   if (keyCache?.base === base) return keyCache.keys;
-  const body = (await (await fetch(`${base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] };
-  const keys = new Map(body.keys.map((k) => [k.kid, createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(k.public_key, 'base64').toString('base64url') }, format: 'jwk' })]));
+  const body = (await (await fetch(`${base}/api/client/keys`)).json()) as {
+    keys: { kid: string; public_key: string }[];
+  };
+  const keys = new Map(
+    body.keys.map((k) => [
+      k.kid,
+      createPublicKey({
+        key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(k.public_key, 'base64').toString('base64url') },
+        format: 'jwk',
+      }),
+    ]),
+  );
   keyCache = { base, keys };
   return keys;
 }
@@ -42,7 +62,11 @@ const sha256 = (b: string | Buffer) => createHash('sha256').update(b).digest();
 export class ChannelClient {
   /** Verified messages not yet taken, in order. */
   private readonly inbox: ServerMessage[] = [];
-  private readonly waiters: { match: (m: ServerMessage) => boolean; resolve: (m: ServerMessage) => void; reject: (e: Error) => void }[] = [];
+  private readonly waiters: {
+    match: (m: ServerMessage) => boolean;
+    resolve: (m: ServerMessage) => void;
+    reject: (e: Error) => void;
+  }[] = [];
   private outSeq = 0;
   private inSeq = 0;
   /** Why the last frame was refused, if one was (`bad_mac`, `out_of_order`). */
@@ -58,10 +82,12 @@ export class ChannelClient {
     readonly c2s: Buffer,
     readonly clientKey: string,
   ) {
-    this.closed = new Promise((resolve) => ws.once('close', (code, reason) => {
-      for (const w of this.waiters.splice(0)) w.reject(new Error(`channel closed ${code} ${reason.toString()}`));
-      resolve({ code, reason: reason.toString() });
-    }));
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code, reason) => {
+        for (const w of this.waiters.splice(0)) w.reject(new Error(`channel closed ${code} ${reason.toString()}`));
+        resolve({ code, reason: reason.toString() });
+      }),
+    );
     ws.on('message', (data: Buffer, isBinary) => this.receive(Buffer.from(data), isBinary));
   }
 
@@ -76,7 +102,9 @@ export class ChannelClient {
     if (o.secret) {
       const ts = String(Math.floor(Date.now() / 1000));
       headers['x-timestamp'] = ts;
-      headers['x-signature'] = createHmac('sha256', o.secret).update(`GET\n/api/client/ws\n${ts}\n${clientKey}\n${sha256('').toString('hex')}`).digest('hex');
+      headers['x-signature'] = createHmac('sha256', o.secret)
+        .update(`GET\n/api/client/ws\n${ts}\n${clientKey}\n${sha256('').toString('hex')}`)
+        .digest('hex');
     }
     for (const [k, v] of Object.entries(o.headers ?? {})) {
       if (v === undefined) delete headers[k];
@@ -109,8 +137,18 @@ export class ChannelClient {
           const key = keys.get(hello.kid);
           if (!key) throw new Error(`unknown kid ${hello.kid}`);
           if (Math.abs(hello.ts - Date.now() / 1000) > 300) throw new Error('stale hello');
-          const transcript = ['kwc1-hello', hello.kid, hello.ts, session, clientKey, hello.server_key, hello.conn, hello.beat_interval].join('\n');
-          if (!verify(null, Buffer.from(transcript), key, Buffer.from(hello.sig, 'base64'))) throw new Error('hello signature does not verify');
+          const transcript = [
+            'kwc1-hello',
+            hello.kid,
+            hello.ts,
+            session,
+            clientKey,
+            hello.server_key,
+            hello.conn,
+            hello.beat_interval,
+          ].join('\n');
+          if (!verify(null, Buffer.from(transcript), key, Buffer.from(hello.sig, 'base64')))
+            throw new Error('hello signature does not verify');
           const serverPub = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: hello.server_key }, format: 'jwk' });
           const shared = diffieHellman({ privateKey: kp.privateKey, publicKey: serverPub });
           const okm = Buffer.from(hkdfSync('sha256', shared, sha256(transcript), Buffer.from('kwc1 keys'), 64));
@@ -147,7 +185,17 @@ export class ChannelClient {
     const i = this.inbox.findIndex(fn);
     if (i >= 0) return Promise.resolve(this.inbox.splice(i, 1)[0]!);
     return new Promise((resolve, reject) => {
-      const w = { match: fn, resolve: (m: ServerMessage) => { clearTimeout(t); resolve(m); }, reject: (e: Error) => { clearTimeout(t); reject(e); } };
+      const w = {
+        match: fn,
+        resolve: (m: ServerMessage) => {
+          clearTimeout(t);
+          resolve(m);
+        },
+        reject: (e: Error) => {
+          clearTimeout(t);
+          reject(e);
+        },
+      };
       const t = setTimeout(() => {
         this.waiters.splice(this.waiters.indexOf(w), 1);
         reject(new Error(`no ${typeof match === 'string' ? match : 'matching'} message within ${timeoutMs} ms`));
@@ -160,12 +208,22 @@ export class ChannelClient {
   send(msg: Record<string, unknown>, o: { seq?: number; key?: Buffer } = {}): number {
     const seq = o.seq ?? ++this.outSeq;
     const payload = Buffer.from(JSON.stringify({ seq, ...msg }));
-    this.ws.send(Buffer.concat([createHmac('sha256', o.key ?? this.c2s).update(payload).digest(), payload]));
+    this.ws.send(
+      Buffer.concat([
+        createHmac('sha256', o.key ?? this.c2s)
+          .update(payload)
+          .digest(),
+        payload,
+      ]),
+    );
     return seq;
   }
 
   /** One call; resolves with the reply's status and body. */
-  async call(op: string, body: Record<string, unknown> = {}): Promise<{ status: number; body: any; retry_after?: number }> {
+  async call(
+    op: string,
+    body: Record<string, unknown> = {},
+  ): Promise<{ status: number; body: any; retry_after?: number }> {
     const seq = this.send({ type: 'call', op, body });
     const r = await this.next((m) => m.type === 'reply' && m.re === seq);
     return { status: r.status, body: r.body, ...(r.retry_after !== undefined ? { retry_after: r.retry_after } : {}) };

@@ -43,7 +43,10 @@ function frameAt(buf: Buffer): { end: number; payloadStart: number; opcode: numb
   return { end: off + len, payloadStart: off, opcode: buf[0]! & 0x0f };
 }
 
-export async function startChannelTamperProxy(targetBase: string, mode: ChannelTamperMode): Promise<ChannelTamperProxy> {
+export async function startChannelTamperProxy(
+  targetBase: string,
+  mode: ChannelTamperMode,
+): Promise<ChannelTamperProxy> {
   const target = new URL(targetBase);
   const sockets = new Set<net.Socket>();
   let channels = 0;
@@ -103,7 +106,8 @@ export async function startChannelTamperProxy(targetBase: string, mode: ChannelT
           d = Buffer.from(head + text.slice(end), 'latin1');
         }
       }
-      const tampered = mode === 'inject' ? index === 1 || index === 2 : mode !== 'absent' && mode !== 'pass' && index === 1;
+      const tampered =
+        mode === 'inject' ? index === 1 || index === 2 : mode !== 'absent' && mode !== 'pass' && index === 1;
       if (!tampered) return void client.write(d);
       pending = Buffer.concat([pending, d]);
       if (!headerDone) {

@@ -1,7 +1,15 @@
 // A test client for /api/client/*: sends a fresh X-Nonce on every call, signs requests when given
 // the api_secret (PROTOCOL 3) and verifies every response signature (PROTOCOL 4) with node:crypto,
 // an implementation independent of the server's sodium-native.
-import { createHash, createHmac, createPublicKey, randomBytes, verify, createDecipheriv, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPublicKey,
+  randomBytes,
+  verify,
+  createDecipheriv,
+  type KeyObject,
+} from 'node:crypto';
 
 export interface ClientResponse<T = any> {
   status: number;
@@ -17,7 +25,9 @@ export class ClientApi {
   /** Headers merged into every request (e.g. X-Forwarded-For through a trusted proxy). */
   extraHeaders: Record<string, string> = {};
   /** Overrides for the next request's signature headers (negative tests). */
-  tamper: Partial<{ timestamp: string; nonce: string; signature: string; omit: 'timestamp' | 'nonce' | 'signature' }> | undefined;
+  tamper:
+    | Partial<{ timestamp: string; nonce: string; signature: string; omit: 'timestamp' | 'nonce' | 'signature' }>
+    | undefined;
 
   constructor(readonly base: string) {}
 
@@ -34,12 +44,17 @@ export class ClientApi {
     if (this.keys.size === 0) await this.loadKeys();
     const payload = Buffer.from(opts.rawBody ?? JSON.stringify(body));
     const nonce = this.tamper?.nonce ?? randomBytes(16).toString('base64url');
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-nonce': nonce, ...this.extraHeaders };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'x-nonce': nonce,
+      ...this.extraHeaders,
+    };
     if (this.secret) {
       const ts = this.tamper?.timestamp ?? String(Math.floor(Date.now() / 1000));
       const canonical = `POST\n${path}\n${ts}\n${nonce}\n${createHash('sha256').update(payload).digest('hex')}`;
       headers['x-timestamp'] = ts;
-      headers['x-signature'] = this.tamper?.signature ?? createHmac('sha256', this.secret).update(canonical).digest('hex');
+      headers['x-signature'] =
+        this.tamper?.signature ?? createHmac('sha256', this.secret).update(canonical).digest('hex');
       if (this.tamper?.omit) delete headers[`x-${this.tamper.omit}`];
     }
     this.tamper = undefined;
@@ -65,7 +80,8 @@ export class ClientApi {
     if (!key) throw new Error(`unknown kid ${kid}`);
     if (Math.abs(Number(ts) - Date.now() / 1000) > 300) throw new Error('stale response timestamp');
     const message = `kw1\n${kid}\n${method}\n${path}\n${res.status}\n${ts}\n${nonce}\n${createHash('sha256').update(raw).digest('hex')}`;
-    if (!verify(null, Buffer.from(message), key, Buffer.from(sig, 'base64'))) throw new Error(`bad response signature on ${path} (${res.status})`);
+    if (!verify(null, Buffer.from(message), key, Buffer.from(sig, 'base64')))
+      throw new Error(`bad response signature on ${path} (${res.status})`);
   }
 }
 

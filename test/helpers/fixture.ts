@@ -31,7 +31,8 @@ export async function appFixture(t: TestServer, settings: Record<string, unknown
     app = r.body;
   }
   return {
-    app, owner,
+    app,
+    owner,
     async keys(n = 1, body = {}) {
       const r = await owner.post(`/apps/${app.id}/licenses`, { amount: n, duration: 30, unit: 'days', ...body });
       if (r.status !== 200) throw new Error(`key generation refused: ${JSON.stringify(r.body)}`);

@@ -6,11 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { pino } from 'pino';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/platform/db/embedded-postgres.js';
 
 let embedded: EmbeddedPostgres | undefined;
 let dir: string | undefined;
-
 
 export async function setup(project: TestProject): Promise<void> {
   let url = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;

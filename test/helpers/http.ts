@@ -14,7 +14,10 @@ export interface CallOptions {
 }
 
 export class Api {
-  constructor(readonly base: string, public token?: string) {}
+  constructor(
+    readonly base: string,
+    public token?: string,
+  ) {}
 
   async call<T = any>(method: string, path: string, body?: unknown, opts: CallOptions = {}): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = { ...opts.headers };
@@ -36,11 +39,21 @@ export class Api {
     return { status: res.status, body: parsed as T, raw, headers: res.headers };
   }
 
-  get<T = any>(path: string, opts?: CallOptions) { return this.call<T>('GET', path, undefined, opts); }
-  post<T = any>(path: string, body?: unknown, opts?: CallOptions) { return this.call<T>('POST', path, body ?? {}, opts); }
-  patch<T = any>(path: string, body?: unknown, opts?: CallOptions) { return this.call<T>('PATCH', path, body ?? {}, opts); }
-  put<T = any>(path: string, body?: unknown, opts?: CallOptions) { return this.call<T>('PUT', path, body ?? {}, opts); }
-  delete<T = any>(path: string, opts?: CallOptions) { return this.call<T>('DELETE', path, undefined, opts); }
+  get<T = any>(path: string, opts?: CallOptions) {
+    return this.call<T>('GET', path, undefined, opts);
+  }
+  post<T = any>(path: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('POST', path, body ?? {}, opts);
+  }
+  patch<T = any>(path: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('PATCH', path, body ?? {}, opts);
+  }
+  put<T = any>(path: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('PUT', path, body ?? {}, opts);
+  }
+  delete<T = any>(path: string, opts?: CallOptions) {
+    return this.call<T>('DELETE', path, undefined, opts);
+  }
 
   /** Signs in and keeps the token for later calls. */
   async signIn(username: string, password: string): Promise<this> {

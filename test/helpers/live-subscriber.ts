@@ -8,23 +8,35 @@ export class Subscriber {
   private waiters: { match: (f: any) => boolean; resolve: (f: any) => void }[] = [];
   /** Resolves with the close code once the socket is closed (by either side). */
   readonly closed: Promise<{ code: number; reason: string }>;
-  private constructor(readonly ws: WebSocket, readonly msgpack: boolean) {
+  private constructor(
+    readonly ws: WebSocket,
+    readonly msgpack: boolean,
+  ) {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       const frame = isBinary ? unpack(data) : JSON.parse(data.toString());
       this.frames.push(frame);
       this.waiters = this.waiters.filter((w) => (w.match(frame) ? (w.resolve(frame), false) : true));
     });
-    this.closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
   }
 
-  static open(base: string, token: string | undefined, protocol?: string, headers: Record<string, string> = {}): Promise<Subscriber> {
+  static open(
+    base: string,
+    token: string | undefined,
+    protocol?: string,
+    headers: Record<string, string> = {},
+  ): Promise<Subscriber> {
     const all = { ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}) };
     const ws = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, protocol ? [protocol] : [], { headers: all });
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(new Subscriber(ws, protocol === 'msgpack')));
       ws.once('unexpected-response', (_req, res) => {
         let body = '';
-        res.on('data', (d: Buffer) => { body += d.toString(); });
+        res.on('data', (d: Buffer) => {
+          body += d.toString();
+        });
         res.on('end', () => reject(new Error(`upgrade refused: ${res.statusCode} ${body}`)));
       });
       ws.once('error', reject);

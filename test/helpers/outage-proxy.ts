@@ -37,7 +37,11 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
   });
 }
 
-export async function startOutageProxy(targetBase: string, hooks: OutageHooks, ip = '198.51.100.50'): Promise<OutageProxy> {
+export async function startOutageProxy(
+  targetBase: string,
+  hooks: OutageHooks,
+  ip = '198.51.100.50',
+): Promise<OutageProxy> {
   const target = new URL(targetBase);
   const seen = new Set<string>();
   let outages = 0;
@@ -56,12 +60,14 @@ export async function startOutageProxy(targetBase: string, hooks: OutageHooks, i
       }
     }
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.includes(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+    for (const [k, v] of Object.entries(req.headers))
+      if (v !== undefined && !HOP.includes(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
     headers['x-forwarded-for'] = ip;
     headers['content-length'] = String(body.length);
     const up = http.request({ host: target.hostname, port: target.port, method: req.method, path, headers }, (u) => {
       const out: Record<string, string> = {};
-      for (const [k, v] of Object.entries(u.headers)) if (v !== undefined && !HOP.includes(k)) out[k] = Array.isArray(v) ? v.join(', ') : v;
+      for (const [k, v] of Object.entries(u.headers))
+        if (v !== undefined && !HOP.includes(k)) out[k] = Array.isArray(v) ? v.join(', ') : v;
       const chunks: Buffer[] = [];
       u.on('data', (c: Buffer) => chunks.push(c));
       u.on('end', () => {
@@ -106,7 +112,9 @@ export async function startOutageProxy(targetBase: string, hooks: OutageHooks, i
       res.end(`outage proxy: ${String(err)}`);
     });
   });
-  server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
+  server.on('upgrade', (_req, socket) =>
+    socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'),
+  );
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;

@@ -61,7 +61,7 @@ import { OWNER, startTestServer, type TestServer } from './server.js';
 import { startTamperProxies } from './tamper-proxy.js';
 import { startOutageProxy } from './outage-proxy.js';
 import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
-import { clientConfig } from '../../src/services/sdk-archive.js';
+import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
 import { PROBE_ADDRESS, serverHasModels, startModelsHarness, type ModelsHarness } from './models-harness.js';
 
 export interface SdkHarness {
@@ -73,13 +73,23 @@ export interface SdkHarness {
 const VECTORS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/vectors');
 const KEYS_PER_APP = 30;
 
-interface AppSpec { label: 'PLAIN' | 'SIGNED' | 'OUTDATED'; settings: Record<string, unknown>; configVersion?: string }
+interface AppSpec {
+  label: 'PLAIN' | 'SIGNED' | 'OUTDATED';
+  settings: Record<string, unknown>;
+  configVersion?: string;
+}
 const APPS: AppSpec[] = [
   { label: 'PLAIN', settings: { require_signature: false } },
   { label: 'SIGNED', settings: { require_signature: true } },
   {
     label: 'OUTDATED',
-    settings: { require_signature: false, force_update: true, version: '2.0', update_url: 'https://example.com/download/2.0', update_message: 'Version 2.0 is out.' },
+    settings: {
+      require_signature: false,
+      force_update: true,
+      version: '2.0',
+      update_url: 'https://example.com/download/2.0',
+      update_message: 'Version 2.0 is out.',
+    },
     configVersion: '1.0',
   },
 ];
@@ -94,21 +104,53 @@ export async function startSdkHarness(): Promise<SdkHarness> {
   let models: ModelsHarness | undefined;
   try {
     const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
-    const published = ((await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }).keys;
-    const env: Record<string, string> = { KW_BASE_URL: server.base, KW_VECTORS_DIR: VECTORS_DIR, KW_OWNER_TOKEN: owner.token! };
+    const published = (
+      (await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }
+    ).keys;
+    const env: Record<string, string> = {
+      KW_BASE_URL: server.base,
+      KW_VECTORS_DIR: VECTORS_DIR,
+      KW_OWNER_TOKEN: owner.token!,
+    };
     const ids: Record<string, string> = {};
     const apiKeys: Record<string, { api_key: string; version: string }> = {};
     for (const spec of APPS) {
       const created = await owner.post('/apps', { name: `SDK ${spec.label}` });
-      if (created.status !== 200) throw new Error(`app creation refused: ${created.status} ${JSON.stringify(created.body)}`);
-      const patched = await owner.patch(`/apps/${created.body.id}`, { hwid_lock: true, injection_detection: true, heartbeat_interval: 5, ...spec.settings });
-      if (patched.status !== 200) throw new Error(`app settings refused: ${patched.status} ${JSON.stringify(patched.body)}`);
-      const app = patched.body as { id: string; name: string; api_key: string; api_secret: string; version: string; require_signature: boolean };
-      const keys = await owner.post(`/apps/${app.id}/licenses`, { amount: KEYS_PER_APP, duration: 30, unit: 'days', level: 3 });
+      if (created.status !== 200)
+        throw new Error(`app creation refused: ${created.status} ${JSON.stringify(created.body)}`);
+      const patched = await owner.patch(`/apps/${created.body.id}`, {
+        hwid_lock: true,
+        injection_detection: true,
+        heartbeat_interval: 5,
+        ...spec.settings,
+      });
+      if (patched.status !== 200)
+        throw new Error(`app settings refused: ${patched.status} ${JSON.stringify(patched.body)}`);
+      const app = patched.body as {
+        id: string;
+        name: string;
+        api_key: string;
+        api_secret: string;
+        version: string;
+        require_signature: boolean;
+      };
+      const keys = await owner.post(`/apps/${app.id}/licenses`, {
+        amount: KEYS_PER_APP,
+        duration: 30,
+        unit: 'days',
+        level: 3,
+      });
       if (keys.status !== 200) throw new Error(`key generation refused: ${keys.status} ${JSON.stringify(keys.body)}`);
       const config = clientConfig(
-        { name: app.name, apiKey: app.api_key, apiSecret: app.api_secret, version: spec.configVersion ?? app.version, requireSignature: app.require_signature },
-        published, server.base,
+        {
+          name: app.name,
+          apiKey: app.api_key,
+          apiSecret: app.api_secret,
+          version: spec.configVersion ?? app.version,
+          requireSignature: app.require_signature,
+        },
+        published,
+        server.base,
       );
       const file = path.join(dir, `keywarden-${spec.label.toLowerCase()}.json`);
       await fs.writeFile(file, JSON.stringify(config, null, 2) + '\n');
@@ -124,22 +166,26 @@ export async function startSdkHarness(): Promise<SdkHarness> {
     // call there is already answered with another request's (foreign-nonce) response.
     const prime = async (p: string, body: unknown) => {
       const r = await fetch(proxies!.urls.replayed + p, {
-        method: 'POST', headers: { 'content-type': 'application/json', 'x-nonce': randomBytes(16).toString('base64url') }, body: JSON.stringify(body),
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-nonce': randomBytes(16).toString('base64url') },
+        body: JSON.stringify(body),
       });
       await r.arrayBuffer();
     };
     await prime('/api/client/init', { api_key: apiKeys.PLAIN!.api_key, version: apiKeys.PLAIN!.version });
-    for (const p of ['register', 'login', 'license', 'heartbeat/start', 'heartbeat', 'heartbeat/stop']) await prime(`/api/client/${p}`, {});
+    for (const p of ['register', 'login', 'license', 'heartbeat/start', 'heartbeat', 'heartbeat/stop'])
+      await prime(`/api/client/${p}`, {});
     env.KW_TAMPER_URLS = JSON.stringify(proxies.urls);
 
     outage = await startOutageProxy(server.base, {
       forget: (sessions) => {
-        for (const s of sessions) server.server.app.domain.heartbeats.host.remove(s);
+        for (const s of sessions) server.server.app.domain.heartbeatOwner.host.remove(s);
       },
       ban: async (key) => {
         const preview = `${key.slice(0, 4)}****${key.slice(-4)}`;
         for (const id of Object.values(ids)) {
-          const items = (await owner.get(`/api/apps/${id}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+          const items = (await owner.get(`/api/apps/${id}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body
+            .items as { id: string; key_preview: string }[];
           const hit = items.find((l) => l.key_preview === preview);
           if (hit) {
             const r = await owner.patch(`/api/licenses/${hit.id}/ban`, { banned: true });
@@ -201,7 +247,9 @@ export async function startSdkHarness(): Promise<SdkHarness> {
  */
 export async function downloadSdkZip(env: Record<string, string>, lang: string, dir: string): Promise<string> {
   const appId = (JSON.parse(env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
-  const res = await fetch(`${env.KW_BASE_URL}/api/apps/${appId}/sdk/${lang}`, { headers: { authorization: `Bearer ${env.KW_OWNER_TOKEN}` } });
+  const res = await fetch(`${env.KW_BASE_URL}/api/apps/${appId}/sdk/${lang}`, {
+    headers: { authorization: `Bearer ${env.KW_OWNER_TOKEN}` },
+  });
   if (res.status !== 200) throw new Error(`SDK download answered ${res.status}`);
   const { unzipSync } = await import('fflate');
   for (const [name, data] of Object.entries(unzipSync(new Uint8Array(await res.arrayBuffer())))) {

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/main.js';
-import { randomHex } from '../../src/crypto/index.js';
+import { randomHex } from '../../src/platform/crypto/index.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 
@@ -44,13 +44,22 @@ export async function createTestDatabase(): Promise<{ url: string; drop: () => P
 
 export const OWNER = { username: 'owner', password: 'owner-pass-1' };
 
-export async function startTestServer(env: Record<string, string> = {}, opts: { clock?: Clock; databaseUrl?: string; dataDir?: string } = {}): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  opts: { clock?: Clock; databaseUrl?: string; dataDir?: string } = {},
+): Promise<TestServer> {
   const db = opts.databaseUrl ? undefined : await createTestDatabase();
   const databaseUrl = opts.databaseUrl ?? db!.url;
   const dataDir = opts.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'kw-test-')));
   const config = loadConfig({
-    PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: databaseUrl, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-    OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password, SHUTDOWN_TIMEOUT_MS: '5000',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    OWNER_USERNAME: OWNER.username,
+    OWNER_PASSWORD: OWNER.password,
+    SHUTDOWN_TIMEOUT_MS: '5000',
     ...env,
   });
   const server = await startServer(config, { log: createLogger(config), ...(opts.clock ? { clock: opts.clock } : {}) });
@@ -70,13 +79,25 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
 /** Stores an account directly through the repository (the team API comes with its own routes). */
 export async function createAccount(
   t: TestServer,
-  a: { username: string; password: string; role?: 'owner' | 'admin' | 'reseller'; parentId?: string | null; ownerId?: string; email?: string | null },
+  a: {
+    username: string;
+    password: string;
+    role?: 'owner' | 'admin' | 'reseller';
+    parentId?: string | null;
+    ownerId?: string;
+    email?: string | null;
+  },
 ) {
-  const { hashPassword } = await import('../../src/crypto/index.js');
+  const { hashPassword } = await import('../../src/platform/crypto/index.js');
   return t.server.services.repos.accounts.create(
     {
-      username: a.username, passwordHash: await hashPassword(a.password), role: a.role ?? 'owner', parentId: a.parentId ?? null,
-      ...(a.ownerId ? { ownerId: a.ownerId } : {}), email: a.email ?? null, webhookSecret: 'test-secret',
+      username: a.username,
+      passwordHash: await hashPassword(a.password),
+      role: a.role ?? 'owner',
+      parentId: a.parentId ?? null,
+      ...(a.ownerId ? { ownerId: a.ownerId } : {}),
+      email: a.email ?? null,
+      webhookSecret: 'test-secret',
     },
     new Date(),
   );

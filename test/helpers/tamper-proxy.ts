@@ -7,16 +7,28 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { signingKeyFromSeed } from '../../src/crypto/index.js';
-import { signReply } from '../../src/http/client-signing.js';
+import { signingKeyFromSeed } from '../../src/platform/crypto/index.js';
+import { signReply } from '../../src/platform/http/client-signing.js';
 
 export const TAMPER_MODES = [
-  'forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64', 'bad_proof', 'bad_beat_proof',
+  'forged',
+  'unsigned',
+  'replayed',
+  'foreign_nonce',
+  'unknown_kid',
+  'stale',
+  'bad_base64',
+  'bad_proof',
+  'bad_beat_proof',
   'rate_limited',
 ] as const;
 export type TamperMode = (typeof TAMPER_MODES)[number];
 
-interface Upstream { status: number; headers: Record<string, string>; body: Buffer }
+interface Upstream {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
 
 export interface TamperProxies {
   readonly urls: Record<TamperMode, string>;
@@ -35,18 +47,34 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
   });
 }
 
-function forward(target: URL, method: string, path: string, headers: Record<string, string>, body: Buffer): Promise<Upstream> {
+function forward(
+  target: URL,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer,
+): Promise<Upstream> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: target.hostname, port: target.port, method, path, headers: { ...headers, 'content-length': String(body.length) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const out: Record<string, string> = {};
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !HOP_HEADERS.includes(k)) out[k] = Array.isArray(v) ? v.join(', ') : v;
-        resolve({ status: res.statusCode ?? 502, headers: out, body: Buffer.concat(chunks) });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method,
+        path,
+        headers: { ...headers, 'content-length': String(body.length) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const out: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers))
+            if (v !== undefined && !HOP_HEADERS.includes(k)) out[k] = Array.isArray(v) ? v.join(', ') : v;
+          resolve({ status: res.statusCode ?? 502, headers: out, body: Buffer.concat(chunks) });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -64,7 +92,11 @@ function spoilProof(body: Buffer): Buffer {
   }
 }
 
-export async function startTamperProxies(targetBase: string, signingSeedB64: string, kid = 'k1'): Promise<TamperProxies> {
+export async function startTamperProxies(
+  targetBase: string,
+  signingSeedB64: string,
+  kid = 'k1',
+): Promise<TamperProxies> {
   const target = new URL(targetBase);
   const real = { kid, ...signingKeyFromSeed(Buffer.from(signingSeedB64, 'base64')) };
   const foreign = { kid: 'k9', ...signingKeyFromSeed(randomBytes(32)) };
@@ -72,7 +104,14 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
   const urls = {} as Record<TamperMode, string>;
   const recorded = new Map<string, Upstream>();
 
-  const resign = (u: Upstream, key: typeof real, method: string, path: string, nonce: string, nowMs: number): Upstream => {
+  const resign = (
+    u: Upstream,
+    key: typeof real,
+    method: string,
+    path: string,
+    nonce: string,
+    nowMs: number,
+  ): Upstream => {
     const signed = signReply({ status: u.status, body: u.body, headers: {} }, key, method, path, nonce, nowMs);
     const headers = { ...u.headers };
     for (const h of SIG_HEADERS) delete headers[h];
@@ -88,14 +127,22 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
       const bare = path.split('?')[0]!;
       const body = await readBody(req);
       const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_HEADERS.includes(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+      for (const [k, v] of Object.entries(req.headers))
+        if (v !== undefined && !HOP_HEADERS.includes(k)) headers[k] = Array.isArray(v) ? v.join(', ') : v;
       headers['x-forwarded-for'] = ip;
       const nonce = headers['x-nonce'] ?? '';
       if (mode === 'foreign_nonce') headers['x-nonce'] = randomBytes(16).toString('base64url');
       if (mode === 'rate_limited' && method === 'POST') {
         // Spend this address's whole bucket for the path first, so the real request below gets
         // the server's own 429, genuinely signed over the client's nonce, with Retry-After.
-        for (let i = 0; i < 40; i++) await forward(target, 'POST', path, { 'content-type': 'application/json', 'x-forwarded-for': ip }, Buffer.from('{}'));
+        for (let i = 0; i < 40; i++)
+          await forward(
+            target,
+            'POST',
+            path,
+            { 'content-type': 'application/json', 'x-forwarded-for': ip },
+            Buffer.from('{}'),
+          );
       }
       let u: Upstream;
       if (mode === 'replayed' && recorded.has(bare)) u = recorded.get(bare)!;
@@ -116,16 +163,25 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
             u = { ...u, headers: h };
             break;
           }
-          case 'unknown_kid': u = resign(u, foreign, method, bare, nonce, Date.now()); break;
-          case 'stale': u = resign(u, real, method, bare, nonce, Date.now() - 1_000_000); break;
-          case 'bad_base64': u = { ...u, headers: { ...u.headers, 'x-response-signature': '!!notbase64!!' } }; break;
+          case 'unknown_kid':
+            u = resign(u, foreign, method, bare, nonce, Date.now());
+            break;
+          case 'stale':
+            u = resign(u, real, method, bare, nonce, Date.now() - 1_000_000);
+            break;
+          case 'bad_base64':
+            u = { ...u, headers: { ...u.headers, 'x-response-signature': '!!notbase64!!' } };
+            break;
           case 'bad_proof':
-            if (bare === '/api/client/heartbeat/start' || bare === '/api/client/heartbeat') u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
+            if (bare === '/api/client/heartbeat/start' || bare === '/api/client/heartbeat')
+              u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
             break;
           case 'bad_beat_proof':
-            if (bare === '/api/client/heartbeat') u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
+            if (bare === '/api/client/heartbeat')
+              u = resign({ ...u, body: spoilProof(u.body) }, real, method, bare, nonce, Date.now());
             break;
-          default: break;
+          default:
+            break;
         }
       }
       res.writeHead(u.status, { ...u.headers, 'content-length': String(u.body.length) });
@@ -138,7 +194,9 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
       });
     });
     // No realtime channel through these fakes: an upgrade gets a plain (unsigned) 404, so SDKs beat over REST.
-    server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
+    server.on('upgrade', (_req, socket) =>
+      socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'),
+    );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     servers.push(server);
     urls[mode] = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -147,10 +205,15 @@ export async function startTamperProxies(targetBase: string, signingSeedB64: str
   return {
     urls,
     async close() {
-      await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
-        s.closeAllConnections();
-        s.close(() => resolve());
-      })));
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.closeAllConnections();
+              s.close(() => resolve());
+            }),
+        ),
+      );
     },
   };
 }

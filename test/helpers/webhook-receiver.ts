@@ -56,7 +56,7 @@ export async function startWebhookReceiver<H = WebhookDelivery>(
         signature: req.headers['x-keywarden-signature'] as string | undefined,
       });
       hits.push(hit);
-      for (const w of waiters.splice(0)) (w.match(hit) ? w.resolve(hit) : waiters.push(w));
+      for (const w of waiters.splice(0)) w.match(hit) ? w.resolve(hit) : waiters.push(w);
       res.writeHead(204).end();
     });
   });

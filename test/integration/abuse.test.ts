@@ -30,24 +30,34 @@ async function heartbeatSession(f: AppFixture, ip = nextIp()): Promise<{ c: Clie
 }
 
 const wrongBeat = (session: string, i: number) => ({
-  session, token: `TT${'0'.repeat(32)}`, system_id: 'abuse-system', beat_index: i, code_hash: 'ab'.repeat(32), code_size: 1,
+  session,
+  token: `TT${'0'.repeat(32)}`,
+  system_id: 'abuse-system',
+  beat_index: i,
+  code_hash: 'ab'.repeat(32),
+  code_size: 1,
 });
 
 describe('refused beats and starts are budgeted (60 a minute per session, 600 per IP)', () => {
   it('the 61st refusal of a session is a signed 429; one audit line for all of them', async () => {
     const f = await appFixture(t);
     const { c, session } = await heartbeatSession(f);
-    for (let i = 1; i <= 60; i++) expect((await c.post('/api/client/heartbeat', wrongBeat(session, i))).status).toBe(403);
+    for (let i = 1; i <= 60; i++)
+      expect((await c.post('/api/client/heartbeat', wrongBeat(session, i))).status).toBe(403);
     const limited = await c.post('/api/client/heartbeat', wrongBeat(session, 61)); // signed: ClientApi verifies
     expect(limited.status).toBe(429);
     expect(limited.body).toEqual({ detail: 'Rate limit exceeded' });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await c.post('/api/client/heartbeat/start', { session, system_id: 'abuse-system' })).status).toBe(429);
-    const lines = await f.sql(`select detail from audit_log where app_id = $1 and action = 'client.heartbeat'`, [f.app.id]);
+    const lines = await f.sql(`select detail from audit_log where app_id = $1 and action = 'client.heartbeat'`, [
+      f.app.id,
+    ]);
     expect(lines).toHaveLength(1);
     expect(lines[0].detail).toMatch(/^403 beat refused/);
-    const metrics = (await fetch(`${t.base}/metrics`).then((r) => r.text()));
-    expect(Number(/^keywarden_heartbeat_refusals_unaudited_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(61);
+    const metrics = await fetch(`${t.base}/metrics`).then((r) => r.text());
+    expect(Number(/^keywarden_heartbeat_refusals_unaudited_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(
+      61,
+    );
     // Another session of the same address is not held back by this one.
     const other = await heartbeatSession(f, c.extraHeaders['x-forwarded-for']);
     expect((await other.c.post('/api/client/heartbeat', wrongBeat(other.session, 1))).status).toBe(403);
@@ -60,9 +70,11 @@ describe('refused beats and starts are budgeted (60 a minute per session, 600 pe
     for (let i = 0; i < 11; i++) sessions.push(await heartbeatSession(f, ip));
     let refused = 0;
     for (const s of sessions.slice(0, 10)) {
-      await Promise.all(Array.from({ length: 60 }, async (_, i) => {
-        if ((await s.c.post('/api/client/heartbeat', wrongBeat(s.session, i + 1))).status === 403) refused++;
-      }));
+      await Promise.all(
+        Array.from({ length: 60 }, async (_, i) => {
+          if ((await s.c.post('/api/client/heartbeat', wrongBeat(s.session, i + 1))).status === 403) refused++;
+        }),
+      );
     }
     expect(refused).toBe(600);
     const last = sessions[10]!;
@@ -122,7 +134,12 @@ describe('screenshots', () => {
       for (const [i, key] of keys.entries()) {
         const c = f.client();
         const session = await f.session(c);
-        const r = await c.post('/api/client/license', { session, license: key, hwid: hwid(`bound${i}`), screenshot: png(400 * 1024, 50 + i) });
+        const r = await c.post('/api/client/license', {
+          session,
+          license: key,
+          hwid: hwid(`bound${i}`),
+          screenshot: png(400 * 1024, 50 + i),
+        });
         expect(r.status).toBe(200);
         sent.push(fs.readdirSync(dir).sort().join(','));
       }
@@ -146,16 +163,41 @@ describe('end-user names', () => {
     const decomposed = 'A\u030Asa';
     const c = f.client();
     let session = await f.session(c);
-    expect((await c.post('/api/client/register', { session, username: composed, password: 'name-pass-1', license: k1, hwid: hwid('nfc') })).status).toBe(200);
+    expect(
+      (
+        await c.post('/api/client/register', {
+          session,
+          username: composed,
+          password: 'name-pass-1',
+          license: k1,
+          hwid: hwid('nfc'),
+        })
+      ).status,
+    ).toBe(200);
     session = await f.session(c);
-    const dup = await c.post('/api/client/register', { session, username: decomposed, password: 'name-pass-1', license: k2, hwid: hwid('nfc') });
+    const dup = await c.post('/api/client/register', {
+      session,
+      username: decomposed,
+      password: 'name-pass-1',
+      license: k2,
+      hwid: hwid('nfc'),
+    });
     expect(dup.status).toBe(400);
     expect(dup.body.detail).toBe('Username already taken');
     session = await f.session(c);
-    expect((await c.post('/api/client/login', { session, username: decomposed, password: 'name-pass-1', hwid: hwid('nfc') })).status).toBe(200);
+    expect(
+      (await c.post('/api/client/login', { session, username: decomposed, password: 'name-pass-1', hwid: hwid('nfc') }))
+        .status,
+    ).toBe(200);
     for (const bad of ['evil\u202Egnp.exe', 'bell\u0007', 'iso\u2066late', 'mark\u200F']) {
       session = await f.session(c);
-      const r = await c.post('/api/client/register', { session, username: bad, password: 'name-pass-1', license: k2, hwid: hwid('nfc') });
+      const r = await c.post('/api/client/register', {
+        session,
+        username: bad,
+        password: 'name-pass-1',
+        license: k2,
+        hwid: hwid('nfc'),
+      });
       expect(r.status, bad).toBe(422);
       expect(r.body.detail[0]).toMatchObject({ loc: ['body', 'username'], type: 'value_error' });
     }
@@ -164,16 +206,26 @@ describe('end-user names', () => {
   });
 });
 
-describe('subscriptions bind an admin\'s whole subtree', () => {
+describe("subscriptions bind an admin's whole subtree", () => {
   it('a reseller under an admin whose subscription ended is refused like the admin, until it is renewed', async () => {
     const f = await appFixture(t);
-    const admin = await f.owner.post('/api/team', { username: 'subadmin', password: 'admin-pass-12', role: 'admin', allowed_apps: [f.app.id] });
+    const admin = await f.owner.post('/api/team', {
+      username: 'subadmin',
+      password: 'admin-pass-12',
+      role: 'admin',
+      allowed_apps: [f.app.id],
+    });
     expect(admin.status).toBe(200);
     const adminApi = await new Api(t.base).signIn('subadmin', 'admin-pass-12');
-    expect((await adminApi.post('/api/team', { username: 'subseller', password: 'seller-pass-1', allowed_apps: [f.app.id] })).status).toBe(200);
+    expect(
+      (await adminApi.post('/api/team', { username: 'subseller', password: 'seller-pass-1', allowed_apps: [f.app.id] }))
+        .status,
+    ).toBe(200);
     const seller = await new Api(t.base).signIn('subseller', 'seller-pass-1');
     expect((await seller.get('/api/apps')).status).toBe(200);
-    expect((await f.owner.patch(`/api/team/${admin.body.id}/subscription`, { expires_at: '2020-01-01' })).status).toBe(200);
+    expect((await f.owner.patch(`/api/team/${admin.body.id}/subscription`, { expires_at: '2020-01-01' })).status).toBe(
+      200,
+    );
     for (const who of [adminApi, seller]) {
       const r = await who.get('/api/apps');
       expect(r.status).toBe(403);
@@ -196,24 +248,33 @@ describe('the shutdown drain', () => {
     // 1. An upload announced at 1,000 bytes that stops after 10 and is cut off.
     const sock = net.connect(Number(url.port), url.hostname);
     await new Promise<void>((r) => sock.once('connect', () => r()));
-    sock.write('POST /api/client/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"api_key":');
+    sock.write(
+      'POST /api/client/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"api_key":',
+    );
     await inflight(s, 1);
     sock.destroy();
     expect(await s.server.app.server.drain(30_000)).toBe(true);
 
     // 2. A keep-alive connection held open, and an upload still in flight when the shutdown starts.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const get = (p: string, headers: Record<string, string> = {}) => new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
-      http.get({ host: url.hostname, port: url.port, path: p, agent, headers }, (res) => {
-        let body = '';
-        res.on('data', (d: Buffer) => { body += d.toString(); });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      }).on('error', reject);
-    });
+    const get = (p: string, headers: Record<string, string> = {}) =>
+      new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+        http
+          .get({ host: url.hostname, port: url.port, path: p, agent, headers }, (res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => {
+              body += d.toString();
+            });
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+          })
+          .on('error', reject);
+      });
     expect((await get('/healthz')).status).toBe(200);
     const slow = net.connect(Number(url.port), url.hostname);
     await new Promise<void>((r) => slow.once('connect', () => r()));
-    slow.write('POST /api/client/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
+    slow.write(
+      'POST /api/client/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{',
+    );
     await inflight(s, 1);
     const stopping = s.close();
     await new Promise((r) => setImmediate(r));

@@ -16,10 +16,28 @@ describe('applications', () => {
     const r = await owner.post('/apps', { name: 'Alpha', description: 'first' });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({
-      name: 'Alpha', version: '1.0', description: 'first', enabled: true, disabled_message: '', keys_paused: false,
-      hwid_lock: false, require_signature: false, injection_detection: true, require_heartbeat: false, force_update: false,
-      update_url: '', update_message: '', force_encryption: false, hash_check: false, expected_binary_hash: '', webhook: '',
-      key_costs: {}, allowed_hashes: [], heartbeat_interval: 30, beat_interval: 30, stats: { keys: 0, users: 0 },
+      name: 'Alpha',
+      version: '1.0',
+      description: 'first',
+      enabled: true,
+      disabled_message: '',
+      keys_paused: false,
+      hwid_lock: false,
+      require_signature: false,
+      injection_detection: true,
+      require_heartbeat: false,
+      force_update: false,
+      update_url: '',
+      update_message: '',
+      force_encryption: false,
+      hash_check: false,
+      expected_binary_hash: '',
+      webhook: '',
+      key_costs: {},
+      allowed_hashes: [],
+      heartbeat_interval: 30,
+      beat_interval: 30,
+      stats: { keys: 0, users: 0 },
     });
     expect(r.body.api_key).toMatch(/^[0-9a-f]{32}$/);
     expect(r.body.api_secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -43,18 +61,40 @@ describe('applications', () => {
   it('PATCH round-trips every setting, on both path forms', async () => {
     const app = (await owner.post('/apps', { name: 'Settings' })).body;
     const patch = {
-      name: 'Renamed', description: 'd', version: '3.1', enabled: false, disabled_message: 'Closed for maintenance',
-      keys_paused: true, hwid_lock: true, require_signature: true, injection_detection: false, require_heartbeat: true,
-      force_update: true, update_url: 'https://example.com/dl', update_message: 'Please update', force_encryption: true,
-      hash_check: true, expected_binary_hash: 'ABCDEF0123456789', webhook: '', key_costs: { 'days:30': 10, lifetime: 99, 'days:7': null },
+      name: 'Renamed',
+      description: 'd',
+      version: '3.1',
+      enabled: false,
+      disabled_message: 'Closed for maintenance',
+      keys_paused: true,
+      hwid_lock: true,
+      require_signature: true,
+      injection_detection: false,
+      require_heartbeat: true,
+      force_update: true,
+      update_url: 'https://example.com/dl',
+      update_message: 'Please update',
+      force_encryption: true,
+      hash_check: true,
+      expected_binary_hash: 'ABCDEF0123456789',
+      webhook: '',
+      key_costs: { 'days:30': 10, lifetime: 99, 'days:7': null },
       heartbeat_interval: 2,
     };
     const r = await owner.patch(`/apps/${app.id}`, patch);
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ ...patch, expected_binary_hash: 'abcdef0123456789', key_costs: { 'days:30': 10, lifetime: 99 }, beat_interval: 5 });
+    expect(r.body).toMatchObject({
+      ...patch,
+      expected_binary_hash: 'abcdef0123456789',
+      key_costs: { 'days:30': 10, lifetime: 99 },
+      beat_interval: 5,
+    });
     const again = await owner.patch(`/api/apps/${app.id}`, { heartbeat_interval: 1000 });
     expect(again.body).toMatchObject({ heartbeat_interval: 1000, beat_interval: 300, name: 'Renamed' });
-    expect((await owner.get(`/api/apps/${app.id}`)).body).toMatchObject({ enabled: false, disabled_message: 'Closed for maintenance' });
+    expect((await owner.get(`/api/apps/${app.id}`)).body).toMatchObject({
+      enabled: false,
+      disabled_message: 'Closed for maintenance',
+    });
   });
 
   it('rejects unknown fields, wrong types, out-of-range values and an empty patch with 422', async () => {
@@ -71,7 +111,10 @@ describe('applications', () => {
     for (const [body, loc] of cases) {
       const r = await owner.patch(`/apps/${app.id}`, body);
       expect(r.status, JSON.stringify(body)).toBe(422);
-      expect(r.body.detail.map((d: { loc: unknown }) => d.loc), JSON.stringify(body)).toContainEqual(loc);
+      expect(
+        r.body.detail.map((d: { loc: unknown }) => d.loc),
+        JSON.stringify(body),
+      ).toContainEqual(loc);
       for (const d of r.body.detail) expect(Object.keys(d).sort()).toEqual(['loc', 'msg', 'type']);
     }
     expect((await owner.patch(`/apps/${app.id}`, {})).status).toBe(422);
@@ -79,7 +122,13 @@ describe('applications', () => {
 
   it('accepts only public https webhooks', async () => {
     const app = (await owner.post('/apps', { name: 'Hooks' })).body;
-    for (const webhook of ['http://93.184.216.34/hook', 'https://127.0.0.1/hook', 'https://10.1.2.3/x', 'https://[::1]/x', 'not a url']) {
+    for (const webhook of [
+      'http://93.184.216.34/hook',
+      'https://127.0.0.1/hook',
+      'https://10.1.2.3/x',
+      'https://[::1]/x',
+      'not a url',
+    ]) {
       const r = await owner.patch(`/apps/${app.id}`, { webhook });
       expect(r.status, webhook).toBe(422);
       expect(r.body.detail[0]).toMatchObject({ loc: ['body', 'webhook'], msg: 'Webhook must be a public https URL' });
@@ -91,7 +140,9 @@ describe('applications', () => {
 
   it('replaces allowed binary hashes, lower-cased and de-duplicated', async () => {
     const app = (await owner.post('/apps', { name: 'Hashes' })).body;
-    const r = await owner.put(`/api/apps/${app.id}/hashes`, { hashes: ['AAAAAAAAAAAAAAAA', 'aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb'] });
+    const r = await owner.put(`/api/apps/${app.id}/hashes`, {
+      hashes: ['AAAAAAAAAAAAAAAA', 'aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb'],
+    });
     expect(r.body.allowed_hashes).toEqual(['aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb']);
     expect((await owner.put(`/api/apps/${app.id}/hashes`, { hashes: ['zz'] })).status).toBe(422);
   });
@@ -101,7 +152,11 @@ describe('applications', () => {
     await createAccount(t, { username: 'rival', password: 'rival-pass-1' });
     const rival = await new Api(t.base).signIn('rival', 'rival-pass-1');
     expect((await rival.get('/api/apps')).body).toEqual([]);
-    for (const call of [rival.get(`/api/apps/${app.id}`), rival.patch(`/apps/${app.id}`, { name: 'x' }), rival.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })]) {
+    for (const call of [
+      rival.get(`/api/apps/${app.id}`),
+      rival.patch(`/apps/${app.id}`, { name: 'x' }),
+      rival.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 }),
+    ]) {
       const r = await call;
       expect(r.status).toBe(404);
       expect(r.body).toEqual({ detail: 'Application not found' });
@@ -113,7 +168,13 @@ describe('applications', () => {
   it('resellers see their allowed apps without api_secret and cannot create or change apps', async () => {
     const app = (await owner.post('/apps', { name: 'Resold' })).body;
     const ownerId = (await owner.get('/api/auth/me')).body.account.id;
-    const reseller = await createAccount(t, { username: 'seller1', password: 'seller-pass-1', role: 'reseller', parentId: ownerId, ownerId });
+    const reseller = await createAccount(t, {
+      username: 'seller1',
+      password: 'seller-pass-1',
+      role: 'reseller',
+      parentId: ownerId,
+      ownerId,
+    });
     await t.server.services.repos.accounts.allowApp(reseller.id, app.id, new Date());
     const r = await new Api(t.base).signIn('seller1', 'seller-pass-1');
     const list = await r.get('/api/apps');
@@ -124,15 +185,25 @@ describe('applications', () => {
     expect((await r.patch(`/apps/${app.id}`, { enabled: false })).status).toBe(403);
     expect((await r.post(`/apps/${app.id}/bans`, { type: 'ip', value: '1.2.3.4' })).status).toBe(403);
     // No generate_keys permission yet.
-    expect((await r.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body).toEqual({ detail: 'Permission denied' });
+    expect((await r.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1 })).body).toEqual({
+      detail: 'Permission denied',
+    });
   });
 });
 
 describe('admins acting on one of several allowed apps (regression: the scope once replaced the id)', () => {
   it('reads, changes and deletes exactly the app named, and nothing outside the allowed list', async () => {
     const ownerId = (await owner.get('/api/auth/me')).body.account.id;
-    const [a, b, c] = await Promise.all([1, 2, 3].map(async (i) => (await owner.post('/apps', { name: `Scoped ${i}` })).body));
-    const adm = await createAccount(t, { username: 'scopeadmin', password: 'admin-pass-1', role: 'admin', parentId: ownerId, ownerId });
+    const [a, b, c] = await Promise.all(
+      [1, 2, 3].map(async (i) => (await owner.post('/apps', { name: `Scoped ${i}` })).body),
+    );
+    const adm = await createAccount(t, {
+      username: 'scopeadmin',
+      password: 'admin-pass-1',
+      role: 'admin',
+      parentId: ownerId,
+      ownerId,
+    });
     await t.server.services.repos.accounts.allowApp(adm.id, a.id, new Date());
     await t.server.services.repos.accounts.allowApp(adm.id, b.id, new Date());
     const api = await new Api(t.base).signIn('scopeadmin', 'admin-pass-1');

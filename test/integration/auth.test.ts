@@ -6,7 +6,11 @@ let t: TestServer;
 let api: Api;
 
 beforeAll(async () => {
-  t = await startTestServer({ DEVELOPER_EMAILS: 'dev@example.com', DEVELOPER_USERNAME: 'devops', DEVELOPER_PASSWORD: 'dev-pass-123' });
+  t = await startTestServer({
+    DEVELOPER_EMAILS: 'dev@example.com',
+    DEVELOPER_USERNAME: 'devops',
+    DEVELOPER_PASSWORD: 'dev-pass-123',
+  });
   api = new Api(t.base);
 });
 afterAll(() => t.close());
@@ -26,7 +30,10 @@ describe('dashboard sign-in (PROTOCOL 7)', () => {
     const viaBearer = await api.get('/api/auth/me', { token: r.body.token });
     expect(viaBearer.status).toBe(200);
     expect(viaBearer.body.account.username).toBe('owner');
-    const viaCookie = await api.get('/api/auth/me', { token: '', headers: { cookie: `theme=dark; kw_session=${r.body.token}` } });
+    const viaCookie = await api.get('/api/auth/me', {
+      token: '',
+      headers: { cookie: `theme=dark; kw_session=${r.body.token}` },
+    });
     expect(viaCookie.status).toBe(200);
   });
 
@@ -77,7 +84,11 @@ describe('dashboard sign-in (PROTOCOL 7)', () => {
   it('rejects unknown fields and missing fields with 422', async () => {
     const r = await api.post('/api/auth/login', { username: 'owner', password: 'x', extra: 1 });
     expect(r.status).toBe(422);
-    expect(r.body.detail).toContainEqual({ loc: ['body', 'extra'], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+    expect(r.body.detail).toContainEqual({
+      loc: ['body', 'extra'],
+      msg: 'Extra inputs are not permitted',
+      type: 'extra_forbidden',
+    });
     const missing = await api.post('/api/auth/login', { username: 'owner' });
     expect(missing.status).toBe(422);
     expect(missing.body.detail[0].loc).toEqual(['body', 'password']);
@@ -98,7 +109,10 @@ describe('own password change', () => {
     const short = await a.post('/api/auth/password', { current_password: user.password, password: 'short1' });
     expect(short.status).toBe(422);
     expect(short.body.detail[0].loc).toEqual(['body', 'password']);
-    const lettersOnly = await a.post('/api/auth/password', { current_password: user.password, password: 'onlyletters' });
+    const lettersOnly = await a.post('/api/auth/password', {
+      current_password: user.password,
+      password: 'onlyletters',
+    });
     expect(lettersOnly.status).toBe(422);
 
     const ok = await a.post('/api/auth/password', { current_password: user.password, password: 'second-pass-2' });

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../helpers/server.js';
-import { PERMISSION_KEYS, type PermissionKey } from '../../src/db/entities/index.js';
+import { PERMISSION_KEYS, type PermissionKey } from '../../src/platform/db/entities/index.js';
 
 let t: TestServer;
 let owner: Api;
@@ -26,13 +26,20 @@ async function sql(text: string, params: unknown[] = []) {
 const make = {
   async app() {
     const id = (await owner.post('/apps', { name: 'Matrix' })).body.id as string;
-    await sql(`update accounts set allowed_apps = allowed_apps || ?::jsonb where id in (?, ?)`, [JSON.stringify([id]), adminId, resellerId]);
+    await sql(`update accounts set allowed_apps = allowed_apps || ?::jsonb where id in (?, ?)`, [
+      JSON.stringify([id]),
+      adminId,
+      resellerId,
+    ]);
     return id;
   },
   /** A key in the reseller's scope (and so in its admin's), activated so it can be extended. */
   async lic() {
     const [k] = (await owner.post(`/apps/${appId}/licenses`, { amount: 1, duration: 5 })).body;
-    await sql(`update license_keys set reseller_id = ?, status = 'used', used_by = 'license-only', expires_at = now() + interval '5 days' where id = ?`, [resellerId, k.id]);
+    await sql(
+      `update license_keys set reseller_id = ?, status = 'used', used_by = 'license-only', expires_at = now() + interval '5 days' where id = ?`,
+      [resellerId, k.id],
+    );
     return k.id as string;
   },
   async user() {
@@ -45,13 +52,19 @@ const make = {
     return (row as { id: string }).id;
   },
   async ban() {
-    const r = await owner.post(`/apps/${appId}/bans`, { type: 'ip', value: `198.51.100.${Math.floor(Math.random() * 250)}` });
+    const r = await owner.post(`/apps/${appId}/bans`, {
+      type: 'ip',
+      value: `198.51.100.${Math.floor(Math.random() * 250)}`,
+    });
     if (r.status !== 200) throw new Error(`ban setup: ${JSON.stringify(r.body)} app ${appId}`);
     return r.body.id as string;
   },
   /** A reseller under the admin (inside the admin's subtree). */
   async member() {
-    const r = await admin.post('/api/team', { username: `mx${Math.random().toString(36).slice(2, 10)}`, password: 'member-pass-1' });
+    const r = await admin.post('/api/team', {
+      username: `mx${Math.random().toString(36).slice(2, 10)}`,
+      password: 'member-pass-1',
+    });
     return r.body.id as string;
   },
   async lang() {
@@ -59,7 +72,11 @@ const make = {
   },
   /** An admin directly under the owner (subscription targets). */
   async subadmin() {
-    const r = await owner.post('/api/team', { username: `ad${Math.random().toString(36).slice(2, 10)}`, password: 'member-pass-1', role: 'admin' });
+    const r = await owner.post('/api/team', {
+      username: `ad${Math.random().toString(36).slice(2, 10)}`,
+      password: 'member-pass-1',
+      role: 'admin',
+    });
     return r.body.id as string;
   },
 };
@@ -105,13 +122,30 @@ const ROWS: Row[] = [
   { method: 'GET', path: '/api/apps/{app}/credentials', reseller: 'allow' },
   { method: 'GET', path: '/api/apps/{app}/sdk/{lang}', reseller: 'deny' },
   { method: 'GET', path: '/api/team', reseller: 'allow', rival: 'allowed' },
-  { method: 'POST', path: '/api/team', body: { username: 'RANDOM', password: 'member-pass-1' }, reseller: 'deny', rival: 'allowed' },
+  {
+    method: 'POST',
+    path: '/api/team',
+    body: { username: 'RANDOM', password: 'member-pass-1' },
+    reseller: 'deny',
+    rival: 'allowed',
+  },
   { method: 'PATCH', path: '/api/team/{member}', body: { enabled: true }, reseller: 'deny' },
   { method: 'DELETE', path: '/api/team/{member}', reseller: 'deny' },
-  { method: 'PATCH', path: '/api/team/{member}/permissions', body: { permissions: { view_keys: true } }, reseller: 'deny' },
+  {
+    method: 'PATCH',
+    path: '/api/team/{member}/permissions',
+    body: { permissions: { view_keys: true } },
+    reseller: 'deny',
+  },
   { method: 'PATCH', path: '/api/team/{member}/apps', body: [], reseller: 'deny' },
   { method: 'POST', path: '/api/team/{member}/credits', body: { amount: 1 }, reseller: 'deny' },
-  { method: 'PATCH', path: '/api/team/{subadmin}/subscription', body: { extend_days: 1 }, reseller: 'deny', admin: false },
+  {
+    method: 'PATCH',
+    path: '/api/team/{subadmin}/subscription',
+    body: { extend_days: 1 },
+    reseller: 'deny',
+    admin: false,
+  },
   { method: 'POST', path: '/api/team/{member}/password', body: { password: 'other-pass-123' }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/team/{member}/webhook', body: { webhook: '' }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/account/webhook', body: { webhook: '' }, reseller: 'deny', rival: 'allowed' },
@@ -127,12 +161,17 @@ const EXCLUDED: Record<string, string> = {
 };
 
 beforeAll(async () => {
-  t = await startTestServer({ DEVELOPER_EMAILS: 'dev@matrix.test', DEVELOPER_USERNAME: 'matrixdev', DEVELOPER_PASSWORD: 'dev-pass-123' });
+  t = await startTestServer({
+    DEVELOPER_EMAILS: 'dev@matrix.test',
+    DEVELOPER_USERNAME: 'matrixdev',
+    DEVELOPER_PASSWORD: 'dev-pass-123',
+  });
   owner = await new Api(t.base).signIn(OWNER.username, OWNER.password);
   developer = await new Api(t.base).signIn('matrixdev', 'dev-pass-123');
   await createAccount(t, { username: 'rivalowner', password: 'rival-pass-1' });
   rival = await new Api(t.base).signIn('rivalowner', 'rival-pass-1');
-  adminId = (await owner.post('/api/team', { username: 'matrixadmin', password: 'admin-pass-1', role: 'admin' })).body.id;
+  adminId = (await owner.post('/api/team', { username: 'matrixadmin', password: 'admin-pass-1', role: 'admin' })).body
+    .id;
   admin = await new Api(t.base).signIn('matrixadmin', 'admin-pass-1');
   resellerId = (await admin.post('/api/team', { username: 'matrixseller', password: 'seller-pass-1' })).body.id;
   reseller = await new Api(t.base).signIn('matrixseller', 'seller-pass-1');
@@ -143,8 +182,12 @@ afterAll(() => t.close());
 async function attempt(row: Row, who: Who): Promise<{ status: number; body: any }> {
   let path = row.path;
   for (const m of row.path.matchAll(/\{(\w+)\}/g)) path = path.replace(m[0], await make[m[1] as Param]());
-  const body = JSON.parse(JSON.stringify(row.body ?? null)?.replace('RANDOM', `n${Math.random().toString(36).slice(2, 10)}`) ?? 'null');
-  const api = { owner, admin, reseller, 'reseller+perm': reseller, developer, rival, anonymous: owner.as(undefined) }[who];
+  const body = JSON.parse(
+    JSON.stringify(row.body ?? null)?.replace('RANDOM', `n${Math.random().toString(36).slice(2, 10)}`) ?? 'null',
+  );
+  const api = { owner, admin, reseller, 'reseller+perm': reseller, developer, rival, anonymous: owner.as(undefined) }[
+    who
+  ];
   return api.call(row.method, path, body ?? undefined, who === 'anonymous' ? { token: '' } : {});
 }
 
@@ -168,8 +211,10 @@ describe('authorization matrix', () => {
 
   for (const row of ROWS) {
     it(`${row.method} ${row.path}`, async () => {
-      const ok = (r: { status: number }, who: string) => expect(r.status, `${who}: ${JSON.stringify(r)}`).toBeLessThan(300);
-      const denied = (r: { status: number }, who: string, statuses = [403]) => expect(statuses, `${who}: ${JSON.stringify(r)}`).toContain(r.status);
+      const ok = (r: { status: number }, who: string) =>
+        expect(r.status, `${who}: ${JSON.stringify(r)}`).toBeLessThan(300);
+      const denied = (r: { status: number }, who: string, statuses = [403]) =>
+        expect(statuses, `${who}: ${JSON.stringify(r)}`).toContain(r.status);
 
       expect((await attempt(row, 'anonymous')).status).toBe(401);
       ok(await attempt(row, 'owner'), 'owner');

@@ -49,7 +49,8 @@ async function live(transport: Transport, settings: Record<string, unknown> = {}
   const c = f.client();
   const session = await f.session(c);
   expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
-  const ch = transport === 'ws' ? await openChannel(t.base, session, { ip: c.extraHeaders['x-forwarded-for'] }) : undefined;
+  const ch =
+    transport === 'ws' ? await openChannel(t.base, session, { ip: c.extraHeaders['x-forwarded-for'] }) : undefined;
   const call = async (op: string, body: Record<string, unknown>) => {
     if (ch) return ch.call(op, body);
     const r = await c.post(`/api/client/${op}`, { session, ...body });
@@ -59,14 +60,27 @@ async function live(transport: Transport, settings: Record<string, unknown> = {}
   expect(r.status).toBe(200);
   expect(r.body.proof).toBe(createHmac('sha256', session).update(`kwhs1\n${SYS}\n${r.body.token}`).digest('base64'));
   const l: Live = {
-    f, c, ch, session, token: r.body.token, index: 0,
+    f,
+    c,
+    ch,
+    session,
+    token: r.body.token,
+    index: 0,
     async beat(over = {}) {
       const index = (over.beat_index as number | undefined) ?? l.index + 1;
-      const body: Record<string, unknown> = { token: l.token, system_id: SYS, beat_index: index, code_hash: HASH, ...over };
+      const body: Record<string, unknown> = {
+        token: l.token,
+        system_id: SYS,
+        beat_index: index,
+        code_hash: HASH,
+        ...over,
+      };
       for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
       const res = await call('heartbeat', body);
       if (res.status === 200) {
-        const expected = createHmac('sha256', l.token).update(`kwhb1\n${session}\n${index}\n${res.body.new_token}\n${res.body.beat_count}`).digest('base64');
+        const expected = createHmac('sha256', l.token)
+          .update(`kwhb1\n${session}\n${index}\n${res.body.new_token}\n${res.body.beat_count}`)
+          .digest('base64');
         expect(res.body.proof).toBe(expected);
         l.token = res.body.new_token;
         l.index = index;
@@ -91,7 +105,12 @@ async function expectKilled(l: Live, over: Record<string, unknown>) {
     expect(await l.ch.next('revoked')).toMatchObject({ reason: 'session_killed' });
     expect((await l.ch.closed).code).toBe(4003);
   }
-  const after = await l.rest('/api/client/heartbeat', { token: l.token, system_id: SYS, beat_index: l.index + 2, code_hash: HASH });
+  const after = await l.rest('/api/client/heartbeat', {
+    token: l.token,
+    system_id: SYS,
+    beat_index: l.index + 2,
+    code_hash: HASH,
+  });
   expect(after.body).toEqual({ detail: 'rejected' });
   const again = await l.rest('/api/client/heartbeat/start', { system_id: SYS });
   expect(again.body).toEqual({ detail: 'Session not activated. Call /login, /register or /license first.' });
@@ -110,12 +129,40 @@ interface KillRow {
 }
 
 const KILLS: KillRow[] = [
-  { name: 'system_id differs from start', before: [{}], kill: { system_id: 'other-system' }, detail: 'system_id differs from start' },
-  { name: 'no code_hash on the first beat when nothing is pinned', kill: { code_hash: undefined }, detail: 'no code_hash on the first beat' },
-  { name: 'code_hash differs from the first beat', before: [{ code_size: 1000 }], kill: { code_hash: 'beef'.repeat(8) }, detail: 'differs from the baseline' },
-  { name: 'code_size differs from the first beat', before: [{ code_size: 1000 }, { code_size: 1000, code_hash: HASH.toUpperCase() }], kill: { code_size: 1001 }, detail: 'differs from the baseline' },
-  { name: 'code_hash differs from the pinned expected_binary_hash', settings: { expected_binary_hash: 'aa'.repeat(32) }, kill: { code_hash: HASH }, detail: 'pinned expected_binary_hash' },
-  { name: 'debugger_detected with injection_detection on', kill: { debugger_detected: true }, detail: 'debugger detected' },
+  {
+    name: 'system_id differs from start',
+    before: [{}],
+    kill: { system_id: 'other-system' },
+    detail: 'system_id differs from start',
+  },
+  {
+    name: 'no code_hash on the first beat when nothing is pinned',
+    kill: { code_hash: undefined },
+    detail: 'no code_hash on the first beat',
+  },
+  {
+    name: 'code_hash differs from the first beat',
+    before: [{ code_size: 1000 }],
+    kill: { code_hash: 'beef'.repeat(8) },
+    detail: 'differs from the baseline',
+  },
+  {
+    name: 'code_size differs from the first beat',
+    before: [{ code_size: 1000 }, { code_size: 1000, code_hash: HASH.toUpperCase() }],
+    kill: { code_size: 1001 },
+    detail: 'differs from the baseline',
+  },
+  {
+    name: 'code_hash differs from the pinned expected_binary_hash',
+    settings: { expected_binary_hash: 'aa'.repeat(32) },
+    kill: { code_hash: HASH },
+    detail: 'pinned expected_binary_hash',
+  },
+  {
+    name: 'debugger_detected with injection_detection on',
+    kill: { debugger_detected: true },
+    detail: 'debugger detected',
+  },
 ];
 
 describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) => {
@@ -151,26 +198,42 @@ describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) 
     await l.beat();
     const stale = l.token;
     await l.beat();
-    for (const over of [{ beat_index: 2 }, { beat_index: 1 }, { token: stale, beat_index: 50 }, { token: 'TT' + '0'.repeat(32), beat_index: 51 }, { token: 'not-a-token', beat_index: 52 }]) {
+    for (const over of [
+      { beat_index: 2 },
+      { beat_index: 1 },
+      { token: stale, beat_index: 50 },
+      { token: 'TT' + '0'.repeat(32), beat_index: 51 },
+      { token: 'not-a-token', beat_index: 52 },
+    ]) {
       expect(await l.beat(over), JSON.stringify(over)).toEqual({ status: 403, body: { detail: 'rejected' } });
     }
     const ok = await l.beat({ beat_index: 3 });
     expect(ok.status).toBe(200);
     expect(ok.body.beat_count).toBe(3);
     // PROTOCOL 11.26: a session's refusals write one audit line a minute, the first one's.
-    const refusals = (await l.f.owner.get(`/api/apps/${l.f.app.id}/logs?action=client.heartbeat`)).body.map((e: { detail: string }) => e.detail);
+    const refusals = (await l.f.owner.get(`/api/apps/${l.f.app.id}/logs?action=client.heartbeat`)).body.map(
+      (e: { detail: string }) => e.detail,
+    );
     expect(refusals).toHaveLength(1);
     expect(refusals[0]).toContain('replayed beat_index');
     expect((await l.f.owner.get(`/api/apps/${l.f.app.id}/logs?action=heartbeat.kill`)).body).toEqual([]);
     const other = await live(transport);
     expect((await other.beat({ token: stale })).status).toBe(403);
     const otherLines = (await other.f.owner.get(`/api/apps/${other.f.app.id}/logs?action=client.heartbeat`)).body;
-    expect(otherLines.map((e: { detail: string }) => e.detail)).toEqual([expect.stringContaining('wrong, stale or malformed token')]);
+    expect(otherLines.map((e: { detail: string }) => e.detail)).toEqual([
+      expect.stringContaining('wrong, stale or malformed token'),
+    ]);
   });
 
   it('validates the body the same way (422)', async () => {
     const l = await live(transport);
-    for (const over of [{ beat_index: 0 }, { beat_index: 2 ** 31 + 1 }, { beat_index: 1.5 }, { code_hash: 'short' }, { system_id: 'short' }]) {
+    for (const over of [
+      { beat_index: 0 },
+      { beat_index: 2 ** 31 + 1 },
+      { beat_index: 1.5 },
+      { code_hash: 'short' },
+      { system_id: 'short' },
+    ]) {
       const r = await l.beat(over);
       expect(r.status, JSON.stringify(over)).toBe(422);
       expect(r.body.detail[0].loc[0]).toBe('body');
@@ -180,14 +243,26 @@ describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) 
 
   it('a second start is 409; stop needs the right token and ends the session', async () => {
     const l = await live(transport);
-    const call = (op: string, body: Record<string, unknown>) => (l.ch ? l.ch.call(op, body) : l.rest(`/api/client/${op}`, body));
-    expect(await call('heartbeat/start', { system_id: SYS })).toEqual({ status: 409, body: { detail: 'heartbeat session already exists for this nonce' } });
-    expect(await call('heartbeat/stop', { token: 'TT' + 'f'.repeat(32) })).toEqual({ status: 401, body: { detail: 'Invalid heartbeat token' } });
+    const call = (op: string, body: Record<string, unknown>) =>
+      l.ch ? l.ch.call(op, body) : l.rest(`/api/client/${op}`, body);
+    expect(await call('heartbeat/start', { system_id: SYS })).toEqual({
+      status: 409,
+      body: { detail: 'heartbeat session already exists for this nonce' },
+    });
+    expect(await call('heartbeat/stop', { token: 'TT' + 'f'.repeat(32) })).toEqual({
+      status: 401,
+      body: { detail: 'Invalid heartbeat token' },
+    });
     expect(await call('heartbeat/stop', { token: l.token })).toEqual({ status: 200, body: { success: true } });
     if (l.ch) expect((await l.ch.closed).code).toBe(1000);
-    expect((await l.rest('/api/client/heartbeat', { token: l.token, system_id: SYS, beat_index: 1, code_hash: HASH })).body).toEqual({ detail: 'rejected' });
+    expect(
+      (await l.rest('/api/client/heartbeat', { token: l.token, system_id: SYS, beat_index: 1, code_hash: HASH })).body,
+    ).toEqual({ detail: 'rejected' });
     const stops = (await l.f.owner.get(`/api/apps/${l.f.app.id}/logs?action=client.heartbeat.stop`)).body;
-    expect(stops.map((e: { detail: string }) => e.detail)).toEqual(['Heartbeat stopped after 0 beats', '401 Invalid heartbeat token']);
+    expect(stops.map((e: { detail: string }) => e.detail)).toEqual([
+      'Heartbeat stopped after 0 beats',
+      '401 Invalid heartbeat token',
+    ]);
   });
 
   it('evicts after max(60, 6 x beat_interval) s without an accepted beat; the channel closes at that moment (4008)', async () => {
@@ -197,7 +272,16 @@ describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) 
     expect((await l.beat()).status).toBe(200); // the expiry was reset by the previous beat
     advance(60_001);
     if (l.ch) expect((await l.ch.closed).code).toBe(4008); // the channel's sweeper, within a second
-    expect((await l.rest('/api/client/heartbeat', { token: l.token, system_id: SYS, beat_index: l.index + 1, code_hash: HASH })).body).toEqual({ detail: 'rejected' });
+    expect(
+      (
+        await l.rest('/api/client/heartbeat', {
+          token: l.token,
+          system_id: SYS,
+          beat_index: l.index + 1,
+          code_hash: HASH,
+        })
+      ).body,
+    ).toEqual({ detail: 'rejected' });
   });
 
   it('require_heartbeat counts beats of this transport as alive', async () => {
@@ -206,8 +290,10 @@ describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) 
     const c = f.client();
     const session = await f.session(c);
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
-    const ch = transport === 'ws' ? await openChannel(t.base, session, { ip: c.extraHeaders['x-forwarded-for'] }) : undefined;
-    const call = async (op: string, body: Record<string, unknown>) => (ch ? ch.call(op, body) : c.post(`/api/client/${op}`, { session, ...body }));
+    const ch =
+      transport === 'ws' ? await openChannel(t.base, session, { ip: c.extraHeaders['x-forwarded-for'] }) : undefined;
+    const call = async (op: string, body: Record<string, unknown>) =>
+      ch ? ch.call(op, body) : c.post(`/api/client/${op}`, { session, ...body });
     const start = await call('heartbeat/start', { system_id: SYS });
     let token = start.body.token as string;
     for (let i = 1; i <= 3; i++) {

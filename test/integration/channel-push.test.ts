@@ -37,13 +37,17 @@ async function connect(f: AppFixture, o: { user?: boolean; version?: string } = 
   let userId: string | undefined;
   if (o.user) {
     const username = `push-user-${++userSeq}`;
-    expect((await c.post('/api/client/register', { session, username, password: 'user-pass-1', license: key, hwid: hwid() })).status).toBe(200);
+    expect(
+      (await c.post('/api/client/register', { session, username, password: 'user-pass-1', license: key, hwid: hwid() }))
+        .status,
+    ).toBe(200);
     const users = (await f.owner.get(`/api/apps/${f.app.id}/users`)).body as { id: string; username: string }[];
     userId = users.find((u) => u.username === username)!.id;
   } else {
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
   }
-  const lic = (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${encodeURIComponent(key!.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+  const lic = (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${encodeURIComponent(key!.slice(-4))}`)).body
+    .items as { id: string; key_preview: string }[];
   const licenseId = lic.find((l) => l.key_preview.endsWith(key!.slice(-4)))!.id;
   const ch = await openChannel(t.base, session, { ip, ...(o.version ? { version: o.version } : {}) });
   const start = await ch.call('heartbeat/start', { system_id: SYS });
@@ -81,17 +85,72 @@ interface RevokeRow {
 }
 
 const ROWS: RevokeRow[] = [
-  { name: 'key banned', reason: 'license_banned', act: (f, x) => f.owner.patch(`/api/licenses/${x.licenseId}/ban`, { banned: true }) },
-  { name: 'key deleted (license-only)', reason: 'license_deleted', act: (f, x) => f.owner.delete(`/api/licenses/${x.licenseId}`) },
-  { name: "key deleted (its user's session)", user: true, reason: 'license_deleted', act: (f, x) => f.owner.delete(`/api/licenses/${x.licenseId}`) },
-  { name: 'key HWID reset', reason: 'hwid_reset', act: (f, x) => f.owner.post(`/api/licenses/${x.licenseId}/reset-hwid`) },
-  { name: 'user frozen', user: true, reason: 'user_banned', act: (f, x) => f.owner.patch(`/api/users/${x.userId}/ban`, { banned: true }) },
+  {
+    name: 'key banned',
+    reason: 'license_banned',
+    act: (f, x) => f.owner.patch(`/api/licenses/${x.licenseId}/ban`, { banned: true }),
+  },
+  {
+    name: 'key deleted (license-only)',
+    reason: 'license_deleted',
+    act: (f, x) => f.owner.delete(`/api/licenses/${x.licenseId}`),
+  },
+  {
+    name: "key deleted (its user's session)",
+    user: true,
+    reason: 'license_deleted',
+    act: (f, x) => f.owner.delete(`/api/licenses/${x.licenseId}`),
+  },
+  {
+    name: 'key HWID reset',
+    reason: 'hwid_reset',
+    act: (f, x) => f.owner.post(`/api/licenses/${x.licenseId}/reset-hwid`),
+  },
+  {
+    name: 'user frozen',
+    user: true,
+    reason: 'user_banned',
+    act: (f, x) => f.owner.patch(`/api/users/${x.userId}/ban`, { banned: true }),
+  },
   { name: 'user deleted', user: true, reason: 'user_deleted', act: (f, x) => f.owner.delete(`/api/users/${x.userId}`) },
-  { name: 'user HWID reset', user: true, reason: 'hwid_reset', act: (f, x) => f.owner.post(`/api/users/${x.userId}/reset-hwid`) },
-  { name: "the client's IP blacklisted", reason: 'blacklisted', act: (f, x) => f.owner.post(`/apps/${f.app.id}/bans`, { type: 'ip', value: x.ip }), after: { status: 403, detail: 'Access denied' } },
-  { name: 'app disabled', reason: 'app_disabled', act: (f) => f.owner.patch(`/apps/${f.app.id}`, { enabled: false }), after: { status: 403, detail: 'Application disabled' } },
-  { name: 'app deleted', reason: 'app_deleted', act: (f) => f.owner.delete(`/api/apps/${f.app.id}`), after: { status: 404, detail: 'Application not found' } },
-  { name: 'session killed by a REST beat (debugger)', reason: 'session_killed', status: 403, act: (_f, x) => x.c.post('/api/client/heartbeat', { session: x.session, token: x.token, system_id: SYS, beat_index: 2, code_hash: HASH, debugger_detected: true }) },
+  {
+    name: 'user HWID reset',
+    user: true,
+    reason: 'hwid_reset',
+    act: (f, x) => f.owner.post(`/api/users/${x.userId}/reset-hwid`),
+  },
+  {
+    name: "the client's IP blacklisted",
+    reason: 'blacklisted',
+    act: (f, x) => f.owner.post(`/apps/${f.app.id}/bans`, { type: 'ip', value: x.ip }),
+    after: { status: 403, detail: 'Access denied' },
+  },
+  {
+    name: 'app disabled',
+    reason: 'app_disabled',
+    act: (f) => f.owner.patch(`/apps/${f.app.id}`, { enabled: false }),
+    after: { status: 403, detail: 'Application disabled' },
+  },
+  {
+    name: 'app deleted',
+    reason: 'app_deleted',
+    act: (f) => f.owner.delete(`/api/apps/${f.app.id}`),
+    after: { status: 404, detail: 'Application not found' },
+  },
+  {
+    name: 'session killed by a REST beat (debugger)',
+    reason: 'session_killed',
+    status: 403,
+    act: (_f, x) =>
+      x.c.post('/api/client/heartbeat', {
+        session: x.session,
+        token: x.token,
+        system_id: SYS,
+        beat_index: 2,
+        code_hash: HASH,
+        debugger_detected: true,
+      }),
+  },
 ];
 
 describe('revocations', () => {
@@ -115,13 +174,22 @@ describe('revocations', () => {
     else await untouched(other);
 
     // The heartbeat session is gone and the activation ended: only a new authentication continues.
-    const expected = row.after ?? { status: 403, detail: 'Session not activated. Call /login, /register or /license first.' };
+    const expected = row.after ?? {
+      status: 403,
+      detail: 'Session not activated. Call /login, /register or /license first.',
+    };
     await eventually(async () => {
       const r2 = await x.c.post('/api/client/heartbeat/start', { session: x.session, system_id: SYS });
       return r2.status === expected.status && r2.body.detail === expected.detail;
     });
     if (!row.after) {
-      const beat = await x.c.post('/api/client/heartbeat', { session: x.session, token: x.token, system_id: SYS, beat_index: 5, code_hash: HASH });
+      const beat = await x.c.post('/api/client/heartbeat', {
+        session: x.session,
+        token: x.token,
+        system_id: SYS,
+        beat_index: 5,
+        code_hash: HASH,
+      });
       expect(beat.body).toEqual({ detail: 'rejected' });
       const kills = (await f.owner.get(`/api/apps/${f.app.id}/logs?action=heartbeat.kill`)).body;
       expect(kills.length).toBeGreaterThan(0);
@@ -147,17 +215,32 @@ describe('update_required', () => {
     const x = await connect(f, { version: '1.0' });
     const current = await connect(f, { version: '2.0' });
     const pushed = x.ch.next('update_required');
-    await f.owner.patch(`/apps/${f.app.id}`, { force_update: true, version: '2.0', update_url: 'https://example.com/dl/2.0', update_message: 'Version 2.0 is out.' });
-    expect((await pushed).detail).toEqual({ message: 'Version 2.0 is out.', latest_version: '2.0', update_url: 'https://example.com/dl/2.0', force_update: true });
+    await f.owner.patch(`/apps/${f.app.id}`, {
+      force_update: true,
+      version: '2.0',
+      update_url: 'https://example.com/dl/2.0',
+      update_message: 'Version 2.0 is out.',
+    });
+    expect((await pushed).detail).toEqual({
+      message: 'Version 2.0 is out.',
+      latest_version: '2.0',
+      update_url: 'https://example.com/dl/2.0',
+      force_update: true,
+    });
     await untouched(current);
     // Another change of the same version does not repeat it; a newer version does.
     await f.owner.patch(`/apps/${f.app.id}`, { description: 'still 2.0' });
     await untouched(x);
     await f.owner.patch(`/apps/${f.app.id}`, { version: '2.1', update_message: '' });
-    expect((await x.ch.next('update_required')).detail).toMatchObject({ latest_version: '2.1', message: 'A new version is required.' });
+    expect((await x.ch.next('update_required')).detail).toMatchObject({
+      latest_version: '2.1',
+      message: 'A new version is required.',
+    });
     expect((await current.ch.next('update_required')).detail.latest_version).toBe('2.1');
     // The heartbeat goes on (force_update refuses new inits, not running sessions).
-    expect((await x.ch.call('heartbeat', { token: x.token, system_id: SYS, beat_index: 2, code_hash: HASH })).status).toBe(200);
+    expect(
+      (await x.ch.call('heartbeat', { token: x.token, system_id: SYS, beat_index: 2, code_hash: HASH })).status,
+    ).toBe(200);
     x.ch.close();
     current.ch.close();
   });
@@ -168,7 +251,11 @@ describe('update_required', () => {
     await f.owner.patch(`/apps/${f.app.id}`, { force_update: true, version: '3.0' });
     await x.ch.next('update_required');
     const ch2 = await openChannel(t.base, x.session, { ip: x.ip, version: '1.0' });
-    expect(await ch2.next(() => true)).toMatchObject({ seq: 1, type: 'update_required', detail: { latest_version: '3.0' } });
+    expect(await ch2.next(() => true)).toMatchObject({
+      seq: 1,
+      type: 'update_required',
+      detail: { latest_version: '3.0' },
+    });
     ch2.close();
   });
 });
@@ -182,14 +269,26 @@ describe('notice', () => {
     const elsewhere = await connect(g);
     const r = await f.owner.post(`/api/apps/${f.app.id}/notice`, { message: 'Maintenance at 22:00 UTC ✓' });
     expect(r).toMatchObject({ status: 200, body: { success: true } });
-    for (const x of [a, b]) expect(await x.ch.next('notice')).toMatchObject({ message: 'Maintenance at 22:00 UTC ✓', at: expect.stringMatching(/Z$/) });
+    for (const x of [a, b])
+      expect(await x.ch.next('notice')).toMatchObject({
+        message: 'Maintenance at 22:00 UTC ✓',
+        at: expect.stringMatching(/Z$/),
+      });
     await untouched(elsewhere);
     const logs = (await f.owner.get(`/api/apps/${f.app.id}/logs?action=app.notice`)).body;
     expect(logs).toHaveLength(1);
-    for (const body of [{}, { message: '' }, { message: 'x'.repeat(4097) }, { message: 'hi', extra: 1 }, { message: 'a\u0000b' }]) {
+    for (const body of [
+      {},
+      { message: '' },
+      { message: 'x'.repeat(4097) },
+      { message: 'hi', extra: 1 },
+      { message: 'a\u0000b' },
+    ]) {
       expect((await f.owner.post(`/api/apps/${f.app.id}/notice`, body)).status, JSON.stringify(body)).toBe(422);
     }
-    expect((await f.owner.post(`/api/apps/00000000-0000-4000-8000-000000000000/notice`, { message: 'x' })).status).toBe(404);
+    expect((await f.owner.post(`/api/apps/00000000-0000-4000-8000-000000000000/notice`, { message: 'x' })).status).toBe(
+      404,
+    );
     expect((await f.owner.post(`/api/apps/not-a-uuid/notice`, { message: 'x' })).status).toBe(404);
     for (const x of [a, b, elsewhere]) x.ch.close();
   });

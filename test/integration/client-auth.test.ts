@@ -31,7 +31,13 @@ describe('POST /api/client/register', () => {
     const [key] = await f.keys(1, { level: 4, duration: 30, unit: 'days' });
     const { c, session } = await fresh(f);
     const before = Date.now();
-    const r = await c.post('/api/client/register', { session, username: 'bob', password: 'pw-bob-1', license: key, hwid: 'HWID-UPPER-1' });
+    const r = await c.post('/api/client/register', {
+      session,
+      username: 'bob',
+      password: 'pw-bob-1',
+      license: key,
+      hwid: 'HWID-UPPER-1',
+    });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ success: true, message: expect.any(String), user: { username: 'bob', level: 4 } });
     const exp = Date.parse(r.body.user.expires_at);
@@ -45,20 +51,50 @@ describe('POST /api/client/register', () => {
 
   it.each([
     ['unknown key', async (f: AppFixture) => ({ license: 'NOPE-NOPE-NOPE' }), 400, 'Invalid license key'],
-    ['key of another app', async (f: AppFixture) => ({ license: (await (await appFixture(t)).keys(1))[0] }), 400, 'Invalid license key'],
-    ['used key', async (f: AppFixture) => ({ license: (await registered(f, 'first')).key }), 400, 'License key already used'],
-    ['username taken', async (f: AppFixture) => { await registered(f, 'taken'); return { username: 'taken' }; }, 400, 'Username already taken'],
-    ['banned key', async (f: AppFixture) => {
-      const [k] = await f.keys(1);
-      await f.sql(`update license_keys set status = 'banned' where app_id = $1 and status = 'unused'`, [f.app.id]);
-      return { license: k };
-    }, 403, 'License key is banned'],
+    [
+      'key of another app',
+      async (f: AppFixture) => ({ license: (await (await appFixture(t)).keys(1))[0] }),
+      400,
+      'Invalid license key',
+    ],
+    [
+      'used key',
+      async (f: AppFixture) => ({ license: (await registered(f, 'first')).key }),
+      400,
+      'License key already used',
+    ],
+    [
+      'username taken',
+      async (f: AppFixture) => {
+        await registered(f, 'taken');
+        return { username: 'taken' };
+      },
+      400,
+      'Username already taken',
+    ],
+    [
+      'banned key',
+      async (f: AppFixture) => {
+        const [k] = await f.keys(1);
+        await f.sql(`update license_keys set status = 'banned' where app_id = $1 and status = 'unused'`, [f.app.id]);
+        return { license: k };
+      },
+      403,
+      'License key is banned',
+    ],
   ])('%s', async (_name, setup, status, detail) => {
     const f = await appFixture(t);
     const over = await setup(f);
     const [key] = await f.keys(1);
     const { c, session } = await fresh(f);
-    const r = await c.post('/api/client/register', { session, username: 'newbie', password: 'pw-new-1', license: key, hwid: hwid(), ...over });
+    const r = await c.post('/api/client/register', {
+      session,
+      username: 'newbie',
+      password: 'pw-new-1',
+      license: key,
+      hwid: hwid(),
+      ...over,
+    });
     expect(r.status).toBe(status);
     expect(r.body).toEqual({ detail });
   });
@@ -68,9 +104,18 @@ describe('POST /api/client/register', () => {
     await registered(f, 'dup');
     const [key] = await f.keys(1, { note: 'second' });
     const { c, session } = await fresh(f);
-    const r = await c.post('/api/client/register', { session, username: 'dup', password: 'pw-dup-2', license: key, hwid: hwid() });
+    const r = await c.post('/api/client/register', {
+      session,
+      username: 'dup',
+      password: 'pw-dup-2',
+      license: key,
+      hwid: hwid(),
+    });
     expect(r.body).toEqual({ detail: 'Username already taken' });
-    const [k] = await f.sql(`select status, used_by, pending_since from license_keys where note = 'second' and app_id = $1`, [f.app.id]);
+    const [k] = await f.sql(
+      `select status, used_by, pending_since from license_keys where note = 'second' and app_id = $1`,
+      [f.app.id],
+    );
     expect(k).toEqual({ status: 'unused', used_by: '', pending_since: null });
   });
 
@@ -82,7 +127,13 @@ describe('POST /api/client/register', () => {
     const [key] = await f.keys(1);
     const { c, session } = await fresh(f);
     await f.owner.patch(`/apps/${f.app.id}`, settings);
-    const r = await c.post('/api/client/register', { session, username: 'u1', password: 'pw-u1-111', license: key, hwid: hwid() });
+    const r = await c.post('/api/client/register', {
+      session,
+      username: 'u1',
+      password: 'pw-u1-111',
+      license: key,
+      hwid: hwid(),
+    });
     expect(r.status).toBe(status);
     expect(r.body).toEqual({ detail });
   });
@@ -92,7 +143,12 @@ describe('POST /api/client/register', () => {
     const [key] = await f.keys(1);
     const { c, session } = await fresh(f);
     const base = { session, username: 'v', password: 'pw', license: key, hwid: hwid() };
-    for (const [over, field] of [[{ hwid: 'short' }, 'hwid'], [{ hwid: 'h'.repeat(257) }, 'hwid'], [{ password: 'é'.repeat(37) }, 'password'], [{ license: undefined }, 'license']] as const) {
+    for (const [over, field] of [
+      [{ hwid: 'short' }, 'hwid'],
+      [{ hwid: 'h'.repeat(257) }, 'hwid'],
+      [{ password: 'é'.repeat(37) }, 'password'],
+      [{ license: undefined }, 'license'],
+    ] as const) {
       const r = await c.post('/api/client/register', { ...base, ...over });
       expect(r.status, field).toBe(422);
       expect(r.body.detail[0].loc).toEqual(['body', field]);
@@ -104,11 +160,23 @@ describe('POST /api/client/register', () => {
     const f = await appFixture(t);
     const { c, session } = await fresh(f);
     for (let i = 0; i < 10; i++) {
-      const r = await c.post('/api/client/register', { session, username: `x${i}`, password: 'pw-x-1', license: `BAD-${i}`, hwid: hwid() });
+      const r = await c.post('/api/client/register', {
+        session,
+        username: `x${i}`,
+        password: 'pw-x-1',
+        license: `BAD-${i}`,
+        hwid: hwid(),
+      });
       expect(r.body, `attempt ${i + 1}`).toEqual({ detail: 'Invalid license key' });
     }
     const [key] = await f.keys(1);
-    const locked = await c.post('/api/client/register', { session, username: 'good', password: 'pw-good-1', license: key, hwid: hwid() });
+    const locked = await c.post('/api/client/register', {
+      session,
+      username: 'good',
+      password: 'pw-good-1',
+      license: key,
+      hwid: hwid(),
+    });
     expect(locked.status).toBe(429);
     expect(locked.body).toEqual({ detail: 'Too many failed attempts, try again later.' });
   });
@@ -116,8 +184,15 @@ describe('POST /api/client/register', () => {
   it('allows 20 register calls per minute per IP, then 429 Rate limit exceeded', async () => {
     const f = await appFixture(t);
     const { c, session } = await fresh(f);
-    for (let i = 0; i < 20; i++) await c.post('/api/client/register', { session, username: 'r', password: 'p', license: 'k', hwid: 'short' }); // 422s
-    const r = await c.post('/api/client/register', { session, username: 'r', password: 'p', license: 'k', hwid: 'short' });
+    for (let i = 0; i < 20; i++)
+      await c.post('/api/client/register', { session, username: 'r', password: 'p', license: 'k', hwid: 'short' }); // 422s
+    const r = await c.post('/api/client/register', {
+      session,
+      username: 'r',
+      password: 'p',
+      license: 'k',
+      hwid: 'short',
+    });
     expect(r.status).toBe(429);
     expect(r.body).toEqual({ detail: 'Rate limit exceeded' });
   });
@@ -126,11 +201,25 @@ describe('POST /api/client/register', () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1);
     const { c, session } = await fresh(f);
-    const padded = await c.post('/api/client/register', { session, username: 'pad', password: 'pw-pad-1', license: key, hwid: hwid(), note: 'x'.repeat(20_000) });
+    const padded = await c.post('/api/client/register', {
+      session,
+      username: 'pad',
+      password: 'pw-pad-1',
+      license: key,
+      hwid: hwid(),
+      note: 'x'.repeat(20_000),
+    });
     expect(padded.status).toBe(413);
     // A PNG (PROTOCOL 11.27 accepts PNG, JPEG and WebP, told by their first bytes).
     const shot = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(200_000, 7)]).toString('base64');
-    const ok = await c.post('/api/client/register', { session, username: 'pad', password: 'pw-pad-1', license: key, hwid: hwid(), screenshot: shot });
+    const ok = await c.post('/api/client/register', {
+      session,
+      username: 'pad',
+      password: 'pw-pad-1',
+      license: key,
+      hwid: hwid(),
+      screenshot: shot,
+    });
     expect(ok.status).toBe(200);
   });
 });
@@ -141,16 +230,41 @@ describe('POST /api/client/login', () => {
     await registered(f, 'carol', 'pw-carol-1');
     const c = f.client('203.0.113.77');
     const session = await f.session(c, { enc_key: 'secret-enc' }); // no init_iv: the init reply stays plain
-    const r = await c.post('/api/client/login', { session, username: 'carol', password: 'pw-carol-1', hwid: hwid('A'), init_iv: 'iv-login' });
+    const r = await c.post('/api/client/login', {
+      session,
+      username: 'carol',
+      password: 'pw-carol-1',
+      hwid: hwid('A'),
+      init_iv: 'iv-login',
+    });
     expect(r.status).toBe(200);
     const body = decryptEnc(r.body.enc, 'secret-enc', f.app.api_secret, 'iv-login') as Record<string, any>;
-    expect(body).toMatchObject({ success: true, user: { username: 'carol', level: 1, expires_at: expect.any(String) } });
-    const [u] = await f.sql('select last_login, ip from end_users where username = $1 and app_id = $2', ['carol', f.app.id]);
+    expect(body).toMatchObject({
+      success: true,
+      user: { username: 'carol', level: 1, expires_at: expect.any(String) },
+    });
+    const [u] = await f.sql('select last_login, ip from end_users where username = $1 and app_id = $2', [
+      'carol',
+      f.app.id,
+    ]);
     expect(u.last_login).not.toBeNull();
     expect(u.ip).toBe('203.0.113.77');
     // Without init_iv the response is plain JSON; error bodies are never encrypted.
-    expect((await c.post('/api/client/login', { session, username: 'carol', password: 'pw-carol-1', hwid: hwid('A') })).body.success).toBe(true);
-    expect((await c.post('/api/client/login', { session, username: 'carol', password: 'wrong-pw', hwid: hwid('A'), init_iv: 'x' })).body).toEqual({ detail: 'Invalid username or password' });
+    expect(
+      (await c.post('/api/client/login', { session, username: 'carol', password: 'pw-carol-1', hwid: hwid('A') })).body
+        .success,
+    ).toBe(true);
+    expect(
+      (
+        await c.post('/api/client/login', {
+          session,
+          username: 'carol',
+          password: 'wrong-pw',
+          hwid: hwid('A'),
+          init_iv: 'x',
+        })
+      ).body,
+    ).toEqual({ detail: 'Invalid username or password' });
   });
 
   it('answers the same 401 for unknown user, wrong password, banned, expired and HWID mismatch', async () => {
@@ -159,7 +273,10 @@ describe('POST /api/client/login', () => {
     await registered(f, 'banned', 'pw-ban-1');
     await registered(f, 'expired', 'pw-exp-1');
     await f.sql(`update end_users set banned = true where username = 'banned' and app_id = $1`, [f.app.id]);
-    await f.sql(`update end_users set expires_at = now() - interval '1 minute' where username = 'expired' and app_id = $1`, [f.app.id]);
+    await f.sql(
+      `update end_users set expires_at = now() - interval '1 minute' where username = 'expired' and app_id = $1`,
+      [f.app.id],
+    );
     const attempts = [
       { username: 'nobody', password: 'pw-dave-1', hwid: hwid('D1') },
       { username: 'dave', password: 'pw-wrong-1', hwid: hwid('D1') },
@@ -176,7 +293,10 @@ describe('POST /api/client/login', () => {
     }
     expect(new Set(bodies)).toEqual(new Set(['{"detail":"Invalid username or password"}']));
     const { c, session } = await fresh(f);
-    expect((await c.post('/api/client/login', { session, username: 'dave', password: 'pw-dave-1', hwid: hwid('D1') })).status).toBe(200);
+    expect(
+      (await c.post('/api/client/login', { session, username: 'dave', password: 'pw-dave-1', hwid: hwid('D1') }))
+        .status,
+    ).toBe(200);
   });
 
   it('with hwid_lock, the first login pins the HWID when none is stored and later logins must match', async () => {
@@ -184,9 +304,24 @@ describe('POST /api/client/login', () => {
     await registered(f, 'erin', 'pw-erin-1', hwid('E1')); // registered while the lock was off: no HWID stored
     await f.owner.patch(`/apps/${f.app.id}`, { hwid_lock: true });
     const { c, session } = await fresh(f);
-    expect((await c.post('/api/client/login', { session, username: 'erin', password: 'pw-erin-1', hwid: hwid('E2') })).status).toBe(200);
-    expect((await c.post('/api/client/login', { session, username: 'erin', password: 'pw-erin-1', hwid: hwid('E1') })).status).toBe(401);
-    expect((await c.post('/api/client/login', { session, username: 'erin', password: 'pw-erin-1', hwid: hwid('E2').toUpperCase() })).status).toBe(200);
+    expect(
+      (await c.post('/api/client/login', { session, username: 'erin', password: 'pw-erin-1', hwid: hwid('E2') }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await c.post('/api/client/login', { session, username: 'erin', password: 'pw-erin-1', hwid: hwid('E1') }))
+        .status,
+    ).toBe(401);
+    expect(
+      (
+        await c.post('/api/client/login', {
+          session,
+          username: 'erin',
+          password: 'pw-erin-1',
+          hwid: hwid('E2').toUpperCase(),
+        })
+      ).status,
+    ).toBe(200);
   });
 
   it.each([
@@ -197,7 +332,12 @@ describe('POST /api/client/login', () => {
     await registered(f, 'frank', 'pw-frank-1');
     const { c, session } = await fresh(f);
     await f.owner.patch(`/apps/${f.app.id}`, settings);
-    const r = await c.post('/api/client/login', { session, username: 'frank', password: 'pw-frank-1', hwid: hwid('A') });
+    const r = await c.post('/api/client/login', {
+      session,
+      username: 'frank',
+      password: 'pw-frank-1',
+      hwid: hwid('A'),
+    });
     expect(r.status).toBe(status);
     expect(r.body).toEqual({ detail });
   });
@@ -207,7 +347,10 @@ describe('POST /api/client/login', () => {
     await registered(f, 'gina', 'pw-gina-1');
     for (let i = 0; i < 10; i++) {
       const { c, session } = await fresh(f); // a new IP each time: the username lock is what trips
-      expect((await c.post('/api/client/login', { session, username: 'gina', password: `bad-${i}-pw`, hwid: hwid('A') })).status).toBe(401);
+      expect(
+        (await c.post('/api/client/login', { session, username: 'gina', password: `bad-${i}-pw`, hwid: hwid('A') }))
+          .status,
+      ).toBe(401);
     }
     const { c, session } = await fresh(f);
     const r = await c.post('/api/client/login', { session, username: 'gina', password: 'pw-gina-1', hwid: hwid('A') });
@@ -221,7 +364,9 @@ describe('POST /api/client/login', () => {
     void key;
     await f.sql(`update license_keys set status = 'banned' where used_by = 'hank' and app_id = $1`, [f.app.id]);
     const { c, session } = await fresh(f);
-    expect((await c.post('/api/client/login', { session, username: 'hank', password: 'pw-hank-1', hwid: hwid('A') })).status).toBe(401);
+    expect(
+      (await c.post('/api/client/login', { session, username: 'hank', password: 'pw-hank-1', hwid: hwid('A') })).status,
+    ).toBe(401);
   });
 });
 
@@ -251,21 +396,66 @@ describe('POST /api/client/license', () => {
 
   it.each([
     ['unknown key', async () => 'NOPE', {}, 400, 'Invalid license key'],
-    ['banned key', async (f: AppFixture, k: string) => { await f.sql(`update license_keys set status = 'banned' where app_id = $1`, [f.app.id]); return k; }, {}, 403, 'License key is banned'],
-    ['pending key', async (f: AppFixture, k: string) => { await f.sql(`update license_keys set status = 'pending', pending_since = now() where app_id = $1`, [f.app.id]); return k; }, {}, 409, 'License activation in progress, retry.'],
-    ['key in no valid state', async (f: AppFixture, k: string) => { await f.sql(`update license_keys set status = 'suspended' where app_id = $1`, [f.app.id]); return k; }, {}, 403, 'License not valid'],
-    ['another device with hwid_lock', async (f: AppFixture, k: string) => {
-      const { c, session } = await fresh(f);
-      await c.post('/api/client/license', { session, license: k, hwid: hwid('first') });
-      return k;
-    }, { hwid_lock: true }, 403, 'HWID mismatch. Key locked to another device.'],
-    ['expired key', async (f: AppFixture, k: string) => {
-      const { c, session } = await fresh(f);
-      await c.post('/api/client/license', { session, license: k, hwid: hwid() });
-      await f.sql(`update license_keys set expires_at = now() - interval '1 second' where app_id = $1`, [f.app.id]);
-      return k;
-    }, {}, 403, 'License expired'],
-    ['keys paused', async (f: AppFixture, k: string) => k, { keys_paused: true }, 403, 'License validation is temporarily paused for this application.'],
+    [
+      'banned key',
+      async (f: AppFixture, k: string) => {
+        await f.sql(`update license_keys set status = 'banned' where app_id = $1`, [f.app.id]);
+        return k;
+      },
+      {},
+      403,
+      'License key is banned',
+    ],
+    [
+      'pending key',
+      async (f: AppFixture, k: string) => {
+        await f.sql(`update license_keys set status = 'pending', pending_since = now() where app_id = $1`, [f.app.id]);
+        return k;
+      },
+      {},
+      409,
+      'License activation in progress, retry.',
+    ],
+    [
+      'key in no valid state',
+      async (f: AppFixture, k: string) => {
+        await f.sql(`update license_keys set status = 'suspended' where app_id = $1`, [f.app.id]);
+        return k;
+      },
+      {},
+      403,
+      'License not valid',
+    ],
+    [
+      'another device with hwid_lock',
+      async (f: AppFixture, k: string) => {
+        const { c, session } = await fresh(f);
+        await c.post('/api/client/license', { session, license: k, hwid: hwid('first') });
+        return k;
+      },
+      { hwid_lock: true },
+      403,
+      'HWID mismatch. Key locked to another device.',
+    ],
+    [
+      'expired key',
+      async (f: AppFixture, k: string) => {
+        const { c, session } = await fresh(f);
+        await c.post('/api/client/license', { session, license: k, hwid: hwid() });
+        await f.sql(`update license_keys set expires_at = now() - interval '1 second' where app_id = $1`, [f.app.id]);
+        return k;
+      },
+      {},
+      403,
+      'License expired',
+    ],
+    [
+      'keys paused',
+      async (f: AppFixture, k: string) => k,
+      { keys_paused: true },
+      403,
+      'License validation is temporarily paused for this application.',
+    ],
     ['disabled', async (f: AppFixture, k: string) => k, { enabled: false, disabled_message: 'Nope' }, 403, 'Nope'],
   ])('%s', async (_name, setup, settings, status, detail) => {
     const f = await appFixture(t);
@@ -284,7 +474,9 @@ describe('POST /api/client/license', () => {
     const a = await fresh(f);
     await a.c.post('/api/client/license', { session: a.session, license: key, hwid: hwid('one') });
     const b = await fresh(f);
-    expect((await b.c.post('/api/client/license', { session: b.session, license: key, hwid: hwid('two') })).status).toBe(200);
+    expect(
+      (await b.c.post('/api/client/license', { session: b.session, license: key, hwid: hwid('two') })).status,
+    ).toBe(200);
   });
 });
 
@@ -311,7 +503,9 @@ describe('the shared gate', () => {
     await f.owner.patch(`/apps/${f.app.id}`, { enabled: false });
     const hwHit = await c.post('/api/client/license', { session, license: key, hwid: 'EVIL-DEVICE-1' });
     expect(hwHit.body).toEqual({ detail: 'Access denied' });
-    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).body).toEqual({ detail: 'Application disabled' });
+    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).body).toEqual({
+      detail: 'Application disabled',
+    });
   });
 
   describe('request signatures (PROTOCOL 3)', () => {
@@ -323,9 +517,15 @@ describe('the shared gate', () => {
       expect(ok.status).toBe(200);
       const now = Math.floor(Date.now() / 1000);
       const cases: NonNullable<ClientApi['tamper']>[] = [
-        { omit: 'signature' }, { omit: 'timestamp' }, { omit: 'nonce' }, { signature: 'ab'.repeat(32) }, { signature: 'zz' },
+        { omit: 'signature' },
+        { omit: 'timestamp' },
+        { omit: 'nonce' },
+        { signature: 'ab'.repeat(32) },
+        { signature: 'zz' },
         // 310, not 301: a second may pass between reading the clock here and the server's check.
-        { timestamp: String(now - 310) }, { timestamp: String(now + 310) }, { nonce: 'bad nonce!' },
+        { timestamp: String(now - 310) },
+        { timestamp: String(now + 310) },
+        { nonce: 'bad nonce!' },
       ];
       for (const tamper of cases) {
         c.tamper = tamper;
@@ -357,7 +557,9 @@ describe('the shared gate', () => {
     const f = await appFixture(t);
     const { c, session } = await fresh(f);
     await c.post('/api/client/license', { session, license: 'missing', hwid: hwid() });
-    const logs = (await f.owner.get(`/api/apps/${f.app.id}/logs`)).body.map((l: { action: string; level: string }) => `${l.action}:${l.level}`);
+    const logs = (await f.owner.get(`/api/apps/${f.app.id}/logs`)).body.map(
+      (l: { action: string; level: string }) => `${l.action}:${l.level}`,
+    );
     expect(logs.slice(0, 2)).toEqual(['client.license:warning', 'client.init:info']);
   });
 });
@@ -367,8 +569,24 @@ describe('remaining rows of the register, login and license tables', () => {
     const f = await appFixture(t, { require_heartbeat: true });
     const [k1, k2] = await f.keys(2);
     const { c, session } = await fresh(f);
-    expect((await c.post('/api/client/register', { session, username: 'hb1', password: 'pw-hb1-1', license: k1, hwid: hwid() })).status).toBe(200);
-    const reg = await c.post('/api/client/register', { session, username: 'hb2', password: 'pw-hb2-1', license: k2, hwid: hwid() });
+    expect(
+      (
+        await c.post('/api/client/register', {
+          session,
+          username: 'hb1',
+          password: 'pw-hb1-1',
+          license: k1,
+          hwid: hwid(),
+        })
+      ).status,
+    ).toBe(200);
+    const reg = await c.post('/api/client/register', {
+      session,
+      username: 'hb2',
+      password: 'pw-hb2-1',
+      license: k2,
+      hwid: hwid(),
+    });
     expect(reg.status).toBe(403);
     expect(reg.body).toEqual({ detail: 'Heartbeat session required. Call /heartbeat/start first.' });
     const login = await c.post('/api/client/login', { session, username: 'hb1', password: 'pw-hb1-1', hwid: hwid() });
@@ -379,7 +597,10 @@ describe('remaining rows of the register, login and license tables', () => {
   it.each(['login', 'license'])('%s: 20 calls per minute per IP, then 429 Rate limit exceeded', async (endpoint) => {
     const f = await appFixture(t);
     const { c, session } = await fresh(f);
-    const body = endpoint === 'login' ? { session, username: 'x', password: 'p', hwid: 'short' } : { session, license: 'k', hwid: 'short' };
+    const body =
+      endpoint === 'login'
+        ? { session, username: 'x', password: 'p', hwid: 'short' }
+        : { session, license: 'k', hwid: 'short' };
     for (let i = 0; i < 20; i++) expect((await c.post(`/api/client/${endpoint}`, body)).status).toBe(422);
     const r = await c.post(`/api/client/${endpoint}`, body);
     expect(r.status).toBe(429);
@@ -387,4 +608,3 @@ describe('remaining rows of the register, login and license tables', () => {
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 });
-

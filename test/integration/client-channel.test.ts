@@ -49,12 +49,20 @@ describe('upgrade', () => {
   it('answers a signed hello bound to the session and the client key; the keys work both ways', async () => {
     const a = await activated(undefined, { heartbeat_interval: 12 });
     const ch = await openChannel(t.base, a.session, { ip: a.ip });
-    expect(ch.hello).toMatchObject({ type: 'hello', v: 1, kid: 'k1', beat_interval: 12, conn: expect.stringMatching(/^[\w-]{22}$/) });
+    expect(ch.hello).toMatchObject({
+      type: 'hello',
+      v: 1,
+      kid: 'k1',
+      beat_interval: 12,
+      conn: expect.stringMatching(/^[\w-]{22}$/),
+    });
     expect(Math.abs(ch.hello.ts - Date.now() / 1000)).toBeLessThan(5);
     const seq = ch.send({ type: 'ping' });
     expect(await ch.next('pong')).toMatchObject({ seq: 1, re: seq });
     const logs = (await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=client.channel`)).body;
-    expect(logs.map((e: { detail: string; ip: string }) => [e.detail, e.ip])).toEqual([['Realtime channel opened', a.ip]]);
+    expect(logs.map((e: { detail: string; ip: string }) => [e.detail, e.ip])).toEqual([
+      ['Realtime channel opened', a.ip],
+    ]);
     ch.close();
   });
 
@@ -65,26 +73,43 @@ describe('upgrade', () => {
 
     const fresh = await a.f.session(a.c);
     const notActivated = await refused(ChannelClient.connect(t.base, fresh, { ip: a.ip }));
-    expect(notActivated).toMatchObject({ status: 403, body: { detail: 'Session not activated. Call /login, /register or /license first.' } });
+    expect(notActivated).toMatchObject({
+      status: 403,
+      body: { detail: 'Session not activated. Call /login, /register or /license first.' },
+    });
 
-    const badKey = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip, headers: { 'x-nonce': 'not-a-key-0123456789' } }));
+    const badKey = await refused(
+      ChannelClient.connect(t.base, a.session, { ip: a.ip, headers: { 'x-nonce': 'not-a-key-0123456789' } }),
+    );
     expect(badKey.status).toBe(422);
     expect(badKey.body.detail[0].loc).toEqual(['header', 'x-nonce']);
     // A low-order point would let the server be forced into a known secret: refused too.
-    const zero = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip, headers: { 'x-nonce': 'A'.repeat(43) } }));
+    const zero = await refused(
+      ChannelClient.connect(t.base, a.session, { ip: a.ip, headers: { 'x-nonce': 'A'.repeat(43) } }),
+    );
     expect(zero.status).toBe(422);
     const version = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip, version: 'v'.repeat(65) }));
     expect(version.status).toBe(422);
     expect(version.body.detail[0].loc).toEqual(['header', 'x-client-version']);
 
     await a.f.owner.patch(`/apps/${a.f.app.id}`, { enabled: false, disabled_message: 'Custom text' });
-    expect(await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }))).toMatchObject({ status: 403, body: { detail: 'Application disabled' } });
+    expect(await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }))).toMatchObject({
+      status: 403,
+      body: { detail: 'Application disabled' },
+    });
     await a.f.owner.patch(`/apps/${a.f.app.id}`, { enabled: true });
     await a.f.owner.post(`/apps/${a.f.app.id}/bans`, { type: 'ip', value: a.ip });
-    expect(await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }))).toMatchObject({ status: 403, body: { detail: 'Access denied' } });
+    expect(await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }))).toMatchObject({
+      status: 403,
+      body: { detail: 'Access denied' },
+    });
 
-    const logs = (await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=client.channel`)).body.map((e: { detail: string }) => e.detail);
-    expect(logs).toEqual(expect.arrayContaining(['403 Access denied', '403 Application disabled', '422 validation failed']));
+    const logs = (await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=client.channel`)).body.map(
+      (e: { detail: string }) => e.detail,
+    );
+    expect(logs).toEqual(
+      expect.arrayContaining(['403 Access denied', '403 Application disabled', '422 validation failed']),
+    );
   });
 
   it('with require_signature the upgrade must be signed (PROTOCOL 3, empty body) and its key is a nonce used once', async () => {
@@ -96,7 +121,9 @@ describe('upgrade', () => {
     const ch = await openChannel(t.base, a.session, { ip: a.ip, secret: a.f.app.api_secret, keyPair });
     ch.close();
     await ch.closed;
-    const replayed = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip, secret: a.f.app.api_secret, keyPair }));
+    const replayed = await refused(
+      ChannelClient.connect(t.base, a.session, { ip: a.ip, secret: a.f.app.api_secret, keyPair }),
+    );
     expect(replayed).toMatchObject({ status: 401, body: { detail: 'Invalid request signature' } });
     const wrongSecret = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip, secret: 'not-the-secret' }));
     expect(wrongSecret.status).toBe(401);
@@ -116,21 +143,46 @@ describe('calls on the channel and switching transports', () => {
     const ch = await openChannel(t.base, a.session, { ip: a.ip });
     const start = await ch.call('heartbeat/start', { system_id: SYS });
     expect(start.status).toBe(200);
-    expect(start.body.proof).toBe(createHmac('sha256', a.session).update(`kwhs1\n${SYS}\n${start.body.token}`).digest('base64'));
+    expect(start.body.proof).toBe(
+      createHmac('sha256', a.session).update(`kwhs1\n${SYS}\n${start.body.token}`).digest('base64'),
+    );
     const ws1 = await ch.call('heartbeat', { token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });
     expect(ws1.status).toBe(200);
-    expect(ws1.body.proof).toBe(createHmac('sha256', start.body.token).update(`kwhb1\n${a.session}\n1\n${ws1.body.new_token}\n1`).digest('base64'));
+    expect(ws1.body.proof).toBe(
+      createHmac('sha256', start.body.token)
+        .update(`kwhb1\n${a.session}\n1\n${ws1.body.new_token}\n1`)
+        .digest('base64'),
+    );
     // The same beat again over REST: a replay.
-    const replay = await a.c.post('/api/client/heartbeat', { session: a.session, token: ws1.body.new_token, system_id: SYS, beat_index: 1, code_hash: HASH });
+    const replay = await a.c.post('/api/client/heartbeat', {
+      session: a.session,
+      token: ws1.body.new_token,
+      system_id: SYS,
+      beat_index: 1,
+      code_hash: HASH,
+    });
     expect(replay.body).toEqual({ detail: 'rejected' });
     // Switch to REST with the latest token.
-    const rest2 = await a.c.post('/api/client/heartbeat', { session: a.session, token: ws1.body.new_token, system_id: SYS, beat_index: 2, code_hash: HASH });
+    const rest2 = await a.c.post('/api/client/heartbeat', {
+      session: a.session,
+      token: ws1.body.new_token,
+      system_id: SYS,
+      beat_index: 2,
+      code_hash: HASH,
+    });
     expect(rest2.status).toBe(200);
     expect(rest2.body.beat_count).toBe(2);
     // The channel's token is now stale: refused, nothing killed.
-    expect(await ch.call('heartbeat', { token: ws1.body.new_token, system_id: SYS, beat_index: 3, code_hash: HASH })).toEqual({ status: 403, body: { detail: 'rejected' } });
+    expect(
+      await ch.call('heartbeat', { token: ws1.body.new_token, system_id: SYS, beat_index: 3, code_hash: HASH }),
+    ).toEqual({ status: 403, body: { detail: 'rejected' } });
     // Back to the channel with the token REST returned.
-    const ws3 = await ch.call('heartbeat', { token: rest2.body.new_token, system_id: SYS, beat_index: 3, code_hash: HASH });
+    const ws3 = await ch.call('heartbeat', {
+      token: rest2.body.new_token,
+      system_id: SYS,
+      beat_index: 3,
+      code_hash: HASH,
+    });
     expect(ws3).toMatchObject({ status: 200, body: { beat_count: 3 } });
     expect((await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=heartbeat.kill`)).body).toEqual([]);
     ch.close();
@@ -142,9 +194,15 @@ describe('calls on the channel and switching transports', () => {
     const start = await a.c.post('/api/client/heartbeat/start', { session: a.session, system_id: SYS });
     const ch = await openChannel(t.base, a.session, { ip: a.ip });
     // `session` in the body is ignored: the channel's own session is used.
-    const b = await ch.call('heartbeat', { session: other.session, token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });
+    const b = await ch.call('heartbeat', {
+      session: other.session,
+      token: start.body.token,
+      system_id: SYS,
+      beat_index: 1,
+      code_hash: HASH,
+    });
     expect(b.status).toBe(200);
-    expect(t.server.app.domain.heartbeats.host.peek(a.session)?.beatCount).toBe(1);
+    expect(t.server.app.domain.heartbeatOwner.host.peek(a.session)?.beatCount).toBe(1);
     ch.close();
   });
 
@@ -154,7 +212,10 @@ describe('calls on the channel and switching transports', () => {
     const start = await first.call('heartbeat/start', { system_id: SYS });
     const second = await openChannel(t.base, a.session, { ip: a.ip });
     expect(await first.closed).toEqual({ code: 4001, reason: 'superseded by a newer connection' });
-    expect((await second.call('heartbeat', { token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH })).status).toBe(200);
+    expect(
+      (await second.call('heartbeat', { token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH }))
+        .status,
+    ).toBe(200);
     second.close();
   });
 });
@@ -163,7 +224,11 @@ describe('the server refuses client frames it cannot trust (1008)', () => {
   const cases: [string, (ch: ChannelClient) => void, string][] = [
     ['a wrong MAC', (ch) => ch.send({ type: 'ping' }, { key: Buffer.alloc(32, 7) }), 'bad MAC'],
     ['a frame of another connection (its keys)', (ch) => ch.send({ type: 'ping' }, { key: ch.s2c }), 'bad MAC'],
-    ['seq 2 first (a dropped or reordered frame)', (ch) => ch.send({ type: 'ping' }, { seq: 2 }), 'message out of order'],
+    [
+      'seq 2 first (a dropped or reordered frame)',
+      (ch) => ch.send({ type: 'ping' }, { seq: 2 }),
+      'message out of order',
+    ],
     ['an unknown type', (ch) => ch.send({ type: 'shell', cmd: 'ls' }), 'unknown message type'],
     ['an unknown call', (ch) => ch.send({ type: 'call', op: 'login', body: {} }), 'unknown call'],
     ['a text frame', (ch) => ch.ws.send('{"seq":1,"type":"ping"}'), 'binary frames only'],
@@ -215,7 +280,8 @@ describe('limits', () => {
   it('upgrades per IP per minute: the 61st answers 429', async () => {
     const ip = nextIp();
     const statuses: number[] = [];
-    for (let i = 0; i < 61; i++) statuses.push((await refused(ChannelClient.connect(t.base, 'Z'.repeat(43), { ip }))).status);
+    for (let i = 0; i < 61; i++)
+      statuses.push((await refused(ChannelClient.connect(t.base, 'Z'.repeat(43), { ip }))).status);
     expect(statuses.slice(0, 60).every((s) => s === 401)).toBe(true);
     expect(statuses[60]).toBe(429);
   });
@@ -268,9 +334,13 @@ describe('audit', () => {
     await ch.call('heartbeat/start', { system_id: SYS });
     await ch.call('heartbeat', { token: 'TT' + '0'.repeat(32), system_id: SYS, beat_index: 1, code_hash: HASH });
     const start = (await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=client.heartbeat.start`)).body;
-    expect(start.map((e: { detail: string; ip: string }) => [e.detail, e.ip])).toEqual([['Heartbeat started (interval 30s)', a.ip]]);
+    expect(start.map((e: { detail: string; ip: string }) => [e.detail, e.ip])).toEqual([
+      ['Heartbeat started (interval 30s)', a.ip],
+    ]);
     const beats = (await a.f.owner.get(`/api/apps/${a.f.app.id}/logs?action=client.heartbeat`)).body;
-    expect(beats.map((e: { detail: string; level: string }) => [e.detail, e.level])).toEqual([['403 beat refused: wrong, stale or malformed token', 'warning']]);
+    expect(beats.map((e: { detail: string; level: string }) => [e.detail, e.level])).toEqual([
+      ['403 beat refused: wrong, stale or malformed token', 'warning'],
+    ]);
     ch.close();
   });
 });

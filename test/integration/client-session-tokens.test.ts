@@ -10,7 +10,7 @@ import { appFixture } from '../helpers/fixture.js';
 import { ClientApi, decryptEnc, hwid } from '../helpers/client.js';
 import { TestClock } from '../helpers/clock.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { shardOf } from '../../src/cluster/cluster-node.js';
+import { shardOf } from '../../src/platform/cluster/cluster-node.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'token-system-01';
@@ -44,7 +44,10 @@ describe('one worker', () => {
     expect(await t.server.services.coordinator.get(`sess:${session}`)).toBeNull();
     const r = await c.post('/api/client/license', { session, license: k1, hwid: hwid(1), init_iv: 'iv-1' });
     expect(r.status).toBe(200);
-    expect(decryptEnc(r.body.enc, encKey, f.app.api_secret, 'iv-1')).toMatchObject({ success: true, message: 'License activated' });
+    expect(decryptEnc(r.body.enc, encKey, f.app.api_secret, 'iv-1')).toMatchObject({
+      success: true,
+      message: 'License activated',
+    });
     // The client opened its session with this api_secret and keeps using it until it opens another.
     const rotated = await f.owner.post(`/apps/${f.app.id}/rotate-secret`);
     expect(rotated.status).toBe(200);
@@ -79,7 +82,13 @@ describe('one worker', () => {
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid(5) })).status).toBe(200);
     const start = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
     expect(start.status).toBe(200);
-    const killed = await c.post('/api/client/heartbeat', { session, token: start.body.token, system_id: 'another-system-9', beat_index: 1, code_hash: HASH });
+    const killed = await c.post('/api/client/heartbeat', {
+      session,
+      token: start.body.token,
+      system_id: 'another-system-9',
+      beat_index: 1,
+      code_hash: HASH,
+    });
     expect(killed.body).toEqual({ detail: 'rejected' });
     const restart = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
     expect(restart.status).toBe(403);
@@ -116,13 +125,16 @@ describe('CLIENT_SESSION_LIMIT', () => {
     // server's (moved) clock, so it is read without ClientApi's freshness check.
     clock.advance(24 * 3600 * 1000);
     const res = await fetch(`${t.base}/api/client/init`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '198.18.250.1' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': '198.18.250.1' },
       body: JSON.stringify({ api_key: f.app.api_key, enc_key: 'k4' }),
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-response-signature')).toBeTruthy();
     const old = await fetch(`${t.base}/api/client/heartbeat/start`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ session: first, system_id: SYS }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ session: first, system_id: SYS }),
     });
     expect(old.status).toBe(401);
     clock.advance(-24 * 3600 * 1000);
@@ -138,10 +150,16 @@ describe.skipIf(!hasRedis)('two workers in cluster mode', () => {
     // Workers of one deployment share their secrets (one DATA_DIR, or these options): the signing
     // seed, and with it the session-token key, and the license-hash key.
     const env = {
-      REDIS_URL, REDIS_PREFIX: `kwst${randomBytes(4).toString('hex')}:`, TRUSTED_PROXIES: '127.0.0.1',
-      RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'), LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+      REDIS_URL,
+      REDIS_PREFIX: `kwst${randomBytes(4).toString('hex')}:`,
+      TRUSTED_PROXIES: '127.0.0.1',
+      RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
+      LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
     };
-    workers = [await startTestServer(env, { databaseUrl: db.url }), await startTestServer(env, { databaseUrl: db.url })];
+    workers = [
+      await startTestServer(env, { databaseUrl: db.url }),
+      await startTestServer(env, { databaseUrl: db.url }),
+    ];
     // Until the split has settled: both members, every shard held, the same counts after another round
     // (right after start the first worker holds every shard and hands half over).
     const counts = () => workers.map((w) => w.server.app.domain.node.ownedShards);
@@ -149,7 +167,10 @@ describe.skipIf(!hasRedis)('two workers in cluster mode', () => {
     for (let i = 0; i < 100; i++) {
       await Promise.all(workers.map((w) => w.server.app.domain.node.tick()));
       const owned = counts();
-      const settled = workers.every((w) => w.server.app.domain.node.memberCount === 2) && owned.every((n) => n > 0) && owned[0]! + owned[1]! === 1024;
+      const settled =
+        workers.every((w) => w.server.app.domain.node.memberCount === 2) &&
+        owned.every((n) => n > 0) &&
+        owned[0]! + owned[1]! === 1024;
       if (settled && owned.join('/') === last) break;
       last = settled ? owned.join('/') : '';
     }
@@ -211,7 +232,13 @@ describe.skipIf(!hasRedis)('two workers in cluster mode', () => {
     expect(start.status).toBe(200);
     let token = start.body.token as string;
     for (let i = 1; i <= 5; i++) {
-      const r = await c.post('/api/client/heartbeat', { session, token, system_id: SYS, beat_index: i, code_hash: HASH });
+      const r = await c.post('/api/client/heartbeat', {
+        session,
+        token,
+        system_id: SYS,
+        beat_index: i,
+        code_hash: HASH,
+      });
       expect(r.status).toBe(200);
       token = r.body.new_token;
     }

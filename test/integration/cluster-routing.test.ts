@@ -3,8 +3,8 @@
 // Two real cluster nodes share one coordinator here; the owner's handler is slow on purpose.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { LocalCoordinator } from '../../src/cluster/local.coordinator.js';
-import { ClusterNode, SHARD_COUNT } from '../../src/cluster/cluster-node.js';
+import { LocalCoordinator } from '../../src/platform/cluster/local.coordinator.js';
+import { ClusterNode, SHARD_COUNT } from '../../src/platform/cluster/cluster-node.js';
 import { AppError, ValidationError } from '../../src/errors.js';
 
 const log = pino({ level: 'silent' });
@@ -59,12 +59,19 @@ describe('forwarding to a slow owner', () => {
     });
     const err = await a.route(shard, 'coded.op', {}, async () => 'local').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
-    expect(err).toMatchObject({ code: 'app_disabled', status: 403, detail: 'Down for maintenance until 10:00', headers: { 'Retry-After': '7' } });
+    expect(err).toMatchObject({
+      code: 'app_disabled',
+      status: 403,
+      detail: 'Down for maintenance until 10:00',
+      headers: { 'Retry-After': '7' },
+    });
     b.handle('invalid.op', async () => {
       throw new ValidationError([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
     });
     const invalid = await a.route(shard, 'invalid.op', {}, async () => 'local').catch((e: unknown) => e);
     expect(invalid).toBeInstanceOf(ValidationError);
-    expect((invalid as ValidationError).issues).toEqual([{ loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' }]);
+    expect((invalid as ValidationError).issues).toEqual([
+      { loc: ['body', 'hwid'], msg: 'too short', type: 'string_too_short' },
+    ]);
   });
 });

@@ -9,15 +9,15 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { pack, unpack } from 'msgpackr';
-import { ClusterNode, SHARD_COUNT, rendezvous, type ListenOptions } from '../../src/cluster/cluster-node.js';
-import { RedisCoordinator } from '../../src/cluster/redis.coordinator.js';
-import { FrameReader, HANDSHAKE_TIMEOUT_MS, parseAddress } from '../../src/cluster/peer-transport.js';
+import { ClusterNode, SHARD_COUNT, rendezvous, type ListenOptions } from '../../src/platform/cluster/cluster-node.js';
+import { RedisCoordinator } from '../../src/platform/cluster/redis.coordinator.js';
+import { FrameReader, HANDSHAKE_TIMEOUT_MS, parseAddress } from '../../src/platform/cluster/peer-transport.js';
 import { AppError } from '../../src/errors.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { createTestDatabase, startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, nextIp } from '../helpers/fixture.js';
 import { ClientApi, hwid } from '../helpers/client.js';
-import { shardOf } from '../../src/cluster/cluster-node.js';
+import { shardOf } from '../../src/platform/cluster/cluster-node.js';
 
 const hasRedis = await redisAvailable();
 const log = pino({ level: 'silent' });
@@ -41,7 +41,10 @@ async function stop(members: Member[]): Promise<void> {
 }
 
 /** Ticks until every node sees `n` members and the shards are split as rendezvous says. */
-async function settle(nodes: Pick<ClusterNode, 'tick' | 'id' | 'memberCount' | 'ownedShards'>[], ids: string[]): Promise<void> {
+async function settle(
+  nodes: Pick<ClusterNode, 'tick' | 'id' | 'memberCount' | 'ownedShards'>[],
+  ids: string[],
+): Promise<void> {
   const sorted = [...ids].sort();
   for (let round = 0; round < 60; round++) {
     await Promise.all(nodes.map((n) => n.tick()));
@@ -212,10 +215,7 @@ describe.skipIf(!hasRedis)('a peer without a usable address', () => {
     // No listener at all: no address in membership.
     silent = member(prefix, undefined);
     for (const m of [a, unreachable, silent]) await m.node.start();
-    await settle(
-      [a.node, unreachable.node, silent.node],
-      [a.node.id, unreachable.node.id, silent.node.id],
-    );
+    await settle([a.node, unreachable.node, silent.node], [a.node.id, unreachable.node.id, silent.node.id]);
     unreachable.node.handle('echo', async (args) => ({ echoed: args, by: 'unreachable' }));
     silent.node.handle('echo', async (args) => ({ echoed: args, by: 'silent' }));
     a.node.handle('echo', async (args) => ({ echoed: args, by: 'a' }));
@@ -330,7 +330,10 @@ describe.skipIf(!hasRedis)('two servers on Redis', () => {
     const first = await startTestServer(env, { databaseUrl: db.url });
     workers = [first, await startTestServer(env, { databaseUrl: db.url, dataDir: first.dataDir })];
     const nodes = workers.map((w) => w.server.app.domain.node);
-    await settle(nodes, nodes.map((n) => n.id));
+    await settle(
+      nodes,
+      nodes.map((n) => n.id),
+    );
   }, 60_000);
   afterAll(async () => {
     for (const w of workers) await w.server.shutdown('test').catch(() => undefined);

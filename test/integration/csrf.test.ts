@@ -15,7 +15,11 @@ describe('cookie-authenticated writes and their origin', () => {
   beforeAll(async () => {
     t = await startTestServer({ PUBLIC_URL: 'https://licensing.example.com' });
     host = new URL(t.base).host;
-    const r = await fetch(`${t.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(OWNER) });
+    const r = await fetch(`${t.base}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(OWNER),
+    });
     expect(r.status).toBe(200);
     token = ((await r.json()) as { token: string }).token;
     cookie = `kw_session=${token}`;
@@ -23,9 +27,13 @@ describe('cookie-authenticated writes and their origin', () => {
   afterAll(() => t.close());
 
   const createApp = (headers: Record<string, string>) =>
-    fetch(`${t.base}/api/apps`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ name: 'csrf' }) });
+    fetch(`${t.base}/api/apps`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ name: 'csrf' }),
+    });
 
-  it('accepts a cookie write from the server\'s own origin', async () => {
+  it("accepts a cookie write from the server's own origin", async () => {
     const r = await createApp({ cookie, origin: `http://${host}` });
     expect(r.status).toBe(200);
   });
@@ -42,7 +50,12 @@ describe('cookie-authenticated writes and their origin', () => {
 
   it('refuses a cookie write from another origin, and nothing is created', async () => {
     const before = ((await (await fetch(`${t.base}/api/apps`, { headers: { cookie } })).json()) as unknown[]).length;
-    for (const origin of ['https://evil.example', `http://${host}.evil.example`, 'null', `http://${host.replace(/:\d+$/, ':1')}`]) {
+    for (const origin of [
+      'https://evil.example',
+      `http://${host}.evil.example`,
+      'null',
+      `http://${host.replace(/:\d+$/, ':1')}`,
+    ]) {
       const r = await createApp({ cookie, origin });
       expect(r.status, origin).toBe(403);
       expect(await r.json()).toEqual(REFUSED);
@@ -62,9 +75,20 @@ describe('cookie-authenticated writes and their origin', () => {
   it('checks every write method: PATCH, PUT and DELETE too', async () => {
     const app = (await (await createApp({ authorization: `Bearer ${token}` })).json()) as { id: string };
     const foreign = { cookie, origin: 'https://evil.example', 'content-type': 'application/json' };
-    const patch = await fetch(`${t.base}/api/apps/${app.id}`, { method: 'PATCH', headers: foreign, body: JSON.stringify({ enabled: false }) });
-    const put = await fetch(`${t.base}/api/apps/${app.id}/hashes`, { method: 'PUT', headers: foreign, body: JSON.stringify({ hashes: [] }) });
-    const del = await fetch(`${t.base}/api/apps/${app.id}`, { method: 'DELETE', headers: { cookie, origin: 'https://evil.example' } });
+    const patch = await fetch(`${t.base}/api/apps/${app.id}`, {
+      method: 'PATCH',
+      headers: foreign,
+      body: JSON.stringify({ enabled: false }),
+    });
+    const put = await fetch(`${t.base}/api/apps/${app.id}/hashes`, {
+      method: 'PUT',
+      headers: foreign,
+      body: JSON.stringify({ hashes: [] }),
+    });
+    const del = await fetch(`${t.base}/api/apps/${app.id}`, {
+      method: 'DELETE',
+      headers: { cookie, origin: 'https://evil.example' },
+    });
     expect([patch.status, put.status, del.status]).toEqual([403, 403, 403]);
     const still = await fetch(`${t.base}/api/apps/${app.id}`, { headers: { cookie } });
     expect(((await still.json()) as { enabled: boolean }).enabled).toBe(true);
@@ -82,7 +106,11 @@ describe('cookie-authenticated writes and their origin', () => {
 
   it('refuses a sign-in from a foreign origin (login CSRF) but not one without an origin', async () => {
     const login = (headers: Record<string, string>) =>
-      fetch(`${t.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(OWNER) });
+      fetch(`${t.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(OWNER),
+      });
     const foreign = await login({ origin: 'https://evil.example' });
     expect(foreign.status).toBe(403);
     expect(foreign.headers.get('set-cookie')).toBeNull();

@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
-import { createHttpServer, loadUws, type HttpServer } from '../../src/http/uws.js';
+import { createHttpServer, loadUws, type HttpServer } from '../../src/platform/http/uws.js';
 import { createLogger } from '../../src/logger.js';
 import { loadConfig } from '../../src/config.js';
-import { signReply } from '../../src/http/client-signing.js';
-import { signingKeyFromSeed } from '../../src/crypto/index.js';
-import { jsonReply } from '../../src/http/types.js';
+import { signReply } from '../../src/platform/http/client-signing.js';
+import { signingKeyFromSeed } from '../../src/platform/crypto/index.js';
+import { jsonReply } from '../../src/platform/http/types.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -34,7 +34,11 @@ describe('malformed credentials are an unknown session, never a crash or a 500',
       const body = method === 'GET' || method === 'DELETE' ? undefined : '{}';
       for (const bad of MALFORMED.slice(0, 3)) {
         // Origin names the server itself, so cookie-authenticated writes pass the cross-site check.
-        const byCookie = await fetch(t.base + path, { method, body, headers: { cookie: `kw_session=${bad}`, origin: t.base } });
+        const byCookie = await fetch(t.base + path, {
+          method,
+          body,
+          headers: { cookie: `kw_session=${bad}`, origin: t.base },
+        });
         const byBearer = await fetch(t.base + path, { method, body, headers: { authorization: `Bearer ${bad}` } });
         for (const res of [byCookie, byBearer]) {
           seen.push(`${method} ${path} ${res.status}`);
@@ -54,7 +58,9 @@ describe('malformed credentials are an unknown session, never a crash or a 500',
       const x = await fetch(`${t.base}/api/apps/x/events`, { headers: { cookie: `kw_session=${bad}` } });
       expect(x.status).toBe(401);
       const status = await new Promise<number>((resolve, reject) => {
-        const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, { headers: { cookie: `kw_session=${bad}`, origin: t.base } });
+        const ws = new WebSocket(`${t.base.replace('http', 'ws')}/api/ws`, {
+          headers: { cookie: `kw_session=${bad}`, origin: t.base },
+        });
         ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
         ws.once('open', () => reject(new Error('opened')));
         ws.once('error', () => undefined);
@@ -82,11 +88,19 @@ describe('the guard around every uWS handler', () => {
       finishError: (method, path, nonce, reply) =>
         path.startsWith('/api/client/') ? signReply(reply, signing, method, path, nonce, Date.now()) : reply,
     });
-    server.mount({ method: 'get', pattern: '/api/client/thing', bodyLimit: 0, handler: async () => jsonReply(200, { ok: true }) });
+    server.mount({
+      method: 'get',
+      pattern: '/api/client/thing',
+      bodyLimit: 0,
+      handler: async () => jsonReply(200, { ok: true }),
+    });
     server.mount({ method: 'get', pattern: '/plain', bodyLimit: 0, handler: async () => jsonReply(200, { ok: true }) });
-    server.app.get('/raw', server.guard.http(() => {
-      throw new Error('thrown by a raw handler');
-    }));
+    server.app.get(
+      '/raw',
+      server.guard.http(() => {
+        throw new Error('thrown by a raw handler');
+      }),
+    );
     server.app.ws('/raw-ws', {
       upgrade: server.guard.upgrade(() => {
         throw new Error('thrown by an upgrade handler');
@@ -112,12 +126,19 @@ describe('the guard around every uWS handler', () => {
   });
 
   it('signs the answer under /api/client/ (PROTOCOL 4)', async () => {
-    const res = await fetch(`${base}/api/client/thing`, { headers: { 'x-forwarded-for': 'throw', 'x-nonce': 'guard-nonce-0123456789' } });
+    const res = await fetch(`${base}/api/client/thing`, {
+      headers: { 'x-forwarded-for': 'throw', 'x-nonce': 'guard-nonce-0123456789' },
+    });
     expect(res.status).toBe(500);
     const body = Buffer.from(await res.arrayBuffer());
     const ts = res.headers.get('x-response-timestamp');
     const msg = `kw1\nk1\nGET\n/api/client/thing\n500\n${ts}\nguard-nonce-0123456789\n${createHash('sha256').update(body).digest('hex')}`;
-    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(signing.publicKey).toString('base64url') }, format: 'jwk' });
-    expect(verify(null, Buffer.from(msg), key, Buffer.from(res.headers.get('x-response-signature') ?? '', 'base64'))).toBe(true);
+    const key = createPublicKey({
+      key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(signing.publicKey).toString('base64url') },
+      format: 'jwk',
+    });
+    expect(
+      verify(null, Buffer.from(msg), key, Buffer.from(res.headers.get('x-response-signature') ?? '', 'base64')),
+    ).toBe(true);
   });
 });

@@ -8,7 +8,7 @@ import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { createTestDatabase, startTestServer, type TestServer } from '../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
-import { shardOf } from '../../src/cluster/cluster-node.js';
+import { shardOf } from '../../src/platform/cluster/cluster-node.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'handover-system-01';
@@ -23,7 +23,10 @@ describe.skipIf(!hasRedis)('heartbeat sessions moving between workers', () => {
     const db = await createTestDatabase();
     drop = db.drop;
     const env = { REDIS_URL, REDIS_PREFIX: `kwh${randomBytes(4).toString('hex')}:` };
-    workers = [await startTestServer(env, { databaseUrl: db.url }), await startTestServer(env, { databaseUrl: db.url })];
+    workers = [
+      await startTestServer(env, { databaseUrl: db.url }),
+      await startTestServer(env, { databaseUrl: db.url }),
+    ];
     // Both are members and the 1024 shards are split between them.
     for (let i = 0; i < 20 && workers.some((w) => w.server.app.domain.node.memberCount < 2); i++) {
       await Promise.all(workers.map((w) => w.server.app.domain.node.tick()));
@@ -43,7 +46,14 @@ describe.skipIf(!hasRedis)('heartbeat sessions moving between workers', () => {
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid(3) })).status).toBe(200);
     const start = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
     expect(start.status).toBe(200);
-    const first = await c.post('/api/client/heartbeat', { session, token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH, code_size: 4096 });
+    const first = await c.post('/api/client/heartbeat', {
+      session,
+      token: start.body.token,
+      system_id: SYS,
+      beat_index: 1,
+      code_hash: HASH,
+      code_size: 4096,
+    });
     expect(first.status).toBe(200);
 
     const shard = shardOf(session);
@@ -55,11 +65,23 @@ describe.skipIf(!hasRedis)('heartbeat sessions moving between workers', () => {
 
     const s = new ClientApi(survivor.base);
     const tampered = await s.post('/api/client/heartbeat', {
-      session, token: first.body.new_token, system_id: SYS, beat_index: 2, code_hash: 'deadbeef'.repeat(4), code_size: 4096,
+      session,
+      token: first.body.new_token,
+      system_id: SYS,
+      beat_index: 2,
+      code_hash: 'deadbeef'.repeat(4),
+      code_size: 4096,
     });
     expect(tampered.status).toBe(403);
     expect(tampered.body).toEqual({ detail: 'rejected' });
-    const again = await s.post('/api/client/heartbeat', { session, token: first.body.new_token, system_id: SYS, beat_index: 3, code_hash: HASH, code_size: 4096 });
+    const again = await s.post('/api/client/heartbeat', {
+      session,
+      token: first.body.new_token,
+      system_id: SYS,
+      beat_index: 3,
+      code_hash: HASH,
+      code_size: 4096,
+    });
     expect(again.status).toBe(403); // the session is gone: it was killed, not merely refused
     expect(survivor.server.app.domain.node.fenceOf(shard)).toBeDefined();
   }, 60_000);

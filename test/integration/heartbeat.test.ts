@@ -35,12 +35,25 @@ async function live(settings: Record<string, unknown> = {}): Promise<Live> {
   const r = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
   expect(r.status).toBe(200);
   const l: Live = {
-    f, c, session, token: r.body.token, index: 0,
+    f,
+    c,
+    session,
+    token: r.body.token,
+    index: 0,
     async beat(over = {}) {
       const index = (over.beat_index as number | undefined) ?? l.index + 1;
-      const res = await c.post('/api/client/heartbeat', { session, token: l.token, system_id: SYS, beat_index: index, code_hash: HASH, ...over });
+      const res = await c.post('/api/client/heartbeat', {
+        session,
+        token: l.token,
+        system_id: SYS,
+        beat_index: index,
+        code_hash: HASH,
+        ...over,
+      });
       if (res.status === 200) {
-        const expected = createHmac('sha256', l.token).update(`kwhb1\n${session}\n${index}\n${res.body.new_token}\n${res.body.beat_count}`).digest('base64');
+        const expected = createHmac('sha256', l.token)
+          .update(`kwhb1\n${session}\n${index}\n${res.body.new_token}\n${res.body.beat_count}`)
+          .digest('base64');
         expect(res.body.proof).toBe(expected);
         l.token = res.body.new_token;
         l.index = index;
@@ -74,7 +87,11 @@ describe('heartbeat start', () => {
     await c.post('/api/client/license', { session, license: key, hwid: hwid() });
     const r = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ success: true, token: expect.stringMatching(/^TT[0-9a-f]{32}$/), beat_interval: 12 });
+    expect(r.body).toMatchObject({
+      success: true,
+      token: expect.stringMatching(/^TT[0-9a-f]{32}$/),
+      beat_interval: 12,
+    });
     expect(r.body.proof).toBe(createHmac('sha256', session).update(`kwhs1\n${SYS}\n${r.body.token}`).digest('base64'));
     const again = await c.post('/api/client/heartbeat/start', { session, system_id: SYS });
     expect(again.status).toBe(409);
@@ -82,9 +99,13 @@ describe('heartbeat start', () => {
   });
 
   it('clamps beat_interval to [5, 300] and defaults to 30', async () => {
-    for (const [interval, expected] of [[undefined, 30], [1, 5], [1000, 300]] as const) {
+    for (const [interval, expected] of [
+      [undefined, 30],
+      [1, 5],
+      [1000, 300],
+    ] as const) {
       const l = await live(interval === undefined ? {} : { heartbeat_interval: interval });
-      const ctx = t.server.app.domain.heartbeats.host.peek(l.session)!;
+      const ctx = t.server.app.domain.heartbeatOwner.host.peek(l.session)!;
       expect(ctx.beatInterval).toBe(expected);
     }
   });
@@ -121,7 +142,11 @@ describe('beats', () => {
     const l = await live();
     const r1 = await l.beat();
     expect(r1.status).toBe(200);
-    expect(r1.body).toMatchObject({ success: true, new_token: expect.stringMatching(/^TT[0-9a-f]{32}$/), beat_count: 1 });
+    expect(r1.body).toMatchObject({
+      success: true,
+      new_token: expect.stringMatching(/^TT[0-9a-f]{32}$/),
+      beat_count: 1,
+    });
     const r2 = await l.beat({ beat_index: 7 });
     expect(r2.body.beat_count).toBe(2);
   });
@@ -264,7 +289,13 @@ describe('require_heartbeat (PROTOCOL 2, SPEC "Session alive")', () => {
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200); // zero beats: alive
     clock.advance(50_000); // far past 3 intervals, inside the 60 s expiry: zero beats is still alive
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
-    const beat = await c.post('/api/client/heartbeat', { session, token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });
+    const beat = await c.post('/api/client/heartbeat', {
+      session,
+      token: start.body.token,
+      system_id: SYS,
+      beat_index: 1,
+      code_hash: HASH,
+    });
     expect(beat.status).toBe(200);
     clock.advance(15_001); // more than beat_interval x 3 since the last beat
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(403);

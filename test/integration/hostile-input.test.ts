@@ -30,7 +30,13 @@ function expectNulRefused(r: { status: number; body: any }, loc: (string | numbe
 
 describe('key generation over a small key space (finding 1, PROTOCOL 11.19)', () => {
   it('refuses at once, on mask, a mask and alphabet that cannot produce the amount; the server stays responsive', async () => {
-    const r = await owner.post(`/apps/${f.app.id}/licenses`, { amount: 2, duration: 1, unit: 'days', mask: '********', alphabet: '7' });
+    const r = await owner.post(`/apps/${f.app.id}/licenses`, {
+      amount: 2,
+      duration: 1,
+      unit: 'days',
+      mask: '********',
+      alphabet: '7',
+    });
     expect(r.status).toBe(422);
     expect(r.body.detail[0].loc).toEqual(['body', 'mask']);
     expect((await owner.get('/healthz')).status).toBe(200);
@@ -38,9 +44,19 @@ describe('key generation over a small key space (finding 1, PROTOCOL 11.19)', ()
 
   it('produces exactly the keys left in a small space, then refuses the next one without charging', async () => {
     const app = (await owner.post('/apps', { name: 'tiny space' })).body;
-    const first = await owner.post(`/apps/${app.id}/licenses`, { amount: 3, duration: 1, mask: 'K-##', alphabet: 'AB' });
+    const first = await owner.post(`/apps/${app.id}/licenses`, {
+      amount: 3,
+      duration: 1,
+      mask: 'K-##',
+      alphabet: 'AB',
+    });
     expect(first.status).toBe(200);
-    const second = await owner.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 1, mask: 'K-##', alphabet: 'AB' });
+    const second = await owner.post(`/apps/${app.id}/licenses`, {
+      amount: 1,
+      duration: 1,
+      mask: 'K-##',
+      alphabet: 'AB',
+    });
     expect(second.status).toBe(200);
     const all = [...first.body, ...second.body].map((k: { key: string }) => k.key).sort();
     expect(all).toEqual(['K-AA', 'K-AB', 'K-BA', 'K-BB']);
@@ -56,11 +72,23 @@ describe('U+0000 in text and out-of-range numbers (finding 3, PROTOCOL 11.18)', 
     expectNulRefused(await owner.post('/apps', { name: NUL }), ['body', 'name']);
     expectNulRefused(await owner.patch(`/apps/${f.app.id}`, { update_message: NUL }), ['body', 'update_message']);
     expectNulRefused(await owner.patch(`/apps/${f.app.id}`, { version: NUL }), ['body', 'version']);
-    expectNulRefused(await owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 1, note: NUL }), ['body', 'note']);
-    expectNulRefused(await owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 1, mask: `KW-${NUL}-********` }), ['body', 'mask']);
-    expectNulRefused(await owner.post(`/apps/${f.app.id}/bans`, { type: 'hwid', value: `hwid-${NUL}-0001` }), ['body', 'value']);
+    expectNulRefused(await owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 1, note: NUL }), [
+      'body',
+      'note',
+    ]);
+    expectNulRefused(
+      await owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 1, mask: `KW-${NUL}-********` }),
+      ['body', 'mask'],
+    );
+    expectNulRefused(await owner.post(`/apps/${f.app.id}/bans`, { type: 'hwid', value: `hwid-${NUL}-0001` }), [
+      'body',
+      'value',
+    ]);
     expectNulRefused(await owner.get(`/api/apps/${f.app.id}/licenses?q=${encodeURIComponent(NUL)}`), ['query', 'q']);
-    expectNulRefused(await owner.get(`/api/apps/${f.app.id}/logs?action=${encodeURIComponent(NUL)}`), ['query', 'action']);
+    expectNulRefused(await owner.get(`/api/apps/${f.app.id}/logs?action=${encodeURIComponent(NUL)}`), [
+      'query',
+      'action',
+    ]);
     const names = (await owner.get('/api/apps')).body.map((a: { name: string }) => a.name);
     expect(names.some((n: string) => n.includes('\u0000'))).toBe(false);
   });
@@ -78,7 +106,13 @@ describe('U+0000 in text and out-of-range numbers (finding 3, PROTOCOL 11.18)', 
     expect((await c.post('/api/client/init', { api_key: `${f.app.api_key}\u0000` })).status).toBe(404);
     const session = await f.session(c);
     const [key] = await f.keys(1);
-    const reg = await c.post('/api/client/register', { session, username: `user${NUL}`, password: 'pw-123456', license: key, hwid: hwid(1) });
+    const reg = await c.post('/api/client/register', {
+      session,
+      username: `user${NUL}`,
+      password: 'pw-123456',
+      license: key,
+      hwid: hwid(1),
+    });
     expectNulRefused(reg, ['body', 'username']);
   });
 
@@ -87,7 +121,9 @@ describe('U+0000 in text and out-of-range numbers (finding 3, PROTOCOL 11.18)', 
     const app = await owner.post('/apps', { name: long, description: 'x'.repeat(4096) });
     expect(app.status).toBe(200);
     expect(app.body.name).toBe(long);
-    expect((await owner.patch(`/apps/${app.body.id}`, { update_message: long, disabled_message: 'x'.repeat(4096) })).status).toBe(200);
+    expect(
+      (await owner.patch(`/apps/${app.body.id}`, { update_message: long, disabled_message: 'x'.repeat(4096) })).status,
+    ).toBe(200);
     const ban = await owner.post(`/apps/${app.body.id}/bans`, { type: 'hwid', value: long });
     expect(ban.status).toBe(200);
     const again = await owner.post(`/apps/${app.body.id}/bans`, { type: 'hwid', value: long });
@@ -105,22 +141,32 @@ describe('the audit log keeps every valid entry of a batch (finding 4)', () => {
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} refused`, actorId: 'not-a-uuid' });
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} two` });
     await audit.flush();
-    const rows = await f.sql<{ detail: string }>('select detail from audit_log where detail like $1 order by id', [`${marker}%`]);
+    const rows = await f.sql<{ detail: string }>('select detail from audit_log where detail like $1 order by id', [
+      `${marker}%`,
+    ]);
     expect(rows.map((r) => r.detail)).toEqual([`${marker} one`, `${marker} nul \uFFFD inside`, `${marker} two`]);
   });
 });
 
 describe('unique-name races (finding 5, PROTOCOL 11.22)', () => {
   it('concurrent team creates with one username or one email: one success, the rest 409', async () => {
-    const byName = await Promise.all(Array.from({ length: 6 }, (_, i) =>
-      owner.post('/api/team', { username: 'race-name', password: 'race-pass-1234', email: `race${i}@example.com` })));
+    const byName = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        owner.post('/api/team', { username: 'race-name', password: 'race-pass-1234', email: `race${i}@example.com` }),
+      ),
+    );
     expect(byName.filter((r) => r.status === 200)).toHaveLength(1);
-    for (const r of byName.filter((x) => x.status !== 200)) expect(r).toMatchObject({ status: 409, body: { detail: 'Username already taken' } });
+    for (const r of byName.filter((x) => x.status !== 200))
+      expect(r).toMatchObject({ status: 409, body: { detail: 'Username already taken' } });
 
-    const byEmail = await Promise.all(Array.from({ length: 6 }, (_, i) =>
-      owner.post('/api/team', { username: `race-mail-${i}`, password: 'race-pass-1234', email: 'same@example.com' })));
+    const byEmail = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        owner.post('/api/team', { username: `race-mail-${i}`, password: 'race-pass-1234', email: 'same@example.com' }),
+      ),
+    );
     expect(byEmail.filter((r) => r.status === 200)).toHaveLength(1);
-    for (const r of byEmail.filter((x) => x.status !== 200)) expect(r).toMatchObject({ status: 409, body: { detail: 'Email already in use' } });
+    for (const r of byEmail.filter((x) => x.status !== 200))
+      expect(r).toMatchObject({ status: 409, body: { detail: 'Email already in use' } });
   });
 });
 
@@ -154,7 +200,10 @@ describe('dashboard sign-in throttles password spraying (finding 12)', () => {
     expect(locked.status).toBe(429);
     expect(locked.body.detail).toBe('Too many failed attempts, try again later.');
     expect(Number(locked.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect((await api.post('/api/auth/login', { username: OWNER.username, password: OWNER.password }, from(nextIp()))).status).toBe(200);
+    expect(
+      (await api.post('/api/auth/login', { username: OWNER.username, password: OWNER.password }, from(nextIp())))
+        .status,
+    ).toBe(200);
   });
 });
 
@@ -169,10 +218,14 @@ describe('the request-nonce ledger survives a restart (finding 6, PROTOCOL 11.21
       const ts = String(Math.floor(Date.now() / 1000));
       const nonce = 'replay-after-restart-0001';
       const sig = createHmac('sha256', fx.app.api_secret)
-        .update(`POST\n/api/client/init\n${ts}\n${nonce}\n${createHash('sha256').update(body).digest('hex')}`).digest('hex');
-      const send = (base: string) => fetch(`${base}/api/client/init`, {
-        method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': ts, 'x-nonce': nonce, 'x-signature': sig },
-      });
+        .update(`POST\n/api/client/init\n${ts}\n${nonce}\n${createHash('sha256').update(body).digest('hex')}`)
+        .digest('hex');
+      const send = (base: string) =>
+        fetch(`${base}/api/client/init`, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json', 'x-timestamp': ts, 'x-nonce': nonce, 'x-signature': sig },
+        });
       expect((await send(first.base)).status).toBe(200);
       expect((await send(first.base)).status).toBe(401);
       const dataDir = first.dataDir;
@@ -198,7 +251,9 @@ describe('hidden fields are absent, and screenshots need view_hwid and view_ip (
     // Each member generates its own key, so the user registered with it (and its log lines) are in its scope.
     const member = async (name: string, permissions: Record<string, boolean>) => {
       const r = await fx.owner.post('/api/team', {
-        username: name, password: 'seller-pass-1', allowed_apps: [fx.app.id],
+        username: name,
+        password: 'seller-pass-1',
+        allowed_apps: [fx.app.id],
         permissions: { view_keys: true, view_auth_logs: true, generate_keys: true, ...permissions },
       });
       expect(r.status).toBe(200);
@@ -206,7 +261,12 @@ describe('hidden fields are absent, and screenshots need view_hwid and view_ip (
       const [{ key }] = (await api.post(`/apps/${fx.app.id}/licenses`, { amount: 1, duration: 1 })).body;
       const c = fx.client();
       const reg = await c.post('/api/client/register', {
-        session: await fx.session(c), username: `user-of-${name}`, password: 'pw-shot-1', license: key, hwid: hwid(name), screenshot: png.toString('base64'),
+        session: await fx.session(c),
+        username: `user-of-${name}`,
+        password: 'pw-shot-1',
+        license: key,
+        hwid: hwid(name),
+        screenshot: png.toString('base64'),
       });
       expect(reg.status).toBe(200);
       return api;
@@ -219,9 +279,12 @@ describe('hidden fields are absent, and screenshots need view_hwid and view_ip (
     for (const { api, ip, shots } of cases) {
       const users = (await api.get(`/api/apps/${fx.app.id}/users`)).body as Record<string, unknown>[];
       expect(users).toHaveLength(1);
-      for (const field of ['activation_screenshot_path', 'last_screenshot_path', 'screenshot_path']) expect(field in users[0]!).toBe(shots);
+      for (const field of ['activation_screenshot_path', 'last_screenshot_path', 'screenshot_path'])
+        expect(field in users[0]!).toBe(shots);
       expect('ip' in users[0]!).toBe(ip);
-      const logs = ((await api.get(`/api/apps/${fx.app.id}/logs`)).body as Record<string, unknown>[]).filter((l) => l.action === 'client.register');
+      const logs = ((await api.get(`/api/apps/${fx.app.id}/logs`)).body as Record<string, unknown>[]).filter(
+        (l) => l.action === 'client.register',
+      );
       expect(logs).toHaveLength(1);
       expect('ip' in logs[0]!).toBe(ip); // absent, never ""
       expect('screen' in logs[0]!).toBe(shots);

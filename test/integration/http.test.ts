@@ -15,7 +15,11 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 /** Sends raw bytes on a fresh socket and resolves with what the server wrote back. */
-function rawExchange(port: number, payload: string, opts: { endAfterWrite?: boolean; destroyAfterMs?: number } = {}): Promise<string> {
+function rawExchange(
+  port: number,
+  payload: string,
+  opts: { endAfterWrite?: boolean; destroyAfterMs?: number } = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     let out = '';
@@ -43,7 +47,8 @@ describe('HTTP layer', () => {
   it('publishes an OpenAPI 3.1 document generated from the validating schemas', async () => {
     const doc = (await owner.get('/api/openapi.json')).body;
     expect(doc.openapi).toBe('3.1.0');
-    for (const p of ['/api/apps', '/apps', '/api/apps/{id}', '/apps/{id}/licenses', '/api/auth/login', '/bans/{id}']) expect(doc.paths).toHaveProperty([p]);
+    for (const p of ['/api/apps', '/apps', '/api/apps/{id}', '/apps/{id}/licenses', '/api/auth/login', '/bans/{id}'])
+      expect(doc.paths).toHaveProperty([p]);
     const gen = doc.paths['/apps/{id}/licenses'].post.requestBody.content['application/json'].schema;
     expect(gen.properties.amount).toMatchObject({ type: 'integer', minimum: 1, maximum: 500 });
     expect(gen.additionalProperties).toBe(false);
@@ -51,19 +56,28 @@ describe('HTTP layer', () => {
 
   it('answers 413 for bodies over 16 KiB, whether announced or streamed', async () => {
     const big = JSON.stringify({ name: 'x'.repeat(17 * 1024) });
-    const r = await owner.patch(`/apps/${appId}`, undefined, { rawBody: big, headers: { 'content-type': 'application/json' } });
+    const r = await owner.patch(`/apps/${appId}`, undefined, {
+      rawBody: big,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).toBe(413);
     expect(r.body).toEqual({ detail: 'Payload too large' });
     // Chunked: no Content-Length, the cap applies while reading.
     const chunk = 'x'.repeat(9000);
-    const res = await rawExchange(t.server.port,
+    const res = await rawExchange(
+      t.server.port,
       `PATCH /apps/${appId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner.token}\r\nTransfer-Encoding: chunked\r\n\r\n` +
-      `${chunk.length.toString(16)}\r\n${chunk}\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`, { destroyAfterMs: 2000 });
+        `${chunk.length.toString(16)}\r\n${chunk}\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`,
+      { destroyAfterMs: 2000 },
+    );
     expect(res).toMatch(/^HTTP\/1\.1 413/);
   });
 
   it('answers 400 for malformed JSON and 422 for JSON of the wrong shape', async () => {
-    const bad = await owner.patch(`/apps/${appId}`, undefined, { rawBody: '{"name":', headers: { 'content-type': 'application/json' } });
+    const bad = await owner.patch(`/apps/${appId}`, undefined, {
+      rawBody: '{"name":',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body).toEqual({ detail: 'Malformed JSON body' });
     const arr = await owner.patch(`/apps/${appId}`, [1, 2]);
@@ -88,7 +102,11 @@ describe('HTTP layer', () => {
 
   it('survives clients that abort mid-body and keeps serving', async () => {
     for (let i = 0; i < 20; i++) {
-      await rawExchange(t.server.port, `POST /apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner.token}\r\nContent-Length: 500\r\n\r\n{"name":`, { destroyAfterMs: 5 });
+      await rawExchange(
+        t.server.port,
+        `POST /apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner.token}\r\nContent-Length: 500\r\n\r\n{"name":`,
+        { destroyAfterMs: 5 },
+      );
     }
     expect((await owner.get('/healthz')).status).toBe(200);
     expect((await owner.post('/apps', { name: 'after-aborts' })).status).toBe(200);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { KeyTouchesRepository } from '../../src/db/repositories/key-touches.repository.js';
+import { KeyTouchesRepository } from '../../src/modules/activation/key-touches.repository.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -22,12 +22,18 @@ describe('license calls on an activated key', () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1);
     const first = f.client('198.51.100.7');
-    expect((await first.post('/api/client/license', { session: await f.session(first), license: key, hwid: hwid(1) })).status).toBe(200);
+    expect(
+      (await first.post('/api/client/license', { session: await f.session(first), license: key, hwid: hwid(1) }))
+        .status,
+    ).toBe(200);
     const before = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[0];
     expect(before.ip).toBe('198.51.100.7');
     // Same device (its HWID is bound already) from another address: the write goes behind the answer.
     const second = f.client('198.51.100.8');
-    expect((await second.post('/api/client/license', { session: await f.session(second), license: key, hwid: hwid(1) })).status).toBe(200);
+    expect(
+      (await second.post('/api/client/license', { session: await f.session(second), license: key, hwid: hwid(1) }))
+        .status,
+    ).toBe(200);
     const after = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[0];
     expect(after.ip).toBe('198.51.100.8');
     expect(Date.parse(after.last_login)).toBeGreaterThanOrEqual(Date.parse(before.last_login));
@@ -38,8 +44,12 @@ describe('KeyTouchesRepository', () => {
   it('coalesces per key, keeps touches while the database refuses them, and writes them once it accepts', async () => {
     const f = await appFixture(t);
     await f.keys(2);
-    const ids = (await f.sql<{ id: string }>('select id from license_keys where app_id = $1 order by id', [f.app.id])).map((r) => r.id);
-    await f.sql(`update license_keys set status = 'used', used_by = 'license-only', hwid = 'h' where app_id = $1`, [f.app.id]);
+    const ids = (
+      await f.sql<{ id: string }>('select id from license_keys where app_id = $1 order by id', [f.app.id])
+    ).map((r) => r.id);
+    await f.sql(`update license_keys set status = 'used', used_by = 'license-only', hwid = 'h' where app_id = $1`, [
+      f.app.id,
+    ]);
     const repo = new KeyTouchesRepository(t.server.services.sql, t.server.services.log);
     const at = new Date('2026-11-24T10:00:00.000Z');
 
@@ -56,7 +66,9 @@ describe('KeyTouchesRepository', () => {
     }
     await repo.close();
     expect(repo.size).toBe(0);
-    const rows = await f.sql<Row>('select id, ip, last_login from license_keys where app_id = $1 order by id', [f.app.id]);
+    const rows = await f.sql<Row>('select id, ip, last_login from license_keys where app_id = $1 order by id', [
+      f.app.id,
+    ]);
     expect(rows.map((r) => [r.ip, r.last_login?.toISOString()])).toEqual([
       ['203.0.113.2', at.toISOString()],
       ['203.0.113.3', at.toISOString()],
@@ -66,7 +78,9 @@ describe('KeyTouchesRepository', () => {
   it('never touches a key that was banned before the write', async () => {
     const f = await appFixture(t);
     await f.keys(1);
-    const [{ id }] = (await f.sql<{ id: string }>('select id from license_keys where app_id = $1', [f.app.id])) as [{ id: string }];
+    const [{ id }] = (await f.sql<{ id: string }>('select id from license_keys where app_id = $1', [f.app.id])) as [
+      { id: string },
+    ];
     await f.sql(`update license_keys set status = 'banned', ip = 'old' where id = $1`, [id]);
     const repo = new KeyTouchesRepository(t.server.services.sql, t.server.services.log);
     await repo.touch(id, { ip: '203.0.113.9', at: new Date() });

@@ -14,13 +14,24 @@ afterAll(() => t.close());
 async function registerUser(f: AppFixture, username: string, key: string) {
   const c = f.client();
   const session = await f.session(c);
-  const r = await c.post('/api/client/register', { session, username, password: 'pw-user-1', license: key, hwid: hwid(username) });
+  const r = await c.post('/api/client/register', {
+    session,
+    username,
+    password: 'pw-user-1',
+    license: key,
+    hwid: hwid(username),
+  });
   if (r.status !== 200) throw new Error(JSON.stringify(r.body));
   return { c, session };
 }
 
 async function reseller(f: AppFixture, name: string, permissions: Record<string, boolean>) {
-  const r = await f.owner.post('/api/team', { username: name, password: 'seller-pass-1', allowed_apps: [f.app.id], permissions });
+  const r = await f.owner.post('/api/team', {
+    username: name,
+    password: 'seller-pass-1',
+    allowed_apps: [f.app.id],
+    permissions,
+  });
   if (r.status !== 200) throw new Error(JSON.stringify(r.body));
   return { id: r.body.id as string, api: await new Api(t.base).signIn(name, 'seller-pass-1') };
 }
@@ -36,7 +47,9 @@ describe('license keys', () => {
     expect(all.body.items).toHaveLength(5);
     expect(JSON.stringify(all.body)).not.toContain(keys[0]);
     expect(all.body.items[0].key).toBeUndefined();
-    expect((await f.owner.get(`/api/apps/${f.app.id}/licenses?status=active`)).body.items.map((k: any) => k.used_by)).toEqual(['lister']);
+    expect(
+      (await f.owner.get(`/api/apps/${f.app.id}/licenses?status=active`)).body.items.map((k: any) => k.used_by),
+    ).toEqual(['lister']);
     expect((await f.owner.get(`/api/apps/${f.app.id}/licenses?status=unactivated`)).body.items).toHaveLength(4);
     expect((await f.owner.get(`/api/apps/${f.app.id}/licenses?q=beta`)).body.items).toHaveLength(2);
     expect((await f.owner.get(`/api/apps/${f.app.id}/licenses?q=lister`)).body.items).toHaveLength(1);
@@ -55,7 +68,8 @@ describe('license keys', () => {
     const [used, fresh] = await f.keys(2);
     const [life] = await f.keys(1, { unit: 'lifetime' });
     await registerUser(f, 'ext', used!);
-    const id = async (note?: string) => (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${note}`)).body.items[0].id as string;
+    const id = async (note?: string) =>
+      (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${note}`)).body.items[0].id as string;
     const usedId = await id('ext');
     const before = Date.parse((await f.owner.get(`/api/apps/${f.app.id}/licenses?q=ext`)).body.items[0].expires_at);
     const plus = await f.owner.post(`/licenses/${usedId}/extend`, { value: 2, unit: 'days' });
@@ -67,9 +81,14 @@ describe('license keys', () => {
     const rows = (await f.owner.get(`/api/apps/${f.app.id}/licenses?status=unactivated`)).body.items as any[];
     const lifeId = rows.find((k) => k.duration_unit === 'lifetime').id;
     const freshId = rows.find((k) => k.duration_unit !== 'lifetime').id;
-    expect((await f.owner.post(`/licenses/${lifeId}/extend`, { value: 1, unit: 'days' })).body).toEqual({ detail: 'Lifetime keys cannot be extended' });
-    expect((await f.owner.post(`/licenses/${freshId}/extend`, { value: 1, unit: 'days' })).body).toEqual({ detail: 'Key has not been activated yet' });
-    void fresh; void life;
+    expect((await f.owner.post(`/licenses/${lifeId}/extend`, { value: 1, unit: 'days' })).body).toEqual({
+      detail: 'Lifetime keys cannot be extended',
+    });
+    expect((await f.owner.post(`/licenses/${freshId}/extend`, { value: 1, unit: 'days' })).body).toEqual({
+      detail: 'Key has not been activated yet',
+    });
+    void fresh;
+    void life;
   });
 
   it('extend-all extends active keys and skips unused and lifetime ones', async () => {
@@ -93,7 +112,10 @@ describe('license keys', () => {
     const freshId = list.find((k) => k.used_by === '').id;
     await f.owner.post(`/licenses/${usedId}/reset-hwid`);
     expect((await f.sql('select hwid from license_keys where id = $1', [usedId]))[0].hwid).toBe('');
-    expect((await f.owner.patch(`/licenses/${usedId}/ban`, {})).body).toMatchObject({ status: 'banned', computed_status: 'banned' });
+    expect((await f.owner.patch(`/licenses/${usedId}/ban`, {})).body).toMatchObject({
+      status: 'banned',
+      computed_status: 'banned',
+    });
     expect((await f.owner.patch(`/licenses/${usedId}/ban`, {})).body.status).toBe('used');
     expect((await f.owner.patch(`/licenses/${freshId}/ban`, { banned: true })).body.status).toBe('banned');
     expect((await f.owner.patch(`/licenses/${freshId}/ban`, { banned: false })).body.status).toBe('unused');
@@ -111,12 +133,27 @@ describe('license keys', () => {
     const start = await c.post('/api/client/heartbeat/start', { session, system_id: 'system-0001' });
     const keyId = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[0].id;
     await f.owner.delete(`/api/licenses/${keyId}`);
-    const beat = await c.post('/api/client/heartbeat', { session, token: start.body.token, system_id: 'system-0001', beat_index: 1, code_hash: 'abcdef0123' });
+    const beat = await c.post('/api/client/heartbeat', {
+      session,
+      token: start.body.token,
+      system_id: 'system-0001',
+      beat_index: 1,
+      code_hash: 'abcdef0123',
+    });
     expect(beat.status).toBe(403);
     expect(beat.body).toEqual({ detail: 'rejected' });
     const c2 = f.client();
     const s2 = await f.session(c2);
-    expect((await c2.post('/api/client/login', { session: s2, username: 'doomed', password: 'pw-user-1', hwid: hwid('doomed') })).status).toBe(401);
+    expect(
+      (
+        await c2.post('/api/client/login', {
+          session: s2,
+          username: 'doomed',
+          password: 'pw-user-1',
+          hwid: hwid('doomed'),
+        })
+      ).status,
+    ).toBe(401);
   });
 });
 
@@ -134,11 +171,19 @@ describe('end users', () => {
     expect((await f.owner.patch(`/api/users/${id}/ban`, { banned: true })).body).toEqual({ success: true });
     const c = f.client();
     const s = await f.session(c);
-    expect((await c.post('/api/client/login', { session: s, username: 'second', password: 'pw-user-1', hwid: hwid('x') })).status).toBe(401);
+    expect(
+      (await c.post('/api/client/login', { session: s, username: 'second', password: 'pw-user-1', hwid: hwid('x') }))
+        .status,
+    ).toBe(401);
     await f.owner.patch(`/api/users/${id}/ban`, { banned: false });
-    expect((await c.post('/api/client/login', { session: s, username: 'second', password: 'pw-user-1', hwid: hwid('x') })).status).toBe(200);
+    expect(
+      (await c.post('/api/client/login', { session: s, username: 'second', password: 'pw-user-1', hwid: hwid('x') }))
+        .status,
+    ).toBe(200);
     expect((await f.owner.delete(`/api/users/${id}`)).body).toEqual({ success: true });
-    expect((await f.sql(`select status, used_by from license_keys where used_by = 'second' and app_id = $1`, [f.app.id]))[0]).toEqual({ status: 'used', used_by: 'second' });
+    expect(
+      (await f.sql(`select status, used_by from license_keys where used_by = 'second' and app_id = $1`, [f.app.id]))[0],
+    ).toEqual({ status: 'used', used_by: 'second' });
     const actions = (await f.owner.get(`/api/apps/${f.app.id}/logs`)).body.map((l: any) => l.action);
     for (const a of ['user.reset_hwid', 'user.ban', 'user.delete']) expect(actions).toContain(a);
     expect((await f.owner.delete(`/api/users/${id}`)).status).toBe(404);
@@ -171,13 +216,25 @@ describe('reseller scoping and hiding', () => {
     const stats = await b.api.get(`/api/apps/${f.app.id}/stats`);
     expect(stats.status).toBe(403); // no view_stats
     const ownerStats = await f.owner.get(`/api/apps/${f.app.id}/stats`);
-    expect(ownerStats.body).toMatchObject({ keys: { total: 3, active: 2, unactivated: 1, banned: 0, expired: 0 }, users: 2, live_sessions: 0, logins_24h: 0 });
+    expect(ownerStats.body).toMatchObject({
+      keys: { total: 3, active: 2, unactivated: 1, banned: 0, expired: 0 },
+      users: 2,
+      live_sessions: 0,
+      logins_24h: 0,
+    });
   });
 
   it('the credentials card hides api_secret from resellers', async () => {
     const f = await appFixture(t);
     const r = await reseller(f, 'cardR', {});
-    expect((await f.owner.get(`/api/apps/${f.app.id}/credentials`)).body).toEqual({ api_key: f.app.api_key, api_secret: f.app.api_secret, owner_id: f.app.owner_id });
-    expect((await r.api.get(`/api/apps/${f.app.id}/credentials`)).body).toEqual({ api_key: f.app.api_key, owner_id: f.app.owner_id });
+    expect((await f.owner.get(`/api/apps/${f.app.id}/credentials`)).body).toEqual({
+      api_key: f.app.api_key,
+      api_secret: f.app.api_secret,
+      owner_id: f.app.owner_id,
+    });
+    expect((await r.api.get(`/api/apps/${f.app.id}/credentials`)).body).toEqual({
+      api_key: f.app.api_key,
+      owner_id: f.app.owner_id,
+    });
   });
 });

@@ -20,12 +20,23 @@ describe('license claims', () => {
   it('50 concurrent registers for one key: exactly one wins, the rest get License key already used', async () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1);
-    const clients = await Promise.all(Array.from({ length: 50 }, async (_, i) => {
-      const c = f.client(); // distinct IPs: neither the rate limit nor the IP lockout interferes
-      return { c, session: await f.session(c), i };
-    }));
-    const results = await Promise.all(clients.map(({ c, session, i }) =>
-      c.post('/api/client/register', { session, username: `racer${i}`, password: 'pw-race-1', license: key, hwid: hwid(i) })));
+    const clients = await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        const c = f.client(); // distinct IPs: neither the rate limit nor the IP lockout interferes
+        return { c, session: await f.session(c), i };
+      }),
+    );
+    const results = await Promise.all(
+      clients.map(({ c, session, i }) =>
+        c.post('/api/client/register', {
+          session,
+          username: `racer${i}`,
+          password: 'pw-race-1',
+          license: key,
+          hwid: hwid(i),
+        }),
+      ),
+    );
     const ok = results.filter((r) => r.status === 200);
     expect(ok).toHaveLength(1);
     for (const r of results.filter((x) => x.status !== 200)) {
@@ -45,8 +56,18 @@ describe('license claims', () => {
     const [key] = await f.keys(1);
     const a = f.client();
     const order: string[] = [];
-    const registering = a.post('/api/client/register', { session: await f.session(a), username: 'slow', password: 'pw-slow-1', license: key, hwid: hwid() })
-      .then((r) => { order.push('register'); return r; });
+    const registering = a
+      .post('/api/client/register', {
+        session: await f.session(a),
+        username: 'slow',
+        password: 'pw-slow-1',
+        license: key,
+        hwid: hwid(),
+      })
+      .then((r) => {
+        order.push('register');
+        return r;
+      });
     const b = f.client();
     const bs = await f.session(b);
     await waitForStatus(f, 'pending');
@@ -63,13 +84,21 @@ describe('license claims', () => {
     const f = await appFixture(paused);
     const [key] = await f.keys(1);
     const a = f.client();
-    const registering = a.post('/api/client/register', { session: await f.session(a), username: 'victim', password: 'pw-vic-1', license: key, hwid: hwid() });
+    const registering = a.post('/api/client/register', {
+      session: await f.session(a),
+      username: 'victim',
+      password: 'pw-vic-1',
+      license: key,
+      hwid: hwid(),
+    });
     await waitForStatus(f, 'pending');
     await f.sql(`update license_keys set status = 'banned', pending_since = null where app_id = $1`, [f.app.id]);
     const r = await registering;
     expect(r.status).toBe(409);
     expect(r.body).toEqual({ detail: 'License state changed mid-activation, please retry' });
-    expect(await f.sql('select status from license_keys where app_id = $1', [f.app.id])).toEqual([{ status: 'banned' }]);
+    expect(await f.sql('select status from license_keys where app_id = $1', [f.app.id])).toEqual([
+      { status: 'banned' },
+    ]);
     expect(await f.sql('select 1 from end_users where app_id = $1', [f.app.id])).toEqual([]);
   });
 
@@ -77,11 +106,23 @@ describe('license claims', () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1, { level: 3 });
     const a = f.client();
-    const first = await a.post('/api/client/register', { session: await f.session(a), username: 'old', password: 'pw-old-1', license: key, hwid: hwid() });
+    const first = await a.post('/api/client/register', {
+      session: await f.session(a),
+      username: 'old',
+      password: 'pw-old-1',
+      license: key,
+      hwid: hwid(),
+    });
     await f.sql('delete from end_users where app_id = $1', [f.app.id]);
     await f.sql('update license_keys set user_id = null where app_id = $1', [f.app.id]);
     const b = f.client();
-    const second = await b.post('/api/client/register', { session: await f.session(b), username: 'new', password: 'pw-new-1', license: key, hwid: hwid() });
+    const second = await b.post('/api/client/register', {
+      session: await f.session(b),
+      username: 'new',
+      password: 'pw-new-1',
+      license: key,
+      hwid: hwid(),
+    });
     expect(second.status).toBe(200);
     expect(second.body.user).toEqual({ username: 'new', level: 3, expires_at: first.body.user.expires_at });
   });

@@ -16,12 +16,27 @@ afterAll(() => t.close());
 
 describe('key generation', () => {
   it('rule 1: fills the mask from the alphabet and copies every other character', async () => {
-    const r = await owner.post(`/apps/${appId}/licenses`, { amount: 20, duration: 30, unit: 'days', mask: 'KW-****-####-XXXX', alphabet: 'AB12' });
+    const r = await owner.post(`/apps/${appId}/licenses`, {
+      amount: 20,
+      duration: 30,
+      unit: 'days',
+      mask: 'KW-****-####-XXXX',
+      alphabet: 'AB12',
+    });
     expect(r.status).toBe(200);
     expect(r.body).toHaveLength(20);
     for (const k of r.body) {
       expect(k.key).toMatch(/^KW-[AB12]{4}-[AB12]{4}-[AB12]{4}$/);
-      expect(k).toMatchObject({ status: 'unused', computed_status: 'unactivated', level: 1, duration_value: 30, duration_unit: 'days', duration_days: 30, expires_at: null, used_by: '' });
+      expect(k).toMatchObject({
+        status: 'unused',
+        computed_status: 'unactivated',
+        level: 1,
+        duration_value: 30,
+        duration_unit: 'days',
+        duration_days: 30,
+        expires_at: null,
+        used_by: '',
+      });
       expect(k.key_preview).toBe(`${k.key.slice(0, 4)}****${k.key.slice(-4)}`);
     }
     expect(new Set(r.body.map((k: { key: string }) => k.key)).size).toBe(20);
@@ -71,14 +86,23 @@ describe('key generation', () => {
 
   it('enforces the limits: amount 1-500, duration 1-3650 days, level >= 1', async () => {
     const bad: [Record<string, unknown>, string][] = [
-      [{ amount: 0, duration: 1 }, 'amount'], [{ amount: 501, duration: 1 }, 'amount'], [{ amount: 1.5, duration: 1 }, 'amount'],
-      [{ amount: 1, duration: 0 }, 'duration'], [{ amount: 1, duration: 3651 }, 'duration'], [{ amount: 1, duration: 122, unit: 'months' }, 'duration'],
-      [{ amount: 1 }, 'duration'], [{ amount: 1, duration: 1, level: 0 }, 'level'], [{ amount: 1, duration: 1, unit: 'years' }, 'unit'],
+      [{ amount: 0, duration: 1 }, 'amount'],
+      [{ amount: 501, duration: 1 }, 'amount'],
+      [{ amount: 1.5, duration: 1 }, 'amount'],
+      [{ amount: 1, duration: 0 }, 'duration'],
+      [{ amount: 1, duration: 3651 }, 'duration'],
+      [{ amount: 1, duration: 122, unit: 'months' }, 'duration'],
+      [{ amount: 1 }, 'duration'],
+      [{ amount: 1, duration: 1, level: 0 }, 'level'],
+      [{ amount: 1, duration: 1, unit: 'years' }, 'unit'],
     ];
     for (const [body, field] of bad) {
       const r = await owner.post(`/apps/${appId}/licenses`, body);
       expect(r.status, JSON.stringify(body)).toBe(422);
-      expect(r.body.detail.map((d: { loc: string[] }) => d.loc[1]), JSON.stringify(body)).toContain(field);
+      expect(
+        r.body.detail.map((d: { loc: string[] }) => d.loc[1]),
+        JSON.stringify(body),
+      ).toContain(field);
     }
     const max = await owner.post(`/apps/${appId}/licenses`, { amount: 500, duration: 3650 });
     expect(max.status).toBe(200);
@@ -88,7 +112,13 @@ describe('key generation', () => {
   it('charges a reseller per SPEC pricing in the same transaction and refuses a short balance', async () => {
     const ownerId = (await owner.get('/api/auth/me')).body.account.id;
     await owner.patch(`/apps/${appId}`, { key_costs: { 'days:30': 10 } });
-    const seller = await createAccount(t, { username: 'credit-seller', password: 'seller-pass-1', role: 'reseller', parentId: ownerId, ownerId });
+    const seller = await createAccount(t, {
+      username: 'credit-seller',
+      password: 'seller-pass-1',
+      role: 'reseller',
+      parentId: ownerId,
+      ownerId,
+    });
     await t.server.services.sql.run(
       `update accounts set key_quota = 25, allowed_apps = ?::jsonb, permissions = jsonb_set(permissions, '{generate_keys}', 'true') where id = ?`,
       [JSON.stringify([appId]), seller.id],
@@ -110,13 +140,21 @@ describe('key generation', () => {
   it('concurrent generations against one balance never overdraw it', async () => {
     const ownerId = (await owner.get('/api/auth/me')).body.account.id;
     const app2 = (await owner.post('/apps', { name: 'Race' })).body.id;
-    const seller = await createAccount(t, { username: 'race-seller', password: 'seller-pass-1', role: 'reseller', parentId: ownerId, ownerId });
+    const seller = await createAccount(t, {
+      username: 'race-seller',
+      password: 'seller-pass-1',
+      role: 'reseller',
+      parentId: ownerId,
+      ownerId,
+    });
     await t.server.services.sql.run(
       `update accounts set key_quota = 10, allowed_apps = ?::jsonb, permissions = jsonb_set(permissions, '{generate_keys}', 'true') where id = ?`,
       [JSON.stringify([app2]), seller.id],
     );
     const r = await new Api(t.base).signIn('race-seller', 'seller-pass-1');
-    const results = await Promise.all(Array.from({ length: 25 }, () => r.post(`/apps/${app2}/licenses`, { amount: 1, duration: 1 })));
+    const results = await Promise.all(
+      Array.from({ length: 25 }, () => r.post(`/apps/${app2}/licenses`, { amount: 1, duration: 1 })),
+    );
     expect(results.filter((x) => x.status === 200)).toHaveLength(10);
     for (const x of results.filter((y) => y.status !== 200)) expect(x.body).toEqual({ detail: 'Insufficient credits' });
     expect((await r.get('/api/auth/me')).body.account.credits).toBe(0);

@@ -23,7 +23,10 @@ class SseReader {
   readonly blocks: { event: string; data: any }[] = [];
   readonly ended: Promise<void>;
   private waiters: { match: (b: { event: string; data: any }) => boolean; resolve: (b: any) => void }[] = [];
-  private constructor(readonly status: number, body: ReadableStream<Uint8Array> | null) {
+  private constructor(
+    readonly status: number,
+    body: ReadableStream<Uint8Array> | null,
+  ) {
     this.ended = (async () => {
       if (!body) return;
       const reader = body.getReader();
@@ -62,7 +65,9 @@ class SseReader {
 function within<T>(p: Promise<T>, what: string): Promise<T> {
   return Promise.race([
     p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not within ${WAIT_MS} ms: ${what}`)), WAIT_MS).unref()),
+    new Promise<T>((_, reject) =>
+      setTimeout(() => reject(new Error(`not within ${WAIT_MS} ms: ${what}`)), WAIT_MS).unref(),
+    ),
   ]);
 }
 
@@ -81,12 +86,21 @@ async function seller(perms: Record<string, boolean> = {}): Promise<Seller> {
   const f = await appFixture(t);
   const username = `accseller${++sellerSeq}`;
   const permissions = { generate_keys: true, view_keys: true, view_hwid: true, view_ip: true, ...perms };
-  const r = await f.owner.post('/api/team', { username, password: 'seller-pass-1', allowed_apps: [f.app.id], permissions });
+  const r = await f.owner.post('/api/team', {
+    username,
+    password: 'seller-pass-1',
+    allowed_apps: [f.app.id],
+    permissions,
+  });
   expect(r.status).toBe(200);
   const api = await new Api(t.base).signIn(username, 'seller-pass-1');
   const key = (await api.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 3 })).body[0].key as string;
   return {
-    f, id: r.body.id, username, api, key,
+    f,
+    id: r.body.id,
+    username,
+    api,
+    key,
     async activate() {
       const c = f.client('203.0.113.77');
       const session = await f.session(c);
@@ -104,10 +118,15 @@ describe('live streams follow access', () => {
     const sse = await SseReader.open(t.base, s.f.app.id, s.api.token!);
     expect(sse.status).toBe(200);
     await s.activate();
-    expect((await ws.next((x) => x.event?.kind === 'client.license')).event.data).toMatchObject({ hwid: hwid('access'), ip: '203.0.113.77' });
+    expect((await ws.next((x) => x.event?.kind === 'client.license')).event.data).toMatchObject({
+      hwid: hwid('access'),
+      ip: '203.0.113.77',
+    });
     expect((await sse.next((b) => b.event === 'client.license')).data.data).toHaveProperty('hwid');
 
-    const p = await s.f.owner.patch(`/api/team/${s.id}/permissions`, { permissions: { generate_keys: true, view_keys: true } });
+    const p = await s.f.owner.patch(`/api/team/${s.id}/permissions`, {
+      permissions: { generate_keys: true, view_keys: true },
+    });
     expect(p.status).toBe(200);
     // The re-check is asynchronous: activate until an event arrives without the hidden fields.
     const hidden = (async () => {
@@ -120,7 +139,10 @@ describe('live streams follow access', () => {
     })();
     const data = await within(hidden, 'hwid hidden after the permission was revoked');
     expect(data).not.toHaveProperty('ip');
-    const sseLast = await within(sse.next((b) => b.event === 'client.license' && !('hwid' in b.data.data)), 'SSE hides hwid');
+    const sseLast = await within(
+      sse.next((b) => b.event === 'client.license' && !('hwid' in b.data.data)),
+      'SSE hides hwid',
+    );
     expect(sseLast.data.data).not.toHaveProperty('ip');
     ws.close();
   });
@@ -164,7 +186,10 @@ describe('live streams follow access', () => {
     expect((await s.api.post('/api/auth/logout')).status).toBe(200);
     expect((await within(ws.closed, 'socket closed')).code).toBe(1008);
     await s.activate();
-    await within(kept.next((x) => x.event?.kind === 'client.license'), 'the other session still receives');
+    await within(
+      kept.next((x) => x.event?.kind === 'client.license'),
+      'the other session still receives',
+    );
     kept.close();
   });
 
@@ -175,9 +200,21 @@ describe('live streams follow access', () => {
     await ws.subscribe(f.app.id);
     await ws.subscribe(second.id);
     expect((await f.owner.delete(`/api/apps/${second.id}`)).status).toBe(200);
-    expect(await within(ws.next((x) => x.type === 'unsubscribed'), 'unsubscribed frame')).toMatchObject({ app_id: second.id, detail: 'Application not found' });
+    expect(
+      await within(
+        ws.next((x) => x.type === 'unsubscribed'),
+        'unsubscribed frame',
+      ),
+    ).toMatchObject({ app_id: second.id, detail: 'Application not found' });
     await f.keys(1);
-    expect((await within(ws.next((x) => x.event?.kind === 'license.generate'), 'events of the other app')).event.app_id).toBe(f.app.id);
+    expect(
+      (
+        await within(
+          ws.next((x) => x.event?.kind === 'license.generate'),
+          'events of the other app',
+        )
+      ).event.app_id,
+    ).toBe(f.app.id);
     ws.close();
   });
 });
@@ -203,7 +240,10 @@ describe('the upgrade and the subscriptions', () => {
     const f = await appFixture(t);
     const ws = await Subscriber.open(t.base, f.owner.token);
     for (let i = 0; i < 1000; i++) ws.ws.send(JSON.stringify({ type: 'subscribe', app_id: f.app.id }));
-    await within(ws.nth((x) => x.type === 'subscribed', 1000), '1,000 subscribed answers');
+    await within(
+      ws.nth((x) => x.type === 'subscribed', 1000),
+      '1,000 subscribed answers',
+    );
     await f.keys(1);
     await f.keys(2);
     await ws.next((x) => x.event?.kind === 'license.generate' && x.event.data.count === 2);

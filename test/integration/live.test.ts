@@ -29,7 +29,13 @@ describe('WebSocket /api/ws', () => {
     expect(await sub.subscribe(f.app.id)).toEqual({ type: 'subscribed', app_id: f.app.id });
     await f.keys(2);
     const frame = await sub.next((x) => x.type === 'event' && x.event.kind === 'license.generate');
-    expect(frame.event).toMatchObject({ kind: 'license.generate', app_id: f.app.id, data: { count: 2 }, id: expect.any(String), at: expect.any(String) });
+    expect(frame.event).toMatchObject({
+      kind: 'license.generate',
+      app_id: f.app.id,
+      data: { count: 2 },
+      id: expect.any(String),
+      at: expect.any(String),
+    });
     expect(frame.event.reseller_id).toBeUndefined();
     sub.close();
   });
@@ -49,7 +55,12 @@ describe('WebSocket /api/ws', () => {
 
   it('applies reseller scoping and hiding to each subscriber', async () => {
     const f = await appFixture(t);
-    const r = await f.owner.post('/api/team', { username: 'liveseller', password: 'seller-pass-1', allowed_apps: [f.app.id], permissions: { generate_keys: true, view_keys: true } });
+    const r = await f.owner.post('/api/team', {
+      username: 'liveseller',
+      password: 'seller-pass-1',
+      allowed_apps: [f.app.id],
+      permissions: { generate_keys: true, view_keys: true },
+    });
     const seller = await new Api(t.base).signIn('liveseller', 'seller-pass-1');
     const ownerSub = await Subscriber.open(t.base, f.owner.token);
     const sellerSub = await Subscriber.open(t.base, seller.token);
@@ -65,7 +76,9 @@ describe('WebSocket /api/ws', () => {
     expect(ownerView.event.data).toMatchObject({ hwid: hwid('live'), ip: '203.0.113.9' });
     expect(sellerView.event.data).not.toHaveProperty('hwid');
     expect(sellerView.event.data).not.toHaveProperty('ip');
-    const sellerKinds = sellerSub.frames.filter((x) => x.type === 'event').map((x) => `${x.event.kind}:${x.event.data.count ?? ''}`);
+    const sellerKinds = sellerSub.frames
+      .filter((x) => x.type === 'event')
+      .map((x) => `${x.event.kind}:${x.event.data.count ?? ''}`);
     expect(sellerKinds.filter((k) => k.startsWith('license.generate'))).toEqual(['license.generate:1']); // only its own batch
     expect(ownerSub.frames.filter((x) => x.event?.kind === 'license.generate')).toHaveLength(2);
     void r;
@@ -78,7 +91,10 @@ describe('SSE /api/apps/{id}/events', () => {
   it('streams one `event:` per kind', async () => {
     const f = await appFixture(t);
     const ctrl = new AbortController();
-    const res = await fetch(`${t.base}/api/apps/${f.app.id}/events`, { headers: { authorization: `Bearer ${f.owner.token}` }, signal: ctrl.signal });
+    const res = await fetch(`${t.base}/api/apps/${f.app.id}/events`, {
+      headers: { authorization: `Bearer ${f.owner.token}` },
+      signal: ctrl.signal,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     const reader = res.body!.getReader();
@@ -103,7 +119,14 @@ describe.skipIf(!hasRedis)('across worker processes (Redis)', () => {
   beforeAll(async () => {
     const db = await createTestDatabase();
     drop = db.drop;
-    const env = { DATABASE_URL: db.url, REDIS_URL, REDIS_PREFIX: `kwlive${Date.now()}:`, DATA_DIR: dataDir, OWNER_USERNAME: OWNER.username, OWNER_PASSWORD: OWNER.password };
+    const env = {
+      DATABASE_URL: db.url,
+      REDIS_URL,
+      REDIS_PREFIX: `kwlive${Date.now()}:`,
+      DATA_DIR: dataDir,
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
+    };
     a = await spawnServer(env);
     b = await spawnServer(env);
   });
@@ -122,7 +145,10 @@ describe.skipIf(!hasRedis)('across worker processes (Redis)', () => {
     await subA.subscribe(app.id);
     await subB.subscribe(app.id);
     await onA.post(`/apps/${app.id}/licenses`, { amount: 3, duration: 1 });
-    const [ea, eb] = await Promise.all([subA.next((x) => x.event?.kind === 'license.generate'), subB.next((x) => x.event?.kind === 'license.generate')]);
+    const [ea, eb] = await Promise.all([
+      subA.next((x) => x.event?.kind === 'license.generate'),
+      subB.next((x) => x.event?.kind === 'license.generate'),
+    ]);
     expect(ea.event.id).toBe(eb.event.id);
     expect(eb.event.data.count).toBe(3);
     subA.close();

@@ -55,7 +55,9 @@ describe('expiry stays within 9999-12-31', () => {
     await activated(f);
     await activated(f);
     expect((await f.owner.post(`/apps/${f.app.id}/licenses/extend-all`, BIG)).status).toBe(200);
-    const before = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items.map((x: { expires_at: string }) => x.expires_at);
+    const before = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items.map(
+      (x: { expires_at: string }) => x.expires_at,
+    );
     const r = await f.owner.post(`/apps/${f.app.id}/licenses/extend-all`, BIG);
     expect(r.status).toBe(422);
     expect(r.body.detail[0].loc).toEqual(['body', 'value']);
@@ -68,9 +70,17 @@ describe('expiry stays within 9999-12-31', () => {
 describe('credits and cursors', () => {
   it('a balance past 2,147,483,647 is 422 on amount and the balance stays', async () => {
     const f = await appFixture(t);
-    const r = await f.owner.post('/api/team', { username: 'rangeseller', password: 'seller-pass-1', key_quota: 1_000_000_000, allowed_apps: [f.app.id], permissions: { view_keys: true } });
+    const r = await f.owner.post('/api/team', {
+      username: 'rangeseller',
+      password: 'seller-pass-1',
+      key_quota: 1_000_000_000,
+      allowed_apps: [f.app.id],
+      permissions: { view_keys: true },
+    });
     expect(r.status).toBe(200);
-    expect((await f.owner.post(`/api/team/${r.body.id}/credits`, { amount: 1_000_000_000 })).body.credits).toBe(2_000_000_000);
+    expect((await f.owner.post(`/api/team/${r.body.id}/credits`, { amount: 1_000_000_000 })).body.credits).toBe(
+      2_000_000_000,
+    );
     const over = await f.owner.post(`/api/team/${r.body.id}/credits`, { amount: 1_000_000_000 });
     expect(over.status).toBe(422);
     expect(over.body.detail[0]).toMatchObject({ loc: ['body', 'amount'], type: 'value_error' });

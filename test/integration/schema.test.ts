@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { initOrm, migrate, type Orm } from '../../src/db/orm.js';
-import { MIGRATIONS } from '../../src/db/migrations/index.js';
+import { initOrm, migrate, type Orm } from '../../src/platform/db/orm.js';
+import { MIGRATIONS } from '../../src/platform/db/migrations/index.js';
 import { createTestDatabase } from '../helpers/server.js';
 
 let orm: Orm;

@@ -7,11 +7,21 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture } from '../helpers/fixture.js';
 
 let t: TestServer;
-beforeAll(async () => { t = await startTestServer(); });
+beforeAll(async () => {
+  t = await startTestServer();
+});
 afterAll(() => t?.close());
 
-async function download(base: string, token: string, appId: string, lang: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${base}/api/apps/${appId}/sdk/${lang}`, { headers: { authorization: `Bearer ${token}`, ...headers } });
+async function download(
+  base: string,
+  token: string,
+  appId: string,
+  lang: string,
+  headers: Record<string, string> = {},
+) {
+  const res = await fetch(`${base}/api/apps/${appId}/sdk/${lang}`, {
+    headers: { authorization: `Bearer ${token}`, ...headers },
+  });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-disposition')).toBe(`attachment; filename="svc_sdk_${lang}.zip"`);
   const raw = new Uint8Array(await res.arrayBuffer());
@@ -23,7 +33,17 @@ describe('SDK archive', () => {
     const f = await appFixture(t);
     const { files } = await download(t.base, f.owner.token!, f.app.id, 'typescript');
     const names = Object.keys(files);
-    for (const n of ['src/index.ts', 'src/client.ts', 'src/heartbeat.ts', 'examples/activate.mjs', 'package.json', 'README.md', 'keywarden.json', 'scripts/build.mjs', 'tsconfig.esm.json']) {
+    for (const n of [
+      'src/index.ts',
+      'src/client.ts',
+      'src/heartbeat.ts',
+      'examples/activate.mjs',
+      'package.json',
+      'README.md',
+      'keywarden.json',
+      'scripts/build.mjs',
+      'tsconfig.esm.json',
+    ]) {
       expect(names, n).toContain(`svc_sdk_typescript/${n}`);
     }
     expect(names.filter((n) => /\/(dist|node_modules|test)\//.test(n) || n.endsWith('.tgz'))).toEqual([]);
@@ -36,8 +56,19 @@ describe('SDK archive', () => {
   it('writes keywarden.json format 1 with base_url from Host, pinned keys, and api_secret only under require_signature', async () => {
     const keys = ((await (await fetch(`${t.base}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
     const plain = await appFixture(t);
-    const cfg = JSON.parse(strFromU8((await download(t.base, plain.owner.token!, plain.app.id, 'python')).files['svc_sdk_python/keywarden.json']!));
-    expect(cfg).toEqual({ format: 1, base_url: t.base, app_name: plain.app.name, api_key: plain.app.api_key, version: plain.app.version, response_keys: keys });
+    const cfg = JSON.parse(
+      strFromU8(
+        (await download(t.base, plain.owner.token!, plain.app.id, 'python')).files['svc_sdk_python/keywarden.json']!,
+      ),
+    );
+    expect(cfg).toEqual({
+      format: 1,
+      base_url: t.base,
+      app_name: plain.app.name,
+      api_key: plain.app.api_key,
+      version: plain.app.version,
+      response_keys: keys,
+    });
     const signed = await appFixture(t, { require_signature: true });
     const { files } = await download(t.base, signed.owner.token!, signed.app.id, 'cpp');
     expect(JSON.parse(strFromU8(files['svc_sdk_cpp/keywarden.json']!)).api_secret).toBe(signed.app.api_secret);
@@ -59,15 +90,31 @@ describe('SDK archive', () => {
   it('does not let a forged Host header write into the config', async () => {
     const f = await appFixture(t);
     // fetch() sets Host itself; node:http sends the header as given.
-    const get = (host: string) => new Promise<Record<string, Uint8Array>>((resolve, reject) => {
-      const u = new URL(`${t.base}/api/apps/${f.app.id}/sdk/python`);
-      http.get({ host: u.hostname, port: u.port, path: u.pathname, headers: { host, authorization: `Bearer ${f.owner.token}` } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => (res.statusCode === 200 ? resolve(unzipSync(new Uint8Array(Buffer.concat(chunks)))) : reject(new Error(String(res.statusCode)))));
-      }).on('error', reject);
-    });
-    const baseOf = async (host: string) => JSON.parse(strFromU8((await get(host))['svc_sdk_python/keywarden.json']!)).base_url;
+    const get = (host: string) =>
+      new Promise<Record<string, Uint8Array>>((resolve, reject) => {
+        const u = new URL(`${t.base}/api/apps/${f.app.id}/sdk/python`);
+        http
+          .get(
+            {
+              host: u.hostname,
+              port: u.port,
+              path: u.pathname,
+              headers: { host, authorization: `Bearer ${f.owner.token}` },
+            },
+            (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (c: Buffer) => chunks.push(c));
+              res.on('end', () =>
+                res.statusCode === 200
+                  ? resolve(unzipSync(new Uint8Array(Buffer.concat(chunks))))
+                  : reject(new Error(String(res.statusCode))),
+              );
+            },
+          )
+          .on('error', reject);
+      });
+    const baseOf = async (host: string) =>
+      JSON.parse(strFromU8((await get(host))['svc_sdk_python/keywarden.json']!)).base_url;
     expect(await baseOf('licensing.internal:8443')).toBe('http://licensing.internal:8443');
     expect(await baseOf('evil.example/"x')).toBe('http://localhost:8080');
   });
@@ -77,7 +124,9 @@ describe('SDK archive', () => {
     try {
       const f = await appFixture(p);
       const { files } = await download(p.base, f.owner.token!, f.app.id, 'csharp');
-      expect(JSON.parse(strFromU8(files['svc_sdk_csharp/keywarden.json']!)).base_url).toBe('https://licensing.example.com');
+      expect(JSON.parse(strFromU8(files['svc_sdk_csharp/keywarden.json']!)).base_url).toBe(
+        'https://licensing.example.com',
+      );
     } finally {
       await p.close();
     }

@@ -23,21 +23,41 @@ async function member(as: Api, body: Record<string, unknown> = {}) {
   const username = `member${++seq}`;
   const r = await as.post('/api/team', { username, password: 'member-pass-1', ...body });
   if (r.status !== 200) throw new Error(JSON.stringify(r.body));
-  return { ...r.body, api: () => new Api(t.base).signIn(username, 'member-pass-1') } as { id: string; username: string; api: () => Promise<Api>; [k: string]: any };
+  return { ...r.body, api: () => new Api(t.base).signIn(username, 'member-pass-1') } as {
+    id: string;
+    username: string;
+    api: () => Promise<Api>;
+    [k: string]: any;
+  };
 }
 
 describe('team', () => {
   it('creates resellers by default with permissions, quota and notes; 0 quota is unlimited', async () => {
     const r = await member(owner, { allowed_apps: [appA], key_quota: 0, notes: 'n', permissions: { view_keys: true } });
-    expect(r).toMatchObject({ role: 'reseller', parent_id: ownerId, owner_id: ownerId, allowed_apps: [appA], key_quota: null, credits: null, notes: 'n', enabled: true });
+    expect(r).toMatchObject({
+      role: 'reseller',
+      parent_id: ownerId,
+      owner_id: ownerId,
+      allowed_apps: [appA],
+      key_quota: null,
+      credits: null,
+      notes: 'n',
+      enabled: true,
+    });
     expect(r.permissions).toMatchObject({ view_keys: true, generate_keys: false });
     const list = (await owner.get('/api/team')).body.map((m: { id: string }) => m.id);
     expect(list).toContain(r.id);
   });
 
   it('validates username, password policy, notes length and unknown fields', async () => {
-    for (const body of [{ username: 'ab', password: 'member-pass-1' }, { username: 'bad name', password: 'member-pass-1' }, { username: 'okname', password: 'short1' },
-      { username: 'okname', password: 'onlyletters' }, { username: 'okname', password: 'member-pass-1', notes: 'x'.repeat(501) }, { username: 'okname', password: 'member-pass-1', bogus: 1 }]) {
+    for (const body of [
+      { username: 'ab', password: 'member-pass-1' },
+      { username: 'bad name', password: 'member-pass-1' },
+      { username: 'okname', password: 'short1' },
+      { username: 'okname', password: 'onlyletters' },
+      { username: 'okname', password: 'member-pass-1', notes: 'x'.repeat(501) },
+      { username: 'okname', password: 'member-pass-1', bogus: 1 },
+    ]) {
       expect((await owner.post('/api/team', body)).status, JSON.stringify(body)).toBe(422);
     }
     await member(owner, { username: 'dupname' });
@@ -50,25 +70,39 @@ describe('team', () => {
     expect(r.body).toEqual({ detail: 'Email address is reserved' });
     const m = await member(owner, { email: 'Some.One@Example.com' });
     expect(m.email).toBe('some.one@example.com');
-    expect((await owner.patch(`/api/team/${m.id}`, { email: 'dev@kw.test' })).body).toEqual({ detail: 'Email address is reserved' });
-    expect((await owner.post('/api/team', { username: 'mailer2', password: 'member-pass-1', email: 'SOME.one@example.com' })).status).toBe(409);
+    expect((await owner.patch(`/api/team/${m.id}`, { email: 'dev@kw.test' })).body).toEqual({
+      detail: 'Email address is reserved',
+    });
+    expect(
+      (await owner.post('/api/team', { username: 'mailer2', password: 'member-pass-1', email: 'SOME.one@example.com' }))
+        .status,
+    ).toBe(409);
   });
 
   it('rule 8: assigning an app the caller cannot assign is 403', async () => {
     await createAccount(t, { username: 'otherowner', password: 'other-pass-1' });
     const other = await new Api(t.base).signIn('otherowner', 'other-pass-1');
     const foreign = (await other.post('/apps', { name: 'Foreign' })).body.id;
-    expect((await owner.post('/api/team', { username: 'grabber', password: 'member-pass-1', allowed_apps: [foreign] })).status).toBe(403);
+    expect(
+      (await owner.post('/api/team', { username: 'grabber', password: 'member-pass-1', allowed_apps: [foreign] }))
+        .status,
+    ).toBe(403);
     const admin = await member(owner, { role: 'admin', allowed_apps: [appA] });
     const adminApi = await admin.api();
-    expect((await adminApi.post('/api/team', { username: 'sub1', password: 'member-pass-1', allowed_apps: [appB] })).status).toBe(403);
-    expect((await adminApi.post('/api/team', { username: 'sub2', password: 'member-pass-1', allowed_apps: [appA] })).status).toBe(200);
+    expect(
+      (await adminApi.post('/api/team', { username: 'sub1', password: 'member-pass-1', allowed_apps: [appB] })).status,
+    ).toBe(403);
+    expect(
+      (await adminApi.post('/api/team', { username: 'sub2', password: 'member-pass-1', allowed_apps: [appA] })).status,
+    ).toBe(200);
   });
 
   it('admins create only resellers and act only within their subtree; only the owner promotes', async () => {
     const admin = await member(owner, { role: 'admin' });
     const adminApi = await admin.api();
-    expect((await adminApi.post('/api/team', { username: 'wannabe', password: 'member-pass-1', role: 'admin' })).status).toBe(403);
+    expect(
+      (await adminApi.post('/api/team', { username: 'wannabe', password: 'member-pass-1', role: 'admin' })).status,
+    ).toBe(403);
     const mine = await member(adminApi);
     expect(mine.parent_id).toBe(admin.id);
     const notMine = await member(owner);
@@ -84,10 +118,16 @@ describe('team', () => {
   it('rules 4, 5 and 11.11: self-edit is checked before owner protection; owners cannot be modified', async () => {
     const self = await owner.patch(`/api/team/${ownerId}`, { enabled: false });
     expect(self.status).toBe(403);
-    expect(self.body).toEqual({ detail: 'Cannot manage your own account here. Change your own password from Settings instead.' });
+    expect(self.body).toEqual({
+      detail: 'Cannot manage your own account here. Change your own password from Settings instead.',
+    });
     const admin = await member(owner, { role: 'admin' });
     const adminApi = await admin.api();
-    for (const call of [adminApi.patch(`/api/team/${ownerId}`, { enabled: false }), adminApi.delete(`/api/team/${ownerId}`), adminApi.post(`/api/team/${ownerId}/password`, { password: 'new-pass-123' })]) {
+    for (const call of [
+      adminApi.patch(`/api/team/${ownerId}`, { enabled: false }),
+      adminApi.delete(`/api/team/${ownerId}`),
+      adminApi.post(`/api/team/${ownerId}/password`, { password: 'new-pass-123' }),
+    ]) {
       const r = await call;
       expect(r.status).toBe(403);
       expect(r.body).toEqual({ detail: 'The owner account cannot be modified.' });
@@ -122,7 +162,9 @@ describe('team', () => {
   it('disabled members cannot sign in', async () => {
     const m = await member(owner);
     await owner.patch(`/api/team/${m.id}`, { enabled: false });
-    expect((await owner.post('/api/auth/login', { username: m.username, password: 'member-pass-1' }, { token: '' })).status).toBe(401);
+    expect(
+      (await owner.post('/api/auth/login', { username: m.username, password: 'member-pass-1' }, { token: '' })).status,
+    ).toBe(401);
   });
 
   it('delete re-parents children to the caller and reports adopted_children', async () => {
@@ -162,7 +204,10 @@ describe('team', () => {
     expect((await owner.post(`/api/team/${m.id}/credits`, { amount: 5 })).body.credits).toBe(15);
     expect((await owner.post(`/api/team/${m.id}/credits`, { amount: -100 })).body.credits).toBe(0);
     const unlimited = await member(owner);
-    expect((await owner.post(`/api/team/${unlimited.id}/credits`, { amount: 7 })).body).toMatchObject({ credits: 7, key_quota: 7 });
+    expect((await owner.post(`/api/team/${unlimited.id}/credits`, { amount: 7 })).body).toMatchObject({
+      credits: 7,
+      key_quota: 7,
+    });
     const admin = await member(owner, { role: 'admin' });
     const r = await owner.post(`/api/team/${admin.id}/credits`, { amount: 5 });
     expect(r.status).toBe(400);
@@ -178,7 +223,9 @@ describe('team', () => {
     await owner.patch(`/api/team/${admin.id}/subscription`, { expires_at: '2020-01-01' });
     const fromNow = await owner.patch(`/api/team/${admin.id}/subscription`, { extend_days: 1 });
     expect(Math.abs(Date.parse(fromNow.body.subscription_expires_at) - Date.now() - 86_400_000)).toBeLessThan(60_000);
-    expect((await owner.patch(`/api/team/${admin.id}/subscription`, { clear: true })).body.subscription_expires_at).toBeNull();
+    expect(
+      (await owner.patch(`/api/team/${admin.id}/subscription`, { clear: true })).body.subscription_expires_at,
+    ).toBeNull();
     expect((await owner.patch(`/api/team/${admin.id}/subscription`, { clear: true, extend_days: 1 })).status).toBe(422);
     const reseller = await member(owner);
     expect((await owner.patch(`/api/team/${reseller.id}/subscription`, { clear: true })).status).toBe(400);
@@ -202,16 +249,25 @@ describe('team', () => {
     const child = await member(adminApi);
     expect((await owner.patch(`/api/team/${child.id}`, { role: 'admin' })).body.role).toBe('admin'); // an admin under an admin
     expect((await adminApi.post(`/api/team/${child.id}/password`, { password: 'new-pass-123' })).status).toBe(403);
-    expect((await owner.post(`/api/team/${child.id}/password`, { password: 'new-pass-123' })).body).toEqual({ success: true });
-    expect((await owner.post('/api/auth/login', { username: child.username, password: 'new-pass-123' }, { token: '' })).status).toBe(200);
+    expect((await owner.post(`/api/team/${child.id}/password`, { password: 'new-pass-123' })).body).toEqual({
+      success: true,
+    });
+    expect(
+      (await owner.post('/api/auth/login', { username: child.username, password: 'new-pass-123' }, { token: '' }))
+        .status,
+    ).toBe(200);
   });
 
   it('webhooks: public https only; resellers cannot set a global webhook', async () => {
     expect((await owner.patch('/api/account/webhook', { webhook: 'http://example.com/x' })).status).toBe(422);
     expect((await owner.patch('/api/account/webhook', { webhook: 'https://127.0.0.1/x' })).status).toBe(422);
-    expect((await owner.patch('/api/account/webhook', { webhook: 'https://93.184.216.34/x' })).body.webhook).toBe('https://93.184.216.34/x');
+    expect((await owner.patch('/api/account/webhook', { webhook: 'https://93.184.216.34/x' })).body.webhook).toBe(
+      'https://93.184.216.34/x',
+    );
     const m = await member(owner);
-    expect((await owner.patch(`/api/team/${m.id}/webhook`, { webhook: 'https://93.184.216.34/m' })).body.webhook).toBe('https://93.184.216.34/m');
+    expect((await owner.patch(`/api/team/${m.id}/webhook`, { webhook: 'https://93.184.216.34/m' })).body.webhook).toBe(
+      'https://93.184.216.34/m',
+    );
     const r = await (await m.api()).patch('/api/account/webhook', { webhook: 'https://93.184.216.34/r' });
     expect(r.status).toBe(403);
     expect(r.body).toEqual({ detail: "Resellers don't own apps" });

@@ -34,8 +34,10 @@ const works = (cmd: string, args: string[]) => {
 };
 const hasToolchain = requireToolchain(
   'cmake+g++ +libcurl+libsodium+nlohmann-json (Debian: cmake g++ pkg-config libcurl4-openssl-dev libsodium-dev nlohmann-json3-dev)',
-  works('cmake', ['--version']) && works('g++', ['--version']) && works('pkg-config', ['--exists', 'libsodium', 'libcurl'])
-    && (fs.existsSync('/usr/include/nlohmann/json.hpp') || works('pkg-config', ['--exists', 'nlohmann_json'])),
+  works('cmake', ['--version']) &&
+    works('g++', ['--version']) &&
+    works('pkg-config', ['--exists', 'libsodium', 'libcurl']) &&
+    (fs.existsSync('/usr/include/nlohmann/json.hpp') || works('pkg-config', ['--exists', 'nlohmann_json'])),
 );
 const generator = works('ninja', ['--version']) ? ['-G', 'Ninja'] : [];
 /** The test build: no optimiser, one compilation unit per target (see the top of this file). */
@@ -77,7 +79,10 @@ async function buildSdk(): Promise<string> {
     }
   }
   if (!own || !fs.existsSync(path.join(dir, 'CMakeCache.txt'))) {
-    const configured = await run('cmake', ['-S', SDK_DIR, '-B', dir, ...generator, ...TEST_BUILD], { cwd: os.tmpdir(), timeoutMs: 120_000 });
+    const configured = await run('cmake', ['-S', SDK_DIR, '-B', dir, ...generator, ...TEST_BUILD], {
+      cwd: os.tmpdir(),
+      timeoutMs: 120_000,
+    });
     if (configured.code !== 0) throw new Error(`cmake configure failed (${configured.code}):\n${configured.out}`);
   }
   const built = await run('cmake', ['--build', dir, '-j2'], { cwd: os.tmpdir(), timeoutMs: 900_000 });
@@ -90,13 +95,25 @@ async function buildSdk(): Promise<string> {
 const ZIP_CONFIGURE = 'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release';
 const ZIP_BUILD_EXAMPLE = 'cmake --build build --config Release --target keywarden_activate';
 
-interface ZipBuild { root: string; configured: Run; built?: Run }
+interface ZipBuild {
+  root: string;
+  configured: Run;
+  built?: Run;
+}
 /** Downloads the zip and runs the README's configure and build commands in it (the generator and -j2 added). */
 async function buildZip(env: Record<string, string>, dir: string, signal: AbortSignal): Promise<ZipBuild> {
   const root = await downloadSdkZip(env, 'cpp', dir);
-  const configured = await run(...lowPriority('cmake', [...ZIP_CONFIGURE.split(' ').slice(1), ...generator]), { cwd: root, timeoutMs: 120_000, signal });
+  const configured = await run(...lowPriority('cmake', [...ZIP_CONFIGURE.split(' ').slice(1), ...generator]), {
+    cwd: root,
+    timeoutMs: 120_000,
+    signal,
+  });
   if (configured.code !== 0) return { root, configured };
-  const built = await run(...lowPriority('cmake', [...ZIP_BUILD_EXAMPLE.split(' ').slice(1), '-j2']), { cwd: root, timeoutMs: 600_000, signal });
+  const built = await run(...lowPriority('cmake', [...ZIP_BUILD_EXAMPLE.split(' ').slice(1), '-j2']), {
+    cwd: root,
+    timeoutMs: 600_000,
+    signal,
+  });
   return { root, configured, built };
 }
 
@@ -107,7 +124,10 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   let zip: Promise<ZipBuild> | undefined;
   const stopZip = new AbortController();
   // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
-  const plainKey = (fromEnd: number) => { const k = h.env.KW_KEYS_PLAIN!.split(','); return k[k.length - 1 - fromEnd]!; };
+  const plainKey = (fromEnd: number) => {
+    const k = h.env.KW_KEYS_PLAIN!.split(',');
+    return k[k.length - 1 - fromEnd]!;
+  };
 
   beforeAll(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cpp-'));
@@ -139,13 +159,16 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     const required = process.env.KW_REQUIRE_MODELS === '1';
     const pending = required ? 0 : [...r.out.matchAll(/: skip integration\/models: .*PROTOCOL 12 pending/gm)].length;
     expect(r.out).toMatch(new RegExp(`: \\d+ passed, 0 failed, ${pending} skipped$`, 'm'));
-    expect(r.out.replace(/^.*: skip integration\/models: .*PROTOCOL 12 pending.*$/gm, required ? '$&' : '')).not.toMatch(/: (FAIL|skip) /m);
+    expect(
+      r.out.replace(/^.*: skip integration\/models: .*PROTOCOL 12 pending.*$/gm, required ? '$&' : ''),
+    ).not.toMatch(/: (FAIL|skip) /m);
     if (pending === 0) {
       for (const name of [
         'integration/models: a trial once per device; MODELS OFF offers none',
         'integration/models: an offline license file round trip, checked without the server',
         'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
-      ]) expect(r.out).toContain(`ok   ${name}`);
+      ])
+        expect(r.out).toContain(`ok   ${name}`);
     }
     const ran = Math.max(...[...r.out.matchAll(/: integration tests run: (\d+)$/gm)].map((m) => Number(m[1])));
     expect(ran).toBeGreaterThanOrEqual(25);
@@ -158,10 +181,10 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       'integration/heartbeat: debugger_detected is killed by the server -> heartbeat_killed',
       'integration/heartbeat: a beat whose answer was lost -> degraded, then init + same license + start again',
       'integration/init of an outdated client -> update_required with latest_version and update_url',
-      'integration/a spent rate limit -> rate_limited with retry_after (the server\'s own signed 429)',
+      "integration/a spent rate limit -> rate_limited with retry_after (the server's own signed 429)",
       'integration/registerUser logs in right after (last_login is set); login works again later',
       'integration/SIGNED app: signed requests are accepted; a wrong secret is refused (clock_skew)',
-      'channel vectors/the handshake\'s keys (X25519, HKDF-SHA256)',
+      "channel vectors/the handshake's keys (X25519, HKDF-SHA256)",
       'channel vectors/every hello case (malformed, unknown_kid, bad_base64, stale, bad_signature)',
       'channel vectors/every server frame (bad_mac, malformed, out_of_order), client frames byte for byte',
       'vectors/offline files are accepted or refused for the reason each case names',
@@ -176,7 +199,8 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       'integration/resilience: every beat answer tampered -> degraded with lastBeatAt, compromised after 5, no endless re-auth',
       'integration/resilience: an outage, then a server that forgot the session -> one re-authentication, and it beats on',
       'integration/resilience: an outage during which the key was banned -> the re-authentication fails with banned, once',
-    ]) expect(r.out).toContain(`ok   ${name}`);
+    ])
+      expect(r.out).toContain(`ok   ${name}`);
     // keywarden_c_smoke (C99 program on the shared library): its online part ran
     expect(r.out).toMatch(/: integration tests run: 1$/m);
     expect(r.out).toMatch(/: \d+ passed, 0 failed$/m);
@@ -198,8 +222,15 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
 
   it('the downloaded zip builds from source as its README says and its example activates a key and beats', async () => {
     const { root, configured: c, built: b } = await zip!;
-    for (const f of ['README.md', 'CMakeLists.txt', 'keywarden.json', 'include/keywarden/keywarden.hpp', 'include/keywarden/keywarden_c.h',
-      'src/client.cpp', 'examples/activate.cpp']) {
+    for (const f of [
+      'README.md',
+      'CMakeLists.txt',
+      'keywarden.json',
+      'include/keywarden/keywarden.hpp',
+      'include/keywarden/keywarden_c.h',
+      'src/client.cpp',
+      'examples/activate.cpp',
+    ]) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);
     }
     const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
@@ -210,7 +241,10 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(readme).toContain('./build/bin/keywarden_activate <LICENSE-KEY>');
     expect(c.code, c.out).toBe(0);
     expect(b?.code, b?.out).toBe(0);
-    const ex = await run(path.join(root, 'build/bin/keywarden_activate'), [plainKey(2)], { cwd: root, timeoutMs: 90_000 });
+    const ex = await run(path.join(root, 'build/bin/keywarden_activate'), [plainKey(2)], {
+      cwd: root,
+      timeoutMs: 90_000,
+    });
     expect(ex.code, ex.out).toBe(0);
     expect(ex.out).toMatch(/connected to SDK PLAIN/);
     expect(ex.out).toMatch(/license ok: level 3/);

@@ -24,14 +24,39 @@ const found = (cmd: string, args: string[]) => {
     return false;
   }
 };
-const hasMono = requireToolchain('mono (mono-complete: mcs + mono; and libsodium23)', found('mcs', ['--version']) && found('mono', ['--version']));
+const hasMono = requireToolchain(
+  'mono (mono-complete: mcs + mono; and libsodium23)',
+  found('mcs', ['--version']) && found('mono', ['--version']),
+);
 
 /** A TLS-terminating reverse proxy with a fresh self-signed certificate; returns its URL and the certificate's SPKI pin. */
-async function startTlsProxy(target: string, dir: string): Promise<{ url: string; pin: string; close(): Promise<void> } | undefined> {
+async function startTlsProxy(
+  target: string,
+  dir: string,
+): Promise<{ url: string; pin: string; close(): Promise<void> } | undefined> {
   const key = path.join(dir, 'tls-key.pem');
   const cert = path.join(dir, 'tls-cert.pem');
-  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   if (made.status !== 0) {
     console.warn('skipping the TLS pinning check: openssl could not make a certificate');
     return undefined;
@@ -41,11 +66,17 @@ async function startTlsProxy(target: string, dir: string): Promise<{ url: string
   const pin = createHash('sha256').update(spki).digest('base64');
   const upstream = new URL(target);
   const server = https.createServer({ key: fs.readFileSync(key), cert: pem }, (req, res) => {
-    const fwd = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
+    const fwd = http.request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    fwd.on('error', () => {
+      res.writeHead(502);
+      res.end();
     });
-    fwd.on('error', () => { res.writeHead(502); res.end(); });
     req.pipe(fwd);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
@@ -53,7 +84,11 @@ async function startTlsProxy(target: string, dir: string): Promise<{ url: string
   return {
     url: `https://127.0.0.1:${port}`,
     pin,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -86,7 +121,11 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
   it('builds and passes its unit and integration tests (every tamper mode refused)', async () => {
     const env: Record<string, string> = { ...h.env, KW_REQUIRE_INTEGRATION: '1' };
     if (tls) Object.assign(env, { KW_TLS_URL: tls.url, KW_TLS_PIN: tls.pin });
-    const r = await run('mono', ['--debug', path.join(build, 'Keywarden.Tests.exe')], { cwd: tmp, env, timeoutMs: 280_000 });
+    const r = await run('mono', ['--debug', path.join(build, 'Keywarden.Tests.exe')], {
+      cwd: tmp,
+      env,
+      timeoutMs: 280_000,
+    });
     if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out); // KW_SHOW=1: print every C# test line
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^\d+ passed, 0 failed, \d+ skipped$/m);
@@ -95,21 +134,23 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     // vectors and error table found through KW_VECTORS_DIR: nothing skipped but (without openssl) TLS, and
     // the PROTOCOL 12 tests while the server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they run)
     const skipped = r.out.split('\n').filter((l) => l.startsWith('skip '));
-    const pending = process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
+    const pending =
+      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
     expect(skipped.filter((l) => !(l.includes('TLS pinning') && !tls) && !pending.includes(l))).toEqual([]);
     if (pending.length === 0) {
       for (const name of [
         'integration/models: a trial once per device; MODELS OFF offers none',
         'integration/models: an offline license file round trip, checked without the server',
         'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
-      ]) expect(r.out).toContain(`ok   ${name} (`);
+      ])
+        expect(r.out).toContain(`ok   ${name} (`);
     }
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
       expect(r.out).toContain(`ok   integration/tamper: ${mode} is refused`);
     }
     expect(r.out).toContain('ok   integration/tamper: bad_proof: the heartbeat token is not trusted');
     for (const name of [
-      'unit/channel vectors: the handshake\'s keys (X25519, HKDF-SHA256)',
+      "unit/channel vectors: the handshake's keys (X25519, HKDF-SHA256)",
       'unit/channel vectors: every hello case (malformed, unknown_kid, bad_base64, stale, bad_signature)',
       'unit/channel vectors: every server frame (bad_mac, malformed, out_of_order) and client frames byte for byte',
       'unit/vectors: offline files are accepted or refused for the reason each case names',
@@ -124,13 +165,21 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
       'integration/resilience: every beat answer tampered -> Degraded with LastBeatAt, Compromised after 5, no endless re-auth',
       'integration/resilience: an outage, then a server that forgot the session -> one re-authentication, and it beats on',
       'integration/resilience: an outage during which the key was banned -> the re-authentication fails with Banned, once',
-    ]) expect(r.out).toContain(`ok   ${name} (`);
+    ])
+      expect(r.out).toContain(`ok   ${name} (`);
   }, 300_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');
     const root = await downloadSdkZip(h.env, 'csharp', dir);
-    for (const f of ['README.md', 'Keywarden.csproj', 'build.sh', 'keywarden.json', 'examples/Activate.cs', 'src/KeywardenClient.cs']) {
+    for (const f of [
+      'README.md',
+      'Keywarden.csproj',
+      'build.sh',
+      'keywarden.json',
+      'examples/Activate.cs',
+      'src/KeywardenClient.cs',
+    ]) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);
     }
     expect(fs.readFileSync(path.join(root, 'README.md'), 'utf8')).toContain('bash build.sh');

@@ -21,27 +21,42 @@ const works = (args: string[]) => {
     return false;
   }
 };
-const hasPython = requireToolchain('python3-cryptography (Debian /usr/bin/python3 with `import cryptography`)', works(['-c', 'import cryptography']));
-// The wheel check needs pip and setuptools >= 61 (Debian: python3-pip, python3-setuptools).
-const hasPackaging = hasPython && requireToolchain(
-  'python3-pip + python3-setuptools (offline wheel build of sdk/python)',
-  works(['-c', 'import setuptools, pip, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)']),
+const hasPython = requireToolchain(
+  'python3-cryptography (Debian /usr/bin/python3 with `import cryptography`)',
+  works(['-c', 'import cryptography']),
 );
+// The wheel check needs pip and setuptools >= 61 (Debian: python3-pip, python3-setuptools).
+const hasPackaging =
+  hasPython &&
+  requireToolchain(
+    'python3-pip + python3-setuptools (offline wheel build of sdk/python)',
+    works(['-c', 'import setuptools, pip, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)']),
+  );
 
 /** Never writes __pycache__ into the repository; never lets a user site-packages leak in. */
 const PY_ENV = { PYTHONDONTWRITEBYTECODE: '1', PYTHONNOUSERSITE: '1', PYTHONUNBUFFERED: '1' };
 
-interface Run { code: number | null; out: string }
+interface Run {
+  code: number | null;
+  out: string;
+}
 /** Asynchronously: the server runs in this process and must keep answering while the child runs. */
 function run(args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(PYTHON, args, { cwd: o.cwd, env: { ...process.env, ...PY_ENV, ...o.env } });
     let out = '';
-    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
     child.on('error', reject);
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
   });
 }
 
@@ -49,7 +64,8 @@ function run(args: string[], o: { cwd: string; env?: Record<string, string>; tim
 function copySdk(to: string): void {
   fs.cpSync(SDK_DIR, to, {
     recursive: true,
-    filter: (src) => !/(__pycache__|\.egg-info|[/\\]build|[/\\]dist|\.pyc)$/.test(src) && path.basename(src) !== 'keywarden.json',
+    filter: (src) =>
+      !/(__pycache__|\.egg-info|[/\\]build|[/\\]dist|\.pyc)$/.test(src) && path.basename(src) !== 'keywarden.json',
   });
 }
 
@@ -76,24 +92,35 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
 
   it('passes its unit and integration tests (every tamper mode refused)', async () => {
     const env = { ...h.env, KW_REQUIRE_INTEGRATION: '1', KW_REQUIRE_VECTORS: '1' };
-    const r = await run(['-m', 'unittest', 'discover', '-s', 'sdk/python/tests', '-v'], { cwd: path.dirname(path.dirname(SDK_DIR)), env, timeoutMs: 280_000 });
+    const r = await run(['-m', 'unittest', 'discover', '-s', 'sdk/python/tests', '-v'], {
+      cwd: path.dirname(path.dirname(SDK_DIR)),
+      env,
+      timeoutMs: 280_000,
+    });
     if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^OK(?: \(skipped=\d+\))?$/m); // what was skipped is checked below
     // Nothing skipped but a platform check that cannot apply here, and the PROTOCOL 12 tests while the
     // server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they must run).
     const skipped = r.out.split('\n').filter((l) => / \.\.\. skipped /.test(l));
-    const pending = process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
+    const pending =
+      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
     expect(skipped.filter((l) => !l.includes('Linux with /etc/machine-id') && !pending.includes(l))).toEqual([]);
     if (pending.length === 0) {
-      for (const name of ['test_a_trial_once_per_device', 'test_an_offline_file_round_trip', 'test_grace_across_a_real_server_restart_inside_and_past_the_window']) {
+      for (const name of [
+        'test_a_trial_once_per_device',
+        'test_an_offline_file_round_trip',
+        'test_grace_across_a_real_server_restart_inside_and_past_the_window',
+      ]) {
         expect(r.out).toMatch(new RegExp(`^${name} \\(test_integration_models\\.Models.*\\) \\.\\.\\. ok$`, 'm'));
       }
     }
     const ran = Number(/integration tests run: (\d+)/.exec(r.out)?.[1] ?? 0);
     expect(ran).toBeGreaterThanOrEqual(25);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
-      expect(r.out).toMatch(new RegExp(`^test_tamper_${mode} \\(test_integration\\.Integration.*\\) \\.\\.\\. ok$`, 'm'));
+      expect(r.out).toMatch(
+        new RegExp(`^test_tamper_${mode} \\(test_integration\\.Integration.*\\) \\.\\.\\. ok$`, 'm'),
+      );
     }
     expect(r.out).toMatch(/^test_tamper_bad_proof_start_token_not_trusted .* \.\.\. ok$/m);
     expect(r.out).toMatch(/^test_tamper_bad_proof_beat_token_not_trusted .* \.\.\. ok$/m);
@@ -102,43 +129,69 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
       'test_every_beat_tampered_is_compromised_after_5_without_endless_reauth',
       'test_an_outage_then_a_forgotten_session_reauthenticates_once',
       'test_an_outage_during_which_the_key_was_banned_ends_with_banned',
-    ]) expect(r.out).toMatch(new RegExp(`^${name} .* \\.\\.\\. ok$`, 'm'));
+    ])
+      expect(r.out).toMatch(new RegExp(`^${name} .* \\.\\.\\. ok$`, 'm'));
   }, 300_000);
 
   it('the example activates a key, beats three times and exits 0', async () => {
-    const r = await run([path.join(SDK_DIR, 'examples/activate.py'), lastKey(), h.env.KW_CONFIG_PLAIN!], { cwd: tmp, timeoutMs: 60_000 });
+    const r = await run([path.join(SDK_DIR, 'examples/activate.py'), lastKey(), h.env.KW_CONFIG_PLAIN!], {
+      cwd: tmp,
+      timeoutMs: 60_000,
+    });
     expect(r.code, r.out).toBe(0);
     expect(r.out).toMatch(/connected to SDK PLAIN \(version 1\.0\)/);
     expect(r.out).toMatch(/license ok: level 3, expires 20\d\d-/);
     expect(r.out).toMatch(/beat 3 verified \(count 3\)/);
     expect(r.out).toMatch(/heartbeat stopped/);
-    const outdated = await run([path.join(SDK_DIR, 'examples/activate.py'), 'ANY-KEY', h.env.KW_CONFIG_OUTDATED!], { cwd: tmp, timeoutMs: 60_000 });
+    const outdated = await run([path.join(SDK_DIR, 'examples/activate.py'), 'ANY-KEY', h.env.KW_CONFIG_OUTDATED!], {
+      cwd: tmp,
+      timeoutMs: 60_000,
+    });
     expect(outdated.code).toBe(1);
     expect(outdated.out).toMatch(/failed: update_required/);
     expect(outdated.out).toMatch(/download 2\.0 from https:\/\/example\.com\/download\/2\.0/);
   }, 90_000);
 
-  it.skipIf(!hasPackaging)('builds a wheel offline that installs and runs outside the repository', async () => {
-    const src = path.join(tmp, 'src');
-    copySdk(src);
-    const wheels = path.join(tmp, 'wheels');
-    const built = await run(['-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', wheels, src], { cwd: tmp, timeoutMs: 120_000 });
-    expect(built.code, built.out).toBe(0);
-    const wheel = fs.readdirSync(wheels).find((f) => /^keywarden-[\d.]+-py3-none-any\.whl$/.test(f));
-    expect(wheel, fs.readdirSync(wheels).join(',')).toBeDefined();
-    const { unzipSync } = await import('fflate');
-    const files = unzipSync(new Uint8Array(fs.readFileSync(path.join(wheels, wheel!))));
-    expect(Object.keys(files)).toEqual(expect.arrayContaining(['keywarden/__init__.py', 'keywarden/aio.py', 'keywarden/py.typed']));
-    expect(Object.keys(files).some((f) => f.startsWith('tests/') || f.startsWith('examples/'))).toBe(false);
-    const metadata = Buffer.from(Object.entries(files).find(([n]) => n.endsWith('.dist-info/METADATA'))![1]).toString('utf8');
-    expect(metadata.split('\n').filter((l) => l.startsWith('Requires-Dist:')).map((l) => l.split(/[ (<>=;]/)[1])).toEqual(['cryptography']);
+  it.skipIf(!hasPackaging)(
+    'builds a wheel offline that installs and runs outside the repository',
+    async () => {
+      const src = path.join(tmp, 'src');
+      copySdk(src);
+      const wheels = path.join(tmp, 'wheels');
+      const built = await run(
+        ['-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', wheels, src],
+        { cwd: tmp, timeoutMs: 120_000 },
+      );
+      expect(built.code, built.out).toBe(0);
+      const wheel = fs.readdirSync(wheels).find((f) => /^keywarden-[\d.]+-py3-none-any\.whl$/.test(f));
+      expect(wheel, fs.readdirSync(wheels).join(',')).toBeDefined();
+      const { unzipSync } = await import('fflate');
+      const files = unzipSync(new Uint8Array(fs.readFileSync(path.join(wheels, wheel!))));
+      expect(Object.keys(files)).toEqual(
+        expect.arrayContaining(['keywarden/__init__.py', 'keywarden/aio.py', 'keywarden/py.typed']),
+      );
+      expect(Object.keys(files).some((f) => f.startsWith('tests/') || f.startsWith('examples/'))).toBe(false);
+      const metadata = Buffer.from(Object.entries(files).find(([n]) => n.endsWith('.dist-info/METADATA'))![1]).toString(
+        'utf8',
+      );
+      expect(
+        metadata
+          .split('\n')
+          .filter((l) => l.startsWith('Requires-Dist:'))
+          .map((l) => l.split(/[ (<>=;]/)[1]),
+      ).toEqual(['cryptography']);
 
-    const target = path.join(tmp, 'site');
-    const installed = await run(['-m', 'pip', 'install', '--no-deps', '--no-index', '--target', target, path.join(wheels, wheel!)], { cwd: tmp, timeoutMs: 120_000 });
-    expect(installed.code, installed.out).toBe(0);
-    const consumer = path.join(tmp, 'consumer');
-    fs.mkdirSync(consumer);
-    fs.writeFileSync(path.join(consumer, 'app.py'), `
+      const target = path.join(tmp, 'site');
+      const installed = await run(
+        ['-m', 'pip', 'install', '--no-deps', '--no-index', '--target', target, path.join(wheels, wheel!)],
+        { cwd: tmp, timeoutMs: 120_000 },
+      );
+      expect(installed.code, installed.out).toBe(0);
+      const consumer = path.join(tmp, 'consumer');
+      fs.mkdirSync(consumer);
+      fs.writeFileSync(
+        path.join(consumer, 'app.py'),
+        `
 import asyncio, json, os, sys, keywarden
 from keywarden import AsyncClient, Client, KeywardenError
 assert keywarden.__file__.startswith(os.environ["KW_SITE"]), keywarden.__file__
@@ -151,16 +204,35 @@ async def outdated():
     except KeywardenError as e:
         return e.code.value, e.latest_version
 print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.tzinfo is not None, "outdated": asyncio.run(outdated())}))
-`);
-    const r = await run(['app.py', lastKey()], { cwd: consumer, env: { ...h.env, PYTHONPATH: target, KW_SITE: target }, timeoutMs: 60_000 });
-    expect(r.code, r.out).toBe(0);
-    expect(JSON.parse(r.out.trim().split('\n').at(-1)!)).toEqual({ app: 'SDK PLAIN', level: 3, aware: true, outdated: ['update_required', '2.0'] });
-  }, 240_000);
+`,
+      );
+      const r = await run(['app.py', lastKey()], {
+        cwd: consumer,
+        env: { ...h.env, PYTHONPATH: target, KW_SITE: target },
+        timeoutMs: 60_000,
+      });
+      expect(r.code, r.out).toBe(0);
+      expect(JSON.parse(r.out.trim().split('\n').at(-1)!)).toEqual({
+        app: 'SDK PLAIN',
+        level: 3,
+        aware: true,
+        outdated: ['update_required', '2.0'],
+      });
+    },
+    240_000,
+  );
 
   it('the downloaded zip runs its example as the README says', async () => {
     const dir = path.join(tmp, 'zip');
     const root = await downloadSdkZip(h.env, 'python', dir);
-    for (const f of ['README.md', 'pyproject.toml', 'keywarden.json', 'keywarden/__init__.py', 'keywarden/py.typed', 'examples/activate.py']) {
+    for (const f of [
+      'README.md',
+      'pyproject.toml',
+      'keywarden.json',
+      'keywarden/__init__.py',
+      'keywarden/py.typed',
+      'examples/activate.py',
+    ]) {
       expect(fs.existsSync(path.join(root, f)), f).toBe(true);
     }
     expect(fs.readdirSync(root, { recursive: true }).some((f) => String(f).includes('__pycache__'))).toBe(false);
@@ -173,7 +245,11 @@ print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.t
     expect(r.out).toMatch(/beat 3 verified/);
     expect(r.out).toMatch(/heartbeat stopped/);
     // The zip's own unit tests run too (vectors are not in the zip: those skip; the rest pass).
-    const t = await run(['-m', 'unittest', 'discover', '-s', 'tests'], { cwd: root, env: { KW_BASE_URL: '', KW_VECTORS_DIR: '' }, timeoutMs: 120_000 });
+    const t = await run(['-m', 'unittest', 'discover', '-s', 'tests'], {
+      cwd: root,
+      env: { KW_BASE_URL: '', KW_VECTORS_DIR: '' },
+      timeoutMs: 120_000,
+    });
     expect(t.code, t.out).toBe(0);
   }, 240_000);
 });

@@ -11,7 +11,15 @@ import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, defaultTransport, KeywardenError, TransportError, type Heartbeat, type KeywardenConfig, type Transport } from '../../sdk/typescript/src/index.js';
+import {
+  Client,
+  defaultTransport,
+  KeywardenError,
+  TransportError,
+  type Heartbeat,
+  type KeywardenConfig,
+  type Transport,
+} from '../../sdk/typescript/src/index.js';
 import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/channel-tamper-proxy.js';
 import { Api } from '../helpers/http.js';
@@ -33,7 +41,10 @@ const key = (app: 'PLAIN' | 'SIGNED') => keys[app].shift()!;
 const owner = () => new Api(h.env.KW_BASE_URL!, h.env.KW_OWNER_TOKEN);
 const appId = (label: string) => (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>)[label]!;
 const failure = async (p: Promise<unknown>) => {
-  const e = await p.then(() => undefined, (x: unknown) => x);
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   expect(e).toBeInstanceOf(KeywardenError);
   return e as KeywardenError;
 };
@@ -53,10 +64,22 @@ const HWID_B = 'sdk-ts-hwid-bbbbbbbb';
 
 describe('TypeScript SDK against the server', () => {
   it('init returns the app; the signed app needs the secret and decrypts with encKey', async () => {
-    expect(await plain().init()).toMatchObject({ name: 'SDK PLAIN', version: '1.0', hwidLock: true, session: expect.stringMatching(/^[\w-]{43}$/) });
+    expect(await plain().init()).toMatchObject({
+      name: 'SDK PLAIN',
+      version: '1.0',
+      hwidLock: true,
+      session: expect.stringMatching(/^[\w-]{43}$/),
+    });
     const wire: string[] = [];
     const real = defaultTransport();
-    const c = signed({ encKey: 'sdk-ts-enc', transport: async (req) => { const r = await real(req); wire.push(Buffer.from(r.body).toString('utf8')); return r; } });
+    const c = signed({
+      encKey: 'sdk-ts-enc',
+      transport: async (req) => {
+        const r = await real(req);
+        wire.push(Buffer.from(r.body).toString('utf8'));
+        return r;
+      },
+    });
     expect((await c.init()).name).toBe('SDK SIGNED');
     const lic = await c.activateLicense(key('SIGNED'), HWID_A);
     expect(lic.level).toBe(3);
@@ -74,13 +97,23 @@ describe('TypeScript SDK against the server', () => {
     const u = await c.register({ username: 'ts-user', password: 'ts-pass-123', license: key('PLAIN'), hwid: HWID_A });
     expect(u).toMatchObject({ username: 'ts-user', level: 3 });
     expect(u.expiresAt).toBeInstanceOf(Date);
-    const users = (await owner().get(`/api/apps/${appId('PLAIN')}/users`)).body as { username: string; last_login: string | null }[];
+    const users = (await owner().get(`/api/apps/${appId('PLAIN')}/users`)).body as {
+      username: string;
+      last_login: string | null;
+    }[];
     expect(users.find((x) => x.username === 'ts-user')?.last_login).toBeTruthy();
-    expect(await failure(c.login({ username: 'ts-user', password: 'wrong-pass', hwid: HWID_A }))).toMatchObject({ code: 'invalid_key', status: 401 });
+    expect(await failure(c.login({ username: 'ts-user', password: 'wrong-pass', hwid: HWID_A }))).toMatchObject({
+      code: 'invalid_key',
+      status: 401,
+    });
     const again = plain();
     await again.init();
     expect((await again.login({ username: 'ts-user', password: 'ts-pass-123', hwid: HWID_A })).level).toBe(3);
-    expect(await failure(again.register({ username: 'ts-user2', password: 'ts-pass-123', license: 'NOT-A-KEY', hwid: HWID_A }))).toMatchObject({ code: 'invalid_key', status: 400 });
+    expect(
+      await failure(
+        again.register({ username: 'ts-user2', password: 'ts-pass-123', license: 'NOT-A-KEY', hwid: HWID_A }),
+      ),
+    ).toMatchObject({ code: 'invalid_key', status: 400 });
   });
 
   it('activates a license with level and expiry, and the hwid lock refuses another device', async () => {
@@ -95,28 +128,41 @@ describe('TypeScript SDK against the server', () => {
     const other = plain();
     await other.init();
     expect(await failure(other.activateLicense(k, HWID_B))).toMatchObject({ code: 'hwid_mismatch', status: 403 });
-    expect((await failure(other.activateLicense(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A'), HWID_B))).code).toBe('invalid_key');
+    expect((await failure(other.activateLicense(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A'), HWID_B))).code).toBe(
+      'invalid_key',
+    );
   });
 
   it('beats three times with verified proofs and stops on the server', async () => {
     const c = plain();
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-system-01', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-system-01', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => false,
+    });
     expect(hb.beatInterval).toBe(5);
     const beats = await events<{ index: number; count: number }>(hb, 'beat', 3);
-    expect(beats).toEqual([{ index: 1, count: 1 }, { index: 2, count: 2 }, { index: 3, count: 3 }]);
+    expect(beats).toEqual([
+      { index: 1, count: 1 },
+      { index: 2, count: 2 },
+      { index: 3, count: 3 },
+    ]);
     const stopped = events(hb, 'stopped');
     await hb.stop();
     await stopped;
-    expect(h.server.server.app.domain.heartbeats.host.peek(c.session!)).toBeUndefined();
+    expect(h.server.server.app.domain.heartbeatOwner.host.peek(c.session!)).toBeUndefined();
   });
 
   it('a debugger report kills the heartbeat: killed with heartbeat_killed', async () => {
     const c = plain();
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-system-02', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => true, reauth: true });
+    const hb = await c.startHeartbeat('sdk-ts-system-02', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => true,
+      reauth: true,
+    });
     const [killed] = await events<{ error: KeywardenError }>(hb, 'killed');
     expect(killed!.error).toMatchObject({ code: 'heartbeat_killed', status: 403, detail: 'rejected' });
     expect(hb.running).toBe(false);
@@ -124,7 +170,12 @@ describe('TypeScript SDK against the server', () => {
 
   it('an outdated client gets update_required with latest_version and update_url', async () => {
     const e = await failure(Client.fromConfig(h.env.KW_CONFIG_OUTDATED!).init());
-    expect(e).toMatchObject({ code: 'update_required', status: 426, latestVersion: '2.0', updateUrl: 'https://example.com/download/2.0' });
+    expect(e).toMatchObject({
+      code: 'update_required',
+      status: 426,
+      latestVersion: '2.0',
+      updateUrl: 'https://example.com/download/2.0',
+    });
   });
 
   it('a rate-limited call is rate_limited with retry_after', async () => {
@@ -149,8 +200,13 @@ describe('TypeScript SDK against the server', () => {
 describe('TypeScript SDK refuses every tampered answer', () => {
   const urls = () => JSON.parse(h.env.KW_TAMPER_URLS!) as Record<string, string>;
   it.each([
-    ['forged', 'bad_signature'], ['unsigned', 'unsigned'], ['replayed', undefined], ['foreign_nonce', 'bad_signature'],
-    ['unknown_kid', 'unknown_kid'], ['stale', 'stale'], ['bad_base64', 'bad_base64'],
+    ['forged', 'bad_signature'],
+    ['unsigned', 'unsigned'],
+    ['replayed', undefined],
+    ['foreign_nonce', 'bad_signature'],
+    ['unknown_kid', 'unknown_kid'],
+    ['stale', 'stale'],
+    ['bad_base64', 'bad_base64'],
   ])('%s', async (mode, reason) => {
     const c = plain({ baseUrl: urls()[mode], retries: 0 });
     const e = await failure(c.init());
@@ -165,14 +221,20 @@ describe('TypeScript SDK refuses every tampered answer', () => {
     const c = plain({ baseUrl: urls().bad_proof });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    expect(await failure(c.startHeartbeat('sdk-ts-system-03', 'abcdef0123456789'))).toMatchObject({ code: 'verification', reason: 'bad_proof' });
+    expect(await failure(c.startHeartbeat('sdk-ts-system-03', 'abcdef0123456789'))).toMatchObject({
+      code: 'verification',
+      reason: 'bad_proof',
+    });
   });
 });
 
 describe('TypeScript SDK heartbeat robustness', () => {
   async function closedPort(): Promise<number> {
     return new Promise((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(p));
+      });
     });
   }
   /** A transport that lets `plan(path, n)` decide, per heartbeat call, to fail before sending or after the server answered. */
@@ -195,7 +257,10 @@ describe('TypeScript SDK heartbeat robustness', () => {
     const c = plain({ transport: scripted((n) => (n === 2 || n === 3 ? 'refuse' : 'pass'), closed), retries: 2 });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-system-04', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-system-04', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => false,
+    });
     const degraded: unknown[] = [];
     hb.on('degraded', (d) => degraded.push(d));
     const beats = await events<{ index: number }>(hb, 'beat', 3);
@@ -209,7 +274,10 @@ describe('TypeScript SDK heartbeat robustness', () => {
     const c = plain({ transport: scripted((n) => (n === 2 ? 'refuse' : 'pass'), closed), retries: 0 });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-system-05', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-system-05', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => false,
+    });
     const degraded = events<{ error: KeywardenError; lost: boolean }>(hb, 'degraded');
     const beats = await events<{ index: number }>(hb, 'beat', 3);
     const [d] = await degraded;
@@ -223,7 +291,11 @@ describe('TypeScript SDK heartbeat robustness', () => {
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
     const firstSession = c.session;
-    const hb = await c.startHeartbeat('sdk-ts-system-06', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false, reauth: true });
+    const hb = await c.startHeartbeat('sdk-ts-system-06', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => false,
+      reauth: true,
+    });
     const degraded = events<{ lost: boolean; reauthenticating: boolean }>(hb, 'degraded');
     const recovered = events<{ session: string }>(hb, 'recovered');
     const beats = await events<{ index: number; count: number }>(hb, 'beat', 3);
@@ -238,7 +310,10 @@ describe('TypeScript SDK heartbeat robustness', () => {
     const c = plain({ transport: scripted((n) => (n === 2 ? 'lose' : 'pass'), 1) });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-system-07', 'abcdef0123456789', { intervalMs: 30, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-system-07', 'abcdef0123456789', {
+      intervalMs: 30,
+      debuggerDetected: () => false,
+    });
     const degraded = events<{ lost: boolean }>(hb, 'degraded');
     const [k] = await events<{ error: KeywardenError }>(hb, 'killed');
     expect((await degraded)[0]!.lost).toBe(true);
@@ -248,20 +323,37 @@ describe('TypeScript SDK heartbeat robustness', () => {
 
 describe('TypeScript SDK tells the program what it cannot verify, and survives an outage', () => {
   const urls = () => JSON.parse(h.env.KW_TAMPER_URLS!) as Record<string, string>;
-  const outage = (body: Record<string, unknown>) => fetch(`${h.env.KW_OUTAGE_URL}/__outage`, { method: 'POST', body: JSON.stringify(body) });
+  const outage = (body: Record<string, unknown>) =>
+    fetch(`${h.env.KW_OUTAGE_URL}/__outage`, { method: 'POST', body: JSON.stringify(body) });
 
   it('every beat answer tampered: degraded with the last verified beat, compromised after 5, no endless re-auth', async () => {
     const c = plain({ baseUrl: urls().bad_beat_proof });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-compromised', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false, reauth: true });
+    const hb = await c.startHeartbeat('sdk-ts-compromised', 'abcdef0123456789', {
+      intervalMs: 50,
+      debuggerDetected: () => false,
+      reauth: true,
+    });
     const started = hb.lastBeatAt;
-    const degraded: { error: KeywardenError; reauthenticating: boolean; lastBeatAt: Date; verificationFailures: number }[] = [];
+    const degraded: {
+      error: KeywardenError;
+      reauthenticating: boolean;
+      lastBeatAt: Date;
+      verificationFailures: number;
+    }[] = [];
     hb.on('degraded', (d) => degraded.push(d));
     let recovered = 0;
     hb.on('recovered', () => recovered++);
-    const [compromised] = await events<{ error: KeywardenError; failures: number; lastBeatAt: Date }>(hb, 'compromised');
-    expect(compromised).toMatchObject({ failures: 5, error: { code: 'verification', reason: 'bad_proof' }, lastBeatAt: started });
+    const [compromised] = await events<{ error: KeywardenError; failures: number; lastBeatAt: Date }>(
+      hb,
+      'compromised',
+    );
+    expect(compromised).toMatchObject({
+      failures: 5,
+      error: { code: 'verification', reason: 'bad_proof' },
+      lastBeatAt: started,
+    });
     expect(hb.state).toBe('compromised');
     expect(degraded.map((d) => d.verificationFailures)).toEqual([1, 2, 3, 4, 5]);
     expect(degraded.map((d) => d.reauthenticating)).toEqual([true, true, true, true, false]);
@@ -278,7 +370,11 @@ describe('TypeScript SDK tells the program what it cannot verify, and survives a
     const c = plain({ baseUrl: h.env.KW_OUTAGE_URL! });
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-outage-01', 'abcdef0123456789', { intervalMs: 200, debuggerDetected: () => false, reauth: true });
+    const hb = await c.startHeartbeat('sdk-ts-outage-01', 'abcdef0123456789', {
+      intervalMs: 200,
+      debuggerDetected: () => false,
+      reauth: true,
+    });
     const [first] = await events<{ index: number }>(hb, 'beat');
     const lastBeatAt = hb.lastBeatAt;
     const degraded: { error: KeywardenError; lost: boolean; lastBeatAt: Date }[] = [];
@@ -302,7 +398,11 @@ describe('TypeScript SDK tells the program what it cannot verify, and survives a
     const c = plain({ baseUrl: h.env.KW_OUTAGE_URL! });
     await c.init();
     await c.activateLicense(k, HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-outage-02', 'abcdef0123456789', { intervalMs: 200, debuggerDetected: () => false, reauth: true });
+    const hb = await c.startHeartbeat('sdk-ts-outage-02', 'abcdef0123456789', {
+      intervalMs: 200,
+      debuggerDetected: () => false,
+      reauth: true,
+    });
     await events(hb, 'beat');
     let recovered = 0;
     hb.on('recovered', () => recovered++);
@@ -316,26 +416,37 @@ describe('TypeScript SDK tells the program what it cannot verify, and survives a
 
 describe('TypeScript SDK on the realtime channel', () => {
   const licenseId = async (label: string, k: string) => {
-    const items = (await owner().get(`/api/apps/${appId(label)}/licenses?q=${encodeURIComponent(k.slice(-4))}`)).body.items as { id: string; key_preview: string }[];
+    const items = (await owner().get(`/api/apps/${appId(label)}/licenses?q=${encodeURIComponent(k.slice(-4))}`)).body
+      .items as { id: string; key_preview: string }[];
     return items.find((l) => l.key_preview === `${k.slice(0, 4)}****${k.slice(-4)}`)!.id;
   };
   /** A fresh app (its own settings) and the SDK config for it. */
   async function freshApp(settings: Record<string, unknown> = {}) {
     const app = (await owner().post('/apps', { name: `SDK channel ${Math.random().toString(36).slice(2, 8)}` })).body;
     await owner().patch(`/apps/${app.id}`, { heartbeat_interval: 5, ...settings });
-    const keys = (await owner().post(`/apps/${app.id}/licenses`, { amount: 5, duration: 30, unit: 'days' })).body.map((x: { key: string }) => x.key) as string[];
-    const published = ((await (await fetch(`${h.env.KW_BASE_URL}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
-    const config = { format: 1 as const, base_url: h.env.KW_BASE_URL!, api_key: app.api_key as string, version: '1.0', response_keys: published as KeywardenConfig['response_keys'] };
+    const keys = (await owner().post(`/apps/${app.id}/licenses`, { amount: 5, duration: 30, unit: 'days' })).body.map(
+      (x: { key: string }) => x.key,
+    ) as string[];
+    const published = ((await (await fetch(`${h.env.KW_BASE_URL}/api/client/keys`)).json()) as { keys: unknown[] })
+      .keys;
+    const config = {
+      format: 1 as const,
+      base_url: h.env.KW_BASE_URL!,
+      api_key: app.api_key as string,
+      version: '1.0',
+      response_keys: published as KeywardenConfig['response_keys'],
+    };
     return { id: app.id as string, keys, config };
   }
-  const channelEvent = (hb: Heartbeat, state: 'open' | 'closed') => new Promise<{ state: string; close?: { code: number }; error?: KeywardenError }>((resolve) => {
-    const on = (e: { state: string }) => {
-      if (e.state !== state) return;
-      hb.off('channel', on);
-      resolve(e);
-    };
-    hb.on('channel', on);
-  });
+  const channelEvent = (hb: Heartbeat, state: 'open' | 'closed') =>
+    new Promise<{ state: string; close?: { code: number }; error?: KeywardenError }>((resolve) => {
+      const on = (e: { state: string }) => {
+        if (e.state !== state) return;
+        hb.off('channel', on);
+        resolve(e);
+      };
+      hb.on('channel', on);
+    });
 
   // Through pass-through proxies with their own client addresses: direct calls have a rate-limit budget to keep.
   let pass: Awaited<ReturnType<typeof startChannelTamperProxy>>;
@@ -350,7 +461,10 @@ describe('TypeScript SDK on the realtime channel', () => {
     await c.init();
     await c.activateLicense(k, HWID_A);
     const before = h.server.server.app.channel.size;
-    const hb = await c.startHeartbeat('sdk-ts-channel-01', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-channel-01', 'abcdef0123456789', {
+      intervalMs: 100,
+      debuggerDetected: () => false,
+    });
     expect(hb.onChannel).toBe(true);
     expect(h.server.server.app.channel.size).toBe(before + 1);
     const beats = await events<{ index: number }>(hb, 'beat', 2);
@@ -358,7 +472,9 @@ describe('TypeScript SDK on the realtime channel', () => {
     const revoked = new Promise<{ reason: string }>((resolve) => hb.once('revoked', resolve));
     const killed = new Promise<{ error: KeywardenError }>((resolve) => hb.once('killed', resolve));
     const t0 = Date.now();
-    expect((await owner().patch(`/api/licenses/${await licenseId('PLAIN', k)}/ban`, { banned: true })).status).toBe(200);
+    expect((await owner().patch(`/api/licenses/${await licenseId('PLAIN', k)}/ban`, { banned: true })).status).toBe(
+      200,
+    );
     expect((await revoked).reason).toBe('license_banned');
     expect(Date.now() - t0).toBeLessThan(1000);
     expect((await killed).error.code).toBe('heartbeat_killed');
@@ -370,10 +486,20 @@ describe('TypeScript SDK on the realtime channel', () => {
     const c = Client.fromConfig(app.config, { baseUrl: pass.url });
     await c.init();
     await c.activateLicense(app.keys[0]!, HWID_A);
-    const hb = await c.startHeartbeat('sdk-ts-channel-02', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat('sdk-ts-channel-02', 'abcdef0123456789', {
+      intervalMs: 100,
+      debuggerDetected: () => false,
+    });
     await events(hb, 'beat', 1);
-    const update = new Promise<{ latestVersion: string; updateUrl: string; message: string }>((resolve) => hb.once('update_required', resolve));
-    await owner().patch(`/apps/${app.id}`, { force_update: true, version: '2.0', update_url: 'https://example.com/2.0', update_message: 'Get 2.0' });
+    const update = new Promise<{ latestVersion: string; updateUrl: string; message: string }>((resolve) =>
+      hb.once('update_required', resolve),
+    );
+    await owner().patch(`/apps/${app.id}`, {
+      force_update: true,
+      version: '2.0',
+      update_url: 'https://example.com/2.0',
+      update_message: 'Get 2.0',
+    });
     expect(await update).toEqual({ latestVersion: '2.0', updateUrl: 'https://example.com/2.0', message: 'Get 2.0' });
     const notice = new Promise<{ message: string; at: Date }>((resolve) => hb.once('notice', resolve));
     await owner().post(`/api/apps/${app.id}/notice`, { message: 'Hello from the vendor' });
@@ -390,7 +516,10 @@ describe('TypeScript SDK on the realtime channel', () => {
       const c = plain({ baseUrl: proxy.url });
       await c.init();
       await c.activateLicense(key('PLAIN'), HWID_A);
-      const hb = await c.startHeartbeat('sdk-ts-channel-03', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+      const hb = await c.startHeartbeat('sdk-ts-channel-03', 'abcdef0123456789', {
+        intervalMs: 50,
+        debuggerDetected: () => false,
+      });
       expect(hb.onChannel).toBe(false);
       expect((await events<{ index: number }>(hb, 'beat', 3)).map((b) => b.index)).toEqual([1, 2, 3]);
       expect(proxy.channels).toBe(1);
@@ -406,7 +535,10 @@ describe('TypeScript SDK on the realtime channel', () => {
       const c = plain({ baseUrl: proxy.url });
       await c.init();
       await c.activateLicense(key('PLAIN'), HWID_A);
-      const hb = await c.startHeartbeat('sdk-ts-channel-04', 'abcdef0123456789', { intervalMs: 100, debuggerDetected: () => false });
+      const hb = await c.startHeartbeat('sdk-ts-channel-04', 'abcdef0123456789', {
+        intervalMs: 100,
+        debuggerDetected: () => false,
+      });
       const degraded: unknown[] = [];
       hb.on('degraded', (d) => degraded.push(d));
       const closed = await channelEvent(hb, 'closed');
@@ -435,7 +567,10 @@ describe('TypeScript SDK on the realtime channel', () => {
     it('a hello with a forged signature (bad_signature)', async () => {
       const { proxy, c } = await through('hello');
       try {
-        const hb = await c.startHeartbeat('sdk-ts-channel-05', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+        const hb = await c.startHeartbeat('sdk-ts-channel-05', 'abcdef0123456789', {
+          intervalMs: 50,
+          debuggerDetected: () => false,
+        });
         const closed = await channelEvent(hb, 'closed');
         expect(closed.error).toMatchObject({ code: 'verification', reason: 'bad_signature' });
         expect((await events<{ index: number }>(hb, 'beat', 2)).map((b) => b.index)).toEqual([1, 2]);
@@ -448,28 +583,38 @@ describe('TypeScript SDK on the realtime channel', () => {
     it.each([
       ['forge', 'bad_mac', 1],
       ['swap', 'out_of_order', 2],
-    ] as const)('%s: a pushed frame that does not verify is refused (%s), never acted on', async (mode, reason, notices) => {
-      const { proxy, c } = await through(mode);
-      try {
-        const hb = await c.startHeartbeat('sdk-ts-channel-06', 'abcdef0123456789', { intervalMs: 60_000, debuggerDetected: () => false });
-        expect(hb.onChannel).toBe(true);
-        const seen: unknown[] = [];
-        hb.on('notice', (n) => seen.push(n));
-        const closed = channelEvent(hb, 'closed');
-        for (let i = 0; i < notices; i++) await owner().post(`/api/apps/${appId('PLAIN')}/notice`, { message: `tampered ${i}` });
-        expect((await closed).error).toMatchObject({ code: 'verification', reason });
-        await channelEvent(hb, 'open'); // a new connection, not tampered
-        expect(seen).toEqual([]);
-        await hb.stop();
-      } finally {
-        await proxy.close();
-      }
-    });
+    ] as const)(
+      '%s: a pushed frame that does not verify is refused (%s), never acted on',
+      async (mode, reason, notices) => {
+        const { proxy, c } = await through(mode);
+        try {
+          const hb = await c.startHeartbeat('sdk-ts-channel-06', 'abcdef0123456789', {
+            intervalMs: 60_000,
+            debuggerDetected: () => false,
+          });
+          expect(hb.onChannel).toBe(true);
+          const seen: unknown[] = [];
+          hb.on('notice', (n) => seen.push(n));
+          const closed = channelEvent(hb, 'closed');
+          for (let i = 0; i < notices; i++)
+            await owner().post(`/api/apps/${appId('PLAIN')}/notice`, { message: `tampered ${i}` });
+          expect((await closed).error).toMatchObject({ code: 'verification', reason });
+          await channelEvent(hb, 'open'); // a new connection, not tampered
+          expect(seen).toEqual([]);
+          await hb.stop();
+        } finally {
+          await proxy.close();
+        }
+      },
+    );
 
     it('inject: a frame recorded on another connection is refused (bad_mac)', async () => {
       const { proxy, c } = await through('inject');
       try {
-        const first = await c.startHeartbeat('sdk-ts-channel-07', 'abcdef0123456789', { intervalMs: 60_000, debuggerDetected: () => false });
+        const first = await c.startHeartbeat('sdk-ts-channel-07', 'abcdef0123456789', {
+          intervalMs: 60_000,
+          debuggerDetected: () => false,
+        });
         const got = new Promise((resolve) => first.once('notice', resolve));
         await owner().post(`/api/apps/${appId('PLAIN')}/notice`, { message: 'recorded' });
         await got;
@@ -477,7 +622,10 @@ describe('TypeScript SDK on the realtime channel', () => {
         await other.init();
         await other.activateLicense(key('PLAIN'), HWID_B);
         const seen: unknown[] = [];
-        const hb = await other.startHeartbeat('sdk-ts-channel-08', 'abcdef0123456789', { intervalMs: 50, debuggerDetected: () => false });
+        const hb = await other.startHeartbeat('sdk-ts-channel-08', 'abcdef0123456789', {
+          intervalMs: 50,
+          debuggerDetected: () => false,
+        });
         hb.on('notice', (n) => seen.push(n));
         const states: { state: string; error?: KeywardenError }[] = [];
         hb.on('channel', (e) => states.push(e));
@@ -503,7 +651,13 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-models-'));
   });
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const settings = () => JSON.parse(h.env.KW_MODELS_SETTINGS!) as { trial_hours: number; trial_level: number; offline_days: number; grace_hours: number };
+  const settings = () =>
+    JSON.parse(h.env.KW_MODELS_SETTINGS!) as {
+      trial_hours: number;
+      trial_level: number;
+      offline_days: number;
+      grace_hours: number;
+    };
   let stateFiles = 0;
   const models = (o: Parameters<typeof Client.fromConfig>[1] = {}) =>
     Client.fromConfig(h.env.KW_CONFIG_MODELS!, { stateFile: path.join(dir, `state-${++stateFiles}.json`), ...o });
@@ -520,7 +674,11 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     const c = models();
     await c.init();
     const t = await c.trial(id);
-    expect(t).toMatchObject({ key: expect.stringMatching(/^TRIAL-[^-]{4}-[^-]{4}-[^-]{4}$/), level: settings().trial_level, entitlements: [] });
+    expect(t).toMatchObject({
+      key: expect.stringMatching(/^TRIAL-[^-]{4}-[^-]{4}-[^-]{4}$/),
+      level: settings().trial_level,
+      entitlements: [],
+    });
     expect(Math.abs(t.expiresAt!.getTime() - c.serverNow() - settings().trial_hours * 3600_000)).toBeLessThan(120_000);
     const hb = await c.startHeartbeat(id, 'abcdef0123456789', { channel: 'off', debuggerDetected: () => false });
     expect(hb.state).toBe('healthy');
@@ -542,10 +700,22 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     expect((await c.activateLicense(modelKeys()[0]!, id)).entitlements).toEqual(['export', 'pro']);
     expect(c.hasEntitlement('pro')).toBe(true);
     const file = await c.offlineFile(id);
-    const offline = models({ transport: () => { throw new Error('no call expected'); } });
+    const offline = models({
+      transport: () => {
+        throw new Error('no call expected');
+      },
+    });
     const lic = offline.loadOffline(file, id);
-    expect(lic).toMatchObject({ appId: h.env.KW_MODELS_APP_ID, hwid: id, level: 3, entitlements: ['export', 'pro'], user: null });
-    expect(Math.abs(lic.validUntil.getTime() - lic.issuedAt.getTime() - settings().offline_days * 86_400_000)).toBeLessThan(2000);
+    expect(lic).toMatchObject({
+      appId: h.env.KW_MODELS_APP_ID,
+      hwid: id,
+      level: 3,
+      entitlements: ['export', 'pro'],
+      user: null,
+    });
+    expect(
+      Math.abs(lic.validUntil.getTime() - lic.issuedAt.getTime() - settings().offline_days * 86_400_000),
+    ).toBeLessThan(2000);
     expect(offline.hasEntitlement('export')).toBe(true);
     expect((await failure((async () => offline.loadOffline(file, `${id}-other`))())).reason).toBe('wrong_hwid');
     const late = models({ clock: () => Date.now() + 8 * 86_400_000 });
@@ -567,7 +737,11 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     await c.activateLicense(key, id);
     const grace = settings().grace_hours * 3600_000;
     expect(Math.abs(c.graceUntil!.getTime() - c.serverNow() - grace)).toBeLessThan(120_000);
-    const hb = await c.startHeartbeat(id, 'abcdef0123456789', { intervalMs: 500, reauth: true, debuggerDetected: () => false });
+    const hb = await c.startHeartbeat(id, 'abcdef0123456789', {
+      intervalMs: 500,
+      reauth: true,
+      debuggerDetected: () => false,
+    });
     try {
       await events(hb, 'beat');
       // Inside the window: down and back; the license stays valid throughout.
@@ -611,7 +785,9 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
 
 describe('the downloaded zip, as a new user would use it', () => {
   it('unzips, builds and runs the example against the server', async () => {
-    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId('PLAIN')}/sdk/typescript`, { headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` } });
+    const res = await fetch(`${h.env.KW_BASE_URL}/api/apps/${appId('PLAIN')}/sdk/typescript`, {
+      headers: { authorization: `Bearer ${h.env.KW_OWNER_TOKEN}` },
+    });
     expect(res.status).toBe(200);
     const { unzipSync } = await import('fflate');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-zip-'));
@@ -626,7 +802,8 @@ describe('the downloaded zip, as a new user would use it', () => {
       fs.mkdirSync(path.join(root, 'node_modules/@types'), { recursive: true });
       fs.symlinkSync(path.join(repoModules, 'typescript'), path.join(root, 'node_modules/typescript'), 'dir');
       fs.symlinkSync(path.join(repoModules, '@types/node'), path.join(root, 'node_modules/@types/node'), 'dir');
-      const run = async (args: string[]) => (await promisify(execFile)(process.execPath, args, { cwd: root, encoding: 'utf8' })).stdout;
+      const run = async (args: string[]) =>
+        (await promisify(execFile)(process.execPath, args, { cwd: root, encoding: 'utf8' })).stdout;
       await run(['scripts/build.mjs']);
       const out = await run(['examples/activate.mjs', key('PLAIN'), '--beats', '2']);
       expect(out).toMatch(/connected to SDK PLAIN/);
@@ -640,42 +817,79 @@ describe('the downloaded zip, as a new user would use it', () => {
 describe('the packed package', () => {
   const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/typescript');
   let tmp: string;
-  afterAll(() => { if (tmp) fs.rmSync(tmp, { recursive: true, force: true }); });
+  afterAll(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   /** npm pack, then an install in a consumer project outside the repository with two scripts using it; once per file. */
   let installed: Promise<{ consumer: string; files: string[] }> | undefined;
-  const install = () => (installed ??= (async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-consumer-'));
-    const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    const info = JSON.parse(packed) as { filename: string; files: { path: string }[] }[];
-    const consumer = path.join(tmp, 'consumer');
-    fs.mkdirSync(consumer);
-    fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
-    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', path.join(tmp, info[0]!.filename)], { cwd: consumer, stdio: 'pipe' });
-    fs.writeFileSync(path.join(consumer, 'esm.mjs'), `
+  const install = () =>
+    (installed ??= (async () => {
+      tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-consumer-'));
+      const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], {
+        cwd: pkgDir,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const info = JSON.parse(packed) as { filename: string; files: { path: string }[] }[];
+      const consumer = path.join(tmp, 'consumer');
+      fs.mkdirSync(consumer);
+      fs.writeFileSync(
+        path.join(consumer, 'package.json'),
+        JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }),
+      );
+      execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', path.join(tmp, info[0]!.filename)], {
+        cwd: consumer,
+        stdio: 'pipe',
+      });
+      fs.writeFileSync(
+        path.join(consumer, 'esm.mjs'),
+        `
       import { Client, KeywardenError } from '@keywarden/client';
       const c = Client.fromConfig(process.env.KW_CONFIG_PLAIN);
       const app = await c.init();
       const lic = await c.activateLicense(process.argv[2], 'consumer-hwid-0001');
       console.log(JSON.stringify({ app: app.name, level: lic.level, date: lic.expiresAt instanceof Date, typed: typeof KeywardenError }));
-    `);
-    fs.writeFileSync(path.join(consumer, 'cjs.cjs'), `
+    `,
+      );
+      fs.writeFileSync(
+        path.join(consumer, 'cjs.cjs'),
+        `
       const { Client, KeywardenError } = require('@keywarden/client');
       Client.fromConfig(process.env.KW_CONFIG_OUTDATED).init().then(() => process.exit(3), (e) => {
         console.log(JSON.stringify({ typed: e instanceof KeywardenError, code: e.code, latest: e.latestVersion }));
       });
-    `);
-    return { consumer, files: info[0]!.files.map((f) => f.path) };
-  })());
+    `,
+      );
+      return { consumer, files: info[0]!.files.map((f) => f.path) };
+    })());
 
   /** ESM, CommonJS and the shipped example, run by `node` (a path) against the server. */
   async function usesThePackage(node: string) {
     const { consumer } = await install();
     // Asynchronously: the server runs in this process and must keep answering meanwhile.
-    const run = async (args: string[]) => (await promisify(execFile)(node, args, { cwd: consumer, env: { PATH: process.env.PATH ?? '', ...h.env }, encoding: 'utf8' })).stdout;
-    expect(JSON.parse(await run(['esm.mjs', key('PLAIN')]))).toEqual({ app: 'SDK PLAIN', level: 3, date: true, typed: 'function' });
+    const run = async (args: string[]) =>
+      (
+        await promisify(execFile)(node, args, {
+          cwd: consumer,
+          env: { PATH: process.env.PATH ?? '', ...h.env },
+          encoding: 'utf8',
+        })
+      ).stdout;
+    expect(JSON.parse(await run(['esm.mjs', key('PLAIN')]))).toEqual({
+      app: 'SDK PLAIN',
+      level: 3,
+      date: true,
+      typed: 'function',
+    });
     expect(JSON.parse(await run(['cjs.cjs']))).toEqual({ typed: true, code: 'update_required', latest: '2.0' });
-    const example = await run(['node_modules/@keywarden/client/examples/activate.mjs', key('PLAIN'), h.env.KW_CONFIG_PLAIN!, '--beats', '2']);
+    const example = await run([
+      'node_modules/@keywarden/client/examples/activate.mjs',
+      key('PLAIN'),
+      h.env.KW_CONFIG_PLAIN!,
+      '--beats',
+      '2',
+    ]);
     expect(example).toMatch(/license ok: level 3/);
     expect(example).toMatch(/beat 2 verified/);
     expect(example).toMatch(/heartbeat stopped/);
@@ -683,16 +897,33 @@ describe('the packed package', () => {
 
   it('installs from npm pack output outside the repo and runs with plain node (ESM, CJS, example)', async () => {
     const { consumer, files } = await install();
-    expect(files).toEqual(expect.arrayContaining(['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'examples/activate.mjs', 'README.md', 'package.json']));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'dist/esm/index.js',
+        'dist/esm/index.d.ts',
+        'dist/cjs/index.js',
+        'dist/cjs/index.d.ts',
+        'dist/cjs/package.json',
+        'examples/activate.mjs',
+        'README.md',
+        'package.json',
+      ]),
+    );
     expect(files.some((f) => f.startsWith('src/') || f.startsWith('test/'))).toBe(false);
-    const installedPkg = JSON.parse(fs.readFileSync(path.join(consumer, 'node_modules/@keywarden/client/package.json'), 'utf8'));
+    const installedPkg = JSON.parse(
+      fs.readFileSync(path.join(consumer, 'node_modules/@keywarden/client/package.json'), 'utf8'),
+    );
     expect(installedPkg.dependencies ?? {}).toEqual({});
     await usesThePackage(process.execPath);
   }, 120_000);
 
-  it.skipIf(!nodeLine22)(`runs the same under Node.js ${NODE22_RELEASE} (ESM, CJS, example)`, async () => {
-    await usesThePackage(nodeLine22!);
-  }, 120_000);
+  it.skipIf(!nodeLine22)(
+    `runs the same under Node.js ${NODE22_RELEASE} (ESM, CJS, example)`,
+    async () => {
+      await usesThePackage(nodeLine22!);
+    },
+    120_000,
+  );
 });
 
 describe.skipIf(!nodeLine22)(`the SDK's own tests under Node.js ${NODE22_RELEASE}`, () => {
@@ -710,9 +941,18 @@ describe.skipIf(!nodeLine22)(`the SDK's own tests under Node.js ${NODE22_RELEASE
         await v?.close();
         console.log(process.versions.node);`;
       const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-      const r = await promisify(execFile)(nodeLine22!, ['--input-type=module', '-e', runner, report, path.join(dir, 'cache')], { cwd: root, encoding: 'utf8' });
+      const r = await promisify(execFile)(
+        nodeLine22!,
+        ['--input-type=module', '-e', runner, report, path.join(dir, 'cache')],
+        { cwd: root, encoding: 'utf8' },
+      );
       expect(r.stdout.trim().split('\n').pop()).toBe(NODE22_RELEASE);
-      const result = JSON.parse(fs.readFileSync(report, 'utf8')) as { numTotalTests: number; numFailedTests: number; numPassedTests: number; success: boolean };
+      const result = JSON.parse(fs.readFileSync(report, 'utf8')) as {
+        numTotalTests: number;
+        numFailedTests: number;
+        numPassedTests: number;
+        success: boolean;
+      };
       expect(result.numTotalTests).toBeGreaterThanOrEqual(30);
       expect(result).toMatchObject({ success: true, numFailedTests: 0, numPassedTests: result.numTotalTests });
     } finally {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createClientIpResolver } from '../../src/http/client-ip.js';
+import { createClientIpResolver } from '../../src/platform/http/client-ip.js';
 
 describe('client IP (PROTOCOL 1, TRUSTED_PROXIES)', () => {
   it('uses the socket address and ignores X-Forwarded-For without trusted proxies', () => {

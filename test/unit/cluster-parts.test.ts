@@ -2,9 +2,9 @@
 // errors that cross workers. Fast and in-process, so the mutation run (vitest.stryker.config.ts)
 // can run them for every mutant.
 import { describe, expect, it } from 'vitest';
-import { SHARD_COUNT, fnv1a, leaseName, rendezvous, shardOf } from '../../src/cluster/shard-leases.js';
-import { FrameReader, formatAddress, parseAddress } from '../../src/cluster/peer-transport.js';
-import { NotOwner, decodeError, encodeError } from '../../src/cluster/wire-errors.js';
+import { SHARD_COUNT, fnv1a, leaseName, rendezvous, shardOf } from '../../src/platform/cluster/shard-leases.js';
+import { FrameReader, formatAddress, parseAddress } from '../../src/platform/cluster/peer-transport.js';
+import { NotOwner, decodeError, encodeError } from '../../src/platform/cluster/wire-errors.js';
 import { AppError, ValidationError } from '../../src/errors.js';
 
 describe('shard hashing', () => {

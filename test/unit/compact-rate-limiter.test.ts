@@ -3,8 +3,8 @@
 // 503 with Retry-After and recovers when windows close.
 import { describe, expect, it } from 'vitest';
 import { RateLimiterRes } from 'rate-limiter-flexible';
-import { CompactRateLimiter } from '../../src/services/compact-rate-limiter.js';
-import { consumeOrThrow } from '../../src/services/lockout.js';
+import { CompactRateLimiter } from '../../src/platform/limits/compact-rate-limiter.js';
+import { consumeOrThrow } from '../../src/platform/limits/lockout.js';
 import { AppError, rateLimited } from '../../src/errors.js';
 
 let t = 1_800_000_000_000;

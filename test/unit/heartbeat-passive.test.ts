@@ -1,14 +1,14 @@
 // Passivated heartbeat contexts are packed (src/actors/heartbeat-passive.ts): whatever goes in must
 // come out exactly, expiry must still find them, and a released shard must drop exactly its own.
 import { describe, expect, it } from 'vitest';
-import { PassiveContexts } from '../../src/actors/heartbeat-passive.js';
-import { HeartbeatHost } from '../../src/actors/heartbeat-host.js';
+import { PassiveContexts } from '../../src/modules/heartbeat/heartbeat-passive.js';
+import { HeartbeatHost } from '../../src/modules/heartbeat/heartbeat-host.js';
 import {
   HEARTBEAT_SNAPSHOT_VERSION,
   type BeatInput,
   type BeatVerdict,
   type HeartbeatContext,
-} from '../../src/actors/heartbeat.machine.js';
+} from '../../src/modules/heartbeat/heartbeat.machine.js';
 
 const T0 = 1_760_000_000_000;
 const hex = (n: number, len: number) => n.toString(16).padStart(len, '0').slice(-len);

@@ -1,18 +1,45 @@
 import { describe, expect, it } from 'vitest';
 import { pack } from 'msgpackr';
-import { UnknownSnapshotVersion, decodeHeartbeat, encodeHeartbeat } from '../../src/actors/heartbeat-codec.js';
+import {
+  UnknownSnapshotVersion,
+  decodeHeartbeat,
+  encodeHeartbeat,
+} from '../../src/modules/heartbeat/heartbeat-codec.js';
 import { createActor } from 'xstate';
 import {
-  HEARTBEAT_SNAPSHOT_VERSION, heartbeatMachine, judgeBeat, type BeatInput, type HeartbeatContext,
-} from '../../src/actors/heartbeat.machine.js';
-import { HeartbeatHost } from '../../src/actors/heartbeat-host.js';
+  HEARTBEAT_SNAPSHOT_VERSION,
+  heartbeatMachine,
+  judgeBeat,
+  type BeatInput,
+  type HeartbeatContext,
+} from '../../src/modules/heartbeat/heartbeat.machine.js';
+import { HeartbeatHost } from '../../src/modules/heartbeat/heartbeat-host.js';
 
 const T0 = 1_000_000;
 const TOKEN = 'TT' + 'a'.repeat(32);
-const input = { appId: 'app', session: 'sess', token: TOKEN, systemId: 'sys-0001', beatInterval: 10, now: T0, userId: null, licenseId: null };
+const input = {
+  appId: 'app',
+  session: 'sess',
+  token: TOKEN,
+  systemId: 'sys-0001',
+  beatInterval: 10,
+  now: T0,
+  userId: null,
+  licenseId: null,
+};
 
 function beat(over: Partial<BeatInput> = {}): BeatInput {
-  return { now: T0 + 1000, token: TOKEN, systemId: 'sys-0001', beatIndex: 1, codeHash: 'abcdef12', pinnedHash: '', injectionDetection: true, newToken: 'TT' + 'b'.repeat(32), ...over };
+  return {
+    now: T0 + 1000,
+    token: TOKEN,
+    systemId: 'sys-0001',
+    beatIndex: 1,
+    codeHash: 'abcdef12',
+    pinnedHash: '',
+    injectionDetection: true,
+    newToken: 'TT' + 'b'.repeat(32),
+    ...over,
+  };
 }
 
 function ctx(over: Partial<HeartbeatContext> = {}): HeartbeatContext {
@@ -22,7 +49,11 @@ function ctx(over: Partial<HeartbeatContext> = {}): HeartbeatContext {
 
 describe('judgeBeat: the order of checks is the policy', () => {
   it.each([
-    ['wrong token first, even with every other fault', beat({ token: 'TT' + 'c'.repeat(32), systemId: 'x', debuggerDetected: true }), 'rejected'],
+    [
+      'wrong token first, even with every other fault',
+      beat({ token: 'TT' + 'c'.repeat(32), systemId: 'x', debuggerDetected: true }),
+      'rejected',
+    ],
     ['malformed token', beat({ token: 'tt' + 'a'.repeat(32) }), 'rejected'],
     ['replay before kills', beat({ beatIndex: 0, systemId: 'x' }), 'rejected'],
     ['system_id', beat({ systemId: 'other' }), 'killed'],
@@ -55,7 +86,10 @@ describe('heartbeat machine', () => {
     expect(decoded.v).toBe(HEARTBEAT_SNAPSHOT_VERSION);
     const b = new HeartbeatHost({ now: () => T0 });
     b.restore(decoded);
-    const tampered = b.send(input.session, { type: 'BEAT', beat: beat({ token: 'TT' + 'b'.repeat(32), beatIndex: 2, codeSize: 43, now: T0 + 2000 }) });
+    const tampered = b.send(input.session, {
+      type: 'BEAT',
+      beat: beat({ token: 'TT' + 'b'.repeat(32), beatIndex: 2, codeSize: 43, now: T0 + 2000 }),
+    });
     expect(tampered?.verdict).toEqual({ kind: 'killed', reason: 'code_changed' });
     a.close();
     b.close();

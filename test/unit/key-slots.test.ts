@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { KeySlots } from '../../src/ws/key-slots.js';
+import { KeySlots } from '../../src/modules/realtime/key-slots.js';
 
 const pair = () => ({ s2c: randomBytes(32), c2s: randomBytes(32) });
 

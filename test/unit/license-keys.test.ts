@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
-  durationDays, durationMs, expandMask, keyPreview, normalizeAlphabet, placeholderCount, pricePerKey,
-} from '../../src/services/license-keys.js';
+  durationDays,
+  durationMs,
+  expandMask,
+  keyPreview,
+  normalizeAlphabet,
+  placeholderCount,
+  pricePerKey,
+} from '../../src/modules/keys/license-keys.js';
 
 describe('mask expansion (SPEC key generation rule 1)', () => {
   it('replaces every *, # and X with an alphabet character and copies everything else', () => {
@@ -14,7 +20,8 @@ describe('mask expansion (SPEC key generation rule 1)', () => {
   it('uses every character of the alphabet, roughly uniformly', () => {
     const counts = new Map<string, number>();
     const alphabet = 'ABCDEFGHIJ'; // 10 chars: 256 % 10 != 0, so a modulo bias would show
-    for (let i = 0; i < 2000; i++) for (const ch of expandMask('**********', alphabet)) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+    for (let i = 0; i < 2000; i++)
+      for (const ch of expandMask('**********', alphabet)) counts.set(ch, (counts.get(ch) ?? 0) + 1);
     expect([...counts.keys()].sort().join('')).toBe(alphabet);
     for (const n of counts.values()) expect(n).toBeGreaterThan(1700); // expected 2000 each
   });
@@ -32,7 +39,13 @@ describe('alphabet (rule 2)', () => {
 
 describe('durations (rule 3, PROTOCOL 11.6)', () => {
   it.each([
-    [1, 'hours', 1], [24, 'hours', 1], [25, 'hours', 2], [3, 'days', 3], [2, 'weeks', 14], [3, 'months', 90], [5, 'lifetime', 0],
+    [1, 'hours', 1],
+    [24, 'hours', 1],
+    [25, 'hours', 2],
+    [3, 'days', 3],
+    [2, 'weeks', 14],
+    [3, 'months', 90],
+    [5, 'lifetime', 0],
   ] as const)('%i %s is %i days', (value, unit, days) => {
     expect(durationDays(value, unit)).toBe(days);
   });

@@ -22,12 +22,25 @@ function isoMs(x: unknown): number | undefined {
   return back.getUTCMonth() === mo - 1 && back.getUTCDate() === d && h < 24 && mi < 60 && s < 60 ? ms : undefined;
 }
 
-type Case = { name: string; file: string; now: number; last_seen: number | null; app_id: string; hwid: string; valid: boolean; reason?: string; payload?: unknown };
+type Case = {
+  name: string;
+  file: string;
+  now: number;
+  last_seen: number | null;
+  app_id: string;
+  hwid: string;
+  valid: boolean;
+  reason?: string;
+  payload?: unknown;
+};
 
 function judge(c: Case): string {
-  const pinned = new Map<string, string>(v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]));
+  const pinned = new Map<string, string>(
+    v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]),
+  );
   const parts = c.file.trim().split('.');
-  if (parts.length !== 3 || parts[0] !== 'kwlic1' || !parts.slice(1).every((p) => /^[A-Za-z0-9_-]+$/.test(p))) return 'malformed';
+  if (parts.length !== 3 || parts[0] !== 'kwlic1' || !parts.slice(1).every((p) => /^[A-Za-z0-9_-]+$/.test(p)))
+    return 'malformed';
   const [, head, sigText] = parts as [string, string, string];
   const sig = Buffer.from(sigText, 'base64url');
   if (head.length % 4 === 1 || sig.length !== 64) return 'malformed';
@@ -38,15 +51,31 @@ function judge(c: Case): string {
     return 'malformed';
   }
   const str = (x: unknown) => typeof x === 'string' && x !== '';
-  if (p === null || typeof p !== 'object' || Array.isArray(p) || p.v !== 1 || !str(p.kid) || !str(p.app_id) || !str(p.license_id)
-    || !(p.user === null || typeof p.user === 'string') || !str(p.hwid) || !Number.isInteger(p.level)
-    || !Array.isArray(p.entitlements) || !p.entitlements.every((e) => typeof e === 'string')
-    || !(p.expires_at === null || isoMs(p.expires_at) !== undefined) || isoMs(p.issued_at) === undefined || isoMs(p.valid_until) === undefined) {
+  if (
+    p === null ||
+    typeof p !== 'object' ||
+    Array.isArray(p) ||
+    p.v !== 1 ||
+    !str(p.kid) ||
+    !str(p.app_id) ||
+    !str(p.license_id) ||
+    !(p.user === null || typeof p.user === 'string') ||
+    !str(p.hwid) ||
+    !Number.isInteger(p.level) ||
+    !Array.isArray(p.entitlements) ||
+    !p.entitlements.every((e) => typeof e === 'string') ||
+    !(p.expires_at === null || isoMs(p.expires_at) !== undefined) ||
+    isoMs(p.issued_at) === undefined ||
+    isoMs(p.valid_until) === undefined
+  ) {
     return 'malformed';
   }
   const pub = pinned.get(p.kid as string);
   if (!pub) return 'unknown_kid';
-  const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub, 'base64').toString('base64url') }, format: 'jwk' });
+  const key = createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub, 'base64').toString('base64url') },
+    format: 'jwk',
+  });
   if (!verify(null, Buffer.from(`kwlic1.${head}`, 'ascii'), key, sig)) return 'bad_signature';
   if (p.app_id !== c.app_id) return 'wrong_app';
   if (p.hwid !== c.hwid.toLowerCase()) return 'wrong_hwid';

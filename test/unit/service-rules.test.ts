@@ -7,17 +7,17 @@ import {
   PASSWORD_MIN,
   assertPasswordPolicy,
   passwordProblem,
-} from '../../src/services/password-policy.js';
-import { normalizeIp } from '../../src/services/ip-address.js';
-import { assertWebhookUrl, isPublicAddress } from '../../src/services/webhook-url.js';
+} from '../../src/modules/access/password-policy.js';
+import { normalizeIp } from '../../src/platform/http/ip-address.js';
+import { assertWebhookUrl, isPublicAddress } from '../../src/modules/notify/webhook-url.js';
 import {
   effectiveRole,
   hasPermission,
   requirePermission,
   requireRole,
   type Principal,
-} from '../../src/services/principal.js';
-import { noPermissions, type Account } from '../../src/db/entities/account.entity.js';
+} from '../../src/modules/access/principal.js';
+import { noPermissions, type Account } from '../../src/platform/db/entities/account.entity.js';
 import { AppError, ValidationError } from '../../src/errors.js';
 
 describe('password policy', () => {

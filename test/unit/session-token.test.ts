@@ -3,9 +3,9 @@
 // non-canonical spelling of the same bytes are refused.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SessionTokenCodec, TOKEN_BYTES } from '../../src/services/session-token.js';
-import { hkdfSha256 } from '../../src/crypto/index.js';
-import { SESSION_TOKEN_KEY_INFO } from '../../src/secrets.js';
+import { SessionTokenCodec, TOKEN_BYTES } from '../../src/modules/client/session-token.js';
+import { hkdfSha256 } from '../../src/platform/crypto/index.js';
+import { SESSION_TOKEN_KEY_INFO } from '../../src/platform/crypto/secrets.js';
 
 const key = randomBytes(32);
 const codec = new SessionTokenCodec(key);
@@ -24,7 +24,11 @@ describe('session token codec', () => {
 
   it('keeps whole seconds and accepts any canonical UUID', () => {
     const id = '00000000-0000-4000-8000-ffffffffffff';
-    expect(codec.open(codec.seal({ appId: id, createdAt: createdAt + 999, keyed: false }))).toEqual({ appId: id, createdAt, keyed: false });
+    expect(codec.open(codec.seal({ appId: id, createdAt: createdAt + 999, keyed: false }))).toEqual({
+      appId: id,
+      createdAt,
+      keyed: false,
+    });
     expect(() => codec.seal({ appId: id.toUpperCase(), createdAt, keyed: false })).toThrow(/UUID/);
   });
 

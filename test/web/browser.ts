@@ -10,6 +10,8 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const hasChromium = requireToolchain(`chromium (Debian package, ${CHROMIUM})`, fs.existsSync(CHROMIUM));
 
 export const SHOTS = path.resolve(import.meta.dirname, '../../test-output/screenshots');
+/** `npm run docs:screenshots` (UPDATE_DOCS_SCREENSHOTS=1) refreshes these: one per view and size, the window's size exactly. */
+export const DOCS_SHOTS = path.resolve(import.meta.dirname, '../../docs/screenshots');
 
 export interface Chromium {
   browser: Browser;
@@ -61,5 +63,9 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   fs.mkdirSync(SHOTS, { recursive: true });
   const file = path.join(SHOTS, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
+  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
+    fs.mkdirSync(DOCS_SHOTS, { recursive: true });
+    await page.screenshot({ path: path.join(DOCS_SHOTS, `${name}.png`) });
+  }
   return file;
 }

@@ -1,7 +1,8 @@
 // What each role sees (SPEC Dashboard rule 2: tabs, default tab, stats tiles) in a real Chromium,
-// and the reseller's price preview with the refusal before sending (SPEC key generation rule 5).
+// the reseller's price preview with the refusal before sending (SPEC key generation rule 5), and
+// a member whose session was ended elsewhere landing on the sign-in form with the reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
@@ -28,7 +29,7 @@ describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', 
   });
 
   /** A member created by the owner through the API, signed in in a fresh browser context, on the app's page. */
-  async function open(member: { role?: 'admin' | 'reseller'; permissions?: Record<string, boolean>; key_quota?: number }): Promise<{ page: Page; username: string; close: () => Promise<void> }> {
+  async function open(member: { role?: 'admin' | 'reseller'; permissions?: Record<string, boolean>; key_quota?: number }): Promise<{ page: Page; username: string; id: string; context: BrowserContext; close: () => Promise<void> }> {
     const username = `member-${++seq}`;
     const password = 'member-pass-1';
     const r = await f.owner.post('/api/team', { username, password, allowed_apps: [f.app.id], ...member });
@@ -37,7 +38,7 @@ describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', 
     await signIn(page, t.base, username, password);
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}`);
     await page.getByRole('navigation', { name: 'Application sections' }).waitFor();
-    return { page, username, close: () => context.close() };
+    return { page, username, id: r.body.id, context, close: () => context.close() };
   }
 
   async function tabs(page: Page): Promise<string[]> {
@@ -145,6 +146,39 @@ describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', 
     await price.getByText('Balance: 5.').waitFor();
     const me = (await new Api(t.base).signIn(username, 'member-pass-1')).get('/api/auth/me');
     expect((await me).body.account.credits).toBe(5);
+    await close();
+  });
+
+  it('a member whose session was ended lands on the sign-in form with the reason: live stream closed, a 401, another tab', async () => {
+    const { page, username, id, context, close } = await open({ role: 'admin' });
+    const reason = page.getByTestId('signed-out-reason');
+    await page.getByText('● Live').waitFor();
+    // Disabling the member ends its sessions: the server closes the live stream (1008), the page asks who it is.
+    expect((await f.owner.patch(`/api/team/${id}`, { enabled: false })).status).toBe(200);
+    await reason.getByText(/^Your session was ended by an administrator/).waitFor({ timeout: 20_000 });
+    expect(await page.title()).toBe('Sign in · Keywarden');
+
+    // On a page without a live stream, the next call's 401 says the same.
+    expect((await f.owner.patch(`/api/team/${id}`, { enabled: true })).status).toBe(200);
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Password').fill('member-pass-1');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Account' }).click();
+    await page.getByRole('heading', { name: 'Change password' }).waitFor();
+    expect(await reason.count()).toBe(0);
+    expect((await f.owner.post(`/api/team/${id}/password`, { password: 'member-pass-1' })).status).toBe(200);
+    await page.getByRole('link', { name: 'Team' }).click();
+    await reason.getByText(/^Your session was ended by an administrator/).waitFor();
+
+    // Signing out in one tab: the other tab of the same browser says so when it next checks.
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Password').fill('member-pass-1');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    const other = await context.newPage();
+    await other.goto(`${t.base}/dashboard/account`);
+    await other.getByRole('button', { name: 'Sign out' }).click();
+    await reason.getByText('You signed out in another tab.').waitFor();
     await close();
   });
 });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { dashboardFiles, DASHBOARD_CSP } from '../../src/http/static.js';
+import { dashboardFiles, DASHBOARD_CSP } from '../../src/platform/http/static.js';
 import { ensureWebBuild, webStaleReason, WEB_DIST } from '../../scripts/build-web.mjs';
 
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";

@@ -1,12 +1,13 @@
 // The page frame: sign-in when there is no session, else the header (application picker, Team,
 // Account, sign-out) and the current view.
-import { useEffect, useMemo } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import { useIsFetching, useIsMutating, useQuery, useQueryClient, type QueryClient } from '@tanstack/react-query';
 import { ApiError } from './api/errors.js';
 import { onSignedOut } from './api/client.js';
 import { apps as appsApi, auth } from './api/endpoints.js';
 import { ErrorState, Loading, useDelayed } from './components/ui.js';
 import { isManager } from './lib/permissions.js';
+import { useTitle } from './hooks/useTitle.js';
 import { Link, navigate, paths, useRoute } from './router.js';
 import { SessionContext, callerOf, type Session } from './session.js';
 import { LoginView } from './views/LoginView.js';
@@ -19,6 +20,13 @@ import { AccountView } from './views/AccountView.js';
 function forgetAccount(qc: QueryClient): void {
   qc.removeQueries({ predicate: (q) => q.queryKey[0] !== 'me' });
 }
+
+/** Why a signed-in page is back at the sign-in form. */
+export const SESSION_ENDED = 'Your session was ended by an administrator, or it expired. Sign in again to continue.';
+export const SIGNED_OUT_ELSEWHERE = 'You signed out in another tab.';
+
+/** Tabs of this browser tell each other about a sign-out, so the others can say why they ended. */
+const sessionChannel = typeof BroadcastChannel === 'undefined' ? null : new BroadcastChannel('keywarden-session');
 
 function ProgressBar() {
   const busy = useIsFetching() + useIsMutating() > 0;
@@ -41,10 +49,27 @@ export function App() {
     staleTime: 60_000,
   });
 
+  // A 401 while signed in (on any call, or on /me after the live stream closed with 1008) means
+  // the session ended elsewhere: the sign-in form says why instead of appearing unexplained.
+  const [ended, setEnded] = useState<string | null>(null);
+  const signedIn = useRef(false);
+  signedIn.current = !!me.data?.account;
+  const elsewhere = useRef(false);
   useEffect(() => onSignedOut(() => {
+    if (signedIn.current) setEnded(elsewhere.current ? SIGNED_OUT_ELSEWHERE : SESSION_ENDED);
     forgetAccount(qc);
     qc.setQueryData(['me'], null);
   }), [qc]);
+  useEffect(() => {
+    if (!sessionChannel) return;
+    const heard = (e: MessageEvent) => {
+      if (e.data !== 'signed-out') return;
+      elsewhere.current = true;
+      void qc.invalidateQueries({ queryKey: ['me'] });
+    };
+    sessionChannel.addEventListener('message', heard);
+    return () => sessionChannel.removeEventListener('message', heard);
+  }, [qc]);
 
   const session = useMemo<Session | null>(() => {
     const account = me.data?.account;
@@ -55,6 +80,7 @@ export function App() {
       signOut: async () => {
         try {
           await auth.logout();
+          sessionChannel?.postMessage('signed-out');
         } finally {
           forgetAccount(qc);
           qc.setQueryData(['me'], null);
@@ -70,7 +96,10 @@ export function App() {
   if (!session) {
     return (
       <LoginView
+        notice={ended}
         onSignedIn={(account) => {
+          setEnded(null);
+          elsewhere.current = false;
           forgetAccount(qc);
           qc.setQueryData(['me'], { account });
           void qc.invalidateQueries({ queryKey: ['me'] }); // adds what only /me carries (webhook_secret)
@@ -113,7 +142,7 @@ function Shell() {
             {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
             {route.name === 'team' && <TeamView />}
             {route.name === 'account' && <AccountView />}
-            {route.name === 'not_found' && <div className="alert">No page at {route.path}. <Link to={paths.apps()}>Go to your applications</Link>.</div>}
+            {route.name === 'not_found' && <NotFound path={route.path} />}
           </main>
           <footer className="footer">
             Keywarden · times in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); hover a time for UTC
@@ -122,6 +151,11 @@ function Shell() {
       )}
     </SessionContext.Consumer>
   );
+}
+
+function NotFound({ path }: { path: string }) {
+  useTitle('Page not found');
+  return <div className="alert">No page at {path}. <Link to={paths.apps()}>Go to your applications</Link>.</div>;
 }
 
 function AppPicker({ current }: { current: string | undefined }) {

@@ -3,7 +3,7 @@
 //   /dashboard/apps/:id[/:tab]       one application, tab by SPEC Dashboard rule 2
 //   /dashboard/team                  team members
 //   /dashboard/account               own password and webhook
-import { useSyncExternalStore, type AnchorHTMLAttributes } from 'react';
+import { useEffect, useRef, useSyncExternalStore, type AnchorHTMLAttributes } from 'react';
 
 export const BASE = '/dashboard';
 
@@ -38,14 +38,65 @@ export const paths = {
 };
 
 const listeners = new Set<() => void>();
-if (typeof window !== 'undefined') window.addEventListener('popstate', () => listeners.forEach((l) => l()));
 
-export function navigate(to: string, replace = false): void {
-  if (to === location.pathname + location.search) return;
+/** A view with unsaved work: asked before the user leaves it; `proceed` goes on to the destination. */
+type Guard = (proceed: () => void) => void;
+const guards = new Set<Guard>();
+let shownPath = typeof location !== 'undefined' ? location.pathname + location.search : '/';
+
+function go(to: string, replace: boolean): void {
   if (replace) history.replaceState(null, '', to);
   else history.pushState(null, '', to);
+  shownPath = to;
   listeners.forEach((l) => l());
   if (!replace) window.scrollTo(0, 0);
+}
+
+/**
+ * Goes to `to`. A view's guard may hold a user's navigation (a link, the picker, Back) to ask
+ * first; a replacing navigation is the page's own redirect (after a deletion, to a permitted tab)
+ * and is never held.
+ */
+export function navigate(to: string, replace = false): void {
+  if (to === location.pathname + location.search) return;
+  const guard = replace ? undefined : [...guards][0];
+  if (guard) guard(() => go(to, false));
+  else go(to, replace);
+}
+
+if (typeof window !== 'undefined') {
+  window.addEventListener('popstate', () => {
+    const to = location.pathname + location.search;
+    const guard = [...guards][0];
+    if (guard && to !== shownPath) {
+      // Back or Forward already changed the address: put it back while the user decides.
+      history.pushState(null, '', shownPath);
+      guard(() => go(to, false));
+      return;
+    }
+    shownPath = to;
+    listeners.forEach((l) => l());
+  });
+}
+
+/**
+ * While `active`, leaving the page is held and `ask(proceed)` called instead (a dialog calls
+ * `proceed` to leave); closing or reloading the tab gets the browser's own question.
+ */
+export function useNavigationGuard(active: boolean, ask: (proceed: () => void) => void): void {
+  const askRef = useRef(ask);
+  askRef.current = ask;
+  useEffect(() => {
+    if (!active) return;
+    const guard: Guard = (proceed) => askRef.current(proceed);
+    const unload = (e: BeforeUnloadEvent) => e.preventDefault();
+    guards.add(guard);
+    window.addEventListener('beforeunload', unload);
+    return () => {
+      guards.delete(guard);
+      window.removeEventListener('beforeunload', unload);
+    };
+  }, [active]);
 }
 
 export function useRoute(): Route {

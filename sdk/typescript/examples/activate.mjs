@@ -30,7 +30,10 @@ try {
   console.log(`license ok: level ${license.level}, expires ${license.expiresAt?.toISOString() ?? 'never'}`);
 
   // A short interval when a beat count is asked for, so the demo finishes quickly.
-  const hb = await client.startHeartbeat(undefined, undefined, { reauth: true, ...(beats ? { intervalMs: 1000 } : {}) });
+  const hb = await client.startHeartbeat(undefined, undefined, {
+    reauth: true,
+    ...(beats ? { intervalMs: 1000 } : {}),
+  });
   console.log(`heartbeat started (server interval ${hb.beatInterval} s)`);
   hb.on('beat', (b) => {
     console.log(`beat ${b.index} verified (count ${b.count})`);

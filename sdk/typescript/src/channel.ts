@@ -5,7 +5,16 @@
 // fails is refused: the connection is dropped and the message never acted upon.
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { canonicalRequest, channelKeys, channelTranscript, decodeSignature, ed25519Verify, openFrame, requestSignature, sealFrame } from './crypto.js';
+import {
+  canonicalRequest,
+  channelKeys,
+  channelTranscript,
+  decodeSignature,
+  ed25519Verify,
+  openFrame,
+  requestSignature,
+  sealFrame,
+} from './crypto.js';
 import { KeywardenError, errorFromAnswer, verificationError, type VerificationReason } from './errors.js';
 import type { PinnedKeys } from './verify.js';
 import { verifyResponse } from './verify.js';
@@ -25,12 +34,21 @@ export interface ChannelContext {
   openTimeoutMs: number;
   keys: PinnedKeys;
   serverNow(): number;
-  log: { debug?(msg: string, fields?: Record<string, unknown>): void; warn?(msg: string, fields?: Record<string, unknown>): void };
+  log: {
+    debug?(msg: string, fields?: Record<string, unknown>): void;
+    warn?(msg: string, fields?: Record<string, unknown>): void;
+  };
 }
 
 export type ChannelPush =
   | { type: 'revoked'; reason: string; detail: string }
-  | { type: 'update_required'; message: string; latestVersion: string | undefined; updateUrl: string | undefined; detail: unknown }
+  | {
+      type: 'update_required';
+      message: string;
+      latestVersion: string | undefined;
+      updateUrl: string | undefined;
+      detail: unknown;
+    }
   | { type: 'notice'; message: string; at: Date | null };
 
 export interface ChannelClose {
@@ -94,17 +112,31 @@ export class ChannelConnection extends EventEmitter {
   static async open(ctx: ChannelContext, session: string): Promise<OpenResult> {
     const pair = generateKeyPairSync('x25519');
     const clientKey = pair.publicKey.export({ format: 'jwk' }).x!;
-    const headers: Record<string, string> = { 'x-session': session, 'x-nonce': clientKey, 'x-client-version': ctx.version };
+    const headers: Record<string, string> = {
+      'x-session': session,
+      'x-nonce': clientKey,
+      'x-client-version': ctx.version,
+    };
     if (ctx.apiSecret) {
       const ts = String(Math.floor(ctx.serverNow() / 1000));
       headers['x-timestamp'] = ts;
-      headers['x-signature'] = requestSignature(ctx.apiSecret, canonicalRequest('GET', CHANNEL_PATH, ts, clientKey, ''));
+      headers['x-signature'] = requestSignature(
+        ctx.apiSecret,
+        canonicalRequest('GET', CHANNEL_PATH, ts, clientKey, ''),
+      );
     }
     let up;
     try {
       up = await openWebSocket(ctx.baseUrl + CHANNEL_PATH, headers, ctx.openTimeoutMs);
     } catch (err) {
-      return { ok: false, offered: true, error: new KeywardenError('network', `channel: ${(err as Error)?.message ?? String(err)}`, { notSent: true, cause: err }) };
+      return {
+        ok: false,
+        offered: true,
+        error: new KeywardenError('network', `channel: ${(err as Error)?.message ?? String(err)}`, {
+          notSent: true,
+          cause: err,
+        }),
+      };
     }
     if (up.kind === 'refused') return ChannelConnection.refusal(ctx, clientKey, up);
     const ws = up.socket;
@@ -119,15 +151,27 @@ export class ChannelConnection extends EventEmitter {
       return { ok: true, connection: new ChannelConnection(ctx, ws, keys, JSON.parse(hello.toString('utf8')), queue) };
     } catch (err) {
       ws.terminate();
-      const e = err instanceof KeywardenError ? err : new KeywardenError('network', `channel: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+      const e =
+        err instanceof KeywardenError
+          ? err
+          : new KeywardenError('network', `channel: ${(err as Error)?.message ?? String(err)}`, { cause: err });
       return { ok: false, offered: true, error: e };
     }
   }
 
-  private static refusal(ctx: ChannelContext, nonce: string, r: { status: number; headers: Record<string, string>; body: Buffer }): OpenResult {
+  private static refusal(
+    ctx: ChannelContext,
+    nonce: string,
+    r: { status: number; headers: Record<string, string>; body: Buffer },
+  ): OpenResult {
     const absent = r.status === 404 || r.status === 405;
     try {
-      verifyResponse(ctx.keys, { method: 'GET', path: CHANNEL_PATH, status: r.status, headers: r.headers, body: r.body, nonce }, ctx.serverNow(), WINDOW_S);
+      verifyResponse(
+        ctx.keys,
+        { method: 'GET', path: CHANNEL_PATH, status: r.status, headers: r.headers, body: r.body, nonce },
+        ctx.serverNow(),
+        WINDOW_S,
+      );
     } catch (err) {
       // An unsigned answer (a proxy that does not pass WebSockets): nothing in it is believed.
       return { ok: false, offered: !absent, error: err as KeywardenError };
@@ -136,7 +180,11 @@ export class ChannelConnection extends EventEmitter {
     try {
       detail = (JSON.parse(r.body.toString('utf8')) as { detail?: unknown }).detail;
     } catch {
-      return { ok: false, offered: !absent, error: verificationError('malformed', `channel refusal ${r.status} is not JSON`) };
+      return {
+        ok: false,
+        offered: !absent,
+        error: verificationError('malformed', `channel refusal ${r.status} is not JSON`),
+      };
     }
     return { ok: false, offered: !absent, error: errorFromAnswer(r.status, detail, r.headers['retry-after']) };
   }
@@ -145,7 +193,10 @@ export class ChannelConnection extends EventEmitter {
    * One heartbeat call. Resolves with the success body; rejects with the server's coded error, or
    * `network` with `notSent: true` when the channel was already down (send it over REST instead).
    */
-  call(op: 'heartbeat/start' | 'heartbeat' | 'heartbeat/stop', body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  call(
+    op: 'heartbeat/start' | 'heartbeat' | 'heartbeat/stop',
+    body: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
     if (!this.open) return Promise.reject(new KeywardenError('network', 'channel closed', { notSent: true }));
     const { session: _ignored, ...rest } = body;
     const seq = ++this.outSeq;
@@ -155,7 +206,9 @@ export class ChannelConnection extends EventEmitter {
         reject(new KeywardenError('timeout', `no answer to ${op} on the channel within ${this.ctx.timeoutMs} ms`));
       }, this.ctx.timeoutMs);
       this.pending.set(seq, { resolve, reject, timer });
-      this.ws.send(sealFrame(this.keys.c2s, Buffer.from(JSON.stringify({ seq, type: 'call', op, body: rest }), 'utf8')));
+      this.ws.send(
+        sealFrame(this.keys.c2s, Buffer.from(JSON.stringify({ seq, type: 'call', op, body: rest }), 'utf8')),
+      );
     });
   }
 
@@ -184,13 +237,24 @@ export class ChannelConnection extends EventEmitter {
         clearTimeout(p.timer);
         const body = (m.body ?? {}) as Record<string, unknown>;
         if (m.status === 200) {
-          if (body.success !== true) return p.reject(verificationError('malformed', 'channel reply lacks success: true'));
+          if (body.success !== true)
+            return p.reject(verificationError('malformed', 'channel reply lacks success: true'));
           return p.resolve(body);
         }
-        return p.reject(errorFromAnswer(Number(m.status), body.detail, m.retry_after !== undefined ? String(m.retry_after) : undefined));
+        return p.reject(
+          errorFromAnswer(
+            Number(m.status),
+            body.detail,
+            m.retry_after !== undefined ? String(m.retry_after) : undefined,
+          ),
+        );
       }
       case 'revoked':
-        this.emit('push', { type: 'revoked', reason: String(m.reason ?? ''), detail: String(m.detail ?? '') } satisfies ChannelPush);
+        this.emit('push', {
+          type: 'revoked',
+          reason: String(m.reason ?? ''),
+          detail: String(m.detail ?? ''),
+        } satisfies ChannelPush);
         return;
       case 'update_required': {
         const d = (m.detail ?? {}) as Record<string, unknown>;
@@ -205,7 +269,11 @@ export class ChannelConnection extends EventEmitter {
       }
       case 'notice': {
         const at = typeof m.at === 'string' ? new Date(m.at) : null;
-        this.emit('push', { type: 'notice', message: String(m.message ?? ''), at: at && !Number.isNaN(at.getTime()) ? at : null } satisfies ChannelPush);
+        this.emit('push', {
+          type: 'notice',
+          message: String(m.message ?? ''),
+          at: at && !Number.isNaN(at.getTime()) ? at : null,
+        } satisfies ChannelPush);
         return;
       }
       default:
@@ -230,23 +298,48 @@ export class ChannelConnection extends EventEmitter {
  * Verifies the hello as the client whose session and X25519 key made the upgrade, and derives the
  * keys. Order of checks (sdk/vectors/channel.json): malformed, unknown_kid, bad_base64, stale, bad_signature.
  */
-export function verifyChannelHello(keys: PinnedKeys, nowMs: number, session: string, clientKey: string, secret: KeyObject, raw: Buffer | string): { s2c: Buffer; c2s: Buffer } {
+export function verifyChannelHello(
+  keys: PinnedKeys,
+  nowMs: number,
+  session: string,
+  clientKey: string,
+  secret: KeyObject,
+  raw: Buffer | string,
+): { s2c: Buffer; c2s: Buffer } {
   let h: Record<string, unknown>;
   try {
     h = JSON.parse(raw.toString()) as Record<string, unknown>;
   } catch {
     throw verificationError('malformed', 'channel hello is not JSON');
   }
-  if (h === null || typeof h !== 'object' || h.type !== 'hello' || typeof h.kid !== 'string' || typeof h.sig !== 'string' || typeof h.ts !== 'number'
-    || typeof h.server_key !== 'string' || typeof h.conn !== 'string' || typeof h.beat_interval !== 'number') {
+  if (
+    h === null ||
+    typeof h !== 'object' ||
+    h.type !== 'hello' ||
+    typeof h.kid !== 'string' ||
+    typeof h.sig !== 'string' ||
+    typeof h.ts !== 'number' ||
+    typeof h.server_key !== 'string' ||
+    typeof h.conn !== 'string' ||
+    typeof h.beat_interval !== 'number'
+  ) {
     throw verificationError('malformed', 'channel hello lacks fields');
   }
   const key = keys.get(h.kid);
   if (!key) throw verificationError('unknown_kid', `channel hello signed by unpinned key ${h.kid}`);
   const sig = decodeSignature(h.sig);
   if (!sig) throw verificationError('bad_base64', 'channel hello signature is not base64 of 64 bytes');
-  if (Math.abs(h.ts * 1000 - nowMs) > WINDOW_S * 1000) throw verificationError('stale', `channel hello timestamp ${h.ts} is off`);
-  const transcript = channelTranscript({ kid: h.kid, ts: h.ts, session, clientKey, serverKey: h.server_key, conn: h.conn, beatInterval: h.beat_interval });
+  if (Math.abs(h.ts * 1000 - nowMs) > WINDOW_S * 1000)
+    throw verificationError('stale', `channel hello timestamp ${h.ts} is off`);
+  const transcript = channelTranscript({
+    kid: h.kid,
+    ts: h.ts,
+    session,
+    clientKey,
+    serverKey: h.server_key,
+    conn: h.conn,
+    beatInterval: h.beat_interval,
+  });
   if (!ed25519Verify(key, transcript, sig)) throw verificationError('bad_signature', 'channel hello does not verify');
   try {
     return channelKeys(secret, h.server_key, transcript);
@@ -256,7 +349,12 @@ export function verifyChannelHello(keys: PinnedKeys, nowMs: number, session: str
 }
 
 /** One server frame judged: MAC (bad_mac), JSON object (malformed), seq (out_of_order). */
-export function readChannelFrame(s2c: Uint8Array, expectedSeq: number, frame: Buffer, binary = true): { message: Record<string, unknown> } | { reason: VerificationReason; what: string } {
+export function readChannelFrame(
+  s2c: Uint8Array,
+  expectedSeq: number,
+  frame: Buffer,
+  binary = true,
+): { message: Record<string, unknown> } | { reason: VerificationReason; what: string } {
   if (!binary) return { reason: 'malformed', what: 'text frame after the hello' };
   const payload = openFrame(s2c, frame);
   if (!payload) return { reason: 'bad_mac', what: 'channel frame MAC does not verify' };
@@ -267,7 +365,8 @@ export function readChannelFrame(s2c: Uint8Array, expectedSeq: number, frame: Bu
   } catch {
     return { reason: 'malformed', what: 'channel frame is not a JSON object' };
   }
-  if (m.seq !== expectedSeq) return { reason: 'out_of_order', what: `channel frame ${String(m.seq)} where ${expectedSeq} was due` };
+  if (m.seq !== expectedSeq)
+    return { reason: 'out_of_order', what: `channel frame ${String(m.seq)} where ${expectedSeq} was due` };
   return { message: m };
 }
 
@@ -299,7 +398,9 @@ function firstMessage(ws: WebSocketClient, queue: [Buffer, boolean][], timeoutMs
   });
 }
 
-export type LinkEvent = { kind: 'push'; push: ChannelPush } | { kind: 'state'; state: 'open' | 'closed'; close?: ChannelClose; error?: KeywardenError };
+export type LinkEvent =
+  | { kind: 'push'; push: ChannelPush }
+  | { kind: 'state'; state: 'open' | 'closed'; close?: ChannelClose; error?: KeywardenError };
 
 /** Close codes after which the channel is not reopened for this session. */
 const FINAL_CLOSE = new Set([1000, 4001, 4003, 4008]);
@@ -316,7 +417,10 @@ export class ChannelLink {
   private sink: ((e: LinkEvent) => void) | undefined;
   private readonly backlog: LinkEvent[] = [];
 
-  constructor(private readonly ctx: ChannelContext, private session: string) {}
+  constructor(
+    private readonly ctx: ChannelContext,
+    private session: string,
+  ) {}
 
   get ready(): boolean {
     return this.conn?.open === true;
@@ -346,7 +450,11 @@ export class ChannelLink {
       return false;
     }
     if (!r.ok) {
-      this.ctx.log.debug?.('keywarden.channel.unavailable', { code: r.error.code, reason: r.error.reason, offered: r.offered });
+      this.ctx.log.debug?.('keywarden.channel.unavailable', {
+        code: r.error.code,
+        reason: r.error.reason,
+        offered: r.offered,
+      });
       const transient = ['network', 'timeout', 'verification', 'rate_limited', 'server'].includes(r.error.code);
       if (!r.offered || !transient) this.off = true;
       else this.retry(r.error.retryAfter !== undefined ? r.error.retryAfter * 1000 : undefined);
@@ -367,7 +475,10 @@ export class ChannelLink {
     return this.ready;
   }
 
-  call(op: 'heartbeat/start' | 'heartbeat' | 'heartbeat/stop', body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  call(
+    op: 'heartbeat/start' | 'heartbeat' | 'heartbeat/stop',
+    body: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
     if (!this.conn) return Promise.reject(new KeywardenError('network', 'channel closed', { notSent: true }));
     return this.conn.call(op, body);
   }

@@ -44,18 +44,39 @@ export interface ClientOptions {
   stateFile?: string;
 }
 
-export interface AppInfo { name: string; version: string; hwidLock: boolean; session: string }
+export interface AppInfo {
+  name: string;
+  version: string;
+  hwidLock: boolean;
+  session: string;
+}
 /** entitlements: the key's codes, sorted (PROTOCOL 12.3). */
-export interface UserInfo { username: string; level: number; expiresAt: Date | null; message: string; entitlements: string[] }
-export interface LicenseInfo { level: number; expiresAt: Date | null; message: string; entitlements: string[] }
+export interface UserInfo {
+  username: string;
+  level: number;
+  expiresAt: Date | null;
+  message: string;
+  entitlements: string[];
+}
+export interface LicenseInfo {
+  level: number;
+  expiresAt: Date | null;
+  message: string;
+  entitlements: string[];
+}
 /** A trial key created for this device and activated at once (PROTOCOL 12.4); `key` is shown this once. */
-export interface TrialInfo extends LicenseInfo { key: string }
-export interface InitOptions { binaryHash?: string; binaryToken?: string; binaryTokenHash?: string }
+export interface TrialInfo extends LicenseInfo {
+  key: string;
+}
+export interface InitOptions {
+  binaryHash?: string;
+  binaryToken?: string;
+  binaryTokenHash?: string;
+}
 
 /** What the SDK repeats to re-authenticate a heartbeat on its own. */
 export type Activation =
-  | { kind: 'login'; username: string; password: string; hwid: string }
-  | { kind: 'license'; key: string; hwid: string };
+  { kind: 'login'; username: string; password: string; hwid: string } | { kind: 'license'; key: string; hwid: string };
 
 const WINDOW_S = 300;
 const CLIENT = '/api/client/';
@@ -66,7 +87,8 @@ const GATEWAY = new Set([502, 503, 504]);
 function entitlementsOf(r: Record<string, unknown>): string[] {
   const v = r.entitlements;
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || !v.every((e) => typeof e === 'string')) throw verificationError('malformed', 'entitlements is not a list of codes');
+  if (!Array.isArray(v) || !v.every((e) => typeof e === 'string'))
+    throw verificationError('malformed', 'entitlements is not a list of codes');
   return [...new Set(v as string[])].sort();
 }
 
@@ -120,7 +142,8 @@ export class Client {
     this.channelCapable = o.transport === undefined && o.proxy === undefined;
     this.maxOffsetS = o.maxClockOffsetSeconds ?? 600;
     this.encKey = o.encKey;
-    if (this.encKey && !config.api_secret) throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
+    if (this.encKey && !config.api_secret)
+      throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
     this.keys = pinKeys(config.response_keys);
     this.stateFileOption = o.stateFile;
   }
@@ -156,7 +179,8 @@ export class Client {
     }
     const r = await this.call('init', body);
     const app = (r.app ?? {}) as Record<string, unknown>;
-    if (typeof r.session !== 'string' || typeof app.name !== 'string') throw verificationError('malformed', 'init answer lacks session or app');
+    if (typeof r.session !== 'string' || typeof app.name !== 'string')
+      throw verificationError('malformed', 'init answer lacks session or app');
     this.sessionToken = r.session;
     return { name: app.name, version: String(app.version ?? ''), hwidLock: app.hwid_lock === true, session: r.session };
   }
@@ -164,7 +188,13 @@ export class Client {
   /** Registers, then logs in at once and ignores that login's failure (as reference clients do since 1.1). */
   async register(a: { username: string; password: string; license: string; hwid?: string }): Promise<UserInfo> {
     const hwid = a.hwid ?? this.machineHwid();
-    const r = await this.call('register', { session: this.requireSession(), username: a.username, password: a.password, license: a.license, hwid });
+    const r = await this.call('register', {
+      session: this.requireSession(),
+      username: a.username,
+      password: a.password,
+      license: a.license,
+      hwid,
+    });
     const user = this.user(r);
     this.activated(r);
     try {
@@ -178,7 +208,12 @@ export class Client {
 
   async login(a: { username: string; password: string; hwid?: string }): Promise<UserInfo> {
     const hwid = a.hwid ?? this.machineHwid();
-    const r = await this.call('login', { session: this.requireSession(), username: a.username, password: a.password, hwid });
+    const r = await this.call('login', {
+      session: this.requireSession(),
+      username: a.username,
+      password: a.password,
+      hwid,
+    });
     const user = this.user(r);
     this.activated(r);
     this.lastActivation = { kind: 'login', username: a.username, password: a.password, hwid };
@@ -202,11 +237,18 @@ export class Client {
   async trial(hwid?: string): Promise<TrialInfo> {
     const h = hwid ?? this.machineHwid();
     const r = await this.call('trial', { session: this.requireSession(), hwid: h });
-    if (typeof r.key !== 'string' || r.key === '' || !Number.isInteger(r.level)) throw verificationError('malformed', 'trial answer lacks key or level');
+    if (typeof r.key !== 'string' || r.key === '' || !Number.isInteger(r.level))
+      throw verificationError('malformed', 'trial answer lacks key or level');
     const entitlements = this.activated(r);
     this.lastActivation = { kind: 'license', key: r.key, hwid: h };
     const expires = parseUtcMs(r.expires_at);
-    return { key: r.key, level: r.level as number, expiresAt: expires === undefined ? null : new Date(expires), message: String(r.message ?? ''), entitlements };
+    return {
+      key: r.key,
+      level: r.level as number,
+      expiresAt: expires === undefined ? null : new Date(expires),
+      message: String(r.message ?? ''),
+      entitlements,
+    };
   }
 
   /** The codes of the last verified license, login, register or trial answer, or of the last offline file loaded (sorted). */
@@ -238,7 +280,8 @@ export class Client {
    */
   async offlineFile(hwid?: string): Promise<string> {
     const r = await this.call('offline', { session: this.requireSession(), hwid: hwid ?? this.machineHwid() });
-    if (typeof r.license_file !== 'string' || !r.license_file.startsWith('kwlic1.')) throw verificationError('malformed', 'offline answer lacks license_file');
+    if (typeof r.license_file !== 'string' || !r.license_file.startsWith('kwlic1.'))
+      throw verificationError('malformed', 'offline answer lacks license_file');
     return r.license_file;
   }
 
@@ -253,7 +296,8 @@ export class Client {
    * state file. On success `entitlements` are the file's. Throws TypeError when the config has no app_id.
    */
   loadOffline(file: string, hwid?: string): OfflineLicense {
-    if (!this.config.app_id) throw new TypeError('keywarden config: app_id missing (offline license files are checked against it)');
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (offline license files are checked against it)');
     const record = this.record();
     const now = this.clock();
     let lic: OfflineLicense;
@@ -270,7 +314,9 @@ export class Client {
   }
 
   private record(): ClockRecord {
-    this.clockRecord ??= new ClockRecord(this.stateFileOption ?? defaultStateFile(this.config.api_key), (e, f) => this.log.warn?.(e, f));
+    this.clockRecord ??= new ClockRecord(this.stateFileOption ?? defaultStateFile(this.config.api_key), (e, f) =>
+      this.log.warn?.(e, f),
+    );
     return this.clockRecord;
   }
 
@@ -304,7 +350,10 @@ export class Client {
         code = selfHash(process.execPath);
       }
     }
-    const link = options.channel !== 'off' && this.channelCapable ? new ChannelLink(this.channelContext(), this.requireSession()) : undefined;
+    const link =
+      options.channel !== 'off' && this.channelCapable
+        ? new ChannelLink(this.channelContext(), this.requireSession())
+        : undefined;
     let started;
     try {
       started = await this.openHeartbeat(sys, link);
@@ -318,7 +367,10 @@ export class Client {
   }
 
   /** heartbeat/start (on the channel when `link` opens, else REST) with the proof checked before the token is trusted. */
-  async openHeartbeat(systemId: string, link?: ChannelLink): Promise<{ session: string; token: string; beatInterval: number }> {
+  async openHeartbeat(
+    systemId: string,
+    link?: ChannelLink,
+  ): Promise<{ session: string; token: string; beatInterval: number }> {
     const session = this.requireSession();
     let r: Record<string, unknown> | undefined;
     if (link && (await link.rebind(session))) {
@@ -329,8 +381,10 @@ export class Client {
       }
     }
     r ??= await this.call('heartbeat/start', { session, system_id: systemId });
-    if (typeof r.token !== 'string' || typeof r.beat_interval !== 'number') throw verificationError('malformed', 'heartbeat/start answer lacks token');
-    if (!proofEquals(r.proof, startProof(session, systemId, r.token))) throw verificationError('bad_proof', 'heartbeat/start proof does not verify');
+    if (typeof r.token !== 'string' || typeof r.beat_interval !== 'number')
+      throw verificationError('malformed', 'heartbeat/start answer lacks token');
+    if (!proofEquals(r.proof, startProof(session, systemId, r.token)))
+      throw verificationError('bad_proof', 'heartbeat/start proof does not verify');
     this.grace.note(r);
     return { session, token: r.token, beatInterval: r.beat_interval };
   }
@@ -338,7 +392,11 @@ export class Client {
   /** init + the remembered activation, for a heartbeat whose state was lost. */
   async reauthenticate(): Promise<void> {
     const a = this.lastActivation;
-    if (!a) throw new KeywardenError('session_expired', 'nothing to re-authenticate with: no login or license succeeded on this client');
+    if (!a)
+      throw new KeywardenError(
+        'session_expired',
+        'nothing to re-authenticate with: no login or license succeeded on this client',
+      );
     await this.init(this.initOptions);
     if (a.kind === 'login') await this.login(a);
     else await this.activateLicense(a.key, a.hwid);
@@ -365,8 +423,15 @@ export class Client {
 
   private user(r: Record<string, unknown>): UserInfo {
     const u = r.user as Record<string, unknown> | undefined;
-    if (!u || typeof u.username !== 'string' || typeof u.level !== 'number') throw verificationError('malformed', 'answer lacks user');
-    return { username: u.username, level: u.level, expiresAt: toDate(u.expires_at), message: String(r.message ?? ''), entitlements: entitlementsOf(r) };
+    if (!u || typeof u.username !== 'string' || typeof u.level !== 'number')
+      throw verificationError('malformed', 'answer lacks user');
+    return {
+      username: u.username,
+      level: u.level,
+      expiresAt: toDate(u.expires_at),
+      message: String(r.message ?? ''),
+      entitlements: entitlementsOf(r),
+    };
   }
 
   /**
@@ -387,7 +452,12 @@ export class Client {
           await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
           continue;
         }
-        if (err instanceof KeywardenError && err.code === 'clock_skew' && !clockRetried && (err as ClockAware).offsetLearned) {
+        if (
+          err instanceof KeywardenError &&
+          err.code === 'clock_skew' &&
+          !clockRetried &&
+          (err as ClockAware).offsetLearned
+        ) {
           clockRetried = true;
           continue;
         }
@@ -401,7 +471,11 @@ export class Client {
     const initIv = this.encKey ? randomBytes(16).toString('base64url') : undefined;
     const raw = Buffer.from(JSON.stringify(initIv ? { ...body, init_iv: initIv } : body), 'utf8');
     const n = nonce();
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-nonce': n };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      'x-nonce': n,
+    };
     if (this.config.api_secret) {
       const ts = String(Math.floor(this.serverNow() / 1000));
       headers['x-timestamp'] = ts;
@@ -409,16 +483,32 @@ export class Client {
     }
     let res;
     try {
-      res = await this.transport({ method: 'POST', url: this.baseUrl + path, headers, body: raw, timeoutMs: this.timeoutMs });
+      res = await this.transport({
+        method: 'POST',
+        url: this.baseUrl + path,
+        headers,
+        body: raw,
+        timeoutMs: this.timeoutMs,
+      });
     } catch (err) {
       const t = err instanceof TransportError ? err : undefined;
       const kind = t?.kind ?? 'network';
-      throw new KeywardenError(kind, `${kind} on ${path}: ${(err as Error)?.message ?? String(err)}`, { notSent: t ? !t.sent : false, cause: err });
+      throw new KeywardenError(kind, `${kind} on ${path}: ${(err as Error)?.message ?? String(err)}`, {
+        notSent: t ? !t.sent : false,
+        cause: err,
+      });
     }
-    if (GATEWAY.has(res.status) && !res.headers['x-response-kid'] && !res.headers['x-response-timestamp'] && !res.headers['x-response-signature']) {
+    if (
+      GATEWAY.has(res.status) &&
+      !res.headers['x-response-kid'] &&
+      !res.headers['x-response-timestamp'] &&
+      !res.headers['x-response-signature']
+    ) {
       // A proxy in front saying the service is unreachable: believed for nothing, but not an attack
       // either (whoever could forge it could as well cut the connection).
-      throw new KeywardenError('server', `server: ${res.status} from a gateway (unsigned) on ${path}`, { status: res.status });
+      throw new KeywardenError('server', `server: ${res.status} from a gateway (unsigned) on ${path}`, {
+        status: res.status,
+      });
     }
     const hadOffset = this.offsetMs !== undefined;
     this.verify(path, res.status, res.headers, res.body, n);
@@ -434,12 +524,15 @@ export class Client {
       this.noteRefusal(res.status);
       const e = errorFromAnswer(res.status, parsed.detail, res.headers['retry-after']);
       // Our timestamp was refused and this signed answer just taught us the server's clock: worth one retry.
-      if (e.code === 'clock_skew' && !hadOffset && Math.abs(this.offsetMs ?? 0) > 60_000) (e as ClockAware).offsetLearned = true;
+      if (e.code === 'clock_skew' && !hadOffset && Math.abs(this.offsetMs ?? 0) > 60_000)
+        (e as ClockAware).offsetLearned = true;
       throw e;
     }
     if (typeof parsed.enc === 'string' && initIv && this.encKey) {
       try {
-        const v: unknown = JSON.parse(decryptResponse(parsed.enc, this.encKey, this.config.api_secret!, initIv).toString('utf8'));
+        const v: unknown = JSON.parse(
+          decryptResponse(parsed.enc, this.encKey, this.config.api_secret!, initIv).toString('utf8'),
+        );
         if (v === null || typeof v !== 'object') throw new Error('not an object');
         parsed = v as Record<string, unknown>;
       } catch {
@@ -454,7 +547,12 @@ export class Client {
     // Before the offset is known a larger distance is allowed: the answer is bound to this
     // request's fresh nonce, so it cannot be an old one replayed. Afterwards: 300 s around server time.
     const limit = this.offsetMs === undefined ? this.maxOffsetS : WINDOW_S;
-    const serverMs = verifyResponse(this.keys, { method: 'POST', path, status, headers, body, nonce: n }, this.serverNow(), limit);
+    const serverMs = verifyResponse(
+      this.keys,
+      { method: 'POST', path, status, headers, body, nonce: n },
+      this.serverNow(),
+      limit,
+    );
     if (this.offsetMs === undefined) {
       this.offsetMs = serverMs - this.clock();
       if (Math.abs(this.offsetMs) > 5000) this.log.info?.('keywarden.clock.offset', { offsetMs: this.offsetMs });
@@ -462,4 +560,6 @@ export class Client {
   }
 }
 
-interface ClockAware { offsetLearned?: boolean }
+interface ClockAware {
+  offsetLearned?: boolean;
+}

@@ -34,13 +34,15 @@ export function parseConfig(raw: unknown): KeywardenConfig {
   if (typeof c.api_key !== 'string' || c.api_key === '') fail('api_key missing');
   if (c.version !== undefined && typeof c.version !== 'string') fail('version must be a string');
   if (c.api_secret !== undefined && typeof c.api_secret !== 'string') fail('api_secret must be a string');
-  if (c.app_id !== undefined && (typeof c.app_id !== 'string' || c.app_id === '')) fail('app_id must be a non-empty string');
+  if (c.app_id !== undefined && (typeof c.app_id !== 'string' || c.app_id === ''))
+    fail('app_id must be a non-empty string');
   if (!Array.isArray(c.response_keys) || c.response_keys.length === 0) fail('response_keys must list at least one key');
   const keys = c.response_keys.map((k: unknown) => {
     const o = (k ?? {}) as Record<string, unknown>;
     if (typeof o.kid !== 'string' || o.kid === '') fail('a response key has no kid');
     if (o.alg !== undefined && o.alg !== 'Ed25519') fail(`key ${o.kid}: unsupported alg ${String(o.alg)}`);
-    if (typeof o.public_key !== 'string' || Buffer.from(o.public_key, 'base64').length !== 32) fail(`key ${o.kid}: public_key must be base64 of 32 bytes`);
+    if (typeof o.public_key !== 'string' || Buffer.from(o.public_key, 'base64').length !== 32)
+      fail(`key ${o.kid}: public_key must be base64 of 32 bytes`);
     return { kid: o.kid, alg: 'Ed25519' as const, public_key: o.public_key };
   });
   return {

@@ -1,10 +1,26 @@
 // PROTOCOL 3-6 and the realtime channel with node:crypto only. Each function matches one section of sdk/vectors.
-import { createDecipheriv, createHash, createHmac, createPublicKey, diffieHellman, hkdfSync, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+import {
+  createDecipheriv,
+  createHash,
+  createHmac,
+  createPublicKey,
+  diffieHellman,
+  hkdfSync,
+  timingSafeEqual,
+  verify,
+  type KeyObject,
+} from 'node:crypto';
 
 export const sha256Hex = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
 
 /** PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
-export function canonicalRequest(method: string, path: string, timestamp: string, nonce: string, body: Uint8Array | string): string {
+export function canonicalRequest(
+  method: string,
+  path: string,
+  timestamp: string,
+  nonce: string,
+  body: Uint8Array | string,
+): string {
   return `${method.toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${sha256Hex(body)}`;
 }
 
@@ -13,7 +29,15 @@ export function requestSignature(apiSecret: string, canonical: string): string {
 }
 
 /** PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
-export function responseMessage(kid: string, method: string, path: string, status: number, timestamp: string, nonce: string, body: Uint8Array | string): string {
+export function responseMessage(
+  kid: string,
+  method: string,
+  path: string,
+  status: number,
+  timestamp: string,
+  nonce: string,
+  body: Uint8Array | string,
+): string {
   return `kw1\n${kid}\n${method.toUpperCase()}\n${path}\n${status}\n${timestamp}\n${nonce}\n${sha256Hex(body)}`;
 }
 
@@ -44,12 +68,22 @@ export function ed25519VerifyBytes(key: KeyObject, message: Uint8Array, signatur
 
 /** PROTOCOL 6, heartbeat/start. */
 export function startProof(session: string, systemId: string, token: string): string {
-  return createHmac('sha256', Buffer.from(session, 'utf8')).update(`kwhs1\n${systemId}\n${token}`, 'utf8').digest('base64');
+  return createHmac('sha256', Buffer.from(session, 'utf8'))
+    .update(`kwhs1\n${systemId}\n${token}`, 'utf8')
+    .digest('base64');
 }
 
 /** PROTOCOL 6, heartbeat. */
-export function beatProof(previousToken: string, session: string, beatIndex: number, newToken: string, beatCount: number): string {
-  return createHmac('sha256', Buffer.from(previousToken, 'utf8')).update(`kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`, 'utf8').digest('base64');
+export function beatProof(
+  previousToken: string,
+  session: string,
+  beatIndex: number,
+  newToken: string,
+  beatCount: number,
+): string {
+  return createHmac('sha256', Buffer.from(previousToken, 'utf8'))
+    .update(`kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`, 'utf8')
+    .digest('base64');
 }
 
 /** Constant-time comparison of two base64 proofs. */
@@ -71,16 +105,30 @@ export function decryptResponse(ciphertextB64: string, encKey: string, apiSecret
 // ---- the realtime channel (README "Realtime channel", sdk/vectors/channel.json) ---------------
 
 /** "kwc1-hello" \n kid \n ts \n session \n client_key \n server_key \n conn \n beat_interval */
-export function channelTranscript(h: { kid: string; ts: number; session: string; clientKey: string; serverKey: string; conn: string; beatInterval: number }): string {
+export function channelTranscript(h: {
+  kid: string;
+  ts: number;
+  session: string;
+  clientKey: string;
+  serverKey: string;
+  conn: string;
+  beatInterval: number;
+}): string {
   return ['kwc1-hello', h.kid, h.ts, h.session, h.clientKey, h.serverKey, h.conn, h.beatInterval].join('\n');
 }
 
 /** The two MAC keys: HKDF-SHA256(X25519(own secret, peer key), salt = sha256(transcript), "kwc1 keys", 64). */
-export function channelKeys(privateKey: KeyObject, serverKey: string, transcript: string): { s2c: Buffer; c2s: Buffer } {
+export function channelKeys(
+  privateKey: KeyObject,
+  serverKey: string,
+  transcript: string,
+): { s2c: Buffer; c2s: Buffer } {
   if (!/^[A-Za-z0-9_-]{43}$/.test(serverKey)) throw new TypeError('server_key is not base64url of 32 bytes');
   const peer = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: serverKey }, format: 'jwk' });
   const shared = diffieHellman({ privateKey, publicKey: peer }); // throws for a low-order key (all-zero secret)
-  const okm = Buffer.from(hkdfSync('sha256', shared, createHash('sha256').update(transcript, 'utf8').digest(), Buffer.from('kwc1 keys'), 64));
+  const okm = Buffer.from(
+    hkdfSync('sha256', shared, createHash('sha256').update(transcript, 'utf8').digest(), Buffer.from('kwc1 keys'), 64),
+  );
   return { s2c: okm.subarray(0, 32), c2s: okm.subarray(32, 64) };
 }
 

@@ -46,7 +46,11 @@ export const ERROR_ENTRIES: readonly (readonly [number, string, ErrorCode])[] = 
 ];
 
 /** Used when no entry matches: data-driven details (disabled_message, the 426 object, other 429s). */
-export const STATUS_FALLBACKS: Readonly<Record<number, ErrorCode>> = { 403: 'app_disabled', 426: 'update_required', 429: 'rate_limited' };
+export const STATUS_FALLBACKS: Readonly<Record<number, ErrorCode>> = {
+  403: 'app_disabled',
+  426: 'update_required',
+  429: 'rate_limited',
+};
 
 /** Everything else. */
 export const FALLBACK_CODE: ErrorCode = 'server';

@@ -5,16 +5,40 @@
 import { ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS } from './error-table.js';
 
 export const ERROR_CODES = [
-  'invalid_key', 'key_used', 'banned', 'expired', 'hwid_mismatch', 'app_disabled', 'update_required',
-  'rate_limited', 'locked_out', 'session_expired', 'heartbeat_killed', 'verification', 'clock_skew',
-  'network', 'timeout', 'server',
+  'invalid_key',
+  'key_used',
+  'banned',
+  'expired',
+  'hwid_mismatch',
+  'app_disabled',
+  'update_required',
+  'rate_limited',
+  'locked_out',
+  'session_expired',
+  'heartbeat_killed',
+  'verification',
+  'clock_skew',
+  'network',
+  'timeout',
+  'server',
   // PROTOCOL 12 (licensing models); offline_invalid: an offline license file this SDK refuses (see `reason`).
-  'trial_disabled', 'trial_used', 'offline_disabled', 'offline_invalid', 'session_limit',
+  'trial_disabled',
+  'trial_used',
+  'offline_disabled',
+  'offline_invalid',
+  'session_limit',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** Why a response was not believed (same strings in every Keywarden SDK). */
-export type VerificationReason = 'unsigned' | 'unknown_kid' | 'bad_base64' | 'stale' | 'bad_signature' | 'bad_proof' | 'malformed'
+export type VerificationReason =
+  | 'unsigned'
+  | 'unknown_kid'
+  | 'bad_base64'
+  | 'stale'
+  | 'bad_signature'
+  | 'bad_proof'
+  | 'malformed'
   /** Realtime channel: a frame whose MAC does not verify (forged, or recorded on another connection). */
   | 'bad_mac'
   /** Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered). */
@@ -25,8 +49,15 @@ export type VerificationReason = 'unsigned' | 'unknown_kid' | 'bad_base64' | 'st
  * checked in this order: malformed, unknown_kid, bad_signature, wrong_app, wrong_hwid,
  * clock_rolled_back, issued_in_future, expired.
  */
-export type OfflineReason = 'malformed' | 'unknown_kid' | 'bad_signature' | 'wrong_app' | 'wrong_hwid' | 'clock_rolled_back'
-  | 'issued_in_future' | 'expired';
+export type OfflineReason =
+  | 'malformed'
+  | 'unknown_kid'
+  | 'bad_signature'
+  | 'wrong_app'
+  | 'wrong_hwid'
+  | 'clock_rolled_back'
+  | 'issued_in_future'
+  | 'expired';
 
 export interface KeywardenErrorInit {
   status?: number;

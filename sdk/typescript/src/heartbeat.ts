@@ -53,7 +53,10 @@ export interface HeartbeatOptions {
  */
 export type HeartbeatState = 'healthy' | 'offline' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
 
-export interface BeatEvent { index: number; count: number }
+export interface BeatEvent {
+  index: number;
+  count: number;
+}
 export interface DegradedEvent {
   error: KeywardenError;
   lost: boolean;
@@ -63,17 +66,46 @@ export interface DegradedEvent {
   /** Verification failures in a row, this one included. */
   verificationFailures: number;
 }
-export interface CompromisedEvent { error: KeywardenError; failures: number; lastBeatAt: Date }
-export interface RevokedEvent { reason: string; detail: string }
-export interface UpdateRequiredEvent { message: string; latestVersion: string | undefined; updateUrl: string | undefined }
-export interface NoticeEvent { message: string; at: Date | null }
+export interface CompromisedEvent {
+  error: KeywardenError;
+  failures: number;
+  lastBeatAt: Date;
+}
+export interface RevokedEvent {
+  reason: string;
+  detail: string;
+}
+export interface UpdateRequiredEvent {
+  message: string;
+  latestVersion: string | undefined;
+  updateUrl: string | undefined;
+}
+export interface NoticeEvent {
+  message: string;
+  at: Date | null;
+}
 /** The license stays valid until graceUntil while the service cannot be reached. */
-export interface OfflineEvent { error: KeywardenError; graceUntil: Date }
+export interface OfflineEvent {
+  error: KeywardenError;
+  graceUntil: Date;
+}
 /** The grace period ended while the service still cannot be reached. */
-export interface GraceExpiredEvent { graceUntil: Date; error: KeywardenError }
+export interface GraceExpiredEvent {
+  graceUntil: Date;
+  error: KeywardenError;
+}
 
 /** Answers after which beating on is pointless. */
-const FINAL: ReadonlySet<ErrorCode> = new Set(['heartbeat_killed', 'banned', 'expired', 'app_disabled', 'invalid_key', 'hwid_mismatch', 'update_required', 'key_used']);
+const FINAL: ReadonlySet<ErrorCode> = new Set([
+  'heartbeat_killed',
+  'banned',
+  'expired',
+  'app_disabled',
+  'invalid_key',
+  'hwid_mismatch',
+  'update_required',
+  'key_used',
+]);
 /** Answers given before the beat was processed: the same beat may be sent again. */
 const NOT_PROCESSED: ReadonlySet<ErrorCode> = new Set(['rate_limited', 'locked_out']);
 
@@ -88,7 +120,9 @@ function refusedBeat(e: KeywardenError): boolean {
 }
 
 function asKeywardenError(err: unknown): KeywardenError {
-  return err instanceof KeywardenError ? err : new KeywardenError('server', String((err as Error)?.message ?? err), { cause: err });
+  return err instanceof KeywardenError
+    ? err
+    : new KeywardenError('server', String((err as Error)?.message ?? err), { cause: err });
 }
 
 export class Heartbeat extends EventEmitter {
@@ -115,9 +149,14 @@ export class Heartbeat extends EventEmitter {
   private offlineTold = false;
   private readonly compromisedAfter: number;
 
-  constructor(private readonly client: Client, readonly systemId: string, readonly codeHash: string,
-    started: { session: string; token: string; beatInterval: number }, private readonly o: HeartbeatOptions,
-    private readonly link?: ChannelLink) {
+  constructor(
+    private readonly client: Client,
+    readonly systemId: string,
+    readonly codeHash: string,
+    started: { session: string; token: string; beatInterval: number },
+    private readonly o: HeartbeatOptions,
+    private readonly link?: ChannelLink,
+  ) {
     super();
     this.session = started.session;
     this.token = started.token;
@@ -147,7 +186,11 @@ export class Heartbeat extends EventEmitter {
   private onLink(e: LinkEvent): void {
     if (this.ended) return;
     if (e.kind === 'state') {
-      this.safeEmit('channel', { state: e.state, ...(e.close ? { close: e.close } : {}), ...(e.error ? { error: e.error } : {}) });
+      this.safeEmit('channel', {
+        state: e.state,
+        ...(e.close ? { close: e.close } : {}),
+        ...(e.error ? { error: e.error } : {}),
+      });
       return;
     }
     const p = e.push;
@@ -157,17 +200,29 @@ export class Heartbeat extends EventEmitter {
         if (this.ended) return;
         this.current = 'revoked';
         this.safeEmit('revoked', { reason: p.reason, detail: p.detail } satisfies RevokedEvent);
-        this.kill(new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, { detail: p.detail }), 'revoked');
+        this.kill(
+          new KeywardenError('heartbeat_killed', `heartbeat_killed: revoked (${p.reason}): ${p.detail}`, {
+            detail: p.detail,
+          }),
+          'revoked',
+        );
       });
     } else if (p.type === 'update_required') {
-      this.safeEmit('update_required', { message: p.message, latestVersion: p.latestVersion, updateUrl: p.updateUrl } satisfies UpdateRequiredEvent);
+      this.safeEmit('update_required', {
+        message: p.message,
+        latestVersion: p.latestVersion,
+        updateUrl: p.updateUrl,
+      } satisfies UpdateRequiredEvent);
     } else {
       this.safeEmit('notice', { message: p.message, at: p.at } satisfies NoticeEvent);
     }
   }
 
   /** On the channel when it is open; over REST when it is not, or went down before the call left. */
-  private async send(op: 'heartbeat' | 'heartbeat/stop', body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  private async send(
+    op: 'heartbeat' | 'heartbeat/stop',
+    body: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
     if (this.link?.ready) {
       try {
         return await this.link.call(op, body);
@@ -178,9 +233,15 @@ export class Heartbeat extends EventEmitter {
     return this.client.call(op, { session: this.session, ...body });
   }
 
-  get beatInterval(): number { return this.interval; }
-  get beatCount(): number { return this.count; }
-  get running(): boolean { return !this.ended; }
+  get beatInterval(): number {
+    return this.interval;
+  }
+  get beatCount(): number {
+    return this.count;
+  }
+  get running(): boolean {
+    return !this.ended;
+  }
 
   /** @internal */
   begin(): void {
@@ -192,9 +253,12 @@ export class Heartbeat extends EventEmitter {
     let delay = this.o.intervalMs ?? this.interval * 1000;
     const until = this.client.grace.until;
     // Offline, wake when the grace period ends, so grace_expired is told on time.
-    if (this.current === 'offline' && until !== undefined) delay = Math.min(delay, Math.max(0, until - this.client.serverNow()));
+    if (this.current === 'offline' && until !== undefined)
+      delay = Math.min(delay, Math.max(0, until - this.client.serverNow()));
     this.timer = setTimeout(() => {
-      this.inflight = this.tick().finally(() => { this.inflight = undefined; });
+      this.inflight = this.tick().finally(() => {
+        this.inflight = undefined;
+      });
     }, delay);
   }
 
@@ -212,14 +276,22 @@ export class Heartbeat extends EventEmitter {
   private async beatOnce(): Promise<void> {
     const index = this.lastIndex + 1;
     const previous = this.token;
-    const body: Record<string, unknown> = { session: this.session, token: previous, system_id: this.systemId, beat_index: index, code_hash: this.codeHash };
+    const body: Record<string, unknown> = {
+      session: this.session,
+      token: previous,
+      system_id: this.systemId,
+      beat_index: index,
+      code_hash: this.codeHash,
+    };
     if (this.o.codeSize !== undefined) body.code_size = this.o.codeSize;
     body.debugger_detected = (this.o.debuggerDetected ?? debuggerAttached)();
     try {
       // Client.call itself re-sends this same body (same index and token) while nothing was sent.
       const r = await this.send('heartbeat', body);
-      if (typeof r.new_token !== 'string' || typeof r.beat_count !== 'number') throw verificationError('malformed', 'beat answer lacks new_token');
-      if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count))) throw verificationError('bad_proof', 'beat proof does not verify');
+      if (typeof r.new_token !== 'string' || typeof r.beat_count !== 'number')
+        throw verificationError('malformed', 'beat answer lacks new_token');
+      if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count)))
+        throw verificationError('bad_proof', 'beat proof does not verify');
       this.client.grace.note(r);
       this.token = r.new_token;
       this.lastIndex = index;
@@ -273,9 +345,18 @@ export class Heartbeat extends EventEmitter {
     if (goingOffline) this.offlineTold = true;
     if (graceOver || until === undefined) this.offlineTold = false;
     const lastBeatAt = this.lastVerified;
-    this.safeEmit('degraded', { error: e, lost, reauthenticating: reauth, lastBeatAt, verificationFailures: this.verificationFailures } satisfies DegradedEvent);
+    this.safeEmit('degraded', {
+      error: e,
+      lost,
+      reauthenticating: reauth,
+      lastBeatAt,
+      verificationFailures: this.verificationFailures,
+    } satisfies DegradedEvent);
     if (goingOffline && until !== undefined) {
-      this.client.log.warn?.('keywarden.heartbeat.offline', { error: e.message, graceUntil: new Date(until).toISOString() });
+      this.client.log.warn?.('keywarden.heartbeat.offline', {
+        error: e.message,
+        graceUntil: new Date(until).toISOString(),
+      });
       this.safeEmit('offline', { error: e, graceUntil: new Date(until) } satisfies OfflineEvent);
     }
     if (graceOver) {
@@ -283,8 +364,15 @@ export class Heartbeat extends EventEmitter {
       this.safeEmit('grace_expired', { graceUntil: new Date(until), error: e } satisfies GraceExpiredEvent);
     }
     if (newlyCompromised) {
-      this.client.log.warn?.('keywarden.heartbeat.compromised', { failures: this.verificationFailures, reason: e.reason });
-      this.safeEmit('compromised', { error: e, failures: this.verificationFailures, lastBeatAt } satisfies CompromisedEvent);
+      this.client.log.warn?.('keywarden.heartbeat.compromised', {
+        failures: this.verificationFailures,
+        reason: e.reason,
+      });
+      this.safeEmit('compromised', {
+        error: e,
+        failures: this.verificationFailures,
+        lastBeatAt,
+      } satisfies CompromisedEvent);
     }
     return reauth;
   }

@@ -1,10 +1,27 @@
 // Keywarden client SDK for Node.js (ESM and CommonJS). Runtime dependencies: none (node:crypto,
 // node:http/https). Start with Client.fromConfig('keywarden.json').
 export { Client } from './client.js';
-export type { ClientOptions, AppInfo, UserInfo, LicenseInfo, TrialInfo, InitOptions, Logger, Activation } from './client.js';
+export type {
+  ClientOptions,
+  AppInfo,
+  UserInfo,
+  LicenseInfo,
+  TrialInfo,
+  InitOptions,
+  Logger,
+  Activation,
+} from './client.js';
 export { Heartbeat } from './heartbeat.js';
 export type {
-  HeartbeatOptions, HeartbeatState, BeatEvent, DegradedEvent, CompromisedEvent, RevokedEvent, UpdateRequiredEvent, NoticeEvent, OfflineEvent,
+  HeartbeatOptions,
+  HeartbeatState,
+  BeatEvent,
+  DegradedEvent,
+  CompromisedEvent,
+  RevokedEvent,
+  UpdateRequiredEvent,
+  NoticeEvent,
+  OfflineEvent,
   GraceExpiredEvent,
 } from './heartbeat.js';
 export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
@@ -22,8 +39,16 @@ export { defaultTransport, TransportError } from './transport.js';
 export type { Transport, TransportRequest, TransportResponse, DefaultTransportOptions } from './transport.js';
 export { machineHwid, selfHash, rawMachineId, debuggerAttached } from './machine.js';
 export {
-  canonicalRequest, requestSignature, responseMessage, startProof, beatProof, decryptResponse,
-  channelTranscript, channelKeys, sealFrame, openFrame,
+  canonicalRequest,
+  requestSignature,
+  responseMessage,
+  startProof,
+  beatProof,
+  decryptResponse,
+  channelTranscript,
+  channelKeys,
+  sealFrame,
+  openFrame,
 } from './crypto.js';
 export { verifyResponse, pinKeys } from './verify.js';
 export type { SignedAnswer, PinnedKeys } from './verify.js';

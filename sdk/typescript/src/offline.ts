@@ -56,10 +56,12 @@ function b64url(part: string): Buffer | undefined {
 function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, unknown> } {
   if (typeof file !== 'string') throw offlineError('malformed', 'a license file is a string');
   const parts = file.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '').split('.');
-  if (parts.length !== 3 || parts[0] !== 'kwlic1') throw offlineError('malformed', 'not "kwlic1.<payload>.<signature>"');
+  if (parts.length !== 3 || parts[0] !== 'kwlic1')
+    throw offlineError('malformed', 'not "kwlic1.<payload>.<signature>"');
   const raw = b64url(parts[1]!);
   const sig = b64url(parts[2]!);
-  if (!raw || !sig || sig.length !== 64) throw offlineError('malformed', 'payload or signature is not base64url (a signature is 64 bytes)');
+  if (!raw || !sig || sig.length !== 64)
+    throw offlineError('malformed', 'payload or signature is not base64url (a signature is 64 bytes)');
   let p: unknown;
   try {
     p = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));
@@ -67,12 +69,22 @@ function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, 
     throw offlineError('malformed', 'payload is not UTF-8 JSON');
   }
   const o = p as Record<string, unknown>;
-  const good = p !== null && typeof p === 'object' && !Array.isArray(p) && o.v === 1
-    && text(o.kid) && text(o.app_id) && text(o.license_id) && text(o.hwid)
-    && (o.user === null || typeof o.user === 'string') && Number.isInteger(o.level)
-    && Array.isArray(o.entitlements) && o.entitlements.every((e) => typeof e === 'string')
-    && (o.expires_at === null || parseUtcMs(o.expires_at) !== undefined)
-    && parseUtcMs(o.issued_at) !== undefined && parseUtcMs(o.valid_until) !== undefined;
+  const good =
+    p !== null &&
+    typeof p === 'object' &&
+    !Array.isArray(p) &&
+    o.v === 1 &&
+    text(o.kid) &&
+    text(o.app_id) &&
+    text(o.license_id) &&
+    text(o.hwid) &&
+    (o.user === null || typeof o.user === 'string') &&
+    Number.isInteger(o.level) &&
+    Array.isArray(o.entitlements) &&
+    o.entitlements.every((e) => typeof e === 'string') &&
+    (o.expires_at === null || parseUtcMs(o.expires_at) !== undefined) &&
+    parseUtcMs(o.issued_at) !== undefined &&
+    parseUtcMs(o.valid_until) !== undefined;
   if (!good) throw offlineError('malformed', 'payload lacks a field of PROTOCOL 12.5 or has one of the wrong type');
   return { signed: `kwlic1.${parts[1]}`, sig, p: o };
 }
@@ -81,25 +93,44 @@ function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, 
  * Checks `file` as the comment at the top says; `nowMs` is the clock, `lastSeenMs` the state file's
  * record (undefined: none). Throws `offline_invalid` with an OfflineReason.
  */
-export function verifyLicenseFile(file: string, keys: PinnedKeys, appId: string, hwid: string, nowMs: number, lastSeenMs: number | undefined): OfflineLicense {
+export function verifyLicenseFile(
+  file: string,
+  keys: PinnedKeys,
+  appId: string,
+  hwid: string,
+  nowMs: number,
+  lastSeenMs: number | undefined,
+): OfflineLicense {
   const { signed, sig, p } = parse(file);
   const key = keys.get(p.kid as string);
   if (!key) throw offlineError('unknown_kid', `signed under key ${JSON.stringify(p.kid)}, which this SDK does not pin`);
-  if (!ed25519VerifyBytes(key, Buffer.from(signed, 'ascii'), sig)) throw offlineError('bad_signature', 'the signature does not verify');
+  if (!ed25519VerifyBytes(key, Buffer.from(signed, 'ascii'), sig))
+    throw offlineError('bad_signature', 'the signature does not verify');
   if (p.app_id !== appId) throw offlineError('wrong_app', `issued for application ${JSON.stringify(p.app_id)}`);
   if (p.hwid !== hwid.toLowerCase()) throw offlineError('wrong_hwid', 'issued for another machine');
   if (lastSeenMs !== undefined && nowMs < lastSeenMs - MAX_ROLLBACK_SECONDS * 1000) {
-    throw offlineError('clock_rolled_back', `the clock reads ${Math.round((lastSeenMs - nowMs) / 1000)} s before a time already seen`);
+    throw offlineError(
+      'clock_rolled_back',
+      `the clock reads ${Math.round((lastSeenMs - nowMs) / 1000)} s before a time already seen`,
+    );
   }
   const issued = parseUtcMs(p.issued_at)!;
   const until = parseUtcMs(p.valid_until)!;
-  if (issued > nowMs + MAX_FUTURE_SECONDS * 1000) throw offlineError('issued_in_future', `issued ${Math.round((issued - nowMs) / 1000)} s ahead of the clock`);
+  if (issued > nowMs + MAX_FUTURE_SECONDS * 1000)
+    throw offlineError('issued_in_future', `issued ${Math.round((issued - nowMs) / 1000)} s ahead of the clock`);
   if (nowMs >= until) throw offlineError('expired', `valid until ${String(p.valid_until)}`);
   const expires = parseUtcMs(p.expires_at);
   return {
-    appId: p.app_id as string, licenseId: p.license_id as string, user: (p.user as string | null) ?? null, hwid: p.hwid as string,
-    level: p.level as number, entitlements: [...new Set(p.entitlements as string[])].sort(),
-    expiresAt: expires === undefined ? null : new Date(expires), issuedAt: new Date(issued), validUntil: new Date(until), kid: p.kid as string,
+    appId: p.app_id as string,
+    licenseId: p.license_id as string,
+    user: (p.user as string | null) ?? null,
+    hwid: p.hwid as string,
+    level: p.level as number,
+    entitlements: [...new Set(p.entitlements as string[])].sort(),
+    expiresAt: expires === undefined ? null : new Date(expires),
+    issuedAt: new Date(issued),
+    validUntil: new Date(until),
+    kid: p.kid as string,
   };
 }
 
@@ -108,10 +139,15 @@ export function verifyLicenseFile(file: string, keys: PinnedKeys, appId: string,
  * dir being %LOCALAPPDATA% (Windows), ~/Library/Application Support (macOS), else $XDG_STATE_HOME or
  * ~/.local/state.
  */
-export function defaultStateFile(apiKey: string, platform: NodeJS.Platform = process.platform, env: NodeJS.ProcessEnv = process.env): string {
+export function defaultStateFile(
+  apiKey: string,
+  platform: NodeJS.Platform = process.platform,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
   const name = `${createHash('sha256').update(apiKey, 'utf8').digest('hex').slice(0, 16)}.json`;
   const home = os.homedir();
-  if (platform === 'win32') return path.join(env.LOCALAPPDATA || path.join(home, 'AppData', 'Local'), 'Keywarden', name);
+  if (platform === 'win32')
+    return path.join(env.LOCALAPPDATA || path.join(home, 'AppData', 'Local'), 'Keywarden', name);
   if (platform === 'darwin') return path.join(home, 'Library', 'Application Support', 'Keywarden', name);
   return path.join(env.XDG_STATE_HOME || path.join(home, '.local', 'state'), 'keywarden', name);
 }
@@ -124,7 +160,10 @@ type Log = (event: string, fields: Record<string, unknown>) => void;
  * user can do anyway by deleting it).
  */
 export class ClockRecord {
-  constructor(readonly file: string, private readonly warn: Log) {}
+  constructor(
+    readonly file: string,
+    private readonly warn: Log,
+  ) {}
 
   /** Unix ms, or undefined. */
   lastSeen(): number | undefined {
@@ -132,7 +171,8 @@ export class ClockRecord {
     try {
       v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(fs.readFileSync(this.file)));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.warn('keywarden.offline.state_unreadable', { file: this.file, error: String(err) });
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.warn('keywarden.offline.state_unreadable', { file: this.file, error: String(err) });
       return undefined;
     }
     const seen = v !== null && typeof v === 'object' ? (v as Record<string, unknown>).last_seen : undefined;

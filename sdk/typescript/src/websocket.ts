@@ -26,7 +26,10 @@ export class WebSocketClient extends EventEmitter {
   private held: [Buffer, boolean][] | undefined = [];
   private heldClose: [number, string] | undefined;
 
-  constructor(private readonly socket: Socket, head: Buffer) {
+  constructor(
+    private readonly socket: Socket,
+    head: Buffer,
+  ) {
     super();
     socket.setNoDelay(true);
     socket.on('data', (d: Buffer) => this.onData(d));
@@ -210,7 +213,9 @@ export function openWebSocket(url: string, headers: Record<string, string>, time
     });
     const timer = setTimeout(() => done(new Error(`no upgrade within ${timeoutMs} ms`)), timeoutMs);
     req.on('upgrade', (res: http.IncomingMessage, socket: Socket, head: Buffer) => {
-      const accept = createHash('sha1').update(key + GUID).digest('base64');
+      const accept = createHash('sha1')
+        .update(key + GUID)
+        .digest('base64');
       if (res.statusCode !== 101 || res.headers['sec-websocket-accept'] !== accept) {
         socket.destroy();
         return done(new Error('the server did not accept the WebSocket handshake'));
@@ -226,7 +231,8 @@ export function openWebSocket(url: string, headers: Record<string, string>, time
       });
       res.on('end', () => {
         const h: Record<string, string> = {};
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+        for (const [k, v] of Object.entries(res.headers))
+          if (v !== undefined) h[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
         done(undefined, { kind: 'refused', status: res.statusCode ?? 0, headers: h, body: Buffer.concat(chunks) });
       });
       res.on('error', (err) => done(err));

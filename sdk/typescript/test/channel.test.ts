@@ -6,19 +6,40 @@ import path from 'node:path';
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { channelKeys, channelTranscript, KeywardenError, pinKeys, readChannelFrame, sealFrame, verifyChannelHello } from '../src/index.js';
+import {
+  channelKeys,
+  channelTranscript,
+  KeywardenError,
+  pinKeys,
+  readChannelFrame,
+  sealFrame,
+  verifyChannelHello,
+} from '../src/index.js';
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../vectors');
 const v = JSON.parse(fs.readFileSync(path.join(dir, 'channel.json'), 'utf8'));
 const h = v.handshake;
 /** An X25519 private key from its 32 raw bytes (PKCS#8, RFC 8410). */
-const x25519 = (hex: string) => createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), Buffer.from(hex, 'hex')]), format: 'der', type: 'pkcs8' });
+const x25519 = (hex: string) =>
+  createPrivateKey({
+    key: Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), Buffer.from(hex, 'hex')]),
+    format: 'der',
+    type: 'pkcs8',
+  });
 const secret = x25519(h.client_secret_hex);
 
 describe('channel vectors', () => {
   it('derives the transcript and both keys of the handshake', () => {
     expect(createPublicKey(secret).export({ format: 'jwk' }).x).toBe(h.client_key);
-    const transcript = channelTranscript({ kid: h.kid, ts: h.ts, session: h.session, clientKey: h.client_key, serverKey: h.server_key, conn: h.conn, beatInterval: h.beat_interval });
+    const transcript = channelTranscript({
+      kid: h.kid,
+      ts: h.ts,
+      session: h.session,
+      clientKey: h.client_key,
+      serverKey: h.server_key,
+      conn: h.conn,
+      beatInterval: h.beat_interval,
+    });
     expect(transcript).toBe(h.transcript);
     const keys = channelKeys(secret, h.server_key, transcript);
     expect(keys.s2c.toString('hex')).toBe(h.s2c_hex);
@@ -56,6 +77,7 @@ describe('channel vectors', () => {
 
   it('seals client frames byte for byte', () => {
     const c2s = Buffer.from(h.c2s_hex, 'hex');
-    for (const c of v.client_frames) expect(sealFrame(c2s, Buffer.from(c.payload, 'utf8')).toString('base64')).toBe(c.frame);
+    for (const c of v.client_frames)
+      expect(sealFrame(c2s, Buffer.from(c.payload, 'utf8')).toString('base64')).toBe(c.frame);
   });
 });

@@ -20,11 +20,21 @@ let serverSkew = 0;
 let captured: { headers: Record<string, string>; body: string } | undefined;
 let requests = 0;
 
-const signed = (path: string, status: number, body: string, nonce: string, o: { key?: typeof real; kid?: string; ts?: number } = {}) => {
+const signed = (
+  path: string,
+  status: number,
+  body: string,
+  nonce: string,
+  o: { key?: typeof real; kid?: string; ts?: number } = {},
+) => {
   const ts = String(o.ts ?? Math.floor(Date.now() / 1000) + serverSkew);
   const kid = o.kid ?? 'k1';
   const msg = `kw1\n${kid}\nPOST\n${path}\n${status}\n${ts}\n${nonce}\n${createHash('sha256').update(body).digest('hex')}`;
-  return { 'x-response-kid': kid, 'x-response-timestamp': ts, 'x-response-signature': sign(null, Buffer.from(msg), (o.key ?? real).privateKey).toString('base64') };
+  return {
+    'x-response-kid': kid,
+    'x-response-timestamp': ts,
+    'x-response-signature': sign(null, Buffer.from(msg), (o.key ?? real).privateKey).toString('base64'),
+  };
 };
 
 beforeAll(async () => {
@@ -42,22 +52,45 @@ beforeAll(async () => {
       if (path === '/api/client/heartbeat/start') {
         const token = 'TT' + 'a'.repeat(32);
         const session = JSON.parse(body).session as string;
-        const proof = mode === 'forged-proof' ? Buffer.alloc(32).toString('base64') : createHmac('sha256', session).update(`kwhs1\nsys-0001\n${token}`).digest('base64');
+        const proof =
+          mode === 'forged-proof'
+            ? Buffer.alloc(32).toString('base64')
+            : createHmac('sha256', session).update(`kwhs1\nsys-0001\n${token}`).digest('base64');
         const b = JSON.stringify({ success: true, token, beat_interval: 5, proof });
         return reply(b, signed(path, 200, b, nonce));
       }
-      const b = JSON.stringify({ success: true, session: 'S'.repeat(43), app: { name: 'fake', version: '1.0', hwid_lock: false } });
+      const b = JSON.stringify({
+        success: true,
+        session: 'S'.repeat(43),
+        app: { name: 'fake', version: '1.0', hwid_lock: false },
+      });
       switch (mode) {
-        case 'unsigned': return reply(b, {});
-        case 'unknown-kid': return reply(b, signed(path, 200, b, nonce, { kid: 'k9' }));
-        case 'bad-base64': return reply(b, { ...signed(path, 200, b, nonce), 'x-response-signature': '%%%not-base64%%%' });
-        case 'forged': return reply(b, signed(path, 200, b, nonce, { key: other }));
-        case 'stale': return reply(b, signed(path, 200, b, nonce, { ts: Math.floor(Date.now() / 1000) - 1000 }));
-        case 'tampered': return reply(b.replace('fake', 'evil'), signed(path, 200, b, nonce));
-        case 'not-json': return reply('<html>oops</html>', signed(path, 200, '<html>oops</html>', nonce));
-        case 'huge': { const h = 'x'.repeat(2 << 20); return reply(h, signed(path, 200, h, nonce)); }
-        case 'no-session': { const x = '{"success":true}'; return reply(x, signed(path, 200, x, nonce)); }
-        case 'ratelimit': { const x = '{"detail":"Rate limit exceeded"}'; return reply(x, { ...signed(path, 429, x, nonce), 'retry-after': '42' }, 429); }
+        case 'unsigned':
+          return reply(b, {});
+        case 'unknown-kid':
+          return reply(b, signed(path, 200, b, nonce, { kid: 'k9' }));
+        case 'bad-base64':
+          return reply(b, { ...signed(path, 200, b, nonce), 'x-response-signature': '%%%not-base64%%%' });
+        case 'forged':
+          return reply(b, signed(path, 200, b, nonce, { key: other }));
+        case 'stale':
+          return reply(b, signed(path, 200, b, nonce, { ts: Math.floor(Date.now() / 1000) - 1000 }));
+        case 'tampered':
+          return reply(b.replace('fake', 'evil'), signed(path, 200, b, nonce));
+        case 'not-json':
+          return reply('<html>oops</html>', signed(path, 200, '<html>oops</html>', nonce));
+        case 'huge': {
+          const h = 'x'.repeat(2 << 20);
+          return reply(h, signed(path, 200, h, nonce));
+        }
+        case 'no-session': {
+          const x = '{"success":true}';
+          return reply(x, signed(path, 200, x, nonce));
+        }
+        case 'ratelimit': {
+          const x = '{"detail":"Rate limit exceeded"}';
+          return reply(x, { ...signed(path, 429, x, nonce), 'retry-after': '42' }, 429);
+        }
         case 'replay':
           if (!captured) {
             const h = signed(path, 200, b, nonce);
@@ -65,19 +98,35 @@ beforeAll(async () => {
             return reply(b, h);
           }
           return reply(captured.body, captured.headers); // a genuine answer to an earlier request
-        default: return reply(b, signed(path, 200, b, nonce));
+        default:
+          return reply(b, signed(path, 200, b, nonce));
       }
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
 });
-afterAll(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+afterAll(
+  () =>
+    new Promise((r) => {
+      server.closeAllConnections();
+      server.close(r);
+    }),
+);
 
-const config = (url = base): KeywardenConfig => ({ format: 1, base_url: url, api_key: 'kwpk_fake', version: '1.0', response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: pub(real) }] });
+const config = (url = base): KeywardenConfig => ({
+  format: 1,
+  base_url: url,
+  api_key: 'kwpk_fake',
+  version: '1.0',
+  response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: pub(real) }],
+});
 const client = (o: Parameters<typeof Client.fromConfig>[1] = {}) => Client.fromConfig(config(), o);
 const failure = async (p: Promise<unknown>) => {
-  const e = await p.then(() => undefined, (x: unknown) => x);
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   expect(e).toBeInstanceOf(KeywardenError);
   return e as KeywardenError;
 };
@@ -90,8 +139,14 @@ describe('against a fake server', () => {
   });
 
   it.each([
-    ['unsigned', 'unsigned'], ['unknown-kid', 'unknown_kid'], ['bad-base64', 'bad_base64'], ['forged', 'bad_signature'],
-    ['stale', 'stale'], ['tampered', 'bad_signature'], ['not-json', 'malformed'], ['no-session', 'malformed'],
+    ['unsigned', 'unsigned'],
+    ['unknown-kid', 'unknown_kid'],
+    ['bad-base64', 'bad_base64'],
+    ['forged', 'bad_signature'],
+    ['stale', 'stale'],
+    ['tampered', 'bad_signature'],
+    ['not-json', 'malformed'],
+    ['no-session', 'malformed'],
   ])('refuses a %s answer', async (m, reason) => {
     mode = m;
     serverSkew = 0;
@@ -110,7 +165,10 @@ describe('against a fake server', () => {
     const c = client();
     await c.init();
     mode = 'forged-proof';
-    expect(await failure(c.startHeartbeat('sys-0001', 'abcdef01'))).toMatchObject({ code: 'verification', reason: 'bad_proof' });
+    expect(await failure(c.startHeartbeat('sys-0001', 'abcdef01'))).toMatchObject({
+      code: 'verification',
+      reason: 'bad_proof',
+    });
   });
 
   it('learns the server clock from the first answer, then holds later answers to it', async () => {
@@ -145,12 +203,18 @@ describe('against a fake server', () => {
 
   it('retries a call that never reached the server, then reports network', async () => {
     const closed = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(p));
+      });
     });
     let attempts = 0;
     const { defaultTransport } = await import('../src/index.js');
     const t = defaultTransport();
-    const counting: Transport = (req) => { attempts++; return t(req); };
+    const counting: Transport = (req) => {
+      attempts++;
+      return t(req);
+    };
     const c = Client.fromConfig(config(`http://127.0.0.1:${closed}`), { transport: counting, retries: 2 });
     const e = await failure(c.init());
     expect(e).toMatchObject({ code: 'network', notSent: true });
@@ -168,7 +232,12 @@ describe('against a fake server', () => {
   });
 
   it('turns a throwing custom transport into a network error', async () => {
-    const c = Client.fromConfig(config(), { transport: () => { throw new Error('boom'); }, retries: 0 });
+    const c = Client.fromConfig(config(), {
+      transport: () => {
+        throw new Error('boom');
+      },
+      retries: 0,
+    });
     expect((await failure(c.init())).code).toBe('network');
   });
 
@@ -178,10 +247,13 @@ describe('against a fake server', () => {
     const proxy = http.createServer((req, res) => {
       seen.push(req.url!);
       const u = new URL(req.url!);
-      const up = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: req.method, headers: req.headers }, (r) => {
-        res.writeHead(r.statusCode!, r.headers);
-        r.pipe(res);
-      });
+      const up = http.request(
+        { host: u.hostname, port: u.port, path: u.pathname, method: req.method, headers: req.headers },
+        (r) => {
+          res.writeHead(r.statusCode!, r.headers);
+          r.pipe(res);
+        },
+      );
       req.pipe(up);
     });
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
@@ -201,8 +273,18 @@ describe('against a fake server', () => {
     // the fake answers every beat with the init body: a malformed beat answer -> degraded, never a throw
     const hb = await c.startHeartbeat('sys-0001', 'abcdef01', { intervalMs: 10, debuggerDetected: () => false });
     let degraded = 0;
-    hb.on('degraded', () => { degraded++; throw new Error('listener bug'); });
-    await new Promise<void>((resolve) => { const i = setInterval(() => { if (degraded >= 2) { clearInterval(i); resolve(); } }, 5); });
+    hb.on('degraded', () => {
+      degraded++;
+      throw new Error('listener bug');
+    });
+    await new Promise<void>((resolve) => {
+      const i = setInterval(() => {
+        if (degraded >= 2) {
+          clearInterval(i);
+          resolve();
+        }
+      }, 5);
+    });
     expect(hb.running).toBe(true);
     await hb.stop();
     expect(hb.running).toBe(false);
@@ -210,7 +292,9 @@ describe('against a fake server', () => {
 
   it('refuses a config it cannot use', () => {
     expect(() => Client.fromConfig({ ...config(), format: 2 } as never)).toThrow(/format/);
-    expect(() => Client.fromConfig({ ...config(), response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: 'AAAA' }] })).toThrow(/32 bytes/);
+    expect(() =>
+      Client.fromConfig({ ...config(), response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: 'AAAA' }] }),
+    ).toThrow(/32 bytes/);
     expect(() => Client.fromConfig('/nonexistent/keywarden.json')).toThrow(/cannot read/);
   });
 });

@@ -8,8 +8,17 @@ import path from 'node:path';
 import { createHash, createHmac, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  Client, defaultStateFile, KeywardenError, TransportError, type GraceExpiredEvent, type Heartbeat, type KeywardenConfig, type OfflineEvent,
-  type Transport, type TransportRequest, type TransportResponse,
+  Client,
+  defaultStateFile,
+  KeywardenError,
+  TransportError,
+  type GraceExpiredEvent,
+  type Heartbeat,
+  type KeywardenConfig,
+  type OfflineEvent,
+  type Transport,
+  type TransportRequest,
+  type TransportResponse,
 } from '../src/index.js';
 
 const APP_ID = 'fake-app-0001';
@@ -41,8 +50,13 @@ class Fake {
   config(extra: Partial<KeywardenConfig> = {}): KeywardenConfig {
     const x = this.key.publicKey.export({ format: 'jwk' }).x!;
     return {
-      format: 1, base_url: 'http://fake.invalid', api_key: 'kwpk_fake', version: '1.0', app_id: APP_ID,
-      response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: Buffer.from(x, 'base64url').toString('base64') }], ...extra,
+      format: 1,
+      base_url: 'http://fake.invalid',
+      api_key: 'kwpk_fake',
+      version: '1.0',
+      app_id: APP_ID,
+      response_keys: [{ kid: 'k1', alg: 'Ed25519', public_key: Buffer.from(x, 'base64url').toString('base64') }],
+      ...extra,
     };
   }
 
@@ -64,8 +78,13 @@ class Fake {
     const ts = String(Math.floor(Date.now() / 1000));
     const msg = `kw1\nk1\nPOST\n/api/client/${p}\n${status}\n${ts}\n${req.headers['x-nonce']}\n${createHash('sha256').update(raw).digest('hex')}`;
     const res = {
-      status, body: Buffer.from(raw),
-      headers: { 'x-response-kid': 'k1', 'x-response-timestamp': ts, 'x-response-signature': sign(null, Buffer.from(msg), this.key.privateKey).toString('base64') },
+      status,
+      body: Buffer.from(raw),
+      headers: {
+        'x-response-kid': 'k1',
+        'x-response-timestamp': ts,
+        'x-response-signature': sign(null, Buffer.from(msg), this.key.privateKey).toString('base64'),
+      },
     };
     return this.after ? this.after(p, res) : res;
   };
@@ -84,7 +103,15 @@ class Fake {
         if (k.hwid && k.hwid !== b.hwid) return fail(403, 'HWID mismatch. Key locked to another device.');
         k.hwid = b.hwid;
         this.sessions.get(b.session)!.key = b.license;
-        return [200, this.granted({ message: 'ok', level: k.level, expires_at: '2027-01-02T03:04:05.678Z', entitlements: [...k.entitlements].sort() })];
+        return [
+          200,
+          this.granted({
+            message: 'ok',
+            level: k.level,
+            expires_at: '2027-01-02T03:04:05.678Z',
+            entitlements: [...k.entitlements].sort(),
+          }),
+        ];
       },
       trial: (b) => {
         if (this.trialHours === 0) return fail(403, 'Trials are not enabled for this application.');
@@ -94,7 +121,16 @@ class Fake {
         this.trials.set(h, key);
         this.keys.set(key, { hwid: h, level: 1, entitlements: [] });
         this.sessions.get(b.session)!.key = key;
-        return [200, this.granted({ message: 'Trial started', level: 1, expires_at: iso(Date.now() + this.trialHours * 3600_000), entitlements: [], key })];
+        return [
+          200,
+          this.granted({
+            message: 'Trial started',
+            level: 1,
+            expires_at: iso(Date.now() + this.trialHours * 3600_000),
+            entitlements: [],
+            key,
+          }),
+        ];
       },
       offline: (b) => {
         if (this.offlineDays === 0) return fail(403, 'Offline licenses are not enabled for this application.');
@@ -103,10 +139,24 @@ class Fake {
         if (!k) return fail(403, 'Session not activated. Call /login, /register or /license first.');
         if (k.hwid !== String(b.hwid).toLowerCase()) return fail(403, 'HWID mismatch. Key locked to another device.');
         const now = Date.now();
-        return [200, { license_file: this.file({
-          v: 1, kid: 'k1', app_id: APP_ID, license_id: `lic-${s.key}`, user: null, hwid: k.hwid, level: k.level, entitlements: [...k.entitlements].sort(),
-          expires_at: null, issued_at: iso(now), valid_until: iso(now + this.offlineDays * 86_400_000),
-        }) }];
+        return [
+          200,
+          {
+            license_file: this.file({
+              v: 1,
+              kid: 'k1',
+              app_id: APP_ID,
+              license_id: `lic-${s.key}`,
+              user: null,
+              hwid: k.hwid,
+              level: k.level,
+              entitlements: [...k.entitlements].sort(),
+              expires_at: null,
+              issued_at: iso(now),
+              valid_until: iso(now + this.offlineDays * 86_400_000),
+            }),
+          },
+        ];
       },
       'heartbeat/start': (b) => {
         const s = this.sessions.get(b.session)!;
@@ -122,7 +172,9 @@ class Fake {
         hb.token = `TT${randomBytes(16).toString('hex')}`;
         hb.last = b.beat_index;
         hb.count++;
-        const proof = createHmac('sha256', previous).update(`kwhb1\n${b.session}\n${b.beat_index}\n${hb.token}\n${hb.count}`).digest('base64');
+        const proof = createHmac('sha256', previous)
+          .update(`kwhb1\n${b.session}\n${b.beat_index}\n${hb.token}\n${hb.count}`)
+          .digest('base64');
         return [200, this.granted({ new_token: hb.token, beat_count: hb.count, proof })];
       },
       'heartbeat/stop': () => [200, {}],
@@ -132,7 +184,9 @@ class Fake {
 }
 
 let tmp: string;
-beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-models-')); });
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-models-'));
+});
 afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 const client = (f: Fake, o: Parameters<typeof Client.fromConfig>[1] = {}) =>
@@ -148,10 +202,14 @@ const failure = async (p: Promise<unknown> | (() => unknown)) => {
   return e as KeywardenError;
 };
 /** Resolves with the first `n` events of `name`. */
-const events = <T>(hb: Heartbeat, name: string, n = 1) => new Promise<T[]>((resolve) => {
-  const got: T[] = [];
-  hb.on(name, (e: T) => { got.push(e); if (got.length === n) resolve(got); });
-});
+const events = <T>(hb: Heartbeat, name: string, n = 1) =>
+  new Promise<T[]>((resolve) => {
+    const got: T[] = [];
+    hb.on(name, (e: T) => {
+      got.push(e);
+      if (got.length === n) resolve(got);
+    });
+  });
 
 describe('trials', () => {
   it('activate a key once per device, remembered for re-authentication', async () => {
@@ -160,7 +218,12 @@ describe('trials', () => {
     const c = client(f);
     await c.init();
     const t = await c.trial(HWID);
-    expect(t).toMatchObject({ key: expect.stringMatching(/^TRIAL-/), level: 1, entitlements: [], message: 'Trial started' });
+    expect(t).toMatchObject({
+      key: expect.stringMatching(/^TRIAL-/),
+      level: 1,
+      entitlements: [],
+      message: 'Trial started',
+    });
     expect(t.expiresAt!.getTime()).toBeGreaterThan(Date.now() + 71 * 3600_000);
     expect(c.lastActivation).toEqual({ kind: 'license', key: t.key, hwid: HWID });
     const again = client(f);
@@ -214,12 +277,27 @@ describe('offline license files', () => {
   it('round trip: from the server, then checked with no service at all', async () => {
     const f = new Fake();
     const file = await (await activated(f)).offlineFile(HWID);
-    const offline = Client.fromConfig(f.config(), { transport: () => { throw new Error('no call expected'); }, stateFile: path.join(tmp, 'state.json') });
+    const offline = Client.fromConfig(f.config(), {
+      transport: () => {
+        throw new Error('no call expected');
+      },
+      stateFile: path.join(tmp, 'state.json'),
+    });
     const lic = offline.loadOffline(`${file}\n`, HWID);
-    expect(lic).toMatchObject({ appId: APP_ID, hwid: HWID, level: 3, entitlements: ['export', 'pro'], user: null, expiresAt: null });
+    expect(lic).toMatchObject({
+      appId: APP_ID,
+      hwid: HWID,
+      level: 3,
+      entitlements: ['export', 'pro'],
+      user: null,
+      expiresAt: null,
+    });
     expect(lic.validUntil.getTime() - lic.issuedAt.getTime()).toBe(7 * 86_400_000);
     expect(offline.hasEntitlement('pro')).toBe(true);
-    expect(await failure(() => offline.loadOffline(file, 'hwid-bbbbbbbb'))).toMatchObject({ code: 'offline_invalid', reason: 'wrong_hwid' });
+    expect(await failure(() => offline.loadOffline(file, 'hwid-bbbbbbbb'))).toMatchObject({
+      code: 'offline_invalid',
+      reason: 'wrong_hwid',
+    });
   });
 
   it('refusals of the server are typed; another key, another app and a config without app_id are refused', async () => {
@@ -228,8 +306,26 @@ describe('offline license files', () => {
     expect((await failure(c.offlineFile('hwid-bbbbbbbb'))).code).toBe('hwid_mismatch');
     const file = await c.offlineFile(HWID);
     const other = new Fake();
-    expect((await failure(() => Client.fromConfig(other.config(), { transport: other.transport, stateFile: path.join(tmp, 's2') }).loadOffline(file, HWID))).reason).toBe('bad_signature');
-    expect((await failure(() => Client.fromConfig(f.config({ app_id: 'another' }), { stateFile: path.join(tmp, 's3') }).loadOffline(file, HWID))).reason).toBe('wrong_app');
+    expect(
+      (
+        await failure(() =>
+          Client.fromConfig(other.config(), {
+            transport: other.transport,
+            stateFile: path.join(tmp, 's2'),
+          }).loadOffline(file, HWID),
+        )
+      ).reason,
+    ).toBe('bad_signature');
+    expect(
+      (
+        await failure(() =>
+          Client.fromConfig(f.config({ app_id: 'another' }), { stateFile: path.join(tmp, 's3') }).loadOffline(
+            file,
+            HWID,
+          ),
+        )
+      ).reason,
+    ).toBe('wrong_app');
     const { app_id: _drop, ...noId } = f.config();
     expect(() => Client.fromConfig(noId as KeywardenConfig).loadOffline(file, HWID)).toThrow(/app_id missing/);
     f.offlineDays = 0;
@@ -276,7 +372,9 @@ describe('offline license files', () => {
     expect(path.dirname(p)).toBe('/tmp/xdg-state/keywarden');
     expect(path.basename(p)).toMatch(/^[0-9a-f]{16}\.json$/);
     expect(defaultStateFile('kwpk_app_two', 'linux', { XDG_STATE_HOME: '/tmp/xdg-state' })).not.toBe(p);
-    expect(path.dirname(defaultStateFile('k', 'linux', {}))).toBe(path.join(os.homedir(), '.local', 'state', 'keywarden'));
+    expect(path.dirname(defaultStateFile('k', 'linux', {}))).toBe(
+      path.join(os.homedir(), '.local', 'state', 'keywarden'),
+    );
     expect(defaultStateFile('k', 'win32', { LOCALAPPDATA: 'C:\\Users\\u\\AppData\\Local' })).toContain('Keywarden');
   });
 });
@@ -311,7 +409,10 @@ describe('grace period of the calls', () => {
     const before = c.graceUntil;
     f.graceSeconds = 30 * 86_400;
     f.after = (_p, res) => ({ ...res, headers: { ...res.headers, 'x-response-kid': 'k9' } });
-    expect(await failure(c.activateLicense('KEY-GOOD-0001', HWID))).toMatchObject({ code: 'verification', reason: 'unknown_kid' });
+    expect(await failure(c.activateLicense('KEY-GOOD-0001', HWID))).toMatchObject({
+      code: 'verification',
+      reason: 'unknown_kid',
+    });
     expect(c.graceUntil).toEqual(before);
   });
 
@@ -320,8 +421,16 @@ describe('grace period of the calls', () => {
     const c = client(f);
     await c.init();
     for (const status of [502, 503, 504]) {
-      f.after = () => ({ status, headers: { 'content-type': 'text/html' }, body: Buffer.from('<html>bad gateway</html>') });
-      expect(await failure(c.activateLicense('KEY-GOOD-0001', HWID))).toMatchObject({ code: 'server', status, reason: undefined });
+      f.after = () => ({
+        status,
+        headers: { 'content-type': 'text/html' },
+        body: Buffer.from('<html>bad gateway</html>'),
+      });
+      expect(await failure(c.activateLicense('KEY-GOOD-0001', HWID))).toMatchObject({
+        code: 'server',
+        status,
+        reason: undefined,
+      });
     }
     f.after = () => ({ status: 500, headers: {}, body: Buffer.from('oops') });
     expect((await failure(c.activateLicense('KEY-GOOD-0001', HWID))).reason).toBe('unsigned');
@@ -396,7 +505,10 @@ describe('grace period in a running heartbeat', () => {
     const { c, hb } = await running(f);
     const started = c.graceUntil;
     f.graceSeconds = 30 * 86_400;
-    f.handlers.heartbeat = () => [200, f.granted({ new_token: `TT${'e'.repeat(32)}`, beat_count: 1, proof: 'bm9wZQ==' })];
+    f.handlers.heartbeat = () => [
+      200,
+      f.granted({ new_token: `TT${'e'.repeat(32)}`, beat_count: 1, proof: 'bm9wZQ==' }),
+    ];
     const [, second] = await events<{ error: KeywardenError }>(hb, 'degraded', 2);
     expect(second!.error.reason).toBe('bad_proof');
     expect(c.graceUntil).toEqual(started);

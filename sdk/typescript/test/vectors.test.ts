@@ -5,8 +5,24 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
-  beatProof, canonicalRequest, codeFor, decryptResponse, ERROR_CODES, ERROR_ENTRIES, errorFromAnswer, FALLBACK_CODE, KeywardenError,
-  graceUntilOf, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS, pinKeys, requestSignature, startProof, STATUS_FALLBACKS, verifyLicenseFile, verifyResponse,
+  beatProof,
+  canonicalRequest,
+  codeFor,
+  decryptResponse,
+  ERROR_CODES,
+  ERROR_ENTRIES,
+  errorFromAnswer,
+  FALLBACK_CODE,
+  KeywardenError,
+  graceUntilOf,
+  MAX_FUTURE_SECONDS,
+  MAX_ROLLBACK_SECONDS,
+  pinKeys,
+  requestSignature,
+  startProof,
+  STATUS_FALLBACKS,
+  verifyLicenseFile,
+  verifyResponse,
 } from '../src/index.js';
 import { Grace } from '../src/grace.js';
 
@@ -29,29 +45,53 @@ describe('vectors', () => {
     const keys = pinKeys(v.pinned_keys);
     let refused = 0;
     for (const c of v.cases) {
-      const run = () => verifyResponse(keys, {
-        method: c.method, path: c.path, status: c.status, body: c.body, nonce: c.nonce,
-        headers: { 'x-response-kid': c.kid, 'x-response-timestamp': c.timestamp, 'x-response-signature': c.signature },
-      }, c.now * 1000, v.max_skew_seconds);
+      const run = () =>
+        verifyResponse(
+          keys,
+          {
+            method: c.method,
+            path: c.path,
+            status: c.status,
+            body: c.body,
+            nonce: c.nonce,
+            headers: {
+              'x-response-kid': c.kid,
+              'x-response-timestamp': c.timestamp,
+              'x-response-signature': c.signature,
+            },
+          },
+          c.now * 1000,
+          v.max_skew_seconds,
+        );
       if (c.valid) {
         expect(run(), c.name).toBe(Number(c.timestamp) * 1000);
       } else {
         refused++;
         let err: unknown;
-        try { run(); } catch (e) { err = e; }
+        try {
+          run();
+        } catch (e) {
+          err = e;
+        }
         expect(err, c.name).toBeInstanceOf(KeywardenError);
-        expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({ code: 'verification', reason: c.verification_reason });
+        expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({
+          code: 'verification',
+          reason: c.verification_reason,
+        });
       }
     }
     expect(refused).toBeGreaterThanOrEqual(5);
     // A missing header is 'unsigned'.
-    expect(() => verifyResponse(keys, { method: 'POST', path: '/p', status: 200, body: '', nonce: 'n', headers: {} }, 0, 300)).toThrow(expect.objectContaining({ reason: 'unsigned' }));
+    expect(() =>
+      verifyResponse(keys, { method: 'POST', path: '/p', status: 200, body: '', nonce: 'n', headers: {} }, 0, 300),
+    ).toThrow(expect.objectContaining({ reason: 'unsigned' }));
   });
 
   it('heartbeat proofs', () => {
     const v = load('proofs.json');
     for (const c of v.start) expect(startProof(c.session, c.system_id, c.token)).toBe(c.proof);
-    for (const c of v.beat) expect(beatProof(c.previous_token, c.session, c.beat_index, c.new_token, c.beat_count)).toBe(c.proof);
+    for (const c of v.beat)
+      expect(beatProof(c.previous_token, c.session, c.beat_index, c.new_token, c.beat_count)).toBe(c.proof);
   });
 
   it('response decryption', () => {
@@ -64,17 +104,28 @@ describe('vectors', () => {
     const e = load('errors.json');
     expect([...ERROR_CODES]).toEqual(e.codes);
     expect(FALLBACK_CODE).toBe(e.fallback);
-    expect(Object.fromEntries(Object.entries(STATUS_FALLBACKS).map(([k, v]) => [String(k), v]))).toEqual(e.status_fallbacks);
-    expect(ERROR_ENTRIES.map(([status, detail, code]) => ({ status, detail, code })))
-      .toEqual(e.entries.map((x: any) => ({ status: x.status, detail: x.detail, code: x.sdk_code })));
-    for (const x of [...e.entries, ...e.extra_cases]) expect(codeFor(x.status, x.detail), JSON.stringify(x)).toBe(x.sdk_code);
+    expect(Object.fromEntries(Object.entries(STATUS_FALLBACKS).map(([k, v]) => [String(k), v]))).toEqual(
+      e.status_fallbacks,
+    );
+    expect(ERROR_ENTRIES.map(([status, detail, code]) => ({ status, detail, code }))).toEqual(
+      e.entries.map((x: any) => ({ status: x.status, detail: x.detail, code: x.sdk_code })),
+    );
+    for (const x of [...e.entries, ...e.extra_cases])
+      expect(codeFor(x.status, x.detail), JSON.stringify(x)).toBe(x.sdk_code);
   });
 
   it('426 and 429 carry their data', () => {
-    const u = errorFromAnswer(426, { message: 'Please update', latest_version: '2.0', update_url: 'https://x/dl', force_update: true }, undefined);
+    const u = errorFromAnswer(
+      426,
+      { message: 'Please update', latest_version: '2.0', update_url: 'https://x/dl', force_update: true },
+      undefined,
+    );
     expect(u).toMatchObject({ code: 'update_required', latestVersion: '2.0', updateUrl: 'https://x/dl', status: 426 });
     expect(errorFromAnswer(429, 'Rate limit exceeded', '17')).toMatchObject({ code: 'rate_limited', retryAfter: 17 });
-    expect(errorFromAnswer(429, 'Too many failed attempts, try again later.', '900')).toMatchObject({ code: 'locked_out', retryAfter: 900 });
+    expect(errorFromAnswer(429, 'Too many failed attempts, try again later.', '900')).toMatchObject({
+      code: 'locked_out',
+      retryAfter: 900,
+    });
   });
 
   it('offline license files: accepted, or refused for the reason each case names', () => {
@@ -83,21 +134,45 @@ describe('vectors', () => {
     const keys = pinKeys(v.pinned_keys);
     const seen = new Set<string>();
     for (const c of v.cases) {
-      const run = () => verifyLicenseFile(c.file, keys, c.app_id, c.hwid, c.now * 1000, c.last_seen === null ? undefined : c.last_seen * 1000);
+      const run = () =>
+        verifyLicenseFile(
+          c.file,
+          keys,
+          c.app_id,
+          c.hwid,
+          c.now * 1000,
+          c.last_seen === null ? undefined : c.last_seen * 1000,
+        );
       if (c.valid) {
         const lic = run();
         const p = c.payload;
-        expect({ appId: lic.appId, licenseId: lic.licenseId, user: lic.user, hwid: lic.hwid, level: lic.level, kid: lic.kid }, c.name)
-          .toEqual({ appId: p.app_id, licenseId: p.license_id, user: p.user, hwid: p.hwid, level: p.level, kid: p.kid });
+        expect(
+          {
+            appId: lic.appId,
+            licenseId: lic.licenseId,
+            user: lic.user,
+            hwid: lic.hwid,
+            level: lic.level,
+            kid: lic.kid,
+          },
+          c.name,
+        ).toEqual({ appId: p.app_id, licenseId: p.license_id, user: p.user, hwid: p.hwid, level: p.level, kid: p.kid });
         expect(lic.entitlements).toEqual([...p.entitlements].sort());
         expect(lic.validUntil.toISOString()).toBe(p.valid_until);
         expect(lic.expiresAt?.toISOString() ?? null).toBe(p.expires_at);
         continue;
       }
       let err: unknown;
-      try { run(); } catch (e) { err = e; }
+      try {
+        run();
+      } catch (e) {
+        err = e;
+      }
       expect(err, c.name).toBeInstanceOf(KeywardenError);
-      expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({ code: 'offline_invalid', reason: c.reason });
+      expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({
+        code: 'offline_invalid',
+        reason: c.reason,
+      });
       seen.add(c.reason);
     }
     expect([...seen].sort()).toEqual([...v.reasons].sort());

@@ -1,5 +1,7 @@
 // Every failed call becomes an ApiError carrying the server's `detail` text, and for a 422 the
-// message of each field it names (PROTOCOL 1: detail = [{loc: ["body", "field", ...], msg}]).
+// message of each field it names (PROTOCOL 1: detail = [{loc: ["body", "field", ...], msg, type}]),
+// put in words a person understands (validation-text.ts).
+import { fieldLabel, issuePath, issueText } from './validation-text.js';
 
 export interface ValidationIssue {
   loc: (string | number)[];
@@ -27,11 +29,7 @@ export class ApiError extends Error {
 }
 
 /** `["body", "key_costs", "days:30"]` -> `key_costs.days:30`; query fields keep their `query.` prefix. */
-export function fieldPath(loc: readonly (string | number)[]): string {
-  const parts = loc.map(String);
-  if (parts[0] === 'body') parts.shift();
-  return parts.join('.') || 'body';
-}
+export const fieldPath = issuePath;
 
 /** Builds the error of a failed response from its status and parsed body (which may be anything). */
 export function apiError(status: number, statusText: string, body: unknown, retryAfter?: string | null): ApiError {
@@ -41,12 +39,13 @@ export function apiError(status: number, statusText: string, body: unknown, retr
     const fields: Record<string, string> = {};
     const lines: string[] = [];
     for (const issue of detail as ValidationIssue[]) {
-      const path = Array.isArray(issue?.loc) ? fieldPath(issue.loc) : 'body';
-      const msg = typeof issue?.msg === 'string' ? issue.msg : 'Invalid value';
+      const loc = Array.isArray(issue?.loc) ? issue.loc : ['body'];
+      const path = fieldPath(loc);
+      const msg = issueText({ loc, msg: typeof issue?.msg === 'string' ? issue.msg : '', type: typeof issue?.type === 'string' ? issue.type : undefined });
       fields[path] ??= msg;
-      lines.push(`${path}: ${msg}`);
+      lines.push(path === 'body' ? msg : `${fieldLabel(path)}: ${msg}`);
     }
-    return new ApiError(status, lines.join('; ') || 'Invalid input', fields, seconds);
+    return new ApiError(status, lines.join(' ') || 'Some of the input was not accepted.', fields, seconds);
   }
   if (typeof detail === 'string') return new ApiError(status, detail, {}, seconds);
   if (typeof detail === 'object' && detail !== null && typeof (detail as { message?: unknown }).message === 'string') {

@@ -143,8 +143,8 @@ export function Dialog({ open, title, onClose, children, wide }: { open: boolean
 }
 
 /** Asks before a destructive action; `typed` makes the user type a word (the app's name) first. */
-export function Confirm({ open, title, message, confirmLabel, typed, busy, error, onConfirm, onClose }: {
-  open: boolean; title: string; message: ReactNode; confirmLabel: string; typed?: string; busy?: boolean; error?: unknown; onConfirm: () => void; onClose: () => void;
+export function Confirm({ open, title, message, confirmLabel, cancelLabel = 'Cancel', typed, busy, error, onConfirm, onClose }: {
+  open: boolean; title: string; message: ReactNode; confirmLabel: string; cancelLabel?: string; typed?: string; busy?: boolean; error?: unknown; onConfirm: () => void; onClose: () => void;
 }) {
   const [text, setText] = useState('');
   useEffect(() => {
@@ -162,7 +162,7 @@ export function Confirm({ open, title, message, confirmLabel, typed, busy, error
         )}
         <FormError error={error} />
         <div className="actions">
-          <Button onClick={onClose}>Cancel</Button>
+          <Button onClick={onClose}>{cancelLabel}</Button>
           <Button type="submit" variant="danger" busy={busy ?? false} disabled={!ready}>{confirmLabel}</Button>
         </div>
       </form>

@@ -33,23 +33,36 @@ describe('bulk actions', () => {
     const r = await runBulk([1, 2, 3, 4, 5], async (n) => {
       calls.push(n);
       if (n % 2 === 0) throw new Error(`row ${n} refused`);
-    }, (done) => progress.push(done), 2);
+    }, (done) => progress.push(done), { concurrency: 2 });
     expect(calls.sort()).toEqual([1, 2, 3, 4, 5]);
     expect(r.succeeded).toBe(3);
     expect(r.failed.map((f) => [f.item, f.detail])).toEqual([[2, 'row 2 refused'], [4, 'row 4 refused']]);
     expect(progress).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(r.notSent).toBe(0);
+  });
+  it('send nothing more once cancelled; the requests already sent finish and count', async () => {
+    const abort = new AbortController();
+    const calls: number[] = [];
+    const r = await runBulk(Array.from({ length: 100 }, (_, i) => i), async (n) => {
+      calls.push(n);
+      if (n === 9) abort.abort();
+      await Promise.resolve();
+    }, undefined, { concurrency: 3, signal: abort.signal });
+    expect(calls.length).toBeLessThanOrEqual(12);
+    expect(r.succeeded).toBe(calls.length);
+    expect(r.notSent).toBe(100 - calls.length);
   });
 });
 
 describe('server errors', () => {
   it('put each 422 message next to the field it names', () => {
     const e = apiError(422, 'Unprocessable Entity', { detail: [
-      { loc: ['body', 'heartbeat_interval'], msg: 'Expected integer', type: 'type' },
-      { loc: ['body', 'key_costs', 'days:30'], msg: 'Expected integer to be greater or equal to 0', type: 'minimum' },
+      { loc: ['body', 'heartbeat_interval'], msg: 'Expected integer', type: 'integer' },
+      { loc: ['body', 'key_costs', 'days:30'], msg: 'Expected integer to be greater or equal to 0', type: 'integer_minimum' },
     ] });
-    expect(e.field('heartbeat_interval')).toBe('Expected integer');
-    expect(e.field('key_costs')).toBe('Expected integer to be greater or equal to 0');
-    expect(e.field('key_costs.days:30')).toBe('Expected integer to be greater or equal to 0');
+    expect(e.field('heartbeat_interval')).toBe('Enter a whole number.');
+    expect(e.field('key_costs')).toBe('Enter 0 or more.');
+    expect(e.field('key_costs.days:30')).toBe('Enter 0 or more.');
     expect(e.field('name')).toBeUndefined();
   });
   it('carry the detail text, the lockout delay, and a readable message for anything else', () => {

@@ -1,6 +1,6 @@
 // SPEC key generation rules 1-2 as the form applies them.
 import { describe, expect, it } from 'vitest';
-import { alphabetFor, generatorProblems, placeholderCount, weakMask } from './generator.js';
+import { alphabetFor, crowdedKeySpace, generatorProblems, keySpace, placeholderCount, weakMask } from './generator.js';
 
 describe('character classes', () => {
   it('make the alphabet as the union of the chosen classes', () => {
@@ -31,5 +31,15 @@ describe('masks', () => {
     expect(generatorProblems({ mask: 'XXXXXXXX', classes, amount: 0 })[0]?.field).toBe('amount');
     expect(generatorProblems({ mask: 'XXXXXXXX', classes, amount: 501 })[0]?.field).toBe('amount');
     expect(generatorProblems({ mask: 'XXXXXXXX', classes, amount: 500 })).toEqual([]);
+  });
+});
+
+describe('key space', () => {
+  it('counts what a mask can produce and asks about a batch that takes over 1 % of it', () => {
+    expect(keySpace('AB-##', 36)).toBe(1296);
+    expect(crowdedKeySpace('AB-##', 36, 500)).toEqual({ space: 1296, share: 500 / 1296 });
+    expect(crowdedKeySpace('AB-##', 36, 12)).toBeNull(); // under 1 %
+    expect(crowdedKeySpace('XXXXX-XXXXX-XXXXX-XXXXX-XXXXX', 36, 500)).toBeNull();
+    expect(crowdedKeySpace('no placeholders', 36, 500)).toBeNull(); // refused elsewhere
   });
 });

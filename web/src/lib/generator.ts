@@ -39,3 +39,20 @@ export function weakMask(mask: string): boolean {
   const n = placeholderCount(mask);
   return n > 0 && n < MIN_RANDOM_CHARS;
 }
+
+/** Distinct keys a mask can produce with an alphabet of `alphabetSize` characters (Infinity when huge). */
+export function keySpace(mask: string, alphabetSize: number): number {
+  return alphabetSize ** placeholderCount(mask);
+}
+
+/**
+ * A batch that takes more than 1 % of the mask's possible keys is asked about first: keys from a
+ * space that small are easy to guess, and the application soon runs out of new ones.
+ */
+export const KEY_SPACE_SHARE = 0.01;
+
+export function crowdedKeySpace(mask: string, alphabetSize: number, amount: number): { space: number; share: number } | null {
+  const space = keySpace(mask, alphabetSize);
+  if (placeholderCount(mask) === 0 || alphabetSize === 0 || amount <= space * KEY_SPACE_SHARE) return null;
+  return { space, share: amount / space };
+}

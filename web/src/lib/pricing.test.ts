@@ -2,7 +2,7 @@
 // the page and the server price every batch the same (the server's own pricePerKey is the oracle).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { durationDays as serverDays, pricePerKey as serverPrice } from '../../../src/services/license-keys.js';
+import { durationDays as serverDays, pricePerKey as serverPrice } from '../../../src/modules/keys/license-keys.js';
 import { durationDays, KEY_COST_TIERS, pricePerKey, quote, type DurationUnit, type KeyCosts } from './pricing.js';
 
 describe('rule 3: durations in days before the price lookup', () => {

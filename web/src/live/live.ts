@@ -18,6 +18,8 @@ export interface LiveFeedOptions {
   /** Refresh everything: while paused every `pollMs`, and once after a reconnect (events may have been missed). */
   onPoll(): void;
   onStatus(status: LiveStatus, retryAt: number | null): void;
+  /** The server closed the stream because the session no longer grants access (close code 1008). */
+  onRevoked?(reason: string): void;
   pollMs?: number;
   url?: string;
   /** How long a connection may take to confirm the subscription before it counts as down. */
@@ -25,6 +27,8 @@ export interface LiveFeedOptions {
 }
 
 export const POLL_MS = 10_000;
+/** WebSocket close code of a stream whose session was revoked, disabled or signed out (README, Limits). */
+export const POLICY_CLOSE = 1008;
 const MAX_BACKOFF_MS = 30_000;
 
 /** Delay before reconnect attempt `n` (0-based): 1 s, 2 s, 4 s ... 30 s, each 50-100 % of that. */
@@ -102,8 +106,9 @@ export class LiveFeed {
         ws.close(); // e.g. the app is gone or no longer visible: treated as down, polling shows the truth
       }
     };
-    ws.onclose = () => {
+    ws.onclose = (e) => {
       clearTimeout(this.subscribeTimer);
+      if (e.code === POLICY_CLOSE && this.ws === ws) this.o.onRevoked?.(e.reason);
       if (this.ws === ws) this.down();
     };
     ws.onerror = () => undefined; // a close follows

@@ -40,6 +40,8 @@ export function useLive(appId: string, onAppDeleted: () => void): { status: Live
       },
       onPoll: () => stale(ALL),
       onStatus: (status, retryAt) => setState({ status, retryAt }),
+      // Ask who we are: a 401 there signs the page out with the reason (App.tsx).
+      onRevoked: () => void qc.invalidateQueries({ queryKey: ['me'] }),
     });
     feed.start();
     return () => {

@@ -5,6 +5,8 @@ import { useMutation } from '@tanstack/react-query';
 import { auth, team as teamApi } from '../api/endpoints.js';
 import { Badge, Button, CopyButton, Field, FormError, Time, fieldError } from '../components/ui.js';
 import { PERMISSION_KEYS, PERMISSION_LABELS } from '../lib/permissions.js';
+import { webhookProblem } from '../lib/urls.js';
+import { useTitle } from '../hooks/useTitle.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 
@@ -14,6 +16,8 @@ export function AccountView() {
   const [current, setCurrent] = useState('');
   const [next, setNext] = useState('');
   const [webhook, setWebhook] = useState(account.webhook ?? '');
+  const [webhookLocal, setWebhookLocal] = useState<string | undefined>(undefined);
+  useTitle('Account');
   const password = useMutation({
     mutationFn: () => auth.changePassword(current, next),
     onSuccess: () => {
@@ -64,10 +68,15 @@ export function AccountView() {
           <div className="actions"><Button type="submit" variant="primary" busy={password.isPending} busyLabel="Changing">Change password</Button></div>
         </form>
         {account.role !== 'reseller' && (
-          <form noValidate className="card" aria-label="Global webhook" onSubmit={(e) => { e.preventDefault(); hook.mutate(); }}>
+          <form noValidate className="card" aria-label="Global webhook" onSubmit={(e) => {
+            e.preventDefault();
+            const problem = webhookProblem(webhook);
+            setWebhookLocal(problem);
+            if (!problem) hook.mutate();
+          }}>
             <h2>Global alert webhook</h2>
             <p className="muted small">Used for your applications that have no webhook of their own. Blank clears it.</p>
-            <Field label="Webhook URL" error={fieldError(hook.error, 'webhook')}>
+            <Field label="Webhook URL" error={webhookLocal ?? fieldError(hook.error, 'webhook')}>
               {(p) => <input {...p} value={webhook} onChange={(e) => setWebhook(e.target.value)} placeholder="https://" />}
             </Field>
             {account.webhook_secret && (

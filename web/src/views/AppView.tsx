@@ -1,12 +1,13 @@
 // One application: stats tiles (view_stats), the tabs SPEC Dashboard rule 2 allows, the live-update
 // state, and the current tab.
-import { useEffect, useState } from 'react';
+import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { apps as appsApi } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
 import { Badge, ErrorState, Loading } from '../components/ui.js';
 import { resolveTab, showsStats, TAB_LABELS, visibleTabs, type Tab } from '../lib/permissions.js';
 import { useLive } from '../live/useLive.js';
+import { useTitle } from '../hooks/useTitle.js';
 import { Link, navigate, paths } from '../router.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
@@ -30,10 +31,24 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
     navigate(paths.apps(), true);
   });
 
+  useTitle(TAB_LABELS[current], app.data?.name ?? (app.isError ? 'Application not available' : undefined));
+
   // A tab the caller may not open (or none) shows the default one, and the address says so.
   useEffect(() => {
     if (tab !== current) navigate(paths.app(appId, current), true);
   }, [tab, current, appId]);
+
+  // On a narrow screen the tab strip scrolls sideways: the current tab is scrolled into it.
+  const tabsRef = useRef<HTMLElement>(null);
+  useLayoutEffect(() => {
+    const strip = tabsRef.current;
+    const tabEl = strip?.querySelector<HTMLElement>('[aria-current="page"]');
+    if (!strip || !tabEl) return;
+    const s = strip.getBoundingClientRect();
+    const r = tabEl.getBoundingClientRect();
+    if (r.left < s.left) strip.scrollLeft += r.left - s.left - 12;
+    else if (r.right > s.right) strip.scrollLeft += r.right - s.right + 12;
+  }, [current, app.isSuccess]);
 
   if (app.isPending) return <Loading label="Loading application" />;
   if (app.isError) {
@@ -57,7 +72,7 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
         <LiveState status={live.status} retryAt={live.retryAt} />
       </div>
       {showsStats(caller) && <StatsTiles appId={appId} />}
-      <nav className="tabs" aria-label="Application sections">
+      <nav className="tabs" aria-label="Application sections" ref={tabsRef}>
         {tabs.map((t) => (
           <Link key={t} to={paths.app(appId, t)} className="tab" aria-current={t === current ? 'page' : undefined} data-tab={t}>
             {TAB_LABELS[t]}

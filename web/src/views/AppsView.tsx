@@ -5,12 +5,14 @@ import { apps as appsApi } from '../api/endpoints.js';
 import { Badge, Button, EmptyState, ErrorState, Field, FormError, Loading, fieldError } from '../components/ui.js';
 import { isManager } from '../lib/permissions.js';
 import { Link, navigate, paths } from '../router.js';
+import { useTitle } from '../hooks/useTitle.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 
 export function AppsView() {
   const { caller } = useSession();
   const list = useQuery({ queryKey: ['apps'], queryFn: appsApi.list });
+  useTitle('Applications');
   return (
     <section aria-labelledby="apps-title">
       <div className="page-head">

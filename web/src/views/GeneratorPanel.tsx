@@ -1,13 +1,15 @@
 // The key generator (SPEC key generation rules 1-6): mask, character classes, amount, duration and
 // unit, level, note; a reseller sees the price (rule 4) and a batch over the balance is refused
 // before anything is sent (rule 5). The plaintext keys are shown once, with copy and download, and
-// the last five batches stay in sessionStorage for this browser session only.
+// the last five batches stay in sessionStorage for this browser session only. A batch that takes
+// over 1 % of the keys its mask can produce is confirmed first.
 import { useState } from 'react';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
-import { Button, CopyButton, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
-import { alphabetFor, CHARACTER_CLASSES, DEFAULT_MASK, generatorProblems, MAX_BATCH, MIN_RANDOM_CHARS, placeholderCount, weakMask, type CharacterClass, type ClassChoice } from '../lib/generator.js';
+import { Button, Confirm, CopyButton, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
+import { alphabetFor, CHARACTER_CLASSES, crowdedKeySpace, DEFAULT_MASK, generatorProblems, MAX_BATCH, MIN_RANDOM_CHARS, placeholderCount, weakMask, type CharacterClass, type ClassChoice } from '../lib/generator.js';
+import { formatCount, plural } from '../lib/plural.js';
 import { keysCsv, keysTxt, saveFile } from '../lib/download.js';
 import { readBatches, rememberBatch, type Batch } from '../lib/history.js';
 import { quote, type DurationUnit, type KeyCosts } from '../lib/pricing.js';
@@ -30,6 +32,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const [local, setLocal] = useState<{ field: string; msg: string }[]>([]);
   const [shown, setShown] = useState<Batch | null>(null);
   const [history, setHistory] = useState<Batch[]>(() => readBatches());
+  const [crowded, setCrowded] = useState<{ body: GenerateInput; space: number; share: number } | null>(null);
 
   const amountN = Number(amount);
   const durationN = unit === 'lifetime' ? 0 : Number(duration);
@@ -50,7 +53,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
       };
       setHistory(rememberBatch(batch));
       setShown(batch);
-      notice('ok', `${created.length} key${created.length === 1 ? '' : 's'} generated`);
+      notice('ok', `${plural(created.length, 'key')} generated`);
       void qc.invalidateQueries({ queryKey: ['licenses', app.id] });
       void qc.invalidateQueries({ queryKey: ['stats', app.id] });
       if (reseller) refresh(); // the balance changed
@@ -71,7 +74,9 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
       ...(unit === 'lifetime' ? {} : { duration: Number(duration) }),
       ...(note ? { note } : {}),
     };
-    generate.mutate(body);
+    const c = crowdedKeySpace(mask, body.alphabet?.length ?? 0, amountN);
+    if (c) setCrowded({ body, ...c });
+    else generate.mutate(body);
   };
   const err = (f: string) => local.find((p) => p.field === f)?.msg ?? fieldError(generate.error, f);
 
@@ -120,9 +125,9 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         </Field>
         {price && (
           <div className={`span-2 price${price.refused ? ' price-refused' : ''}`} role={price.refused ? 'alert' : 'status'} data-testid="price">
-            Price: {price.perKey} credit{price.perKey === 1 ? '' : 's'} per key × {amountN} = <strong>{price.total}</strong> credits.
-            {' '}Balance: {price.balance === null ? 'unlimited' : price.balance}.
-            {price.refused && <strong> Not enough credits: this batch costs {price.total}, your balance is {price.balance}.</strong>}
+            Price: {plural(price.perKey, 'credit')} per key × {formatCount(amountN)} = <strong>{plural(price.total, 'credit')}</strong>.
+            {' '}Balance: {price.balance === null ? 'unlimited' : formatCount(price.balance)}.
+            {price.refused && <strong> Not enough credits: this batch costs {formatCount(price.total)}, your balance is {formatCount(price.balance ?? 0)}.</strong>}
           </div>
         )}
         <FormError error={generate.error} fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note']} />
@@ -130,6 +135,19 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
           <Button type="submit" variant="primary" busy={generate.isPending} busyLabel="Generating" disabled={price?.refused ?? false}>Generate</Button>
         </div>
       </form>
+      <Confirm
+        open={crowded !== null}
+        title="Generate from such a small key space?"
+        message={crowded && (
+          <>This mask and these characters allow only {plural(crowded.space, 'different key')}; a batch of {formatCount(crowded.body.amount)} takes
+            {' '}{Math.max(1, Math.round(crowded.share * 100))} % of them. Keys from a space this small are easy to guess, and later batches will run
+            {' '}out of new keys. A longer mask or more character classes avoid both.</>
+        )}
+        confirmLabel="Generate anyway"
+        cancelLabel="Change the mask"
+        onConfirm={() => { const body = crowded!.body; setCrowded(null); generate.mutate(body); }}
+        onClose={() => setCrowded(null)}
+      />
       <BatchHistory batches={history} onShow={setShown} />
       <KeysDialog batch={shown} onClose={() => setShown(null)} />
     </section>
@@ -153,7 +171,7 @@ function BatchActions({ b }: { b: Batch }) {
 
 function KeysDialog({ batch, onClose }: { batch: Batch | null; onClose: () => void }) {
   return (
-    <Dialog open={batch !== null} title={batch ? `${batch.keys.length} new key${batch.keys.length === 1 ? '' : 's'}` : ''} onClose={onClose} wide>
+    <Dialog open={batch !== null} title={batch ? `${plural(batch.keys.length, 'new key')}` : ''} onClose={onClose} wide>
       {batch && (
         <>
           <p className="alert alert-warn">The server shows plaintext keys only now: copy or download them. This browser keeps the last 5 batches until you close it.</p>
@@ -173,7 +191,7 @@ function BatchHistory({ batches, onShow }: { batches: Batch[]; onShow: (b: Batch
       <ul aria-label="Recent batches" data-testid="batch-history">
         {batches.map((b) => (
           <li key={b.id}>
-            <span><Time iso={b.at} /> · {b.keys.length} key{b.keys.length === 1 ? '' : 's'} · {b.app_name}</span>
+            <span><Time iso={b.at} /> · {plural(b.keys.length, 'key')} · {b.app_name}</span>
             <span className="row-actions">
               <Button variant="ghost" onClick={() => onShow(b)}>Show</Button>
               <BatchActions b={b} />

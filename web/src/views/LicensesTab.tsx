@@ -1,42 +1,48 @@
-// Licenses: filters, search, cursor paging, status and computed status, activation time, row and
-// bulk actions (one request per row, progress, succeeded and failed counts), extend-all, and the
-// generator for callers with generate_keys.
-import { useEffect, useMemo, useState } from 'react';
-import { useInfiniteQuery, useMutation, useQueryClient } from '@tanstack/react-query';
-import type { ColumnDef, RowSelectionState } from '@tanstack/react-table';
-import { licenses as licensesApi } from '../api/endpoints.js';
-import type { App, License } from '../api/responses.js';
-import { DataTable } from '../components/DataTable.js';
-import { Badge, Button, Confirm, Dialog, ErrorState, Field, FormError, Loading, Time, fieldError } from '../components/ui.js';
+// Licenses: filters, search, a windowed table whose cursor pages are fetched as they scroll into
+// view, computed status and activation time, a row actions menu, a selection that can span every
+// key matching the filters, bulk actions (one request per row, progress, Cancel, succeeded, failed
+// and not-sent counts), extend-all, and the generator for callers with generate_keys.
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { apps as appsApi, licenses as licensesApi } from '../api/endpoints.js';
+import type { App, License, Stats } from '../api/responses.js';
+import { DataTable, type RowSelection } from '../components/DataTable.js';
+import { RowMenu, useRowMenu } from '../components/RowMenu.js';
+import { Button, Confirm, ErrorState, Loading, fieldError } from '../components/ui.js';
+import { usePagedList } from '../hooks/usePagedList.js';
+import { useSelection } from '../hooks/useSelection.js';
 import { runBulk, type BulkResult } from '../lib/bulk.js';
-import { can, isManager } from '../lib/permissions.js';
-import { activatedAt, durationLabel } from '../lib/time.js';
+import { can, isManager, showsStats } from '../lib/permissions.js';
+import { formatCount, plural } from '../lib/plural.js';
+import { walkPages } from '../lib/walk-pages.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 import { GeneratorPanel } from './GeneratorPanel.js';
+import { ACTION_LABEL, licenseColumns, rowOffers, type Action } from './LicenseColumns.js';
+import { BulkBar, BulkReport, ProgressLine, type Progress, type SelectedKey } from './LicenseBulk.js';
+import { ExtendAllDialog, ExtendDialog } from './LicenseDialogs.js';
+
+export { statusTone } from './LicenseColumns.js';
 
 const STATUS_FILTERS = [
   ['', 'All statuses'], ['active', 'Active'], ['unactivated', 'Unactivated'], ['expired', 'Expired'], ['banned', 'Banned'],
   ['unused', 'Stored: unused'], ['pending', 'Stored: pending'], ['used', 'Stored: used'],
 ] as const;
-const PAGE = 50;
+/** Rows per page the table fetches as it scrolls. */
+export const PAGE = 100;
+/** Rows per request when collecting every matching key (the listing's maximum). */
+const WALK_PAGE = 1000;
+/** Progress is redrawn at most this often during a long run. */
+const PROGRESS_MS = 100;
 
-type Action = 'extend' | 'reset' | 'ban' | 'unban' | 'delete';
-const ACTION_LABEL: Record<Action, string> = { extend: 'Extend', reset: 'Reset HWID', ban: 'Ban', unban: 'Unban', delete: 'Delete' };
-
-/** Row buttons only for what can apply to that key (bulk actions try every selected row and report failures). */
-function rowOffers(k: License, a: Action): boolean {
-  switch (a) {
-    case 'extend': return k.status === 'used' && k.duration_unit !== 'lifetime' && k.expires_at !== null;
-    case 'reset': return k.hwid === undefined || (k.hwid ?? '') !== '';
-    case 'ban': return k.status !== 'banned';
-    case 'unban': return k.status === 'banned';
-    case 'delete': return true;
+/** Keys matching a status filter according to the stats (the computed statuses it counts), else unknown. */
+function statsCount(stats: Stats | undefined, status: string): number | null {
+  if (!stats) return null;
+  switch (status) {
+    case '': return stats.keys.total;
+    case 'active': case 'unactivated': case 'expired': case 'banned': return stats.keys[status];
+    default: return null;
   }
-}
-
-export function statusTone(s: string): 'green' | 'red' | 'grey' | 'amber' {
-  return s === 'active' ? 'green' : s === 'banned' ? 'red' : s === 'expired' ? 'amber' : 'grey';
 }
 
 function useDebounced<T>(value: T, ms: number): T {
@@ -48,6 +54,18 @@ function useDebounced<T>(value: T, ms: number): T {
   return v;
 }
 
+/** A progress setter that redraws at most every PROGRESS_MS, and always for the first and last step. */
+function throttled(set: (p: Progress) => void, base: Omit<Progress, 'done' | 'total'>) {
+  let last = 0;
+  return (done: number, total: number | null) => {
+    const now = performance.now();
+    if (done === 0 || done === total || now - last >= PROGRESS_MS) {
+      last = now;
+      set({ ...base, done, total });
+    }
+  };
+}
+
 export function LicensesTab({ app }: { app: App }) {
   const { caller } = useSession();
   const qc = useQueryClient();
@@ -55,36 +73,38 @@ export function LicensesTab({ app }: { app: App }) {
   const [status, setStatus] = useState('');
   const [search, setSearch] = useState('');
   const q = useDebounced(search.trim(), 300);
-  const [selection, setSelection] = useState<RowSelectionState>({});
+  const scope = `${status}\n${q}`;
   const [generatorOpen, setGeneratorOpen] = useState(false);
-  const [pending, setPending] = useState<{ action: Action; rows: License[] } | null>(null);
-  const [progress, setProgress] = useState<{ label: string; done: number; total: number } | null>(null);
-  const [result, setResult] = useState<{ label: string; result: BulkResult<License> } | null>(null);
+  const [pending, setPending] = useState<{ action: Action; rows: SelectedKey[] } | null>(null);
+  const [progress, setProgress] = useState<Progress | null>(null);
+  const [result, setResult] = useState<{ label: string; result: BulkResult<SelectedKey> } | null>(null);
   const [extendAllOpen, setExtendAllOpen] = useState(false);
 
-  const list = useInfiniteQuery({
-    queryKey: ['licenses', app.id, status, q],
-    queryFn: ({ pageParam }) => licensesApi.list(app.id, {
-      limit: PAGE, ...(status ? { status: status as never } : {}), ...(q ? { q } : {}), ...(pageParam ? { cursor: pageParam } : {}),
-    }),
-    initialPageParam: '' as string,
-    getNextPageParam: (last) => last.next_cursor ?? undefined,
-  });
-  const rows = useMemo(() => list.data?.pages.flatMap((p) => p.items) ?? [], [list.data]);
-  const selected = rows.filter((r) => selection[r.id]);
-  useEffect(() => setSelection({}), [status, q]);
+  const fetchPage = useCallback(async (cursor: string, limit: number = PAGE) => {
+    const page = await licensesApi.list(app.id, {
+      limit, ...(status ? { status: status as never } : {}), ...(q ? { q } : {}), ...(cursor ? { cursor } : {}),
+    });
+    return { items: page.items, next: page.next_cursor };
+  }, [app.id, status, q]);
+  const list = usePagedList<License>({ queryKey: ['licenses', app.id, status, q], pageSize: PAGE, fetchPage });
+  const selection = useSelection<SelectedKey>(scope);
+  // Owners, admins and developers see every key, so the stats count what the listing holds.
+  const stats = useQuery({ queryKey: ['stats', app.id], queryFn: () => appsApi.stats(app.id), enabled: showsStats(caller) && isManager(caller) });
+  const matching = list.complete ? list.rows : q ? null : isManager(caller) ? statsCount(stats.data, status) : null;
 
-  const actions: Action[] = [
+  const actions = useMemo<Action[]>(() => [
     ...(isManager(caller) ? ['extend' as const] : []),
     ...(can(caller, 'reset_hwid') ? ['reset' as const] : []),
     ...(can(caller, 'ban_unban_keys') ? ['ban' as const, 'unban' as const] : []),
     ...(can(caller, 'delete_keys') ? ['delete' as const] : []),
-  ];
+  ], [caller]);
 
-  const run = async (action: Action, targets: License[], extend?: { value: number; unit: string; subtract: boolean }) => {
-    const label = `${ACTION_LABEL[action]} ${targets.length === 1 ? targets[0]!.key_preview : `${targets.length} keys`}`;
+  const run = async (action: Action, targets: SelectedKey[], extend?: { value: number; unit: string; subtract: boolean }) => {
+    const label = `${ACTION_LABEL[action]} ${targets.length === 1 ? targets[0]!.key_preview : plural(targets.length, 'key')}`;
+    const abort = new AbortController();
+    // The confirmation closes as the run starts, so its progress and Cancel are in reach.
+    setPending(null);
     setResult(null);
-    setProgress({ label, done: 0, total: targets.length });
     const r = await runBulk(targets, (row) => {
       switch (action) {
         case 'extend': return licensesApi.extend(row.id, { value: extend!.value, unit: extend!.unit as 'days', subtract: extend!.subtract });
@@ -93,10 +113,9 @@ export function LicensesTab({ app }: { app: App }) {
         case 'unban': return licensesApi.setBanned(row.id, false);
         case 'delete': return licensesApi.remove(row.id);
       }
-    }, (done, total) => setProgress({ label, done, total }));
+    }, throttled(setProgress, { label, cancel: () => abort.abort() }), { signal: abort.signal });
     setProgress(null);
-    setPending(null);
-    setSelection({});
+    selection.clear();
     if (targets.length === 1 && r.failed.length === 0) notice('ok', `${label}: done`);
     else setResult({ label, result: r });
     if (targets.length === 1 && r.failed.length === 1) notice('error', r.failed[0]!.detail);
@@ -104,42 +123,59 @@ export function LicensesTab({ app }: { app: App }) {
     void qc.invalidateQueries({ queryKey: ['stats', app.id] });
   };
 
-  const start = (action: Action, targets: License[]) => {
+  const start = (action: Action, targets: SelectedKey[]) => {
     if (targets.length === 0) return;
     if (action === 'extend' || action === 'delete' || targets.length > 1) setPending({ action, rows: targets });
     else void run(action, targets);
   };
 
-  const hasHwid = rows.some((r) => r.hwid !== undefined);
-  const columns = useMemo<ColumnDef<License, any>[]>(() => [
-    { id: 'key', header: 'Key', cell: ({ row }) => <code className="mono">{row.original.key_preview}</code> },
-    {
-      id: 'status', header: 'Status', cell: ({ row }) => (
-        <span className="status-cell">
-          <Badge tone={statusTone(row.original.computed_status)}>{row.original.computed_status}</Badge>
-          <span className="muted small" title="Stored status">{row.original.status}</span>
-        </span>
-      ),
+  const selectAllMatching = async () => {
+    const abort = new AbortController();
+    const report = throttled(setProgress, { label: 'Collecting matching keys', cancel: () => abort.abort() });
+    report(0, matching);
+    try {
+      const r = await walkPages((cursor) => fetchPage(cursor, WALK_PAGE), (k) => ({ id: k.id, key_preview: k.key_preview }), {
+        signal: abort.signal, onProgress: (n) => report(n, matching !== null ? Math.max(matching, n) : null),
+      });
+      if (r.complete) selection.replace(r.rows);
+      else notice('error', 'Stopped: the selection is unchanged.');
+    } catch (err) {
+      notice('error', err instanceof Error ? err.message : String(err));
+    } finally {
+      setProgress(null);
+    }
+  };
+
+  // The row menu and the columns keep their identity across selection changes and progress, so a
+  // ticked checkbox re-renders its own row only; the latest state is read through refs.
+  const menu = useRowMenu();
+  const live = useRef({ start, busy: false });
+  live.current = { start, busy: progress !== null };
+  const openMenu = useCallback((row: License, anchor: HTMLElement) => menu.open({
+    anchor,
+    label: `Actions for ${row.key_preview}`,
+    items: actions.filter((a) => rowOffers(row, a)).map((a) => ({
+      label: ACTION_LABEL[a], danger: a === 'delete', disabled: live.current.busy, onSelect: () => live.current.start(a, [row]),
+    })),
+  }), [actions, menu.open]); // eslint-disable-line react-hooks/exhaustive-deps
+  const hasHwid = list.rowAt(0)?.hwid !== undefined;
+  const columns = useMemo(() => licenseColumns({ hwid: hasHwid, actions: actions.length > 0, openMenu }), [hasHwid, actions.length, openMenu]);
+
+  const allLoaded = useMemo(() => {
+    const rows = list.loadedRows();
+    return rows.length > 0 && rows.every((r) => selection.has(r.id));
+  }, [list, selection]);
+  const rowSelection = useMemo<RowSelection<License> | undefined>(() => (actions.length === 0 ? undefined : {
+    isSelected: (r) => selection.has(r.id),
+    toggle: selection.toggle,
+    label: (r) => r.key_preview,
+    all: {
+      checked: allLoaded,
+      indeterminate: selection.size > 0 && !allLoaded,
+      label: 'Select all loaded keys',
+      toggle: (on) => selection.setMany(list.loadedRows(), on),
     },
-    { id: 'used_by', header: 'Used by', cell: ({ row }) => row.original.used_by || <span className="muted">—</span> },
-    { id: 'level', header: 'Level', cell: ({ row }) => row.original.level },
-    { id: 'duration', header: 'Duration', cell: ({ row }) => durationLabel(row.original.duration_value, row.original.duration_unit) },
-    { id: 'created', header: 'Created', cell: ({ row }) => <Time iso={row.original.created_at} /> },
-    { id: 'activated', header: 'Activated', cell: ({ row }) => <Time iso={activatedAt(row.original)} empty={row.original.status === 'used' ? '—' : 'not yet'} /> },
-    { id: 'expires', header: 'Expires', cell: ({ row }) => (row.original.duration_unit === 'lifetime' ? 'Never' : <Time iso={row.original.expires_at} empty="on activation" />) },
-    ...(hasHwid ? [{ id: 'hwid', header: 'HWID', cell: ({ row }: { row: { original: License } }) => <code className="mono small">{row.original.hwid || '—'}</code> }] : []),
-    { id: 'note', header: 'Note', cell: ({ row }) => <span className="clamp">{row.original.note}</span> },
-    ...(actions.length > 0 ? [{
-      id: 'actions', header: 'Actions', cell: ({ row }: { row: { original: License } }) => (
-        <span className="row-actions">
-          {actions.filter((a) => rowOffers(row.original, a)).map((a) => (
-            <Button key={a} variant={a === 'delete' ? 'danger' : 'ghost'} className="small" disabled={progress !== null}
-              aria-label={`${ACTION_LABEL[a]} ${row.original.key_preview}`} onClick={() => start(a, [row.original])}>{ACTION_LABEL[a]}</Button>
-          ))}
-        </span>
-      ),
-    }] : []),
-  ], [hasHwid, actions.join(','), progress !== null]); // eslint-disable-line react-hooks/exhaustive-deps
+  }), [actions.length, selection, allLoaded, list]);
 
   return (
     <div className="licenses">
@@ -160,129 +196,53 @@ export function LicensesTab({ app }: { app: App }) {
       {generatorOpen && <GeneratorPanel app={app} onClose={() => setGeneratorOpen(false)} />}
       {fieldError(list.error, 'query.q') && <div className="field-error" role="alert">{fieldError(list.error, 'query.q')}</div>}
 
-      {selected.length > 0 && actions.length > 0 && (
-        <div className="bulk-bar" role="region" aria-label="Bulk actions">
-          <span>{selected.length} selected</span>
-          {actions.map((a) => (
-            <Button key={a} variant={a === 'delete' ? 'danger' : 'plain'} disabled={progress !== null} onClick={() => start(a, selected)}>
-              {ACTION_LABEL[a]} selected
-            </Button>
-          ))}
-          <Button variant="ghost" onClick={() => setSelection({})}>Clear selection</Button>
-        </div>
+      {selection.size > 0 && actions.length > 0 && (
+        <BulkBar selected={selection.size} matching={matching} actions={actions} busy={progress !== null}
+          onAction={(a) => start(a, [...selection.map.values()])} onSelectAll={() => void selectAllMatching()} onClear={selection.clear} />
       )}
-      {progress && (
-        <div className="progress-line" role="status" aria-live="polite">
-          <progress max={progress.total} value={progress.done} aria-label={progress.label} /> {progress.label}: {progress.done} of {progress.total}
-        </div>
-      )}
+      {progress && <ProgressLine progress={progress} />}
       {result && <BulkReport label={result.label} result={result.result} onClose={() => setResult(null)} />}
 
       {list.isPending && <Loading label="Loading keys" />}
-      {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
-      {list.data && (
-        <DataTable
-          caption="License keys"
-          testId="licenses-table"
-          data={rows}
-          columns={columns}
-          rowId={(r) => r.id}
-          rowLabel={(r) => r.key_preview}
-          {...(actions.length > 0 ? { selection, onSelection: setSelection } : {})}
-          empty={status || q ? 'No key matches these filters.' : can(caller, 'generate_keys') ? 'No keys yet. Generate some above.' : 'No keys yet.'}
-        />
+      {list.error !== null && !fieldError(list.error, 'query.q') && <ErrorState error={list.error} retry={list.retry} />}
+      {!list.isPending && (list.rows > 0 || list.complete) && (
+        <>
+          <p className="muted small table-count" data-testid="licenses-count">
+            {list.complete ? plural(list.rows, 'key') : matching !== null ? plural(matching, 'key') : `${formatCount(list.rows)}+ keys`}
+            {status || q ? ' match these filters' : ''}
+          </p>
+          <DataTable
+            caption="License keys"
+            testId="licenses-table"
+            className="licenses-table"
+            columns={columns}
+            count={list.count}
+            rowAt={list.rowAt}
+            rowId={(r) => r.id}
+            onRange={list.setRange}
+            resetKey={scope}
+            {...(rowSelection ? { selection: rowSelection } : {})}
+            loading={<span className="muted">Loading more keys…</span>}
+            empty={status || q ? 'No key matches these filters.' : can(caller, 'generate_keys') ? 'No keys yet. Generate some above.' : 'No keys yet.'}
+          />
+        </>
       )}
-      {list.hasNextPage && (
-        <div className="actions">
-          <Button onClick={() => void list.fetchNextPage()} busy={list.isFetchingNextPage} busyLabel="Loading more">Load more</Button>
-        </div>
-      )}
+      <RowMenu menu={menu.menu} onClose={menu.close} />
 
       <ExtendDialog pending={pending?.action === 'extend' ? pending.rows : null} onClose={() => setPending(null)}
         onSubmit={(v) => void run('extend', pending!.rows, v)} busy={progress !== null} />
       <Confirm
         open={pending !== null && pending.action !== 'extend'}
-        title={pending ? `${ACTION_LABEL[pending.action]} ${pending.rows.length === 1 ? 'this key' : `${pending.rows.length} keys`}?` : ''}
-        message={pending?.action === 'delete' ? 'Deleted keys are gone for good; a bound user is refused at its next request.' : 'One request is sent per key; you will see how many succeeded and failed.'}
-        confirmLabel={pending ? `${ACTION_LABEL[pending.action]}${pending.rows.length > 1 ? ` ${pending.rows.length} keys` : ''}` : ''}
+        title={pending ? `${ACTION_LABEL[pending.action]} ${pending.rows.length === 1 ? 'this key' : plural(pending.rows.length, 'key')}?` : ''}
+        message={pending?.action === 'delete'
+          ? 'Deleted keys are gone for good; a bound user is refused at its next request.'
+          : 'One request is sent per key; you will see how many succeeded and failed, and can cancel the rest.'}
+        confirmLabel={pending ? `${ACTION_LABEL[pending.action]}${pending.rows.length > 1 ? ` ${plural(pending.rows.length, 'key')}` : ''}` : ''}
         busy={progress !== null}
         onConfirm={() => pending && void run(pending.action, pending.rows)}
         onClose={() => setPending(null)}
       />
       <ExtendAllDialog app={app} open={extendAllOpen} onClose={() => setExtendAllOpen(false)} />
     </div>
-  );
-}
-
-function BulkReport({ label, result, onClose }: { label: string; result: BulkResult<License>; onClose: () => void }) {
-  const failed = result.failed.length;
-  return (
-    <div className={`alert ${failed ? 'alert-warn' : 'alert-ok'}`} role="status" data-testid="bulk-report">
-      <div>
-        <strong>{label}:</strong> {result.succeeded} succeeded, {failed} failed.
-        {failed > 0 && (
-          <ul>
-            {result.failed.map((f) => <li key={f.item.id}><code>{f.item.key_preview}</code>: {f.detail}</li>)}
-          </ul>
-        )}
-      </div>
-      <Button variant="ghost" onClick={onClose} aria-label="Dismiss">✕</Button>
-    </div>
-  );
-}
-
-function ExtendDialog({ pending, onClose, onSubmit, busy }: {
-  pending: License[] | null; onClose: () => void; onSubmit: (v: { value: number; unit: string; subtract: boolean }) => void; busy: boolean;
-}) {
-  const [value, setValue] = useState('7');
-  const [unit, setUnit] = useState('days');
-  const [subtract, setSubtract] = useState(false);
-  return (
-    <Dialog open={pending !== null} title={pending && pending.length === 1 ? `Extend ${pending[0]!.key_preview}` : `Extend ${pending?.length ?? 0} keys`} onClose={onClose}>
-      <form noValidate onSubmit={(e) => { e.preventDefault(); onSubmit({ value: Number(value), unit, subtract }); }}>
-        <div className="field-pair">
-          <Field label="Amount of time">{(p) => <input {...p} type="number" inputMode="numeric" value={value} onChange={(e) => setValue(e.target.value)} autoFocus />}</Field>
-          <Field label="Unit">{(p) => <select {...p} value={unit} onChange={(e) => setUnit(e.target.value)}>{['hours', 'days', 'weeks', 'months'].map((u) => <option key={u}>{u}</option>)}</select>}</Field>
-        </div>
-        <label className="check"><input type="checkbox" checked={subtract} onChange={(e) => setSubtract(e.target.checked)} /> Subtract instead of adding</label>
-        <p className="muted small">Lifetime and never-activated keys cannot be extended; they are reported as failed.</p>
-        <div className="actions">
-          <Button onClick={onClose}>Cancel</Button>
-          <Button type="submit" variant="primary" busy={busy} busyLabel="Extending">{subtract ? 'Subtract' : 'Extend'}</Button>
-        </div>
-      </form>
-    </Dialog>
-  );
-}
-
-function ExtendAllDialog({ app, open, onClose }: { app: App; open: boolean; onClose: () => void }) {
-  const qc = useQueryClient();
-  const [value, setValue] = useState('7');
-  const [unit, setUnit] = useState('days');
-  const m = useMutation({
-    mutationFn: () => licensesApi.extendAll(app.id, { value: Number(value), unit: unit as 'days' }),
-    onSuccess: () => {
-      void qc.invalidateQueries({ queryKey: ['licenses', app.id] });
-    },
-  });
-  useEffect(() => {
-    if (!open) m.reset();
-  }, [open]); // eslint-disable-line react-hooks/exhaustive-deps
-  return (
-    <Dialog open={open} title="Extend every active key" onClose={onClose}>
-      <form noValidate onSubmit={(e) => { e.preventDefault(); m.mutate(); }}>
-        <div className="field-pair">
-          <Field label="Amount of time" error={fieldError(m.error, 'value')}>{(p) => <input {...p} type="number" inputMode="numeric" value={value} onChange={(e) => setValue(e.target.value)} autoFocus />}</Field>
-          <Field label="Unit" error={fieldError(m.error, 'unit')}>{(p) => <select {...p} value={unit} onChange={(e) => setUnit(e.target.value)}>{['hours', 'days', 'weeks', 'months'].map((u) => <option key={u}>{u}</option>)}</select>}</Field>
-        </div>
-        <p className="muted small">Unused and lifetime keys are skipped.</p>
-        <FormError error={m.error} fields={['value', 'unit']} />
-        {m.data && <div className="alert alert-ok" role="status">{m.data.extended} extended, {m.data.skipped} skipped.</div>}
-        <div className="actions">
-          <Button onClick={onClose}>{m.data ? 'Close' : 'Cancel'}</Button>
-          {!m.data && <Button type="submit" variant="primary" busy={m.isPending} busyLabel="Extending">Extend all</Button>}
-        </div>
-      </form>
-    </Dialog>
   );
 }

@@ -5,10 +5,13 @@ import { useMutation } from '@tanstack/react-query';
 import { auth } from '../api/endpoints.js';
 import type { Account } from '../api/responses.js';
 import { Button, Field, FormError } from '../components/ui.js';
+import { useTitle } from '../hooks/useTitle.js';
 
-export function LoginView({ onSignedIn }: { onSignedIn: (account: Account) => void }) {
+/** `notice`: why a signed-in page came back here (its session was ended), shown above the form. */
+export function LoginView({ onSignedIn, notice }: { onSignedIn: (account: Account) => void; notice?: string | null }) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
+  useTitle('Sign in');
   const login = useMutation({ mutationFn: () => auth.login(username, password), onSuccess: (r) => onSignedIn(r.account) });
   return (
     <main className="login">
@@ -22,6 +25,7 @@ export function LoginView({ onSignedIn }: { onSignedIn: (account: Account) => vo
         }}
       >
         <h1 id="login-title"><img src="/dashboard/favicon.svg" alt="" width="28" height="28" /> Keywarden</h1>
+        {notice && <div className="alert alert-warn" role="status" data-testid="signed-out-reason">{notice}</div>}
         <p className="muted">Sign in to manage your applications, keys and team.</p>
         <Field label="Username">
           {(p) => <input {...p} name="username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.target.value)} autoFocus />}

@@ -1,70 +1,71 @@
 // The audit log: Time, Action, Detail, IP, Location, Screen (the server leaves out what the caller
-// may not see), a level filter and paging towards older entries.
-import { useState } from 'react';
-import { useQuery } from '@tanstack/react-query';
+// may not see) in a windowed table that fetches older entries as they scroll into view, and a
+// level filter. A live event refreshes the pages on screen only.
+import { useCallback, useMemo, useState } from 'react';
 import { apps as appsApi } from '../api/endpoints.js';
 import type { App, LogEntry } from '../api/responses.js';
-import { Badge, Button, EmptyState, ErrorState, Loading, Time } from '../components/ui.js';
+import { DataTable, type Column } from '../components/DataTable.js';
+import { Badge, ErrorState, Loading, Time } from '../components/ui.js';
+import { usePagedList } from '../hooks/usePagedList.js';
 
-const PAGE = 50;
+const PAGE = 100;
 const LEVELS = [['', 'All levels'], ['info', 'Info'], ['warning', 'Warning'], ['error', 'Error']] as const;
 
 export function LogsTab({ app }: { app: App }) {
   const [level, setLevel] = useState('');
-  // `before` of each page after the first; the first page (newest) follows live updates.
-  const [cursors, setCursors] = useState<string[]>([]);
-  const before = cursors[cursors.length - 1];
-  const list = useQuery({
-    queryKey: ['logs', app.id, level, before ?? ''],
-    queryFn: () => appsApi.logs(app.id, { limit: PAGE, ...(level ? { level: level as 'info' } : {}), ...(before ? { before } : {}) }),
-    placeholderData: (prev) => prev,
-  });
-  const rows: LogEntry[] = list.data ?? [];
-  const showIp = rows.some((r) => r.ip !== undefined);
-  const showScreen = rows.some((r) => r.screen !== undefined);
+  // The listing pages with `before` (the last id of the previous page) and returns a plain array:
+  // a full page means there may be more.
+  const fetchPage = useCallback(async (before: string) => {
+    const items = await appsApi.logs(app.id, { limit: PAGE, ...(level ? { level: level as 'info' } : {}), ...(before ? { before } : {}) });
+    return { items, next: items.length === PAGE ? items[items.length - 1]!.id : null };
+  }, [app.id, level]);
+  const list = usePagedList<LogEntry>({ queryKey: ['logs', app.id, level], pageSize: PAGE, fetchPage });
+  const sample = list.rowAt(0);
+  const showIp = sample?.ip !== undefined;
+  const showScreen = sample?.screen !== undefined;
+  const columns = useMemo<Column<LogEntry>[]>(() => [
+    { id: 'time', header: 'Time', cell: (r) => <Time iso={r.time} /> },
+    {
+      id: 'action', header: 'Action', title: (r) => r.action, cell: (r) => (
+        <>{r.level !== 'info' && <Badge tone={r.level === 'error' ? 'red' : 'amber'}>{r.level}</Badge>} <code>{r.action}</code></>
+      ),
+    },
+    { id: 'detail', header: 'Detail', title: (r) => r.detail, cell: (r) => r.detail },
+    ...(showIp ? [
+      { id: 'ip', header: 'IP', title: (r: LogEntry) => r.ip || undefined, cell: (r: LogEntry) => r.ip || '—' },
+      { id: 'location', header: 'Location', title: (r: LogEntry) => r.location || undefined, cell: (r: LogEntry) => r.location || '—' },
+    ] : []),
+    ...(showScreen ? [{ id: 'screen', header: 'Screen', title: (r: LogEntry) => r.screen || undefined, cell: (r: LogEntry) => (r.screen ? '📷 captured' : '—') }] : []),
+  ], [showIp, showScreen]);
+
   return (
     <div>
       <div className="toolbar">
         <label className="inline-field">
           <span>Level</span>
-          <select name="level" value={level} onChange={(e) => { setLevel(e.target.value); setCursors([]); }}>
+          <select name="level" value={level} onChange={(e) => setLevel(e.target.value)}>
             {LEVELS.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
           </select>
         </label>
-        <span className="muted">{cursors.length === 0 ? 'Newest entries' : `Page ${cursors.length + 1}`}</span>
+        <span className="muted small">Newest first; older entries load as you scroll.</span>
       </div>
       {list.isPending && <Loading label="Loading logs" />}
-      {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
-      {list.data && rows.length === 0 && <EmptyState title={cursors.length ? 'No older entries' : 'No log entries yet'}>Client calls, key and user changes are recorded here.</EmptyState>}
-      {rows.length > 0 && (
-        <div className="table-wrap" role="region" aria-label="Audit log" tabIndex={0} data-testid="logs-table">
-          <table className="table">
-            <caption className="sr-only">Audit log</caption>
-            <thead>
-              <tr>
-                <th scope="col">Time</th><th scope="col">Action</th><th scope="col">Detail</th>
-                {showIp && <><th scope="col">IP</th><th scope="col">Location</th></>}
-                {showScreen && <th scope="col">Screen</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((r) => (
-                <tr key={r.id} data-row-id={r.id}>
-                  <td className="nowrap"><Time iso={r.time} /></td>
-                  <td><span className="nowrap">{r.level !== 'info' && <Badge tone={r.level === 'error' ? 'red' : 'amber'}>{r.level}</Badge>} <code>{r.action}</code></span></td>
-                  <td className="detail">{r.detail}</td>
-                  {showIp && <><td className="nowrap">{r.ip || '—'}</td><td>{r.location || '—'}</td></>}
-                  {showScreen && <td>{r.screen ? <span title={r.screen}>📷 captured</span> : '—'}</td>}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {list.error !== null && <ErrorState error={list.error} retry={list.retry} />}
+      {!list.isPending && (list.rows > 0 || list.complete) && (
+        <DataTable
+          caption="Audit log"
+          testId="logs-table"
+          className="logs-table"
+          columns={columns}
+          count={list.count}
+          rowAt={list.rowAt}
+          rowId={(r) => r.id}
+          onRange={list.setRange}
+          resetKey={level}
+          loading={<span className="muted">Loading older entries…</span>}
+          empty={level ? 'No entry at this level.' : 'No log entries yet: client calls, key and user changes are recorded here.'}
+        />
       )}
-      <div className="actions">
-        {cursors.length > 0 && <Button onClick={() => setCursors(cursors.slice(0, -1))}>Newer</Button>}
-        {rows.length === PAGE && <Button busy={list.isFetching} busyLabel="Loading" onClick={() => setCursors([...cursors, rows[rows.length - 1]!.id])}>Older</Button>}
-      </div>
       {showIp && <p className="muted small"><a href="https://db-ip.com" target="_blank" rel="noreferrer">IP Geolocation by DB-IP</a></p>}
     </div>
   );

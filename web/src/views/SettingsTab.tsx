@@ -1,13 +1,16 @@
 // Application settings: every PATCH field of PROTOCOL 11.1 (flags as switches, key_costs tiers,
 // heartbeat_interval), the allowed binary hashes, secret rotation with a confirmation and deletion
-// with a typed confirmation. Only changed fields are sent; a 422 shows next to its field.
+// with a typed confirmation. Only changed fields are sent; a 422 shows next to its field; the update
+// and webhook addresses are checked before sending; leaving with unsaved changes asks first.
 import { useMemo, useState } from 'react';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { apps as appsApi, type AppPatch } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
 import { Button, Confirm, Field, FormError, Switch, fieldError } from '../components/ui.js';
 import { KEY_COST_TIERS, type KeyCostTier } from '../lib/pricing.js';
-import { navigate, paths } from '../router.js';
+import { plural } from '../lib/plural.js';
+import { updateUrlProblem, webhookProblem } from '../lib/urls.js';
+import { navigate, paths, useNavigationGuard } from '../router.js';
 import { useNotice } from '../notices.js';
 
 const FLAGS = [
@@ -69,9 +72,23 @@ export function SettingsTab({ app }: { app: App }) {
   const notice = useNotice();
   const [form, setForm] = useState<FormState>(() => initial(app));
   const [confirm, setConfirm] = useState<'rotate' | 'delete' | null>(null);
+  const [local, setLocal] = useState<Partial<Record<TextField, string>>>({});
+  const [leaving, setLeaving] = useState<(() => void) | null>(null);
   const patch = useMemo(() => settingsPatch(app, form), [app, form]);
   const hashesChanged = hashList(form.hashes).join('\n') !== app.allowed_hashes.join('\n');
   const dirty = Object.keys(patch).length > 0 || hashesChanged;
+  useNavigationGuard(dirty, (proceed) => setLeaving(() => proceed));
+
+  const submit = () => {
+    save.reset(); // the last answer's errors belong to values that may have changed since
+    const problems: Partial<Record<TextField, string>> = {};
+    const u = updateUrlProblem(form.text.update_url);
+    const w = webhookProblem(form.text.webhook);
+    if (u && patch.update_url !== undefined) problems.update_url = u;
+    if (w && patch.webhook !== undefined) problems.webhook = w;
+    setLocal(problems);
+    if (Object.keys(problems).length === 0) save.mutate();
+  };
 
   const save = useMutation({
     mutationFn: async () => {
@@ -84,6 +101,7 @@ export function SettingsTab({ app }: { app: App }) {
       qc.setQueryData(['app', app.id], updated);
       void qc.invalidateQueries({ queryKey: ['apps'] });
       setForm(initial(updated));
+      setLocal({});
       notice('ok', 'Settings saved');
     },
   });
@@ -107,7 +125,7 @@ export function SettingsTab({ app }: { app: App }) {
     },
   });
 
-  const err = (f: string) => fieldError(save.error, f);
+  const err = (f: string) => local[f as TextField] ?? fieldError(save.error, f);
   const text = (t: TextField, label: string, opts: { hint?: string; area?: boolean; placeholder?: string } = {}) => (
     <Field label={label} error={err(t)} hint={opts.hint} className={opts.area ? 'span-2' : undefined}>
       {(p) => opts.area
@@ -123,7 +141,7 @@ export function SettingsTab({ app }: { app: App }) {
 
   return (
     <div className="settings">
-      <form noValidate aria-label="Application settings" onSubmit={(e) => { e.preventDefault(); save.mutate(); }}>
+      <form noValidate aria-label="Application settings" onSubmit={(e) => { e.preventDefault(); submit(); }}>
         <fieldset className="card form-grid">
           <legend>General</legend>
           {text('name', 'Name')}
@@ -166,7 +184,7 @@ export function SettingsTab({ app }: { app: App }) {
           <legend>Reseller key prices (credits per key)</legend>
           <div className="costs">
             {KEY_COST_TIERS.map((t) => (
-              <Field key={t} label={t === 'lifetime' ? 'Lifetime' : `${t.slice(5)} day${t === 'days:1' ? '' : 's'}`} error={err(`key_costs.${t}`)}>
+              <Field key={t} label={t === 'lifetime' ? 'Lifetime' : plural(Number(t.slice(5)), 'day')} error={err(`key_costs.${t}`)}>
                 {(p) => <input {...p} name={`cost-${t}`} inputMode="numeric" value={form.costs[t]} placeholder="—" onChange={(e) => setForm({ ...form, costs: { ...form.costs, [t]: e.target.value } })} />}
               </Field>
             ))}
@@ -176,7 +194,7 @@ export function SettingsTab({ app }: { app: App }) {
         </fieldset>
         <FormError error={save.error} fields={shownFields} />
         <div className={`actions${dirty ? ' sticky-actions' : ''}`}>
-          <Button onClick={() => { setForm(initial(app)); save.reset(); }} disabled={!dirty}>Discard changes</Button>
+          <Button onClick={() => { setForm(initial(app)); setLocal({}); save.reset(); }} disabled={!dirty}>Discard changes</Button>
           <Button type="submit" variant="primary" busy={save.isPending} busyLabel="Saving" disabled={!dirty}>Save settings</Button>
         </div>
       </form>
@@ -192,6 +210,9 @@ export function SettingsTab({ app }: { app: App }) {
           <Button variant="danger" onClick={() => setConfirm('delete')}>Delete application</Button>
         </div>
       </section>
+      <Confirm open={leaving !== null} title="Leave without saving?" confirmLabel="Discard changes" cancelLabel="Keep editing"
+        message="Your changes to this application's settings have not been saved."
+        onConfirm={() => { const go = leaving; setLeaving(null); setForm(initial(app)); go?.(); }} onClose={() => setLeaving(null)} />
       <Confirm open={confirm === 'rotate'} title="Rotate the API secret?" confirmLabel="Rotate secret" busy={rotate.isPending} error={rotate.error}
         message="Signatures made with the current secret stop verifying immediately." onConfirm={() => rotate.mutate()} onClose={() => { setConfirm(null); rotate.reset(); }} />
       <Confirm open={confirm === 'delete'} title={`Delete “${app.name}”?`} confirmLabel="Delete application" typed={app.name} busy={remove.isPending} error={remove.error}

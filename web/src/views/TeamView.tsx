@@ -7,6 +7,9 @@ import { apps as appsApi, team as teamApi, type SubscriptionInput, type TeamCrea
 import type { Account, App } from '../api/responses.js';
 import { Badge, Button, Confirm, Dialog, EmptyState, ErrorState, Field, FormError, Loading, Switch, Time, fieldError } from '../components/ui.js';
 import { PERMISSION_KEYS, PERMISSION_LABELS, type PermissionKey, type Permissions } from '../lib/permissions.js';
+import { useTitle } from '../hooks/useTitle.js';
+import { plural } from '../lib/plural.js';
+import { webhookProblem } from '../lib/urls.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 
@@ -45,6 +48,7 @@ export function TeamView() {
   const listed = list.data?.find((m) => m.id === selectedId);
   if (listed && listed !== lastSelected) setLastSelected(listed);
   const selected = selectedId ? (listed ?? lastSelected) : null;
+  useTitle('Team');
 
   if (caller.role === 'reseller') return <EmptyState title="Team management is for owners and admins" />;
   return (
@@ -78,8 +82,8 @@ function MemberNode({ node, onOpen }: { node: TreeNode; onOpen: (id: string) => 
         {m.display_name && <span className="muted">{m.display_name}</span>}
         <Badge tone={roleTone(m.role)}>{m.role}</Badge>
         {!m.enabled && <Badge tone="red">disabled</Badge>}
-        {m.role === 'reseller' && <span className="muted small">credits: {m.credits ?? 'unlimited'}</span>}
-        <span className="muted small">{m.allowed_apps.length} app{m.allowed_apps.length === 1 ? '' : 's'}</span>
+        {m.role === 'reseller' && <span className="muted small">{m.credits == null ? 'unlimited credits' : plural(m.credits, 'credit')}</span>}
+        <span className="muted small">{plural(m.allowed_apps.length, 'app')}</span>
         {m.subscription_expires_at && <span className="muted small">subscription until <Time iso={m.subscription_expires_at} /></span>}
       </div>
       {node.children.length > 0 && <ul>{node.children.map((c) => <MemberNode key={c.member.id} node={c} onOpen={onOpen} />)}</ul>}
@@ -216,6 +220,7 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
   const saveApps = useMutation({ mutationFn: () => teamApi.setApps(member.id, allowed), onSuccess: done('Applications saved') });
   const topUp = useMutation({ mutationFn: () => teamApi.addCredits(member.id, intOrText(credits)), onSuccess: () => { setCredits(''); done('Credits changed')(); } });
   const savePassword = useMutation({ mutationFn: () => teamApi.setPassword(member.id, password), onSuccess: () => { setPassword(''); done('Password set; their sessions were signed out')(); } });
+  const [webhookLocal, setWebhookLocal] = useState<string | undefined>(undefined);
   const saveWebhook = useMutation({ mutationFn: () => teamApi.setWebhook(member.id, webhook), onSuccess: done('Webhook saved') });
   const saveSub = useMutation({
     mutationFn: () => {
@@ -239,7 +244,7 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
   if (adopted !== null) {
     return (
       <Dialog open title={`${member.username} deleted`} onClose={onClose}>
-        <p role="status">{member.username} was deleted. {adopted === 0 ? 'They had no team members of their own.' : `${adopted} member${adopted === 1 ? '' : 's'} of theirs moved under you.`}</p>
+        <p role="status">{member.username} was deleted. {adopted === 0 ? 'They had no team members of their own.' : `${plural(adopted, 'member')} of theirs moved under you.`}</p>
         <div className="actions"><Button variant="primary" onClick={onClose}>Close</Button></div>
       </Dialog>
     );
@@ -248,7 +253,7 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
     <Dialog open title={`Manage ${member.username}`} onClose={onClose} wide>
       <p className="muted">
         <Badge tone={roleTone(member.role)}>{member.role}</Badge> created <Time iso={member.created_at} />
-        {member.role === 'reseller' && <> · credits {member.credits ?? 'unlimited'}</>}
+        {member.role === 'reseller' && <> · {member.credits == null ? 'unlimited credits' : plural(member.credits, 'credit')}</>}
       </p>
       <Section title="Profile">
         <form noValidate className="form-grid" onSubmit={(e) => { e.preventDefault(); saveProfile.mutate(); }}>
@@ -324,8 +329,13 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
         </form>
       </Section>
       <Section title="Default webhook">
-        <form noValidate className="form-inline" onSubmit={(e) => { e.preventDefault(); saveWebhook.mutate(); }}>
-          <Field label="Webhook URL" error={fieldError(saveWebhook.error, 'webhook')} className="grow" hint="Alerts for keys this member generated, when the app has no webhook. Blank clears.">{(p) => <input {...p} value={webhook} onChange={(e) => setWebhook(e.target.value)} placeholder="https://" />}</Field>
+        <form noValidate className="form-inline" onSubmit={(e) => {
+          e.preventDefault();
+          const problem = webhookProblem(webhook);
+          setWebhookLocal(problem);
+          if (!problem) saveWebhook.mutate();
+        }}>
+          <Field label="Webhook URL" error={webhookLocal ?? fieldError(saveWebhook.error, 'webhook')} className="grow" hint="Alerts for keys this member generated, when the app has no webhook. Blank clears.">{(p) => <input {...p} value={webhook} onChange={(e) => setWebhook(e.target.value)} placeholder="https://" />}</Field>
           <Button type="submit" busy={saveWebhook.isPending} busyLabel="Saving">Save webhook</Button>
           <FormError error={saveWebhook.error} fields={['webhook']} />
         </form>

@@ -1,15 +1,21 @@
-// End users (the 2000 newest, SPEC Limits): reset HWID, freeze/unfreeze, delete, with the fields
-// the caller may see. Hidden fields are absent from the answer; their columns simply are not shown.
-import { useMemo, useState } from 'react';
+// End users (the 2000 newest, SPEC Limits) in a windowed table: reset HWID, freeze/unfreeze, delete
+// from each row's menu, with the fields the caller may see. Hidden fields are absent from the answer;
+// their columns simply are not shown. The filter is the browser's over the loaded users until the
+// server searches users itself.
+import { useCallback, useMemo, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import type { ColumnDef } from '@tanstack/react-table';
 import { users as usersApi } from '../api/endpoints.js';
 import type { App, EndUser } from '../api/responses.js';
-import { DataTable } from '../components/DataTable.js';
-import { Badge, Button, Confirm, ErrorState, Loading, Time } from '../components/ui.js';
+import { DataTable, type Column } from '../components/DataTable.js';
+import { MenuButton, RowMenu, useRowMenu } from '../components/RowMenu.js';
+import { Badge, Confirm, ErrorState, Loading, Time } from '../components/ui.js';
+import { formatCount, plural } from '../lib/plural.js';
 import { can } from '../lib/permissions.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
+
+/** What GET /api/apps/{id}/users returns at most (SPEC Limits). */
+const MAX_USERS = 2000;
 
 export function UsersTab({ app }: { app: App }) {
   const { caller } = useSession();
@@ -42,41 +48,44 @@ export function UsersTab({ app }: { app: App }) {
   const showHwid = rows.some((u) => u.hwid !== undefined);
   const showIp = rows.some((u) => u.ip !== undefined);
 
-  const columns = useMemo<ColumnDef<EndUser, any>[]>(() => [
-    { id: 'username', header: 'Username', cell: ({ row }) => <strong>{row.original.username}</strong> },
-    { id: 'state', header: 'State', cell: ({ row }) => (row.original.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>) },
-    { id: 'level', header: 'Level', cell: ({ row }) => row.original.level },
-    { id: 'created', header: 'Registered', cell: ({ row }) => <Time iso={row.original.created_at} /> },
-    { id: 'last_login', header: 'Last login', cell: ({ row }) => <Time iso={row.original.last_login} empty="never" /> },
-    { id: 'expires', header: 'Expires', cell: ({ row }) => <Time iso={row.original.expires_at} empty="never" /> },
-    ...(showHwid ? [{ id: 'hwid', header: 'HWID', cell: ({ row }: { row: { original: EndUser } }) => <code className="mono small">{row.original.hwid || '—'}</code> }] : []),
+  // Rows and their menu keep their identity while `busy` changes; the menu reads it when opened.
+  const menu = useRowMenu();
+  const live = useRef({ act, busy });
+  live.current = { act, busy };
+  const openMenu = useCallback((u: EndUser, anchor: HTMLElement) => menu.open({
+    anchor,
+    label: `Actions for ${u.username}`,
+    items: [
+      ...(can(caller, 'reset_hwid') ? [{
+        label: 'Reset HWID', disabled: live.current.busy !== null,
+        onSelect: () => void live.current.act(`reset:${u.id}`, `HWID of ${u.username} reset`, () => usersApi.resetHwid(u.id)),
+      }] : []),
+      ...(can(caller, 'freeze_unfreeze') ? [{
+        label: u.banned ? 'Unfreeze' : 'Freeze', disabled: live.current.busy !== null,
+        onSelect: () => void live.current.act(`ban:${u.id}`, `${u.username} ${u.banned ? 'unfrozen' : 'frozen'}`, () => usersApi.setBanned(u.id, !u.banned)),
+      }] : []),
+      ...(can(caller, 'delete_keys') ? [{ label: 'Delete', danger: true, onSelect: () => setDeleting(u) }] : []),
+    ],
+  }), [caller, menu.open]);
+  const hasActions = can(caller, 'reset_hwid') || can(caller, 'freeze_unfreeze') || can(caller, 'delete_keys');
+
+  const columns = useMemo<Column<EndUser>[]>(() => [
+    { id: 'username', header: 'Username', title: (u) => u.username, cell: (u) => <strong>{u.username}</strong> },
+    { id: 'state', header: 'State', cell: (u) => (u.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>) },
+    { id: 'level', header: 'Level', cell: (u) => u.level },
+    { id: 'created', header: 'Registered', cell: (u) => <Time iso={u.created_at} /> },
+    { id: 'last_login', header: 'Last login', cell: (u) => <Time iso={u.last_login} empty="never" /> },
+    { id: 'expires', header: 'Expires', cell: (u) => <Time iso={u.expires_at} empty="never" /> },
+    ...(showHwid ? [{ id: 'hwid', header: 'HWID', title: (u: EndUser) => u.hwid || undefined, cell: (u: EndUser) => <code className="mono small">{u.hwid || '—'}</code> }] : []),
     ...(showIp ? [
-      { id: 'ip', header: 'IP', cell: ({ row }: { row: { original: EndUser } }) => row.original.ip || '—' },
-      { id: 'countries', header: 'Countries', cell: ({ row }: { row: { original: EndUser } }) => (row.original.known_countries ?? []).join(', ') || '—' },
+      { id: 'ip', header: 'IP', cell: (u: EndUser) => u.ip || '—' },
+      { id: 'countries', header: 'Countries', title: (u: EndUser) => (u.known_countries ?? []).join(', ') || undefined, cell: (u: EndUser) => (u.known_countries ?? []).join(', ') || '—' },
     ] : []),
-    {
-      id: 'actions', header: 'Actions', cell: ({ row }) => {
-        const u = row.original;
-        return (
-          <span className="row-actions">
-            {can(caller, 'reset_hwid') && (
-              <Button variant="ghost" className="small" busy={busy === `reset:${u.id}`} aria-label={`Reset HWID of ${u.username}`}
-                onClick={() => void act(`reset:${u.id}`, `HWID of ${u.username} reset`, () => usersApi.resetHwid(u.id))}>Reset HWID</Button>
-            )}
-            {can(caller, 'freeze_unfreeze') && (
-              <Button variant="ghost" className="small" busy={busy === `ban:${u.id}`} aria-label={`${u.banned ? 'Unfreeze' : 'Freeze'} ${u.username}`}
-                onClick={() => void act(`ban:${u.id}`, `${u.username} ${u.banned ? 'unfrozen' : 'frozen'}`, () => usersApi.setBanned(u.id, !u.banned))}>
-                {u.banned ? 'Unfreeze' : 'Freeze'}
-              </Button>
-            )}
-            {can(caller, 'delete_keys') && (
-              <Button variant="danger" className="small" aria-label={`Delete ${u.username}`} onClick={() => setDeleting(u)}>Delete</Button>
-            )}
-          </span>
-        );
-      },
-    },
-  ], [showHwid, showIp, busy, caller]); // eslint-disable-line react-hooks/exhaustive-deps
+    ...(hasActions ? [{
+      id: 'actions', header: <span className="sr-only">Actions</span>,
+      cell: (u: EndUser) => <MenuButton label={`Actions for ${u.username}`} onOpen={(el) => openMenu(u, el)} />,
+    }] : []),
+  ], [showHwid, showIp, hasActions, openMenu]);
 
   return (
     <div>
@@ -85,14 +94,16 @@ export function UsersTab({ app }: { app: App }) {
           <span>Filter</span>
           <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Username" />
         </label>
-        {list.data && <span className="muted">{list.data.length === 2000 ? 'The 2000 newest users' : `${list.data.length} user${list.data.length === 1 ? '' : 's'}`}</span>}
+        {list.data && <span className="muted" data-testid="users-count">{list.data.length === MAX_USERS ? `The ${formatCount(MAX_USERS)} newest users` : plural(list.data.length, 'user')}</span>}
       </div>
       {list.isPending && <Loading label="Loading users" />}
       {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
       {list.data && (
-        <DataTable caption="End users" testId="users-table" data={rows} columns={columns} rowId={(u) => u.id}
+        <DataTable caption="End users" testId="users-table" className="users-table" columns={columns} count={rows.length}
+          rowAt={(i) => rows[i]} rowId={(u) => u.id} resetKey={filter}
           empty={filter ? 'No user matches.' : 'No users yet: they appear when a client registers with a key.'} />
       )}
+      <RowMenu menu={menu.menu} onClose={menu.close} />
       <Confirm
         open={deleting !== null}
         title={`Delete ${deleting?.username ?? ''}?`}

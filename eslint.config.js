@@ -1,0 +1,100 @@
+// The house rules that a folder structure alone cannot keep (STYLE "The shape of the house"):
+// - platform/ knows no domain: it imports nothing from modules/;
+// - a module reaches another only through that module's index.ts (its public surface);
+// - each native or infrastructure package is imported by the one platform folder that owns it;
+// - no export that nothing imports (dead code that looks alive).
+// `npm test` runs `npm run lint` first, so CI enforces all of it.
+import fs from 'node:fs';
+import tseslint from 'typescript-eslint';
+import importX from 'eslint-plugin-import-x';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
+
+const MODULES = fs
+  .readdirSync(new URL('./src/modules', import.meta.url), { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .map((e) => e.name);
+
+/** Module X may import module Y only through Y's index.ts. */
+const moduleZones = MODULES.flatMap((target) =>
+  MODULES.filter((from) => from !== target).map((from) => ({
+    target: `./src/modules/${target}`,
+    from: `./src/modules/${from}`,
+    except: ['./index.ts'],
+    message: `modules/${target} may use modules/${from} only through its index.ts`,
+  })),
+);
+
+/** Packages only one platform folder may import. */
+const OWNED = [
+  { name: 'uWebSockets.js', owner: 'src/platform/http' },
+  { name: 'sodium-native', owner: 'src/platform/crypto' },
+  { name: 'ioredis', owner: 'src/platform/cluster' },
+  { name: '@mikro-orm/postgresql', owner: 'src/platform/db' },
+  { name: '@mikro-orm/migrations', owner: 'src/platform/db' },
+  { name: '@mikro-orm/knex', owner: 'src/platform/db' },
+];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'web/dist/**'] },
+  {
+    files: ['src/**/*.ts'],
+    extends: [tseslint.configs.recommended],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/resolver-next': [createTypeScriptImportResolver({ project: './tsconfig.json' })],
+      // Files the rules read but do not lint (tests, tools) are TypeScript too.
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts', '.tsx', '.mts'] },
+      'import-x/extensions': ['.ts', '.tsx', '.mts', '.js', '.mjs'],
+    },
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            { target: './src/platform', from: './src/modules', message: 'platform/ imports no module' },
+            ...moduleZones,
+          ],
+        },
+      ],
+      'import-x/no-unused-modules': [
+        'error',
+        {
+          unusedExports: true,
+          // Everything that imports from src/ counts as a use: the server, its tests, benchmarks and tools.
+          src: [
+            'src/**/*.ts',
+            'test/**/*.ts',
+            'bench/**/*.ts',
+            'scripts/**/*.ts',
+            'loadtest/**/*.ts',
+            'web/scripts/**/*.ts',
+            'web/src/**/*.test.ts',
+          ],
+          // Entry points (run, not imported) and the migrations MikroORM loads by list.
+          ignoreExports: ['src/cli.ts', 'src/platform/crypto/sodium-native.d.ts'],
+        },
+      ],
+      'no-restricted-imports': [
+        'error',
+        { paths: OWNED.map((p) => ({ name: p.name, message: `only ${p.owner} imports ${p.name}` })) },
+      ],
+      'import-x/no-duplicates': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  // Each owner may import its own package.
+  ...OWNED.map((p) => ({
+    files: [`${p.owner}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: OWNED.filter((o) => o.owner !== p.owner).map((o) => ({
+            name: o.name,
+            message: `only ${o.owner} imports ${o.name}`,
+          })),
+        },
+      ],
+    },
+  })),
+);

@@ -1,0 +1,57 @@
+// Request bodies of the applications routes, as TypeBox schemas: the routes validate and document
+// with them (OpenAPI), the service takes their Static<> types, so each is written once.
+import { Type, type Static } from '@sinclair/typebox';
+import { KEY_COST_TIERS } from '../../platform/db/entities/index.js';
+
+const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
+// PROTOCOL 11.18: free text takes up to 4,096 characters.
+export const TEXT_MAX = 4096;
+
+export const CreateAppBody = Type.Object(
+  {
+    name: Str(1, TEXT_MAX),
+    version: Type.Optional(Str(1, 64)),
+    description: Type.Optional(Str(0, TEXT_MAX)),
+  },
+  { additionalProperties: false },
+);
+
+// PROTOCOL 11.1: SPEC's list plus the listed extras; anything else is 422.
+export const PatchAppBody = Type.Object(
+  {
+    name: Type.Optional(Str(1, TEXT_MAX)),
+    description: Type.Optional(Str(0, TEXT_MAX)),
+    version: Type.Optional(Str(1, 64)),
+    enabled: Type.Optional(Type.Boolean()),
+    disabled_message: Type.Optional(Str(0, TEXT_MAX)),
+    keys_paused: Type.Optional(Type.Boolean()),
+    hwid_lock: Type.Optional(Type.Boolean()),
+    require_signature: Type.Optional(Type.Boolean()),
+    injection_detection: Type.Optional(Type.Boolean()),
+    require_heartbeat: Type.Optional(Type.Boolean()),
+    force_update: Type.Optional(Type.Boolean()),
+    update_url: Type.Optional(Str(0, TEXT_MAX)),
+    update_message: Type.Optional(Str(0, TEXT_MAX)),
+    force_encryption: Type.Optional(Type.Boolean()),
+    hash_check: Type.Optional(Type.Boolean()),
+    expected_binary_hash: Type.Optional(
+      Type.Union([Type.Literal(''), Type.String({ pattern: '^[0-9a-fA-F]{8,128}$' })]),
+    ),
+    webhook: Type.Optional(Str(0, TEXT_MAX)),
+    key_costs: Type.Optional(
+      Type.Object(
+        Object.fromEntries(
+          KEY_COST_TIERS.map((t) => [
+            t,
+            Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000 }), Type.Null()])),
+          ]),
+        ),
+        { additionalProperties: false },
+      ),
+    ),
+    heartbeat_interval: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export type AppPatch = Static<typeof PatchAppBody>;

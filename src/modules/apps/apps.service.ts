@@ -1,0 +1,249 @@
+// Applications on the dashboard: settings, secrets, allowed hashes and the blacklist.
+// Visibility is part of every query (AppScope), so an id from another tree finds nothing (404).
+import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import { AppError, validationError } from '../../errors.js';
+import { randomHex, randomToken } from '../../platform/crypto/index.js';
+import type { Application, BlacklistType, KeyCosts } from '../../platform/db/entities/index.js';
+import type { AppScope, ApplicationRepository } from './application.repository.js';
+import type { Logger } from 'pino';
+import type { AccountRepository, Principal } from '../access/index.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { BlacklistRepository } from './blacklist.repository.js';
+import { normalizeIp } from '../../platform/http/ip-address.js';
+import { requirePermission } from '../access/index.js';
+import { assertWebhookUrl } from '../notify/index.js';
+import type { ClientAppCache } from '../client/index.js';
+import type { AppPatch } from './apps.requests.js';
+import type { EventBus } from '../notify/index.js';
+
+export function scopeOf(p: Principal): AppScope {
+  if (p.role === 'developer') return { kind: 'all' };
+  if (p.role === 'owner') return { kind: 'owner', ownerId: p.account.id };
+  return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
+}
+
+const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
+  name: 'name',
+  version: 'version',
+  description: 'description',
+  enabled: 'enabled',
+  disabled_message: 'disabledMessage',
+  keys_paused: 'keysPaused',
+  hwid_lock: 'hwidLock',
+  require_signature: 'requireSignature',
+  injection_detection: 'injectionDetection',
+  require_heartbeat: 'requireHeartbeat',
+  force_update: 'forceUpdate',
+  update_url: 'updateUrl',
+  update_message: 'updateMessage',
+  force_encryption: 'forceEncryption',
+  hash_check: 'hashCheck',
+  expected_binary_hash: 'expectedBinaryHash',
+  webhook: 'webhook',
+  key_costs: 'keyCosts',
+  heartbeat_interval: 'heartbeatInterval',
+};
+
+/** What the applications service uses, and nothing more (one composition root: app.ts). */
+interface AppsServiceDeps {
+  repos: {
+    apps: ApplicationRepository;
+    blacklist: BlacklistRepository;
+    audit: AuditRepository;
+    accounts: AccountRepository;
+  };
+  allowPrivateWebhooks: boolean;
+  log: Logger;
+  now: () => number;
+}
+
+export class AppsService {
+  constructor(
+    private readonly d: AppsServiceDeps,
+    private readonly appCache: ClientAppCache,
+    private readonly events: EventBus,
+  ) {}
+
+  private now(): Date {
+    return new Date(this.d.now());
+  }
+
+  /** The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). */
+  async visible(p: Principal, id: string): Promise<Application> {
+    const app = await this.d.repos.apps.findInScope(scopeOf(p), id);
+    if (!app) throw new AppError('app_not_found');
+    return app;
+  }
+
+  private assertManager(p: Principal): void {
+    if (p.role === 'reseller') throw new AppError('permission_denied');
+  }
+
+  async create(p: Principal, input: { name: string; version?: string; description?: string }): Promise<Application> {
+    this.assertManager(p);
+    const now = this.now();
+    const app = await this.d.repos.apps.create({
+      id: randomUUID(),
+      ownerId: p.role === 'admin' ? p.account.ownerId : p.account.id,
+      name: input.name,
+      version: input.version ?? '1.0',
+      description: input.description ?? '',
+      enabled: true,
+      disabledMessage: '',
+      keysPaused: false,
+      hwidLock: false,
+      requireSignature: false,
+      injectionDetection: true,
+      requireHeartbeat: false,
+      forceUpdate: false,
+      updateUrl: '',
+      updateMessage: '',
+      forceEncryption: false,
+      hashCheck: false,
+      expectedBinaryHash: '',
+      webhook: '',
+      keyCosts: {},
+      allowedHashes: [],
+      heartbeatInterval: 30,
+      apiKey: randomHex(16),
+      apiSecret: randomToken(32),
+      createdBy: p.account.id,
+      createdAt: now,
+      updatedAt: now,
+    });
+    // An admin sees only its allowed apps: the app it creates is one of them.
+    if (p.role === 'admin') await this.d.repos.accounts.allowApp(p.account.id, app.id, now);
+    this.d.repos.audit.write({
+      appId: app.id,
+      action: 'app.create',
+      detail: `Application "${app.name}" created`,
+      actorId: p.account.id,
+    });
+    return app;
+  }
+
+  list(p: Principal): Promise<Application[]> {
+    return this.d.repos.apps.list(scopeOf(p));
+  }
+
+  async update(p: Principal, id: string, patch: AppPatch): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const changes: Partial<Application> = { updatedAt: this.now() };
+    for (const [field, value] of Object.entries(patch) as [keyof AppPatch, unknown][]) {
+      if (value === undefined) continue;
+      (changes as Record<string, unknown>)[PATCH_FIELDS[field]] = value;
+    }
+    if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
+    if (patch.webhook !== undefined && patch.webhook !== '')
+      await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
+    if (patch.key_costs !== undefined) {
+      const costs: KeyCosts = {};
+      for (const [tier, v] of Object.entries(patch.key_costs))
+        if (v !== null && v !== undefined) costs[tier as keyof KeyCosts] = v;
+      changes.keyCosts = costs;
+    }
+    const app = await this.d.repos.apps.update(scopeOf(p), id, changes);
+    if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.update',
+      detail: `Settings changed: ${Object.keys(patch).join(', ')}`,
+      actorId: p.account.id,
+    });
+    return app;
+  }
+
+  /** Irreversible: the app with every key, user, log and ban; live sessions end on their next call. */
+  async remove(p: Principal, id: string): Promise<void> {
+    this.assertManager(p);
+    if (!(await this.d.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    // Every worker ends the app's live heartbeat sessions.
+    await this.events.publish('app.delete', id, {});
+    this.d.log.info({ appId: id, by: p.account.id }, 'app.delete');
+  }
+
+  /** A new api_secret: signatures made with the old one stop verifying at once (on every worker). */
+  async rotateSecret(p: Principal, id: string): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const app = await this.d.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
+    if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.rotate_secret',
+      level: 'warning',
+      detail: 'API secret rotated',
+      actorId: p.account.id,
+    });
+    return app;
+  }
+
+  async setHashes(p: Principal, id: string, hashes: string[]): Promise<Application> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const allowedHashes = [...new Set(hashes.map((h) => h.toLowerCase()))];
+    const app = await this.d.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
+    if (!app) throw new AppError('app_not_found');
+    await this.appCache.invalidate(id);
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.hashes',
+      detail: `${allowedHashes.length} allowed binary hashes`,
+      actorId: p.account.id,
+    });
+    return app;
+  }
+
+  /** Keys and end users per application (the app cards). */
+  counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
+    return this.d.repos.apps.counts(ids);
+  }
+
+  async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string) {
+    this.assertManager(p);
+    await this.visible(p, appId);
+    let value = rawValue.trim();
+    if (type === 'ip') {
+      if (isIP(value) === 0) throw validationError('value', 'Value must be an IPv4 or IPv6 address', 'value_error');
+      value = normalizeIp(value);
+    } else {
+      value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
+    }
+    const entry = await this.d.repos.blacklist.add(appId, type, value, p.account.id, this.now());
+    await this.appCache.invalidate(appId);
+    this.d.repos.audit.write({
+      appId,
+      action: 'blacklist.add',
+      detail: `${type} ${value} blacklisted`,
+      actorId: p.account.id,
+    });
+    return entry;
+  }
+
+  async removeBan(p: Principal, banId: string): Promise<void> {
+    this.assertManager(p);
+    const entry = await this.d.repos.blacklist.findById(banId);
+    if (!entry) throw new AppError('ban_not_found');
+    const app = await this.d.repos.apps.findInScope(scopeOf(p), entry.appId);
+    if (!app) throw new AppError('ban_not_found');
+    await this.d.repos.blacklist.remove(banId);
+    await this.appCache.invalidate(entry.appId);
+    this.d.repos.audit.write({
+      appId: entry.appId,
+      action: 'blacklist.remove',
+      detail: `${entry.type} ${entry.value} removed from blacklist`,
+      actorId: p.account.id,
+    });
+  }
+
+  async listBans(p: Principal, appId: string) {
+    requirePermission(p, 'view_blocked_ips');
+    await this.visible(p, appId);
+    return this.d.repos.blacklist.list(appId);
+  }
+}

@@ -1,0 +1,49 @@
+// API shapes (snake_case, ISO timestamps) of applications and blacklist entries.
+import type { Application, BlacklistEntry } from '../../platform/db/entities/index.js';
+import type { Principal } from '../access/index.js';
+import { beatInterval } from '../heartbeat/index.js';
+
+export function appView(a: Application, p: Principal, stats?: { keys: number; users: number }) {
+  return {
+    id: a.id,
+    name: a.name,
+    version: a.version,
+    description: a.description,
+    enabled: a.enabled,
+    disabled_message: a.disabledMessage,
+    keys_paused: a.keysPaused,
+    hwid_lock: a.hwidLock,
+    require_signature: a.requireSignature,
+    injection_detection: a.injectionDetection,
+    require_heartbeat: a.requireHeartbeat,
+    force_update: a.forceUpdate,
+    update_url: a.updateUrl,
+    update_message: a.updateMessage,
+    force_encryption: a.forceEncryption,
+    hash_check: a.hashCheck,
+    expected_binary_hash: a.expectedBinaryHash,
+    webhook: a.webhook,
+    key_costs: a.keyCosts,
+    allowed_hashes: a.allowedHashes,
+    heartbeat_interval: a.heartbeatInterval,
+    beat_interval: beatInterval(a.heartbeatInterval),
+    api_key: a.apiKey,
+    // SPEC: api_secret is hidden from resellers.
+    ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),
+    owner_id: a.ownerId,
+    created_at: a.createdAt.toISOString(),
+    updated_at: a.updatedAt.toISOString(),
+    ...(stats ? { stats } : {}),
+  };
+}
+
+export function banView(b: BlacklistEntry) {
+  return {
+    id: b.id,
+    app_id: b.appId,
+    type: b.type,
+    value: b.value,
+    created_at: b.createdAt.toISOString(),
+    created_by: b.createdBy,
+  };
+}

@@ -1,0 +1,48 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Orm } from '../../platform/db/orm.js';
+import { BlacklistEntrySchema, type BlacklistEntry, type BlacklistType } from '../../platform/db/entities/index.js';
+import type { Sql } from '../../platform/db/sql.js';
+
+export class BlacklistRepository {
+  constructor(
+    private readonly orm: Orm,
+    private readonly sql: Sql,
+  ) {}
+
+  /** Adds an entry; adding an existing (type, value) returns the existing entry. */
+  async add(
+    appId: string,
+    type: BlacklistType,
+    value: string,
+    createdBy: string | null,
+    now: Date,
+  ): Promise<BlacklistEntry> {
+    const row = await this.sql.one<{ id: string }>(
+      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by)
+       values (?, ?, ?, ?, ?, ?, ?)
+       on conflict (app_id, type, value_hash) do update set value = excluded.value returning id`,
+      [randomUUID(), appId, type, value, createHash('sha256').update(value).digest('hex'), now, createdBy],
+    );
+    return this.orm.em.fork().findOneOrFail(BlacklistEntrySchema, { id: row!.id });
+  }
+
+  findById(id: string): Promise<BlacklistEntry | null> {
+    return this.orm.em.fork().findOne(BlacklistEntrySchema, { id });
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.orm.em.fork().nativeDelete(BlacklistEntrySchema, { id });
+  }
+
+  /** Every (type, value) of an application's blacklist: the client hot path caches them as sets. */
+  values(appId: string): Promise<{ type: BlacklistType; value: string }[]> {
+    return this.sql.all<{ type: BlacklistType; value: string }>(
+      'select type, value from blacklist_entries where app_id = ?',
+      [appId],
+    );
+  }
+
+  list(appId: string): Promise<BlacklistEntry[]> {
+    return this.orm.em.fork().find(BlacklistEntrySchema, { appId }, { orderBy: { createdAt: 'desc' } });
+  }
+}

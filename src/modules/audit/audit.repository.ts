@@ -1,0 +1,234 @@
+// Audit log. Client calls write one entry each, so writes are batched: entries queue and are
+// flushed as one multi-row INSERT on the next turn of the event loop (or at 500 entries).
+// Readers in this process call flush() first, so a request sees the entries written before it.
+// A database outage loses nothing (PROTOCOL 11.29): a batch the database could not take goes back
+// to the front of the queue and is tried again with backoff; the queue is bounded (MAX_QUEUED), and
+// what overflows it during a long outage is counted (`dropped`, in /metrics) and logged.
+import type { Logger } from 'pino';
+import type { AuditLevel } from '../../platform/db/entities/index.js';
+import type { Sql } from '../../platform/db/sql.js';
+import { infrastructureError } from '../../errors.js';
+
+interface AuditInput {
+  appId: string | null;
+  action: string;
+  level?: AuditLevel;
+  detail?: string;
+  ip?: string;
+  location?: string;
+  screen?: string;
+  actorId?: string | null;
+  resellerId?: string | null;
+  at?: Date;
+}
+
+export interface AuditRow {
+  id: string;
+  app_id: string | null;
+  at: Date;
+  level: AuditLevel;
+  action: string;
+  detail: string;
+  ip: string;
+  location: string;
+  screen: string;
+  actor_id: string | null;
+  reseller_id: string | null;
+}
+
+interface AuditQuery {
+  appId: string;
+  level?: string | undefined;
+  action?: string | undefined;
+  limit: number;
+  before?: string | undefined;
+  /** Only entries whose reseller_id is one of these (reseller scoping); undefined: all. */
+  resellerIds?: readonly string[] | undefined;
+}
+
+const MAX_BATCH = 500;
+/** Entries kept while the database is unreachable; past it the oldest are dropped and counted. */
+const MAX_QUEUED = 100_000;
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 5_000;
+
+/** PostgreSQL text cannot hold U+0000: an entry quoting client input keeps it readable instead of failing. */
+function text(v: string | undefined): string {
+  return v === undefined ? '' : v.includes('\0') ? v.replaceAll('\0', '\uFFFD') : v;
+}
+
+export class AuditRepository {
+  private queue: AuditInput[] = [];
+  private flushing: Promise<void> = Promise.resolve();
+  private scheduled = false;
+  /** While the database is unreachable: the pending retry and its current delay. */
+  private retry: NodeJS.Timeout | undefined;
+  private retryMs = RETRY_MIN_MS;
+  /** Entries dropped because the queue overflowed during an outage. */
+  dropped = 0;
+
+  /**
+   * `locate` turns an entry's IP into its Location column (SPEC "Log entry") when the writer gave
+   * none; it runs here, at flush, so no request waits for it.
+   */
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    private readonly now: () => number,
+    private readonly locate: (ip: string) => Promise<string> = async () => '',
+  ) {}
+
+  write(entry: AuditInput): void {
+    this.queue.push(entry.at ? entry : { ...entry, at: new Date(this.now()) });
+    if (this.queue.length > MAX_QUEUED) {
+      const over = this.queue.length - MAX_QUEUED;
+      this.queue.splice(0, over);
+      if (this.dropped === 0 || this.dropped % 10_000 < over)
+        this.log.error({ dropped: this.dropped + over }, 'audit.queue_overflow: oldest entries dropped');
+      this.dropped += over;
+    }
+    if (this.retry) return; // waiting for the database: the retry takes everything queued
+    if (this.queue.length >= MAX_BATCH) void this.flush();
+    else if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush());
+    }
+  }
+
+  /**
+   * Writes everything queued so far; resolves when it is in the database, or, during an outage, once
+   * the database refused it (the entries stay queued for the retry).
+   */
+  flush(): Promise<void> {
+    this.scheduled = false;
+    if (this.queue.length === 0) return this.flushing;
+    // One INSERT at a time, and each takes what queued up meanwhile: under load a flush per event
+    // loop turn chained thousands of INSERTs of a few rows, which fell behind and held every
+    // waiting entry in memory (over 1 KB per heartbeat session set up at full speed).
+    this.flushing = this.flushing.then(async () => {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        if (!(await this.insertBatch(batch))) {
+          this.queue.unshift(...batch);
+          this.scheduleRetry();
+          return;
+        }
+      }
+      if (this.retryMs > RETRY_MIN_MS) this.log.info('audit.recovered: queued entries written');
+      this.retryMs = RETRY_MIN_MS;
+    });
+    return this.flushing;
+  }
+
+  private scheduleRetry(): void {
+    if (this.retry) return;
+    if (this.retryMs === RETRY_MIN_MS) this.log.warn({ queued: this.queue.length }, 'audit.database_unavailable');
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.flush();
+    }, this.retryMs);
+    this.retry.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  /** Entries waiting to be written (metrics). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Stops retrying (shutdown); what is still queued then is logged as lost. */
+  close(): void {
+    clearTimeout(this.retry);
+    this.retry = undefined;
+    if (this.queue.length > 0) this.log.error({ lost: this.queue.length }, 'audit.unwritten_at_shutdown');
+  }
+
+  /**
+   * One multi-row INSERT; should it fail, the entries go in one at a time, so an entry the database
+   * refuses costs only itself and never the valid entries that shared its batch. False: the database
+   * is unreachable, nothing of the batch was written.
+   */
+  private async insertBatch(batch: AuditInput[]): Promise<boolean> {
+    try {
+      await this.insert(batch);
+      return true;
+    } catch (err) {
+      if (infrastructureError(err)?.code === 'unavailable') return false;
+      if (batch.length === 1) {
+        this.log.error({ err, action: batch[0]!.action }, 'audit.write_failed');
+        return true;
+      }
+      this.log.warn({ err, size: batch.length }, 'audit.batch_failed_retrying_singly');
+      for (const [i, e] of batch.entries()) {
+        if (!(await this.insertBatch([e]))) {
+          // The database went away midway: the rest waits for it with the queue.
+          this.queue.unshift(...batch.slice(i));
+          return true;
+        }
+      }
+      return true;
+    }
+  }
+
+  private async insert(batch: AuditInput[]): Promise<void> {
+    const values: unknown[] = [];
+    const locations = await Promise.all(
+      batch.map((e) => (e.location !== undefined || !e.ip ? e.location : this.locate(e.ip).catch(() => ''))),
+    );
+    for (const [i, e] of batch.entries()) {
+      values.push(
+        e.appId,
+        e.at,
+        e.level ?? 'info',
+        text(e.action).slice(0, 64),
+        text(e.detail),
+        text(e.ip).slice(0, 64),
+        text(locations[i]),
+        text(e.screen),
+        e.actorId ?? null,
+        e.resellerId ?? null,
+      );
+    }
+    // Typed placeholders: VALUES rows are otherwise read as text.
+    const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';
+    await this.sql.run(
+      `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+       select v.* from (values ${batch.map(() => row).join(',')})
+         as v(app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+       -- an entry for an application deleted meanwhile is dropped instead of failing the batch
+       where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
+      values,
+    );
+  }
+
+  async list(q: AuditQuery): Promise<AuditRow[]> {
+    await this.flush();
+    const where = ['app_id = ?'];
+    const params: unknown[] = [q.appId];
+    if (q.level) {
+      where.push('level = ?');
+      params.push(q.level);
+    }
+    if (q.action) {
+      where.push('action = ?');
+      params.push(q.action);
+    }
+    if (q.before) {
+      where.push('id < ?');
+      params.push(q.before);
+    }
+    if (q.resellerIds) {
+      if (q.resellerIds.length === 0) return [];
+      where.push(`reseller_id in (${q.resellerIds.map(() => '?').join(',')})`);
+      params.push(...q.resellerIds);
+    }
+    params.push(q.limit);
+    // `order by audit_log.id`: the bare name would bind to the text alias (ids sorted as text, the
+    // (app_id, id) index unused, and `before` comparing numbers against a text order).
+    return this.sql.all<AuditRow>(
+      `select id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id
+       from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
+      params,
+    );
+  }
+}

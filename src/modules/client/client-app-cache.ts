@@ -1,0 +1,95 @@
+// The client hot path reads an application and its blacklist on every call. They are cached
+// per worker for a short time (APP_CACHE_TTL_MS) and invalidated at once on dashboard writes,
+// locally and, through the coordinator's `app.changed` channel, on every other worker.
+import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
+import type { ApplicationRepository, ClientAppRow, BlacklistRepository } from '../apps/index.js';
+
+const APP_CACHE_TTL_MS = 2_000;
+/** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
+const API_KEY_FORMAT = /^[0-9a-f]{32}$/;
+/** Lookups by api_key are remembered, misses included; a flood of random keys must not grow memory. */
+const MAX_API_KEY_ENTRIES = 10_000;
+const CHANNEL = 'app.changed';
+
+export interface CachedApp {
+  row: ClientAppRow;
+  blockedIps: ReadonlySet<string>;
+  blockedHwids: ReadonlySet<string>;
+}
+
+interface Slot {
+  value: CachedApp | null;
+  at: number;
+}
+
+export class ClientAppCache {
+  private readonly byId = new Map<string, Slot>();
+  private readonly idByApiKey = new Map<string, { id: string | null; at: number }>();
+  private unsubscribe: Unsubscribe | undefined;
+  private readonly changeListeners = new Set<(appId: string) => void>();
+
+  constructor(
+    private readonly apps: ApplicationRepository,
+    private readonly blacklist: Pick<BlacklistRepository, 'values'>,
+    private readonly coordinator: Coordinator,
+    private readonly now: () => number,
+  ) {}
+
+  async start(): Promise<void> {
+    this.unsubscribe = await this.coordinator.subscribe(CHANNEL, (msg) => this.drop(msg.toString()));
+  }
+
+  async stop(): Promise<void> {
+    await this.unsubscribe?.();
+  }
+
+  /** Forgets an app here and tells every other worker to. */
+  async invalidate(appId: string): Promise<void> {
+    this.drop(appId);
+    await this.coordinator.publish(CHANNEL, Buffer.from(appId));
+  }
+
+  /** Called with the app's id whenever it changes (here or on another worker), after the cache dropped it. */
+  onChange(listener: (appId: string) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  private drop(appId: string): void {
+    this.byId.delete(appId);
+    for (const [k, v] of this.idByApiKey) if (v.id === appId) this.idByApiKey.delete(k);
+    for (const l of this.changeListeners) l(appId);
+  }
+
+  async getByApiKey(apiKey: string): Promise<CachedApp | null> {
+    if (!API_KEY_FORMAT.test(apiKey)) return null;
+    const hit = this.idByApiKey.get(apiKey);
+    const now = this.now();
+    if (hit && now - hit.at < APP_CACHE_TTL_MS) return hit.id ? this.getById(hit.id) : null;
+    const row = await this.apps.findForClientByApiKey(apiKey);
+    if (this.idByApiKey.size >= MAX_API_KEY_ENTRIES) this.idByApiKey.clear();
+    this.idByApiKey.set(apiKey, { id: row?.id ?? null, at: now });
+    if (!row) return null;
+    const value = await this.load(row);
+    this.byId.set(row.id, { value, at: now });
+    return value;
+  }
+
+  async getById(id: string): Promise<CachedApp | null> {
+    const hit = this.byId.get(id);
+    const now = this.now();
+    if (hit && now - hit.at < APP_CACHE_TTL_MS) return hit.value;
+    const row = await this.apps.findForClientById(id);
+    const value = row ? await this.load(row) : null;
+    this.byId.set(id, { value, at: now });
+    return value;
+  }
+
+  private async load(row: ClientAppRow): Promise<CachedApp> {
+    const entries = await this.blacklist.values(row.id);
+    const blockedIps = new Set<string>();
+    const blockedHwids = new Set<string>();
+    for (const e of entries) (e.type === 'ip' ? blockedIps : blockedHwids).add(e.value);
+    return { row, blockedIps, blockedHwids };
+  }
+}

@@ -1,0 +1,55 @@
+// The core call context of the client API (Colyseus keeps one such context that every transport
+// fills): a transport (HTTP today) runs the gate, fills a ClientCall with plain data and hands it
+// to a service; the service returns an outcome value that carries what the audit log should say.
+// Rendering, auditing, encryption and signing stay with the transport (http/client-route.ts).
+import { AppError, ValidationError } from '../../errors.js';
+import type { AuditLevel } from '../../platform/db/entities/index.js';
+import type { CachedApp } from './client-app-cache.js';
+import type { ClientSession } from './client-sessions.js';
+
+export interface ClientCall<B> {
+  app: CachedApp;
+  /** The session token and record (absent on init). */
+  session: { token: string; record: ClientSession } | null;
+  ip: string;
+  /** The request's X-Nonce ('' when none was sent). */
+  nonce: string;
+  body: B;
+}
+
+/** What the audit line of a call records, and for which reseller; `skip`: no line (accepted beats). */
+export interface AuditNote {
+  action?: string;
+  detail?: string;
+  level?: AuditLevel;
+  resellerId?: string | null;
+  /** The activation's screenshot (DATA_DIR-relative path): the log's Screen column. */
+  screen?: string;
+  skip?: boolean;
+}
+
+export type ClientOutcome =
+  | {
+      ok: true;
+      body: Record<string, unknown>;
+      /** the session's response key: encrypt with it when the call carried init_iv (PROTOCOL 5) */
+      responseKey?: Buffer | null;
+      audit: AuditNote;
+    }
+  | { ok: false; error: AppError | ValidationError; audit: AuditNote };
+
+/**
+ * Runs a service operation that notes its audit line as it goes and throws coded errors for expected
+ * refusals; returns both as one outcome value. Anything else thrown is a bug and is rethrown.
+ */
+export async function outcome(
+  run: (audit: AuditNote) => Promise<{ body: Record<string, unknown>; responseKey?: Buffer | null }>,
+): Promise<ClientOutcome> {
+  const audit: AuditNote = {};
+  try {
+    return { ok: true, ...(await run(audit)), audit };
+  } catch (err) {
+    if (err instanceof AppError || err instanceof ValidationError) return { ok: false, error: err, audit };
+    throw err;
+  }
+}

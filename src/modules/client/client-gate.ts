@@ -1,0 +1,196 @@
+// The client pipeline for /api/client/*, in PROTOCOL 11.5's order: rate limit -> body (400/413)
+// -> session or api_key (401/404) -> request signature (401) -> blacklist (403) -> application
+// enabled (403) -> field validation (422) -> the endpoint's own rules. Every reply, errors and
+// 429 included, leaves signed (PROTOCOL 4); every call on a known application is audited.
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { Logger } from 'pino';
+import { AppError, rateLimited, validationError } from '../../errors.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { NonceRepository } from './nonce.repository.js';
+import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
+import type { CachedApp, ClientAppCache } from './client-app-cache.js';
+import type { ClientSessions } from './client-sessions.js';
+import type { AuditNote, ClientCall, ClientOutcome } from './client-call.js';
+import { consumeOrThrow } from '../../platform/limits/lockout.js';
+import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
+import {
+  NONCE_FORMAT,
+  NONCE_TTL_MS,
+  TIMESTAMP_WINDOW_S,
+  canonicalRequest,
+  encryptBodyWithKey,
+  requestSignatureValid,
+  signReply,
+} from '../../platform/http/client-signing.js';
+import { errorReply } from '../../platform/http/error-reply.js';
+import { DEFAULT_BODY_LIMIT } from '../../platform/http/router.js';
+import { compile, parseJson } from '../../platform/http/validation.js';
+import type { IncomingRequest, Reply, RouteHandler } from '../../platform/http/types.js';
+
+export interface ClientDeps {
+  log: Logger;
+  now: () => number;
+  apps: ClientAppCache;
+  sessions: ClientSessions;
+  audit: AuditRepository;
+  nonces: NonceRepository;
+  signingKey: () => ResponseSigningKey;
+}
+
+interface ClientRouteSpec<S extends TSchema> {
+  /** Audit action and log name: `client.init`, `client.heartbeat.start`, ... */
+  action: string;
+  schema: S;
+  limiter?: RequestLimiter;
+  /** init finds its app by api_key; every other call by its session. */
+  identifiesBy: 'api_key' | 'session';
+  /** SPEC: heartbeat endpoints answer exactly `Application disabled`; others the app's disabled_message. */
+  disabledDetail: 'message' | 'plain';
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A client call as any transport hands it to the gate. */
+export interface ClientInput {
+  ip: string;
+  /** The call's nonce: the X-Nonce header ('' when none was sent). */
+  nonce: string;
+  /** The HTTP request whose PROTOCOL 3 signature is checked when the app requires one. Absent: the
+   *  transport authenticated the call otherwise (the realtime channel's handshake and MAC). */
+  signed?: IncomingRequest;
+  /** The parsed body; throws the coded errors that come before the session (rate limit, 400, 413). */
+  body: () => Promise<unknown>;
+}
+
+/**
+ * One client route: the gate, then `fn` with a ClientCall of plain data; this transport alone turns
+ * the service's outcome into the reply, writes its audit line, encrypts and signs.
+ */
+export function clientHandler<S extends TSchema>(
+  deps: ClientDeps,
+  spec: ClientRouteSpec<S>,
+  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
+): RouteHandler {
+  const run = clientCallRunner(deps, spec, fn);
+  return async (req) => {
+    const reply = await run({
+      ip: req.ip,
+      nonce: req.headers['x-nonce'] ?? '',
+      signed: req,
+      body: async () => {
+        if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
+        if (req.body === 'too_large') throw new AppError('payload_too_large');
+        const raw = parseJson(req.body);
+        // Only calls carrying a screenshot may use the 5 MiB allowance (PROTOCOL 1).
+        if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
+          throw new AppError('payload_too_large');
+        return raw;
+      },
+    });
+    return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());
+  };
+}
+
+/**
+ * The transport-neutral part of a client call: the gate from the session or api_key on, the schema,
+ * `fn`, the audit line and the (unsigned) reply. The HTTP routes and the realtime channel share it.
+ */
+export function clientCallRunner<S extends TSchema>(
+  deps: ClientDeps,
+  spec: ClientRouteSpec<S>,
+  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
+): (input: ClientInput) => Promise<Reply> {
+  const validator = compile(spec.schema);
+  return async (input) => {
+    let app: CachedApp | null = null;
+    let audit: AuditNote = {};
+    let reply: Reply;
+    try {
+      const raw = await input.body();
+      const obj = isObject(raw) ? raw : {};
+
+      let session: ClientCall<unknown>['session'] = null;
+      if (spec.identifiesBy === 'api_key') {
+        if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128) {
+          throw validationError('api_key', 'api_key is required', 'missing');
+        }
+        app = await deps.apps.getByApiKey(obj.api_key);
+        if (!app) throw new AppError('app_not_found');
+      } else {
+        const record = await deps.sessions.get(obj.session);
+        if (!record) throw new AppError('session_invalid');
+        session = { token: obj.session as string, record };
+        app = await deps.apps.getById(record.appId);
+        if (!app) throw new AppError('app_not_found');
+      }
+
+      if (app.row.require_signature && input.signed)
+        await checkSignature(deps, input.signed, app.row.id, app.row.api_secret);
+      if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
+      if (typeof obj.hwid === 'string' && app.blockedHwids.has(obj.hwid.toLowerCase()))
+        throw new AppError('access_denied');
+      if (!app.row.enabled) {
+        throw new AppError(
+          'app_disabled',
+          spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined,
+        );
+      }
+
+      const body = validator.parse(raw);
+      const result = await fn({ app, session, ip: input.ip, nonce: input.nonce, body });
+      audit = result.audit;
+      if (!result.ok) throw result.error;
+      const json = Buffer.from(JSON.stringify(result.body));
+      const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
+      reply =
+        result.responseKey && initIv
+          ? {
+              status: 200,
+              body: encryptBodyWithKey(json, result.responseKey, initIv),
+              headers: { 'Content-Type': 'application/json' },
+            }
+          : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
+    } catch (err) {
+      reply = errorReply(err, deps.log, { action: spec.action });
+      if (err instanceof AppError || reply.status < 500) {
+        audit.level ??= 'warning';
+        const why =
+          err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed';
+        audit.detail ??= `${reply.status} ${why}`;
+      } else {
+        audit.level ??= 'error';
+        audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
+      }
+    }
+    if (app && !audit.skip) {
+      deps.audit.write({
+        appId: app.row.id,
+        action: audit.action ?? spec.action,
+        level: audit.level ?? 'info',
+        detail: audit.detail ?? 'ok',
+        ip: input.ip,
+        resellerId: audit.resellerId ?? null,
+        ...(audit.screen ? { screen: audit.screen } : {}),
+      });
+    }
+    return reply;
+  };
+}
+
+async function checkSignature(deps: ClientDeps, req: IncomingRequest, appId: string, apiSecret: string): Promise<void> {
+  const ts = req.headers['x-timestamp'];
+  const nonce = req.headers['x-nonce'];
+  const sig = req.headers['x-signature'];
+  if (!ts || !nonce || !sig || !/^\d{1,12}$/.test(ts) || !NONCE_FORMAT.test(nonce))
+    throw new AppError('signature_invalid');
+  if (Math.abs(deps.now() / 1000 - Number(ts)) > TIMESTAMP_WINDOW_S) throw new AppError('signature_invalid');
+  const body = req.body === 'too_large' ? Buffer.alloc(0) : req.body;
+  if (!requestSignatureValid(apiSecret, canonicalRequest(req.method, req.path, ts, nonce, body), sig))
+    throw new AppError('signature_invalid');
+  // Recorded only once the signature verified, so nobody can burn another client's nonces.
+  const now = deps.now();
+  if (!(await deps.nonces.claim(appId, nonce, new Date(now + NONCE_TTL_MS), new Date(now))))
+    throw new AppError('signature_invalid');
+}

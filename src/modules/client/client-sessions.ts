@@ -1,0 +1,157 @@
+// Client sessions (PROTOCOL 2): 32 bytes base64url that live 24 hours. An unactivated session is
+// a sealed token (session-token.ts) and nothing is stored for it, except the response key of one
+// opened with an enc_key (unactivated-keys.ts, bounded by CLIENT_SESSION_LIMIT). A successful
+// register/login/license stores the session's record in the coordinator (Redis in a cluster,
+// memory in one process) and restarts its 24 hours (SPEC "Activated-nonce window"); a stored
+// record always wins over what the token says, so a deactivation after a killed heartbeat holds.
+import { pack, unpack } from 'msgpackr';
+import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { shardOf } from '../../platform/cluster/cluster-node.js';
+import { SessionTokenCodec } from './session-token.js';
+import { CompactKeyStore, CoordinatorKeyStore, type UnactivatedKeys } from './unactivated-keys.js';
+
+export const SESSION_TTL_MS = 24 * 3600 * 1000;
+/** Coordinator keys of activated sessions (a single process checkpoints them across restarts). */
+export const SESSION_KEY_PREFIX = 'sess:';
+const SESSION_FORMAT = /^[A-Za-z0-9_-]{43}$/;
+/** A token dated this far ahead of our clock was not written by a worker of this deployment. */
+const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
+/**
+ * Tokens drawn per init at most, looking for one whose shard this worker owns (so a client that
+ * keeps its connection on this worker has its heartbeats served here). With W workers each draw
+ * hits with probability 1/W.
+ */
+export const AFFINITY_DRAWS = 16;
+
+export interface ClientSession {
+  appId: string;
+  /**
+   * The response key (PROTOCOL 5: sha256(enc_key "-" api_secret), fixed at init), or null without
+   * enc_key. A string is a record stored before sealed tokens: the enc_key itself.
+   */
+  encKey: Buffer | string | null;
+  createdAt: number;
+  /** Set by the first successful auth call; heartbeat/start needs it. */
+  activatedAt: number | null;
+  username: string | null;
+  userId: string | null;
+  licenseId: string | null;
+}
+
+/** What a session needs of this worker's cluster node: which shards it serves now. */
+export interface ShardOwnership {
+  readonly ownedShards: number;
+  fenceOf(shard: number): number | undefined;
+}
+
+interface ClientSessionsDeps {
+  coordinator: Coordinator;
+  now: () => number;
+  /** Secrets.sessionTokenKey: shared by every worker of the deployment. */
+  tokenKey: Uint8Array;
+  /** CLIENT_SESSION_LIMIT: unactivated enc_key sessions this worker keeps (or, with Redis, opened in 24 h). */
+  limit: number;
+  node?: ShardOwnership;
+}
+
+export class ClientSessions {
+  private readonly coordinator: Coordinator;
+  private readonly now: () => number;
+  private readonly codec: SessionTokenCodec;
+  /** Response keys of unactivated enc_key sessions. */
+  readonly keys: UnactivatedKeys;
+
+  constructor(private readonly d: ClientSessionsDeps) {
+    this.coordinator = d.coordinator;
+    this.now = d.now;
+    this.codec = new SessionTokenCodec(d.tokenKey);
+    this.keys =
+      d.coordinator.kind === 'local'
+        ? new CompactKeyStore(d.limit, SESSION_TTL_MS, d.now)
+        : new CoordinatorKeyStore(d.coordinator, d.limit, SESSION_TTL_MS, d.now);
+  }
+
+  private key(token: string): string {
+    return SESSION_KEY_PREFIX + token;
+  }
+
+  /**
+   * Opens an unactivated session: a sealed token, plus the response key when there is one.
+   * Throws 503 `Service unavailable` (Retry-After) when the response keys are at their bound.
+   */
+  async create(appId: string, encKey: Buffer | null): Promise<string> {
+    if (encKey) this.keys.ensureRoom();
+    const createdAt = this.now();
+    // A fingerprint clash in the key store is a 2^-64 event; the bound only guards the loop.
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const token = this.draw(appId, createdAt, encKey !== null);
+      if (!encKey || (await this.keys.put(token, encKey, createdAt))) return token;
+    }
+    throw new Error('no free session token fingerprint in 4 draws');
+  }
+
+  /** A token, preferably on a shard this worker owns (bounded draws, then any). */
+  private draw(appId: string, createdAt: number, keyed: boolean): string {
+    // A worker that owns no shard yet (starting, leaving) has nothing to prefer.
+    const node = this.d.node && this.d.node.ownedShards > 0 ? this.d.node : undefined;
+    let token = this.codec.seal({ appId, createdAt, keyed });
+    for (let i = 1; node && i < AFFINITY_DRAWS && node.fenceOf(shardOf(token)) === undefined; i++)
+      token = this.codec.seal({ appId, createdAt, keyed });
+    return token;
+  }
+
+  async get(token: unknown): Promise<ClientSession | null> {
+    if (typeof token !== 'string' || !SESSION_FORMAT.test(token)) return null;
+    const raw = await this.coordinator.get(this.key(token));
+    if (raw) return unpack(raw) as ClientSession;
+    const claims = this.codec.open(token);
+    if (!claims) return null;
+    const now = this.now();
+    if (now - claims.createdAt >= SESSION_TTL_MS || claims.createdAt - now > MAX_CLOCK_SKEW_MS) return null;
+    let encKey: Buffer | null = null;
+    if (claims.keyed) {
+      encKey = await this.keys.get(token);
+      if (!encKey) return null;
+    }
+    return {
+      appId: claims.appId,
+      encKey,
+      createdAt: claims.createdAt,
+      activatedAt: null,
+      username: null,
+      userId: null,
+      licenseId: null,
+    };
+  }
+
+  async activate(
+    token: string,
+    s: ClientSession,
+    who: { username?: string; userId?: string; licenseId?: string },
+  ): Promise<ClientSession> {
+    const next: ClientSession = {
+      ...s,
+      activatedAt: this.now(),
+      username: who.username ?? null,
+      userId: who.userId ?? null,
+      licenseId: who.licenseId ?? null,
+    };
+    await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
+    return next;
+  }
+
+  /** A killed heartbeat ends the activation: the client must authenticate again. */
+  async deactivate(token: string, s: ClientSession): Promise<void> {
+    const next: ClientSession = { ...s, activatedAt: null };
+    await this.coordinator.set(
+      this.key(token),
+      pack(next),
+      Math.max(1, (s.activatedAt ?? s.createdAt) + SESSION_TTL_MS - this.now()),
+    );
+  }
+
+  /** True while the activation is inside the 24-hour window. */
+  isActivated(s: ClientSession): boolean {
+    return s.activatedAt !== null && this.now() - s.activatedAt <= SESSION_TTL_MS;
+  }
+}

@@ -1,0 +1,221 @@
+// The receiving side of heartbeats: the client calls start, beat and stop, after the client gate,
+// on whichever worker took the request (REST or the realtime channel). It keeps the refusal budget,
+// draws the next token, sends the operation to the owner of the session's shard (this worker in the
+// usual case: init drew the session on a shard it owns) and turns the owner's verdict into the
+// answer with its proof and its audit note. Kills deactivate the client session.
+import type { Logger } from 'pino';
+import { AppError, ValidationError } from '../../errors.js';
+import { hmacSha256, randomHex } from '../../platform/crypto/index.js';
+import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
+import { outcome } from '../client/index.js';
+import type {
+  BeatRequest,
+  StartRequest,
+  StopRequest,
+  AuditNote,
+  ClientCall,
+  ClientOutcome,
+  ClientSessions,
+} from '../client/index.js';
+import type { EventBus } from '../notify/index.js';
+import { beatInterval } from './beat-interval.js';
+import { decodeHeartbeat } from './heartbeat-codec.js';
+import type { HeartbeatContext } from './heartbeat.machine.js';
+import { HeartbeatRefusals } from './heartbeat-refusals.js';
+import {
+  KILL_TEXT,
+  REJECT_TEXT,
+  hashOf,
+  type BeatArgs,
+  type HeartbeatOps,
+  type HeartbeatOwner,
+  type StartArgs,
+  type StopArgs,
+} from './heartbeat.owner.js';
+
+function newHeartbeatToken(): string {
+  return `TT${randomHex(16)}`;
+}
+
+export function startProof(session: string, systemId: string, token: string): string {
+  return hmacSha256(session, `kwhs1\n${systemId}\n${token}`).toString('base64');
+}
+
+export function beatProof(
+  previousToken: string,
+  session: string,
+  beatIndex: number,
+  newToken: string,
+  beatCount: number,
+): string {
+  return hmacSha256(previousToken, `kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`).toString('base64');
+}
+
+interface HeartbeatGatewayDeps {
+  now: () => number;
+  log: Logger;
+  sessions: ClientSessions;
+  events: EventBus;
+  coordinator: Coordinator;
+  node: ShardNode<HeartbeatOps>;
+  owner: HeartbeatOwner;
+}
+
+export class HeartbeatGateway {
+  /** The refusal budget of sessions and addresses. */
+  readonly refusals: HeartbeatRefusals;
+
+  constructor(private readonly d: HeartbeatGatewayDeps) {
+    this.refusals = new HeartbeatRefusals(d.coordinator);
+  }
+
+  /** Kills one session as revoked, on whichever worker owns it; false when it had none. */
+  async revoke(session: string): Promise<boolean> {
+    return (await this.route(session, 'hb.kill', { session }, () => this.d.owner.killHere([session]))) > 0;
+  }
+
+  private route<K extends keyof HeartbeatOps & string>(
+    session: string,
+    op: K,
+    args: HeartbeatOps[K]['args'],
+    here: () => Promise<HeartbeatOps[K]['result']>,
+  ) {
+    return this.d.node.route(shardOf(session), op, args, here);
+  }
+
+  /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */
+  async isAlive(session: string): Promise<boolean> {
+    let c: HeartbeatContext | undefined = this.d.owner.host.peek(session);
+    if (!c && this.d.coordinator.kind === 'redis') {
+      const raw = await this.d.coordinator.hashGet(hashOf(shardOf(session)), session);
+      c = raw ? decodeHeartbeat(raw) : undefined;
+    }
+    const now = this.d.now();
+    if (!c || c.expiresAt <= now) return false;
+    return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
+  }
+
+  start(call: ClientCall<StartRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.budgeted(call, note, () => this.runStart(call, note)));
+  }
+
+  /**
+   * Runs a start or a beat within the session's and the IP's refusal budget (PROTOCOL 11.26): over
+   * it, 429 before any work; a refusal is counted and audited at most once a minute per session.
+   */
+  private async budgeted<T>(call: ClientCall<unknown>, note: AuditNote, run: () => Promise<T>): Promise<T> {
+    const session = call.session!.token;
+    try {
+      await this.refusals.check(session, call.ip);
+      return await run();
+    } catch (err) {
+      if (err instanceof AppError || err instanceof ValidationError) {
+        if (!(await this.refusals.refused(session, call.ip))) note.skip = true;
+      }
+      throw err;
+    }
+  }
+
+  private async runStart(call: ClientCall<StartRequest>, note: AuditNote) {
+    const s = call.session!;
+    if (!this.d.sessions.isActivated(s.record)) throw new AppError('session_not_activated');
+    const token = newHeartbeatToken();
+    const interval = beatInterval(call.app.row.heartbeat_interval);
+    const args: StartArgs = {
+      session: s.token,
+      appId: call.app.row.id,
+      systemId: call.body.system_id,
+      beatInterval: interval,
+      token,
+      userId: s.record.userId,
+      licenseId: s.record.licenseId,
+    };
+    await this.route(s.token, 'hb.start', args, () => this.d.owner.startHere(args));
+    note.detail = `Heartbeat started (interval ${interval}s)`;
+    return {
+      body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) },
+    };
+  }
+
+  beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.budgeted(call, note, () => this.runBeat(call, note)));
+  }
+
+  private async runBeat(call: ClientCall<BeatRequest>, note: AuditNote) {
+    const s = call.session!;
+    const b = call.body;
+    const args: BeatArgs = {
+      session: s.token,
+      beat: {
+        now: this.d.now(),
+        token: b.token,
+        systemId: b.system_id,
+        beatIndex: b.beat_index,
+        codeHash: b.code_hash,
+        codeSize: b.code_size,
+        debuggerDetected: b.debugger_detected,
+        pinnedHash: call.app.row.expected_binary_hash,
+        injectionDetection: call.app.row.injection_detection,
+        newToken: newHeartbeatToken(),
+      },
+    };
+    const r = await this.route(s.token, 'hb.beat', args, () => this.d.owner.beatHere(args));
+    const v = r.verdict;
+    if (!v) {
+      note.detail = '403 beat refused: no live heartbeat session';
+      throw new AppError('heartbeat_rejected');
+    }
+    if (v.kind === 'rejected') {
+      note.detail = `403 beat refused: ${REJECT_TEXT[v.reason]}`;
+      throw new AppError('heartbeat_rejected');
+    }
+    if (v.kind === 'killed') {
+      note.action = 'heartbeat.kill';
+      note.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
+      const current = await this.d.sessions.get(s.token);
+      if (current) await this.d.sessions.deactivate(s.token, current);
+      this.d.owner.killed(s.token);
+      await this.d.events.publish('heartbeat.kill', call.app.row.id, {
+        reason: v.reason,
+        ip: call.ip,
+        user_id: r.userId,
+        license_id: r.licenseId,
+      });
+      throw new AppError('heartbeat_rejected');
+    }
+    if (v.kind === 'accepted' && v.drift) {
+      note.level = 'warning';
+      note.detail = `Beat ${b.beat_index} late: drift warning ${r.warnings} of 3`;
+    } else {
+      // Accepted beats are counted in metrics, not written one by one to the audit log.
+      note.skip = true;
+    }
+    return {
+      body: {
+        success: true,
+        new_token: r.token,
+        beat_count: r.beatCount,
+        proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount),
+      },
+    };
+  }
+
+  stop(call: ClientCall<StopRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runStop(call, note));
+  }
+
+  private async runStop(call: ClientCall<StopRequest>, note: AuditNote) {
+    const s = call.session!;
+    const args: StopArgs = { session: s.token, token: call.body.token };
+    const r = await this.route(s.token, 'hb.stop', args, () => this.d.owner.stopHere(args));
+    if (!r.stopped) throw new AppError('heartbeat_token_invalid');
+    note.detail = `Heartbeat stopped after ${r.beats} beats`;
+    await this.d.events.publish('heartbeat.stop', call.app.row.id, {
+      user_id: r.userId,
+      license_id: r.licenseId,
+      beats: r.beats,
+    });
+    return { body: { success: true } };
+  }
+}

@@ -1,0 +1,324 @@
+// The owner side of heartbeats (SPEC heartbeat endpoints and state table, PROTOCOL 6, 11.12-11.13):
+// registered on the cluster node, it holds the actors of the sessions whose shard this worker
+// leases, runs start, beat, stop and kill on them, and makes each outcome durable before it
+// answers: with Redis, the session's new state is written under the shard lease's fencing number
+// (a new owner after a failover continues from exactly that state); alone, it is marked for the
+// restart checkpoint. Revocations from the event bus kill the sessions it owns.
+import type { Logger } from 'pino';
+import { AppError } from '../../errors.js';
+import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { NotOwner, shardOf, type OpMap, type ShardNode } from '../../platform/cluster/cluster-node.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { ClientSessions } from '../client/index.js';
+import type { LiveEvent } from '../notify/index.js';
+import { HeartbeatHost } from './heartbeat-host.js';
+import type { ContextKey } from './heartbeat-passive.js';
+import { decodeHeartbeat, encodeHeartbeat } from './heartbeat-codec.js';
+import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from './heartbeat.machine.js';
+
+export const KILL_TEXT: Record<KillReason, string> = {
+  system_id: 'system_id differs from start',
+  no_code_hash: 'no code_hash on the first beat',
+  code_changed: 'code_hash or code_size differs from the baseline',
+  pinned_hash: 'code_hash differs from the pinned expected_binary_hash',
+  drift: 'three drift warnings',
+  debugger: 'debugger detected',
+  revoked: 'license or user revoked',
+};
+export const REJECT_TEXT: Record<RejectReason, string> = {
+  token: 'wrong, stale or malformed token',
+  replay: 'replayed beat_index',
+};
+
+// What crosses workers: plain data only (the operations are declared in cluster-ops.ts).
+export interface StartArgs {
+  session: string;
+  appId: string;
+  systemId: string;
+  beatInterval: number;
+  token: string;
+  userId: string | null;
+  licenseId: string | null;
+}
+export interface BeatArgs {
+  session: string;
+  beat: BeatInput;
+}
+export interface StopArgs {
+  session: string;
+  token: string;
+}
+interface StopOutcome {
+  stopped: boolean;
+  beats: number;
+  userId: string | null;
+  licenseId: string | null;
+}
+interface BeatOutcome {
+  verdict: BeatVerdict | null;
+  token: string;
+  beatCount: number;
+  warnings: number;
+  previousToken: string;
+  userId: string | null;
+  licenseId: string | null;
+}
+
+/** The operations other workers ask of this one, with their plain-data arguments and results. */
+export interface HeartbeatOps extends OpMap {
+  'hb.start': { args: StartArgs; result: { ok: true } };
+  'hb.beat': { args: BeatArgs; result: BeatOutcome };
+  'hb.stop': { args: StopArgs; result: StopOutcome };
+  /** Ends one session as revoked (a revocation pushed on the realtime channel); how many ended. */
+  'hb.kill': { args: { session: string }; result: number };
+}
+
+interface HeartbeatOwnerDeps {
+  now: () => number;
+  log: Logger;
+  sessions: ClientSessions;
+  audit: AuditRepository;
+  coordinator: Coordinator;
+  node: ShardNode<HeartbeatOps>;
+  maxLiveActors?: number;
+  /**
+   * Without Redis: track changed sessions for the restart checkpoint (the owner is then its source
+   * of kind `hb`, see platform/db/state-checkpoint.ts).
+   */
+  checkpointed?: boolean;
+}
+
+/** Where a shard's sessions are kept in Redis. */
+export const hashOf = (shard: number) => `hbs:${shard}`;
+
+export class HeartbeatOwner {
+  /** Sessions are grouped by shard in the host, so a released shard is dropped without a scan. */
+  readonly host: HeartbeatHost;
+  /** With Redis, state is written to it before a reply; alone, memory is all there is. */
+  private readonly durable: boolean;
+  /** Told of every session killed through this worker (the realtime channel ends its connection). */
+  private readonly killListeners = new Set<(session: string) => void>();
+  /** process_state.kind of the checkpointed sessions. */
+  readonly checkpointKind = 'hb';
+  /** Without Redis and with a checkpoint: sessions changed since the last one. */
+  private changed: Set<string> | undefined;
+
+  constructor(private readonly d: HeartbeatOwnerDeps) {
+    this.durable = d.coordinator.kind === 'redis';
+    if (!this.durable && d.checkpointed) this.changed = new Set();
+    this.host = new HeartbeatHost({
+      now: d.now,
+      maxLive: d.maxLiveActors ?? 10_000,
+      groupOf: shardOf,
+      onExpired: (c) => {
+        // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
+        void this.persist(c.session, null).catch(() => undefined);
+        d.log.debug({ appId: c.appId }, 'heartbeat.expired');
+      },
+    });
+    d.node.onShards({ acquired: (shard) => this.shardAcquired(shard), released: (shard) => this.shardReleased(shard) });
+    d.node.handle('hb.start', (a) => this.startHere(a));
+    d.node.handle('hb.beat', (a) => this.beatHere(a));
+    d.node.handle('hb.stop', (a) => this.stopHere(a));
+    d.node.handle('hb.kill', (a) => this.killHere([a.session]));
+  }
+
+  startSweeper(): void {
+    this.host.startSweeper();
+  }
+
+  close(): void {
+    this.host.close();
+  }
+
+  // ---- shard lifecycle (called by the cluster node) -------------------------------------------
+
+  async shardAcquired(shard: number): Promise<void> {
+    if (!this.durable) return;
+    const now = this.d.now();
+    for (const raw of (await this.d.coordinator.hashGetAll(hashOf(shard))).values()) {
+      let c: HeartbeatContext;
+      try {
+        c = decodeHeartbeat(raw);
+      } catch (err) {
+        // Written by a build that knows a newer format (a rolling upgrade): leave it to such a worker.
+        this.d.log.error({ err, shard }, 'heartbeat.restore_refused');
+        continue;
+      }
+      if (c.expiresAt <= now) continue; // evicted by the sweeper of whoever owns it next
+      this.host.restore(c);
+    }
+  }
+
+  shardReleased(shard: number): void {
+    this.host.removeGroup(shard);
+  }
+
+  // ---- the restart checkpoint of a single process (state-checkpoint.ts) ----------------------
+
+  /** Sessions changed since the last call: their current state, or a deletion. */
+  takeChanges(): { upserts: { key: string; value: Buffer; expiresAt: number }[]; deletes: string[] } {
+    const upserts: { key: string; value: Buffer; expiresAt: number }[] = [];
+    const deletes: string[] = [];
+    if (!this.changed) return { upserts, deletes };
+    const sessions = this.changed;
+    this.changed = new Set();
+    const now = this.d.now();
+    for (const session of sessions) {
+      const c = this.host.peek(session);
+      if (c && c.expiresAt > now) upserts.push({ key: session, value: encodeHeartbeat(c), expiresAt: c.expiresAt });
+      else deletes.push(session);
+    }
+    return { upserts, deletes };
+  }
+
+  unsaved(sessions: readonly string[]): void {
+    for (const s of sessions) this.changed?.add(s);
+  }
+
+  restore(entries: readonly { key: string; value: Buffer }[]): void {
+    const now = this.d.now();
+    for (const e of entries) {
+      let c: HeartbeatContext;
+      try {
+        c = decodeHeartbeat(e.value);
+      } catch (err) {
+        this.d.log.error({ err }, 'heartbeat.restore_refused');
+        continue;
+      }
+      if (c.expiresAt > now && !this.host.has(c.session)) this.host.restore(c);
+    }
+  }
+
+  /** Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is gone. */
+  private async persist(session: string, c: HeartbeatContext | null): Promise<void> {
+    const shard = shardOf(session);
+    const fence = this.d.node.fenceOf(shard);
+    if (fence === undefined) throw new NotOwner(shard);
+    if (!this.durable) {
+      this.changed?.add(session);
+      return;
+    }
+    const ok = await this.d.coordinator.fencedHashSet(
+      this.d.node.leaseName(shard),
+      this.d.node.id,
+      fence,
+      hashOf(shard),
+      session,
+      c ? encodeHeartbeat(c) : null,
+    );
+    if (!ok) {
+      this.shardReleased(shard);
+      throw new NotOwner(shard);
+    }
+  }
+
+  // ---- operations, run on the shard's owner ---------------------------------------------------
+
+  private owns(session: string): void {
+    const shard = shardOf(session);
+    if (this.d.node.fenceOf(shard) === undefined) throw new NotOwner(shard);
+  }
+
+  async startHere(a: StartArgs): Promise<{ ok: true }> {
+    this.owns(a.session);
+    const deadline = this.host.deadline(a.session);
+    if (deadline !== undefined && deadline > this.d.now()) throw new AppError('heartbeat_exists');
+    if (deadline !== undefined) this.host.remove(a.session);
+    const c = this.host.create({ ...a, now: this.d.now() });
+    try {
+      await this.persist(a.session, c);
+    } catch (err) {
+      this.host.remove(a.session);
+      throw err;
+    }
+    return { ok: true };
+  }
+
+  async beatHere(a: BeatArgs): Promise<BeatOutcome> {
+    this.owns(a.session);
+    // The sweeper runs every second; a beat past the deadline must not slip through in between.
+    const deadline = this.host.deadline(a.session);
+    if (deadline !== undefined && deadline <= this.d.now()) {
+      this.host.remove(a.session);
+      await this.persist(a.session, null);
+    }
+    const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
+    if (!r)
+      return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
+    if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
+    else if (r.verdict.kind === 'killed') await this.persist(a.session, null);
+    return {
+      verdict: r.verdict,
+      token: r.context?.token ?? '',
+      beatCount: r.context?.beatCount ?? 0,
+      warnings: r.context?.warnings ?? 0,
+      previousToken: r.before.token,
+      userId: r.before.userId,
+      licenseId: r.before.licenseId,
+    };
+  }
+
+  async stopHere(a: StopArgs): Promise<StopOutcome> {
+    this.owns(a.session);
+    const r = this.host.send(a.session, { type: 'STOP', token: a.token });
+    if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
+    await this.persist(a.session, null);
+    return { stopped: true, beats: r.before.beatCount, userId: r.before.userId, licenseId: r.before.licenseId };
+  }
+
+  async killHere(sessions: string[]): Promise<number> {
+    let n = 0;
+    for (const session of sessions) {
+      const r = this.host.send(session, { type: 'KILL', reason: 'revoked' });
+      if (!r) continue;
+      await this.persist(session, null).catch(() => undefined);
+      this.d.audit.write({
+        appId: r.before.appId,
+        action: 'heartbeat.kill',
+        level: 'warning',
+        detail: `Session killed: ${KILL_TEXT.revoked}`,
+      });
+      const rec = await this.d.sessions.get(session);
+      if (rec) await this.d.sessions.deactivate(session, rec);
+      this.killed(session);
+      n++;
+    }
+    return n;
+  }
+
+  /** Tells the kill listeners (the gateway calls it for a session a beat killed). */
+  killed(session: string): void {
+    for (const l of this.killListeners) l(session);
+  }
+
+  /** Listens for sessions killed on this worker (by a beat or a revocation); returns the unsubscribe. */
+  onKill(listener: (session: string) => void): () => void {
+    this.killListeners.add(listener);
+    return () => this.killListeners.delete(listener);
+  }
+
+  // ---- revocations (every worker gets every event; each acts on the sessions it owns) ---------
+
+  /**
+   * A deleted or banned key, or a banned user, kills the sessions bound to it, so the copy stops
+   * at its next beat (PROTOCOL 11.10). A deleted user's session is orphaned, not killed (SPEC).
+   */
+  onEvent(e: LiveEvent): void {
+    const d = e.data;
+    let match: [ContextKey, unknown] | undefined;
+    if (e.kind === 'app.delete') match = ['appId', e.app_id];
+    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
+      match = ['licenseId', d.license_id];
+    else if (e.kind === 'user.ban' && d.banned === true) match = ['userId', d.user_id];
+    if (!match || typeof match[1] !== 'string') return;
+    const sessions = this.host.sessionsWhere(match[0], match[1]);
+    if (sessions.length > 0)
+      void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
+  }
+
+  /** Live sessions of an app on this worker (the whole app with one worker). */
+  countForApp(appId: string): number {
+    return this.host.countWhere('appId', appId);
+  }
+}

@@ -1,0 +1,7 @@
+// The heartbeat module's public surface: heartbeat sessions: the receiving gateway and the shard owner.
+// Other modules and the composition root import only this file.
+export { beatInterval } from './beat-interval.js';
+export { HeartbeatGateway } from './heartbeat.gateway.js';
+export { expiryWindowMs } from './heartbeat.machine.js';
+export { type HeartbeatOps, HeartbeatOwner } from './heartbeat.owner.js';
+export { heartbeatRoutes } from './heartbeat.routes.js';

@@ -1,0 +1,149 @@
+// Key generation (SPEC key generation rules 1-6, PROTOCOL 11.7, 11.19): where new keys come from,
+// what they cost a reseller, and the batch written with its charge in one transaction.
+import { randomInt } from 'node:crypto';
+import { validationError } from '../../errors.js';
+import type { Principal } from '../access/index.js';
+import { requirePermission } from '../access/index.js';
+import type { AuditRepository } from '../audit/index.js';
+import type { EventBus } from '../notify/index.js';
+import type { AppsService } from '../apps/index.js';
+import { KeySpaceExhausted, type LicenseRepository, type LicenseRow } from './license.repository.js';
+import {
+  ALPHABET_CLASSES,
+  DEFAULT_ALPHABET,
+  DEFAULT_MASK,
+  ENUMERABLE_KEY_SPACE,
+  durationDays,
+  enumerateKeys,
+  expandMask,
+  keyPreview,
+  keySpace,
+  licenseHash,
+  normalizeAlphabet,
+  placeholderCount,
+  pricePerKey,
+} from './license-keys.js';
+import type { GenerateInput } from './keys.requests.js';
+
+const MAX_DURATION_DAYS = 3650;
+
+function spaceExhausted(amount: number) {
+  return validationError(
+    'mask',
+    `This mask and alphabet cannot produce ${amount} new keys for this application`,
+    'value_error',
+  );
+}
+
+interface KeyGeneratorDeps {
+  apps: Pick<AppsService, 'visible'>;
+  licenses: LicenseRepository;
+  audit: AuditRepository;
+  events: EventBus;
+  licenseHashKey: Buffer;
+  now: () => number;
+}
+
+export class KeyGenerator {
+  constructor(private readonly d: KeyGeneratorDeps) {}
+
+  /**
+   * Where new keys come from (PROTOCOL 11.19), decided before any work: random draws over a large key
+   * space; over a small one, the exact list of keys the application does not have yet, shuffled,
+   * so a mask that cannot yield `amount` new keys is refused at once instead of searched forever.
+   */
+  private async keySource(appId: string, mask: string, alphabet: string, amount: number) {
+    const key = this.d.licenseHashKey;
+    const entry = (plaintext: string) => ({
+      plaintext,
+      keyHash: licenseHash(key, plaintext),
+      keyPreview: keyPreview(plaintext),
+    });
+    const space = keySpace(mask, alphabet.length);
+    if (space < BigInt(amount)) throw spaceExhausted(amount);
+    if (space > BigInt(ENUMERABLE_KEY_SPACE)) return () => entry(expandMask(mask, alphabet));
+    const all = [...enumerateKeys(mask, alphabet)].map(entry);
+    const taken = await this.d.licenses.existingHashes(
+      appId,
+      all.map((k) => k.keyHash),
+    );
+    const left = all.filter((k) => !taken.has(k.keyHash));
+    if (left.length < amount) throw spaceExhausted(amount);
+    for (let i = left.length - 1; i > 0; i--) {
+      const j = randomInt(i + 1);
+      [left[i], left[j]] = [left[j]!, left[i]!];
+    }
+    return () => left.pop() ?? null;
+  }
+
+  /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
+  async generateLicenses(
+    p: Principal,
+    appId: string,
+    input: GenerateInput,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
+    requirePermission(p, 'generate_keys');
+    const app = await this.d.apps.visible(p, appId);
+    const unit = input.unit ?? 'days';
+    if (unit !== 'lifetime' && input.duration === undefined)
+      throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
+    const value = unit === 'lifetime' ? 0 : input.duration!;
+    const days = durationDays(value, unit);
+    if (days > MAX_DURATION_DAYS)
+      throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
+    const mask = input.mask ?? DEFAULT_MASK;
+    if (placeholderCount(mask) === 0)
+      throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
+    const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
+    if (!ALPHABET_CLASSES.test(alphabet)) {
+      throw validationError(
+        'alphabet',
+        'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes',
+        'value_error',
+      );
+    }
+    const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
+    const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
+    const charge =
+      p.role === 'reseller'
+        ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
+        : null;
+    const created = await this.d.licenses
+      .insertBatch(
+        {
+          appId,
+          level: input.level ?? 1,
+          durationValue: value,
+          durationUnit: unit,
+          durationDays: days,
+          note: input.note ?? '',
+          resellerId: generatorIsStaff ? p.account.id : null,
+          createdBy: p.account.id,
+          charge,
+        },
+        input.amount,
+        makeKey,
+        new Date(this.d.now()),
+      )
+      .catch((err: unknown) => {
+        if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
+        throw err;
+      });
+    await this.d.events.publish(
+      'license.generate',
+      appId,
+      { count: created.length, license_ids: created.map((c) => c.row.id) },
+      generatorIsStaff ? p.account.id : null,
+    );
+    this.d.audit.write({
+      appId,
+      action: 'license.generate',
+      actorId: p.account.id,
+      resellerId: generatorIsStaff ? p.account.id : null,
+      detail:
+        `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +
+        `level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
+    });
+    return created;
+  }
+}

@@ -1,0 +1,258 @@
+// Dashboard-side queries on license keys and end users. Reseller scoping is part of every query
+// (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (PROTOCOL 11.9).
+import { toDate, type Sql } from '../../platform/db/sql.js';
+import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
+import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
+import type { KeyTouchesRepository } from '../activation/index.js';
+
+/** undefined: every record of the app; a list: only records whose reseller_id is in it. */
+export type ResellerScope = readonly string[] | undefined;
+
+function scopeSql(scope: ResellerScope, params: unknown[], column = 'reseller_id'): string {
+  if (scope === undefined) return '';
+  if (scope.length === 0) return ' and false';
+  params.push(...scope);
+  return ` and ${column} in (${scope.map(() => '?').join(',')})`;
+}
+
+interface LicenseListQuery {
+  appId: string;
+  scope: ResellerScope;
+  status?: StatusFilter | undefined;
+  q?: string | undefined;
+  limit: number;
+  cursor?: { createdAt: string; id: string } | undefined;
+  now: Date;
+}
+
+export interface UserRow {
+  id: string;
+  app_id: string;
+  username: string;
+  created_at: Date | string;
+  last_login: Date | string | null;
+  ip: string;
+  hwid: string;
+  known_hwids: string[];
+  known_countries: string[];
+  level: number;
+  expires_at: Date | string | null;
+  banned: boolean;
+  license_id: string | null;
+  reseller_id: string | null;
+  last_geo: Record<string, unknown> | null;
+  geo: Record<string, unknown> | null;
+  activation_geo: Record<string, unknown> | null;
+  last_screenshot_path: string;
+  activation_screenshot_path: string;
+  screenshot_path: string;
+}
+
+const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, known_hwids, known_countries, level,
+  expires_at, banned, license_id, reseller_id, last_geo, geo, activation_geo, last_screenshot_path,
+  activation_screenshot_path, screenshot_path`;
+
+/** PROTOCOL 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
+const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
+/** `expires_at + SHIFT`: one placeholder, the milliseconds. */
+const SHIFT = `(? * interval '1 millisecond')`;
+
+export class KeyAdminRepository {
+  constructor(
+    private readonly sql: Sql,
+    /** Touches written behind (last login, IP): flushed before a listing, so it shows this worker's latest. */
+    private readonly touches?: KeyTouchesRepository,
+  ) {}
+
+  async listLicenses(q: LicenseListQuery): Promise<LicenseRow[]> {
+    await this.touches?.flush().catch(() => undefined);
+    const params: unknown[] = [q.appId];
+    let where = 'app_id = ?';
+    if (q.status) {
+      where += ` and ${STATUS_SQL[q.status]}`;
+      if (filterNeedsNow(q.status)) params.push(q.now);
+    }
+    if (q.q) {
+      where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ?)`;
+      const like = `%${q.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      params.push(like, like, like);
+    }
+    where += scopeSql(q.scope, params);
+    if (q.cursor) {
+      where += ' and (created_at, id) < (?::timestamptz, ?::uuid)';
+      params.push(q.cursor.createdAt, q.cursor.id);
+    }
+    params.push(q.limit);
+    return this.sql.all<LicenseRow>(
+      `select ${LICENSE_COLUMNS} from license_keys where ${where} order by created_at desc, id desc limit ?`,
+      params,
+    );
+  }
+
+  /** A key the caller may act on, or undefined. */
+  findLicense(id: string): Promise<LicenseRow | undefined> {
+    return this.sql.one<LicenseRow>(`select ${LICENSE_COLUMNS} from license_keys where id = ?`, [id]);
+  }
+
+  /**
+   * Moves an activated, non-lifetime key's expiry (and its user's) by `deltaMs`; returns the new
+   * expiry, or 'out_of_range' when it would leave [1970, 9999-12-31] (nothing is written).
+   */
+  async shiftExpiry(id: string, deltaMs: number): Promise<Date | string | null | 'out_of_range'> {
+    return this.sql.transaction(async (tx) => {
+      const row = await this.sql.one<{ expires_at: Date | string }>(
+        'select expires_at from license_keys where id = ? and expires_at is not null for update',
+        [id],
+        tx,
+      );
+      if (!row) return null;
+      // Computed here, not in SQL: PostgreSQL itself fails on results before 4713 BC.
+      const next = toDate(row.expires_at)!.getTime() + deltaMs;
+      if (next < 0 || next > MAX_EXPIRY_MS) return 'out_of_range';
+      const at = new Date(next);
+      await this.sql.run('update license_keys set expires_at = ? where id = ?', [at, id], tx);
+      await this.sql.run('update end_users set expires_at = ? where license_id = ?', [at, id], tx);
+      return at;
+    });
+  }
+
+  /**
+   * extend-all: every active key in scope gets `deltaMs`; returns how many were extended and skipped,
+   * or 'out_of_range' when one of them would pass 9999-12-31 (then none is changed).
+   */
+  async extendActive(
+    appId: string,
+    scope: ResellerScope,
+    deltaMs: number,
+    now: Date,
+  ): Promise<{ extended: number; skipped: number } | 'out_of_range'> {
+    return this.sql.transaction(async (tx) => {
+      const active =
+        "app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?";
+      const checkParams: unknown[] = [appId, now];
+      const latest = await this.sql.one<{ at: Date | string | null }>(
+        `select max(expires_at) as at from license_keys where ${active}${scopeSql(scope, checkParams)}`,
+        checkParams,
+        tx,
+      );
+      const last = toDate(latest?.at);
+      if (last && last.getTime() + deltaMs > MAX_EXPIRY_MS) return 'out_of_range';
+      const params: unknown[] = [deltaMs, appId, now];
+      const scoped = scopeSql(scope, params);
+      const ids = await this.sql.all<{ id: string; expires_at: string }>(
+        `update license_keys set expires_at = expires_at + ${SHIFT}
+         where ${active}${scoped}
+         returning id, expires_at`,
+        params,
+        tx,
+      );
+      for (const r of ids)
+        await this.sql.run('update end_users set expires_at = ? where license_id = ?', [r.expires_at, r.id], tx);
+      const totalParams: unknown[] = [appId];
+      const total = await this.sql.one<{ n: string }>(
+        `select count(*) as n from license_keys where app_id = ?${scopeSql(scope, totalParams)}`,
+        totalParams,
+        tx,
+      );
+      return { extended: ids.length, skipped: Number(total?.n ?? 0) - ids.length };
+    });
+  }
+
+  /** Clears the HWID pin of a key and of the user bound to it. */
+  async resetLicenseHwid(id: string): Promise<void> {
+    await this.sql.transaction(async (tx) => {
+      await this.sql.run(`update license_keys set hwid = '' where id = ?`, [id], tx);
+      await this.sql.run(`update end_users set hwid = '', known_hwids = '[]'::jsonb where license_id = ?`, [id], tx);
+    });
+  }
+
+  /** Bans, or unbans back to `used` when it was redeemed and `unused` otherwise (PROTOCOL 9). */
+  async setLicenseBanned(id: string, banned: boolean): Promise<string | undefined> {
+    const row = await this.sql.one<{ status: string }>(
+      banned
+        ? `update license_keys set status = 'banned', pending_since = null where id = ? returning status`
+        : `update license_keys set status = case when used_by <> '' then 'used' else 'unused' end
+           where id = ? and status = 'banned' returning status`,
+      [id],
+    );
+    return row?.status;
+  }
+
+  async deleteLicense(id: string): Promise<void> {
+    await this.sql.transaction(async (tx) => {
+      // The bound user stays, without a key: its next login fails (login joins on the key).
+      await this.sql.run('update end_users set license_id = null where license_id = ?', [id], tx);
+      await this.sql.run('delete from license_keys where id = ?', [id], tx);
+    });
+  }
+
+  listUsers(appId: string, scope: ResellerScope, limit: number): Promise<UserRow[]> {
+    const params: unknown[] = [appId];
+    const where = `app_id = ?${scopeSql(scope, params)}`;
+    params.push(limit);
+    return this.sql.all<UserRow>(
+      `select ${USER_COLUMNS} from end_users where ${where} order by created_at desc, id desc limit ?`,
+      params,
+    );
+  }
+
+  findUser(id: string): Promise<UserRow | undefined> {
+    return this.sql.one<UserRow>(`select ${USER_COLUMNS} from end_users where id = ?`, [id]);
+  }
+
+  async resetUserHwid(id: string): Promise<void> {
+    await this.sql.run(`update end_users set hwid = '', known_hwids = '[]'::jsonb where id = ?`, [id]);
+  }
+
+  async setUserBanned(id: string, banned: boolean): Promise<void> {
+    await this.sql.run('update end_users set banned = ? where id = ?', [banned, id]);
+  }
+
+  /** Removes the user; its key stays `used` with its expiry and level, and can be registered again (PROTOCOL 11.10). */
+  async deleteUser(id: string): Promise<void> {
+    await this.sql.transaction(async (tx) => {
+      await this.sql.run('update license_keys set user_id = null where user_id = ?', [id], tx);
+      await this.sql.run('delete from end_users where id = ?', [id], tx);
+    });
+  }
+
+  async keyStats(appId: string, scope: ResellerScope, now: Date) {
+    const params: unknown[] = [now, now, appId];
+    const row = await this.sql.one<Record<string, string>>(
+      `select count(*) as total,
+         count(*) filter (where ${STATUS_SQL.banned}) as banned,
+         count(*) filter (where ${STATUS_SQL.unactivated}) as unactivated,
+         count(*) filter (where ${STATUS_SQL.active}) as active,
+         count(*) filter (where ${STATUS_SQL.expired}) as expired
+       from license_keys where app_id = ?${scopeSql(scope, params)}`,
+      params,
+    );
+    const n = (k: string) => Number(row?.[k] ?? 0);
+    return {
+      total: n('total'),
+      active: n('active'),
+      banned: n('banned'),
+      unactivated: n('unactivated'),
+      expired: n('expired'),
+    };
+  }
+
+  async userCount(appId: string, scope: ResellerScope): Promise<number> {
+    const params: unknown[] = [appId];
+    const row = await this.sql.one<{ n: string }>(
+      `select count(*) as n from end_users where app_id = ?${scopeSql(scope, params)}`,
+      params,
+    );
+    return Number(row?.n ?? 0);
+  }
+
+  async logins24h(appId: string, scope: ResellerScope, since: Date): Promise<number> {
+    const params: unknown[] = [appId, since];
+    const row = await this.sql.one<{ n: string }>(
+      `select count(*) as n from audit_log
+       where app_id = ? and action = 'client.login' and level = 'info' and at >= ?${scopeSql(scope, params)}`,
+      params,
+    );
+    return Number(row?.n ?? 0);
+  }
+}

@@ -1,0 +1,212 @@
+import { Type } from '@sinclair/typebox';
+import type { Router } from '../../platform/http/router.js';
+import type { DashboardAuth } from '../access/index.js';
+import type { KeysAdminService } from './keys.service.js';
+import type { KeyGenerator } from './generate.service.js';
+import { GenerateBody } from './keys.requests.js';
+import { LICENSE_STATUS_FILTERS } from './license-status.js';
+import { dashboardHandler } from '../access/index.js';
+import { pathId } from '../../platform/http/validation.js';
+import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
+
+const TimeUnit = Type.Union([
+  Type.Literal('hours'),
+  Type.Literal('days'),
+  Type.Literal('weeks'),
+  Type.Literal('months'),
+]);
+
+const ListQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union(LICENSE_STATUS_FILTERS.map((s) => Type.Literal(s)))),
+    q: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+const ExtendBody = Type.Object(
+  {
+    value: Type.Integer({ minimum: 1, maximum: 3650 * 24 }),
+    unit: TimeUnit,
+    subtract: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+const ExtendAllBody = Type.Object(
+  { value: Type.Integer({ minimum: 1, maximum: 3650 * 24 }), unit: TimeUnit },
+  { additionalProperties: false },
+);
+const BanToggle = Type.Object({ banned: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+const UserBan = Type.Object({ banned: Type.Boolean() }, { additionalProperties: false });
+
+interface KeysRoutesDeps {
+  auth: DashboardAuth;
+  keys: KeysAdminService;
+  generator: KeyGenerator;
+  /** Live heartbeat sessions of an app (the stats' live_sessions). */
+  liveSessions: (appId: string) => number;
+  now: () => number;
+}
+
+export function keysRoutes(router: Router, { auth, keys, generator, liveSessions, now }: KeysRoutesDeps): void {
+  const lic = (id: string | undefined) => pathId(id, 'license_not_found');
+  const usr = (id: string | undefined) => pathId(id, 'user_not_found');
+
+  router.add({
+    method: 'post',
+    path: '/api/apps/:id/licenses',
+    unprefixed: true,
+    doc: {
+      summary: 'Generate license keys (plaintext returned only here)',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: GenerateBody,
+      permission: 'generate_keys',
+    },
+    handler: dashboardHandler({ auth, body: GenerateBody }, async ({ principal, params, body }) => {
+      const created = await generator.generateLicenses(principal, pathId(params.id, 'app_not_found'), body);
+      return created.map(({ row, key }) => licenseView(row, now(), key));
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/licenses',
+    doc: {
+      summary: 'License keys, newest first (metadata only)',
+      tag: 'licenses',
+      auth: 'dashboard',
+      query: ListQuery,
+      permission: 'view_keys',
+    },
+    handler: dashboardHandler({ auth, query: ListQuery }, async ({ principal, params, query }) => {
+      const { rows, nextCursor } = await keys.listLicenses(principal, pathId(params.id, 'app_not_found'), query);
+      return { items: rows.map((r) => hiddenLicenseView(principal, r, now())), next_cursor: nextCursor };
+    }),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/licenses/:id/extend',
+    unprefixed: true,
+    doc: {
+      summary: 'Add or subtract time',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: ExtendBody,
+      permission: 'owner, admin, developer',
+    },
+    handler: dashboardHandler({ auth, body: ExtendBody }, async ({ principal, params, body }) =>
+      licenseView(await keys.extend(principal, lic(params.id), body.value, body.unit, body.subtract ?? false), now()),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/apps/:id/licenses/extend-all',
+    unprefixed: true,
+    doc: {
+      summary: 'Extend every active key',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: ExtendAllBody,
+      permission: 'owner, admin, developer',
+    },
+    handler: dashboardHandler({ auth, body: ExtendAllBody }, async ({ principal, params, body }) =>
+      keys.extendAll(principal, pathId(params.id, 'app_not_found'), body.value, body.unit),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/licenses/:id/reset-hwid',
+    unprefixed: true,
+    doc: { summary: "Clear a key's HWID binding", tag: 'licenses', auth: 'dashboard', permission: 'reset_hwid' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.resetLicenseHwid(principal, lic(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'patch',
+    path: '/api/licenses/:id/ban',
+    unprefixed: true,
+    doc: {
+      summary: 'Ban or unban a key (no body: toggle)',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: BanToggle,
+      permission: 'ban_unban_keys',
+    },
+    handler: dashboardHandler({ auth, body: BanToggle }, async ({ principal, params, body }) =>
+      hiddenLicenseView(principal, await keys.banLicense(principal, lic(params.id), body.banned), now()),
+    ),
+  });
+  router.add({
+    method: 'delete',
+    path: '/api/licenses/:id',
+    unprefixed: true,
+    doc: { summary: 'Delete a key permanently', tag: 'licenses', auth: 'dashboard', permission: 'delete_keys' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.deleteLicense(principal, lic(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/users',
+    doc: {
+      summary: 'End users (at most 2000, newest first)',
+      tag: 'users',
+      auth: 'dashboard',
+      permission: 'view_keys',
+    },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) =>
+      (await keys.listUsers(principal, pathId(params.id, 'app_not_found'))).map((u) => userView(principal, u)),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/users/:id/reset-hwid',
+    doc: { summary: "Clear a user's HWID lock", tag: 'users', auth: 'dashboard', permission: 'reset_hwid' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.resetUserHwid(principal, usr(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'patch',
+    path: '/api/users/:id/ban',
+    doc: {
+      summary: 'Ban (freeze) or unban a user',
+      tag: 'users',
+      auth: 'dashboard',
+      body: UserBan,
+      permission: 'freeze_unfreeze',
+    },
+    handler: dashboardHandler({ auth, body: UserBan }, async ({ principal, params, body }) => {
+      await keys.banUser(principal, usr(params.id), body.banned);
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'delete',
+    path: '/api/users/:id',
+    doc: {
+      summary: 'Delete a user (its key stays and can be registered again)',
+      tag: 'users',
+      auth: 'dashboard',
+      permission: 'delete_keys',
+    },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.deleteUser(principal, usr(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/stats',
+    doc: { summary: 'Key, user and session counts', tag: 'apps', auth: 'dashboard', permission: 'view_stats' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      const appId = pathId(params.id, 'app_not_found');
+      return keys.stats(principal, appId, liveSessions(appId));
+    }),
+  });
+}

@@ -1,0 +1,287 @@
+// Dashboard management of license keys and end users (SPEC "Dashboard: license keys",
+// "Dashboard: end users", "Reseller scoping and hiding"). Each mutation is audited and published
+// as a live event; revocations reach live heartbeat sessions through the event bus.
+import { AppError, ValidationError, validationError } from '../../errors.js';
+import type { DurationUnit } from '../../platform/db/entities/index.js';
+import type { KeyAdminRepository, ResellerScope, UserRow } from './key-admin.repository.js';
+import type { LicenseRow } from './license.repository.js';
+import type { AuditRepository } from '../audit/index.js';
+import { toDate } from '../../platform/db/sql.js';
+import type { AppsService } from '../apps/index.js';
+import type { EventBus } from '../notify/index.js';
+import { durationMs } from './license-keys.js';
+import type { StatusFilter } from './license-status.js';
+import { requirePermission, requireRole, resellerScope } from '../access/index.js';
+import type { AccountRepository, Principal } from '../access/index.js';
+
+const USER_LIST_LIMIT = 2000;
+
+/** What key and user administration uses, besides its repository (one composition root: app.ts). */
+interface KeysAdminDeps {
+  audit: AuditRepository;
+  accounts: Pick<AccountRepository, 'subtreeIds'>;
+  now: () => number;
+}
+
+export class KeysAdminService {
+  constructor(
+    private readonly d: KeysAdminDeps,
+    private readonly repo: KeyAdminRepository,
+    private readonly apps: AppsService,
+    private readonly events: EventBus,
+  ) {}
+
+  private now(): Date {
+    return new Date(this.d.now());
+  }
+
+  /** PROTOCOL 11.9: owners and developers see every record; admins and resellers their subtree's. */
+  scope(p: Principal): Promise<ResellerScope> {
+    return resellerScope(this.d.accounts, p);
+  }
+
+  private inScope(scope: ResellerScope, resellerId: string | null): boolean {
+    return scope === undefined || (resellerId !== null && scope.includes(resellerId));
+  }
+
+  /** The key if it exists in an app the caller sees and inside the caller's scope; else 404. */
+  private async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
+    const row = await this.repo.findLicense(id);
+    if (!row) throw new AppError('license_not_found');
+    await this.apps.visible(p, row.app_id).catch(() => {
+      throw new AppError('license_not_found');
+    });
+    const scope = await this.scope(p);
+    if (!this.inScope(scope, row.reseller_id)) throw new AppError('license_not_found');
+    return { row, scope };
+  }
+
+  private async user(p: Principal, id: string): Promise<UserRow> {
+    const row = await this.repo.findUser(id);
+    if (!row) throw new AppError('user_not_found');
+    await this.apps.visible(p, row.app_id).catch(() => {
+      throw new AppError('user_not_found');
+    });
+    if (!this.inScope(await this.scope(p), row.reseller_id)) throw new AppError('user_not_found');
+    return row;
+  }
+
+  private record(
+    p: Principal,
+    appId: string,
+    kind: string,
+    detail: string,
+    data: Record<string, unknown>,
+    resellerId: string | null,
+    level: 'info' | 'warning' = 'info',
+  ) {
+    this.d.audit.write({ appId, action: kind, detail, actorId: p.account.id, resellerId, level });
+    return this.events.publish(kind, appId, data, resellerId);
+  }
+
+  async listLicenses(
+    p: Principal,
+    appId: string,
+    q: { status?: StatusFilter; q?: string; limit?: number; cursor?: string },
+  ) {
+    requirePermission(p, 'view_keys');
+    await this.apps.visible(p, appId);
+    const limit = q.limit ?? 100;
+    const rows = await this.repo.listLicenses({
+      appId,
+      scope: await this.scope(p),
+      status: q.status,
+      q: q.q,
+      limit,
+      cursor: decodeCursor(q.cursor),
+      now: this.now(),
+    });
+    const last = rows[rows.length - 1];
+    return { rows, nextCursor: rows.length === limit && last ? encodeCursor(last) : null };
+  }
+
+  /** Extend or subtract time: owners, admins and developers; never lifetime or never-activated keys. */
+  async extend(p: Principal, id: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>, subtract: boolean) {
+    requireRole(p, 'owner', 'admin', 'developer');
+    const { row } = await this.license(p, id);
+    if (row.duration_unit === 'lifetime' || row.duration_days === 0) throw new AppError('license_lifetime');
+    if (!row.expires_at) throw new AppError('license_not_activated');
+    const delta = durationMs(value, unit)! * (subtract ? -1 : 1);
+    const shifted = await this.repo.shiftExpiry(id, delta);
+    if (shifted === 'out_of_range') throw outOfRange();
+    const expiresAt = toDate(shifted);
+    await this.record(
+      p,
+      row.app_id,
+      'license.extend',
+      `${subtract ? 'Subtracted' : 'Added'} ${value} ${unit} ${subtract ? 'from' : 'to'} key ${row.key_preview}`,
+      { license_id: id, expires_at: expiresAt?.toISOString() ?? null },
+      row.reseller_id,
+    );
+    return { ...row, expires_at: expiresAt };
+  }
+
+  async extendAll(p: Principal, appId: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>) {
+    requireRole(p, 'owner', 'admin', 'developer');
+    await this.apps.visible(p, appId);
+    const result = await this.repo.extendActive(appId, await this.scope(p), durationMs(value, unit)!, this.now());
+    if (result === 'out_of_range') throw outOfRange();
+    await this.record(
+      p,
+      appId,
+      'license.bulk_extend',
+      `Extended ${result.extended} active keys by ${value} ${unit} (${result.skipped} skipped)`,
+      { ...result, value, unit },
+      null,
+    );
+    return result;
+  }
+
+  async resetLicenseHwid(p: Principal, id: string): Promise<void> {
+    requirePermission(p, 'reset_hwid');
+    const { row } = await this.license(p, id);
+    await this.repo.resetLicenseHwid(id);
+    await this.record(
+      p,
+      row.app_id,
+      'license.reset_hwid',
+      `HWID reset on key ${row.key_preview}`,
+      { license_id: id },
+      row.reseller_id,
+    );
+  }
+
+  /** `banned` absent toggles (PROTOCOL 9). */
+  async banLicense(p: Principal, id: string, banned: boolean | undefined) {
+    requirePermission(p, 'ban_unban_keys');
+    const { row } = await this.license(p, id);
+    const target = banned ?? row.status !== 'banned';
+    const status = await this.repo.setLicenseBanned(id, target);
+    await this.record(
+      p,
+      row.app_id,
+      'license.ban',
+      `Key ${row.key_preview} ${target ? 'banned' : 'unbanned'}`,
+      { license_id: id, banned: target, status: status ?? row.status },
+      row.reseller_id,
+      target ? 'warning' : 'info',
+    );
+    return { ...row, status: status ?? row.status };
+  }
+
+  async deleteLicense(p: Principal, id: string): Promise<void> {
+    requirePermission(p, 'delete_keys');
+    const { row } = await this.license(p, id);
+    await this.repo.deleteLicense(id);
+    await this.record(
+      p,
+      row.app_id,
+      'license.delete',
+      `Key ${row.key_preview} deleted`,
+      { license_id: id, user_id: row.user_id },
+      row.reseller_id,
+      'warning',
+    );
+  }
+
+  async listUsers(p: Principal, appId: string): Promise<UserRow[]> {
+    requirePermission(p, 'view_keys');
+    await this.apps.visible(p, appId);
+    return this.repo.listUsers(appId, await this.scope(p), USER_LIST_LIMIT);
+  }
+
+  async resetUserHwid(p: Principal, id: string): Promise<void> {
+    requirePermission(p, 'reset_hwid');
+    const u = await this.user(p, id);
+    await this.repo.resetUserHwid(id);
+    await this.record(
+      p,
+      u.app_id,
+      'user.reset_hwid',
+      `HWID reset for user ${u.username}`,
+      { user_id: id },
+      u.reseller_id,
+    );
+  }
+
+  async banUser(p: Principal, id: string, banned: boolean): Promise<void> {
+    requirePermission(p, 'freeze_unfreeze');
+    const u = await this.user(p, id);
+    await this.repo.setUserBanned(id, banned);
+    await this.record(
+      p,
+      u.app_id,
+      'user.ban',
+      `User ${u.username} ${banned ? 'banned' : 'unbanned'}`,
+      { user_id: id, banned },
+      u.reseller_id,
+      banned ? 'warning' : 'info',
+    );
+  }
+
+  async deleteUser(p: Principal, id: string): Promise<void> {
+    requirePermission(p, 'delete_keys');
+    const u = await this.user(p, id);
+    await this.repo.deleteUser(id);
+    await this.record(
+      p,
+      u.app_id,
+      'user.delete',
+      `User ${u.username} deleted; key kept`,
+      { user_id: id, license_id: u.license_id },
+      u.reseller_id,
+      'warning',
+    );
+  }
+
+  async stats(p: Principal, appId: string, liveSessions: number) {
+    requirePermission(p, 'view_stats');
+    await this.apps.visible(p, appId);
+    const scope = await this.scope(p);
+    const now = this.now();
+    const [keys, users, logins] = await Promise.all([
+      this.repo.keyStats(appId, scope, now),
+      this.repo.userCount(appId, scope),
+      this.repo.logins24h(appId, scope, new Date(now.getTime() - 86_400_000)),
+    ]);
+    return { keys, users, live_sessions: liveSessions, logins_24h: logins };
+  }
+}
+
+/** PROTOCOL 11.25: an extend whose result would leave the storable range is refused on `value`. */
+function outOfRange(): ValidationError {
+  return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
+}
+
+function encodeCursor(r: LicenseRow): string {
+  return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
+}
+
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A listing cursor back to a position; anything that is not exactly what encodeCursor writes
+ * (PROTOCOL 11.25) is 422 on `cursor`, never passed on to PostgreSQL casts.
+ */
+function decodeCursor(c: string | undefined): { createdAt: string; id: string } | undefined {
+  if (!c) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(c, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  if (Array.isArray(parsed) && parsed.length === 2) {
+    const [createdAt, id] = parsed as unknown[];
+    if (
+      typeof createdAt === 'string' &&
+      typeof id === 'string' &&
+      CURSOR_TIME.test(createdAt) &&
+      !Number.isNaN(Date.parse(createdAt)) &&
+      UUID.test(id)
+    )
+      return { createdAt, id };
+  }
+  throw new ValidationError([{ loc: ['query', 'cursor'], msg: 'Invalid cursor', type: 'value_error' }]);
+}

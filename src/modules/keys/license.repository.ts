@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import type { DurationUnit } from '../../platform/db/entities/index.js';
+import type { Sql } from '../../platform/db/sql.js';
+import { AppError } from '../../errors.js';
+
+const MAX_ROUNDS = 10;
+
+/** The mask and alphabet could not yield enough keys that are new for the application. */
+export class KeySpaceExhausted extends Error {
+  constructor() {
+    super('license key space exhausted');
+  }
+}
+
+interface NewKey {
+  keyHash: string;
+  keyPreview: string;
+}
+
+interface KeyBatch {
+  appId: string;
+  level: number;
+  durationValue: number;
+  durationUnit: DurationUnit;
+  durationDays: number;
+  note: string;
+  resellerId: string | null;
+  createdBy: string | null;
+  /** Credits to take from `chargeAccountId` in the same transaction; null: nothing to charge. */
+  charge: { accountId: string; amount: number } | null;
+}
+
+export interface LicenseRow {
+  id: string;
+  app_id: string;
+  key_preview: string;
+  status: string;
+  used_by: string;
+  user_id: string | null;
+  hwid: string;
+  ip: string;
+  level: number;
+  duration_value: number;
+  duration_unit: DurationUnit;
+  duration_days: number;
+  created_at: Date;
+  last_login: Date | null;
+  expires_at: Date | null;
+  pending_since: Date | null;
+  note: string;
+  reseller_id: string | null;
+  created_by: string | null;
+  activation_geo: Record<string, unknown> | null;
+  last_geo: Record<string, unknown> | null;
+  known_countries: string[];
+  screenshot_path: string;
+}
+
+export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value,
+  duration_unit, duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
+  activation_geo, last_geo, known_countries, screenshot_path`;
+
+export class LicenseRepository {
+  constructor(private readonly sql: Sql) {}
+
+  /** Which of these key hashes the application has already. */
+  async existingHashes(appId: string, hashes: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (let i = 0; i < hashes.length; i += 5000) {
+      const chunk = hashes.slice(i, i + 5000);
+      const rows = await this.sql.all<{ key_hash: string }>(
+        `select key_hash from license_keys where app_id = ? and key_hash in (${chunk.map(() => '?').join(',')})`,
+        [appId, ...chunk],
+      );
+      for (const r of rows) found.add(r.key_hash);
+    }
+    return found;
+  }
+
+  /**
+   * Inserts a batch of keys and charges credits in one transaction. `makeKey` is called again for
+   * a key whose hash already exists in the app (a collision), so the batch always has `amount` keys;
+   * it returns null when it has no candidate left.
+   * The charge is a conditional UPDATE: concurrent generations against one balance never overdraw.
+   */
+  async insertBatch(
+    batch: KeyBatch,
+    amount: number,
+    makeKey: () => (NewKey & { plaintext: string }) | null,
+    now: Date,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
+    return this.sql.transaction(async (tx) => {
+      if (batch.charge) {
+        const charged = await this.sql.run(
+          `update accounts set key_quota = key_quota - ?, updated_at = ?
+           where id = ? and key_quota is not null and key_quota >= ?`,
+          [batch.charge.amount, now, batch.charge.accountId, batch.charge.amount],
+          tx,
+        );
+        if (charged === 0) {
+          const unlimited = await this.sql.one(
+            'select 1 from accounts where id = ? and key_quota is null',
+            [batch.charge.accountId],
+            tx,
+          );
+          if (!unlimited) throw new AppError('insufficient_credits');
+        }
+      }
+      const out: { row: LicenseRow; key: string }[] = [];
+      // One multi-row INSERT per round; a key that exists already is skipped by ON CONFLICT and
+      // replaced in the next round. Draws and rounds are bounded: a mask whose key space is used
+      // up ends in KeySpaceExhausted (the transaction rolls back: nothing created, nothing charged).
+      for (let round = 0; out.length < amount; round++) {
+        if (round >= MAX_ROUNDS) throw new KeySpaceExhausted();
+        const byHash = new Map<string, string>();
+        const values: unknown[] = [];
+        const need = amount - out.length;
+        for (let draws = need * 20 + 100; byHash.size < need && draws > 0; draws--) {
+          const k = makeKey();
+          if (k === null) break;
+          if (byHash.has(k.keyHash)) continue;
+          byHash.set(k.keyHash, k.plaintext);
+          values.push(
+            randomUUID(),
+            batch.appId,
+            k.keyHash,
+            k.keyPreview,
+            batch.level,
+            batch.durationValue,
+            batch.durationUnit,
+            batch.durationDays,
+            now,
+            batch.note,
+            batch.resellerId,
+            batch.createdBy,
+          );
+        }
+        if (byHash.size === 0) throw new KeySpaceExhausted();
+        const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
+          `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
+             duration_days, created_at, note, reseller_id, created_by)
+           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
+           on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
+          values,
+          tx,
+        );
+        for (const { key_hash, ...row } of rows) out.push({ row, key: byHash.get(key_hash)! });
+      }
+      return out;
+    });
+  }
+}

@@ -1,0 +1,398 @@
+// Live updates for dashboards (SPEC "Live update stream", PROTOCOL 9): a WebSocket at /api/ws
+// (JSON frames, or MessagePack with the `msgpack` subprotocol) and Server-Sent Events at
+// /api/apps/{id}/events. Events come from the EventBus (every worker receives every event) and
+// each subscriber gets only what its scoping allows, with hidden fields removed.
+//
+// Access is followed, not captured (PROTOCOL 11.24): a watcher keeps the token it connected with,
+// and whenever an access signal arrives (a team change, a sign-out, a password change, a deletion)
+// or an app is deleted, and every REVALIDATE_MS anyway, each watcher is authenticated again and
+// each of its apps checked again: a revoked session's stream is closed, an app no longer visible
+// is dropped (an SSE stream, which watches one app, is closed), and scope and hiding follow the
+// current permissions.
+// Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
+// uWS; an SSE stream that stays backed up past the same amount is closed by us.
+import { pack, unpack } from 'msgpackr';
+import type { Logger } from 'pino';
+import { AppError } from '../../errors.js';
+import type { Principal, DashboardAuth, AccessSignal, AccountRepository } from '../access/index.js';
+import { sightOf, visible, resellerScope, bearerToken, fromOwnOrigin, headerToken } from '../access/index.js';
+import type { AppsService } from '../apps/index.js';
+import type { EventBus, LiveEvent } from './events.js';
+import { errorReply } from '../../platform/http/error-reply.js';
+import {
+  CLOSE_ON_BACKPRESSURE_LIMIT,
+  copyRequest,
+  writeReply,
+  type HttpServer,
+  type UwsSocket,
+} from '../../platform/http/uws.js';
+
+const MAX_BACKPRESSURE = 1024 * 1024;
+/** Every watcher is checked again this often even without a signal (a lost signal, an expiry). */
+const REVALIDATE_MS = 15_000;
+const APP_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Events every subscriber of the app may see, whoever's records they touch. */
+const APP_WIDE = new Set(['app.delete']);
+
+/** One open stream: a WebSocket (any number of apps) or an SSE response (one app). */
+interface Watcher {
+  /** The dashboard token it authenticated with, checked again on every revalidation. */
+  readonly token: string;
+  principal: Principal;
+  /** app id -> null (sees every record) or the reseller ids whose records it may see. */
+  readonly apps: Map<string, ReadonlySet<string> | null>;
+  /** SSE: losing its one app ends the stream. */
+  readonly single: boolean;
+  send(frame: Record<string, unknown>): void;
+  /** Ends the stream (revoked access); the transport's close handler calls `this.forget`. */
+  end(reason: string): void;
+}
+
+interface LiveDeps {
+  log: Logger;
+  auth: DashboardAuth;
+  apps: Pick<AppsService, 'visible'>;
+  events: EventBus;
+  access: AccessSignal;
+  accounts: Pick<AccountRepository, 'subtreeIds'>;
+}
+
+/** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
+function eventFor(
+  sub: { principal: Principal; scope: ReadonlySet<string> | null },
+  e: LiveEvent,
+): Record<string, unknown> | null {
+  if (sub.scope && !APP_WIDE.has(e.kind) && !(e.reseller_id && sub.scope.has(e.reseller_id))) return null;
+  return { id: e.id, kind: e.kind, app_id: e.app_id, at: e.at, data: visible(sightOf(sub.principal), e.data) };
+}
+
+export class LiveHub {
+  private readonly byApp = new Map<string, Set<Watcher>>();
+  private readonly watchers = new Set<Watcher>();
+  private readonly offs: (() => void)[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  /** One revalidation at a time; a signal during one schedules exactly one more. */
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly d: LiveDeps) {}
+
+  start(): void {
+    this.offs.push(
+      this.d.events.on((e) => {
+        this.dispatch(e);
+        if (e.kind === 'app.delete') this.revalidate();
+      }),
+      this.d.access.on(() => this.revalidate()),
+    );
+    this.timer = setInterval(() => this.revalidate(), REVALIDATE_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    for (const off of this.offs.splice(0)) off();
+    clearInterval(this.timer);
+  }
+
+  get subscriberCount(): number {
+    let n = 0;
+    for (const s of this.byApp.values()) n += s.size;
+    return n;
+  }
+
+  private dispatch(e: LiveEvent): void {
+    for (const w of this.byApp.get(e.app_id) ?? []) {
+      const scope = w.apps.get(e.app_id);
+      if (scope === undefined) continue;
+      const event = eventFor({ principal: w.principal, scope }, e);
+      if (event) w.send({ type: 'event', event });
+    }
+  }
+
+  /** The scope a principal watches an app with; throws when the app is not visible to it. */
+  private async scopeFor(principal: Principal, appId: string): Promise<ReadonlySet<string> | null> {
+    if (!APP_ID.test(appId)) throw new AppError('app_not_found');
+    await this.d.apps.visible(principal, appId);
+    const ids = await resellerScope(this.d.accounts, principal);
+    return ids ? new Set(ids) : null;
+  }
+
+  /** Registers a stream; returns it so the transport can subscribe it and forget it when it closes. */
+  private watch(w: Omit<Watcher, 'apps'>): Watcher {
+    const watcher: Watcher = { ...w, apps: new Map() };
+    this.watchers.add(watcher);
+    return watcher;
+  }
+
+  /** Subscribes a stream to an app; subscribing twice to one app is one subscription. */
+  private async subscribe(w: Watcher, appId: string): Promise<void> {
+    const scope = await this.scopeFor(w.principal, appId);
+    if (!this.watchers.has(w)) return; // closed meanwhile
+    w.apps.set(appId, scope);
+    let set = this.byApp.get(appId);
+    if (!set) this.byApp.set(appId, (set = new Set()));
+    set.add(w);
+  }
+
+  private unsubscribe(w: Watcher, appId: string): void {
+    w.apps.delete(appId);
+    const set = this.byApp.get(appId);
+    set?.delete(w);
+    if (set?.size === 0) this.byApp.delete(appId);
+  }
+
+  /** The transport's close handler: the stream is gone. */
+  private forget(w: Watcher): void {
+    this.watchers.delete(w);
+    for (const appId of [...w.apps.keys()]) this.unsubscribe(w, appId);
+  }
+
+  /** Checks every stream against current access (coalesced: at most one run queued behind the current). */
+  revalidate(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await Promise.all([...this.watchers].map((w) => this.recheck(w)));
+      } while (this.again);
+    })()
+      .catch((err: unknown) => this.d.log.error({ err }, 'live.revalidate_failed'))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  private async recheck(w: Watcher): Promise<void> {
+    let principal: Principal | null;
+    try {
+      principal = await this.d.auth.authenticate(w.token);
+    } catch (err) {
+      // subscription_expired and the like end the stream; an outage keeps it until the next check
+      if (!(err instanceof AppError)) return;
+      principal = null;
+    }
+    if (!this.watchers.has(w)) return;
+    if (!principal) {
+      this.forget(w);
+      w.end('Access revoked');
+      return;
+    }
+    w.principal = principal;
+    for (const appId of [...w.apps.keys()]) {
+      try {
+        const scope = await this.scopeFor(principal, appId);
+        if (w.apps.has(appId)) w.apps.set(appId, scope);
+      } catch (err) {
+        if (!(err instanceof AppError)) continue;
+        this.unsubscribe(w, appId);
+        if (w.single) {
+          this.forget(w);
+          w.end(err.detail as string);
+          return;
+        }
+        w.send({ type: 'unsubscribed', app_id: appId, detail: err.detail });
+      }
+    }
+  }
+
+  /** Registers /api/ws and /api/apps/:id/events on the server. */
+  mount(server: HttpServer): void {
+    this.mountWebSocket(server);
+    this.mountSse(server);
+  }
+
+  private mountWebSocket({ app, guard }: HttpServer): void {
+    interface WsData {
+      /** Who the socket belongs to, from the upgrade until open() makes the watcher. */
+      who: { token: string; principal: Principal } | null;
+      watcher: Watcher | null;
+      msgpack: boolean;
+    }
+    app.ws<WsData>('/api/ws', {
+      maxBackpressure: MAX_BACKPRESSURE,
+      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
+      maxPayloadLength: 16 * 1024,
+      idleTimeout: 120,
+      sendPingsAutomatically: true,
+      upgrade: guard.upgrade((res, req, context) => {
+        // uWS: register onAborted before the await, copy everything from req now.
+        let aborted = false;
+        res.onAborted(() => {
+          aborted = true;
+        });
+        const { headers, query } = copyRequest(req);
+        const key = headers['sec-websocket-key'] ?? '';
+        const protocols = (headers['sec-websocket-protocol'] ?? '')
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean);
+        const extensions = headers['sec-websocket-extensions'] ?? '';
+        // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= work too.
+        const fromQuery = query.get('token') ?? undefined;
+        const token = headerToken(headers) ?? fromQuery ?? bearerToken(headers);
+        // A cookie goes along with any page's WebSocket: like a cookie-authenticated write, the
+        // upgrade must come from the dashboard's own origin (cross-site WebSocket hijacking).
+        const byCookie = !headerToken(headers) && fromQuery === undefined && token !== undefined;
+        if (byCookie && fromOwnOrigin(headers, this.d.auth.trustedOrigins) !== true)
+          return writeReply(res, aborted, errorReply(new AppError('cross_site'), this.d.log));
+        (token ? this.d.auth.authenticate(token) : Promise.resolve(null)).then(
+          (principal) => {
+            if (!principal || !token)
+              return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), this.d.log));
+            if (aborted) return;
+            res.cork(() => {
+              // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
+              const msgpack = protocols.includes('msgpack');
+              // The watcher is made in open(), once there is a socket to send on and close.
+              const data: WsData = { who: { token, principal }, watcher: null, msgpack };
+              res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
+            });
+          },
+          (err: unknown) => writeReply(res, aborted, errorReply(err, this.d.log, { route: '/api/ws' })),
+        );
+      }),
+      open: guard.socket('open', (ws: UwsSocket<WsData>) => {
+        const data = ws.getUserData();
+        const who = data.who;
+        data.who = null;
+        if (!who) return ws.end(1011, 'Internal error');
+        let open = true;
+        data.watcher = this.watch({
+          token: who.token,
+          principal: who.principal,
+          single: false,
+          send: (frame) => {
+            if (!open) return;
+            if (data.msgpack) ws.send(pack(frame), true);
+            else ws.send(JSON.stringify(frame), false);
+          },
+          end: (reason) => {
+            if (!open) return;
+            open = false;
+            ws.end(1008, reason);
+          },
+        });
+      }),
+      message: guard.socket('message', (ws: UwsSocket<WsData>, message: ArrayBuffer, isBinary: boolean) => {
+        const data = ws.getUserData();
+        const w = data.watcher;
+        if (!w) return;
+        let msg: { type?: unknown; app_id?: unknown };
+        try {
+          const bytes = Buffer.from(message);
+          msg =
+            isBinary && data.msgpack
+              ? (unpack(bytes) as typeof msg)
+              : (JSON.parse(bytes.toString('utf8')) as typeof msg);
+        } catch {
+          w.send({ type: 'error', detail: 'Malformed JSON body' });
+          return;
+        }
+        if (msg?.type !== 'subscribe' || typeof msg.app_id !== 'string') {
+          w.send({ type: 'error', detail: 'Expected {"type":"subscribe","app_id":...}' });
+          return;
+        }
+        const appId = msg.app_id;
+        this.subscribe(w, appId).then(
+          () => w.send({ type: 'subscribed', app_id: appId }),
+          (err: unknown) =>
+            w.send({
+              type: 'error',
+              app_id: appId,
+              detail: err instanceof AppError ? err.detail : 'Internal server error',
+            }),
+        );
+      }),
+      close: guard.socket('close', (ws: UwsSocket<WsData>) => {
+        const data = ws.getUserData();
+        if (data.watcher) this.forget(data.watcher);
+      }),
+    });
+  }
+
+  private mountSse({ app, guard }: HttpServer): void {
+    app.get(
+      '/api/apps/:id/events',
+      guard.http((res, req) => {
+        let closed = false;
+        /** Events wait for the 200 and its headers; a revocation before them becomes the 401. */
+        let started = false;
+        let revokedEarly = false;
+        let watcher: Watcher | undefined;
+        const cleanup = () => {
+          closed = true;
+          if (watcher) this.forget(watcher);
+        };
+        res.onAborted(cleanup);
+        const {
+          headers,
+          params: [appId = ''],
+        } = copyRequest(req, 1);
+        const token = bearerToken(headers);
+        let backedUp = 0;
+        const write = (chunk: string): void => {
+          if (closed) return;
+          res.cork(() => {
+            const ok = res.write(chunk);
+            backedUp = ok ? 0 : backedUp + chunk.length;
+          });
+          if (backedUp > MAX_BACKPRESSURE) {
+            this.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
+            cleanup();
+            res.close();
+          }
+        };
+        (async () => {
+          const principal = token ? await this.d.auth.authenticate(token) : null;
+          if (!principal || !token) throw new AppError('not_authenticated');
+          const w = this.watch({
+            token,
+            principal,
+            single: true,
+            send: (frame) => {
+              const e = frame.event as { kind: string } | undefined;
+              if (started && frame.type === 'event' && e) write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+            },
+            end: (reason) => {
+              if (!started) {
+                revokedEarly = true;
+                return;
+              }
+              if (closed) return;
+              write(`event: closed\ndata: ${JSON.stringify({ detail: reason })}\n\n`);
+              closed = true;
+              res.cork(() => res.end());
+            },
+          });
+          watcher = w;
+          if (closed) return this.forget(w);
+          try {
+            await this.subscribe(w, appId);
+          } catch (err) {
+            this.forget(w);
+            throw err;
+          }
+          if (closed) return this.forget(w);
+          if (revokedEarly) throw new AppError('not_authenticated');
+          started = true;
+          res.cork(() => {
+            res
+              .writeStatus('200 OK')
+              .writeHeader('Content-Type', 'text/event-stream')
+              .writeHeader('Cache-Control', 'no-cache')
+              .writeHeader('X-Accel-Buffering', 'no');
+            res.write(': subscribed\n\n');
+          });
+        })().catch((err: unknown) => {
+          const wasClosed = closed;
+          closed = true;
+          writeReply(res, wasClosed, errorReply(err, this.d.log, { route: '/api/apps/:id/events' }));
+        });
+      }),
+    );
+  }
+}

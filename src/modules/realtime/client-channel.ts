@@ -1,0 +1,586 @@
+// The realtime client channel, GET /api/client/ws (README "Realtime channel"): an activated client
+// session carries its heartbeat over one WebSocket and receives pushes (revoked, update_required,
+// notice). The upgrade passes the client gate of every REST call (http/client-route.ts); each call
+// on the channel goes through the same gate and services as its REST twin, so the heartbeat rules,
+// refusals and audit lines are those of PROTOCOL 6. The wire format is client-channel.protocol.ts.
+// uWS rules kept here: `req` is copied before the first await and onAborted is registered first;
+// a message's ArrayBuffer is read before the handler returns; a closed socket is never touched.
+// Limits: connections per IP (this worker), upgrades per IP per minute (cluster-wide), calls in
+// flight per connection, message size, and a bounded send buffer (uWS closes a slow reader).
+import { Type } from '@sinclair/typebox';
+import type { Logger } from 'pino';
+import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
+import { AppError, rateLimited, ValidationError } from '../../errors.js';
+import { randomToken, x25519KeyPair } from '../../platform/crypto/index.js';
+import { expiryWindowMs, beatInterval } from '../heartbeat/index.js';
+import { outcome, BeatBody, StartBody, StopBody, clientCallRunner } from '../client/index.js';
+import type { CachedApp, ClientCall, ClientDeps, ClientInput } from '../client/index.js';
+import type { HeartbeatGateway } from '../heartbeat/index.js';
+import { consumeOrThrow } from '../../platform/limits/lockout.js';
+import {
+  appVerdict,
+  sessionKey,
+  type ClientPushService,
+  type Push,
+  type PushTarget,
+  type RevokeReason,
+} from './client-push.service.js';
+import type { ClientIpResolver } from '../../platform/http/client-ip.js';
+import { signReply } from '../../platform/http/client-signing.js';
+import { errorReply } from '../../platform/http/error-reply.js';
+import type { IncomingRequest, Reply } from '../../platform/http/types.js';
+import {
+  CLOSE_ON_BACKPRESSURE_LIMIT,
+  copyRequest,
+  writeReply,
+  type HttpServer,
+  type UwsRequest,
+  type UwsResponse,
+  type UwsSocket,
+  type UwsSocketContext,
+} from '../../platform/http/uws.js';
+import { KeySlots } from './key-slots.js';
+import {
+  buildHello,
+  CHANNEL_PATH,
+  CLOSE,
+  KEY_FORMAT,
+  openFrame,
+  parseClientMessage,
+  REVOKE_DETAIL,
+  sealFrame,
+  type BuiltHello,
+  type ChannelKeys,
+  type ChannelOp,
+  type ClientMessage,
+} from './client-channel.protocol.js';
+
+/** Bytes a connection may have waiting to be sent before uWS drops it as a slow reader. */
+const CHANNEL_MAX_BACKPRESSURE = 64 * 1024;
+/** Largest client message (a beat is about 300 bytes). */
+const CHANNEL_MAX_PAYLOAD = 8 * 1024;
+/** uWS pings an idle connection and closes one that stays silent this long (seconds). */
+const CHANNEL_TRANSPORT_IDLE_S = 120;
+
+interface ChannelLimits {
+  /** Open (and opening) connections per client IP on this worker. */
+  maxPerIp: number;
+  /** Calls a connection may have queued before it is closed (1008). */
+  maxInFlight: number;
+}
+
+interface ClientChannelDeps {
+  log: Logger;
+  now: () => number;
+  client: ClientDeps;
+  heartbeats: Pick<HeartbeatGateway, 'start' | 'beat' | 'stop'>;
+  push: ClientPushService;
+  /** Upgrades per IP per minute, shared by every worker. */
+  limiter: RequestLimiter;
+  resolveIp: ClientIpResolver;
+}
+
+const OpenBody = Type.Object({
+  session: Type.String({ minLength: 1, maxLength: 128 }),
+  version: Type.String({ maxLength: 4096 }),
+});
+
+interface Opened {
+  app: CachedApp;
+  session: string;
+  userId: string | null;
+  licenseId: string | null;
+  version: string;
+  conn: string;
+  interval: number;
+  hello: BuiltHello;
+}
+
+interface Conn {
+  readonly id: string;
+  readonly session: string;
+  readonly key: string;
+  readonly appId: string;
+  readonly userId: string | null;
+  readonly licenseId: string | null;
+  readonly ip: string;
+  readonly clientKey: string;
+  readonly version: string;
+  /** The MAC keys until the connection opens; then they live in `slot` of the KeySlots (-1: none). */
+  keys: ChannelKeys | null;
+  slot: number;
+  readonly openedAt: number;
+  ws: UwsSocket<UserData> | null;
+  hello: string | null;
+  /** The app as it was at the upgrade, judged once the connection is open. */
+  app: CachedApp | null;
+  outSeq: number;
+  inSeq: number;
+  interval: number;
+  /** No accepted beat by then: closed (4008). */
+  deadline: number;
+  queue: Promise<void>;
+  inflight: number;
+  closed: boolean;
+  /** The app version an update_required was pushed for. */
+  updateNotified: string | null;
+}
+
+const END_OBJECT = Buffer.from('}');
+
+interface UserData {
+  conn: Conn;
+}
+
+function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
+  let s = m.get(k);
+  if (!s) m.set(k, (s = new Set()));
+  s.add(v);
+}
+
+function removeFrom<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
+  const s = m.get(k);
+  if (!s) return;
+  s.delete(v);
+  if (s.size === 0) m.delete(k);
+}
+
+export class ClientChannel {
+  readonly limits: ChannelLimits = { maxPerIp: 32, maxInFlight: 8 };
+  private readonly conns = new Set<Conn>();
+  private readonly slots = new KeySlots();
+  private readonly byApp = new Map<string, Set<Conn>>();
+  private readonly byLicense = new Map<string, Set<Conn>>();
+  private readonly byUser = new Map<string, Set<Conn>>();
+  private readonly bySession = new Map<string, Conn>();
+  private readonly openPerIp = new Map<string, number>();
+  private readonly pendingPerIp = new Map<string, number>();
+  private readonly tickets = new Map<number, (o: Opened) => void>();
+  private ticketSeq = 0;
+  private sweeper: NodeJS.Timeout | undefined;
+  private unlisten: (() => void) | undefined;
+  /** The worker is shutting down: no new calls, connections end once their calls in flight are answered. */
+  private closing = false;
+  private readonly open: (input: ClientInput) => Promise<Reply>;
+  private readonly calls: Record<ChannelOp, (input: ClientInput) => Promise<Reply>>;
+  /** Counters for /metrics. */
+  pushed = 0;
+  dropped = 0;
+
+  constructor(private readonly d: ClientChannelDeps) {
+    this.open = clientCallRunner(
+      d.client,
+      { action: 'client.channel', schema: OpenBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      (call) => this.opening(call),
+    );
+    const spec = { identifiesBy: 'session', disabledDetail: 'plain' } as const;
+    this.calls = {
+      'heartbeat/start': clientCallRunner(
+        d.client,
+        { ...spec, action: 'client.heartbeat.start', schema: StartBody },
+        (c) => d.heartbeats.start(c),
+      ),
+      heartbeat: clientCallRunner(d.client, { ...spec, action: 'client.heartbeat', schema: BeatBody }, (c) =>
+        d.heartbeats.beat(c),
+      ),
+      'heartbeat/stop': clientCallRunner(
+        d.client,
+        { ...spec, action: 'client.heartbeat.stop', schema: StopBody },
+        (c) => d.heartbeats.stop(c),
+      ),
+    };
+  }
+
+  /** Connections open on this worker. */
+  get size(): number {
+    return this.conns.size;
+  }
+
+  start(): void {
+    this.unlisten = this.d.push.listen((p) => this.onPush(p));
+    this.sweeper = setInterval(() => this.sweep(), 1_000);
+    this.sweeper.unref();
+  }
+
+  /** Answers the calls in flight (up to 5 s), then closes every connection with 1001: clients reconnect elsewhere. */
+  async stop(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.sweeper);
+    this.unlisten?.();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.conns].map((c) => c.queue)),
+      new Promise((resolve) => (timer = setTimeout(resolve, 5_000))),
+    ]);
+    clearTimeout(timer);
+    for (const c of [...this.conns]) this.end(c, CLOSE.goingAway, 'server shutting down');
+  }
+
+  // ---- the upgrade: the client gate, then the signed hello ------------------------------------
+
+  /** The gate's last step for the channel: the nonce is the client's key, the session must be activated. */
+  private opening(call: ClientCall<{ session: string; version: string; ticket?: number }>) {
+    return outcome(async (note) => {
+      if (!KEY_FORMAT.test(call.nonce)) {
+        throw new ValidationError([
+          {
+            loc: ['header', 'x-nonce'],
+            msg: 'X-Nonce must be base64url of a 32-byte X25519 public key',
+            type: 'value_error',
+          },
+        ]);
+      }
+      if (call.body.version.length < 1 || call.body.version.length > 64) {
+        throw new ValidationError([
+          {
+            loc: ['header', 'x-client-version'],
+            msg: 'X-Client-Version must be 1 to 64 characters',
+            type: 'value_error',
+          },
+        ]);
+      }
+      const s = call.session!;
+      if (!this.d.client.sessions.isActivated(s.record)) throw new AppError('session_not_activated');
+      const conn = randomToken(16);
+      const interval = beatInterval(call.app.row.heartbeat_interval);
+      const eph = x25519KeyPair();
+      const hello = buildHello(
+        this.d.client.signingKey(),
+        { ts: Math.floor(this.d.now() / 1000), session: s.token, clientKey: call.nonce, conn, beatInterval: interval },
+        eph.secretKey,
+      );
+      eph.secretKey.fill(0);
+      if (!hello) {
+        throw new ValidationError([
+          { loc: ['header', 'x-nonce'], msg: 'X-Nonce is not a usable X25519 public key', type: 'value_error' },
+        ]);
+      }
+      this.tickets.get(call.body.ticket ?? -1)?.({
+        app: call.app,
+        session: s.token,
+        userId: s.record.userId,
+        licenseId: s.record.licenseId,
+        version: call.body.version,
+        conn,
+        interval,
+        hello,
+      });
+      note.detail = 'Realtime channel opened';
+      return { body: {} };
+    });
+  }
+
+  private countFor(ip: string): number {
+    return (this.openPerIp.get(ip) ?? 0) + (this.pendingPerIp.get(ip) ?? 0);
+  }
+
+  private bump(m: Map<string, number>, ip: string, by: number): void {
+    const n = (m.get(ip) ?? 0) + by;
+    if (n <= 0) m.delete(ip);
+    else m.set(ip, n);
+  }
+
+  mount(server: HttpServer): void {
+    const { app, guard } = server;
+    app.ws<UserData>(CHANNEL_PATH, {
+      maxPayloadLength: CHANNEL_MAX_PAYLOAD,
+      maxBackpressure: CHANNEL_MAX_BACKPRESSURE,
+      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
+      idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
+      sendPingsAutomatically: true,
+      upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
+      open: guard.socket('open', (ws: UwsSocket<UserData>) => this.opened(ws)),
+      message: guard.socket('message', (ws: UwsSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
+        this.message(ws.getUserData().conn, message, isBinary),
+      ),
+      close: guard.socket('close', (ws: UwsSocket<UserData>) => this.closed(ws.getUserData().conn)),
+    });
+  }
+
+  private upgrade(res: UwsResponse, req: UwsRequest, context: UwsSocketContext): void {
+    // uWS: onAborted before any await; everything from req is copied now.
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    const { headers } = copyRequest(req);
+    const ip = this.d.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
+    const nonce = headers['x-nonce'] ?? '';
+    const finish = (reply: Reply) =>
+      writeReply(res, aborted, signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()));
+    if (this.countFor(ip) >= this.limits.maxPerIp) {
+      this.d.log.warn({ ip }, 'channel.too_many_connections');
+      return finish(errorReply(rateLimited(5), this.d.log));
+    }
+    this.bump(this.pendingPerIp, ip, 1);
+    const signed: IncomingRequest = {
+      method: 'get',
+      path: CHANNEL_PATH,
+      query: new URLSearchParams(),
+      headers,
+      ip,
+      params: {},
+      body: Buffer.alloc(0),
+    };
+    const ticket = ++this.ticketSeq;
+    let opened: Opened | undefined;
+    this.tickets.set(ticket, (o) => {
+      opened = o;
+    });
+    this.open({
+      ip,
+      nonce,
+      signed,
+      body: async () => {
+        await consumeOrThrow(this.d.limiter, ip, rateLimited);
+        return { session: headers['x-session'] ?? '', version: headers['x-client-version'] ?? '1.0', ticket };
+      },
+    })
+      .then((reply) => {
+        if (reply.status !== 200 || !opened) return finish(reply);
+        if (aborted) return;
+        const o = opened;
+        res.cork(() => {
+          res.upgrade<UserData>(
+            { conn: this.connOf(o, ip, nonce) },
+            headers['sec-websocket-key'] ?? '',
+            '',
+            headers['sec-websocket-extensions'] ?? '',
+            context,
+          );
+        });
+      })
+      .catch((err: unknown) => finish(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
+      .finally(() => {
+        this.tickets.delete(ticket);
+        this.bump(this.pendingPerIp, ip, -1);
+      });
+  }
+
+  private connOf(o: Opened, ip: string, clientKey: string): Conn {
+    const now = this.d.now();
+    return {
+      id: o.conn,
+      session: o.session,
+      key: sessionKey(o.session),
+      appId: o.app.row.id,
+      userId: o.userId,
+      licenseId: o.licenseId,
+      ip,
+      clientKey,
+      version: o.version,
+      keys: o.hello.keys,
+      slot: -1,
+      openedAt: now,
+      ws: null,
+      hello: o.hello.text,
+      app: o.app,
+      outSeq: 0,
+      inSeq: 0,
+      interval: o.interval,
+      deadline: now + expiryWindowMs(o.interval),
+      queue: Promise.resolve(),
+      inflight: 0,
+      closed: false,
+      updateNotified: null,
+    };
+  }
+
+  private opened(ws: UwsSocket<UserData>): void {
+    const c = ws.getUserData().conn;
+    c.ws = ws;
+    c.slot = this.slots.take(c.keys!);
+    c.keys = null;
+    this.conns.add(c);
+    this.bump(this.openPerIp, c.ip, 1);
+    addTo(this.byApp, c.appId, c);
+    if (c.licenseId) addTo(this.byLicense, c.licenseId, c);
+    if (c.userId) addTo(this.byUser, c.userId, c);
+    // One channel per session: a newer one (a reconnect) replaces an older one, here or elsewhere.
+    const older = this.bySession.get(c.key);
+    this.bySession.set(c.key, c);
+    if (older) this.end(older, CLOSE.superseded, 'superseded by a newer connection');
+    this.d.push.attached(c.session, c.id, c.openedAt);
+    ws.send(c.hello!, false);
+    c.hello = null;
+    const app = c.app;
+    c.app = null;
+    this.judge(c, app);
+  }
+
+  private closed(c: Conn): void {
+    c.closed = true;
+    c.ws = null;
+    if (c.slot >= 0) this.slots.release(c.slot);
+    c.slot = -1;
+    this.conns.delete(c);
+    this.bump(this.openPerIp, c.ip, -1);
+    removeFrom(this.byApp, c.appId, c);
+    if (c.licenseId) removeFrom(this.byLicense, c.licenseId, c);
+    if (c.userId) removeFrom(this.byUser, c.userId, c);
+    if (this.bySession.get(c.key) === c) this.bySession.delete(c.key);
+  }
+
+  private end(c: Conn, code: number, reason: string): void {
+    if (c.closed || !c.ws) return;
+    c.ws.end(code, reason); // calls `closed` at once
+  }
+
+  // ---- client messages ------------------------------------------------------------------------
+
+  private message(c: Conn, message: ArrayBuffer, isBinary: boolean): void {
+    if (c.closed) return;
+    // The ArrayBuffer is only valid during this callback: verified and parsed before returning.
+    if (!isBinary) return this.end(c, CLOSE.protocol, 'binary frames only');
+    const payload = openFrame(this.slots.c2s(c.slot), new Uint8Array(message));
+    if (!payload) return this.end(c, CLOSE.protocol, 'bad MAC');
+    const m = parseClientMessage(payload, c.inSeq + 1);
+    if (typeof m === 'string') return this.end(c, CLOSE.protocol, m);
+    c.inSeq = m.seq;
+    if (m.type === 'ping') return this.send(c, { type: 'pong', re: m.seq, ts: Math.floor(this.d.now() / 1000) });
+    if (this.closing) return this.end(c, CLOSE.goingAway, 'server shutting down');
+    if (c.inflight >= this.limits.maxInFlight) return this.end(c, CLOSE.protocol, 'too many calls in flight');
+    c.inflight++;
+    c.queue = c.queue
+      .then(() => this.handle(c, m))
+      .catch((err: unknown) => {
+        this.d.log.error({ err }, 'channel.call_failed');
+        this.end(c, CLOSE.serverError, 'internal error');
+      })
+      .finally(() => {
+        c.inflight--;
+      });
+  }
+
+  private async handle(c: Conn, m: Extract<ClientMessage, { type: 'call' }>): Promise<void> {
+    if (c.closed) return; // nobody would read the answer: a beat is never applied unanswered
+    const reply = await this.calls[m.op]({
+      ip: c.ip,
+      nonce: c.clientKey,
+      body: async () => ({ ...m.body, session: c.session }),
+    });
+    if (reply.status === 200 && m.op !== 'heartbeat/stop') {
+      if (m.op === 'heartbeat/start') {
+        const started = JSON.parse(reply.body.toString()) as { beat_interval?: number };
+        if (typeof started.beat_interval === 'number') c.interval = started.beat_interval;
+      }
+      c.deadline = this.d.now() + expiryWindowMs(c.interval);
+    }
+    const retry = reply.headers['Retry-After'];
+    const head =
+      `{"seq":${c.outSeq + 1},"type":"reply","re":${m.seq},"status":${reply.status},` +
+      `${retry ? `"retry_after":${Number(retry)},` : ''}"body":`;
+    // The reply body is already JSON bytes: framed as they are, not decoded and encoded again.
+    this.sendRaw(
+      c,
+      typeof reply.body === 'string'
+        ? `${head}${reply.body}}`
+        : Buffer.concat([Buffer.from(head), reply.body, END_OBJECT]),
+    );
+    if (m.op === 'heartbeat/stop' && reply.status === 200) this.end(c, CLOSE.normal, 'heartbeat stopped');
+  }
+
+  private send(c: Conn, msg: Record<string, unknown>): void {
+    this.sendRaw(c, JSON.stringify({ seq: c.outSeq + 1, ...msg }));
+  }
+
+  private sendRaw(c: Conn, payload: string | Buffer): void {
+    if (c.closed || !c.ws) return;
+    c.outSeq++;
+    // 2: the message was dropped, the connection is over CHANNEL_MAX_BACKPRESSURE. A client that
+    // does not read is cut off (no close frame: it would queue behind the rest); the 20.30 uWS
+    // build does not close by itself although closeOnBackpressureLimit is set.
+    const ws = c.ws;
+    if (
+      ws.send(sealFrame(this.slots.s2c(c.slot), typeof payload === 'string' ? Buffer.from(payload) : payload), true) ===
+        2 ||
+      ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
+    ) {
+      this.dropped++;
+      this.d.log.warn({ appId: c.appId, ip: c.ip }, 'channel.slow_client_dropped');
+      ws.close();
+    }
+  }
+
+  private sweep(): void {
+    const now = this.d.now();
+    for (const c of [...this.conns]) if (c.deadline <= now) this.end(c, CLOSE.idle, 'no heartbeat');
+  }
+
+  // ---- pushes ---------------------------------------------------------------------------------
+
+  private onPush(p: Push): void | Promise<void> {
+    switch (p.kind) {
+      case 'revoke':
+        for (const c of this.targets(p.target)) {
+          // A kill made by this connection's own beat is announced after that beat's reply.
+          if (p.reason === 'session_killed' && c.inflight > 0) void c.queue.then(() => this.revoke(c, p.reason));
+          else this.revoke(c, p.reason);
+        }
+        break;
+      case 'notice':
+        for (const c of [...(this.byApp.get(p.appId) ?? [])]) {
+          this.pushed++;
+          this.send(c, { type: 'notice', message: p.message, at: p.at });
+        }
+        break;
+      case 'app_changed':
+        if (this.byApp.has(p.appId)) void this.recheck(p.appId);
+        break;
+      case 'supersede': {
+        const c = this.bySession.get(p.sessionKey);
+        if (c && c.id !== p.conn && c.openedAt <= p.at)
+          this.end(c, CLOSE.superseded, 'superseded by a newer connection');
+        break;
+      }
+      case 'shutdown':
+        return this.stop();
+    }
+  }
+
+  private targets(t: PushTarget): Conn[] {
+    if ('sessionKey' in t) {
+      const c = this.bySession.get(t.sessionKey);
+      return c ? [c] : [];
+    }
+    const set =
+      'licenseId' in t
+        ? this.byLicense.get(t.licenseId)
+        : 'userId' in t
+          ? this.byUser.get(t.userId)
+          : this.byApp.get(t.appId);
+    return [...(set ?? [])].filter((c) => c.appId === t.appId);
+  }
+
+  private async recheck(appId: string): Promise<void> {
+    let app: CachedApp | null;
+    try {
+      app = await this.d.push.app(appId);
+    } catch (err) {
+      this.d.log.warn({ err, appId }, 'channel.app_recheck_failed');
+      return;
+    }
+    for (const c of [...(this.byApp.get(appId) ?? [])]) this.judge(c, app);
+  }
+
+  private judge(c: Conn, app: CachedApp | null): void {
+    const v = appVerdict(app, c);
+    if (v.kind === 'revoke') this.revoke(c, v.reason);
+    else if (v.kind === 'update_required' && c.updateNotified !== v.version) {
+      c.updateNotified = v.version;
+      this.pushed++;
+      this.send(c, { type: 'update_required', detail: v.detail });
+    }
+  }
+
+  /** Tells the client, closes the channel, and ends the session on whichever worker owns it. */
+  private revoke(c: Conn, reason: RevokeReason): void {
+    if (c.closed) return;
+    this.pushed++;
+    this.send(c, { type: 'revoked', reason, detail: REVOKE_DETAIL[reason] });
+    this.end(c, CLOSE.revoked, reason);
+    if (reason !== 'session_killed') {
+      this.d.push.endSession(c.session).catch((err: unknown) => this.d.log.warn({ err }, 'channel.end_session_failed'));
+    }
+  }
+}

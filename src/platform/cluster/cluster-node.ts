@@ -1,0 +1,253 @@
+// One worker's place in the cluster, built on the coordination port alone (so it runs the same
+// on LocalCoordinator with one member and on Redis with many). It composes three parts, one file
+// each: membership.ts (who is alive, and where it takes direct calls), shard-leases.ts (which
+// shards this worker serves, fenced) and rpc.ts (typed calls to another worker, over a direct
+// connection or pub/sub); this file ticks them and routes an operation to the owner of its shard.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Coordinator } from './coordinator.js';
+import { AppError } from '../../errors.js';
+import { Membership } from './membership.js';
+import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
+import { Rpc, type OpHandler, type OpMap } from './rpc.js';
+import type { ListenOptions } from './peer-transport.js';
+import { NotOwner } from './wire-errors.js';
+
+export { SHARD_COUNT, rendezvous, shardOf } from './shard-leases.js';
+export { NotOwner } from './wire-errors.js';
+export type { OpMap } from './rpc.js';
+export type { ListenOptions } from './peer-transport.js';
+
+const TICK_MS = 500;
+/** How long a request may wait for a shard to find an owner (failover, handover). */
+const ROUTE_DEADLINE_MS = 12_000;
+/** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
+const OWNER_CHECK_MS = 1_000;
+/**
+ * How long a looked-up holder of another worker's shard is believed when it is the shard's rendezvous
+ * choice (forgotten sooner when members change); one tick when it is not (the shard is moving).
+ */
+const HOLDER_CACHE_MS = 5_000;
+
+interface ClusterNodeOptions {
+  /** Take direct calls from other workers on this address (absent: calls travel through pub/sub only). */
+  listen?: ListenOptions | undefined;
+}
+
+/**
+ * What a module needs of the node, typed by the operations it declares itself (a node that serves
+ * more operations is one): heartbeats and license actors each see only their own.
+ */
+export interface ShardNode<Ops extends OpMap> {
+  readonly id: string;
+  readonly ownedShards: number;
+  onShards(handlers: ShardHandlers): void;
+  handle<K extends keyof Ops & string>(op: K, handler: OpHandler<Ops, K>): void;
+  route<K extends keyof Ops & string>(
+    shard: number,
+    op: K,
+    args: Ops[K]['args'],
+    local: () => Promise<Ops[K]['result']>,
+  ): Promise<Ops[K]['result']>;
+  fenceOf(shard: number): number | undefined;
+  leaseName(shard: number): string;
+}
+
+export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
+  readonly id: string = randomUUID();
+  private readonly membership: Membership;
+  private readonly leases: ShardLeases;
+  private readonly rpc: Rpc<Ops>;
+  private timer: NodeJS.Timeout | undefined;
+  private leaving = false;
+  private ticking: Promise<void> | undefined;
+  /** Operations sent to another worker (the share of forwarded requests). */
+  forwarded = 0;
+  /** Operations run here. */
+  servedLocally = 0;
+
+  constructor(
+    coordinator: Coordinator,
+    private readonly log: Logger,
+    now: () => number,
+    opts: ClusterNodeOptions = {},
+  ) {
+    this.membership = new Membership(coordinator, this.id, now);
+    this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
+    this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
+      listen: opts.listen,
+      addressOf: (worker) => this.membership.addressOf(worker),
+    });
+  }
+
+  /** Forwarded operations written to a direct connection to their owner. */
+  get directCalls(): number {
+    return this.rpc.direct;
+  }
+
+  /** Forwarded operations sent through pub/sub (owner's address unknown or unreachable). */
+  get pubsubCalls(): number {
+    return this.rpc.pubsub;
+  }
+
+  /** `host:port` this worker takes direct calls at; undefined without a listener. */
+  get address(): string | undefined {
+    return this.rpc.address;
+  }
+
+  get ownedShards(): number {
+    return this.leases.size;
+  }
+
+  get memberCount(): number {
+    return this.membership.members.length;
+  }
+
+  /** Registers who loads a shard's state when this worker acquires it and drops it on release (before start). */
+  onShards(handlers: ShardHandlers): void {
+    this.leases.handlers = handlers;
+  }
+
+  /** Registers what answers calls of `op` from other workers. */
+  handle<K extends keyof Ops & string>(op: K, handler: OpHandler<Ops, K>): void {
+    this.rpc.handle(op, handler);
+  }
+
+  async start(): Promise<void> {
+    await this.rpc.start();
+    this.membership.address = this.rpc.address;
+    await this.tick();
+    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    this.timer.unref();
+  }
+
+  /** Fence of a shard this worker holds, or undefined. */
+  fenceOf(shard: number): number | undefined {
+    return this.leases.fenceOf(shard);
+  }
+
+  leaseName(shard: number): string {
+    return leaseName(shard);
+  }
+
+  /** One round: stamp membership, read members, renew, release and acquire leases. */
+  tick(): Promise<void> {
+    this.ticking ??= this.round().finally(() => {
+      this.ticking = undefined;
+    });
+    return this.ticking;
+  }
+
+  private async round(): Promise<void> {
+    try {
+      const before = this.membership.members;
+      // The secret's read must not hold up lease renewals: without it, calls fall back to pub/sub.
+      const secret = this.rpc
+        .refresh()
+        .catch((err: unknown) => this.log.warn({ err }, 'cluster.secret_refresh_failed'));
+      const [members] = await Promise.all([this.membership.refresh(this.leaving), secret]);
+      if (members.length !== before.length || members.some((m, i) => m !== before[i])) this.leases.forgetHolders();
+      await this.leases.rebalance(members, this.leaving);
+    } catch (err) {
+      this.log.warn({ err }, 'cluster.tick_failed');
+    }
+  }
+
+  /** Who serves a shard now: this worker, another one, or nobody (between owners). */
+  ownerOf(shard: number, fresh = false): Promise<string | null> {
+    return this.leases.holderOf(shard, fresh);
+  }
+
+  /**
+   * Runs `op` on the owner of `shard`: here when we own it, else on the owner through a call.
+   * Waits (bounded) through failover and handover, when a shard is briefly without an owner.
+   * Past the deadline the caller gets 503 (Retry-After), never a 500.
+   */
+  async route<K extends keyof Ops & string>(
+    shard: number,
+    op: K,
+    args: Ops[K]['args'],
+    local: () => Promise<Ops[K]['result']>,
+  ): Promise<Ops[K]['result']> {
+    // Real time, not the injected clock: this bounds a wait on sockets and other processes.
+    const deadline = performance.now() + ROUTE_DEADLINE_MS;
+    let fresh = false;
+    for (;;) {
+      const owner = await this.ownerOf(shard, fresh);
+      try {
+        if (owner === this.id) {
+          this.servedLocally++;
+          return await local();
+        }
+        if (owner) {
+          this.forwarded++;
+          return await this.callOwner(shard, owner, op, args, deadline);
+        }
+      } catch (err) {
+        if (!(err instanceof NotOwner) && !(err instanceof OwnerMoved)) throw err;
+      }
+      if (performance.now() > deadline) throw noOwner();
+      fresh = true;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /**
+   * Sends one call to the shard's owner and waits for its answer for as long as that worker still
+   * holds the shard (up to the deadline). A call is never sent twice to the same owner: a slow or
+   * starved owner may still be running the first one, and a second copy of a claim queued behind it
+   * would answer the client with the first copy's effect. It is abandoned only when the lease moved
+   * (the owner died or handed the shard over), and then the new owner is asked.
+   */
+  private async callOwner<K extends keyof Ops & string>(
+    shard: number,
+    owner: string,
+    op: K,
+    args: Ops[K]['args'],
+    deadline: number,
+  ): Promise<Ops[K]['result']> {
+    const { reply, forget } = this.rpc.send(owner, op, args);
+    const waiting = Symbol('waiting');
+    try {
+      for (;;) {
+        const remaining = deadline - performance.now();
+        if (remaining <= 0) throw noOwner();
+        let timer: NodeJS.Timeout | undefined;
+        const tick = new Promise<typeof waiting>((r) => {
+          timer = setTimeout(() => r(waiting), Math.min(OWNER_CHECK_MS, remaining));
+        });
+        const r = await Promise.race([reply, tick]).finally(() => clearTimeout(timer));
+        if (r !== waiting) return r as Ops[K]['result'];
+        if ((await this.ownerOf(shard, true)) !== owner) throw new OwnerMoved();
+      }
+    } finally {
+      forget();
+    }
+  }
+
+  /**
+   * Graceful leave: stop being a member, then hand every shard back (its state is already
+   * durable, so the next owner loads it). Calls keep being answered until close().
+   */
+  async leave(): Promise<void> {
+    this.leaving = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.ticking;
+    await this.membership.leave();
+    await this.leases.releaseAll();
+  }
+
+  /** Leaves (if it has not), then stops the listener, ends direct connections and pub/sub. */
+  async close(): Promise<void> {
+    if (!this.leaving) await this.leave();
+    await this.rpc.close();
+  }
+}
+
+/** The worker a call went to no longer holds the shard: ask the new owner. */
+class OwnerMoved extends Error {}
+
+/** No worker could serve the shard in time (failover under way, or the owner starved): retry later. */
+function noOwner(): AppError {
+  return new AppError('unavailable', undefined, { 'Retry-After': '3' });
+}

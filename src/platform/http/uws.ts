@@ -1,0 +1,343 @@
+// The only module that touches uWebSockets.js request/response objects (STYLE 1, 2).
+// uWS rules this file enforces for every route, so no route has to remember them:
+// - `req` is only valid synchronously inside the handler: headers, url, params and the peer
+//   address are copied out before anything awaits;
+// - a handler that returns without responding and without `onAborted` crashes the process:
+//   onAborted is registered first, always;
+// - a body is aggregated from onData chunks (copied: uWS reuses the ArrayBuffer) up to a cap;
+// - after every await, an aborted response is never touched; status and headers are written
+//   inside cork().
+import { STATUS_CODES } from 'node:http';
+import type { Logger } from 'pino';
+import type * as UwsTypes from 'uWebSockets.js';
+import type { ClientIpResolver } from './client-ip.js';
+import type { IncomingRequest, Method, Reply, RouteHandler } from './types.js';
+import { AppError } from '../../errors.js';
+import { errorReply } from './error-reply.js';
+import type { Uws } from './uws-loader.js';
+
+export { loadUws } from './uws-loader.js';
+type UwsApp = UwsTypes.TemplatedApp;
+export type UwsResponse = UwsTypes.HttpResponse;
+export type UwsRequest = UwsTypes.HttpRequest;
+/** A WebSocket of this server (modules see uWS only through these aliases). */
+export type UwsSocket<UserData> = UwsTypes.WebSocket<UserData>;
+export type UwsSocketContext = UwsTypes.us_socket_context_t;
+
+/**
+ * `closeOnBackpressureLimit` on, for either build: the 20.57 definitions type the option as a
+ * boolean, the 20.30 ones as a number, and the binding reads it as an integer (`true` is 1). The
+ * value is spelled once here, typed as whichever build the compiler checks against.
+ */
+export const CLOSE_ON_BACKPRESSURE_LIMIT = true as unknown as NonNullable<
+  UwsTypes.WebSocketBehavior<unknown>['closeOnBackpressureLimit']
+>;
+
+interface RouteMount {
+  method: Method;
+  /** uWS pattern, e.g. `/api/apps/:id`. */
+  pattern: string;
+  bodyLimit: number;
+  handler: RouteHandler;
+}
+
+interface HttpServerOptions {
+  log: Logger;
+  resolveIp: ClientIpResolver;
+  onReply?: (pattern: string, method: Method, status: number, startedAt: bigint) => void;
+  /**
+   * Turns an error reply the guard made into what leaves the server (under /api/client/ every
+   * answer is signed, PROTOCOL 4); identity when absent.
+   */
+  finishError?: (method: string, path: string, nonce: string, reply: Reply) => Reply;
+}
+
+/**
+ * One guard around every uWS callback. uWS calls handlers synchronously from C++: a throw that
+ * escapes one ends the process, and a handler that returns without answering and without
+ * onAborted does too. The guard answers a synchronous throw at once with the catalogue's reply
+ * (signed under /api/client/), so no parser bug in any route can take the service down;
+ * asynchronous failures are each handler's promise chain's to answer (they all end in errorReply).
+ */
+interface Guard {
+  http(fn: (res: UwsResponse, req: UwsRequest) => void): (res: UwsResponse, req: UwsRequest) => void;
+  upgrade(
+    fn: (res: UwsResponse, req: UwsRequest, context: UwsTypes.us_socket_context_t) => void,
+  ): (res: UwsResponse, req: UwsRequest, context: UwsTypes.us_socket_context_t) => void;
+  /** A WebSocket callback (open, message, close, drain): a throw is logged and the socket closed. */
+  socket<U, A extends unknown[]>(
+    name: string,
+    fn: (ws: UwsTypes.WebSocket<U>, ...rest: A) => void,
+  ): (ws: UwsTypes.WebSocket<U>, ...rest: A) => void;
+}
+
+interface Inflight {
+  count: number;
+  idle: (() => void)[];
+}
+
+export interface HttpServer {
+  readonly app: UwsApp;
+  readonly guard: Guard;
+  mount(route: RouteMount): void;
+  /** Catch-all for unmatched paths; call after every mount. */
+  mountFallback(handler: RouteHandler): void;
+  listen(host: string, port: number): Promise<number>;
+  /** Stops accepting connections; in-flight requests go on. */
+  stopListening(): void;
+  /** Resolves when no request is in flight (or after timeoutMs). */
+  drain(timeoutMs: number): Promise<boolean>;
+  /** Requests being read or answered now. */
+  readonly inflight: number;
+}
+
+const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
+  get: 'get',
+  post: 'post',
+  put: 'put',
+  patch: 'patch',
+  delete: 'del',
+};
+
+function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+/** What a handler may need from uWS's `req`, copied now: `req` is invalid once the handler returns. */
+export function copyRequest(
+  req: UwsRequest,
+  paramCount = 0,
+): { headers: Record<string, string>; query: URLSearchParams; params: string[] } {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
+  return { headers, query: new URLSearchParams(req.getQuery() ?? ''), params };
+}
+
+/** Writes a reply unless the response was aborted: status, then headers, then body, inside cork. */
+export function writeReply(res: UwsResponse, aborted: boolean, reply: Reply, closeConnection = false): void {
+  if (aborted) return;
+  res.cork(() => {
+    res.writeStatus(statusLine(reply.status));
+    for (const name in reply.headers) res.writeHeader(name, reply.headers[name]!);
+    res.end(reply.body, closeConnection);
+  });
+}
+
+function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guard {
+  const answer = (res: UwsResponse, method: string, path: string, nonce: string, err: unknown) => {
+    opts.log.error({ err, path }, 'http.handler_threw');
+    const reply = errorReply(err, opts.log, { path });
+    try {
+      writeReply(res, false, opts.finishError ? opts.finishError(method, path, nonce, reply) : reply, true);
+    } catch {
+      // answered or aborted before the throw: nothing left to say on this response
+    }
+  };
+  const http =
+    <A extends unknown[]>(fn: (res: UwsResponse, req: UwsRequest, ...rest: A) => void) =>
+    (res: UwsResponse, req: UwsRequest, ...rest: A): void => {
+      try {
+        fn(res, req, ...rest);
+      } catch (err) {
+        // Still synchronous: req is valid here.
+        let method = '';
+        let path = '';
+        let nonce = '';
+        try {
+          method = req.getMethod();
+          path = req.getUrl();
+          nonce = req.getHeader('x-nonce');
+        } catch {
+          // req itself failed: answer without them
+        }
+        answer(res, method, path, nonce, err);
+      }
+    };
+  return {
+    http,
+    upgrade: http,
+    socket:
+      (name, fn) =>
+      (ws, ...rest) => {
+        try {
+          fn(ws, ...rest);
+        } catch (err) {
+          opts.log.error({ err, callback: name }, 'ws.handler_threw');
+          try {
+            ws.end(1011, 'Internal error');
+          } catch {
+            // already closed
+          }
+        }
+      },
+  };
+}
+
+export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer {
+  const guard = createGuard(opts);
+  const app = uws.App();
+  const inflight: Inflight = { count: 0, idle: [] };
+  let listenSocket: UwsTypes.us_listen_socket | undefined;
+  let closing = false;
+
+  const finishOne = () => {
+    inflight.count--;
+    if (inflight.count === 0) for (const wake of inflight.idle.splice(0)) wake();
+  };
+
+  function send(res: UwsResponse, aborted: { v: boolean }, reply: Reply, closeConnection: boolean): void {
+    writeReply(res, aborted.v, reply, closeConnection || closing);
+  }
+
+  function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {
+    return guard.http((res: UwsResponse, req: UwsRequest): void => {
+      const startedAt = process.hrtime.bigint();
+      const aborted = { v: false };
+      let cancelBody: (() => void) | undefined;
+      res.onAborted(() => {
+        aborted.v = true;
+        cancelBody?.(); // an upload cut short never sends its last chunk: stop waiting for it
+      });
+      // Everything from `req` is copied now: it is invalid after this function returns.
+      const headers: Record<string, string> = {};
+      req.forEach((k, v) => {
+        headers[k] = v;
+      });
+      const method = req.getMethod() as Method;
+      const path = req.getUrl();
+      if (closing) {
+        // Shutting down: nothing below may run against a pool that is closing. The client retries
+        // after Retry-After (on another worker, or on this service once it is back).
+        const reply = errorReply(new AppError('unavailable', undefined, { 'Retry-After': '1' }), opts.log);
+        send(res, aborted, opts.finishError?.(method, path, headers['x-nonce'] ?? '', reply) ?? reply, true);
+        return;
+      }
+      const query = new URLSearchParams(req.getQuery() ?? '');
+      let handler = route?.handler ?? fallback;
+      const params: Record<string, string> = {};
+      for (let i = 0; i < paramNames.length; i++) {
+        try {
+          params[paramNames[i]!] = decodeURIComponent(req.getParameter(i) ?? '');
+        } catch {
+          handler = fallback; // malformed %-escape in a path segment: nothing can match it
+        }
+      }
+      const ip = opts.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
+      const limit = route?.bodyLimit ?? 0;
+
+      const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
+      const bodyless = method === 'get' || method === 'delete';
+      const announcedTooLarge = !bodyless && declared !== undefined && declared > limit;
+      let bodyPromise: Promise<Buffer | 'too_large' | 'aborted'>;
+      if (bodyless) bodyPromise = Promise.resolve(Buffer.alloc(0));
+      else if (announcedTooLarge)
+        bodyPromise = Promise.resolve('too_large' as const); // answered unread, then closed
+      else {
+        const reading = readBody(res, limit);
+        cancelBody = reading.cancel;
+        bodyPromise = reading.body;
+      }
+      let closeAfter = announcedTooLarge;
+
+      inflight.count++;
+      bodyPromise
+        .then((body) => {
+          if (body === 'aborted') return undefined;
+          if (body === 'too_large') closeAfter = true;
+          const incoming: IncomingRequest = { method, path, query, headers, ip, params, body };
+          return handler(incoming);
+        })
+        .catch((err: unknown) => errorReply(err, opts.log, { path }))
+        .then((reply) => {
+          if (!reply) return;
+          send(res, aborted, reply, closeAfter);
+          opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
+        })
+        .catch((err: unknown) => opts.log.error({ err, path }, 'http.reply_failed'))
+        .finally(finishOne);
+    });
+  }
+
+  let fallbackHandler: RouteHandler = async () => ({
+    status: 404,
+    body: '{"detail":"Not found"}',
+    headers: { 'Content-Type': 'application/json' },
+  });
+
+  return {
+    app,
+    guard,
+    mount(route) {
+      const paramNames = [...route.pattern.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
+      app[UWS_METHOD[route.method]](
+        route.pattern,
+        handle(route, (r) => fallbackHandler(r), paramNames),
+      );
+    },
+    mountFallback(handler) {
+      fallbackHandler = handler;
+      app.any('/*', handle(undefined, handler, []));
+    },
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
+          listenSocket = socket;
+          resolve(uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket));
+        });
+      });
+    },
+    get inflight() {
+      return inflight.count;
+    },
+    stopListening() {
+      closing = true;
+      if (listenSocket) uws.us_listen_socket_close(listenSocket);
+      listenSocket = undefined;
+    },
+    drain(timeoutMs) {
+      if (inflight.count === 0) return Promise.resolve(true);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), timeoutMs);
+        inflight.idle.push(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+    },
+  };
+}
+
+/**
+ * Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end.
+ * `cancel` (from onAborted) settles it as 'aborted': a cut upload never delivers its last chunk.
+ */
+function readBody(
+  res: UwsResponse,
+  limit: number,
+): { body: Promise<Buffer | 'too_large' | 'aborted'>; cancel: () => void } {
+  let settle: (v: Buffer | 'too_large' | 'aborted') => void = () => undefined;
+  const body = new Promise<Buffer | 'too_large' | 'aborted'>((resolve) => {
+    settle = resolve;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    res.onData((chunk, isLast) => {
+      if (!tooLarge) {
+        size += chunk.byteLength;
+        if (size > limit) {
+          tooLarge = true;
+          chunks.length = 0;
+        } else if (chunk.byteLength > 0) {
+          chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses this memory after the callback
+        }
+      }
+      if (isLast) resolve(tooLarge ? 'too_large' : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+  });
+  return { body, cancel: () => settle('aborted') };
+}

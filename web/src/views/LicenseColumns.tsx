@@ -1,0 +1,56 @@
+// The Licenses table's columns and what each row's actions menu offers. Widths live in the
+// stylesheet (.licenses-table .col-*), chosen so the table fits a 1280-wide window with every column.
+import type { License } from '../api/responses.js';
+import type { Column } from '../components/DataTable.js';
+import { MenuButton } from '../components/RowMenu.js';
+import { Badge, Time } from '../components/ui.js';
+import { activatedAt, durationLabel } from '../lib/time.js';
+
+export type Action = 'extend' | 'reset' | 'ban' | 'unban' | 'delete';
+export const ACTION_LABEL: Record<Action, string> = { extend: 'Extend', reset: 'Reset HWID', ban: 'Ban', unban: 'Unban', delete: 'Delete' };
+
+/** Row actions only for what can apply to that key (bulk actions try every selected row and report failures). */
+export function rowOffers(k: License, a: Action): boolean {
+  switch (a) {
+    case 'extend': return k.status === 'used' && k.duration_unit !== 'lifetime' && k.expires_at !== null;
+    case 'reset': return k.hwid === undefined || (k.hwid ?? '') !== '';
+    case 'ban': return k.status !== 'banned';
+    case 'unban': return k.status === 'banned';
+    case 'delete': return true;
+  }
+}
+
+export function statusTone(s: string): 'green' | 'red' | 'grey' | 'amber' {
+  return s === 'active' ? 'green' : s === 'banned' ? 'red' : s === 'expired' ? 'amber' : 'grey';
+}
+
+export function licenseColumns({ hwid, actions, openMenu }: {
+  hwid: boolean;
+  actions: boolean;
+  openMenu: (row: License, anchor: HTMLElement) => void;
+}): Column<License>[] {
+  return [
+    { id: 'key', header: 'Key', cell: (k) => <code className="mono">{k.key_preview}</code> },
+    {
+      // The stored status says something the computed one does not only while an activation is pending.
+      id: 'status', header: 'Status', title: (k) => `Stored status: ${k.status}`, cell: (k) => (
+        <span className="status-cell">
+          <Badge tone={statusTone(k.computed_status)}>{k.computed_status}</Badge>
+          {k.status === 'pending' && <span className="muted small">pending</span>}
+        </span>
+      ),
+    },
+    { id: 'used_by', header: 'Used by', title: (k) => k.used_by || undefined, cell: (k) => k.used_by || <span className="muted">—</span> },
+    { id: 'level', header: 'Level', cell: (k) => k.level },
+    { id: 'duration', header: 'Duration', cell: (k) => durationLabel(k.duration_value, k.duration_unit) },
+    { id: 'created', header: 'Created', cell: (k) => <Time iso={k.created_at} /> },
+    { id: 'activated', header: 'Activated', cell: (k) => <Time iso={activatedAt(k)} empty={k.status === 'used' ? '—' : 'not yet'} /> },
+    { id: 'expires', header: 'Expires', cell: (k) => (k.duration_unit === 'lifetime' ? 'Never' : <Time iso={k.expires_at} empty="on activation" />) },
+    ...(hwid ? [{ id: 'hwid', header: 'HWID', title: (k: License) => k.hwid || undefined, cell: (k: License) => <code className="mono small">{k.hwid || '—'}</code> }] : []),
+    { id: 'note', header: 'Note', title: (k) => k.note || undefined, cell: (k) => k.note },
+    ...(actions ? [{
+      id: 'actions', header: <span className="sr-only">Actions</span>,
+      cell: (k: License) => <MenuButton label={`Actions for ${k.key_preview}`} onOpen={(el) => openMenu(k, el)} />,
+    }] : []),
+  ];
+}
