@@ -56,7 +56,7 @@ export async function serverHasModels(base: string): Promise<boolean> {
 }
 
 /** A TCP proxy to a port that may come and go: while there is none, connections are reset at once. */
-function restartableProxy() {
+export function restartableProxy() {
   let target: number | undefined;
   const live = new Set<net.Socket>();
   const server = net.createServer((client) => {
