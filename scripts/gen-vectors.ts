@@ -13,7 +13,7 @@ import { buildHello, deriveKeys, helloTranscript, sealFrame } from '../src/modul
 import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/platform/http/client-signing.js';
 import { beatProof, startProof } from '../src/modules/heartbeat/heartbeat.gateway.js';
 import { ERRORS, type ErrorCode } from '../src/errors.js';
-import { ERROR_MAP, FALLBACK_CODE, SDK_CODES, STATUS_FALLBACKS, type SdkCode } from '../sdk/vectors/error-map.js';
+import { ERROR_MAP, FALLBACK_CODE, PROTOCOL_ENTRIES, SDK_CODES, STATUS_FALLBACKS, type SdkCode } from '../sdk/vectors/error-map.js';
 
 export const VECTORS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../sdk/vectors');
 
@@ -134,14 +134,19 @@ function encryption() {
 
 function errors() {
   const seen = new Map<string, SdkCode>();
-  const entries: { name: ErrorCode; status: number; detail: string; sdk_code: SdkCode }[] = [];
-  for (const [name, sdk] of Object.entries(ERROR_MAP) as [ErrorCode, SdkCode | null][]) {
-    if (sdk === null) continue;
-    const { status, detail } = ERRORS[name];
+  const entries: { name: string; status: number; detail: string; sdk_code: SdkCode }[] = [];
+  const add = (name: string, status: number, detail: string, sdk: SdkCode) => {
     const k = `${status}\n${detail}`;
     if (seen.has(k) && seen.get(k) !== sdk) throw new Error(`errors: ${status} "${detail}" maps to two SDK codes`);
     seen.set(k, sdk);
     entries.push({ name, status, detail, sdk_code: sdk });
+  };
+  for (const [name, sdk] of Object.entries(ERROR_MAP) as [ErrorCode, SdkCode | null][]) {
+    if (sdk !== null) add(name, ERRORS[name].status, ERRORS[name].detail, sdk);
+  }
+  for (const [name, e] of Object.entries(PROTOCOL_ENTRIES)) {
+    if (name in ERRORS) throw new Error(`errors: ${name} is in src/errors.ts now: move it from PROTOCOL_ENTRIES into ERROR_MAP`);
+    add(name, e.status, e.detail, e.sdk_code);
   }
   // Answers no catalogue entry spells, resolved by the status fallbacks or the fallback code.
   const extra_cases = [
@@ -155,8 +160,8 @@ function errors() {
   ];
   return {
     description: 'Map a failure answer to an SDK code: (1) an entry whose status and detail (a string, compared exactly) match; '
-      + '(2) else status_fallbacks[status]; (3) else `fallback`. network, timeout, verification and clock_skew are also raised by the SDK itself '
-      + '(no byte answered / no answer in time / a response or proof that does not verify / an unfixable clock).',
+      + '(2) else status_fallbacks[status]; (3) else `fallback`. network, timeout, verification, clock_skew and offline_invalid are also raised by the SDK itself '
+      + '(no byte answered / no answer in time / a response or proof that does not verify / an unfixable clock / an offline license file it refuses).',
     codes: [...SDK_CODES],
     fallback: FALLBACK_CODE,
     status_fallbacks: Object.fromEntries(Object.entries(STATUS_FALLBACKS).map(([s, c]) => [s, c])),

@@ -9,6 +9,9 @@ export const SDK_CODES = [
   'invalid_key', 'key_used', 'banned', 'expired', 'hwid_mismatch', 'app_disabled', 'update_required',
   'rate_limited', 'locked_out', 'session_expired', 'heartbeat_killed', 'verification', 'clock_skew',
   'network', 'timeout', 'server',
+  // PROTOCOL 12 (licensing models). offline_invalid is raised by the SDK itself: an offline license
+  // file it refuses (with a reason of its own, see sdk/vectors/README.md "offline.json").
+  'trial_disabled', 'trial_used', 'offline_disabled', 'offline_invalid', 'session_limit',
 ] as const;
 export type SdkCode = (typeof SDK_CODES)[number];
 
@@ -20,6 +23,21 @@ export const FALLBACK_CODE: SdkCode = 'server';
  * disabled_message (403), the 426 object and Retry-After-bearing 429s.
  */
 export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = { 403: 'app_disabled', 426: 'update_required', 429: 'rate_limited' };
+
+/**
+ * Client answers that PROTOCOL 12 spells word for word but src/errors.ts does not carry yet (the
+ * server side of the licensing models comes after the SDKs). scripts/gen-vectors.ts appends them
+ * to errors.json so every SDK maps them today. Once src/errors.ts has an entry of the same name,
+ * gen-vectors refuses to run until that entry is moved into ERROR_MAP (the Record type asks for it
+ * anyway) and deleted here. Each detail is copied from PROTOCOL.md section 12, character for character.
+ */
+export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {
+  trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.', sdk_code: 'trial_disabled' },
+  trial_used: { status: 403, detail: 'Trial already used on this device.', sdk_code: 'trial_used' },
+  offline_disabled: { status: 403, detail: 'Offline licenses are not enabled for this application.', sdk_code: 'offline_disabled' },
+  // heartbeat/start over the key's max_sessions with session_overflow `reject`.
+  session_limit: { status: 409, detail: 'Concurrent session limit reached', sdk_code: 'session_limit' },
+};
 
 export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   payload_too_large: 'server',

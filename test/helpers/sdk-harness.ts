@@ -44,6 +44,8 @@
 //   KW_VECTORS_DIR     absolute path of sdk/vectors
 //   KW_OWNER_TOKEN     (extra) dashboard bearer token of the owner (e.g. to read /api/apps/{id}/logs)
 //   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
+//   KW_MODELS_*        (extra) the licensing models of PROTOCOL 12 on a second server that the tests may restart:
+//                      see test/helpers/models-harness.ts (present only once the server has /api/client/trial)
 // All three apps have hwid_lock on, injection_detection on (debugger_detected: true kills the
 // heartbeat: 403 rejected -> heartbeat_killed) and heartbeat_interval 5 (beat_interval 5; beating
 // faster is fine, only late beats count as drift). Rate limits per client IP: init 30/min; register,
@@ -60,6 +62,7 @@ import { startTamperProxies } from './tamper-proxy.js';
 import { startOutageProxy } from './outage-proxy.js';
 import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
 import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
+import { PROBE_ADDRESS, serverHasModels, startModelsHarness, type ModelsHarness } from './models-harness.js';
 
 export interface SdkHarness {
   env: Record<string, string>;
@@ -98,6 +101,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
   let proxies: Awaited<ReturnType<typeof startTamperProxies>> | undefined;
   let outage: Awaited<ReturnType<typeof startOutageProxy>> | undefined;
   const channelProxies: ChannelTamperProxy[] = [];
+  let models: ModelsHarness | undefined;
   try {
     const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
     const published = (
@@ -200,13 +204,25 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       channelUrls[mode] = proxy.url;
     }
     env.KW_CHANNEL_TAMPER_URLS = JSON.stringify(channelUrls);
+    env.KW_MODELS_PROBE_ADDRESS = PROBE_ADDRESS;
+    if (await serverHasModels(server.base)) {
+      try {
+        models = await startModelsHarness(seed, published);
+        Object.assign(env, models.env);
+      } catch (err) {
+        // Only the PROTOCOL 12 tests fail on this; everything else still runs.
+        env.KW_MODELS_ERROR = (err as Error).message;
+      }
+    }
 
     const p = proxies;
     const o = outage;
+    const m = models;
     return {
       env,
       server,
       async close() {
+        await m?.close();
         await Promise.all(channelProxies.map((c) => c.close()));
         await o.close();
         await p.close();
@@ -215,6 +231,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       },
     };
   } catch (err) {
+    await models?.close();
     await Promise.all(channelProxies.map((c) => c.close()));
     await outage?.close();
     await proxies?.close();

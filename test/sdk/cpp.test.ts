@@ -154,9 +154,22 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out); // KW_SHOW=1: print every C++ test line
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/100% tests passed, 0 tests failed out of 2/);
-    // keywarden_tests: nothing failed, nothing skipped (vectors found, server present)
-    expect(r.out).toMatch(/: \d+ passed, 0 failed, 0 skipped$/m);
-    expect(r.out).not.toMatch(/: (FAIL|skip) /m);
+    // keywarden_tests: nothing failed, nothing skipped (vectors found, server present) but the PROTOCOL 12
+    // tests while the server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they must run)
+    const required = process.env.KW_REQUIRE_MODELS === '1';
+    const pending = required ? 0 : [...r.out.matchAll(/: skip integration\/models: .*PROTOCOL 12 pending/gm)].length;
+    expect(r.out).toMatch(new RegExp(`: \\d+ passed, 0 failed, ${pending} skipped$`, 'm'));
+    expect(
+      r.out.replace(/^.*: skip integration\/models: .*PROTOCOL 12 pending.*$/gm, required ? '$&' : ''),
+    ).not.toMatch(/: (FAIL|skip) /m);
+    if (pending === 0) {
+      for (const name of [
+        'integration/models: a trial once per device; MODELS OFF offers none',
+        'integration/models: an offline license file round trip, checked without the server',
+        'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
+      ])
+        expect(r.out).toContain(`ok   ${name}`);
+    }
     const ran = Math.max(...[...r.out.matchAll(/: integration tests run: (\d+)$/gm)].map((m) => Number(m[1])));
     expect(ran).toBeGreaterThanOrEqual(25);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
@@ -174,6 +187,8 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       "channel vectors/the handshake's keys (X25519, HKDF-SHA256)",
       'channel vectors/every hello case (malformed, unknown_kid, bad_base64, stale, bad_signature)',
       'channel vectors/every server frame (bad_mac, malformed, out_of_order), client frames byte for byte',
+      'vectors/offline files are accepted or refused for the reason each case names',
+      'vectors/what each grace_until grants',
       'integration/channel: beats on the channel; a dashboard ban reaches the running heartbeat as revoked within a second',
       'integration/channel: a hello with a forged signature is refused (bad_signature); the beats go on over REST',
       'integration/channel: forge: a pushed frame that does not verify is refused (bad_mac), never acted on',

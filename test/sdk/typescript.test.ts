@@ -4,6 +4,7 @@
 // Node.js 22 from the registry (test/helpers/node-line.ts), which also runs the SDK's own tests.
 import fs from 'node:fs';
 import os from 'node:os';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import net from 'node:net';
 import { execFile, execFileSync } from 'node:child_process';
@@ -23,6 +24,7 @@ import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/channel-tamper-proxy.js';
 import { Api } from '../helpers/http.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
+import { pendingModels } from '../helpers/models-harness.js';
 
 const nodeLine22 = node22();
 let h: SdkHarness;
@@ -637,6 +639,148 @@ describe('TypeScript SDK on the realtime channel', () => {
       }
     });
   });
+});
+
+// PROTOCOL 12 end to end. Pending server side: skipped while the server answers 404 for
+// /api/client/trial (KW_REQUIRE_MODELS=1 makes them fail); see test/helpers/models-harness.ts.
+describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
+  let pending: string | undefined;
+  let dir: string;
+  beforeAll(async () => {
+    pending = await pendingModels(h.env);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-models-'));
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const settings = () =>
+    JSON.parse(h.env.KW_MODELS_SETTINGS!) as {
+      trial_hours: number;
+      trial_level: number;
+      offline_days: number;
+      grace_hours: number;
+    };
+  let stateFiles = 0;
+  const models = (o: Parameters<typeof Client.fromConfig>[1] = {}) =>
+    Client.fromConfig(h.env.KW_CONFIG_MODELS!, { stateFile: path.join(dir, `state-${++stateFiles}.json`), ...o });
+  const modelKeys = () => h.env.KW_KEYS_MODELS!.split(',');
+  const control = async (action: string, body: unknown = {}) => {
+    const r = await fetch(`${h.env.KW_MODELS_CONTROL_URL}/${action}`, { method: 'POST', body: JSON.stringify(body) });
+    expect(r.status, `models control ${action}: ${await r.text()}`).toBe(200);
+  };
+  const hwid = (what: string) => `sdk-ts-${what}-${randomBytes(6).toString('hex')}`;
+
+  it('a trial once per device; MODELS OFF offers none', async (ctx) => {
+    if (pending) return ctx.skip(pending);
+    const id = hwid('trial');
+    const c = models();
+    await c.init();
+    const t = await c.trial(id);
+    expect(t).toMatchObject({
+      key: expect.stringMatching(/^TRIAL-[^-]{4}-[^-]{4}-[^-]{4}$/),
+      level: settings().trial_level,
+      entitlements: [],
+    });
+    expect(Math.abs(t.expiresAt!.getTime() - c.serverNow() - settings().trial_hours * 3600_000)).toBeLessThan(120_000);
+    const hb = await c.startHeartbeat(id, 'abcdef0123456789', { channel: 'off', debuggerDetected: () => false });
+    expect(hb.state).toBe('healthy');
+    await hb.stop();
+    const again = models();
+    await again.init();
+    expect(await failure(again.trial(id.toUpperCase()))).toMatchObject({ code: 'trial_used', status: 403 });
+    expect((await again.trial(`${id}-b`)).key).toMatch(/^TRIAL-/);
+    const off = Client.fromConfig(h.env.KW_CONFIG_MODELS_OFF!);
+    await off.init();
+    expect((await failure(off.trial(id))).code).toBe('trial_disabled');
+  }, 60_000);
+
+  it('an offline license file round trip: from the server, checked without it', async (ctx) => {
+    if (pending) return ctx.skip(pending);
+    const id = hwid('offline');
+    const c = models();
+    await c.init();
+    expect((await c.activateLicense(modelKeys()[0]!, id)).entitlements).toEqual(['export', 'pro']);
+    expect(c.hasEntitlement('pro')).toBe(true);
+    const file = await c.offlineFile(id);
+    const offline = models({
+      transport: () => {
+        throw new Error('no call expected');
+      },
+    });
+    const lic = offline.loadOffline(file, id);
+    expect(lic).toMatchObject({
+      appId: h.env.KW_MODELS_APP_ID,
+      hwid: id,
+      level: 3,
+      entitlements: ['export', 'pro'],
+      user: null,
+    });
+    expect(
+      Math.abs(lic.validUntil.getTime() - lic.issuedAt.getTime() - settings().offline_days * 86_400_000),
+    ).toBeLessThan(2000);
+    expect(offline.hasEntitlement('export')).toBe(true);
+    expect((await failure((async () => offline.loadOffline(file, `${id}-other`))())).reason).toBe('wrong_hwid');
+    const late = models({ clock: () => Date.now() + 8 * 86_400_000 });
+    expect((await failure((async () => late.loadOffline(file, id))())).reason).toBe('expired');
+    expect((await failure(c.offlineFile(`${id}-other`))).code).toBe('hwid_mismatch');
+    // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+    const off = Client.fromConfig(h.env.KW_CONFIG_MODELS_OFF!);
+    await off.init();
+    expect((await failure(off.offlineFile(id))).code).toBe('offline_disabled');
+  }, 60_000);
+
+  it('grace across a real server restart, inside the window and past it; a ban ends it', async (ctx) => {
+    if (pending) return ctx.skip(pending);
+    const id = hwid('grace');
+    let shift = 0;
+    const c = models({ clock: () => Date.now() + shift });
+    await c.init();
+    const key = modelKeys()[1]!;
+    await c.activateLicense(key, id);
+    const grace = settings().grace_hours * 3600_000;
+    expect(Math.abs(c.graceUntil!.getTime() - c.serverNow() - grace)).toBeLessThan(120_000);
+    const hb = await c.startHeartbeat(id, 'abcdef0123456789', {
+      intervalMs: 500,
+      reauth: true,
+      debuggerDetected: () => false,
+    });
+    try {
+      await events(hb, 'beat');
+      // Inside the window: down and back; the license stays valid throughout.
+      const offline = events<{ graceUntil: Date }>(hb, 'offline');
+      await control('down');
+      await offline;
+      expect(hb.state).toBe('offline');
+      expect(c.graceActive()).toBe(true);
+      let back = events(hb, 'beat');
+      await control('up');
+      await back;
+      expect(hb.state).toBe('healthy');
+      expect(c.graceActive()).toBe(true);
+      // Past the window: down again, and the clock passes grace_until before the server is back.
+      const offlineAgain = events(hb, 'offline');
+      await control('down');
+      await offlineAgain;
+      const expired = events<{ graceUntil: Date }>(hb, 'grace_expired');
+      shift = grace + 3600_000;
+      const [ev] = await expired;
+      expect(ev!.graceUntil).toEqual(c.graceUntil);
+      expect(c.graceActive()).toBe(false);
+      expect(hb.state).toBe('degraded');
+      shift = 0;
+      back = events(hb, 'beat');
+      await control('up');
+      await back;
+      expect(c.graceActive()).toBe(true);
+      // A verified refusal ends the grace at once.
+      const killed = events(hb, 'killed');
+      await control('ban', { key });
+      await killed;
+      expect(c.graceUntil).toBeNull();
+    } finally {
+      shift = 0;
+      await control('up');
+      await hb.stop();
+    }
+  }, 240_000);
 });
 
 describe('the downloaded zip, as a new user would use it', () => {

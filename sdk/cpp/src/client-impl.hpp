@@ -8,6 +8,7 @@
 #include <string>
 
 #include "internal.hpp"
+#include "offline.hpp"
 
 namespace keywarden {
 
@@ -49,6 +50,21 @@ struct Client::Impl {
   std::string session;
   InitOptions initOptions;
   std::optional<Activation> lastActivation;
+  // PROTOCOL 12: only verified answers move these (guarded by mu).
+  std::optional<std::int64_t> graceUntilMs;  // the latest verified grace_until
+  std::vector<std::string> entitlements;     // sorted
+  std::string stateFileOption;
+  std::shared_ptr<detail::ClockRecord> clockRecord;
+
+  /** Books a verified activation answer: its entitlements (malformed unless a list of codes) and its grace. */
+  std::vector<std::string> activated(const nlohmann::json& answer);
+  /** A verified answer's grace_until (absent or not strict ISO 8601 UTC: none). */
+  void noteGrace(const nlohmann::json& answer);
+  void endGrace();
+  /** A verified refusal (any 4xx but 429) ends the grace at once; also one that came over the channel. */
+  void noteRefusal(int status);
+  bool graceActive() const;
+  std::optional<std::int64_t> graceUntil() const;
 
   void log(LogLevel level, const std::string& event, const std::string& message) const noexcept;
   std::int64_t localNowMs() const;

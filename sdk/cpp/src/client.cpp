@@ -59,7 +59,8 @@ Client::Impl::Impl(Config c, Options o)
       caBundle(o.caBundle),
       transport(o.transport ? std::move(o.transport) : makeCurlTransport({o.proxy, o.caBundle})),
       encKey(std::move(o.encKey)),
-      maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())) {
+      maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())),
+      stateFileOption(o.stateFile) {
   detail::ensureSodium();
   if (!encKey.empty() && !config.apiSecret)
     throw ConfigError("keywarden: encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
@@ -159,6 +160,13 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
   HttpResponse res;
   try {
     res = transport->send(req);
+    if ((res.status == 502 || res.status == 503 || res.status == 504) && !res.headers.count("x-response-kid") &&
+        !res.headers.count("x-response-timestamp") && !res.headers.count("x-response-signature")) {
+      // A proxy in front saying the service is unreachable: believed for nothing, but not an attack
+      // either (whoever could forge it could as well cut the connection).
+      throw Error(ErrorCode::server, "server: " + std::to_string(res.status) + " from a gateway (unsigned) on " + path)
+          .withStatus(res.status);
+    }
   } catch (const TransportError& t) {
     ErrorCode code = t.kind() == TransportError::Kind::timeout ? ErrorCode::timeout : ErrorCode::network;
     Error e(code, std::string(to_string(code)) + " on " + path + ": " + t.what());
@@ -185,6 +193,7 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
     throw detail::verificationError("malformed", "answer of " + path + " (" + std::to_string(res.status) + ") is not a JSON object");
 
   if (res.status != 200) {
+    noteRefusal(res.status);
     auto it = res.headers.find("retry-after");
     auto d = parsed.find("detail");
     Error e = detail::errorFromAnswer(res.status, d != parsed.end() ? *d : nlohmann::json(),
@@ -244,6 +253,7 @@ HeartbeatStart Client::Impl::openHeartbeat(const std::string& systemId, const st
     throw detail::verificationError("malformed", "heartbeat/start answer lacks token or beat_interval");
   if (!detail::constantTimeEquals(stringField(r, "proof"), detail::startProof(s, systemId, token)))
     throw detail::verificationError("bad_proof", "heartbeat/start proof does not verify");
+  noteGrace(r);
   return {s, token, r["beat_interval"].get<std::int64_t>()};
 }
 
@@ -308,6 +318,7 @@ UserInfo userFrom(const nlohmann::json& r) {
   info.level = (*u)["level"].get<int>();
   info.expiresAt = timeField(*u, "expires_at");
   info.message = stringField(r, "message");
+  info.entitlements = detail::entitlementsOf(r);
   return info;
 }
 }  // namespace
@@ -321,6 +332,7 @@ UserInfo Client::registerUser(const std::string& username, const std::string& pa
                                               {"license", license},
                                               {"hwid", h}});
   UserInfo user = userFrom(r);
+  impl_->activated(r);
   try {
     login(username, password, h);
   } catch (const Error& e) {
@@ -336,6 +348,7 @@ UserInfo Client::login(const std::string& username, const std::string& password,
   nlohmann::json r = impl_->call(
       "login", {{"session", impl_->requireSession()}, {"username", username}, {"password", password}, {"hwid", h}});
   UserInfo user = userFrom(r);
+  impl_->activated(r);
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->lastActivation = Activation{false, username, password, {}, h};
   return user;
@@ -349,6 +362,7 @@ LicenseInfo Client::activateLicense(const std::string& key, const std::string& h
   info.level = r["level"].get<int>();
   info.expiresAt = timeField(r, "expires_at");
   info.message = stringField(r, "message");
+  info.entitlements = impl_->activated(r);
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->lastActivation = Activation{true, {}, {}, key, h};
   return info;

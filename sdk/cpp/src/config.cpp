@@ -40,6 +40,8 @@ Config Config::parse(const std::string& text) {
   out.apiKey = optionalString(c, "api_key");
   if (out.apiKey.empty()) fail("api_key missing");
   out.appName = optionalString(c, "app_name");
+  out.appId = optionalString(c, "app_id");
+  if (field(c, "app_id") && out.appId.empty()) fail("app_id must be a non-empty string");
   if (field(c, "version")) out.version = optionalString(c, "version");
   std::string secret = optionalString(c, "api_secret");
   if (!secret.empty()) out.apiSecret = secret;

@@ -8,6 +8,8 @@
 // is a server that lost the session meanwhile (a restart): with reauth it re-authenticates once and
 // goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
 // Pushes of the realtime channel are queued by the channel's threads and handled on the heartbeat's.
+// While the service cannot be reached and the grace period (PROTOCOL 12.6) covers now, the state is
+// `offline` (onOffline once per outage); once the grace is over onGraceExpired is called.
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -48,6 +50,7 @@ bool unreachable(const Error& e) { return e.code() == ErrorCode::network || e.co
 const char* to_string(HeartbeatState state) noexcept {
   switch (state) {
     case HeartbeatState::healthy: return "healthy";
+    case HeartbeatState::offline: return "offline";
     case HeartbeatState::degraded: return "degraded";
     case HeartbeatState::compromised: return "compromised";
     case HeartbeatState::revoked: return "revoked";
@@ -83,6 +86,7 @@ struct Heartbeat::Impl {
   bool compromised = false;        // onCompromised called: no automatic re-authentication until a beat verifies
   bool afterOutage = false;        // the previous attempt found the service unreachable
   bool outageReauthSpent = false;  // the one re-authentication a `rejected` after an outage allows
+  bool offlineTold = false;        // onOffline called, and neither a verified beat nor onGraceExpired since
   std::deque<detail::LinkEvent> linkEvents;  // from the channel's threads, handled on the heartbeat's
 
   std::mutex joinMu;
@@ -112,6 +116,22 @@ struct Heartbeat::Impl {
     return o.interval.count() > 0 ? o.interval : std::chrono::milliseconds(interval * 1000);
   }
 
+  /** When to wake next: the period, or (offline) the end of the grace period, so onGraceExpired is told on time. */
+  std::chrono::steady_clock::time_point nextWake() const {
+    auto next = std::chrono::steady_clock::now() + period();
+    bool offline;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      offline = state == HeartbeatState::offline;
+    }
+    auto until = client->graceUntil();
+    if (offline && until) {
+      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, *until - client->serverNowMs()));
+      if (end < next) next = end;
+    }
+    return next;
+  }
+
   bool wantsReauth() const { return o.reauth || static_cast<bool>(o.reauthWith); }
 
   static void run(std::shared_ptr<Impl> self) noexcept { self->loop(); }
@@ -129,7 +149,7 @@ struct Heartbeat::Impl {
   }
 
   void loop() noexcept {
-    auto next = std::chrono::steady_clock::now() + period();
+    auto next = nextWake();
     for (;;) {
       std::deque<detail::LinkEvent> events;
       {
@@ -159,7 +179,7 @@ struct Heartbeat::Impl {
         std::lock_guard<std::mutex> lk(mu);
         if (ended) return;  // killed
       }
-      next = std::chrono::steady_clock::now() + period();
+      next = nextWake();
     }
     std::string s, t;
     {
@@ -244,6 +264,7 @@ struct Heartbeat::Impl {
       std::string proof = pf != r.end() && pf->is_string() ? pf->get<std::string>() : std::string();
       if (!detail::constantTimeEquals(proof, detail::beatProof(previous, s, index, newToken, beatCount)))
         throw detail::verificationError("bad_proof", "beat proof does not verify");
+      client->noteGrace(r);
       {
         std::lock_guard<std::mutex> lk(mu);
         token = newToken;
@@ -255,6 +276,7 @@ struct Heartbeat::Impl {
         compromised = false;
         afterOutage = false;
         outageReauthSpent = false;
+        offlineTold = false;
         if (!ended) state = HeartbeatState::healthy;
       }
       cv.notify_all();
@@ -283,23 +305,39 @@ struct Heartbeat::Impl {
    * who spoils every answer would have it spend the program's rate limits for nothing.
    */
   bool failed(const Error& e, bool lost, bool reauthWanted) {
-    bool reauth, newly;
+    bool reauth, newly, goingOffline, graceOver;
     int failures;
     TimePoint last;
+    if (e.status() > 0) client->noteRefusal(e.status());  // a refusal on the realtime channel never went through call()
+    const bool away = unreachable(e);
+    const auto until = client->graceUntil();
+    const bool covered = away && client->graceActive();
     {
       std::lock_guard<std::mutex> lk(mu);
       if (e.code() == ErrorCode::verification) ++verificationFailures;
-      afterOutage = unreachable(e);
+      afterOutage = away;
       newly = !compromised && verificationFailures >= o.compromisedAfter;
       if (newly) compromised = true;
       reauth = reauthWanted && !compromised;
       needsReauth = reauth;
-      if (!ended) state = compromised ? HeartbeatState::compromised : HeartbeatState::degraded;
+      if (!ended) state = compromised ? HeartbeatState::compromised : covered ? HeartbeatState::offline : HeartbeatState::degraded;
+      goingOffline = covered && !compromised && !offlineTold;
+      graceOver = away && !covered && offlineTold && until.has_value();
+      if (goingOffline) offlineTold = true;
+      if (graceOver || !until) offlineTold = false;
       failures = verificationFailures;
       last = lastVerified;
     }
     client->log(LogLevel::warn, "keywarden.heartbeat.degraded", e.what());
     emit(&HeartbeatOptions::onDegraded, DegradedEvent{e, lost, reauth, last, failures}, "degraded");
+    if (goingOffline && until) {
+      client->log(LogLevel::warn, "keywarden.heartbeat.offline", std::string(e.what()) + "; valid until the grace period ends");
+      emit(&HeartbeatOptions::onOffline, OfflineEvent{e, detail::timeFromMs(*until)}, "offline");
+    }
+    if (graceOver && until) {
+      client->log(LogLevel::warn, "keywarden.heartbeat.grace_expired", "the grace period ended");
+      emit(&HeartbeatOptions::onGraceExpired, GraceExpiredEvent{detail::timeFromMs(*until), e}, "grace_expired");
+    }
     if (newly) {
       client->log(LogLevel::warn, "keywarden.heartbeat.compromised", std::to_string(failures) + " verification failures in a row");
       emit(&HeartbeatOptions::onCompromised, CompromisedEvent{e, failures, last}, "compromised");
@@ -337,6 +375,7 @@ struct Heartbeat::Impl {
   }
 
   void kill(const Error& e, HeartbeatState how) {
+    client->endGrace();  // every kill is a verified refusal or revocation
     {
       std::lock_guard<std::mutex> lk(mu);
       if (ended) return;
@@ -511,6 +550,10 @@ void Heartbeat::onUpdateRequired(std::function<void(const UpdateRequiredEvent&)>
 }
 void Heartbeat::onNotice(std::function<void(const NoticeEvent&)> fn) { replace(impl_, &HeartbeatOptions::onNotice, std::move(fn)); }
 void Heartbeat::onChannel(std::function<void(const ChannelEvent&)> fn) { replace(impl_, &HeartbeatOptions::onChannel, std::move(fn)); }
+void Heartbeat::onOffline(std::function<void(const OfflineEvent&)> fn) { replace(impl_, &HeartbeatOptions::onOffline, std::move(fn)); }
+void Heartbeat::onGraceExpired(std::function<void(const GraceExpiredEvent&)> fn) {
+  replace(impl_, &HeartbeatOptions::onGraceExpired, std::move(fn));
+}
 
 bool Heartbeat::waitForBeats(std::int64_t n, std::chrono::milliseconds timeout) const {
   if (!impl_) return false;

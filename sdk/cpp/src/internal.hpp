@@ -42,6 +42,18 @@ std::int64_t verifyResponse(const PinnedKeys& keys, const SignedAnswer& answer, 
 /** ISO 8601 UTC ("2026-11-21T22:00:00.000Z", also without fraction or with +00:00); nullopt if not one. */
 std::optional<TimePoint> parseIsoTime(const std::string& text);
 
+/**
+ * Strict ISO 8601 UTC as PROTOCOL 1 writes it (2026-11-21T22:00:00.000Z): date, T, time, an optional
+ * fraction of 1-9 digits (cut to milliseconds), then Z; nothing else. Unix ms, or nullopt. The form in
+ * which offline license files and grace_until carry their times (same rule in every SDK).
+ */
+std::optional<std::int64_t> parseUtcMs(const std::string& text);
+TimePoint timeFromMs(std::int64_t ms);
+std::int64_t msOf(TimePoint t);
+
+/** The sorted codes of a verified answer's `entitlements` (absent: none); throws verification malformed otherwise. */
+std::vector<std::string> entitlementsOf(const nlohmann::json& answer);
+
 std::string lowerAscii(std::string s);
 std::string trimAscii(const std::string& s);
 

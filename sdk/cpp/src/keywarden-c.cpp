@@ -125,6 +125,7 @@ kw_status kw_client_new(const char* config, const kw_options* o, kw_client** out
       opts.proxy = str(o->proxy);
       opts.caBundle = str(o->ca_bundle);
       opts.encKey = str(o->enc_key);
+      opts.stateFile = str(o->state_file);
     }
     *out = new kw_client{keywarden::Client::fromConfig(config, std::move(opts))};
   });
@@ -168,6 +169,65 @@ kw_status kw_activate_license(kw_client* c, const char* key, const char* hwid, k
   });
 }
 
+kw_status kw_trial(kw_client* c, const char* hwid, kw_trial_info* out, kw_error* err) {
+  if (!c) return fail(err, KW_ERR_ARGUMENT, "client is NULL");
+  return guarded(err, [&] {
+    keywarden::TrialInfo t = c->client.trial(str(hwid));
+    if (out) {
+      std::memset(out, 0, sizeof *out);
+      copy(out->key, t.key);
+      out->level = t.level;
+      out->expires_at = unixSeconds(t.expiresAt);
+    }
+  });
+}
+
+kw_status kw_offline_file(kw_client* c, const char* hwid, char* out, size_t outSize, kw_error* err) {
+  if (!c || !out || outSize == 0) return fail(err, KW_ERR_ARGUMENT, "client and out are required");
+  return guarded(err, [&] {
+    std::string file = c->client.offlineFile(str(hwid));
+    if (file.size() + 1 > outSize) throw std::invalid_argument("out_size too small: " + std::to_string(file.size() + 1) + " bytes needed");
+    copy(out, outSize, file);
+  });
+}
+
+kw_status kw_load_offline(kw_client* c, const char* file, const char* hwid, kw_offline_license* out, kw_error* err) {
+  if (!c || !file) return fail(err, KW_ERR_ARGUMENT, "client and file are required");
+  return guarded(err, [&] {
+    keywarden::OfflineLicense lic = c->client.loadOffline(file, str(hwid));
+    if (!out) return;
+    std::memset(out, 0, sizeof *out);
+    copy(out->license_id, lic.licenseId);
+    copy(out->user, lic.user.value_or(""));
+    out->level = static_cast<int>(lic.level);
+    out->expires_at = unixSeconds(lic.expiresAt);
+    out->issued_at = unixSeconds(lic.issuedAt);
+    out->valid_until = unixSeconds(lic.validUntil);
+    std::string codes;
+    for (const auto& e : lic.entitlements) codes += (codes.empty() ? "" : ",") + e;
+    copy(out->entitlements, codes);
+  });
+}
+
+int kw_has_entitlement(const kw_client* c, const char* code) {
+  if (!c || !code) return 0;
+  try {
+    return c->client.hasEntitlement(code) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int64_t kw_grace_until(const kw_client* c) {
+  if (!c) return 0;
+  try {
+    auto until = c->client.graceUntil();
+    return until ? std::chrono::duration_cast<std::chrono::milliseconds>(until->time_since_epoch()).count() : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 kw_status kw_heartbeat_start(kw_client* c, const char* systemId, const char* codeHash, const kw_heartbeat_callbacks* cbs,
                              kw_heartbeat** out, kw_error* err) {
   if (!c || !out) return fail(err, KW_ERR_ARGUMENT, "client and out are required");
@@ -193,6 +253,16 @@ kw_status kw_heartbeat_start(kw_client* c, const char* systemId, const char* cod
     };
     o.onRevoked = [cb](const keywarden::RevokedEvent& e) {
       if (cb.on_revoked) cb.on_revoked(cb.user, e.reason.c_str(), e.detail.c_str());
+    };
+    auto ms = [](keywarden::TimePoint t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count(); };
+    o.onOffline = [cb, ms](const keywarden::OfflineEvent& e) {
+      if (!cb.on_offline) return;
+      kw_error k;
+      fill(&k, e.error);
+      cb.on_offline(cb.user, &k, ms(e.graceUntil));
+    };
+    o.onGraceExpired = [cb, ms](const keywarden::GraceExpiredEvent& e) {
+      if (cb.on_grace_expired) cb.on_grace_expired(cb.user, ms(e.graceUntil));
     };
     if (cb.debugger_detected) o.debuggerDetected = [cb] { return cb.debugger_detected(cb.user) != 0; };
     o.onBeat = [cb](const keywarden::BeatEvent& e) {
@@ -255,6 +325,7 @@ kw_heartbeat_health kw_heartbeat_get_health(const kw_heartbeat* hb, int64_t* las
     case keywarden::HeartbeatState::healthy: return KW_HEALTH_HEALTHY;
     case keywarden::HeartbeatState::degraded: return KW_HEALTH_DEGRADED;
     case keywarden::HeartbeatState::compromised: return KW_HEALTH_COMPROMISED;
+    case keywarden::HeartbeatState::offline: return KW_HEALTH_OFFLINE;
     default: return KW_HEALTH_ENDED;
   }
 }
@@ -292,7 +363,7 @@ const char* kw_status_name(kw_status s) {
     case KW_ERR_ARGUMENT: return "argument";
     case KW_ERR_INTERNAL: return "internal";
     default:
-      if (s >= KW_ERR_INVALID_KEY && s <= KW_ERR_SERVER) return keywarden::to_string(static_cast<keywarden::ErrorCode>(s - 1));
+      if (s >= KW_ERR_INVALID_KEY && s <= KW_ERR_SESSION_LIMIT) return keywarden::to_string(static_cast<keywarden::ErrorCode>(s - 1));
       return "unknown";
   }
 }

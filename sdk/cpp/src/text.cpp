@@ -64,6 +64,34 @@ std::optional<TimePoint> parseIsoTime(const std::string& s) {
   return TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::milliseconds(secs * 1000 + ms)));
 }
 
+std::optional<std::int64_t> parseUtcMs(const std::string& s) {
+  int y, mo, d, h, mi, sec;
+  if (s.size() < 20 || !num(s, 0, 4, y) || s[4] != '-' || !num(s, 5, 2, mo) || s[7] != '-' || !num(s, 8, 2, d) || s[10] != 'T' ||
+      !num(s, 11, 2, h) || s[13] != ':' || !num(s, 14, 2, mi) || s[16] != ':' || !num(s, 17, 2, sec) || s.back() != 'Z')
+    return std::nullopt;
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] + (mo == 2 && leap ? 1 : 0) || h > 23 || mi > 59 || sec > 59) return std::nullopt;
+  std::int64_t ms = 0;
+  std::size_t end = s.size() - 1;  // the Z
+  if (end != 19) {
+    std::size_t digits = end - 20;
+    if (s[19] != '.' || digits < 1 || digits > 9) return std::nullopt;
+    for (std::size_t i = 20; i < end; ++i) {
+      if (s[i] < '0' || s[i] > '9') return std::nullopt;
+      if (i < 23) ms = ms * 10 + (s[i] - '0');
+    }
+    for (std::size_t i = digits; i < 3; ++i) ms *= 10;
+  }
+  return (daysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 + mi * 60 + sec) * 1000 + ms;
+}
+
+TimePoint timeFromMs(std::int64_t ms) {
+  return TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::milliseconds(ms)));
+}
+
+std::int64_t msOf(TimePoint t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count(); }
+
 std::string lowerAscii(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;

@@ -24,6 +24,10 @@ static const char* CONFIG =
     "{\"format\":1,\"base_url\":\"http://127.0.0.1:9\",\"api_key\":\"0123456789abcdef0123456789abcdef\","
     "\"response_keys\":[{\"kid\":\"k1\",\"alg\":\"Ed25519\",\"public_key\":\"Z7P1CneKviCF7Ws179UP02Vmjh+ezX1TCXb5UqUdRcM=\"}]}";
 
+static const char* CONFIG_WITH_APP =
+    "{\"format\":1,\"base_url\":\"http://127.0.0.1:9\",\"api_key\":\"0123456789abcdef0123456789abcdef\",\"app_id\":\"app-1\","
+    "\"response_keys\":[{\"kid\":\"k1\",\"alg\":\"Ed25519\",\"public_key\":\"Z7P1CneKviCF7Ws179UP02Vmjh+ezX1TCXb5UqUdRcM=\"}]}";
+
 static int beats_seen = 0;
 static void on_beat(void* user, int64_t index, int64_t count) {
   (void)index;
@@ -41,6 +45,8 @@ static void offline(void) {
   CHECK(strcmp(kw_status_name(KW_ERR_HEARTBEAT_KILLED), "heartbeat_killed") == 0);
   CHECK(strcmp(kw_status_name(KW_ERR_SERVER), "server") == 0);
   CHECK(strcmp(kw_status_name(KW_ERR_CONFIG), "config") == 0);
+  CHECK(strcmp(kw_status_name(KW_ERR_TRIAL_USED), "trial_used") == 0);
+  CHECK(strcmp(kw_status_name(KW_ERR_SESSION_LIMIT), "session_limit") == 0);
 
   CHECK(kw_machine_hwid("salt", hwid) == KW_OK);
   CHECK(strlen(hwid) == 64);
@@ -60,7 +66,21 @@ static void offline(void) {
   CHECK(kw_activate_license(c, "KEY", NULL, NULL, &err) == KW_ERR_SESSION_EXPIRED);
   CHECK(kw_init(c, NULL, &err) == KW_ERR_NETWORK);
   CHECK(err.code == KW_ERR_NETWORK && err.http_status == 0 && err.retry_after == -1);
+  /* Offline license files: without app_id in the config a config error; a damaged file is refused. */
+  CHECK(kw_load_offline(c, "kwlic1.x.y", "hwid-0001", NULL, &err) == KW_ERR_CONFIG);
+  CHECK(kw_has_entitlement(c, "pro") == 0);
+  CHECK(kw_grace_until(c) == 0);
   kw_client_free(c);
+  {
+    char path[256];
+    snprintf(path, sizeof path, "%s/kw-c-abi-smoke-state.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    o.state_file = path;
+    CHECK(kw_client_new(CONFIG_WITH_APP, &o, &c, &err) == KW_OK);
+    CHECK(kw_load_offline(c, "kwlic1.x.y", "hwid-0001", NULL, &err) == KW_ERR_OFFLINE_INVALID);
+    CHECK(strcmp(err.reason, "malformed") == 0);
+    kw_client_free(c);
+    remove(path);
+  }
   kw_client_free(NULL);
   kw_heartbeat_free(NULL);
 }

@@ -1,7 +1,9 @@
 #include <sodium.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -72,6 +74,7 @@ std::string FakeServer::configJson() const {
                       {"base_url", "http://fake.keywarden.test/"},
                       {"app_name", "fake"},
                       {"api_key", "0123456789abcdef0123456789abcdef"},
+                      {"app_id", "fake-app-0001"},
                       {"version", "1.0"},
                       {"response_keys", {{{"kid", "k1"}, {"alg", "Ed25519"}, {"public_key", d::base64Encode(publicKey)}}}}};
   if (apiSecret) c["api_secret"] = *apiSecret;
@@ -117,6 +120,30 @@ HttpResponse FakeServer::signWith(const std::string& path, int status, const std
                {"x-response-signature", d::base64Encode(std::string(reinterpret_cast<char*>(sig), sizeof sig))}};
   return r;
 }
+
+std::string FakeServer::licenseFile(const std::string& payload, const std::string& keySeed) const {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  crypto_sign_seed_keypair(pk, sk, reinterpret_cast<const unsigned char*>((keySeed.empty() ? seed : keySeed).data()));
+  std::string head = "kwlic1." + d::base64UrlEncode(payload);
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(head.data()), head.size(), sk);
+  return head + "." + d::base64UrlEncode(std::string(reinterpret_cast<char*>(sig), sizeof sig));
+}
+
+namespace {
+std::string isoAt(std::int64_t unixSeconds) {
+  std::time_t t = static_cast<std::time_t>(unixSeconds);
+  std::tm tm{};
+#if defined(_WIN32)
+  gmtime_s(&tm, &t);
+#else
+  gmtime_r(&t, &tm);
+#endif
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  return buf;
+}
+}  // namespace
 
 HttpResponse FakeServer::signedAnswer(const FakeRequest& req, int status, const std::string& body,
                                       std::map<std::string, std::string> extra) const {
@@ -171,13 +198,34 @@ HttpResponse FakeServer::answer(const FakeRequest& req) {
   } else if (str("session") != session_ || session_.empty()) {
     return fail(401, "Invalid or expired session");
   } else if (req.path == "/api/client/license") {
-    out = {{"success", true}, {"message", "License activated"}, {"level", 3}};
+    if (str("license") == "KEY-UNKNOWN") return fail(400, "Invalid license key");
+    out = {{"success", true}, {"message", "License activated"}, {"level", 3}, {"entitlements", entitlements}};
     out["expires_at"] = lifetimeLicense.load() ? nlohmann::json() : nlohmann::json("2030-01-02T03:04:05.678Z");
+    activatedHwid_ = d::lowerAscii(str("hwid"));
   } else if (req.path == "/api/client/register" || req.path == "/api/client/login") {
     if (req.path == "/api/client/login" && failLogin) return fail(401, "Invalid username or password");
     out = {{"success", true},
            {"message", "ok"},
-           {"user", {{"username", str("username")}, {"level", 2}, {"expires_at", "2030-01-02T03:04:05.000Z"}}}};
+           {"user", {{"username", str("username")}, {"level", 2}, {"expires_at", "2030-01-02T03:04:05.000Z"}}},
+           {"entitlements", entitlements}};
+    activatedHwid_ = d::lowerAscii(str("hwid"));
+  } else if (req.path == "/api/client/trial") {
+    if (trialHours == 0) return fail(403, "Trials are not enabled for this application.");
+    std::string h = d::lowerAscii(str("hwid"));
+    if (std::find(trials_.begin(), trials_.end(), h) != trials_.end()) return fail(403, "Trial already used on this device.");
+    trials_.push_back(h);
+    activatedHwid_ = h;
+    out = {{"success", true}, {"message", "Trial started"}, {"level", 1}, {"expires_at", isoAt(nowSeconds() + trialHours * 3600)},
+           {"entitlements", nlohmann::json::array()}, {"key", "TRIAL-" + d::toHex(d::randomBytes(6))}};
+  } else if (req.path == "/api/client/offline") {
+    if (offlineDays == 0) return fail(403, "Offline licenses are not enabled for this application.");
+    if (activatedHwid_.empty()) return fail(403, "Session not activated. Call /login, /register or /license first.");
+    if (d::lowerAscii(str("hwid")) != activatedHwid_) return fail(403, "HWID mismatch. Key locked to another device.");
+    nlohmann::json payload = {{"v", 1}, {"kid", "k1"}, {"app_id", "fake-app-0001"}, {"license_id", "lic-0001"}, {"user", nullptr},
+                              {"hwid", activatedHwid_}, {"level", 3}, {"entitlements", entitlements}, {"expires_at", nullptr},
+                              {"issued_at", isoAt(nowSeconds())}, {"valid_until", isoAt(nowSeconds() + offlineDays * 86400LL)}};
+    std::sort(payload["entitlements"].begin(), payload["entitlements"].end());
+    out = {{"success", true}, {"license_file", licenseFile(payload.dump())}};
   } else if (req.path == "/api/client/heartbeat/start") {
     systemId_ = str("system_id");
     token_ = "TT" + d::toHex(d::sha256Raw(d::randomToken(16))).substr(0, 32);
@@ -207,6 +255,8 @@ HttpResponse FakeServer::answer(const FakeRequest& req) {
   } else {
     return fail(404, "Not found");
   }
+  const bool grants = req.path != "/api/client/init" && req.path != "/api/client/offline" && req.path != "/api/client/heartbeat/stop";
+  if (grants && graceSeconds >= 0) out["grace_until"] = isoAt(nowSeconds() + graceSeconds);
   std::string body = out.dump();
   std::string iv = str("init_iv");
   if (!iv.empty() && !encKeyOfSession.empty() && apiSecret) {

@@ -50,6 +50,8 @@ class FakeServer : public keywarden::Transport {
   /** Answer signed like the real server: over the request's nonce, with server time now + clockOffset. */
   keywarden::HttpResponse signedAnswer(const FakeRequest& req, int status, const std::string& body,
                                        std::map<std::string, std::string> extraHeaders = {}) const;
+  /** PROTOCOL 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519 by `keySeed`, default this server's key)>. */
+  std::string licenseFile(const std::string& payloadJson, const std::string& keySeed = {}) const;
   /** Same, but signed with explicit kid / timestamp / nonce / key seed (for hostile answers). */
   keywarden::HttpResponse signWith(const std::string& path, int status, const std::string& body, const std::string& nonce,
                                    std::int64_t timestamp, const std::string& kid, const std::string& seed) const;
@@ -70,6 +72,11 @@ class FakeServer : public keywarden::Transport {
   std::atomic<bool> spoilBeatProof{false};
   std::atomic<bool> failLogin{false};
   std::atomic<bool> lifetimeLicense{false};
+  // PROTOCOL 12.
+  std::atomic<std::int64_t> graceSeconds{-1};  // >= 0: answers carry grace_until = now + this
+  std::atomic<int> trialHours{0};              // 0: trials off
+  std::atomic<int> offlineDays{0};             // 0: offline files off
+  std::vector<std::string> entitlements{"pro", "export"};  // of every key; set before the client calls
   std::string encKeyOfSession;  // set from init's enc_key
 
   std::vector<FakeRequest> requests() const;
@@ -88,6 +95,8 @@ class FakeServer : public keywarden::Transport {
   std::string systemId_;
   std::int64_t lastIndex_ = 0;
   std::int64_t beats_ = 0;
+  std::vector<std::string> trials_;  // lower-cased HWIDs that had a trial
+  std::string activatedHwid_;        // of the session's activation
   std::atomic<int> counter_{0};
 
   keywarden::HttpResponse answer(const FakeRequest& req);

@@ -58,6 +58,11 @@ namespace Keywarden
             new Entry(409, "heartbeat session already exists for this nonce", KeywardenErrorCode.Server),
             new Entry(403, "rejected", KeywardenErrorCode.HeartbeatKilled),
             new Entry(401, "Invalid heartbeat token", KeywardenErrorCode.HeartbeatKilled),
+            // PROTOCOL 12 (licensing models).
+            new Entry(403, "Trials are not enabled for this application.", KeywardenErrorCode.TrialDisabled),
+            new Entry(403, "Trial already used on this device.", KeywardenErrorCode.TrialUsed),
+            new Entry(403, "Offline licenses are not enabled for this application.", KeywardenErrorCode.OfflineDisabled),
+            new Entry(409, "Concurrent session limit reached", KeywardenErrorCode.SessionLimit),
         };
 
         private static readonly Dictionary<int, KeywardenErrorCode> Fallbacks = new Dictionary<int, KeywardenErrorCode>
@@ -110,6 +115,11 @@ namespace Keywarden
                 case KeywardenErrorCode.Network: return "network";
                 case KeywardenErrorCode.Timeout: return "timeout";
                 case KeywardenErrorCode.Server: return "server";
+                case KeywardenErrorCode.TrialDisabled: return "trial_disabled";
+                case KeywardenErrorCode.TrialUsed: return "trial_used";
+                case KeywardenErrorCode.OfflineDisabled: return "offline_disabled";
+                case KeywardenErrorCode.OfflineInvalid: return "offline_invalid";
+                case KeywardenErrorCode.SessionLimit: return "session_limit";
                 default: throw new ArgumentOutOfRangeException("code");
             }
         }
@@ -129,6 +139,23 @@ namespace Keywarden
                 case VerificationReason.TlsPin: return "tls_pin";
                 case VerificationReason.BadMac: return "bad_mac";
                 case VerificationReason.OutOfOrder: return "out_of_order";
+                default: throw new ArgumentOutOfRangeException("reason");
+            }
+        }
+
+        /// <summary>`malformed`, `wrong_hwid`...: the offline refusal reasons shared by every SDK (sdk/vectors/offline.json).</summary>
+        public static string WireName(OfflineReason reason)
+        {
+            switch (reason)
+            {
+                case OfflineReason.Malformed: return "malformed";
+                case OfflineReason.UnknownKid: return "unknown_kid";
+                case OfflineReason.BadSignature: return "bad_signature";
+                case OfflineReason.WrongApp: return "wrong_app";
+                case OfflineReason.WrongHwid: return "wrong_hwid";
+                case OfflineReason.ClockRolledBack: return "clock_rolled_back";
+                case OfflineReason.IssuedInFuture: return "issued_in_future";
+                case OfflineReason.Expired: return "expired";
                 default: throw new ArgumentOutOfRangeException("reason");
             }
         }

@@ -8,6 +8,10 @@
 //   Killed     the server ended it (debugger, revoked, banned...): final
 //   Stopped    the loop has ended (Stop or Killed)
 //   Revoked, UpdateRequired, Notice, Channel: pushed on the realtime channel (Killed follows Revoked)
+//   Offline    the service cannot be reached (network, timeout, 5xx) and the grace period (PROTOCOL 12.6)
+//              covers now: the license stays valid until GraceUntil (state Offline)
+//   GraceExpired still unreachable and the grace period is over: the program decides; the heartbeat goes
+//              on trying. Every failed beat still raises Degraded.
 // With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 // server offers it, and over REST whenever it is down; the token chain is the same on both.
 // A beat that certainly never reached the server is sent again with the same index and token
@@ -42,6 +46,8 @@ namespace Keywarden
     {
         /// <summary>The last beat verified.</summary>
         Healthy,
+        /// <summary>The service cannot be reached and the grace period covers now: the license stays valid until GraceUntil.</summary>
+        Offline,
         /// <summary>The last beat failed (see LastBeatAt).</summary>
         Degraded,
         /// <summary>CompromisedAfter verification failures in a row; no automatic re-authentication until a beat verifies.</summary>
@@ -154,6 +160,24 @@ namespace Keywarden
         public KeywardenException Error { get; internal set; }
     }
 
+    /// <summary>Offline event data.</summary>
+    public sealed class HeartbeatOfflineEventArgs : EventArgs
+    {
+        /// <summary>Why the service was not reached.</summary>
+        public KeywardenException Error { get; internal set; }
+        /// <summary>The license stays valid until then.</summary>
+        public DateTimeOffset GraceUntil { get; internal set; }
+    }
+
+    /// <summary>GraceExpired event data.</summary>
+    public sealed class HeartbeatGraceExpiredEventArgs : EventArgs
+    {
+        /// <summary>When the grace period ended.</summary>
+        public DateTimeOffset GraceUntil { get; internal set; }
+        /// <summary>The latest failure to reach the service.</summary>
+        public KeywardenException Error { get; internal set; }
+    }
+
     /// <summary>Recovered event data.</summary>
     public sealed class HeartbeatRecoveredEventArgs : EventArgs
     {
@@ -216,6 +240,7 @@ namespace Keywarden
         private bool _compromised; // Compromised raised: no automatic re-authentication until a beat verifies
         private bool _afterOutage; // the previous attempt found the service unreachable
         private bool _outageReauthSpent; // the one re-authentication a `rejected` after an outage allows
+        private bool _offlineTold; // Offline raised, and neither a verified beat nor GraceExpired since
         private Task _loop = Task.FromResult(0);
 
         /// <summary>A verified beat.</summary>
@@ -238,6 +263,10 @@ namespace Keywarden
         public event EventHandler<HeartbeatNoticeEventArgs> Notice;
         /// <summary>The realtime channel opened or closed.</summary>
         public event EventHandler<HeartbeatChannelEventArgs> Channel;
+        /// <summary>The service cannot be reached and the grace period covers now: the license stays valid until GraceUntil.</summary>
+        public event EventHandler<HeartbeatOfflineEventArgs> Offline;
+        /// <summary>The grace period ended while the service still cannot be reached: decide (lock, stop...).</summary>
+        public event EventHandler<HeartbeatGraceExpiredEventArgs> GraceExpired;
 
         /// <summary>The system_id sent with every beat.</summary>
         public string SystemId { get; private set; }
@@ -261,7 +290,7 @@ namespace Keywarden
         public string Session { get { lock (_gate) return _session; } }
         /// <summary>True between a successful start and the end (stop or kill).</summary>
         public bool Running { get { lock (_gate) return _started && !_ended; } }
-        /// <summary>Healthy, Degraded, Compromised, or how it ended: Revoked, Killed, Stopped.</summary>
+        /// <summary>Healthy, Offline, Degraded, Compromised, or how it ended: Revoked, Killed, Stopped.</summary>
         public HeartbeatState State { get { lock (_gate) return _state; } }
         /// <summary>When the last beat verified (the verified heartbeat/start before the first beat), local clock.</summary>
         public DateTimeOffset LastBeatAt { get { lock (_gate) return _lastVerified; } }
@@ -309,7 +338,15 @@ namespace Keywarden
         private TimeSpan Period()
         {
             var p = _o.Interval ?? TimeSpan.FromSeconds(BeatInterval);
-            return p > TimeSpan.Zero ? p : TimeSpan.FromSeconds(1);
+            if (p <= TimeSpan.Zero) p = TimeSpan.FromSeconds(1);
+            var until = _client.GraceState.Until;
+            if (State == HeartbeatState.Offline && until.HasValue)
+            {
+                // Offline, wake when the grace period ends, so GraceExpired is told on time.
+                var left = until.Value - _client.ServerNow();
+                if (left < p) p = left > TimeSpan.Zero ? left : TimeSpan.Zero;
+            }
+            return p;
         }
 
         private void OnLink(LinkEvent e)
@@ -454,6 +491,7 @@ namespace Keywarden
                 r.TryGetValue("proof", out proof);
                 if (!KeywardenCrypto.ProofEquals(proof, KeywardenCrypto.BeatProof(previous, session, index, newToken, count.Value)))
                     throw KeywardenException.VerificationFailed(VerificationReason.BadProof, "beat proof does not verify");
+                _client.GraceState.Note(r);
                 lock (_gate)
                 {
                     _token = newToken;
@@ -464,6 +502,7 @@ namespace Keywarden
                     _compromised = false;
                     _afterOutage = false;
                     _outageReauthSpent = false;
+                    _offlineTold = false;
                     if (!_ended) _state = HeartbeatState.Healthy;
                 }
                 Raise(Beat, new HeartbeatBeatEventArgs { Index = index, Count = count.Value }, "beat");
@@ -493,18 +532,26 @@ namespace Keywarden
         /// </summary>
         private bool Failed(KeywardenException e, bool lost, bool wantsReauth)
         {
-            bool reauth, newly;
+            bool reauth, newly, goingOffline, graceOver;
             int failures;
             DateTimeOffset last;
+            _client.NoteRefusal(e.Status); // a refusal on the realtime channel never went through CallAsync
+            var away = Unreachable(e);
+            var until = _client.GraceState.Until;
+            var covered = away && _client.GraceActive();
             lock (_gate)
             {
                 if (e.Code == KeywardenErrorCode.Verification) _verificationFailures++;
-                _afterOutage = Unreachable(e);
+                _afterOutage = away;
                 newly = !_compromised && _verificationFailures >= _o.CompromisedAfter;
                 if (newly) _compromised = true;
                 reauth = wantsReauth && !_compromised;
                 _needsReauth = reauth;
-                if (!_ended) _state = _compromised ? HeartbeatState.Compromised : HeartbeatState.Degraded;
+                if (!_ended) _state = _compromised ? HeartbeatState.Compromised : covered ? HeartbeatState.Offline : HeartbeatState.Degraded;
+                goingOffline = covered && !_compromised && !_offlineTold;
+                graceOver = away && !covered && _offlineTold && until.HasValue;
+                if (goingOffline) _offlineTold = true;
+                if (graceOver || !until.HasValue) _offlineTold = false;
                 failures = _verificationFailures;
                 last = _lastVerified;
             }
@@ -513,6 +560,16 @@ namespace Keywarden
             {
                 Error = e, Lost = lost, Reauthenticating = reauth, LastBeatAt = last, VerificationFailures = failures,
             }, "degraded");
+            if (goingOffline && until.HasValue)
+            {
+                _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.offline " + e.Message + "; valid until " + until.Value.ToString("o"));
+                Raise(Offline, new HeartbeatOfflineEventArgs { Error = e, GraceUntil = until.Value }, "offline");
+            }
+            if (graceOver)
+            {
+                _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.grace_expired the grace period ended at " + until.Value.ToString("o"));
+                Raise(GraceExpired, new HeartbeatGraceExpiredEventArgs { GraceUntil = until.Value, Error = e }, "grace_expired");
+            }
             if (newly)
             {
                 _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.compromised " + failures + " verification failures in a row");
@@ -561,6 +618,7 @@ namespace Keywarden
 
         private void Kill(KeywardenException error, HeartbeatState state)
         {
+            _client.GraceState.End(); // every kill is a verified refusal or revocation
             lock (_gate)
             {
                 if (_ended) return;

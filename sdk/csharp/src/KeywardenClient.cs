@@ -23,10 +23,15 @@ namespace Keywarden
         internal static Activation License(string k, string h) { return new Activation("license") { Key = k, Hwid = h }; }
     }
 
-    /// <summary>A client of one Keywarden application. Thread-safe for concurrent calls.</summary>
-    public sealed class KeywardenClient : IDisposable
+    /// <summary>
+    /// A client of one Keywarden application. Thread-safe for concurrent calls. The licensing models of
+    /// PROTOCOL 12 (trial, entitlements, offline files, grace) are in KeywardenClient.Models.cs.
+    /// </summary>
+    public sealed partial class KeywardenClient : IDisposable
     {
         private const string ClientPath = "/api/client/";
+        /// <summary>What a reverse proxy answers, unsigned, when the service behind it is down or slow.</summary>
+        private static readonly HashSet<int> GatewayStatuses = new HashSet<int> { 502, 503, 504 };
         private static readonly TimeSpan Window = TimeSpan.FromSeconds(300);
         private static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
 
@@ -85,6 +90,7 @@ namespace Keywarden
             _logger = o.Logger;
             _maxOffset = o.MaxClockOffset < Window ? Window : o.MaxClockOffset;
             _encKey = string.IsNullOrEmpty(o.EncKey) ? null : o.EncKey;
+            _stateFileOption = string.IsNullOrEmpty(o.StateFile) ? null : o.StateFile;
             if (_encKey != null && config.ApiSecret == null)
                 throw new ArgumentException("EncKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
             if (_encKey != null && _encKey.Length > 35) throw new ArgumentException("EncKey is at most 35 characters");
@@ -189,6 +195,7 @@ namespace Keywarden
                 { "session", RequireSession() }, { "username", username }, { "password", password }, { "license", license }, { "hwid", h },
             }, cancellationToken).ConfigureAwait(false);
             var user = ReadUser(r);
+            Activated(r);
             try
             {
                 await LoginAsync(username, password, h, cancellationToken).ConfigureAwait(false);
@@ -217,6 +224,7 @@ namespace Keywarden
                 { "session", RequireSession() }, { "username", username }, { "password", password }, { "hwid", h },
             }, cancellationToken).ConfigureAwait(false);
             var user = ReadUser(r);
+            Activated(r);
             lock (_gate) _lastActivation = Activation.Login(username, password, h);
             return user;
         }
@@ -238,8 +246,9 @@ namespace Keywarden
             }, cancellationToken).ConfigureAwait(false);
             var level = Json.GetInt(r, "level");
             if (level == null) throw KeywardenException.VerificationFailed(VerificationReason.Malformed, "license answer lacks level");
+            var ents = Activated(r);
             lock (_gate) _lastActivation = Activation.License(key, h);
-            return new LicenseInfo { Level = level.Value, ExpiresAt = ToDate(r, "expires_at"), Message = Json.GetString(r, "message") ?? "" };
+            return new LicenseInfo { Level = level.Value, ExpiresAt = ToDate(r, "expires_at"), Message = Json.GetString(r, "message") ?? "", Entitlements = ents };
         }
 
         /// <summary>Blocking ActivateLicenseAsync.</summary>
@@ -329,6 +338,7 @@ namespace Keywarden
             r.TryGetValue("proof", out proof);
             if (!KeywardenCrypto.ProofEquals(proof, KeywardenCrypto.StartProof(session, systemId, token)))
                 throw KeywardenException.VerificationFailed(VerificationReason.BadProof, "heartbeat/start proof does not verify");
+            _grace.Note(r);
             return new HeartbeatStart { Session = session, Token = token, BeatInterval = (int)interval.Value };
         }
 
@@ -407,6 +417,13 @@ namespace Keywarden
             }
             var request = new TransportRequest("POST", new Uri(BaseUrl + path), headers, raw, Timeout);
             var res = await SendAsync(request, path, ct).ConfigureAwait(false);
+            if (GatewayStatuses.Contains(res.Status) && res.Header("X-Response-Kid") == null && res.Header("X-Response-Timestamp") == null
+                && res.Header("X-Response-Signature") == null)
+            {
+                // A proxy in front saying the service is unreachable: believed for nothing, but not an
+                // attack either (whoever could forge it could as well cut the connection).
+                throw KeywardenException.GatewayUnreachable(res.Status, "server: " + res.Status + " from a gateway (unsigned) on " + path);
+            }
 
             bool hadOffset;
             lock (_gate) hadOffset = _offset.HasValue;
@@ -417,6 +434,7 @@ namespace Keywarden
                 throw KeywardenException.VerificationFailed(VerificationReason.Malformed, "answer of " + path + " (" + res.Status + ") is not a JSON object");
             if (res.Status != 200)
             {
+                NoteRefusal(res.Status);
                 object detail;
                 parsed.TryGetValue("detail", out detail);
                 var e = KeywardenException.FromAnswer(res.Status, detail, res.Header("Retry-After"));
@@ -557,7 +575,10 @@ namespace Keywarden
             var name = Json.GetString(u, "username");
             var level = Json.GetInt(u, "level");
             if (name == null || level == null) throw KeywardenException.VerificationFailed(VerificationReason.Malformed, "answer lacks user");
-            return new UserInfo { Username = name, Level = level.Value, ExpiresAt = ToDate(u, "expires_at"), Message = Json.GetString(r, "message") ?? "" };
+            return new UserInfo
+            {
+                Username = name, Level = level.Value, ExpiresAt = ToDate(u, "expires_at"), Message = Json.GetString(r, "message") ?? "", Entitlements = EntitlementsOf(r),
+            };
         }
 
         private static DateTimeOffset? ToDate(IDictionary<string, object> o, string name)

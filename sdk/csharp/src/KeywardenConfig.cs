@@ -54,10 +54,14 @@ namespace Keywarden
         public string ApiSecret { get; private set; }
         /// <summary>The pinned response keys.</summary>
         public IList<ResponseKey> ResponseKeys { get; private set; }
+        /// <summary>The application's id (app_id): an offline license file must name it (PROTOCOL 12.5). Null when the file has none.</summary>
+        public string AppId { get; private set; }
 
         /// <summary>Builds a config in code (instead of a file).</summary>
-        public KeywardenConfig(string baseUrl, string apiKey, IEnumerable<ResponseKey> responseKeys, string version = null, string apiSecret = null, string appName = null)
+        public KeywardenConfig(string baseUrl, string apiKey, IEnumerable<ResponseKey> responseKeys, string version = null, string apiSecret = null, string appName = null,
+            string appId = null)
         {
+            if (appId != null && appId.Length == 0) throw new KeywardenConfigException("app_id must be a non-empty string");
             if (baseUrl == null || !(baseUrl.StartsWith("http://", StringComparison.OrdinalIgnoreCase) || baseUrl.StartsWith("https://", StringComparison.OrdinalIgnoreCase)))
                 throw new KeywardenConfigException("base_url must be an http(s) URL");
             Uri parsed;
@@ -74,6 +78,7 @@ namespace Keywarden
             Version = version ?? "1.0";
             ApiSecret = string.IsNullOrEmpty(apiSecret) ? null : apiSecret;
             AppName = appName;
+            AppId = appId;
         }
 
         /// <summary>Parses the text of a keywarden.json.</summary>
@@ -93,6 +98,7 @@ namespace Keywarden
             var version = StringField(c, "version", false);
             var secret = StringField(c, "api_secret", false);
             var name = StringField(c, "app_name", false);
+            var appId = StringField(c, "app_id", false);
             object keysRaw;
             c.TryGetValue("response_keys", out keysRaw);
             var list = keysRaw as IList<object>;
@@ -110,7 +116,7 @@ namespace Keywarden
                 if (alg != null && !"Ed25519".Equals(alg)) throw new KeywardenConfigException("key " + kid + ": unsupported alg " + Json.Serialize(alg));
                 keys.Add(new ResponseKey((string)kid ?? DefaultKid, pk as string));
             }
-            return new KeywardenConfig(baseUrl, apiKey, keys, version, secret, name);
+            return new KeywardenConfig(baseUrl, apiKey, keys, version, secret, name, appId);
         }
 
         /// <summary>Reads and parses a keywarden.json file.</summary>

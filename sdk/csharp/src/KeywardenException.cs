@@ -1,6 +1,7 @@
 // One exception type for every failure the host program can see: a code, never a process exit
 // and never an untyped throw. Server answers are mapped by ErrorTable (checked against
-// sdk/vectors/errors.json); the SDK raises Network, Timeout, Verification and ClockSkew itself.
+// sdk/vectors/errors.json); the SDK raises Network, Timeout, Verification, ClockSkew and
+// OfflineInvalid itself.
 using System;
 
 namespace Keywarden
@@ -40,6 +41,40 @@ namespace Keywarden
         Timeout,
         /// <summary>Any other answer (validation errors, 5xx, texts this SDK version does not know).</summary>
         Server,
+        /// <summary>The application offers no trials.</summary>
+        TrialDisabled,
+        /// <summary>This device already had its trial of this application.</summary>
+        TrialUsed,
+        /// <summary>The application issues no offline license files.</summary>
+        OfflineDisabled,
+        /// <summary>An offline license file this SDK refuses; see OfflineReason.</summary>
+        OfflineInvalid,
+        /// <summary>heartbeat/start while the key's concurrent sessions are all taken.</summary>
+        SessionLimit,
+    }
+
+    /// <summary>
+    /// Why an offline license file was refused (code OfflineInvalid), checked in this order, so a file
+    /// wrong in two ways names the first (sdk/vectors/offline.json).
+    /// </summary>
+    public enum OfflineReason
+    {
+        /// <summary>Not "kwlic1." base64url "." base64url, a signature that is not 64 bytes, or a payload that is not PROTOCOL 12.5's JSON object.</summary>
+        Malformed,
+        /// <summary>Signed under a key id that is not pinned.</summary>
+        UnknownKid,
+        /// <summary>The Ed25519 signature does not verify (edited, or signed by someone else).</summary>
+        BadSignature,
+        /// <summary>Issued for another application.</summary>
+        WrongApp,
+        /// <summary>Issued for another machine.</summary>
+        WrongHwid,
+        /// <summary>The clock reads more than 300 s before the latest time this SDK has seen (its state file).</summary>
+        ClockRolledBack,
+        /// <summary>issued_at is more than 300 s ahead of the clock.</summary>
+        IssuedInFuture,
+        /// <summary>The clock has reached valid_until.</summary>
+        Expired,
     }
 
     /// <summary>Why an answer was not believed (code Verification).</summary>
@@ -79,6 +114,8 @@ namespace Keywarden
         public object Detail { get; private set; }
         /// <summary>For code Verification.</summary>
         public VerificationReason? Reason { get; private set; }
+        /// <summary>For code OfflineInvalid.</summary>
+        public OfflineReason? OfflineReason { get; private set; }
         /// <summary>For RateLimited and LockedOut: the Retry-After header.</summary>
         public TimeSpan? RetryAfter { get; private set; }
         /// <summary>For UpdateRequired.</summary>
@@ -104,6 +141,22 @@ namespace Keywarden
             var e = new KeywardenException(KeywardenErrorCode.Verification,
                 "response refused (" + ErrorTable.WireName(reason) + "): " + message, inner);
             e.Reason = reason;
+            return e;
+        }
+
+        /// <summary>An offline license file refused for a reason.</summary>
+        public static KeywardenException OfflineRefused(OfflineReason reason, string message)
+        {
+            var e = new KeywardenException(KeywardenErrorCode.OfflineInvalid, "offline license refused (" + ErrorTable.WireName(reason) + "): " + message);
+            e.OfflineReason = reason;
+            return e;
+        }
+
+        /// <summary>An unsigned 502/503/504 of a proxy in front of the service: code Server with the status, nothing believed.</summary>
+        public static KeywardenException GatewayUnreachable(int status, string message)
+        {
+            var e = new KeywardenException(KeywardenErrorCode.Server, message);
+            e.Status = status;
             return e;
         }
 

@@ -46,6 +46,11 @@ namespace Keywarden
         public IList<string> TlsPins { get; set; }
         /// <summary>With TlsPins: also accept a certificate that fails chain validation (self-signed) when its key is pinned.</summary>
         public bool AllowUntrustedPinnedCertificate { get; set; }
+        /// <summary>
+        /// Where offline license checks keep the latest time seen (PROTOCOL 12.5). Null: per user and
+        /// application, see OfflineLicenses.DefaultStateFile.
+        /// </summary>
+        public string StateFile { get; set; }
 
         /// <summary>Creates options with the defaults.</summary>
         public KeywardenOptions()
@@ -73,6 +78,10 @@ namespace Keywarden
     /// <summary>What register and login return.</summary>
     public sealed class UserInfo
     {
+        /// <summary>The key's entitlement codes, sorted (PROTOCOL 12.3).</summary>
+        public IList<string> Entitlements { get; internal set; }
+        /// <summary>Whether Entitlements holds code.</summary>
+        public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
         /// <summary>The username.</summary>
         public string Username { get; internal set; }
         /// <summary>Access level from the activating license.</summary>
@@ -86,12 +95,33 @@ namespace Keywarden
     /// <summary>What ActivateLicense returns.</summary>
     public sealed class LicenseInfo
     {
+        /// <summary>The key's entitlement codes, sorted (PROTOCOL 12.3).</summary>
+        public IList<string> Entitlements { get; internal set; }
+        /// <summary>Whether Entitlements holds code.</summary>
+        public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
         /// <summary>Access level of the key.</summary>
         public long Level { get; internal set; }
         /// <summary>Expiry; null for a lifetime key.</summary>
         public DateTimeOffset? ExpiresAt { get; internal set; }
         /// <summary>The server's message.</summary>
         public string Message { get; internal set; }
+    }
+
+    /// <summary>What Trial returns: a trial key created for this device and activated at once (PROTOCOL 12.4).</summary>
+    public sealed class TrialInfo
+    {
+        /// <summary>The plaintext key: the server shows it this once.</summary>
+        public string Key { get; internal set; }
+        /// <summary>The application's trial_level.</summary>
+        public long Level { get; internal set; }
+        /// <summary>When the trial ends.</summary>
+        public DateTimeOffset? ExpiresAt { get; internal set; }
+        /// <summary>The server's message.</summary>
+        public string Message { get; internal set; }
+        /// <summary>The trial key's entitlement codes, sorted.</summary>
+        public IList<string> Entitlements { get; internal set; }
+        /// <summary>Whether Entitlements holds code.</summary>
+        public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
     }
 
     /// <summary>Optional init fields (SPEC POST /api/client/init).</summary>

@@ -46,14 +46,17 @@ namespace Keywarden.Tests
             ConfigTests.Register(r);
             VectorTests.Register(r);
             ChannelVectorTests.Register(r);
+            OfflineVectorTests.Register(r);
             ErrorTableTests.Register(r);
             MachineTests.Register(r);
             TlsPinTests.Register(r);
             HostileTests.Register(r);
             HeartbeatUnitTests.Register(r);
+            ModelsTests.Register(r);
             IntegrationTests.Register(r);
             ChannelIntegrationTests.Register(r);
             ResilienceTests.Register(r);
+            IntegrationModelsTests.Register(r);
 
             var haveServer = !string.IsNullOrEmpty(Environment.GetEnvironmentVariable("KW_BASE_URL"));
             var requireServer = Environment.GetEnvironmentVariable("KW_REQUIRE_INTEGRATION") == "1";

@@ -16,16 +16,18 @@ from .client import (
     LicenseInfo,
     LoggerLike,
     LoginActivation,
+    TrialInfo,
     UserInfo,
 )
-from .codes import ErrorCode, VerificationReason
+from .codes import ErrorCode, OfflineReason, VerificationReason
 from .config import Config, ConfigError, ResponseKey, load_config, parse_config
 from .error_table import ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS
 from .errors import KeywardenError, code_for, error_from_answer
 from .heartbeat import (
     BeatEvent, ChannelEvent, CompromisedEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent,
-    RevokedEvent, StoppedEvent, UpdateRequiredEvent,
+    RevokedEvent, StoppedEvent, UpdateRequiredEvent, OfflineEvent, GraceExpiredEvent,
 )
+from .offline import OfflineLicense, default_state_file, verify_license_file
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest, TransportResponse
 
@@ -37,7 +39,8 @@ logging.getLogger("keywarden").addHandler(logging.NullHandler())
 __all__ = [
     "__version__",
     "Client", "AsyncClient", "ClientOptions", "LoggerLike",
-    "AppInfo", "UserInfo", "LicenseInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
+    "AppInfo", "UserInfo", "LicenseInfo", "TrialInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
+    "OfflineLicense", "OfflineReason", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent",
     "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
     "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
     "KeywardenError", "ErrorCode", "VerificationReason", "code_for", "error_from_answer",

@@ -15,9 +15,12 @@ import os
 from concurrent.futures import Executor
 from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
-from .client import AppInfo, Client, LicenseInfo, OptionsArg, UserInfo
+from datetime import datetime
+
+from .client import AppInfo, Client, LicenseInfo, OptionsArg, TrialInfo, UserInfo
 from .config import Config
 from .heartbeat import EVENTS, Heartbeat
+from .offline import OfflineLicense
 
 __all__ = ["AsyncClient", "AsyncHeartbeat"]
 
@@ -179,6 +182,30 @@ class AsyncClient:
     async def activate_license(self, key: str, hwid: Optional[str] = None) -> LicenseInfo:
         return await self._run(self.client.activate_license, key, hwid)
 
+    async def trial(self, hwid: Optional[str] = None) -> TrialInfo:
+        return await self._run(self.client.trial, hwid)
+
+    async def offline_file(self, hwid: Optional[str] = None) -> str:
+        return await self._run(self.client.offline_file, hwid)
+
+    async def load_offline(self, file: str, hwid: Optional[str] = None) -> OfflineLicense:
+        """As :meth:`Client.load_offline` (it reads and writes the state file: an executor runs it)."""
+        return await self._run(self.client.load_offline, file, hwid)
+
+    @property
+    def entitlements(self) -> Tuple[str, ...]:
+        return self.client.entitlements
+
+    def has_entitlement(self, code: str) -> bool:
+        return self.client.has_entitlement(code)
+
+    @property
+    def grace_until(self) -> Optional[datetime]:
+        return self.client.grace_until
+
+    def grace_active(self) -> bool:
+        return self.client.grace_active()
+
     async def call(self, endpoint: str, body: Mapping[str, Any]) -> Dict[str, Any]:
         return await self._run(self.client.call, endpoint, body)
 
@@ -198,6 +225,8 @@ class AsyncClient:
         on_recovered: Optional[AsyncListener] = None,
         on_killed: Optional[AsyncListener] = None,
         on_stopped: Optional[AsyncListener] = None,
+        on_offline: Optional[AsyncListener] = None,
+        on_grace_expired: Optional[AsyncListener] = None,
     ) -> AsyncHeartbeat:
         """As :meth:`Client.start_heartbeat`; a ``reauth`` callable runs on a worker thread and
         receives the synchronous client."""
@@ -209,7 +238,7 @@ class AsyncClient:
         ahb = AsyncHeartbeat(hb, asyncio.get_running_loop(), self._executor)
         for event, cb in (
             ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
-            ("killed", on_killed), ("stopped", on_stopped),
+            ("killed", on_killed), ("stopped", on_stopped), ("offline", on_offline), ("grace_expired", on_grace_expired),
         ):
             if cb is not None:
                 ahb.on(event, cb)

@@ -21,10 +21,11 @@ from .codes import ErrorCode, VerificationReason
 from .config import Config, ConfigError, load_config, parse_config
 from .crypto import canonical_request, decrypt_response, proof_equals, request_signature, start_proof
 from .errors import KeywardenError, error_from_answer, verification_error
+from .licensing import LicensingModels, entitlements_of
 from .machine import machine_hwid, self_hash
 from .models import (
     Activation, AppInfo, ClientOptions, HeartbeatStart, LicenseActivation, LicenseInfo, LoggerLike, LoginActivation,
-    OptionsArg, UserInfo, parse_options,
+    OptionsArg, TrialInfo, UserInfo, parse_options,
 )
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest
 from .verify import SignedAnswer, pin_keys, verify_response
@@ -39,6 +40,7 @@ __all__ = [
     "AppInfo",
     "UserInfo",
     "LicenseInfo",
+    "TrialInfo",
     "HeartbeatStart",
     "LoginActivation",
     "LicenseActivation",
@@ -50,6 +52,9 @@ CLIENT_PATH = "/api/client/"
 # A signed request refused with "Invalid request signature" is retried once when the (verified)
 # refusal just taught a clock offset larger than this.
 _RETRYABLE_OFFSET_SECONDS = 60
+# What a reverse proxy answers, unsigned, when the service behind it is down or slow.
+_GATEWAY_STATUSES = (502, 503, 504)
+_SIGNATURE_HEADERS = ("x-response-kid", "x-response-timestamp", "x-response-signature")
 
 
 def _int(v: object) -> Optional[int]:
@@ -80,9 +85,10 @@ class _ClockSkew(KeywardenError):
     """A clock_skew refusal that taught an offset worth one retry (internal)."""
 
 
-class Client:
+class Client(LicensingModels):
     """A Keywarden client for one application. Thread-safe for use by one host thread plus the
-    heartbeat's thread; one session at a time (``init`` replaces it)."""
+    heartbeat's thread; one session at a time (``init`` replaces it). The licensing models of
+    PROTOCOL 12 (trial, entitlements, offline files, grace) come from :class:`LicensingModels`."""
 
     def __init__(self, config: Union[Config, Mapping[str, Any]], options: OptionsArg = None, **kwargs: Any) -> None:
         o = parse_options(options, kwargs)
@@ -115,6 +121,7 @@ class Client:
         self._init_args: Dict[str, Optional[str]] = {}
         self.last_activation: Optional[Activation] = None
         """The last successful activation, repeated by a heartbeat's re-authentication."""
+        self._init_models()
 
     @classmethod
     def from_config(
@@ -182,6 +189,7 @@ class Client:
             "register", {"session": self._require_session(), "username": username, "password": password, "license": license, "hwid": h}
         )
         user = self._user(r)
+        self._activated(r)
         try:
             self.login(username, password, h)
         except KeywardenError as e:
@@ -192,8 +200,10 @@ class Client:
     def login(self, username: str, password: str, hwid: Optional[str] = None) -> UserInfo:
         h = hwid if hwid is not None else self.machine_hwid()
         r = self.call("login", {"session": self._require_session(), "username": username, "password": password, "hwid": h})
+        user = self._user(r)
+        self._activated(r)
         self.last_activation = LoginActivation(username, password, h)
-        return self._user(r)
+        return user
 
     def activate_license(self, key: str, hwid: Optional[str] = None) -> LicenseInfo:
         """License-only activation; ``hwid`` defaults to :meth:`machine_hwid`."""
@@ -202,8 +212,9 @@ class Client:
         level = _int(r.get("level"))
         if level is None:
             raise verification_error(VerificationReason.MALFORMED, "license answer lacks level")
+        ents = self._activated(r)
         self.last_activation = LicenseActivation(key, h)
-        return LicenseInfo(level=level, expires_at=_to_datetime(r.get("expires_at")), message=str(r.get("message") or ""))
+        return LicenseInfo(level=level, expires_at=_to_datetime(r.get("expires_at")), message=str(r.get("message") or ""), entitlements=ents)
 
     def start_heartbeat(
         self,
@@ -222,6 +233,8 @@ class Client:
         on_recovered: Optional["Listener"] = None,
         on_killed: Optional["Listener"] = None,
         on_stopped: Optional["Listener"] = None,
+        on_offline: Optional["Listener"] = None,
+        on_grace_expired: Optional["Listener"] = None,
     ) -> "Heartbeat":
         """Opens a heartbeat session (its proof checked) and beats on a daemon thread until
         stopped or killed. ``system_id`` defaults to the machine hwid, ``code_hash`` to
@@ -232,7 +245,7 @@ class Client:
         )
         for event, cb in (
             ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
-            ("killed", on_killed), ("stopped", on_stopped),
+            ("killed", on_killed), ("stopped", on_stopped), ("offline", on_offline), ("grace_expired", on_grace_expired),
         ):
             if cb is not None:
                 hb.on(event, cb)
@@ -312,6 +325,7 @@ class Client:
             raise verification_error(VerificationReason.MALFORMED, "heartbeat/start answer lacks token")
         if not proof_equals(r.get("proof"), start_proof(session, system_id, token)):
             raise verification_error(VerificationReason.BAD_PROOF, "heartbeat/start proof does not verify")
+        self._grace.note(r)
         return HeartbeatStart(session=session, token=token, beat_interval=interval)
 
     def reauthenticate(self) -> None:
@@ -337,7 +351,10 @@ class Client:
         level = _int(u.get("level")) if u is not None else None
         if u is None or not isinstance(u.get("username"), str) or level is None:
             raise verification_error(VerificationReason.MALFORMED, "answer lacks user")
-        return UserInfo(username=u["username"], level=level, expires_at=_to_datetime(u.get("expires_at")), message=str(r.get("message") or ""))
+        return UserInfo(
+            username=u["username"], level=level, expires_at=_to_datetime(u.get("expires_at")), message=str(r.get("message") or ""),
+            entitlements=entitlements_of(r),
+        )
 
     def call(self, endpoint: str, body: Mapping[str, Any]) -> Dict[str, Any]:
         """One verified client call (``endpoint`` like ``"license"``); returns the answer object.
@@ -389,10 +406,15 @@ class Client:
             raise KeywardenError(kind, f"{kind.value} on {path}: {e}", not_sent=not e.sent) from e
         except Exception as e:  # noqa: BLE001 - a custom transport's own failure
             raise KeywardenError(ErrorCode.NETWORK, f"network on {path}: {type(e).__name__}: {e}") from e
+        if status in _GATEWAY_STATUSES and not any(h in res_headers for h in _SIGNATURE_HEADERS):
+            # A proxy in front saying the service is unreachable: believed for nothing, but not an
+            # attack either (whoever could forge it could as well cut the connection).
+            raise KeywardenError(ErrorCode.SERVER, f"server: {status} from a gateway (unsigned) on {path}", status=status)
         had_offset = self._offset is not None
         self._verify(path, status, res_headers, res_body, n)
         parsed = self._parse(res_body, path, status)
         if status != 200:
+            self._note_refusal(status)
             err = error_from_answer(status, parsed.get("detail"), res_headers.get("retry-after"))
             # Our timestamp was refused and this signed answer just taught us the server's clock.
             if err.code is ErrorCode.CLOCK_SKEW and self.config.api_secret and not had_offset and abs(self._offset or 0) > _RETRYABLE_OFFSET_SECONDS:

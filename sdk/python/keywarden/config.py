@@ -1,7 +1,8 @@
 """keywarden.json, format 1 (sdk/vectors/README.md): what the dashboard's SDK zip carries.
 
 A bad configuration is a programming mistake, not a runtime outcome, so it raises
-:class:`ConfigError` (a ``ValueError``) from ``Client.from_config`` and nowhere else.
+:class:`ConfigError` (a ``ValueError``) from ``Client.from_config``, and from
+``Client.load_offline`` when the config lacks the ``app_id`` an offline license file is checked against.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class Config:
     response_keys: Tuple[ResponseKey, ...]
     app_name: Optional[str] = None
     version: Optional[str] = None
+    app_id: Optional[str] = None
+    """The application's id: an offline license file must name it (PROTOCOL 12.5)."""
     # Present only when the application requires signed requests. repr=False: it must not end
     # up in a log line through a debug print of the config.
     api_secret: Optional[str] = field(default=None, repr=False)
@@ -79,6 +82,9 @@ def parse_config(raw: Union[Mapping[str, Any], Config, object]) -> Config:
     if secret is not None and not isinstance(secret, str):
         raise _fail("api_secret must be a string")
     app_name = raw.get("app_name")
+    app_id = raw.get("app_id")
+    if app_id is not None and (not isinstance(app_id, str) or app_id == ""):
+        raise _fail("app_id must be a non-empty string")
     keys_raw = raw.get("response_keys")
     if not isinstance(keys_raw, list) or not keys_raw:
         raise _fail("response_keys must list at least one key")
@@ -104,6 +110,7 @@ def parse_config(raw: Union[Mapping[str, Any], Config, object]) -> Config:
         response_keys=tuple(keys),
         app_name=app_name if isinstance(app_name, str) else None,
         version=version,
+        app_id=app_id,
         api_secret=secret if secret else None,
     )
 

@@ -28,6 +28,7 @@ __all__ = [
     "ed25519_public_key",
     "decode_signature",
     "ed25519_verify",
+    "ed25519_verify_bytes",
     "start_proof",
     "beat_proof",
     "proof_equals",
@@ -86,8 +87,12 @@ def decode_signature(value: object) -> Optional[bytes]:
 
 
 def ed25519_verify(key: Ed25519PublicKey, message: str, signature: bytes) -> bool:
+    return ed25519_verify_bytes(key, message.encode("utf-8"), signature)
+
+
+def ed25519_verify_bytes(key: Ed25519PublicKey, message: bytes, signature: bytes) -> bool:
     try:
-        key.verify(signature, message.encode("utf-8"))
+        key.verify(signature, message)
         return True
     except (InvalidSignature, ValueError, TypeError):
         return False

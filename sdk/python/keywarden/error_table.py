@@ -47,6 +47,11 @@ ERROR_ENTRIES: Tuple[Tuple[int, str, ErrorCode], ...] = (
     (409, "heartbeat session already exists for this nonce", ErrorCode.SERVER),
     (403, "rejected", ErrorCode.HEARTBEAT_KILLED),
     (401, "Invalid heartbeat token", ErrorCode.HEARTBEAT_KILLED),
+    # PROTOCOL 12 (licensing models).
+    (403, "Trials are not enabled for this application.", ErrorCode.TRIAL_DISABLED),
+    (403, "Trial already used on this device.", ErrorCode.TRIAL_USED),
+    (403, "Offline licenses are not enabled for this application.", ErrorCode.OFFLINE_DISABLED),
+    (409, "Concurrent session limit reached", ErrorCode.SESSION_LIMIT),
 )
 
 # Used when no entry matches: data-driven details (an app's disabled_message, the 426 object,

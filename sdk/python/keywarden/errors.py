@@ -7,12 +7,12 @@ sdk/vectors/errors.json); the SDK raises network, timeout, verification and cloc
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, cast
+from typing import Any, Mapping, Optional, Union, cast
 
-from .codes import ErrorCode, VerificationReason
+from .codes import ErrorCode, OfflineReason, VerificationReason
 from .error_table import ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS
 
-__all__ = ["KeywardenError", "code_for", "error_from_answer", "verification_error"]
+__all__ = ["KeywardenError", "code_for", "error_from_answer", "verification_error", "offline_error"]
 
 _MISSING = object()
 
@@ -24,7 +24,8 @@ class KeywardenError(Exception):
         code: an :class:`ErrorCode`.
         status: HTTP status of a (verified) server answer, else None.
         detail: the answer's ``detail`` exactly as sent (string, 426 object or 422 list).
-        reason: a :class:`VerificationReason` for code ``verification``.
+        reason: a :class:`VerificationReason` for code ``verification``, an :class:`OfflineReason`
+            for ``offline_invalid``.
         retry_after: seconds, for ``rate_limited`` and ``locked_out`` (from ``Retry-After``).
         latest_version, update_url: for ``update_required``.
         not_sent: True when the request certainly never reached the server (safe to send again).
@@ -37,7 +38,7 @@ class KeywardenError(Exception):
         *,
         status: Optional[int] = None,
         detail: Any = None,
-        reason: Optional[VerificationReason] = None,
+        reason: Union[VerificationReason, OfflineReason, None] = None,
         retry_after: Optional[float] = None,
         latest_version: Optional[str] = None,
         update_url: Optional[str] = None,
@@ -48,7 +49,9 @@ class KeywardenError(Exception):
         self.message = message
         self.status = status
         self.detail = detail
-        self.reason: Optional[VerificationReason] = VerificationReason(reason) if reason is not None else None
+        self.reason: Union[VerificationReason, OfflineReason, None] = (
+            reason if reason is None or isinstance(reason, OfflineReason) else VerificationReason(reason)
+        )
         self.retry_after = retry_after
         self.latest_version = latest_version
         self.update_url = update_url
@@ -64,6 +67,10 @@ def verification_error(reason: VerificationReason, message: str) -> KeywardenErr
     return KeywardenError(
         ErrorCode.VERIFICATION, f"response refused ({VerificationReason(reason).value}): {message}", reason=reason
     )
+
+
+def offline_error(reason: OfflineReason, message: str) -> KeywardenError:
+    return KeywardenError(ErrorCode.OFFLINE_INVALID, f"offline license refused ({reason.value}): {message}", reason=reason)
 
 
 def code_for(status: int, detail: Any) -> ErrorCode:

@@ -15,6 +15,11 @@ Events (listeners get one argument, the event object):
     update_required UpdateRequiredEvent(message, latest_version, update_url)  pushed: this version is outdated
     notice     NoticeEvent(message, at)                   pushed: a message from the vendor's dashboard
     channel    ChannelEvent(state, code, error)           the realtime channel opened ("open") or closed ("closed")
+    offline    OfflineEvent(error, grace_until)           the service cannot be reached (network, timeout, 5xx) and
+                                                          the grace period (PROTOCOL 12.6) covers now: the license
+                                                          stays valid until grace_until
+    grace_expired GraceExpiredEvent(grace_until, error)   still unreachable, and the grace period is over: the
+                                                          program decides (lock, stop); the heartbeat goes on trying
 
 With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 server offers it and over REST whenever it is down: one token chain on both. Pushes and channel
@@ -31,7 +36,8 @@ is a server that lost the session meanwhile (a restart): with ``reauth`` the hea
 re-authenticates once and goes on; if that fails (the key was banned meanwhile), ``killed`` carries
 that call's own error.
 
-``state`` is "healthy", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped".
+``state`` is "healthy", "offline" (unreachable, within the grace period), "degraded", "compromised",
+or how it ended: "revoked", "killed", "stopped". Every failed beat still emits ``degraded``.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ from .config import ConfigError
 from .crypto import beat_proof, proof_equals
 from .errors import KeywardenError, verification_error
 from .machine import debugger_attached
+from .utc import datetime_from_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import ChannelLink, Push
@@ -52,12 +59,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Heartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
-    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "EVENTS", "STATES", "Listener",
+    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "OfflineEvent", "GraceExpiredEvent", "EVENTS", "STATES",
+    "Listener",
 ]
 
 Listener = Callable[[Any], Any]
-EVENTS = ("beat", "degraded", "compromised", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel")
-STATES = ("healthy", "degraded", "compromised", "revoked", "killed", "stopped")
+EVENTS = (
+    "beat", "degraded", "compromised", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel",
+    "offline", "grace_expired",
+)
+STATES = ("healthy", "offline", "degraded", "compromised", "revoked", "killed", "stopped")
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,22 @@ class ChannelEvent:
     """"open" or "closed"."""
     code: Optional[int] = None
     error: Optional[KeywardenError] = None
+
+
+@dataclass(frozen=True)
+class OfflineEvent:
+    error: KeywardenError
+    """Why the service was not reached."""
+    grace_until: datetime
+    """The license stays valid until then (UTC)."""
+
+
+@dataclass(frozen=True)
+class GraceExpiredEvent:
+    grace_until: datetime
+    """When the grace period ended (UTC)."""
+    error: KeywardenError
+    """The latest failure to reach the service."""
 
 
 # Answers after which beating on is pointless.
@@ -199,6 +226,7 @@ class Heartbeat:
         self._compromised = False  # 'compromised' emitted: no automatic re-authentication until a beat verifies
         self._after_outage = False  # the previous attempt found the service unreachable
         self._outage_reauth_spent = False  # the one re-authentication a `rejected` after an outage allows
+        self._offline_told = False  # `offline` emitted and neither a verified beat nor grace_expired since
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._finished = threading.Event()
@@ -233,7 +261,7 @@ class Heartbeat:
 
     @property
     def state(self) -> str:
-        """"healthy", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped"."""
+        """"healthy", "offline", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped"."""
         return self._state
 
     @property
@@ -331,7 +359,12 @@ class Heartbeat:
 
     # --- the loop ----------------------------------------------------------------------------
     def _next_delay(self) -> float:
-        return self._period if self._period is not None else float(self._interval)
+        delay = self._period if self._period is not None else float(self._interval)
+        until = self._client._grace.until_ms
+        if self._state == "offline" and until is not None:
+            # Wake when the grace period ends, so grace_expired is told on time.
+            delay = min(delay, max(0.0, until / 1000 - self._client.server_now()))
+        return delay
 
     def _run(self) -> None:
         while not self._ended:
@@ -366,6 +399,7 @@ class Heartbeat:
                 raise verification_error(VerificationReason.MALFORMED, "beat answer lacks new_token")
             if not proof_equals(r.get("proof"), beat_proof(previous, self._session, index, new_token, count)):
                 raise verification_error(VerificationReason.BAD_PROOF, "beat proof does not verify")
+            self._client._grace.note(r)
         except Exception as err:  # noqa: BLE001
             e = _as_error(err)
             reauth_on = self._reauth is not None and self._reauth is not False
@@ -393,6 +427,7 @@ class Heartbeat:
             self._compromised = False
             self._after_outage = False
             self._outage_reauth_spent = False
+            self._offline_told = False
             if self._ended:
                 return
             self._state = "healthy"
@@ -402,11 +437,19 @@ class Heartbeat:
         """Books a failure and emits ``degraded`` (and ``compromised`` when the streak of
         verification failures reaches the limit). Returns whether to re-authenticate: not once
         compromised, since an attacker who spoils every answer would have it spend the program's
-        rate limits for nothing."""
+        rate limits for nothing.
+
+        While the service is unreachable and the grace period covers now, the state is "offline"
+        (``offline`` emitted on entering it); once the grace is over ``grace_expired`` is emitted."""
+        grace = self._client._grace
+        self._client._note_refusal(e.status)  # a refusal on the channel never went through Client.call
+        unreachable = _unreachable(e)
+        until = grace.until_ms
+        covered = unreachable and grace.active(self._client.server_now())
         with self._lock:
             if e.code == ErrorCode.VERIFICATION:
                 self._verification_failures += 1
-            self._after_outage = _unreachable(e)
+            self._after_outage = unreachable
             newly = not self._compromised and self._verification_failures >= self._compromised_after
             if newly:
                 self._compromised = True
@@ -414,9 +457,21 @@ class Heartbeat:
             if not reauth:
                 self._needs_reauth = False
             if not self._ended:
-                self._state = "compromised" if self._compromised else "degraded"
+                self._state = "compromised" if self._compromised else "offline" if covered else "degraded"
+            going_offline = covered and not self._compromised and not self._offline_told
+            grace_over = unreachable and not covered and self._offline_told and until is not None
+            if going_offline:
+                self._offline_told = True
+            if grace_over or until is None:
+                self._offline_told = False
             failures, last = self._verification_failures, self._last_verified
         self._emit("degraded", DegradedEvent(e, lost, reauth, last, failures))
+        if going_offline and until is not None:
+            self._client.log.warning("keywarden.heartbeat.offline: %s; valid until %s", e.message, datetime_from_ms(until).isoformat())
+            self._emit("offline", OfflineEvent(e, datetime_from_ms(until)))
+        if grace_over and until is not None:
+            self._client.log.warning("keywarden.heartbeat.grace_expired: the grace period ended at %s", datetime_from_ms(until).isoformat())
+            self._emit("grace_expired", GraceExpiredEvent(datetime_from_ms(until), e))
         if newly:
             self._client.log.warning("keywarden.heartbeat.compromised: %d verification failures in a row", failures)
             self._emit("compromised", CompromisedEvent(e, failures, last))
@@ -450,6 +505,7 @@ class Heartbeat:
             self._failed(e, True, True)
 
     def _kill(self, error: KeywardenError, state: str = "killed") -> None:
+        self._client._grace.end()  # every kill is a verified refusal or revocation
         with self._lock:
             if self._ended:
                 return

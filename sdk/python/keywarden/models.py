@@ -1,9 +1,10 @@
 """The client's option and result types (plain frozen dataclasses)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any, Callable, Dict, Mapping, Optional, Union, cast
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union, cast
 
 from .config import ConfigError
 from .transport import Transport
@@ -15,7 +16,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = [
     "LoggerLike", "ClientOptions", "OptionsArg", "parse_options",
-    "AppInfo", "UserInfo", "LicenseInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation", "Activation",
+    "AppInfo", "UserInfo", "LicenseInfo", "TrialInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation", "Activation",
 ]
 
 
@@ -42,6 +43,8 @@ class ClientOptions:
     enc_key: asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret.
     max_clock_offset: largest clock offset (s) adopted from the first verified answer. Default 600.
     max_response_bytes: limit of the default transport. Default 1 MiB.
+    state_file: where offline license checks keep the latest time seen (PROTOCOL 12.5). Default
+        per user and application, see ``keywarden.offline.default_state_file``.
     """
 
     base_url: Optional[str] = None
@@ -54,6 +57,7 @@ class ClientOptions:
     enc_key: Optional[str] = None
     max_clock_offset: float = 600.0
     max_response_bytes: int = 1 << 20
+    state_file: Optional[Union[str, "os.PathLike[str]"]] = None
 
 
 OptionsArg = Union[ClientOptions, Mapping[str, Any], None]
@@ -93,6 +97,11 @@ class UserInfo:
     expires_at: Optional[datetime]
     """Timezone-aware UTC, or None for an account without expiry."""
     message: str
+    entitlements: Tuple[str, ...] = ()
+    """The key's entitlement codes, sorted (PROTOCOL 12.3)."""
+
+    def has_entitlement(self, code: str) -> bool:
+        return code in self.entitlements
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,26 @@ class LicenseInfo:
     expires_at: Optional[datetime]
     """Timezone-aware UTC, or None for a lifetime key."""
     message: str
+    entitlements: Tuple[str, ...] = ()
+    """The key's entitlement codes, sorted (PROTOCOL 12.3)."""
+
+    def has_entitlement(self, code: str) -> bool:
+        return code in self.entitlements
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """A trial key created for this device and activated at once (PROTOCOL 12.4)."""
+
+    key: str
+    """The plaintext key: the server shows it this once."""
+    level: int
+    expires_at: Optional[datetime]
+    message: str
+    entitlements: Tuple[str, ...] = ()
+
+    def has_entitlement(self, code: str) -> bool:
+        return code in self.entitlements
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import threading
 import time
 import unittest
 from pathlib import Path
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional
 
 SDK_ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +73,24 @@ def encrypt(plaintext: bytes, enc_key: str, api_secret: str, init_iv: str) -> st
 
 Handler = Callable[["FakeKeywarden", TransportRequest, Dict[str, Any]], TransportResponse]
 
+APP_ID = "fake-app-0001"
+
+
+def iso(unix_seconds: float) -> str:
+    """PROTOCOL 1's form: 2026-11-21T22:00:00.000Z."""
+    d = datetime.fromtimestamp(unix_seconds, timezone.utc)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def license_file(key: Ed25519PrivateKey, payload: Dict[str, Any]) -> str:
+    """PROTOCOL 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519(kwlic1.<payload>))>."""
+    head = "kwlic1." + b64url(json.dumps(payload).encode("utf-8"))
+    return head + "." + b64url(key.sign(head.encode("ascii")))
+
 
 class FakeKeywarden:
     """A transport with the server's client API in miniature (init, register, login, license,
@@ -95,11 +114,17 @@ class FakeKeywarden:
         self.users: Dict[str, Dict[str, Any]] = {}
         self.heartbeats: Dict[str, Dict[str, Any]] = {}
         self.stopped: List[Dict[str, Any]] = []
+        # PROTOCOL 12: entitlements per key, trials, offline files and the grace period.
+        self.entitlements: Dict[str, List[str]] = {"KEY-GOOD-0001": ["pro", "export"]}
+        self.trial_hours = 0
+        self.trials: Dict[str, str] = {}  # hwid -> trial key
+        self.offline_days = 0
+        self.grace_seconds: Optional[int] = None
 
     # --- configuration -------------------------------------------------------------------------
     def config(self, **extra: Any) -> Dict[str, Any]:
         c: Dict[str, Any] = {
-            "format": 1, "base_url": "http://fake.invalid", "app_name": "Fake App", "api_key": API_KEY, "version": "1.0",
+            "format": 1, "base_url": "http://fake.invalid", "app_name": "Fake App", "api_key": API_KEY, "version": "1.0", "app_id": APP_ID,
             "response_keys": [{"kid": self.kid, "alg": "Ed25519", "public_key": raw_public(self.key)}],
         }
         if self.secret:
@@ -129,6 +154,12 @@ class FakeKeywarden:
 
     def fail(self, req: TransportRequest, status: int, detail: Any, **kw: Any) -> TransportResponse:
         return self.answer(req, status, {"detail": detail}, **kw)
+
+    def granted(self, obj: Dict[str, Any]) -> Dict[str, Any]:
+        """obj plus grace_until when the fake grants a grace period."""
+        if self.grace_seconds is not None:
+            return {**obj, "grace_until": iso(time.time() + self.shift + self.grace_seconds)}
+        return obj
 
     def ok(self, req: TransportRequest, body: Dict[str, Any], obj: Dict[str, Any]) -> TransportResponse:
         obj = {"success": True, **obj}
@@ -193,7 +224,48 @@ class FakeKeywarden:
             return self.fail(req, 403, "HWID mismatch. Key locked to another device.")
         k["hwid"] = body["hwid"]
         s["activated"] = True
-        return self.ok(req, body, {"message": "License activated", "level": k["level"], "expires_at": "2027-01-02T03:04:05.678Z"})
+        s["key"] = body["license"]
+        return self.ok(req, body, self.granted({
+            "message": "License activated", "level": k["level"], "expires_at": "2027-01-02T03:04:05.678Z",
+            "entitlements": sorted(self.entitlements.get(body["license"], [])),
+        }))
+
+    def _trial(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
+        s = self._session(req, body)
+        if s is None:
+            return self.fail(req, 401, "Invalid or expired session")
+        if self.trial_hours == 0:
+            return self.fail(req, 403, "Trials are not enabled for this application.")
+        hwid = body["hwid"].lower()
+        if hwid in self.trials:
+            return self.fail(req, 403, "Trial already used on this device.")
+        key = "TRIAL-" + secrets.token_hex(6).upper()
+        self.trials[hwid] = key
+        self.keys[key] = {"hwid": hwid, "level": 1}
+        s["activated"] = True
+        s["key"] = key
+        expires = iso(time.time() + self.shift + self.trial_hours * 3600)
+        return self.ok(req, body, self.granted({"message": "Trial started", "level": 1, "expires_at": expires, "entitlements": [], "key": key}))
+
+    def _offline(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
+        s = self._session(req, body)
+        if s is None:
+            return self.fail(req, 401, "Invalid or expired session")
+        if self.offline_days == 0:
+            return self.fail(req, 403, "Offline licenses are not enabled for this application.")
+        if not s.get("activated"):
+            return self.fail(req, 403, "Session not activated. Call /login, /register or /license first.")
+        key = s.get("key", "")
+        k = self.keys.get(key, {"hwid": body["hwid"], "level": 3})
+        if k["hwid"] != body["hwid"].lower():
+            return self.fail(req, 403, "HWID mismatch. Key locked to another device.")
+        now = time.time() + self.shift
+        f = license_file(self.key, {
+            "v": 1, "kid": self.kid, "app_id": APP_ID, "license_id": "lic-" + key, "user": None, "hwid": k["hwid"], "level": k["level"],
+            "entitlements": sorted(self.entitlements.get(key, [])), "expires_at": "2027-01-02T03:04:05.678Z", "issued_at": iso(now),
+            "valid_until": iso(now + self.offline_days * 86400),
+        })
+        return self.ok(req, body, {"license_file": f})
 
     def _register(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
         s = self._session(req, body)
@@ -203,9 +275,11 @@ class FakeKeywarden:
             return self.fail(req, 400, "Invalid license key")
         if body["username"] in self.users:
             return self.fail(req, 400, "Username already taken")
-        self.users[body["username"]] = {"password": body["password"], "level": self.keys[body["license"]]["level"]}
+        ents = sorted(self.entitlements.get(body["license"], []))
+        self.users[body["username"]] = {"password": body["password"], "level": self.keys[body["license"]]["level"], "entitlements": ents}
         s["activated"] = True
-        return self.ok(req, body, {"message": "Registered", "user": {"username": body["username"], "level": 3, "expires_at": "2027-01-02T03:04:05.678Z"}})
+        user = {"username": body["username"], "level": 3, "expires_at": "2027-01-02T03:04:05.678Z"}
+        return self.ok(req, body, self.granted({"message": "Registered", "user": user, "entitlements": ents}))
 
     def _login(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
         s = self._session(req, body)
@@ -215,7 +289,8 @@ class FakeKeywarden:
         if u is None or u["password"] != body["password"]:
             return self.fail(req, 401, "Invalid username or password")
         s["activated"] = True
-        return self.ok(req, body, {"message": "Logged in", "user": {"username": body["username"], "level": u["level"], "expires_at": None}})
+        user = {"username": body["username"], "level": u["level"], "expires_at": None}
+        return self.ok(req, body, self.granted({"message": "Logged in", "user": user, "entitlements": u.get("entitlements", [])}))
 
     def _heartbeat_start(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
         session = body.get("session", "")
@@ -228,7 +303,7 @@ class FakeKeywarden:
             return self.fail(req, 409, "heartbeat session already exists for this nonce")
         token = "TT" + secrets.token_hex(16)
         self.heartbeats[session] = {"token": token, "system_id": body["system_id"], "last": 0, "count": 0}
-        return self.ok(req, body, {"token": token, "beat_interval": self.beat_interval, "proof": start_proof(session, body["system_id"], token)})
+        return self.ok(req, body, self.granted({"token": token, "beat_interval": self.beat_interval, "proof": start_proof(session, body["system_id"], token)}))
 
     def _heartbeat(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
         session = body.get("session", "")
@@ -245,7 +320,7 @@ class FakeKeywarden:
         hb["last"] = body["beat_index"]
         hb["count"] += 1
         proof = beat_proof(previous, session, body["beat_index"], hb["token"], hb["count"])
-        return self.ok(req, body, {"new_token": hb["token"], "beat_count": hb["count"], "proof": proof})
+        return self.ok(req, body, self.granted({"new_token": hb["token"], "beat_count": hb["count"], "proof": proof}))
 
     def _heartbeat_stop(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
         session = body.get("session", "")

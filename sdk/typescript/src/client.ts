@@ -8,6 +8,9 @@ import { loadConfigFile, parseConfig } from './config.js';
 import { canonicalRequest, decryptResponse, proofEquals, requestSignature, startProof } from './crypto.js';
 import { pinKeys, verifyResponse, type PinnedKeys } from './verify.js';
 import { KeywardenError, errorFromAnswer, verificationError } from './errors.js';
+import { Grace, isRefusal } from './grace.js';
+import { ClockRecord, defaultStateFile, verifyLicenseFile, type OfflineLicense } from './offline.js';
+import { parseUtcMs } from './utc.js';
 import { defaultTransport, TransportError, type Transport } from './transport.js';
 import { machineHwid, selfHash } from './machine.js';
 import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
@@ -37,6 +40,8 @@ export interface ClientOptions {
   encKey?: string;
   /** Largest clock offset (s) adopted from the first verified answer; further off it is refused as stale. Default 600. */
   maxClockOffsetSeconds?: number;
+  /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Default: see defaultStateFile. */
+  stateFile?: string;
 }
 
 export interface AppInfo {
@@ -45,16 +50,23 @@ export interface AppInfo {
   hwidLock: boolean;
   session: string;
 }
+/** entitlements: the key's codes, sorted (PROTOCOL 12.3). */
 export interface UserInfo {
   username: string;
   level: number;
   expiresAt: Date | null;
   message: string;
+  entitlements: string[];
 }
 export interface LicenseInfo {
   level: number;
   expiresAt: Date | null;
   message: string;
+  entitlements: string[];
+}
+/** A trial key created for this device and activated at once (PROTOCOL 12.4); `key` is shown this once. */
+export interface TrialInfo extends LicenseInfo {
+  key: string;
 }
 export interface InitOptions {
   binaryHash?: string;
@@ -68,6 +80,17 @@ export type Activation =
 
 const WINDOW_S = 300;
 const CLIENT = '/api/client/';
+/** What a reverse proxy answers, unsigned, when the service behind it is down or slow. */
+const GATEWAY = new Set([502, 503, 504]);
+
+/** The sorted codes of an answer (absent: none); anything but a list of strings is malformed. */
+function entitlementsOf(r: Record<string, unknown>): string[] {
+  const v = r.entitlements;
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || !v.every((e) => typeof e === 'string'))
+    throw verificationError('malformed', 'entitlements is not a list of codes');
+  return [...new Set(v as string[])].sort();
+}
 
 function nonce(): string {
   return randomBytes(18).toString('base64url');
@@ -98,6 +121,11 @@ export class Client {
   private initOptions: InitOptions = {};
   /** The last successful activation, repeated by a heartbeat's re-authentication. */
   lastActivation: Activation | undefined;
+  /** @internal The grace period (PROTOCOL 12.6), shared with the heartbeats. */
+  readonly grace = new Grace();
+  private ents: string[] = [];
+  private readonly stateFileOption: string | undefined;
+  private clockRecord: ClockRecord | undefined;
 
   static fromConfig(config: KeywardenConfig | string, options: ClientOptions = {}): Client {
     return new Client(typeof config === 'string' ? loadConfigFile(config) : parseConfig(config), options);
@@ -117,6 +145,7 @@ export class Client {
     if (this.encKey && !config.api_secret)
       throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
     this.keys = pinKeys(config.response_keys);
+    this.stateFileOption = o.stateFile;
   }
 
   /** The session from init, if any. */
@@ -167,6 +196,7 @@ export class Client {
       hwid,
     });
     const user = this.user(r);
+    this.activated(r);
     try {
       await this.login({ username: a.username, password: a.password, hwid });
     } catch (err) {
@@ -184,16 +214,126 @@ export class Client {
       password: a.password,
       hwid,
     });
+    const user = this.user(r);
+    this.activated(r);
     this.lastActivation = { kind: 'login', username: a.username, password: a.password, hwid };
-    return this.user(r);
+    return user;
   }
 
   async activateLicense(key: string, hwid?: string): Promise<LicenseInfo> {
     const h = hwid ?? this.machineHwid();
     const r = await this.call('license', { session: this.requireSession(), license: key, hwid: h });
     if (typeof r.level !== 'number') throw verificationError('malformed', 'license answer lacks level');
+    const entitlements = this.activated(r);
     this.lastActivation = { kind: 'license', key, hwid: h };
-    return { level: r.level, expiresAt: toDate(r.expires_at), message: String(r.message ?? '') };
+    return { level: r.level, expiresAt: toDate(r.expires_at), message: String(r.message ?? ''), entitlements };
+  }
+
+  /**
+   * Creates this device's trial key and activates it (POST /api/client/trial). Once per device and
+   * application: again answers `trial_used`; `trial_disabled` when the application offers none. The
+   * key is remembered for re-authentication.
+   */
+  async trial(hwid?: string): Promise<TrialInfo> {
+    const h = hwid ?? this.machineHwid();
+    const r = await this.call('trial', { session: this.requireSession(), hwid: h });
+    if (typeof r.key !== 'string' || r.key === '' || !Number.isInteger(r.level))
+      throw verificationError('malformed', 'trial answer lacks key or level');
+    const entitlements = this.activated(r);
+    this.lastActivation = { kind: 'license', key: r.key, hwid: h };
+    const expires = parseUtcMs(r.expires_at);
+    return {
+      key: r.key,
+      level: r.level as number,
+      expiresAt: expires === undefined ? null : new Date(expires),
+      message: String(r.message ?? ''),
+      entitlements,
+    };
+  }
+
+  /** The codes of the last verified license, login, register or trial answer, or of the last offline file loaded (sorted). */
+  get entitlements(): string[] {
+    return [...this.ents];
+  }
+
+  hasEntitlement(code: string): boolean {
+    return this.ents.includes(code);
+  }
+
+  /**
+   * Until when the license stays valid while the service cannot be reached, from the latest verified
+   * answer; null when it grants none or a verified refusal ended it (PROTOCOL 12.6).
+   */
+  get graceUntil(): Date | null {
+    const until = this.grace.until;
+    return until === undefined ? null : new Date(until);
+  }
+
+  /** True while the (server-corrected) clock is before graceUntil. */
+  graceActive(): boolean {
+    return this.grace.active(this.serverNow());
+  }
+
+  /**
+   * An offline license file for this machine (POST /api/client/offline), after a successful
+   * activation on this session. Save it; loadOffline checks it without the service.
+   */
+  async offlineFile(hwid?: string): Promise<string> {
+    const r = await this.call('offline', { session: this.requireSession(), hwid: hwid ?? this.machineHwid() });
+    if (typeof r.license_file !== 'string' || !r.license_file.startsWith('kwlic1.'))
+      throw verificationError('malformed', 'offline answer lacks license_file');
+    return r.license_file;
+  }
+
+  /** Where loadOffline keeps the latest time seen (option stateFile). */
+  get stateFile(): string {
+    return this.record().file;
+  }
+
+  /**
+   * Checks an offline license file without the service (PROTOCOL 12.5; the order of the checks is in
+   * offline.ts). Throws `offline_invalid` with an OfflineReason. Every check records the clock in the
+   * state file. On success `entitlements` are the file's. Throws TypeError when the config has no app_id.
+   */
+  loadOffline(file: string, hwid?: string): OfflineLicense {
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (offline license files are checked against it)');
+    const record = this.record();
+    const now = this.clock();
+    let lic: OfflineLicense;
+    try {
+      lic = verifyLicenseFile(file, this.keys, this.config.app_id, hwid ?? this.machineHwid(), now, record.lastSeen());
+    } catch (err) {
+      this.log.warn?.('keywarden.offline.refused', { error: (err as Error).message });
+      throw err;
+    } finally {
+      record.record(now);
+    }
+    this.ents = [...lic.entitlements];
+    return lic;
+  }
+
+  private record(): ClockRecord {
+    this.clockRecord ??= new ClockRecord(this.stateFileOption ?? defaultStateFile(this.config.api_key), (e, f) =>
+      this.log.warn?.(e, f),
+    );
+    return this.clockRecord;
+  }
+
+  /** Books a verified activation answer: its entitlements and its grace. */
+  private activated(r: Record<string, unknown>): string[] {
+    const entitlements = entitlementsOf(r);
+    this.ents = entitlements;
+    this.grace.note(r);
+    return [...entitlements];
+  }
+
+  /** @internal A verified refusal (also one that came over the realtime channel) ends the grace at once. */
+  noteRefusal(status: number | undefined): void {
+    if (isRefusal(status) && this.grace.until !== undefined) {
+      this.log.info?.('keywarden.grace.ended', { status });
+      this.grace.end();
+    }
   }
 
   /**
@@ -245,6 +385,7 @@ export class Client {
       throw verificationError('malformed', 'heartbeat/start answer lacks token');
     if (!proofEquals(r.proof, startProof(session, systemId, r.token)))
       throw verificationError('bad_proof', 'heartbeat/start proof does not verify');
+    this.grace.note(r);
     return { session, token: r.token, beatInterval: r.beat_interval };
   }
 
@@ -284,7 +425,13 @@ export class Client {
     const u = r.user as Record<string, unknown> | undefined;
     if (!u || typeof u.username !== 'string' || typeof u.level !== 'number')
       throw verificationError('malformed', 'answer lacks user');
-    return { username: u.username, level: u.level, expiresAt: toDate(u.expires_at), message: String(r.message ?? '') };
+    return {
+      username: u.username,
+      level: u.level,
+      expiresAt: toDate(u.expires_at),
+      message: String(r.message ?? ''),
+      entitlements: entitlementsOf(r),
+    };
   }
 
   /**
@@ -351,6 +498,18 @@ export class Client {
         cause: err,
       });
     }
+    if (
+      GATEWAY.has(res.status) &&
+      !res.headers['x-response-kid'] &&
+      !res.headers['x-response-timestamp'] &&
+      !res.headers['x-response-signature']
+    ) {
+      // A proxy in front saying the service is unreachable: believed for nothing, but not an attack
+      // either (whoever could forge it could as well cut the connection).
+      throw new KeywardenError('server', `server: ${res.status} from a gateway (unsigned) on ${path}`, {
+        status: res.status,
+      });
+    }
     const hadOffset = this.offsetMs !== undefined;
     this.verify(path, res.status, res.headers, res.body, n);
     let parsed: Record<string, unknown>;
@@ -362,6 +521,7 @@ export class Client {
       throw verificationError('malformed', `answer of ${path} (${res.status}) is not a JSON object`);
     }
     if (res.status !== 200) {
+      this.noteRefusal(res.status);
       const e = errorFromAnswer(res.status, parsed.detail, res.headers['retry-after']);
       // Our timestamp was refused and this signed answer just taught us the server's clock: worth one retry.
       if (e.code === 'clock_skew' && !hadOffset && Math.abs(this.offsetMs ?? 0) > 60_000)

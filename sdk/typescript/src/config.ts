@@ -17,6 +17,8 @@ export interface KeywardenConfig {
   response_keys: ResponseKey[];
   /** Present only when the application requires signed requests. */
   api_secret?: string;
+  /** The application's id: an offline license file must name it (PROTOCOL 12.5). */
+  app_id?: string;
 }
 
 function fail(msg: string): never {
@@ -32,6 +34,8 @@ export function parseConfig(raw: unknown): KeywardenConfig {
   if (typeof c.api_key !== 'string' || c.api_key === '') fail('api_key missing');
   if (c.version !== undefined && typeof c.version !== 'string') fail('version must be a string');
   if (c.api_secret !== undefined && typeof c.api_secret !== 'string') fail('api_secret must be a string');
+  if (c.app_id !== undefined && (typeof c.app_id !== 'string' || c.app_id === ''))
+    fail('app_id must be a non-empty string');
   if (!Array.isArray(c.response_keys) || c.response_keys.length === 0) fail('response_keys must list at least one key');
   const keys = c.response_keys.map((k: unknown) => {
     const o = (k ?? {}) as Record<string, unknown>;
@@ -49,6 +53,7 @@ export function parseConfig(raw: unknown): KeywardenConfig {
     ...(typeof c.app_name === 'string' ? { app_name: c.app_name } : {}),
     ...(typeof c.version === 'string' ? { version: c.version } : {}),
     ...(typeof c.api_secret === 'string' && c.api_secret !== '' ? { api_secret: c.api_secret } : {}),
+    ...(typeof c.app_id === 'string' ? { app_id: c.app_id } : {}),
   };
 }
 

@@ -55,8 +55,12 @@ export function decodeSignature(value: string): Buffer | undefined {
 }
 
 export function ed25519Verify(key: KeyObject, message: string, signature: Uint8Array): boolean {
+  return ed25519VerifyBytes(key, Buffer.from(message, 'utf8'), signature);
+}
+
+export function ed25519VerifyBytes(key: KeyObject, message: Uint8Array, signature: Uint8Array): boolean {
   try {
-    return verify(null, Buffer.from(message, 'utf8'), key, signature);
+    return verify(null, message, key, signature);
   } catch {
     return false;
   }

@@ -1,7 +1,7 @@
 // One error type for every failure: the host program gets a KeywardenError with a code, never a
 // process exit and never an untyped throw. Server answers are mapped by the table in
 // error-table.ts (checked against sdk/vectors/errors.json); the SDK raises network, timeout,
-// verification and clock_skew itself.
+// verification, clock_skew and offline_invalid itself.
 import { ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS } from './error-table.js';
 
 export const ERROR_CODES = [
@@ -21,6 +21,12 @@ export const ERROR_CODES = [
   'network',
   'timeout',
   'server',
+  // PROTOCOL 12 (licensing models); offline_invalid: an offline license file this SDK refuses (see `reason`).
+  'trial_disabled',
+  'trial_used',
+  'offline_disabled',
+  'offline_invalid',
+  'session_limit',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -38,10 +44,25 @@ export type VerificationReason =
   /** Realtime channel: a frame whose seq is not the next one (replayed, dropped or reordered). */
   | 'out_of_order';
 
+/**
+ * Why an offline license file was refused (same strings in every SDK; sdk/vectors/offline.json),
+ * checked in this order: malformed, unknown_kid, bad_signature, wrong_app, wrong_hwid,
+ * clock_rolled_back, issued_in_future, expired.
+ */
+export type OfflineReason =
+  | 'malformed'
+  | 'unknown_kid'
+  | 'bad_signature'
+  | 'wrong_app'
+  | 'wrong_hwid'
+  | 'clock_rolled_back'
+  | 'issued_in_future'
+  | 'expired';
+
 export interface KeywardenErrorInit {
   status?: number;
   detail?: unknown;
-  reason?: VerificationReason;
+  reason?: VerificationReason | OfflineReason;
   retryAfter?: number;
   latestVersion?: string;
   updateUrl?: string;
@@ -56,8 +77,8 @@ export class KeywardenError extends Error {
   readonly status: number | undefined;
   /** The answer's `detail`, exactly as sent (string, 426 object or 422 array). */
   readonly detail: unknown;
-  /** For code `verification`. */
-  readonly reason: VerificationReason | undefined;
+  /** For code `verification` a VerificationReason, for `offline_invalid` an OfflineReason. */
+  readonly reason: VerificationReason | OfflineReason | undefined;
   /** Seconds, for `rate_limited` and `locked_out` (from Retry-After). */
   readonly retryAfter: number | undefined;
   /** For `update_required`. */
@@ -81,6 +102,10 @@ export class KeywardenError extends Error {
 
 export function verificationError(reason: VerificationReason, message: string): KeywardenError {
   return new KeywardenError('verification', `response refused (${reason}): ${message}`, { reason });
+}
+
+export function offlineError(reason: OfflineReason, message: string): KeywardenError {
+  return new KeywardenError('offline_invalid', `offline license refused (${reason}): ${message}`, { reason });
 }
 
 /** The code for a failure answer: exact (status, detail) entry, else status fallback, else `server`. */

@@ -11,6 +11,10 @@
 //   'update_required' {message, latestVersion, updateUrl}  pushed: force_update is on and this version is outdated
 //   'notice'    {message, at}             pushed: a message from the vendor's dashboard
 //   'channel'   {state, close?, error?}   the realtime channel opened ('open') or closed ('closed'); beats then use REST
+//   'offline'   {error, graceUntil}       the service cannot be reached (network, timeout, 5xx) and the grace period
+//               (PROTOCOL 12.6) covers now: the license stays valid until graceUntil (state 'offline')
+//   'grace_expired' {graceUntil, error}   still unreachable and the grace period is over: the program decides; the
+//               heartbeat goes on trying. Every failed beat still emits 'degraded'.
 // With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 // server offers it, and over REST whenever it is down; the token chain is the same on both.
 // A beat that certainly never reached the server is sent again with the same index and token.
@@ -43,10 +47,11 @@ export interface HeartbeatOptions {
 }
 
 /**
- * healthy: the last beat verified; degraded: the last beat failed (see lastBeatAt); compromised:
- * `compromisedAfter` verification failures in a row; revoked, killed, stopped: ended.
+ * healthy: the last beat verified; offline: the service cannot be reached and the grace period covers
+ * now; degraded: the last beat failed (see lastBeatAt); compromised: `compromisedAfter` verification
+ * failures in a row; revoked, killed, stopped: ended.
  */
-export type HeartbeatState = 'healthy' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
+export type HeartbeatState = 'healthy' | 'offline' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
 
 export interface BeatEvent {
   index: number;
@@ -78,6 +83,16 @@ export interface UpdateRequiredEvent {
 export interface NoticeEvent {
   message: string;
   at: Date | null;
+}
+/** The license stays valid until graceUntil while the service cannot be reached. */
+export interface OfflineEvent {
+  error: KeywardenError;
+  graceUntil: Date;
+}
+/** The grace period ended while the service still cannot be reached. */
+export interface GraceExpiredEvent {
+  graceUntil: Date;
+  error: KeywardenError;
 }
 
 /** Answers after which beating on is pointless. */
@@ -130,6 +145,8 @@ export class Heartbeat extends EventEmitter {
   private afterOutage = false;
   /** The one re-authentication a `rejected` after an outage allows was spent (reset by a verified beat). */
   private outageReauthSpent = false;
+  /** 'offline' emitted, and neither a verified beat nor 'grace_expired' since. */
+  private offlineTold = false;
   private readonly compromisedAfter: number;
 
   constructor(
@@ -151,7 +168,7 @@ export class Heartbeat extends EventEmitter {
     link?.attach((e) => this.onLink(e));
   }
 
-  /** healthy, degraded, compromised, or how it ended: revoked, killed, stopped. */
+  /** healthy, offline, degraded, compromised, or how it ended: revoked, killed, stopped. */
   get state(): HeartbeatState {
     return this.current;
   }
@@ -233,14 +250,16 @@ export class Heartbeat extends EventEmitter {
 
   private schedule(): void {
     if (this.ended) return;
-    this.timer = setTimeout(
-      () => {
-        this.inflight = this.tick().finally(() => {
-          this.inflight = undefined;
-        });
-      },
-      this.o.intervalMs ?? this.interval * 1000,
-    );
+    let delay = this.o.intervalMs ?? this.interval * 1000;
+    const until = this.client.grace.until;
+    // Offline, wake when the grace period ends, so grace_expired is told on time.
+    if (this.current === 'offline' && until !== undefined)
+      delay = Math.min(delay, Math.max(0, until - this.client.serverNow()));
+    this.timer = setTimeout(() => {
+      this.inflight = this.tick().finally(() => {
+        this.inflight = undefined;
+      });
+    }, delay);
   }
 
   /** Never throws: every outcome becomes an event. */
@@ -273,6 +292,7 @@ export class Heartbeat extends EventEmitter {
         throw verificationError('malformed', 'beat answer lacks new_token');
       if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count)))
         throw verificationError('bad_proof', 'beat proof does not verify');
+      this.client.grace.note(r);
       this.token = r.new_token;
       this.lastIndex = index;
       this.count = r.beat_count;
@@ -281,6 +301,7 @@ export class Heartbeat extends EventEmitter {
       this.compromised = false;
       this.afterOutage = false;
       this.outageReauthSpent = false;
+      this.offlineTold = false;
       this.current = 'healthy';
       this.safeEmit('beat', { index, count: r.beat_count } satisfies BeatEvent);
     } catch (err) {
@@ -304,15 +325,25 @@ export class Heartbeat extends EventEmitter {
    * Books a failure and emits 'degraded' (and 'compromised' when the streak of verification
    * failures reaches the limit). Returns whether to re-authenticate: not once compromised, since
    * an attacker who spoils every answer would have it spend the program's rate limits for nothing.
+   * While the service is unreachable and the grace period covers now, the state is 'offline' ('offline'
+   * emitted on entering it); once the grace is over 'grace_expired' is emitted.
    */
   private failed(e: KeywardenError, lost: boolean, wantsReauth: boolean): boolean {
+    this.client.noteRefusal(e.status); // a refusal on the realtime channel never went through Client.call
+    const away = unreachable(e);
+    const until = this.client.grace.until;
+    const covered = away && this.client.graceActive();
     if (e.code === 'verification') this.verificationFailures++;
-    this.afterOutage = unreachable(e);
+    this.afterOutage = away;
     const newlyCompromised = !this.compromised && this.verificationFailures >= this.compromisedAfter;
     if (newlyCompromised) this.compromised = true;
     const reauth = wantsReauth && !this.compromised;
     if (!reauth) this.needsReauth = false;
-    this.current = this.compromised ? 'compromised' : 'degraded';
+    this.current = this.compromised ? 'compromised' : covered ? 'offline' : 'degraded';
+    const goingOffline = covered && !this.compromised && !this.offlineTold;
+    const graceOver = away && !covered && this.offlineTold && until !== undefined;
+    if (goingOffline) this.offlineTold = true;
+    if (graceOver || until === undefined) this.offlineTold = false;
     const lastBeatAt = this.lastVerified;
     this.safeEmit('degraded', {
       error: e,
@@ -321,6 +352,17 @@ export class Heartbeat extends EventEmitter {
       lastBeatAt,
       verificationFailures: this.verificationFailures,
     } satisfies DegradedEvent);
+    if (goingOffline && until !== undefined) {
+      this.client.log.warn?.('keywarden.heartbeat.offline', {
+        error: e.message,
+        graceUntil: new Date(until).toISOString(),
+      });
+      this.safeEmit('offline', { error: e, graceUntil: new Date(until) } satisfies OfflineEvent);
+    }
+    if (graceOver) {
+      this.client.log.warn?.('keywarden.heartbeat.grace_expired', { graceUntil: new Date(until).toISOString() });
+      this.safeEmit('grace_expired', { graceUntil: new Date(until), error: e } satisfies GraceExpiredEvent);
+    }
     if (newlyCompromised) {
       this.client.log.warn?.('keywarden.heartbeat.compromised', {
         failures: this.verificationFailures,
@@ -360,6 +402,7 @@ export class Heartbeat extends EventEmitter {
 
   private kill(error: KeywardenError, state: 'killed' | 'revoked' = 'killed'): void {
     if (this.ended) return;
+    this.client.grace.end(); // every kill is a verified refusal or revocation
     this.ended = true;
     this.current = state;
     if (this.timer) clearTimeout(this.timer);

@@ -1,7 +1,16 @@
 // Keywarden client SDK for Node.js (ESM and CommonJS). Runtime dependencies: none (node:crypto,
 // node:http/https). Start with Client.fromConfig('keywarden.json').
 export { Client } from './client.js';
-export type { ClientOptions, AppInfo, UserInfo, LicenseInfo, InitOptions, Logger, Activation } from './client.js';
+export type {
+  ClientOptions,
+  AppInfo,
+  UserInfo,
+  LicenseInfo,
+  TrialInfo,
+  InitOptions,
+  Logger,
+  Activation,
+} from './client.js';
 export { Heartbeat } from './heartbeat.js';
 export type {
   HeartbeatOptions,
@@ -12,11 +21,17 @@ export type {
   RevokedEvent,
   UpdateRequiredEvent,
   NoticeEvent,
+  OfflineEvent,
+  GraceExpiredEvent,
 } from './heartbeat.js';
 export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
 export type { ChannelContext, ChannelPush, ChannelClose, OpenResult, LinkEvent } from './channel.js';
 export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.js';
-export type { ErrorCode, VerificationReason } from './errors.js';
+export type { ErrorCode, VerificationReason, OfflineReason } from './errors.js';
+export { verifyLicenseFile, defaultStateFile, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS } from './offline.js';
+export type { OfflineLicense } from './offline.js';
+export { graceUntilOf } from './grace.js';
+export { parseUtcMs } from './utc.js';
 export { ERROR_ENTRIES, STATUS_FALLBACKS, FALLBACK_CODE } from './error-table.js';
 export { parseConfig, loadConfigFile } from './config.js';
 export type { KeywardenConfig, ResponseKey } from './config.js';

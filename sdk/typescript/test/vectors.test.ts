@@ -14,12 +14,17 @@ import {
   errorFromAnswer,
   FALLBACK_CODE,
   KeywardenError,
+  graceUntilOf,
+  MAX_FUTURE_SECONDS,
+  MAX_ROLLBACK_SECONDS,
   pinKeys,
   requestSignature,
   startProof,
   STATUS_FALLBACKS,
+  verifyLicenseFile,
   verifyResponse,
 } from '../src/index.js';
+import { Grace } from '../src/grace.js';
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../vectors');
 const load = (f: string) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
@@ -121,5 +126,65 @@ describe('vectors', () => {
       code: 'locked_out',
       retryAfter: 900,
     });
+  });
+
+  it('offline license files: accepted, or refused for the reason each case names', () => {
+    const v = load('offline.json');
+    expect([v.max_future_seconds, v.max_rollback_seconds]).toEqual([MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS]);
+    const keys = pinKeys(v.pinned_keys);
+    const seen = new Set<string>();
+    for (const c of v.cases) {
+      const run = () =>
+        verifyLicenseFile(
+          c.file,
+          keys,
+          c.app_id,
+          c.hwid,
+          c.now * 1000,
+          c.last_seen === null ? undefined : c.last_seen * 1000,
+        );
+      if (c.valid) {
+        const lic = run();
+        const p = c.payload;
+        expect(
+          {
+            appId: lic.appId,
+            licenseId: lic.licenseId,
+            user: lic.user,
+            hwid: lic.hwid,
+            level: lic.level,
+            kid: lic.kid,
+          },
+          c.name,
+        ).toEqual({ appId: p.app_id, licenseId: p.license_id, user: p.user, hwid: p.hwid, level: p.level, kid: p.kid });
+        expect(lic.entitlements).toEqual([...p.entitlements].sort());
+        expect(lic.validUntil.toISOString()).toBe(p.valid_until);
+        expect(lic.expiresAt?.toISOString() ?? null).toBe(p.expires_at);
+        continue;
+      }
+      let err: unknown;
+      try {
+        run();
+      } catch (e) {
+        err = e;
+      }
+      expect(err, c.name).toBeInstanceOf(KeywardenError);
+      expect({ code: (err as KeywardenError).code, reason: (err as KeywardenError).reason }, c.name).toEqual({
+        code: 'offline_invalid',
+        reason: c.reason,
+      });
+      seen.add(c.reason);
+    }
+    expect([...seen].sort()).toEqual([...v.reasons].sort());
+  });
+
+  it('grace_until: what each value grants', () => {
+    for (const c of load('offline.json').grace.cases) {
+      const answer: Record<string, unknown> = 'grace_until' in c ? { grace_until: c.grace_until } : {};
+      expect(graceUntilOf(answer) ?? null, c.name).toBe(c.until === null ? null : Math.round(c.until * 1000));
+      const g = new Grace();
+      g.note(answer);
+      expect(g.active(c.now * 1000), c.name).toBe(c.active);
+    }
   });
 });

@@ -47,6 +47,12 @@ enum class ErrorCode {
   network,
   timeout,
   server,  // the fallback: an answer no table entry names (status and detail stay on the error)
+  // PROTOCOL 12 (licensing models)
+  trial_disabled,    // the application offers no trials
+  trial_used,        // this device already had its trial of this application
+  offline_disabled,  // the application issues no offline license files
+  offline_invalid,   // an offline license file this SDK refuses: see reason()
+  session_limit,     // heartbeat/start while the key's concurrent sessions are all taken
 };
 
 /** "invalid_key", "rate_limited", ... */
@@ -64,7 +70,11 @@ class Error : public std::runtime_error {
   int status() const noexcept { return status_; }
   /** The answer's `detail` as JSON text, exactly as sent (a JSON string, the 426 object, a 422 array). */
   const std::string& detailJson() const noexcept { return detailJson_; }
-  /** For `verification`: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed. */
+  /**
+   * For `verification`: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed.
+   * For `offline_invalid` (checked in this order): malformed, unknown_kid, bad_signature, wrong_app,
+   * wrong_hwid, clock_rolled_back, issued_in_future, expired.
+   */
   const std::string& reason() const noexcept { return reason_; }
   /** Seconds from Retry-After (rate_limited, locked_out). */
   std::optional<int> retryAfter() const noexcept { return retryAfter_; }
@@ -128,6 +138,8 @@ struct Config {
   std::vector<ResponseKey> responseKeys;
   /** Present only when the application requires signed requests. */
   std::optional<std::string> apiSecret;
+  /** The application's id (app_id): an offline license file must name it (PROTOCOL 12.5). Empty: none. */
+  std::string appId;
 
   /** Parses keywarden.json text; throws ConfigError. Unknown fields are ignored. */
   static Config parse(const std::string& jsonText);
@@ -216,6 +228,8 @@ struct Options {
   std::string encKey;
   /** Largest clock offset adopted from the first verified answer; further off it is refused as stale. */
   std::chrono::seconds maxClockOffset{600};
+  /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Empty: defaultStateFile(api_key). */
+  std::string stateFile;
 };
 
 struct AppInfo {
@@ -227,12 +241,18 @@ struct AppInfo {
 
 using TimePoint = std::chrono::system_clock::time_point;
 
+/** True when the sorted codes hold code. */
+bool hasCode(const std::vector<std::string>& sortedCodes, const std::string& code) noexcept;
+
 struct UserInfo {
   std::string username;
   int level = 0;
   /** nullopt: no expiry (lifetime). */
   std::optional<TimePoint> expiresAt;
   std::string message;
+  /** The key's entitlement codes, sorted (PROTOCOL 12.3). */
+  std::vector<std::string> entitlements;
+  bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
 };
 
 struct LicenseInfo {
@@ -240,6 +260,39 @@ struct LicenseInfo {
   /** nullopt: no expiry (lifetime key). */
   std::optional<TimePoint> expiresAt;
   std::string message;
+  /** The key's entitlement codes, sorted (PROTOCOL 12.3). */
+  std::vector<std::string> entitlements;
+  bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
+};
+
+/** A trial key created for this device and activated at once (PROTOCOL 12.4). */
+struct TrialInfo {
+  /** The plaintext key: the server shows it this once. */
+  std::string key;
+  int level = 0;
+  std::optional<TimePoint> expiresAt;
+  std::string message;
+  std::vector<std::string> entitlements;
+  bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
+};
+
+/** A verified offline license file (PROTOCOL 12.5): what it grants and until when. */
+struct OfflineLicense {
+  std::string appId;
+  std::string licenseId;
+  /** The username of a user license, nullopt for a license-only key. */
+  std::optional<std::string> user;
+  std::string hwid;
+  std::int64_t level = 0;
+  /** Sorted codes. */
+  std::vector<std::string> entitlements;
+  /** The key's own expiry, nullopt for a lifetime key. */
+  std::optional<TimePoint> expiresAt;
+  TimePoint issuedAt{};
+  /** The file is accepted until this moment. */
+  TimePoint validUntil{};
+  std::string kid;
+  bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
 };
 
 struct InitOptions {
@@ -288,6 +341,16 @@ struct NoticeEvent {
   std::string message;
   std::optional<TimePoint> at;
 };
+/** The service cannot be reached and the grace period (PROTOCOL 12.6) covers now: the license stays valid until graceUntil. */
+struct OfflineEvent {
+  Error error;  // why the service was not reached
+  TimePoint graceUntil;
+};
+/** Still unreachable, and the grace period is over: the program decides (lock, stop); the heartbeat goes on trying. */
+struct GraceExpiredEvent {
+  TimePoint graceUntil;
+  Error error;  // the latest failure to reach the service
+};
 /** The realtime channel opened ("open") or closed ("closed"; beats then go over REST). */
 struct ChannelEvent {
   std::string state;
@@ -296,11 +359,12 @@ struct ChannelEvent {
 };
 
 /**
- * healthy: the last beat verified; degraded: the last beat failed (see lastBeatAt); compromised:
- * `compromisedAfter` verification failures in a row; revoked, killed, stopped: ended.
+ * healthy: the last beat verified; offline: the service cannot be reached and the grace period covers
+ * now; degraded: the last beat failed (see lastBeatAt); compromised: `compromisedAfter` verification
+ * failures in a row; revoked, killed, stopped: ended.
  */
-enum class HeartbeatState { healthy, degraded, compromised, revoked, killed, stopped };
-/** "healthy", "degraded", "compromised", "revoked", "killed", "stopped". */
+enum class HeartbeatState { healthy, degraded, compromised, revoked, killed, stopped, offline };
+/** "healthy", "offline", "degraded", "compromised", "revoked", "killed", "stopped". */
 const char* to_string(HeartbeatState state) noexcept;
 struct KilledEvent {
   Error error;
@@ -344,6 +408,10 @@ struct HeartbeatOptions {
   std::function<void(const UpdateRequiredEvent&)> onUpdateRequired;
   std::function<void(const NoticeEvent&)> onNotice;
   std::function<void(const ChannelEvent&)> onChannel;
+  /** Entering the offline state (once per outage). Every failed beat still calls onDegraded. */
+  std::function<void(const OfflineEvent&)> onOffline;
+  /** The grace period ended while the service still cannot be reached (once). */
+  std::function<void(const GraceExpiredEvent&)> onGraceExpired;
 };
 
 /**
@@ -372,6 +440,37 @@ class Client {
                                          HeartbeatOptions options = {});
   /** init + the last successful login/license again (what a heartbeat's reauth does). */
   void reauthenticate();
+
+  // Licensing models (PROTOCOL 12).
+  /**
+   * Creates this device's trial key and activates it (POST /api/client/trial). Once per device and
+   * application: again throws trial_used; trial_disabled when the application offers none. The key is
+   * remembered for re-authentication. hwid defaults to machineHwid().
+   */
+  TrialInfo trial(const std::string& hwid = {});
+  /**
+   * An offline license file for this machine (POST /api/client/offline), after a successful activation
+   * on this session. Save it; loadOffline checks it without the service.
+   */
+  std::string offlineFile(const std::string& hwid = {});
+  /**
+   * Checks an offline license file without the service (PROTOCOL 12.5): throws Error(offline_invalid)
+   * with its reason(), or ConfigError when the config has no app_id. Every check records the clock in
+   * the state file; on success entitlements() are the file's.
+   */
+  OfflineLicense loadOffline(const std::string& file, const std::string& hwid = {});
+  /** The codes of the last verified license, login, register or trial answer, or of the last file loaded (sorted). */
+  std::vector<std::string> entitlements() const;
+  bool hasEntitlement(const std::string& code) const;
+  /**
+   * Until when the license stays valid while the service cannot be reached, from the latest verified
+   * answer; nullopt when it grants none or a verified refusal ended it (PROTOCOL 12.6).
+   */
+  std::optional<TimePoint> graceUntil() const;
+  /** True while the (server-corrected) clock is before graceUntil(). */
+  bool graceActive() const;
+  /** Where loadOffline keeps the latest time seen (Options::stateFile or defaultStateFile). */
+  std::string stateFile() const;
 
   /** The salted machine id for this application (api_key is the salt). */
   std::string machineHwid() const;
@@ -443,6 +542,8 @@ class Heartbeat {
   void onUpdateRequired(std::function<void(const UpdateRequiredEvent&)> fn);
   void onNotice(std::function<void(const NoticeEvent&)> fn);
   void onChannel(std::function<void(const ChannelEvent&)> fn);
+  void onOffline(std::function<void(const OfflineEvent&)> fn);
+  void onGraceExpired(std::function<void(const GraceExpiredEvent&)> fn);
 
   struct Impl;
   explicit Heartbeat(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -467,5 +568,19 @@ std::string selfHash();
 std::string fileSha256(const std::string& path);
 /** True when a debugger is attached (Windows IsDebuggerPresent, Linux TracerPid, macOS P_TRACED). */
 bool debuggerAttached();
+
+/**
+ * Per user and application: <state dir>/keywarden/<first 16 hex of sha256(api_key)>.json, the state dir
+ * being %LOCALAPPDATA% (Windows, folder Keywarden), ~/Library/Application Support (macOS, Keywarden),
+ * else $XDG_STATE_HOME or ~/.local/state.
+ */
+std::string defaultStateFile(const std::string& apiKey);
+/**
+ * PROTOCOL 12.5 on its own: checks `file` for application appId on machine hwid with `now` as the clock and
+ * lastSeen as the state file's record. Throws Error(offline_invalid) with reason(), checked in this order:
+ * malformed, unknown_kid, bad_signature, wrong_app, wrong_hwid, clock_rolled_back, issued_in_future, expired.
+ */
+OfflineLicense verifyLicenseFile(const std::string& file, const std::vector<ResponseKey>& keys, const std::string& appId,
+                                 const std::string& hwid, TimePoint now, std::optional<TimePoint> lastSeen);
 
 }  // namespace keywarden

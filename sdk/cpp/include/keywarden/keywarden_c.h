@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-/* Stable numbers: 1-16 are keywarden::ErrorCode in order (the codes of sdk/vectors/errors.json). */
+/* Stable numbers: 1-21 are keywarden::ErrorCode in order (the codes of sdk/vectors/errors.json). */
 typedef enum kw_status {
   KW_OK = 0,
   KW_ERR_INVALID_KEY = 1,
@@ -53,6 +53,11 @@ typedef enum kw_status {
   KW_ERR_NETWORK = 14,
   KW_ERR_TIMEOUT = 15,
   KW_ERR_SERVER = 16,
+  KW_ERR_TRIAL_DISABLED = 17,   /* PROTOCOL 12: the application offers no trials */
+  KW_ERR_TRIAL_USED = 18,       /* this device already had its trial */
+  KW_ERR_OFFLINE_DISABLED = 19, /* the application issues no offline license files */
+  KW_ERR_OFFLINE_INVALID = 20,  /* an offline license file refused: see kw_error.reason */
+  KW_ERR_SESSION_LIMIT = 21,    /* heartbeat start while the key's concurrent sessions are all taken */
   KW_ERR_CONFIG = 100,   /* keywarden.json unusable */
   KW_ERR_ARGUMENT = 101, /* NULL handle, missing argument, invalid UTF-8 */
   KW_ERR_INTERNAL = 102  /* out of memory or a bug: never a reason to crash the host */
@@ -62,7 +67,9 @@ typedef struct kw_error {
   kw_status code;
   int http_status;         /* status of a verified answer, 0 if none */
   int retry_after;         /* seconds (rate_limited, locked_out), -1 if absent */
-  char reason[32];         /* verification: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed */
+  char reason[32];         /* verification: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed;
+                              offline_invalid: malformed, unknown_kid, bad_signature, wrong_app, wrong_hwid,
+                              clock_rolled_back, issued_in_future, expired */
   char latest_version[64]; /* update_required */
   char update_url[512];    /* update_required */
   char message[512];
@@ -75,6 +82,7 @@ typedef struct kw_options {
   const char* proxy;     /* NULL or "": direct */
   const char* ca_bundle; /* NULL: libcurl's default */
   const char* enc_key;   /* NULL: no response encryption (needs api_secret in the config) */
+  const char* state_file; /* NULL: the default state file of offline license checks (README "Offline license files") */
 } kw_options;
 
 typedef struct kw_app_info {
@@ -93,6 +101,22 @@ typedef struct kw_license_info {
   int level;
   int64_t expires_at; /* unix seconds; 0: no expiry (lifetime key) */
 } kw_license_info;
+
+typedef struct kw_trial_info {
+  char key[128]; /* the plaintext trial key: shown this once */
+  int level;
+  int64_t expires_at; /* unix seconds */
+} kw_trial_info;
+
+typedef struct kw_offline_license {
+  char license_id[128];
+  char user[256];        /* "" for a license-only key */
+  int level;
+  int64_t expires_at;    /* unix seconds; 0: no expiry */
+  int64_t issued_at;     /* unix seconds */
+  int64_t valid_until;   /* unix seconds: the file is accepted until then */
+  char entitlements[1024]; /* sorted codes, comma-separated */
+} kw_offline_license;
 
 typedef struct kw_client kw_client;
 typedef struct kw_heartbeat kw_heartbeat;
@@ -113,6 +137,11 @@ typedef struct kw_heartbeat_callbacks {
   void (*on_revoked)(void* user, const char* reason, const char* detail);
   int compromised_after; /* <= 0: 5 */
   int rest_only;         /* non-zero: no realtime channel, every beat over REST */
+  /* the service cannot be reached and the grace period covers now: the license stays valid until
+     grace_until_ms (unix ms); once per outage */
+  void (*on_offline)(void* user, const kw_error* error, int64_t grace_until_ms);
+  /* still unreachable, and the grace period is over */
+  void (*on_grace_expired)(void* user, int64_t grace_until_ms);
 } kw_heartbeat_callbacks;
 
 typedef enum kw_heartbeat_state { KW_HB_RUNNING = 0, KW_HB_STOPPED = 1, KW_HB_KILLED = 2 } kw_heartbeat_state;
@@ -122,7 +151,8 @@ typedef enum kw_heartbeat_health {
   KW_HEALTH_HEALTHY = 0,
   KW_HEALTH_DEGRADED = 1,
   KW_HEALTH_COMPROMISED = 2,
-  KW_HEALTH_ENDED = 3 /* stopped, killed or revoked: see kw_heartbeat_get_state */
+  KW_HEALTH_ENDED = 3, /* stopped, killed or revoked: see kw_heartbeat_get_state */
+  KW_HEALTH_OFFLINE = 4 /* the service cannot be reached and the grace period covers now (kw_grace_until) */
 } kw_heartbeat_health;
 
 /* Fills *options with the defaults. */
@@ -140,6 +170,19 @@ KW_API kw_status kw_login(kw_client* client, const char* username, const char* p
                           kw_user_info* out, kw_error* err);
 KW_API kw_status kw_activate_license(kw_client* client, const char* key, const char* hwid, kw_license_info* out,
                                      kw_error* err);
+
+/* PROTOCOL 12. A trial key for this device, activated at once (once per device: KW_ERR_TRIAL_USED). */
+KW_API kw_status kw_trial(kw_client* client, const char* hwid, kw_trial_info* out, kw_error* err);
+/* An offline license file for this machine after an activation, NUL-terminated into out (KW_ERR_ARGUMENT
+   when out_size is too small; 2048 bytes always do). */
+KW_API kw_status kw_offline_file(kw_client* client, const char* hwid, char* out, size_t out_size, kw_error* err);
+/* Checks an offline license file without the service; KW_ERR_OFFLINE_INVALID with kw_error.reason, or
+   KW_ERR_CONFIG when the config has no app_id. */
+KW_API kw_status kw_load_offline(kw_client* client, const char* file, const char* hwid, kw_offline_license* out, kw_error* err);
+/* 1 when the last verified activation (or offline file) grants the entitlement code. */
+KW_API int kw_has_entitlement(const kw_client* client, const char* code);
+/* Unix ms until which the license stays valid while the service cannot be reached; 0: no grace. */
+KW_API int64_t kw_grace_until(const kw_client* client);
 
 /* system_id / code_hash NULL: machine hwid / SHA-256 of the running binary. callbacks may be NULL. */
 KW_API kw_status kw_heartbeat_start(kw_client* client, const char* system_id, const char* code_hash,

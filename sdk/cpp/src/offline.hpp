@@ -1,0 +1,33 @@
+// The clock record of offline license checks (PROTOCOL 12.5): the latest clock reading seen, kept in
+// a small JSON state file {"v": 1, "last_seen": <unix seconds>}. Internal.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "internal.hpp"
+
+namespace keywarden::detail {
+
+/**
+ * An unreadable or damaged file counts as no record; a file that cannot be written is logged and the
+ * check goes on (both are things the end user can do anyway by deleting it).
+ */
+class ClockRecord {
+ public:
+  ClockRecord(std::string file, std::function<void(const std::string&, const std::string&)> warn)
+      : file_(std::move(file)), warn_(std::move(warn)) {}
+  const std::string& file() const { return file_; }
+  std::optional<TimePoint> lastSeen() const;
+  /** last_seen = max(last_seen, now), written atomically (a temporary file, then a rename). */
+  void record(TimePoint now);
+
+ private:
+  std::string file_;
+  std::function<void(const std::string&, const std::string&)> warn_;
+  std::mutex mu_;
+};
+
+}  // namespace keywarden::detail
