@@ -28,9 +28,15 @@ import { addressLimiter } from './platform/limits/compact-rate-limiter.js';
 import {
   AccessSignal,
   AccountRepository,
+  AccountSecurity,
+  ApiTokenRepository,
   DashboardAuth,
   SessionRepository,
+  TwoFactorRepository,
+  accountSecurityRoutes,
+  apiTokenRoutes,
   authRoutes,
+  twoFactorRoutes,
   type DashboardAuthDeps,
 } from './modules/access/index.js';
 import {
@@ -46,7 +52,7 @@ import {
   routeLicenses,
   type LicenseOps,
 } from './modules/activation/index.js';
-import { ApplicationRepository, AppsService, BlacklistRepository, appsRoutes } from './modules/apps/index.js';
+import { ApplicationRepository, AppsService, BlacklistRepository, appsRoutes, scopeOf } from './modules/apps/index.js';
 import { AuditLog, AuditRepository, auditRoutes } from './modules/audit/index.js';
 import {
   ClientAppCache,
@@ -76,6 +82,8 @@ import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js
 interface Repositories {
   accounts: AccountRepository;
   sessions: SessionRepository;
+  apiTokens: ApiTokenRepository;
+  twoFactor: TwoFactorRepository;
   apps: ApplicationRepository;
   licenses: LicenseRepository;
   blacklist: BlacklistRepository;
@@ -141,6 +149,8 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
     const repos: Repositories = {
       accounts,
       sessions: new SessionRepository(orm),
+      apiTokens: new ApiTokenRepository(orm),
+      twoFactor: new TwoFactorRepository(sql),
       apps: new ApplicationRepository(orm, sql),
       licenses: new LicenseRepository(sql),
       blacklist: new BlacklistRepository(orm, sql),
@@ -193,6 +203,8 @@ type ClusterOps = HeartbeatOps & LicenseOps;
 
 interface Domain {
   auth: DashboardAuth;
+  /** The caller's own sessions, second factor and (owners) two-factor policy. */
+  security: AccountSecurity;
   apps: AppsService;
   appCache: ClientAppCache;
   sessions: ClientSessions;
@@ -224,10 +236,14 @@ export function dashboardAuthDeps(s: Services, access?: AccessSignal): Dashboard
   return {
     ...(access ? { access } : {}),
     repos: s.repos,
+    secrets: s.secrets,
     coordinator: s.coordinator,
     developerEmails: s.config.developerEmails,
     log: s.log,
     now: () => s.clock.now(),
+    audit: s.repos.audit,
+    // An API token's app_ids are applications its creator reaches (an app's visibility lives in apps/).
+    reachableApps: async (p) => (await s.repos.apps.list(scopeOf(p))).map((a) => a.id),
     // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
     trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
   };
@@ -358,8 +374,16 @@ function createDomain(s: Services): Domain {
     now,
   });
   let noncePurge: NodeJS.Timeout | undefined;
+  const auth = new DashboardAuth(dashboardAuthDeps(s, access));
   return {
-    auth: new DashboardAuth(dashboardAuthDeps(s, access)),
+    auth,
+    security: new AccountSecurity({
+      sessions: s.repos.sessions,
+      twoFactor: auth.twoFactor,
+      now,
+      audit: s.repos.audit,
+      access,
+    }),
     access,
     apps,
     appCache,
@@ -382,6 +406,7 @@ function createDomain(s: Services): Domain {
         log,
         now,
         access,
+        twoFactor: auth.twoFactor,
       },
       new TeamRepository(s.orm, s.repos.accounts),
     ),
@@ -509,6 +534,9 @@ export function createApp(s: Services): App {
   };
   systemRoutes(router, { metrics, log: s.log, database: s.sql, coordinator: s.coordinator });
   authRoutes(router, { auth: d.auth });
+  twoFactorRoutes(router, { auth: d.auth });
+  apiTokenRoutes(router, { auth: d.auth });
+  accountSecurityRoutes(router, { auth: d.auth, security: d.security });
   appsRoutes(router, {
     auth: d.auth,
     apps: d.apps,
@@ -534,6 +562,7 @@ export function createApp(s: Services): App {
     events: d.events,
     access: d.access,
     accounts: s.repos.accounts,
+    resolveIp,
   });
   live.start();
   live.mount(server);

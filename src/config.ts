@@ -29,6 +29,11 @@ export interface Config {
   readonly responseSigningKid: string;
   /** LICENSE_HASH_KEY (extra): base64 key (>= 32 bytes) for the keyed hash of license keys. */
   readonly licenseHashKey: string | undefined;
+  /**
+   * TWO_FACTOR_KEY (extra): base64 key (32 bytes) under which dashboard two-factor secrets are stored;
+   * unset: generated into DATA_DIR/secrets.
+   */
+  readonly twoFactorKey: string | undefined;
   /** ALLOW_PRIVATE_WEBHOOKS=1: webhooks may target loopback/private addresses and http:// (tests only). */
   readonly allowPrivateWebhooks: boolean;
   /** LOG_LEVEL: pino level. */
@@ -155,6 +160,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     responseSigningKey: opt(env, 'RESPONSE_SIGNING_KEY'),
     responseSigningKid: opt(env, 'RESPONSE_SIGNING_KID') ?? 'k1',
     licenseHashKey: opt(env, 'LICENSE_HASH_KEY'),
+    twoFactorKey: opt(env, 'TWO_FACTOR_KEY'),
     allowPrivateWebhooks: env.ALLOW_PRIVATE_WEBHOOKS === '1',
     logLevel: opt(env, 'LOG_LEVEL') ?? 'info',
     redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',

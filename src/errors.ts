@@ -70,6 +70,18 @@ export const ERRORS = {
   subscription_expired: { status: 403, detail: 'Subscription expired' },
   license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },
   license_not_activated: { status: 400, detail: 'Key has not been activated yet' },
+  // operators (PROTOCOL 13): API tokens and two-factor sign-in
+  token_invalid: { status: 401, detail: 'Invalid or expired token' },
+  token_scope: { status: 403, detail: 'Token scope does not allow this action' },
+  token_not_found: { status: 404, detail: 'Token not found' },
+  two_factor_code_required: { status: 401, detail: 'Two-factor code required' },
+  two_factor_login_invalid: { status: 401, detail: 'Invalid two-factor code' },
+  two_factor_code_invalid: { status: 400, detail: 'Invalid two-factor code' },
+  two_factor_required: { status: 403, detail: 'Two-factor authentication required. Set it up from Account.' },
+  two_factor_already_on: { status: 409, detail: 'Two-factor sign-in is already enabled' },
+  two_factor_not_set_up: { status: 400, detail: 'Set up two-factor sign-in first' },
+  two_factor_off: { status: 400, detail: 'Two-factor sign-in is not enabled' },
+  session_not_found: { status: 404, detail: 'Session not found' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;

@@ -138,7 +138,12 @@ describe('the audit log keeps every valid entry of a batch (finding 4)', () => {
     const marker = `batch-${Date.now()}`;
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} one` });
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} nul \u0000 inside` });
-    audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} refused`, actorId: 'not-a-uuid' });
+    audit.write({
+      appId: f.app.id,
+      action: 'test.batch',
+      detail: `${marker} refused`,
+      actor: { id: 'not-a-uuid', username: 'nobody', role: 'owner' },
+    });
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} two` });
     await audit.flush();
     const rows = await f.sql<{ detail: string }>('select detail from audit_log where detail like $1 order by id', [

@@ -70,6 +70,10 @@ export class AccountRepository {
       passwordHash: input.passwordHash,
       webhook: '',
       webhookSecret: input.webhookSecret,
+      twoFactorSecret: null,
+      twoFactorPending: null,
+      twoFactorLastStep: null,
+      requireTwoFactor: false,
       createdAt: now,
       updatedAt: now,
     });

@@ -2,13 +2,15 @@ import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from './auth.service.js';
 import { accountView, SESSION_COOKIE, SESSION_TTL_MS } from './auth.service.js';
-import { dashboardHandler } from './dashboard-route.js';
+import { callerOrigin, dashboardHandler } from './dashboard-route.js';
 import { jsonReply } from '../../platform/http/types.js';
 
 const LoginBody = Type.Object(
   {
     username: Type.String({ minLength: 1, maxLength: 64 }),
     password: Type.String({ minLength: 1, maxLength: 1024 }),
+    /** A TOTP code or an unused recovery code, when two-factor sign-in is on (PROTOCOL 13.2). */
+    otp: Type.Optional(Type.String({ maxLength: 64 })),
   },
   { additionalProperties: false },
 );
@@ -35,10 +37,14 @@ export function authRoutes(router: Router, { auth }: { auth: DashboardAuth }): v
       tag: 'auth',
       auth: 'none',
       body: LoginBody,
-      responses: { 200: 'Signed in', 401: 'Invalid username or password', 429: 'Locked out' },
+      responses: {
+        200: 'Signed in',
+        401: 'Invalid username or password; Two-factor code required; Invalid two-factor code',
+        429: 'Locked out',
+      },
     },
     handler: dashboardHandler({ auth, body: LoginBody, authenticate: false }, async ({ req, body }) => {
-      const { token, principal } = await auth.login(body.username, body.password, req.ip);
+      const { token, principal } = await auth.login(body, callerOrigin(req));
       // Secure only behind a TLS-terminating proxy, so the cookie still works over plain http on localhost.
       const secure = req.headers['x-forwarded-proto'] === 'https';
       return jsonReply(
@@ -52,8 +58,8 @@ export function authRoutes(router: Router, { auth }: { auth: DashboardAuth }): v
     method: 'post',
     path: '/api/auth/logout',
     doc: { summary: 'Sign out this session', tag: 'auth', auth: 'dashboard' },
-    handler: dashboardHandler({ auth }, async ({ principal }) => {
-      await auth.logout(principal);
+    handler: dashboardHandler({ auth }, async ({ principal, req }) => {
+      await auth.logout(principal, callerOrigin(req));
       return jsonReply(200, { success: true }, { 'Set-Cookie': cookie('', 0, false) });
     }),
   });
@@ -62,8 +68,14 @@ export function authRoutes(router: Router, { auth }: { auth: DashboardAuth }): v
     path: '/api/auth/me',
     doc: { summary: 'The signed-in account', tag: 'auth', auth: 'dashboard' },
     // Only the account itself sees its webhook secret (it verifies X-Keywarden-Signature with it).
+    // `two_factor_required`: its owner requires a second factor it has not set up yet.
     handler: dashboardHandler({ auth }, async ({ principal }) => ({
-      account: { ...accountView(principal), webhook_secret: principal.account.webhookSecret },
+      account: {
+        ...accountView(principal),
+        webhook_secret: principal.account.webhookSecret,
+        two_factor_required: principal.twoFactorMissing === true,
+        ...(principal.account.role === 'owner' ? { require_two_factor: principal.account.requireTwoFactor } : {}),
+      },
     })),
   });
   router.add({
@@ -75,8 +87,8 @@ export function authRoutes(router: Router, { auth }: { auth: DashboardAuth }): v
       auth: 'dashboard',
       body: PasswordBody,
     },
-    handler: dashboardHandler({ auth, body: PasswordBody }, async ({ principal, body }) => {
-      await auth.changePassword(principal, body.current_password, body.password);
+    handler: dashboardHandler({ auth, body: PasswordBody }, async ({ principal, body, req }) => {
+      await auth.changePassword(principal, body.current_password, body.password, callerOrigin(req));
       return { success: true };
     }),
   });

@@ -1,5 +1,7 @@
-// Dashboard sign-in (PROTOCOL 7): opaque bearer tokens (stored as SHA-256), HttpOnly cookie,
-// username lockout after 5 failures in 15 minutes, owner and developer bootstrap.
+// Dashboard sign-in (PROTOCOL 7, 13): opaque bearer tokens (stored as SHA-256), HttpOnly cookie,
+// username lockout after 5 failures in 15 minutes, two-factor codes at sign-in, API tokens for
+// automation, owner and developer bootstrap. Every sign-in, failed sign-in, sign-out and change of
+// the second factor is audited with its actor; passwords, codes, secrets and tokens never are.
 import { AppError, validationError } from '../../errors.js';
 import {
   burnPasswordCheck,
@@ -15,27 +17,50 @@ import type { SessionRepository } from './session.repository.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { ConfigError } from '../../config.js';
 import { Lockout } from '../../platform/limits/lockout.js';
-import { effectiveRole, type Principal } from './principal.js';
+import { actorOf, effectiveRole, type AuditWriter, type Principal, type TokenGrant } from './principal.js';
 import { assertPasswordPolicy } from './password-policy.js';
 import type { AccessSignal } from './access-signal.js';
+import { ApiTokens, TOKEN_PREFIX } from './api-tokens.service.js';
+import type { ApiTokenRepository } from './api-token.repository.js';
+import { TwoFactorService } from './two-factor.service.js';
+import type { TwoFactorRepository } from './two-factor.repository.js';
+import { assertTokenAllows } from './token-scopes.js';
 
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 export const SESSION_COOKIE = 'kw_session';
 const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
 /** Failed sign-ins from one IP within 15 minutes, whatever the usernames, that lock the IP for 15 minutes. */
 const IP_FAILURES = 20;
+/** A session's "last seen" is written at most this often. */
+const SEEN_GAP_MS = 60_000;
 
-/** What dashboard sign-in uses, and nothing more (one composition root: app.ts, cli.ts). */
+/** What dashboard sign-in uses, and nothing more (one composition root: compose.ts, cli.ts). */
 export interface DashboardAuthDeps {
-  repos: { accounts: AccountRepository; sessions: SessionRepository };
+  repos: {
+    accounts: AccountRepository;
+    sessions: SessionRepository;
+    apiTokens: ApiTokenRepository;
+    twoFactor: TwoFactorRepository;
+  };
+  secrets: { twoFactorKey: Buffer; apiTokenKey: Buffer };
   coordinator: Coordinator;
   developerEmails: readonly string[];
   /** Origins besides a request's own Host that the web dashboard is served from (PUBLIC_URL). */
   trustedOrigins: readonly string[];
   log: Logger;
   now: () => number;
+  /** Ids of the applications a principal reaches now (an API token's app_ids must be among them). */
+  reachableApps: (p: Principal) => Promise<readonly string[]>;
+  /** Account-level audit entries (sign-ins, second factor, tokens). */
+  audit?: AuditWriter;
   /** Live streams re-check their subscribers after a sign-out or a password change. */
   access?: Pick<AccessSignal, 'changed'>;
+}
+
+/** Where a dashboard call comes from (the audit's address and browser). */
+export interface CallerOrigin {
+  ip: string;
+  userAgent?: string | undefined;
 }
 
 export class DashboardAuth {
@@ -45,6 +70,8 @@ export class DashboardAuth {
 
   /** Lower-cased origins (scheme://host[:port]) a cookie-authenticated write may come from, besides its Host. */
   readonly trustedOrigins: ReadonlySet<string>;
+  readonly twoFactor: TwoFactorService;
+  readonly tokens: ApiTokens;
 
   constructor(private readonly d: DashboardAuthDeps) {
     this.trustedOrigins = new Set(d.trustedOrigins.map((o) => new URL(o).origin.toLowerCase()));
@@ -55,59 +82,182 @@ export class DashboardAuth {
       windowSeconds: 900,
       lockSeconds: 900,
     });
+    this.twoFactor = new TwoFactorService({ repo: d.repos.twoFactor, key: d.secrets.twoFactorKey, now: d.now });
+    this.tokens = new ApiTokens({
+      repo: d.repos.apiTokens,
+      key: d.secrets.apiTokenKey,
+      coordinator: d.coordinator,
+      now: d.now,
+      reachableApps: d.reachableApps,
+      ownerOf: async (id) => (await d.repos.accounts.findById(id))?.ownerId ?? null,
+      ...(d.audit ? { audit: d.audit } : {}),
+      ...(d.access ? { access: d.access } : {}),
+    });
   }
 
   private now(): Date {
     return new Date(this.d.now());
   }
 
-  principalOf(account: Account, sessionId: string): Principal {
-    return { account, sessionId, role: effectiveRole(account, this.d.developerEmails) };
+  private record(
+    action: string,
+    who: Principal | Account,
+    from: CallerOrigin,
+    detail: string,
+    level: 'info' | 'warning' = 'info',
+  ): void {
+    const actor =
+      'account' in who
+        ? actorOf(who)
+        : { id: who.id, username: who.username, role: effectiveRole(who, this.d.developerEmails) };
+    this.d.audit?.write({
+      appId: null,
+      action,
+      detail,
+      level,
+      ip: from.ip,
+      actor,
+      ...(from.userAgent ? { userAgent: from.userAgent.slice(0, 256) } : {}),
+    });
   }
 
-  async login(username: string, password: string, ip: string): Promise<{ token: string; principal: Principal }> {
-    const key = username.toLowerCase();
-    await Promise.all([this.lockout.check([key]), this.ipLockout.check([ip])]);
-    const account = await this.d.repos.accounts.findByUsername(username);
-    // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
-    const ok = account ? await verifyPassword(account.passwordHash, password) : await burnPasswordCheck(password);
-    if (!account || !ok || !account.enabled) {
-      await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([ip])]);
-      this.d.log.info({ username: key, ip }, 'dashboard.login_failed');
-      throw new AppError('invalid_credentials');
-    }
-    const token = randomToken(32);
-    const sessionId = await this.d.repos.sessions.create(account.id, sha256Hex(token), ip, this.now(), SESSION_TTL_MS);
-    return { token, principal: this.principalOf(account, sessionId) };
-  }
-
-  /** The principal for a bearer token or cookie value, or null when unknown, expired or disabled. */
-  async authenticate(token: string): Promise<Principal | null> {
-    if (token.length < 20 || token.length > 128) return null;
-    const found = await this.d.repos.sessions.findLive(sha256Hex(token), this.now());
-    if (!found || !found.account.enabled) return null;
-    const a = found.account;
-    const principal = this.principalOf(a, found.sessionId);
-    // An admin's subscription binds its whole subtree: its resellers stop with it (PROTOCOL 11.30).
+  /**
+   * The principal of an account that may act now: enabled, its subscription (or its admin's) not
+   * lapsed (PROTOCOL 11.30), and marked when its owner requires a second factor it lacks.
+   */
+  private async principalOf(account: Account, sessionId: string | null, token?: TokenGrant): Promise<Principal> {
+    const role = effectiveRole(account, this.d.developerEmails);
     if (
-      (principal.role === 'admin' || principal.role === 'reseller') &&
-      (await this.d.repos.accounts.subscriptionLapsed(a.id, this.now()))
+      (role === 'admin' || role === 'reseller') &&
+      (await this.d.repos.accounts.subscriptionLapsed(account.id, this.now()))
     )
       throw new AppError('subscription_expired');
-    return principal;
+    const twoFactorMissing =
+      account.ownerId !== account.id &&
+      account.twoFactorSecret === null &&
+      (await this.twoFactor.ownerRequires(account.ownerId));
+    return { account, role, sessionId, ...(token ? { token } : {}), ...(twoFactorMissing ? { twoFactorMissing } : {}) };
   }
 
-  async logout(p: Principal): Promise<void> {
-    await this.d.repos.sessions.delete(p.sessionId);
+  async login(
+    input: { username: string; password: string; otp?: string | undefined },
+    from: CallerOrigin,
+  ): Promise<{ token: string; principal: Principal }> {
+    const key = input.username.toLowerCase();
+    await Promise.all([this.lockout.check([key]), this.ipLockout.check([from.ip])]);
+    const account = await this.d.repos.accounts.findByUsername(input.username);
+    // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
+    const ok = account
+      ? await verifyPassword(account.passwordHash, input.password)
+      : await burnPasswordCheck(input.password);
+    if (!account || !ok || !account.enabled) {
+      await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([from.ip])]);
+      this.d.log.info({ username: key, ip: from.ip }, 'dashboard.login_failed');
+      if (account) this.record('auth.login_failed', account, from, 'Wrong password', 'warning');
+      throw new AppError('invalid_credentials');
+    }
+    let method = 'password';
+    if (this.twoFactor.isOn(account)) {
+      // The password was right: asking for the code is not a failed attempt (PROTOCOL 13.2).
+      if (!input.otp?.trim()) throw new AppError('two_factor_code_required');
+      if (!(await this.twoFactor.verify(account, input.otp))) {
+        await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([from.ip])]);
+        this.d.log.info({ username: key, ip: from.ip }, 'dashboard.login_failed');
+        this.record('auth.login_failed', account, from, 'Wrong two-factor code', 'warning');
+        throw new AppError('two_factor_login_invalid');
+      }
+      method = /^\s*\d{6}\s*$/.test(input.otp) ? 'password and two-factor code' : 'password and recovery code';
+    }
+    const token = randomToken(32);
+    const sessionId = await this.d.repos.sessions.create(
+      { accountId: account.id, tokenHash: sha256Hex(token), ip: from.ip, userAgent: from.userAgent ?? '' },
+      this.now(),
+      SESSION_TTL_MS,
+    );
+    const principal = await this.principalOf(account, sessionId);
+    this.record('auth.login', principal, from, `Signed in with ${method}`);
+    return { token, principal };
+  }
+
+  /**
+   * The principal of a sign-in token or an API token (`kwt_`), or null when it is unknown, expired
+   * or its account disabled or gone. `recheck`: a live stream checking again (an API token's use is
+   * neither counted against its rate limit nor recorded).
+   */
+  async authenticate(token: string, opts: { ip?: string; recheck?: boolean } = {}): Promise<Principal | null> {
+    if (token.startsWith(TOKEN_PREFIX)) return this.authenticateApiToken(token, opts);
+    if (token.length < 20 || token.length > 128) return null;
+    const now = this.now();
+    const found = await this.d.repos.sessions.findLive(sha256Hex(token), now);
+    if (!found || !found.account.enabled) return null;
+    if (!opts.recheck && now.getTime() - found.lastSeenAt.getTime() > SEEN_GAP_MS)
+      this.d.repos.sessions.touch(found.sessionId, now).catch(() => undefined); // a lost "last seen" costs nothing
+    return this.principalOf(found.account, found.sessionId);
+  }
+
+  private async authenticateApiToken(token: string, opts: { ip?: string; recheck?: boolean }) {
+    const found = await this.tokens.authenticate(token, opts.ip ?? '', opts.recheck === true);
+    if (!found) throw new AppError('token_invalid');
+    const account = await this.d.repos.accounts.findById(found.accountId);
+    if (!account?.enabled) throw new AppError('token_invalid');
+    return this.principalOf(account, null, found.grant);
+  }
+
+  /**
+   * What every authenticated dashboard call passes after authentication: an API token only within
+   * its scopes and app_ids; a member whose owner requires a second factor it lacks only to
+   * /api/auth/* (where it sets one up).
+   */
+  admit(p: Principal, method: string, path: string): void {
+    assertTokenAllows(p, method, path);
+    if (p.twoFactorMissing && !/^\/api\/auth(\/|$)/.test(path)) throw new AppError('two_factor_required');
+  }
+
+  async logout(p: Principal, from: CallerOrigin): Promise<void> {
+    if (p.sessionId) await this.d.repos.sessions.delete(p.sessionId);
+    this.record('auth.logout', p, from, 'Signed out');
     this.d.access?.changed();
   }
 
   /** Own password change: other sessions are revoked, this one stays signed in. */
-  async changePassword(p: Principal, current: string, next: string): Promise<void> {
+  async changePassword(p: Principal, current: string, next: string, from: CallerOrigin): Promise<void> {
     if (!(await verifyPassword(p.account.passwordHash, current))) throw new AppError('current_password_wrong');
     assertPasswordPolicy(next, p.account.username);
     await this.d.repos.accounts.setPassword(p.account.id, await hashPassword(next), this.now());
     await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
+    this.record('auth.password', p, from, 'Password changed; other sessions signed out');
+    this.d.access?.changed();
+  }
+
+  /** Confirms the pending second factor; the account's other sessions end (PROTOCOL 13.2). */
+  async enableTwoFactor(p: Principal, code: string, from: CallerOrigin): Promise<string[]> {
+    const codes = await this.twoFactor.enable(p.account, code);
+    await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
+    this.record('auth.2fa.enabled', p, from, 'Two-factor sign-in enabled; other sessions signed out');
+    this.d.access?.changed();
+    return codes;
+  }
+
+  /**
+   * Turns the second factor off with the password and a code (or a recovery code). Wrong answers
+   * count towards the sign-in lockout of the account's name, so codes cannot be guessed here either.
+   */
+  async disableTwoFactor(p: Principal, password: string, code: string, from: CallerOrigin): Promise<void> {
+    const key = p.account.username.toLowerCase();
+    await this.lockout.check([key]);
+    if (!this.twoFactor.isOn(p.account)) throw new AppError('two_factor_off');
+    if (!(await verifyPassword(p.account.passwordHash, password))) {
+      await this.lockout.fail([key]);
+      throw new AppError('current_password_wrong');
+    }
+    if (!(await this.twoFactor.verify(p.account, code))) {
+      await this.lockout.fail([key]);
+      this.record('auth.2fa.failed', p, from, 'Wrong two-factor code while turning two-factor off', 'warning');
+      throw new AppError('two_factor_code_invalid');
+    }
+    await this.twoFactor.clear(p.account.id);
+    await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
+    this.record('auth.2fa.disabled', p, from, 'Two-factor sign-in disabled; other sessions signed out', 'warning');
     this.d.access?.changed();
   }
 
@@ -167,6 +317,7 @@ export function accountView(p: Principal | { account: Account; role: string }) {
     permissions: a.permissions,
     subscription_expires_at: a.subscriptionExpiresAt ? a.subscriptionExpiresAt.toISOString() : null,
     webhook: a.webhook,
+    two_factor: a.twoFactorSecret !== null,
     created_at: a.createdAt.toISOString(),
   };
 }

@@ -1,6 +1,11 @@
 // The dashboard pipeline, written once: 413 -> cross-site check (403) -> authentication (401)
-// -> JSON (400) -> schema (422) -> handler. Handlers get a typed context and return a value (sent
-// as 200 JSON) or a Reply.
+// -> admission (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON
+// (400) -> schema (422) -> handler. Handlers get a typed context and return a value (sent as 200
+// JSON) or a Reply.
+//
+// API tokens (`kwt_`, PROTOCOL 13.1) count only in the Authorization header: one in a cookie is an
+// unknown session, and one in a query string is refused (401) before anything else, since a URL
+// ends up in proxy logs and browser history.
 //
 // CSRF: the kw_session cookie is SameSite=Strict, and on top of that a write (POST, PUT, PATCH,
 // DELETE) authenticated by the cookie must name its origin: `Origin` (or, when a browser sends
@@ -11,8 +16,9 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { AppError } from '../../errors.js';
 import type { Principal } from './principal.js';
-import type { DashboardAuth } from './auth.service.js';
+import type { CallerOrigin, DashboardAuth } from './auth.service.js';
 import { SESSION_COOKIE } from './auth.service.js';
+import { TOKEN_PREFIX } from './api-tokens.service.js';
 import { compile, parseJson } from '../../platform/http/validation.js';
 import { jsonReply, type IncomingRequest, type Reply, type RouteHandler } from '../../platform/http/types.js';
 
@@ -44,9 +50,22 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   if (!cookie) return undefined;
   for (const part of cookie.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return cookieValue(part.slice(eq + 1).trim());
+    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) {
+      const value = cookieValue(part.slice(eq + 1).trim());
+      return value.startsWith(TOKEN_PREFIX) ? '' : value; // an API token in a cookie names no session
+    }
   }
   return undefined;
+}
+
+/** Refuses an API token carried in a query string (any parameter): 401, the token is not used. */
+export function refuseTokenInQuery(query: URLSearchParams): void {
+  for (const v of query.values()) if (v.startsWith(TOKEN_PREFIX)) throw new AppError('token_invalid');
+}
+
+/** The address and browser of a call (audit entries of sign-ins and account changes). */
+export function callerOrigin(req: IncomingRequest): CallerOrigin {
+  return { ip: req.ip, userAgent: req.headers['user-agent'] };
 }
 
 /**
@@ -127,9 +146,11 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
     }
     let principal: Principal | null = null;
     if (opts.authenticate !== false) {
+      refuseTokenInQuery(req.query);
       const token = bearerToken(req.headers);
-      principal = token ? await opts.auth.authenticate(token) : null;
+      principal = token ? await opts.auth.authenticate(token, { ip: req.ip }) : null;
       if (!principal) throw new AppError('not_authenticated');
+      opts.auth.admit(principal, req.method, req.path);
     }
     const parsedBody = body ? body.parse(parseJson(req.body)) : undefined;
     const parsedQuery = query ? query.parse(queryObject(req, query.schema), 'query') : undefined;

@@ -1,14 +1,46 @@
 // Who is calling the dashboard API, and what they may do. Owner, admin and developer pass every
 // permission check (SPEC "Permission set"); developers are super-users across every owner.
+// A call made with an API token is its account's principal narrowed by the token (PROTOCOL 13.1):
+// the account's rights as they are now, and no more than the token's scopes and app_ids.
 import type { Account, PermissionKey, StoredRole } from '../../platform/db/entities/index.js';
 import { AppError } from '../../errors.js';
+import type { TokenScope } from './token-scopes.js';
 
 export type Role = StoredRole | 'developer';
+
+/** What an API token narrows its account to. */
+export interface TokenGrant {
+  readonly id: string;
+  readonly scopes: readonly TokenScope[];
+  /** null: every application the account reaches. */
+  readonly appIds: readonly string[] | null;
+}
 
 export interface Principal {
   readonly account: Account;
   readonly role: Role;
-  readonly sessionId: string;
+  /** The sign-in session; null when an API token authenticated the call. */
+  readonly sessionId: string | null;
+  readonly token?: TokenGrant;
+  /** The owner requires two-factor sign-in and this member has not set it up (PROTOCOL 13.2). */
+  readonly twoFactorMissing?: boolean;
+}
+
+/** Who did something, as audit entries record it (PROTOCOL 13.3). */
+export interface Actor {
+  readonly id: string;
+  readonly username: string;
+  readonly role: Role;
+  readonly tokenId?: string;
+}
+
+export function actorOf(p: Principal): Actor {
+  return {
+    id: p.account.id,
+    username: p.account.username,
+    role: p.role,
+    ...(p.token ? { tokenId: p.token.id } : {}),
+  };
 }
 
 export function effectiveRole(account: Account, developerEmails: readonly string[]): Role {
@@ -27,4 +59,17 @@ export function requirePermission(p: Principal, key: PermissionKey): void {
 
 export function requireRole(p: Principal, ...roles: Role[]): void {
   if (!roles.includes(p.role)) throw new AppError('permission_denied');
+}
+
+/** What access writes to the audit log: account-level entries (the audit module's repository fits it). */
+export interface AuditWriter {
+  write(entry: {
+    appId: null;
+    action: string;
+    detail?: string;
+    ip?: string;
+    level?: 'info' | 'warning';
+    actor?: Actor;
+    userAgent?: string;
+  }): void;
 }

@@ -6,7 +6,9 @@ import type { Sql } from '../../platform/db/sql.js';
 export type AppScope =
   | { kind: 'all' }
   | { kind: 'owner'; ownerId: string }
-  | { kind: 'allowed'; ownerId: string; appIds: readonly string[] };
+  | { kind: 'allowed'; ownerId: string; appIds: readonly string[] }
+  /** A developer's API token limited to some applications, whatever their owners. */
+  | { kind: 'listed'; appIds: readonly string[] };
 
 function scopeWhere(scope: AppScope): Record<string, unknown> {
   switch (scope.kind) {
@@ -16,6 +18,8 @@ function scopeWhere(scope: AppScope): Record<string, unknown> {
       return { ownerId: scope.ownerId };
     case 'allowed':
       return { ownerId: scope.ownerId, id: { $in: [...scope.appIds] } };
+    case 'listed':
+      return { id: { $in: [...scope.appIds] } };
   }
 }
 
@@ -32,6 +36,8 @@ function oneInScope(scope: AppScope, id: string): Record<string, unknown> | null
       return { id, ownerId: scope.ownerId };
     case 'allowed':
       return scope.appIds.includes(id) ? { id, ownerId: scope.ownerId } : null;
+    case 'listed':
+      return scope.appIds.includes(id) ? { id } : null;
   }
 }
 

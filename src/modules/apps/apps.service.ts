@@ -11,16 +11,27 @@ import type { AccountRepository, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import { normalizeIp } from '../../platform/http/ip-address.js';
-import { requirePermission } from '../access/index.js';
+import { actorOf, assertTokenApp, requirePermission } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
 import type { EventBus } from '../notify/index.js';
 
-export function scopeOf(p: Principal): AppScope {
+/** The applications an account reaches by its role (PROTOCOL 11.9). */
+function accountScope(p: Principal): AppScope {
   if (p.role === 'developer') return { kind: 'all' };
   if (p.role === 'owner') return { kind: 'owner', ownerId: p.account.id };
   return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
+}
+
+/** What the caller reaches: its account's scope, narrowed to an API token's app_ids (PROTOCOL 13.1). */
+export function scopeOf(p: Principal): AppScope {
+  const scope = accountScope(p);
+  const only = p.token?.appIds;
+  if (!only) return scope;
+  if (scope.kind === 'all') return { kind: 'listed', appIds: only };
+  if (scope.kind === 'owner') return { kind: 'allowed', ownerId: scope.ownerId, appIds: only };
+  return { ...scope, appIds: scope.appIds.filter((id) => only.includes(id)) };
 }
 
 const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
@@ -69,10 +80,14 @@ export class AppsService {
     return new Date(this.d.now());
   }
 
-  /** The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). */
+  /**
+   * The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). An
+   * app of the account's that an API token is not limited to answers 403 (PROTOCOL 13.1).
+   */
   async visible(p: Principal, id: string): Promise<Application> {
-    const app = await this.d.repos.apps.findInScope(scopeOf(p), id);
+    const app = await this.d.repos.apps.findInScope(accountScope(p), id);
     if (!app) throw new AppError('app_not_found');
+    assertTokenApp(p, app.id);
     return app;
   }
 
@@ -118,7 +133,7 @@ export class AppsService {
       appId: app.id,
       action: 'app.create',
       detail: `Application "${app.name}" created`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
     return app;
   }
@@ -151,7 +166,7 @@ export class AppsService {
       appId: id,
       action: 'app.update',
       detail: `Settings changed: ${Object.keys(patch).join(', ')}`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
     return app;
   }
@@ -164,6 +179,13 @@ export class AppsService {
     // Every worker ends the app's live heartbeat sessions.
     await this.events.publish('app.delete', id, {});
     this.d.log.info({ appId: id, by: p.account.id }, 'app.delete');
+    // The app's own log went with it: who deleted it is an account-level entry.
+    this.d.repos.audit.write({
+      appId: null,
+      action: 'app.delete',
+      detail: `Application ${id} deleted`,
+      actor: actorOf(p),
+    });
   }
 
   /** A new api_secret: signatures made with the old one stop verifying at once (on every worker). */
@@ -178,7 +200,7 @@ export class AppsService {
       action: 'app.rotate_secret',
       level: 'warning',
       detail: 'API secret rotated',
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
     return app;
   }
@@ -194,7 +216,7 @@ export class AppsService {
       appId: id,
       action: 'app.hashes',
       detail: `${allowedHashes.length} allowed binary hashes`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
     return app;
   }
@@ -220,7 +242,7 @@ export class AppsService {
       appId,
       action: 'blacklist.add',
       detail: `${type} ${value} blacklisted`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
     return entry;
   }
@@ -229,15 +251,16 @@ export class AppsService {
     this.assertManager(p);
     const entry = await this.d.repos.blacklist.findById(banId);
     if (!entry) throw new AppError('ban_not_found');
-    const app = await this.d.repos.apps.findInScope(scopeOf(p), entry.appId);
+    const app = await this.d.repos.apps.findInScope(accountScope(p), entry.appId);
     if (!app) throw new AppError('ban_not_found');
+    assertTokenApp(p, app.id);
     await this.d.repos.blacklist.remove(banId);
     await this.appCache.invalidate(entry.appId);
     this.d.repos.audit.write({
       appId: entry.appId,
       action: 'blacklist.remove',
       detail: `${entry.type} ${entry.value} removed from blacklist`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
   }
 

@@ -6,6 +6,7 @@
 // what overflows it during a long outage is counted (`dropped`, in /metrics) and logged.
 import type { Logger } from 'pino';
 import type { AuditLevel } from '../../platform/db/entities/index.js';
+import type { Actor } from '../access/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 import { infrastructureError } from '../../errors.js';
 
@@ -17,7 +18,10 @@ interface AuditInput {
   ip?: string;
   location?: string;
   screen?: string;
-  actorId?: string | null;
+  /** Who did it (every dashboard write names one, PROTOCOL 13.3); client calls have none. */
+  actor?: Actor;
+  /** The browser of a dashboard sign-in. */
+  userAgent?: string;
   resellerId?: string | null;
   at?: Date;
 }
@@ -33,6 +37,10 @@ export interface AuditRow {
   location: string;
   screen: string;
   actor_id: string | null;
+  actor_username: string | null;
+  actor_role: string | null;
+  token_id: string | null;
+  user_agent: string | null;
   reseller_id: string | null;
 }
 
@@ -40,11 +48,28 @@ interface AuditQuery {
   appId: string;
   level?: string | undefined;
   action?: string | undefined;
+  /** Only entries of this actor (username, case-insensitive). */
+  actor?: string | undefined;
   limit: number;
   before?: string | undefined;
   /** Only entries whose reseller_id is one of these (reseller scoping); undefined: all. */
   resellerIds?: readonly string[] | undefined;
 }
+
+/** Entries of the account audit: account-level actions (no application) by the listed actors. */
+interface AccountAuditQuery {
+  /** undefined: every actor (developers). */
+  actorIds: readonly string[] | undefined;
+  action?: string | undefined;
+  /** Any of these actions. */
+  actions?: readonly string[];
+  actor?: string | undefined;
+  limit: number;
+  before?: string | undefined;
+}
+
+const COLUMNS = `id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
+  actor_role, token_id, user_agent, reseller_id`;
 
 const MAX_BATCH = 500;
 /** Entries kept while the database is unreachable; past it the oldest are dropped and counted. */
@@ -185,16 +210,22 @@ export class AuditRepository {
         text(e.ip).slice(0, 64),
         text(locations[i]),
         text(e.screen),
-        e.actorId ?? null,
+        e.actor?.id ?? null,
+        e.actor ? text(e.actor.username).slice(0, 32) : null,
+        e.actor?.role ?? null,
+        e.actor?.tokenId ?? null,
+        e.userAgent === undefined ? null : text(e.userAgent).slice(0, 256),
         e.resellerId ?? null,
       );
     }
     // Typed placeholders: VALUES rows are otherwise read as text.
-    const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?::uuid)';
+    const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?, ?, ?::uuid, ?, ?::uuid)';
     await this.sql.run(
-      `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+      `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
+         actor_role, token_id, user_agent, reseller_id)
        select v.* from (values ${batch.map(() => row).join(',')})
-         as v(app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id)
+         as v(app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username, actor_role,
+           token_id, user_agent, reseller_id)
        -- an entry for an application deleted meanwhile is dropped instead of failing the batch
        where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
       values,
@@ -213,6 +244,10 @@ export class AuditRepository {
       where.push('action = ?');
       params.push(q.action);
     }
+    if (q.actor) {
+      where.push('lower(actor_username) = lower(?)');
+      params.push(q.actor);
+    }
     if (q.before) {
       where.push('id < ?');
       params.push(q.before);
@@ -226,8 +261,40 @@ export class AuditRepository {
     // `order by audit_log.id`: the bare name would bind to the text alias (ids sorted as text, the
     // (app_id, id) index unused, and `before` comparing numbers against a text order).
     return this.sql.all<AuditRow>(
-      `select id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, reseller_id
-       from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
+      `select ${COLUMNS} from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
+      params,
+    );
+  }
+
+  /** Account-level entries (no application), newest first (GET /api/audit, PROTOCOL 13.3). */
+  async listAccount(q: AccountAuditQuery): Promise<AuditRow[]> {
+    await this.flush();
+    const where = ['app_id is null', 'actor_id is not null'];
+    const params: unknown[] = [];
+    if (q.actorIds) {
+      if (q.actorIds.length === 0) return [];
+      where.push('actor_id = any(?::uuid[])');
+      params.push(`{${q.actorIds.join(',')}}`);
+    }
+    if (q.action) {
+      where.push('action = ?');
+      params.push(q.action);
+    }
+    if (q.actions) {
+      where.push(`action in (${q.actions.map(() => '?').join(',')})`);
+      params.push(...q.actions);
+    }
+    if (q.actor) {
+      where.push('lower(actor_username) = lower(?)');
+      params.push(q.actor);
+    }
+    if (q.before) {
+      where.push('id < ?');
+      params.push(q.before);
+    }
+    params.push(q.limit);
+    return this.sql.all<AuditRow>(
+      `select ${COLUMNS} from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
       params,
     );
   }

@@ -1,21 +1,30 @@
-// The audit log of an application on the dashboard.
+// The audit log on the dashboard: an application's log, the account audit (who did what outside
+// applications) and the caller's own sign-ins.
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
 import { pathId } from '../../platform/http/validation.js';
 import { dashboardHandler, type DashboardAuth } from '../access/index.js';
 import type { AuditLog } from './audit.service.js';
-import { logView } from './audit.view.js';
+import { accountEntryView, logView, signInView } from './audit.view.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
+const Limit = Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 }));
+// audit ids are bigints: 18 digits stay below 2^63 - 1, so no value can overflow the query
+const Before = Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$' }));
 
 const LogsQuery = Type.Object(
   {
     level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
     action: Type.Optional(Str(1, 64)),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    // audit ids are bigints: 18 digits stay below 2^63 - 1, so no value can overflow the query
-    before: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$' })),
+    actor: Type.Optional(Str(1, 32)),
+    limit: Limit,
+    before: Before,
   },
+  { additionalProperties: false },
+);
+
+const AccountQuery = Type.Object(
+  { action: Type.Optional(Str(1, 64)), actor: Type.Optional(Str(1, 32)), limit: Limit, before: Before },
   { additionalProperties: false },
 );
 
@@ -29,7 +38,7 @@ export function auditRoutes(router: Router, { auth, log }: AuditRoutesDeps): voi
     method: 'get',
     path: '/api/apps/:id/logs',
     doc: {
-      summary: 'Audit log, newest first',
+      summary: 'Audit log, newest first (actor: who made a dashboard change, and through which token)',
       tag: 'apps',
       auth: 'dashboard',
       query: LogsQuery,
@@ -38,5 +47,32 @@ export function auditRoutes(router: Router, { auth, log }: AuditRoutesDeps): voi
     handler: dashboardHandler({ auth, query: LogsQuery }, async ({ principal, params, query }) =>
       (await log.logs(principal, pathId(params.id, 'app_not_found'), query)).map((r) => logView(r, principal)),
     ),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/audit',
+    doc: {
+      summary:
+        'Account audit, newest first: sign-ins, second factor, tokens, team changes (an owner its tree, ' +
+        'an admin its subtree, a reseller its own)',
+      tag: 'audit',
+      auth: 'dashboard',
+      query: AccountQuery,
+      permission: 'any signed-in account',
+    },
+    handler: dashboardHandler({ auth, query: AccountQuery }, async ({ principal, query }) =>
+      (await log.account(principal, query)).map((r) => accountEntryView(r, principal)),
+    ),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/account/sign-ins',
+    doc: {
+      summary: "The caller's recent sign-ins, failed ones included: time, address, browser",
+      tag: 'account',
+      auth: 'dashboard',
+      permission: 'any signed-in account (not a token)',
+    },
+    handler: dashboardHandler({ auth }, async ({ principal }) => (await log.signIns(principal)).map(signInView)),
   });
 }

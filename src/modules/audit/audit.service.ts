@@ -1,5 +1,7 @@
-// An application's audit log as the dashboard reads it: newest first, scoped to the caller's
-// subtree for admins and resellers (PROTOCOL 11.9), hidden fields removed by the view.
+// The audit log as the dashboard reads it, newest first: an application's log, scoped to the
+// caller's subtree for admins and resellers (PROTOCOL 11.9), and the account audit of who did what
+// outside applications (PROTOCOL 13.3): an owner sees its tree, an admin its subtree, a reseller
+// its own entries, a developer everything. Hidden fields are removed by the views.
 import type { AuditRepository, AuditRow } from './audit.repository.js';
 import { requirePermission, resellerScope, type AccountRepository, type Principal } from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
@@ -10,13 +12,16 @@ interface AuditLogDeps {
   apps: Pick<AppsService, 'visible'>;
 }
 
+/** Sign-ins shown on the Security page. */
+const SIGN_INS = 20;
+
 export class AuditLog {
   constructor(private readonly d: AuditLogDeps) {}
 
   async logs(
     p: Principal,
     appId: string,
-    q: { level?: string; action?: string; limit?: number; before?: string },
+    q: { level?: string; action?: string; actor?: string; limit?: number; before?: string },
   ): Promise<AuditRow[]> {
     requirePermission(p, 'view_auth_logs');
     await this.d.apps.visible(p, appId);
@@ -26,9 +31,39 @@ export class AuditLog {
       appId,
       level: q.level,
       action: q.action,
+      actor: q.actor,
       limit: q.limit ?? 100,
       before: q.before,
       resellerIds,
+    });
+  }
+
+  /** Whose account-level entries the caller sees; undefined: everyone's. */
+  private async actorsOf(p: Principal): Promise<readonly string[] | undefined> {
+    if (p.role === 'developer') return undefined;
+    if (p.role === 'reseller') return [p.account.id];
+    return this.d.accounts.subtreeIds(p.account.id);
+  }
+
+  async account(
+    p: Principal,
+    q: { action?: string; actor?: string; limit?: number; before?: string },
+  ): Promise<AuditRow[]> {
+    return this.d.audit.listAccount({
+      actorIds: await this.actorsOf(p),
+      action: q.action,
+      actor: q.actor,
+      limit: q.limit ?? 100,
+      before: q.before,
+    });
+  }
+
+  /** The caller's own recent sign-ins, failed ones included. */
+  signIns(p: Principal): Promise<AuditRow[]> {
+    return this.d.audit.listAccount({
+      actorIds: [p.account.id],
+      actions: ['auth.login', 'auth.login_failed'],
+      limit: SIGN_INS,
     });
   }
 }

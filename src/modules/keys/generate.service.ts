@@ -3,7 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { validationError } from '../../errors.js';
 import type { Principal } from '../access/index.js';
-import { requirePermission } from '../access/index.js';
+import { actorOf, requirePermission } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus } from '../notify/index.js';
 import type { AppsService } from '../apps/index.js';
@@ -138,7 +138,7 @@ export class KeyGenerator {
     this.d.audit.write({
       appId,
       action: 'license.generate',
-      actorId: p.account.id,
+      actor: actorOf(p),
       resellerId: generatorIsStaff ? p.account.id : null,
       detail:
         `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +

@@ -11,7 +11,7 @@ import type { AppsService } from '../apps/index.js';
 import type { EventBus } from '../notify/index.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import { requirePermission, requireRole, resellerScope } from '../access/index.js';
+import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
 
 const USER_LIST_LIMIT = 2000;
@@ -48,8 +48,9 @@ export class KeysAdminService {
   private async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
     const row = await this.repo.findLicense(id);
     if (!row) throw new AppError('license_not_found');
-    await this.apps.visible(p, row.app_id).catch(() => {
-      throw new AppError('license_not_found');
+    await this.apps.visible(p, row.app_id).catch((err: unknown) => {
+      // An API token limited to other apps is told so (403); otherwise the record does not exist for the caller.
+      throw err instanceof AppError && err.code === 'token_scope' ? err : new AppError('license_not_found');
     });
     const scope = await this.scope(p);
     if (!this.inScope(scope, row.reseller_id)) throw new AppError('license_not_found');
@@ -59,8 +60,9 @@ export class KeysAdminService {
   private async user(p: Principal, id: string): Promise<UserRow> {
     const row = await this.repo.findUser(id);
     if (!row) throw new AppError('user_not_found');
-    await this.apps.visible(p, row.app_id).catch(() => {
-      throw new AppError('user_not_found');
+    await this.apps.visible(p, row.app_id).catch((err: unknown) => {
+      // An API token limited to other apps is told so (403); otherwise the record does not exist for the caller.
+      throw err instanceof AppError && err.code === 'token_scope' ? err : new AppError('user_not_found');
     });
     if (!this.inScope(await this.scope(p), row.reseller_id)) throw new AppError('user_not_found');
     return row;
@@ -75,7 +77,7 @@ export class KeysAdminService {
     resellerId: string | null,
     level: 'info' | 'warning' = 'info',
   ) {
-    this.d.audit.write({ appId, action: kind, detail, actorId: p.account.id, resellerId, level });
+    this.d.audit.write({ appId, action: kind, detail, actor: actorOf(p), resellerId, level });
     return this.events.publish(kind, appId, data, resellerId);
   }
 

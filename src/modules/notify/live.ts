@@ -9,13 +9,24 @@
 // each of its apps checked again: a revoked session's stream is closed, an app no longer visible
 // is dropped (an SSE stream, which watches one app, is closed), and scope and hiding follow the
 // current permissions.
+// API tokens (PROTOCOL 13.1) open streams with `logs:read` and only in the Authorization header;
+// one in the query string is refused. Browsers, which cannot set that header on a WebSocket, keep
+// the kw_session cookie or a sign-in token in `?token=`.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Principal, DashboardAuth, AccessSignal, AccountRepository } from '../access/index.js';
-import { sightOf, visible, resellerScope, bearerToken, fromOwnOrigin, headerToken } from '../access/index.js';
+import {
+  sightOf,
+  visible,
+  resellerScope,
+  bearerToken,
+  fromOwnOrigin,
+  headerToken,
+  refuseTokenInQuery,
+} from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
 import type { EventBus, LiveEvent } from './events.js';
 import { errorReply } from '../../platform/http/error-reply.js';
@@ -38,6 +49,8 @@ const APP_WIDE = new Set(['app.delete']);
 interface Watcher {
   /** The dashboard token it authenticated with, checked again on every revalidation. */
   readonly token: string;
+  /** The stream's route, which an API token's scopes are checked against again. */
+  readonly route: string;
   principal: Principal;
   /** app id -> null (sees every record) or the reseller ids whose records it may see. */
   readonly apps: Map<string, ReadonlySet<string> | null>;
@@ -55,6 +68,8 @@ interface LiveDeps {
   events: EventBus;
   access: AccessSignal;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
+  /** The client address of a WebSocket upgrade (an API token's last use). */
+  resolveIp?: (remote: string, forwardedFor: string | undefined) => string;
 }
 
 /** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
@@ -169,7 +184,8 @@ export class LiveHub {
   private async recheck(w: Watcher): Promise<void> {
     let principal: Principal | null;
     try {
-      principal = await this.d.auth.authenticate(w.token);
+      principal = await this.d.auth.authenticate(w.token, { recheck: true });
+      if (principal) this.d.auth.admit(principal, 'get', w.route);
     } catch (err) {
       // subscription_expired and the like end the stream; an outage keeps it until the next check
       if (!(err instanceof AppError)) return;
@@ -231,7 +247,15 @@ export class LiveHub {
           .map((p) => p.trim())
           .filter(Boolean);
         const extensions = headers['sec-websocket-extensions'] ?? '';
-        // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= work too.
+        const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
+        const ip = this.d.resolveIp ? this.d.resolveIp(remote, headers['x-forwarded-for']) : remote;
+        try {
+          refuseTokenInQuery(query);
+        } catch (err) {
+          return writeReply(res, aborted, errorReply(err, this.d.log));
+        }
+        // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= (a
+        // sign-in token, never an API token) work too.
         const fromQuery = query.get('token') ?? undefined;
         const token = headerToken(headers) ?? fromQuery ?? bearerToken(headers);
         // A cookie goes along with any page's WebSocket: like a cookie-authenticated write, the
@@ -239,21 +263,26 @@ export class LiveHub {
         const byCookie = !headerToken(headers) && fromQuery === undefined && token !== undefined;
         if (byCookie && fromOwnOrigin(headers, this.d.auth.trustedOrigins) !== true)
           return writeReply(res, aborted, errorReply(new AppError('cross_site'), this.d.log));
-        (token ? this.d.auth.authenticate(token) : Promise.resolve(null)).then(
-          (principal) => {
-            if (!principal || !token)
-              return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), this.d.log));
-            if (aborted) return;
-            res.cork(() => {
-              // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
-              const msgpack = protocols.includes('msgpack');
-              // The watcher is made in open(), once there is a socket to send on and close.
-              const data: WsData = { who: { token, principal }, watcher: null, msgpack };
-              res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
-            });
-          },
-          (err: unknown) => writeReply(res, aborted, errorReply(err, this.d.log, { route: '/api/ws' })),
-        );
+        (token ? this.d.auth.authenticate(token, { ip }) : Promise.resolve(null))
+          .then((principal) => {
+            if (principal) this.d.auth.admit(principal, 'get', '/api/ws');
+            return principal;
+          })
+          .then(
+            (principal) => {
+              if (!principal || !token)
+                return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), this.d.log));
+              if (aborted) return;
+              res.cork(() => {
+                // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
+                const msgpack = protocols.includes('msgpack');
+                // The watcher is made in open(), once there is a socket to send on and close.
+                const data: WsData = { who: { token, principal }, watcher: null, msgpack };
+                res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
+              });
+            },
+            (err: unknown) => writeReply(res, aborted, errorReply(err, this.d.log, { route: '/api/ws' })),
+          );
       }),
       open: guard.socket('open', (ws: UwsSocket<WsData>) => {
         const data = ws.getUserData();
@@ -263,6 +292,7 @@ export class LiveHub {
         let open = true;
         data.watcher = this.watch({
           token: who.token,
+          route: '/api/ws',
           principal: who.principal,
           single: false,
           send: (frame) => {
@@ -330,8 +360,12 @@ export class LiveHub {
         res.onAborted(cleanup);
         const {
           headers,
+          query,
           params: [appId = ''],
         } = copyRequest(req, 1);
+        const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
+        const ip = this.d.resolveIp ? this.d.resolveIp(remote, headers['x-forwarded-for']) : remote;
+        const route = `/api/apps/${appId}/events`;
         const token = bearerToken(headers);
         let backedUp = 0;
         const write = (chunk: string): void => {
@@ -347,10 +381,13 @@ export class LiveHub {
           }
         };
         (async () => {
-          const principal = token ? await this.d.auth.authenticate(token) : null;
+          refuseTokenInQuery(query);
+          const principal = token ? await this.d.auth.authenticate(token, { ip }) : null;
           if (!principal || !token) throw new AppError('not_authenticated');
+          this.d.auth.admit(principal, 'get', route);
           const w = this.watch({
             token,
+            route,
             principal,
             single: true,
             send: (frame) => {

@@ -15,7 +15,7 @@ import type { AppsService } from '../apps/index.js';
 import type { CachedApp, ClientAppCache, ClientSessions } from '../client/index.js';
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
-import { requireRole, type Principal } from '../access/index.js';
+import { actorOf, requireRole, type Principal } from '../access/index.js';
 
 export type RevokeReason =
   | 'license_banned'
@@ -201,7 +201,7 @@ export class ClientPushService {
       appId,
       action: 'app.notice',
       detail: `Notice sent to live clients (${message.length} characters)`,
-      actorId: p.account.id,
+      actor: actorOf(p),
     });
   }
 

@@ -141,6 +141,15 @@ export function teamRoutes(router: Router, { auth, team }: TeamRoutesDeps): void
     ),
   });
   router.add({
+    method: 'delete',
+    path: '/api/team/:id/2fa',
+    doc: doc("Clear a member's two-factor sign-in (its sessions end)", 'owner, developer'),
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await team.resetTwoFactor(principal, id(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
     method: 'patch',
     path: '/api/team/:id/webhook',
     doc: doc("Set a member's default webhook", 'owner, admin (own subtree), developer', WebhookBody),

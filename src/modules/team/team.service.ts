@@ -10,7 +10,7 @@ import type { AccountRepository, SessionRepository, Principal, AccessSignal } fr
 import type { AuditRepository } from '../audit/index.js';
 import type { ApplicationRepository } from '../apps/index.js';
 import { scopeOf } from '../apps/index.js';
-import { assertPasswordPolicy, effectiveRole } from '../access/index.js';
+import { actorOf, assertPasswordPolicy, effectiveRole } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { TeamCreate } from './team.requests.js';
 
@@ -32,6 +32,8 @@ interface TeamServiceDeps {
   now: () => number;
   /** Live streams re-check their subscribers after every team change. */
   access?: Pick<AccessSignal, 'changed'>;
+  /** An owner clears a member's second factor (PROTOCOL 13.2). */
+  twoFactor: { clear(accountId: string): Promise<boolean> };
 }
 
 export class TeamService {
@@ -62,6 +64,7 @@ export class TeamService {
       permissions: a.permissions,
       subscription_expires_at: a.subscriptionExpiresAt?.toISOString() ?? null,
       webhook: a.webhook,
+      two_factor: a.twoFactorSecret !== null,
       created_at: a.createdAt.toISOString(),
     };
   }
@@ -269,13 +272,26 @@ export class TeamService {
   async setOwnWebhook(p: Principal, webhook: string): Promise<Account> {
     if (p.role === 'reseller') throw new AppError('resellers_no_apps');
     if (webhook !== '') await assertWebhookUrl(webhook, this.d.allowPrivateWebhooks);
-    return this.team.update(p.account.id, { webhook, updatedAt: this.now() });
+    const account = await this.team.update(p.account.id, { webhook, updatedAt: this.now() });
+    this.audit(p, 'account.webhook', webhook ? 'Global webhook set' : 'Global webhook cleared');
+    return account;
   }
 
   async setMemberWebhook(p: Principal, id: string, webhook: string): Promise<Account> {
     const t = await this.target(p, id);
     if (webhook !== '') await assertWebhookUrl(webhook, this.d.allowPrivateWebhooks);
-    return this.team.update(t.id, { webhook, updatedAt: this.now() });
+    const account = await this.team.update(t.id, { webhook, updatedAt: this.now() });
+    this.audit(p, 'team.webhook', `${t.username} webhook ${webhook ? 'set' : 'cleared'}`);
+    return account;
+  }
+
+  /** The owner clears a member's second factor (a lost phone); the member's sessions end. */
+  async resetTwoFactor(p: Principal, id: string): Promise<void> {
+    if (!this.isTop(p)) throw new AppError('permission_denied');
+    const t = await this.target(p, id);
+    const wasOn = await this.d.twoFactor.clear(t.id);
+    await this.d.repos.sessions.revokeAll(t.id);
+    this.audit(p, 'team.2fa_reset', `${t.username} two-factor sign-in ${wasOn ? 'reset' : 'was not set up'}`);
   }
 
   /**
@@ -283,7 +299,7 @@ export class TeamService {
    * may narrow someone's access, so live streams are told to re-check.
    */
   private audit(p: Principal, action: string, detail: string): void {
-    this.d.repos.audit.write({ appId: null, action, detail, actorId: p.account.id });
+    this.d.repos.audit.write({ appId: null, action, detail, actor: actorOf(p) });
     this.d.log.info({ by: p.account.id, action }, detail);
     this.d.access?.changed();
   }

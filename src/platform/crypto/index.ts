@@ -1,6 +1,7 @@
-// Every cryptographic primitive Keywarden uses lives here: Ed25519, X25519, Argon2id, randomness and
-// constant-time compares from sodium-native; HMAC-SHA256, HKDF-SHA256, SHA-256 and AES-256-CBC from
-// node:crypto (sodium-native 5 exposes no HMAC-SHA256 or HKDF and libsodium has no AES-CBC).
+// Every cryptographic primitive Keywarden uses lives here: Ed25519, X25519, Argon2id, secretbox
+// (XSalsa20-Poly1305), randomness and constant-time compares from sodium-native; HMAC-SHA256,
+// HMAC-SHA1 (TOTP, RFC 6238), HKDF-SHA256, SHA-256 and AES-256-CBC from node:crypto (sodium-native 5
+// exposes no HMAC-SHA256, HMAC-SHA1 or HKDF and libsodium has no AES-CBC).
 import { createCipheriv, createHash, createHmac, hkdfSync } from 'node:crypto';
 import sodium from 'sodium-native';
 
@@ -29,6 +30,11 @@ export function sha256Hex(data: string | Uint8Array): string {
 
 export function hmacSha256(key: string | Uint8Array, data: string | Uint8Array): Buffer {
   return createHmac('sha256', key).update(data).digest();
+}
+
+/** HMAC-SHA1: only for TOTP codes (RFC 6238 fixes SHA-1 for the authenticator apps in use). */
+export function hmacSha1(key: Uint8Array, data: Uint8Array): Buffer {
+  return createHmac('sha1', key).update(data).digest();
 }
 
 /** HKDF-SHA256 (RFC 5869) without salt: a key for one purpose (`info`) from a long-lived secret. */
@@ -69,6 +75,27 @@ export function constantTimeEqual(a: string | Uint8Array, b: string | Uint8Array
   }
   if (ab.byteLength === 0) return true;
   return sodium.sodium_memcmp(ab, bb);
+}
+
+// ---- secretbox (XSalsa20-Poly1305): secrets stored encrypted at rest ------------------------
+
+export const SECRETBOX_KEY_BYTES = sodium.crypto_secretbox_KEYBYTES;
+
+/** Encrypts and authenticates `plaintext` under a 32-byte key: a random nonce followed by the box. */
+export function secretboxSeal(plaintext: Uint8Array, key: Uint8Array): Buffer {
+  const nonce = randomBytes(sodium.crypto_secretbox_NONCEBYTES);
+  const box = Buffer.alloc(plaintext.byteLength + sodium.crypto_secretbox_MACBYTES);
+  sodium.crypto_secretbox_easy(box, plaintext, nonce, key);
+  return Buffer.concat([nonce, box]);
+}
+
+/** The plaintext of a sealed value, or null when it was altered or sealed under another key. */
+export function secretboxOpen(sealed: Uint8Array, key: Uint8Array): Buffer | null {
+  const n = sodium.crypto_secretbox_NONCEBYTES;
+  if (sealed.byteLength < n + sodium.crypto_secretbox_MACBYTES) return null;
+  const box = sealed.subarray(n);
+  const out = Buffer.alloc(box.byteLength - sodium.crypto_secretbox_MACBYTES);
+  return sodium.crypto_secretbox_open_easy(out, box, sealed.subarray(0, n), key) ? out : null;
 }
 
 // ---- Ed25519 -------------------------------------------------------------------------------

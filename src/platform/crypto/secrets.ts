@@ -2,7 +2,14 @@
 // (0600, created with O_EXCL so concurrently starting workers agree on one value).
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ED25519_SEED_BYTES, hkdfSha256, randomBytes, signingKeyFromSeed, type SigningKeyPair } from './index.js';
+import {
+  ED25519_SEED_BYTES,
+  SECRETBOX_KEY_BYTES,
+  hkdfSha256,
+  randomBytes,
+  signingKeyFromSeed,
+  type SigningKeyPair,
+} from './index.js';
 import type { Config } from '../../config.js';
 
 async function loadOrCreate(file: string, bytes: number): Promise<Buffer> {
@@ -40,10 +47,21 @@ export interface Secrets {
    * RESPONSE_SIGNING_KEY), under its own label: the signing key itself is never used for it.
    */
   readonly sessionTokenKey: Buffer;
+  /**
+   * Key of the dashboard's two-factor secrets at rest (secretbox) and of the keyed hash of recovery
+   * codes (derived under its own label). From TWO_FACTOR_KEY, else DATA_DIR/secrets/two-factor.key.
+   */
+  readonly twoFactorKey: Buffer;
+  /**
+   * Key of the keyed hash under which API tokens are stored, derived from the license-hash key under
+   * its own label: every host of a deployment already shares that key, and a token is then known on all.
+   */
+  readonly apiTokenKey: Buffer;
 }
 
 /** HKDF label of the session-token key; a new token format gets a new label. */
 export const SESSION_TOKEN_KEY_INFO = 'keywarden client-session token v1';
+const API_TOKEN_KEY_INFO = 'keywarden api-token hash v1';
 
 export async function loadSecrets(config: Config): Promise<Secrets> {
   const dir = path.join(config.dataDir, 'secrets');
@@ -55,5 +73,9 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
     ? fromBase64('LICENSE_HASH_KEY', config.licenseHashKey, 32)
     : await loadOrCreate(path.join(dir, 'license-hash.key'), 32);
   const sessionTokenKey = hkdfSha256(seed, SESSION_TOKEN_KEY_INFO, 32);
-  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey };
+  const twoFactorKey = config.twoFactorKey
+    ? fromBase64('TWO_FACTOR_KEY', config.twoFactorKey, SECRETBOX_KEY_BYTES, SECRETBOX_KEY_BYTES)
+    : await loadOrCreate(path.join(dir, 'two-factor.key'), SECRETBOX_KEY_BYTES);
+  const apiTokenKey = hkdfSha256(licenseHashKey, API_TOKEN_KEY_INFO, 32);
+  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey, twoFactorKey, apiTokenKey };
 }

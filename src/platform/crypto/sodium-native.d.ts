@@ -12,6 +12,11 @@ declare module 'sodium-native' {
   export const crypto_scalarmult_SCALARBYTES: number;
   export const crypto_generichash_BYTES_MIN: number;
   export const crypto_shorthash_KEYBYTES: number;
+  export const crypto_secretbox_KEYBYTES: number;
+  export const crypto_secretbox_NONCEBYTES: number;
+  export const crypto_secretbox_MACBYTES: number;
+  export function crypto_secretbox_easy(c: Buf, m: Buf, n: Buf, k: Buf): void;
+  export function crypto_secretbox_open_easy(m: Buf, c: Buf, n: Buf, k: Buf): boolean;
   export function crypto_generichash(out: Buf, input: Buf, key?: Buf): void;
   export function crypto_shorthash(out: Buf, input: Buf, key: Buf): void;
   export function randombytes_buf(out: Buf): void;
@@ -33,6 +38,11 @@ declare module 'sodium-native' {
     crypto_pwhash_MEMLIMIT_INTERACTIVE: number;
     crypto_generichash_BYTES_MIN: number;
     crypto_shorthash_KEYBYTES: number;
+    crypto_secretbox_KEYBYTES: number;
+    crypto_secretbox_NONCEBYTES: number;
+    crypto_secretbox_MACBYTES: number;
+    crypto_secretbox_easy: typeof crypto_secretbox_easy;
+    crypto_secretbox_open_easy: typeof crypto_secretbox_open_easy;
     crypto_generichash: typeof crypto_generichash;
     crypto_shorthash: typeof crypto_shorthash;
     randombytes_buf: typeof randombytes_buf;

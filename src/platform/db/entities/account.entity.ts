@@ -42,6 +42,14 @@ export interface Account {
   passwordHash: string;
   webhook: string;
   webhookSecret: string;
+  /** The TOTP secret, sealed (secretbox, base64); null: two-factor sign-in is off. */
+  twoFactorSecret: string | null;
+  /** A secret set up but not yet confirmed with a code (replaced by the next setup). */
+  twoFactorPending: string | null;
+  /** The last TOTP time step accepted: a code of that step or an earlier one is refused (no replay). */
+  twoFactorLastStep: number | null;
+  /** An owner's policy: every member of its tree must sign in with two factors. */
+  requireTwoFactor: boolean;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -66,6 +74,10 @@ export const AccountSchema = new EntitySchema<Account>({
     passwordHash: { type: 'text' },
     webhook: { type: 'text', default: '' },
     webhookSecret: { type: 'string', length: 64 },
+    twoFactorSecret: { type: 'text', nullable: true },
+    twoFactorPending: { type: 'text', nullable: true },
+    twoFactorLastStep: { type: 'integer', nullable: true },
+    requireTwoFactor: { type: 'boolean', default: false },
     createdAt: { type: 'datetime' },
     updatedAt: { type: 'datetime' },
   },

@@ -14,13 +14,29 @@ export interface AuditEntry {
   location: string;
   screen: string;
   actorId: string | null;
+  /** Who the actor was when it acted (a later rename or deletion does not rewrite history). */
+  actorUsername: string | null;
+  actorRole: string | null;
+  /** The API token the actor acted through, if any. */
+  tokenId: string | null;
+  /** The browser of a dashboard sign-in (auth.* entries only). */
+  userAgent: string | null;
   resellerId: string | null;
 }
 
 export const AuditEntrySchema = new EntitySchema<AuditEntry>({
   name: 'AuditEntry',
   tableName: 'audit_log',
-  indexes: [{ properties: ['appId', 'id'] }],
+  indexes: [
+    { properties: ['appId', 'id'] },
+    // The account audit (GET /api/audit) reads entries without an app by actor; client calls, which
+    // are most of the log and have no actor, stay out of the index.
+    {
+      name: 'audit_log_account_actor_index',
+      expression:
+        'create index "audit_log_account_actor_index" on "audit_log" ("actor_id", "id") where "app_id" is null',
+    },
+  ],
   properties: {
     id: { type: 'bigint', primary: true, autoincrement: true },
     appId: {
@@ -39,6 +55,10 @@ export const AuditEntrySchema = new EntitySchema<AuditEntry>({
     location: { type: 'text', default: '' },
     screen: { type: 'text', default: '' },
     actorId: { type: 'uuid', nullable: true },
+    actorUsername: { type: 'string', length: 32, nullable: true },
+    actorRole: { type: 'string', length: 16, nullable: true },
+    tokenId: { type: 'uuid', nullable: true },
+    userAgent: { type: 'string', length: 256, nullable: true },
     resellerId: { type: 'uuid', nullable: true },
   },
 });

@@ -9,6 +9,8 @@ export interface DashboardSession {
   expiresAt: Date;
   lastSeenAt: Date;
   ip: string;
+  /** The browser's User-Agent at sign-in (the Security page's session list). */
+  userAgent: string;
 }
 
 export const DashboardSessionSchema = new EntitySchema<DashboardSession>({
@@ -29,5 +31,6 @@ export const DashboardSessionSchema = new EntitySchema<DashboardSession>({
     expiresAt: { type: 'datetime' },
     lastSeenAt: { type: 'datetime' },
     ip: { type: 'string', length: 64, default: '' },
+    userAgent: { type: 'string', length: 256, default: '' },
   },
 });

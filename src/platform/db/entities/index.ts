@@ -8,6 +8,8 @@ export * from './audit-entry.entity.js';
 export * from './request-nonce.entity.js';
 export * from './process-state.entity.js';
 export * from './screenshot.entity.js';
+export * from './api-token.entity.js';
+export * from './recovery-code.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -18,6 +20,8 @@ import { AuditEntrySchema } from './audit-entry.entity.js';
 import { RequestNonceSchema } from './request-nonce.entity.js';
 import { ProcessStateSchema } from './process-state.entity.js';
 import { ScreenshotSchema } from './screenshot.entity.js';
+import { ApiTokenSchema } from './api-token.entity.js';
+import { RecoveryCodeSchema } from './recovery-code.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -30,4 +34,6 @@ export const ENTITIES = [
   RequestNonceSchema,
   ProcessStateSchema,
   ScreenshotSchema,
+  ApiTokenSchema,
+  RecoveryCodeSchema,
 ];
