@@ -125,7 +125,12 @@ export class DashboardAuth {
    * The principal of an account that may act now: enabled, its subscription (or its admin's) not
    * lapsed (PROTOCOL 11.30), and marked when its owner requires a second factor it lacks.
    */
-  private async principalOf(account: Account, sessionId: string | null, token?: TokenGrant): Promise<Principal> {
+  private async principalOf(
+    account: Account,
+    sessionId: string | null,
+    ip: string | undefined,
+    token?: TokenGrant,
+  ): Promise<Principal> {
     const role = effectiveRole(account, this.d.developerEmails);
     if (
       (role === 'admin' || role === 'reseller') &&
@@ -136,7 +141,14 @@ export class DashboardAuth {
       account.ownerId !== account.id &&
       account.twoFactorSecret === null &&
       (await this.twoFactor.ownerRequires(account.ownerId));
-    return { account, role, sessionId, ...(token ? { token } : {}), ...(twoFactorMissing ? { twoFactorMissing } : {}) };
+    return {
+      account,
+      role,
+      sessionId,
+      ...(ip ? { ip } : {}),
+      ...(token ? { token } : {}),
+      ...(twoFactorMissing ? { twoFactorMissing } : {}),
+    };
   }
 
   async login(
@@ -174,7 +186,7 @@ export class DashboardAuth {
       this.now(),
       SESSION_TTL_MS,
     );
-    const principal = await this.principalOf(account, sessionId);
+    const principal = await this.principalOf(account, sessionId, from.ip);
     this.record('auth.login', principal, from, `Signed in with ${method}`);
     return { token, principal };
   }
@@ -192,7 +204,7 @@ export class DashboardAuth {
     if (!found || !found.account.enabled) return null;
     if (!opts.recheck && now.getTime() - found.lastSeenAt.getTime() > SEEN_GAP_MS)
       this.d.repos.sessions.touch(found.sessionId, now).catch(() => undefined); // a lost "last seen" costs nothing
-    return this.principalOf(found.account, found.sessionId);
+    return this.principalOf(found.account, found.sessionId, opts.ip);
   }
 
   private async authenticateApiToken(token: string, opts: { ip?: string; recheck?: boolean }) {
@@ -200,7 +212,7 @@ export class DashboardAuth {
     if (!found) throw new AppError('token_invalid');
     const account = await this.d.repos.accounts.findById(found.accountId);
     if (!account?.enabled) throw new AppError('token_invalid');
-    return this.principalOf(account, null, found.grant);
+    return this.principalOf(account, null, opts.ip, found.grant);
   }
 
   /**

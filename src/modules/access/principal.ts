@@ -24,6 +24,8 @@ export interface Principal {
   readonly token?: TokenGrant;
   /** The owner requires two-factor sign-in and this member has not set it up (PROTOCOL 13.2). */
   readonly twoFactorMissing?: boolean;
+  /** The address the call came from (audit entries of what it changes). */
+  readonly ip?: string;
 }
 
 /** Who did something, as audit entries record it (PROTOCOL 13.3). */
@@ -32,6 +34,8 @@ export interface Actor {
   readonly username: string;
   readonly role: Role;
   readonly tokenId?: string;
+  /** Where it acted from: an entry's address when the writer names none. */
+  readonly ip?: string;
 }
 
 export function actorOf(p: Principal): Actor {
@@ -40,6 +44,7 @@ export function actorOf(p: Principal): Actor {
     username: p.account.username,
     role: p.role,
     ...(p.token ? { tokenId: p.token.id } : {}),
+    ...(p.ip ? { ip: p.ip } : {}),
   };
 }
 

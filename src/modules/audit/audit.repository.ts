@@ -198,7 +198,10 @@ export class AuditRepository {
   private async insert(batch: AuditInput[]): Promise<void> {
     const values: unknown[] = [];
     const locations = await Promise.all(
-      batch.map((e) => (e.location !== undefined || !e.ip ? e.location : this.locate(e.ip).catch(() => ''))),
+      batch.map((e) => {
+        const ip = e.ip ?? e.actor?.ip;
+        return e.location !== undefined || !ip ? e.location : this.locate(ip).catch(() => '');
+      }),
     );
     for (const [i, e] of batch.entries()) {
       values.push(
@@ -207,7 +210,7 @@ export class AuditRepository {
         e.level ?? 'info',
         text(e.action).slice(0, 64),
         text(e.detail),
-        text(e.ip).slice(0, 64),
+        text(e.ip ?? e.actor?.ip).slice(0, 64),
         text(locations[i]),
         text(e.screen),
         e.actor?.id ?? null,

@@ -149,6 +149,28 @@ const ROWS: Row[] = [
   { method: 'POST', path: '/api/team/{member}/password', body: { password: 'other-pass-123' }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/team/{member}/webhook', body: { webhook: '' }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/account/webhook', body: { webhook: '' }, reseller: 'deny', rival: 'allowed' },
+  { method: 'DELETE', path: '/api/team/{member}/2fa', reseller: 'deny', admin: false },
+  { method: 'POST', path: '/api/auth/2fa/setup', reseller: 'allow', rival: 'allowed' },
+  {
+    method: 'POST',
+    path: '/api/tokens',
+    body: { name: 'matrix', scopes: ['apps:read'] },
+    reseller: 'allow',
+    rival: 'allowed',
+  },
+  { method: 'GET', path: '/api/tokens', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/account/security', reseller: 'allow', rival: 'allowed' },
+  {
+    method: 'PATCH',
+    path: '/api/account/security',
+    body: { require_two_factor: false },
+    reseller: 'deny',
+    admin: false,
+    rival: 'allowed',
+  },
+  { method: 'DELETE', path: '/api/account/sessions', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/account/sign-ins', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/audit', reseller: 'allow', rival: 'allowed' },
 ];
 
 /** Routes outside the matrix, and why. */
@@ -157,6 +179,10 @@ const EXCLUDED: Record<string, string> = {
   'POST /api/auth/logout': 'ends the session the matrix uses; tested in auth.test.ts',
   'POST /api/auth/password': 'changes the caller’s own password; tested in auth.test.ts',
   'GET /api/ws': 'WebSocket; tested in live.test.ts',
+  'POST /api/auth/2fa/enable': 'needs a code of the caller’s own pending secret; tested in two-factor.test.ts',
+  'POST /api/auth/2fa/disable': 'needs the caller’s two-factor on; tested in two-factor.test.ts',
+  'DELETE /api/tokens/{id}': 'who may revoke depends on whose token it is; tested in api-tokens.test.ts',
+  'DELETE /api/account/sessions/{id}': 'ends one of the caller’s own sessions; tested in account-security.test.ts',
   'GET /api/apps/{id}/events': 'SSE; tested in live.test.ts',
 };
 
