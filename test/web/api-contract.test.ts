@@ -12,8 +12,11 @@ import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
 import {
   AccountSchema,
+  ApiTokenSchema,
   AppSchema,
+  AuditEntrySchema,
   BanSchema,
+  CreatedTokenSchema,
   CredentialsSchema,
   EndUserSchema,
   ExtendAllSchema,
@@ -24,9 +27,14 @@ import {
   LoginSchema,
   LogEntrySchema,
   MeSchema,
+  RecoveryCodesSchema,
+  SecurityStateSchema,
+  SignInSchema,
   StatsSchema,
   TeamDeleteSchema,
+  TwoFactorSetupSchema,
 } from '../../web/src/api/responses.js';
+import { totp } from '../helpers/totp.js';
 
 // PROTOCOL 1: timestamps are ISO 8601 UTC with milliseconds.
 if (!FormatRegistry.Has('date-time'))
@@ -144,6 +152,25 @@ describe("API answers match the dashboard's response types", () => {
     conforms(AppSchema, (await o.patch(`/apps/${id}`, { heartbeat_interval: 12 })).body, 'PATCH /apps/{id}');
     const gone = (await o.post('/api/team', { username: 'contract-gone', password: 'gone-pass-1' })).body;
     conforms(TeamDeleteSchema, (await o.delete(`/api/team/${gone.id}`)).body, 'DELETE /api/team/{id}');
+  });
+
+  it('for Account > Security: second factor, sessions, sign-ins, tokens and the account audit', async () => {
+    const o = await new Api(t.base).signIn('owner', 'owner-pass-1');
+    const made = (await o.post('/api/tokens', { name: 'contract', scopes: ['apps:read'], app_ids: [f.app.id] })).body;
+    conforms(CreatedTokenSchema, made, 'POST /api/tokens');
+    await o.get('/api/apps', { token: made.token });
+    conforms(Type.Array(ApiTokenSchema), (await o.get('/api/tokens')).body, 'GET /api/tokens');
+    conforms(Type.Array(SignInSchema), (await o.get('/api/account/sign-ins')).body, 'GET /api/account/sign-ins');
+    conforms(Type.Array(AuditEntrySchema), (await o.get('/api/audit')).body, 'GET /api/audit');
+    const setup = (await o.post('/api/auth/2fa/setup')).body;
+    conforms(TwoFactorSetupSchema, setup, 'POST /api/auth/2fa/setup');
+    const codes = (await o.post('/api/auth/2fa/enable', { code: totp(setup.secret) })).body;
+    conforms(RecoveryCodesSchema, codes, 'POST /api/auth/2fa/enable');
+    conforms(SecurityStateSchema, (await o.get('/api/account/security')).body, 'GET /api/account/security');
+    expect(
+      (await o.post('/api/auth/2fa/disable', { password: 'owner-pass-1', code: codes.recovery_codes[0] })).status,
+    ).toBe(200);
+    f.owner = o; // enabling two-factor signed the fixture's other session out
   });
 
   it('for a reseller, whose answers leave fields out', async () => {

@@ -15,6 +15,7 @@ import { AppsView } from './views/AppsView.js';
 import { AppView } from './views/AppView.js';
 import { TeamView } from './views/TeamView.js';
 import { AccountView } from './views/AccountView.js';
+import { SecurityView, TwoFactorRequired } from './views/SecurityView.js';
 
 /** Drops every cached answer but the session's own query (its observer stays subscribed). */
 function forgetAccount(qc: QueryClient): void {
@@ -155,7 +156,10 @@ function Shell() {
                     Team
                   </Link>
                 )}
-                <Link to={paths.account()} aria-current={route.name === 'account' ? 'page' : undefined}>
+                <Link
+                  to={paths.account()}
+                  aria-current={route.name === 'account' || route.name === 'security' ? 'page' : undefined}
+                >
                   Account
                 </Link>
               </nav>
@@ -169,11 +173,19 @@ function Shell() {
               </div>
             </header>
             <main id="main" className="content" tabIndex={-1}>
-              {route.name === 'apps' && <AppsView />}
-              {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
-              {route.name === 'team' && <TeamView />}
-              {route.name === 'account' && <AccountView />}
-              {route.name === 'not_found' && <NotFound path={route.path} />}
+              {s.account.two_factor_required ? (
+                // The owner requires a second factor: every other call would answer 403 until it is set up.
+                <TwoFactorRequired />
+              ) : (
+                <>
+                  {route.name === 'apps' && <AppsView />}
+                  {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
+                  {route.name === 'team' && <TeamView />}
+                  {route.name === 'account' && <AccountView />}
+                  {route.name === 'security' && <SecurityView />}
+                  {route.name === 'not_found' && <NotFound path={route.path} />}
+                </>
+              )}
             </main>
             <footer className="footer">
               Keywarden · times in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}); hover a time for

@@ -3,6 +3,7 @@
 //   /dashboard/apps/:id[/:tab]       one application, tab by SPEC Dashboard rule 2
 //   /dashboard/team                  team members
 //   /dashboard/account               own password and webhook
+//   /dashboard/account/security      second factor, sessions, sign-ins, API tokens
 import { useEffect, useRef, useSyncExternalStore, type AnchorHTMLAttributes } from 'react';
 
 export const BASE = '/dashboard';
@@ -12,6 +13,7 @@ export type Route =
   | { name: 'app'; appId: string; tab: string | undefined }
   | { name: 'team' }
   | { name: 'account' }
+  | { name: 'security' }
   | { name: 'not_found'; path: string };
 
 export function parseRoute(pathname: string): Route {
@@ -30,6 +32,7 @@ export function parseRoute(pathname: string): Route {
   if (parts[0] === 'apps' && parts[1] && parts.length <= 3) return { name: 'app', appId: parts[1], tab: parts[2] };
   if (parts[0] === 'team' && parts.length === 1) return { name: 'team' };
   if (parts[0] === 'account' && parts.length === 1) return { name: 'account' };
+  if (parts[0] === 'account' && parts[1] === 'security' && parts.length === 2) return { name: 'security' };
   return { name: 'not_found', path: rest };
 }
 
@@ -38,6 +41,7 @@ export const paths = {
   app: (appId: string, tab?: string) => `${BASE}/apps/${encodeURIComponent(appId)}${tab ? `/${tab}` : ''}`,
   team: () => `${BASE}/team`,
   account: () => `${BASE}/account`,
+  security: () => `${BASE}/account/security`,
 };
 
 const listeners = new Set<() => void>();

@@ -4,8 +4,11 @@ import { api, unwrap } from './client.js';
 import type { paths } from './schema.js';
 import type {
   Account,
+  ApiToken,
   App,
+  AuditEntry,
   Ban,
+  CreatedToken,
   Credentials,
   EndUser,
   Generated,
@@ -13,7 +16,10 @@ import type {
   LicensePage,
   LogEntry,
   Me,
+  SecurityState,
+  SignIn,
   Stats,
+  TwoFactorSetup,
 } from './responses.js';
 
 type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> = paths[P][M] extends {
@@ -36,12 +42,18 @@ export type PermissionsInput = Body<'/api/team/{id}/permissions', 'patch'>['perm
 export type LicenseQuery = Query<'/api/apps/{id}/licenses'>;
 export type LogQuery = Query<'/api/apps/{id}/logs'>;
 export type BanInput = Body<'/api/apps/{id}/bans', 'post'>;
+export type TokenInput = Body<'/api/tokens', 'post'>;
+export type TokenScope = TokenInput['scopes'][number];
+export type AuditQuery = Query<'/api/audit'>;
 
 const id = (v: string) => ({ params: { path: { id: v } } });
 
 export const auth = {
-  login: (username: string, password: string) =>
-    unwrap<{ token: string; account: Account }>(api.POST('/api/auth/login', { body: { username, password } })),
+  /** `otp`: a TOTP code or a recovery code, when the account has two-factor sign-in on. */
+  login: (username: string, password: string, otp?: string) =>
+    unwrap<{ token: string; account: Account }>(
+      api.POST('/api/auth/login', { body: { username, password, ...(otp ? { otp } : {}) } }),
+    ),
   logout: () => unwrap<unknown>(api.POST('/api/auth/logout')),
   me: () => unwrap<Me>(api.GET('/api/auth/me')),
   changePassword: (current_password: string, password: string) =>
@@ -113,4 +125,28 @@ export const team = {
   setWebhook: (memberId: string, webhook: string) =>
     unwrap<Account>(api.PATCH('/api/team/{id}/webhook', { ...id(memberId), body: { webhook } })),
   setOwnWebhook: (webhook: string) => unwrap<Account>(api.PATCH('/api/account/webhook', { body: { webhook } })),
+  resetTwoFactor: (memberId: string) => unwrap<unknown>(api.DELETE('/api/team/{id}/2fa', id(memberId))),
+};
+
+export const twoFactor = {
+  setup: () => unwrap<TwoFactorSetup>(api.POST('/api/auth/2fa/setup')),
+  enable: (code: string) => unwrap<{ recovery_codes: string[] }>(api.POST('/api/auth/2fa/enable', { body: { code } })),
+  disable: (password: string, code: string) =>
+    unwrap<unknown>(api.POST('/api/auth/2fa/disable', { body: { password, code } })),
+};
+
+export const security = {
+  state: () => unwrap<SecurityState>(api.GET('/api/account/security')),
+  setPolicy: (require_two_factor: boolean) =>
+    unwrap<{ require_two_factor: boolean }>(api.PATCH('/api/account/security', { body: { require_two_factor } })),
+  signOutEverywhere: () => unwrap<{ revoked: number }>(api.DELETE('/api/account/sessions')),
+  endSession: (sessionId: string) => unwrap<unknown>(api.DELETE('/api/account/sessions/{id}', id(sessionId))),
+  signIns: () => unwrap<SignIn[]>(api.GET('/api/account/sign-ins')),
+  audit: (query: AuditQuery) => unwrap<AuditEntry[]>(api.GET('/api/audit', { params: { query } })),
+};
+
+export const tokens = {
+  list: () => unwrap<ApiToken[]>(api.GET('/api/tokens')),
+  create: (body: TokenInput) => unwrap<CreatedToken>(api.POST('/api/tokens', { body })),
+  revoke: (tokenId: string) => unwrap<unknown>(api.DELETE('/api/tokens/{id}', id(tokenId))),
 };

@@ -33,12 +33,23 @@ export const AccountSchema = Type.Object({
   permissions: Nullable(PermissionMap),
   subscription_expires_at: Nullable(Iso),
   webhook: Nullable(Type.String()),
+  /** Two-factor sign-in is on (PROTOCOL 13.2). */
+  two_factor: Type.Boolean(),
   created_at: Iso,
 });
 export type Account = Static<typeof AccountSchema>;
 
 export const MeSchema = Type.Object({
-  account: Type.Intersect([AccountSchema, Type.Object({ webhook_secret: Type.Optional(Type.String()) })]),
+  account: Type.Intersect([
+    AccountSchema,
+    Type.Object({
+      webhook_secret: Type.Optional(Type.String()),
+      /** The owner requires a second factor this account has not set up: only Account > Security works. */
+      two_factor_required: Type.Boolean(),
+      /** An owner's policy for its tree. */
+      require_two_factor: Type.Optional(Type.Boolean()),
+    }),
+  ]),
 });
 export type Me = Static<typeof MeSchema>;
 
@@ -165,6 +176,16 @@ export const BanSchema = Type.Object({
 });
 export type Ban = Static<typeof BanSchema>;
 
+/** Who made a dashboard change (PROTOCOL 13.3), and through which API token; null for client calls. */
+const ActorSchema = Nullable(
+  Type.Object({
+    id: Type.String(),
+    username: Nullable(Type.String()),
+    role: Nullable(Type.String()),
+    token_id: Type.Optional(Type.String()),
+  }),
+);
+
 export const LogEntrySchema = Type.Object({
   id: Type.String(),
   time: Iso,
@@ -175,8 +196,81 @@ export const LogEntrySchema = Type.Object({
   location: Type.Optional(Nullable(Type.String())),
   screen: Type.Optional(Nullable(Type.String())),
   actor_id: Nullable(Type.String()),
+  actor: ActorSchema,
 });
 export type LogEntry = Static<typeof LogEntrySchema>;
+
+/** One entry of GET /api/audit: who did what outside applications. */
+export const AuditEntrySchema = Type.Object({
+  id: Type.String(),
+  time: Iso,
+  level: Type.String(),
+  action: Type.String(),
+  detail: Type.String(),
+  ip: Type.Optional(Type.String()),
+  location: Type.Optional(Type.String()),
+  actor: ActorSchema,
+  browser: Type.Optional(Type.String()),
+});
+export type AuditEntry = Static<typeof AuditEntrySchema>;
+
+/** An API token as listed (the token itself is shown only when it is made). */
+export const ApiTokenSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  scopes: Type.Array(Type.String()),
+  app_ids: Nullable(Type.Array(Type.String())),
+  expires_at: Nullable(Iso),
+  created_at: Iso,
+  last_used_at: Nullable(Iso),
+  last_used_ip: Nullable(Type.String()),
+});
+export type ApiToken = Static<typeof ApiTokenSchema>;
+
+export const CreatedTokenSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  token: Type.String(),
+  scopes: Type.Array(Type.String()),
+  app_ids: Nullable(Type.Array(Type.String())),
+  expires_at: Nullable(Iso),
+  created_at: Iso,
+});
+export type CreatedToken = Static<typeof CreatedTokenSchema>;
+
+export const TwoFactorSetupSchema = Type.Object({ secret: Type.String(), otpauth_url: Type.String() });
+export type TwoFactorSetup = Static<typeof TwoFactorSetupSchema>;
+
+export const RecoveryCodesSchema = Type.Object({ recovery_codes: Type.Array(Type.String()) });
+
+export const SecurityStateSchema = Type.Object({
+  two_factor: Type.Boolean(),
+  recovery_codes_left: Type.Integer(),
+  two_factor_required: Type.Boolean(),
+  require_two_factor: Type.Optional(Type.Boolean()),
+  sessions: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      created_at: Iso,
+      last_seen_at: Iso,
+      ip: Type.String(),
+      browser: Type.String(),
+      current: Type.Boolean(),
+    }),
+  ),
+});
+export type SecurityState = Static<typeof SecurityStateSchema>;
+
+export const SignInSchema = Type.Object({
+  id: Type.String(),
+  time: Iso,
+  success: Type.Boolean(),
+  detail: Type.String(),
+  ip: Type.String(),
+  location: Type.String(),
+  browser: Type.String(),
+});
+export type SignIn = Static<typeof SignInSchema>;
 
 export const StatsSchema = Type.Object({
   keys: Type.Object({

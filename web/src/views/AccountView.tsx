@@ -1,5 +1,6 @@
 // The signed-in account: own password (other sessions are signed out), the global alert webhook
-// (not for resellers: SPEC "Resellers don't own apps") and its signing secret.
+// (not for resellers: SPEC "Resellers don't own apps") and its signing secret. Security (second
+// factor, sessions, API tokens) is the Account's other tab (SecurityView.tsx).
 import { useState } from 'react';
 import { useMutation } from '@tanstack/react-query';
 import { auth, team as teamApi } from '../api/endpoints.js';
@@ -9,6 +10,7 @@ import { webhookProblem } from '../lib/urls.js';
 import { useTitle } from '../hooks/useTitle.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
+import { AccountNav } from './SecurityView.js';
 
 export function AccountView() {
   const { account, refresh } = useSession();
@@ -38,6 +40,7 @@ export function AccountView() {
       <div className="page-head">
         <h1 id="account-title">Account</h1>
       </div>
+      <AccountNav current="profile" />
       <div className="grid-2">
         <div className="card">
           <h2>{account.display_name || account.username}</h2>

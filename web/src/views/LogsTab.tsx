@@ -1,11 +1,12 @@
-// The audit log: Time, Action, Detail, IP, Location, Screen (the server leaves out what the caller
-// may not see) in a windowed table that fetches older entries as they scroll into view, and a
-// level filter. A live event refreshes the pages on screen only.
+// The audit log: Time, Action, Actor, Detail, IP, Location, Screen (the server leaves out what the
+// caller may not see) in a windowed table that fetches older entries as they scroll into view, and
+// filters by level, action and actor. The Actor is who made a dashboard change (and "via token" when
+// an API token did); client calls have none. A live event refreshes the pages on screen only.
 import { useCallback, useMemo, useState } from 'react';
 import { apps as appsApi } from '../api/endpoints.js';
 import type { App, LogEntry } from '../api/responses.js';
 import { DataTable, type Column } from '../components/DataTable.js';
-import { Badge, ErrorState, Loading, Time } from '../components/ui.js';
+import { Badge, Button, ErrorState, Loading, Time } from '../components/ui.js';
 import { usePagedList } from '../hooks/usePagedList.js';
 
 const PAGE = 100;
@@ -16,8 +17,27 @@ const LEVELS = [
   ['error', 'Error'],
 ] as const;
 
+function ActorCell({ actor }: { actor: LogEntry['actor'] }) {
+  if (!actor) return <span className="muted">—</span>;
+  return (
+    <>
+      {actor.username ?? actor.id.slice(0, 8)}
+      {actor.token_id && (
+        <>
+          {' '}
+          <Badge tone="blue">via token</Badge>
+        </>
+      )}
+    </>
+  );
+}
+
 export function LogsTab({ app }: { app: App }) {
   const [level, setLevel] = useState('');
+  const [action, setAction] = useState('');
+  const [actor, setActor] = useState('');
+  // What the filter form says now; applied on submit, so typing does not fetch on every key.
+  const [draft, setDraft] = useState({ action: '', actor: '' });
   // The listing pages with `before` (the last id of the previous page) and returns a plain array:
   // a full page means there may be more.
   const fetchPage = useCallback(
@@ -25,13 +45,20 @@ export function LogsTab({ app }: { app: App }) {
       const items = await appsApi.logs(app.id, {
         limit: PAGE,
         ...(level ? { level: level as 'info' } : {}),
+        ...(action ? { action } : {}),
+        ...(actor ? { actor } : {}),
         ...(before ? { before } : {}),
       });
       return { items, next: items.length === PAGE ? items[items.length - 1]!.id : null };
     },
-    [app.id, level],
+    [app.id, level, action, actor],
   );
-  const list = usePagedList<LogEntry>({ queryKey: ['logs', app.id, level], pageSize: PAGE, fetchPage });
+  const list = usePagedList<LogEntry>({
+    queryKey: ['logs', app.id, level, action, actor],
+    pageSize: PAGE,
+    fetchPage,
+  });
+  const filtered = level !== '' || action !== '' || actor !== '';
   const sample = list.rowAt(0);
   const showIp = sample?.ip !== undefined;
   const showScreen = sample?.screen !== undefined;
@@ -48,6 +75,12 @@ export function LogsTab({ app }: { app: App }) {
             <code>{r.action}</code>
           </>
         ),
+      },
+      {
+        id: 'actor',
+        header: 'Actor',
+        title: (r) => (r.actor ? `${r.actor.username ?? r.actor.id} (${r.actor.role ?? 'unknown role'})` : undefined),
+        cell: (r) => <ActorCell actor={r.actor} />,
       },
       { id: 'detail', header: 'Detail', title: (r) => r.detail, cell: (r) => r.detail },
       ...(showIp
@@ -77,7 +110,15 @@ export function LogsTab({ app }: { app: App }) {
 
   return (
     <div>
-      <div className="toolbar">
+      <form
+        className="toolbar"
+        aria-label="Filter the log"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setAction(draft.action.trim());
+          setActor(draft.actor.trim());
+        }}
+      >
         <label className="inline-field">
           <span>Level</span>
           <select name="level" value={level} onChange={(e) => setLevel(e.target.value)}>
@@ -88,8 +129,29 @@ export function LogsTab({ app }: { app: App }) {
             ))}
           </select>
         </label>
+        <label className="inline-field">
+          <span>Action</span>
+          <input
+            name="action"
+            value={draft.action}
+            placeholder="e.g. license.ban"
+            maxLength={64}
+            onChange={(e) => setDraft({ ...draft, action: e.target.value })}
+          />
+        </label>
+        <label className="inline-field">
+          <span>Actor</span>
+          <input
+            name="actor"
+            value={draft.actor}
+            placeholder="username"
+            maxLength={32}
+            onChange={(e) => setDraft({ ...draft, actor: e.target.value })}
+          />
+        </label>
+        <Button type="submit">Filter</Button>
         <span className="muted small">Newest first; older entries load as you scroll.</span>
-      </div>
+      </form>
       {list.isPending && <Loading label="Loading logs" />}
       {list.error !== null && <ErrorState error={list.error} retry={list.retry} />}
       {!list.isPending && (list.rows > 0 || list.complete) && (
@@ -102,11 +164,11 @@ export function LogsTab({ app }: { app: App }) {
           rowAt={list.rowAt}
           rowId={(r) => r.id}
           onRange={list.setRange}
-          resetKey={level}
+          resetKey={`${level}|${action}|${actor}`}
           loading={<span className="muted">Loading older entries…</span>}
           empty={
-            level
-              ? 'No entry at this level.'
+            filtered
+              ? 'No entry matches these filters.'
               : 'No log entries yet: client calls, key and user changes are recorded here.'
           }
         />

@@ -110,6 +110,7 @@ function MemberNode({ node, onOpen }: { node: TreeNode; onOpen: (id: string) => 
         {m.display_name && <span className="muted">{m.display_name}</span>}
         <Badge tone={roleTone(m.role)}>{m.role}</Badge>
         {!m.enabled && <Badge tone="red">disabled</Badge>}
+        {m.two_factor ? <Badge tone="green">2FA on</Badge> : <Badge tone="grey">no 2FA</Badge>}
         {m.role === 'reseller' && (
           <span className="muted small">{m.credits == null ? 'unlimited credits' : plural(m.credits, 'credit')}</span>
         )}
@@ -355,6 +356,7 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
     value: '30',
   });
   const [deleting, setDeleting] = useState(false);
+  const [resetting, setResetting] = useState(false);
   const [adopted, setAdopted] = useState<number | null>(null);
 
   const saveProfile = useMutation({
@@ -405,6 +407,13 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
       return teamApi.setSubscription(member.id, body);
     },
     onSuccess: done('Subscription changed'),
+  });
+  const resetTwoFactor = useMutation({
+    mutationFn: () => teamApi.resetTwoFactor(member.id),
+    onSuccess: () => {
+      setResetting(false);
+      done('Two-factor sign-in reset; their sessions were signed out')();
+    },
   });
   const remove = useMutation({
     mutationFn: () => teamApi.remove(member.id),
@@ -669,6 +678,37 @@ function MemberDialog({ member, apps, onClose }: { member: Account; apps: App[];
           <FormError error={saveWebhook.error} fields={['webhook']} />
         </form>
       </Section>
+      <Section title="Two-factor sign-in">
+        <p className="muted small">
+          {member.two_factor ? (
+            <>
+              <Badge tone="green">on</Badge> {member.username} signs in with a code from an authenticator app.
+            </>
+          ) : (
+            <>
+              <Badge tone="grey">off</Badge> {member.username} signs in with a password only.
+            </>
+          )}
+        </p>
+        {ownerOrDev && member.two_factor && (
+          <Button variant="danger" onClick={() => setResetting(true)}>
+            Reset two-factor
+          </Button>
+        )}
+      </Section>
+      <Confirm
+        open={resetting}
+        title={`Reset ${member.username}'s two-factor sign-in?`}
+        message="For a lost phone: their second factor and recovery codes are removed and their sessions end. They sign in with their password and can set up a new one."
+        confirmLabel="Reset two-factor"
+        busy={resetTwoFactor.isPending}
+        error={resetTwoFactor.error}
+        onConfirm={() => resetTwoFactor.mutate()}
+        onClose={() => {
+          setResetting(false);
+          resetTwoFactor.reset();
+        }}
+      />
       <Section title="Delete">
         <p className="muted small">Their own members move under you; keys they generated stay.</p>
         <Button variant="danger" onClick={() => setDeleting(true)}>
