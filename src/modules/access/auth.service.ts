@@ -180,7 +180,9 @@ export class DashboardAuth {
       }
       method = /^\s*\d{6}\s*$/.test(input.otp) ? 'password and two-factor code' : 'password and recovery code';
     }
-    const token = randomToken(32);
+    // A sign-in token never looks like an API token (one in 16.7 million would, by chance).
+    let token = randomToken(32);
+    while (token.startsWith(TOKEN_PREFIX)) token = randomToken(32);
     const sessionId = await this.d.repos.sessions.create(
       { accountId: account.id, tokenHash: sha256Hex(token), ip: from.ip, userAgent: from.userAgent ?? '' },
       this.now(),
@@ -239,6 +241,13 @@ export class DashboardAuth {
     await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
     this.record('auth.password', p, from, 'Password changed; other sessions signed out');
     this.d.access?.changed();
+  }
+
+  /** A new pending second factor (its secret is in the answer only). */
+  async setupTwoFactor(p: Principal, from: CallerOrigin): Promise<{ secret: string; otpauth_url: string }> {
+    const pending = await this.twoFactor.setup(p.account);
+    this.record('auth.2fa.setup', p, from, 'Two-factor setup started');
+    return pending;
   }
 
   /** Confirms the pending second factor; the account's other sessions end (PROTOCOL 13.2). */

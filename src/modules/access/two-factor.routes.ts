@@ -22,7 +22,9 @@ export function twoFactorRoutes(router: Router, { auth }: { auth: DashboardAuth 
       auth: 'dashboard',
       responses: { 200: '{secret, otpauth_url}', 409: 'Two-factor sign-in is already enabled' },
     },
-    handler: dashboardHandler({ auth }, async ({ principal }) => auth.twoFactor.setup(principal.account)),
+    handler: dashboardHandler({ auth }, async ({ principal, req }) =>
+      auth.setupTwoFactor(principal, callerOrigin(req)),
+    ),
   });
   router.add({
     method: 'post',
