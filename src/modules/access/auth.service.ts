@@ -25,7 +25,7 @@ const USERNAME = /^[a-zA-Z0-9_-]{3,32}$/;
 /** Failed sign-ins from one IP within 15 minutes, whatever the usernames, that lock the IP for 15 minutes. */
 const IP_FAILURES = 20;
 
-/** What dashboard sign-in uses, and nothing more (one composition root: app.ts, cli.ts). */
+/** What dashboard sign-in uses, and nothing more (one composition root: compose.ts; cli.ts uses it too). */
 export interface DashboardAuthDeps {
   repos: { accounts: AccountRepository; sessions: SessionRepository };
   coordinator: Coordinator;
