@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // cluster-transport.test.ts. Their cluster nodes start in beforeAll and tick in the background, so
 // most cluster/ mutants count as covered by every one of their tests, 2 to 6 s each (a worker in a
 // child process killed mid-call, two servers on PostgreSQL): hours per run on 2 cores. What they pin
-// is pinned here by test/platform/cluster/cluster-node.test.ts and peer-transport.test.ts (README "Mutation testing").
+// is pinned here by test/platform/cluster/cluster-node.test.ts and peer-transport.test.ts (docs/testing.md "Mutation testing").
 export default defineConfig({
   test: {
     include: [

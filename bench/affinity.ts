@@ -1,11 +1,12 @@
 // `npx tsx bench/affinity.ts [--clients=40] [--beats=10] [--root=DIR]`
-// Share of heartbeat operations forwarded to another worker (issue 13, affinity). Starts
-// `keywarden serve` with WORKERS=2 (Redis at REDIS_URL, one port shared by the kernel), and
-// runs clients the way the SDKs do: each on its own keep-alive connection (so the kernel puts
-// all of one client's calls on one worker), init, license, heartbeat/start, then beats. Reads
-// keywarden_cluster_forwarded_total and _local_total of both workers around the heartbeat calls
-// (license operations route by the key, not the session, so they are left out). --root runs
-// another checkout for a before/after comparison. Prints a JSON line.
+// Share of heartbeat operations forwarded to another worker (session affinity: `init` draws the
+// session on a shard of the worker that took it). Starts `keywarden serve` with WORKERS=2 (Redis at
+// REDIS_URL, one port shared by the kernel), and runs clients the way the SDKs do: each on its own
+// keep-alive connection (so the kernel puts all of one client's calls on one worker), init,
+// license, heartbeat/start, then beats. Reads keywarden_cluster_forwarded_total and _local_total of
+// both workers around the heartbeat calls (license operations route by the key, not the session, so
+// they are left out). --root runs another checkout for a before/after comparison. Prints a JSON
+// line.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';

@@ -1,5 +1,5 @@
 // `npx tsx bench/memory-init.ts [--n=100000] [--pool=1000|distinct] [--enc] [--root=DIR]`
-// Memory a worker keeps per unactivated `init` (issue 13). Starts one `keywarden serve` (no Redis,
+// Memory a worker keeps per unactivated `init` (target: at most 100 B). Starts one `keywarden serve` (no Redis,
 // node --expose-gc, TRUSTED_PROXIES=127.0.0.1) on a fresh database, opens an app, sends N inits
 // whose X-Forwarded-For comes from a pool of addresses (--pool=1000) or is new every time
 // (--pool=distinct), and reads the worker's heap, external memory and RSS after forced

@@ -1,13 +1,13 @@
 // `npx tsx bench/memory-live.ts [--n=20000] [--channel] [--snapshot [--keep]] [--max-live=1000]`
-// Where the memory of live heartbeat sessions goes (issue 13, target 4). Starts one Keywarden
-// server in this process (no Redis; re-executed with --expose-gc), creates N live heartbeat
-// sessions through the real HTTP API with the bench's generator (`kwload --mode setup`: init ->
-// license -> heartbeat/start per session, one client address each, as `npm run bench --
+// Where the memory of live heartbeat sessions goes (target: at most 2 KB a session). Starts one
+// Keywarden server in this process (no Redis; re-executed with --expose-gc), creates N live
+// heartbeat sessions through the real HTTP API with the bench's generator (`kwload --mode setup`:
+// init -> license -> heartbeat/start per session, one client address each, as `npm run bench --
 // --memory=N` does), and reads memory after forced collections: RSS, V8 heap used and committed,
-// external memory (ArrayBuffer backing stores, Buffers). Then it takes the sessions' parts away
-// one at a time (audit entries still queued, live actors, passivated contexts, client-session
-// records) with collections after each, so each part's heap and external bytes are measured, not
-// estimated; what remains (the per-address limiters, caches) is the last row.
+// external memory (ArrayBuffer backing stores, Buffers). Then it takes the sessions' parts away one
+// at a time (audit entries still queued, live actors, passivated contexts, client-session records)
+// with collections after each, so each part's heap and external bytes are measured, not estimated;
+// what remains (the per-address limiters, caches) is the last row.
 // --snapshot also writes a heap snapshot before and after the sessions and prints the difference
 // by constructor (bytes per session), the finest breakdown V8 gives.
 // --channel makes each session a client connected to the realtime channel (`kwload --mode ws-hold`:

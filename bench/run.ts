@@ -55,7 +55,7 @@ const initMemoryOnly = list(opt('init-memory'));
 const MEMORY_POINTS = memoryOnly ?? (quick ? [5_000] : [100_000]);
 const INIT_MEMORY_POINTS = initMemoryOnly ?? (quick ? [10_000] : [100_000]);
 const LATENCY_SHARES = quick ? [0.5] : [0.5, 0.9];
-// The realtime channel (issue 14): memory per connected client, and push latency across 2 workers.
+// The realtime channel: memory per connected client, and push latency across 2 workers.
 const WS_MEMORY_POINTS = list(opt('ws-memory')) ?? (quick ? [2_000] : [10_000, 100_000]);
 const WS_PUSH_CLIENTS = Number(opt('ws-push') ?? (quick ? 2_000 : 10_000));
 // --cpu-prof: every server process writes a V8 CPU profile (node --cpu-prof) when it stops.
@@ -593,7 +593,7 @@ async function survive(id: string, run: () => Promise<void>): Promise<void> {
   }
 }
 
-/** A channel row's server CPU per beat as a share of its REST twin's (issue 14: at most a third). */
+/** A channel row's server CPU per beat as a share of its REST twin's (the target: at most a third). */
 function relativeCpu(m: Measured, restId: string): string {
   const rest = rows.find((r) => r.id === restId)?.cpu_ms_per_1k;
   const total = Object.values(m.cpu).reduce((a, b) => a + b, 0);
@@ -797,7 +797,7 @@ async function initMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>,
   await stop(s);
 }
 
-// ---- the realtime channel (issue 14): memory per connected client, push latency ----------------
+// ---- the realtime channel: memory per connected client, push latency ----------------------------
 
 /** Open files per process here (`ulimit -n`): each generator process and each worker stays well below it. */
 const FD_LIMIT = Number(/Max open files\s+(\d+)/.exec(fs.readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 1024);
@@ -965,7 +965,7 @@ async function pushLatency(serve: Serve, stop: (s: Server) => Promise<void>, n: 
   }
 }
 
-// ---- targets (issue 13), read off the rows ---------------------------------------------------------
+// ---- targets, read off the rows --------------------------------------------------------------------
 
 interface Verdict {
   group: string;
@@ -1083,7 +1083,7 @@ function verdicts(): Verdict[] {
       ? 'side-by-side table below'
       : 'not in this run: KEYAUTH_DIR=... npm run bench:keyauth (bench/README.md)',
   });
-  // issue 14: the realtime channel
+  // group 6: the realtime channel
   const noWs = channelCapable()
     ? 'not measured'
     : 'not measured: the generator needs libsodium (apt-get install libsodium-dev)';
@@ -1092,7 +1092,7 @@ function verdicts(): Verdict[] {
     const rest = by(`hb${w}`)?.cpu_ms_per_1k;
     const rel = ws && rest ? ws / rest : undefined;
     out.push({
-      group: '14',
+      group: '6',
       target: `a channel beat <= 1/3 of a REST beat's server CPU, ${w} worker${w > 1 ? 's' : ''}`,
       measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(ws, 1)} vs ${fmt(rest, 1)} ms per 1k)`,
       verdict: rel === undefined ? noWs : atMost(rel, 1 / 3, 2, ' x'),
@@ -1100,7 +1100,7 @@ function verdicts(): Verdict[] {
   }
   const push = rows.find((r) => r.id.startsWith('wspush-'));
   out.push({
-    group: '14',
+    group: '6',
     target: `push latency p99 < 1 s at ${push ? fmt(Number(push.id.slice(7))) : '10,000'} connected clients, 2 workers`,
     measured: push ? `p50 ${fmt(push.p50_ms, 1)} ms, p99 ${fmt(push.p99_ms, 1)} ms` : '',
     verdict: !push
@@ -1115,10 +1115,10 @@ function verdicts(): Verdict[] {
   });
   const wsm = rows.filter((r) => r.id.startsWith('wsmem-'));
   if (wsm.length === 0)
-    out.push({ group: '14', target: '<= 4 KB (4,096 B) per connected client', measured: '', verdict: noWs });
+    out.push({ group: '6', target: '<= 4 KB (4,096 B) per connected client', measured: '', verdict: noWs });
   for (const r of wsm) {
     out.push({
-      group: '14',
+      group: '6',
       target: `<= 4 KB (4,096 B) per connected client at ${fmt(Number(r.id.slice(6)))}`,
       measured: r.value === undefined ? '' : `${fmt(r.value)} B`,
       verdict: r.note?.includes('INVALID') ? 'invalid (see row)' : atMost(r.value, 4096, 0, ' B'),
@@ -1203,7 +1203,7 @@ function report(): void {
     '',
     rowsTable(rows),
     '',
-    '| Group | Target (issue 13: groups 1-5; issue 14: the channel) | Measured | Verdict |',
+    '| Group | Target (groups 1-5: the server; 6: the realtime channel) | Measured | Verdict |',
     '|---|---|---|---|',
     ...v.map((x) => `| ${x.group} | ${x.target} | ${x.measured} | ${x.verdict} |`),
     ...(side ? ['', side] : []),

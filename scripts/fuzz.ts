@@ -1,4 +1,4 @@
-// Long fuzz mode (issue 9): `npm run fuzz -- --requests 100000 [--seed N] [--concurrency 8]`.
+// Long fuzz mode: `npm run fuzz -- --requests 100000 [--seed N] [--concurrency 8]`.
 // Starts a real server (embedded PostgreSQL in a temporary DATA_DIR unless DATABASE_URL is set),
 // runs the OpenAPI-generated fuzzer of test/fuzz against it, prints the statuses seen and the
 // server's RSS along the way, and exits 1 on any 5xx, hang over 2 s or unsigned client response.

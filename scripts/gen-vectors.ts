@@ -229,7 +229,7 @@ function channel() {
   ].map((c) => ({ ...c, frame: b64(frame(built.keys.c2s, c.payload)) }));
 
   return {
-    description: 'README "Realtime channel". X-Nonce of the upgrade = client_key = base64url(X25519(client_secret)). '
+    description: 'docs/protocol.md "Realtime channel". X-Nonce of the upgrade = client_key = base64url(X25519(client_secret)). '
       + 'transcript = "kwc1-hello" \n kid \n ts \n session \n client_key \n server_key \n conn \n beat_interval; '
       + 'hello.sig = base64(Ed25519(transcript)) by the pinned kid; shared = X25519(client_secret, server_key); '
       + 'okm = HKDF-SHA256(ikm = shared, salt = sha256(transcript), info = "kwc1 keys", L = 64); s2c = okm[0..32], c2s = okm[32..64]; '

@@ -59,6 +59,9 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // A worker whose supervisor is gone (SIGKILLed, crashed) hands its shards over and exits, rather
+  // than live on as an orphan holding the port and its leases.
+  if (asWorker && process.connected) process.once('disconnect', () => onSignal('SIGTERM'));
   // A background task's rejected promise is a bug to log, not a reason to take every client down.
   process.on('unhandledRejection', (err) => log.error({ err }, 'process.unhandled_rejection'));
   // Benchmarks start workers with --expose-gc and ask for a collection before a memory sample.

@@ -140,7 +140,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
           { persistence },
           'redis.no_persistence: client and heartbeat sessions live in Redis; without appendonly yes ' +
             'a Redis restart ends every one of them (clients must init and activate again). ' +
-            'See README "Redis persistence".',
+            'See docs/operations.md "Redis persistence".',
         );
       }
     }

@@ -37,7 +37,8 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
   const startWorker = (index: number): void => {
     // execArgv carries the TypeScript loader the primary itself runs under (none for compiled JS).
     const child = spawn(process.execPath, [...process.execArgv, cli, 'worker'], {
-      stdio: 'inherit',
+      // The IPC channel carries nothing: its closing tells the worker that this process is gone.
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, DATABASE_URL: databaseUrl, WORKERS: '1', KW_WORKER_INDEX: String(index) },
     });
     children.set(index, child);

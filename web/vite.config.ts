@@ -1,5 +1,6 @@
-// Production build of the dashboard: served by the Keywarden server at /dashboard/ (src/http/static.ts).
-// No source maps, no inline scripts or styles (the server's CSP allows only 'self'), hashed assets.
+// Production build of the dashboard: served by the Keywarden server at /dashboard/
+// (src/platform/http/static.ts). No source maps, no inline scripts or styles (the server's CSP
+// allows only 'self'), hashed assets.
 import { defineConfig } from 'vite';
 import react from '@vitejs/plugin-react';
 

@@ -1,4 +1,4 @@
-// Deployment behind nginx (issue 9): the real nginx from Debian, running the committed
+// Deployment behind nginx: the real nginx from Debian, running the committed
 // deploy/nginx/keywarden.conf with a self-signed certificate, in front of a real server that
 // trusts 127.0.0.1 as a proxy. An independent client (response signatures verified) completes
 // init, license activation and a heartbeat through it from another loopback address, 127.0.0.2,
@@ -218,7 +218,7 @@ describe.skipIf(!ready)('nginx with its default proxy_http_version 1.0 (known li
   // service cannot serve an HTTP/1.0 upstream: deploy/nginx/keywarden.conf sets proxy_http_version
   // 1.1. How it fails depends on the build the loader chose (docs/runtime.md): the 20.30 build
   // keeps the connection open until its 10 s idle timeout without answering (nginx: 504), the 20.57
-  // build answers 505 at once. This pins the behaviour the README describes; it fails, and should
+  // build answers 505 at once. This pins the behaviour docs/operations.md describes; it fails, and should
   // be turned around, the day HTTP/1.0 requests get a real answer.
   it('gets no answer from the service: nginx times out (20.30), or the service says 505 (20.57)', async () => {
     const t = await startTestServer({ TRUSTED_PROXIES: '127.0.0.1' });

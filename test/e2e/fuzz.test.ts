@@ -1,4 +1,4 @@
-// Issue 9: a seeded fuzz run generated from /api/openapi.json against a real server process:
+// A seeded fuzz run generated from /api/openapi.json against a real server process:
 // zero 5xx, zero answers slower than 2 s, every /api/client/ response signed, RSS flat.
 // The long mode is `npm run fuzz -- --requests 100000` (scripts/fuzz.ts).
 import fs from 'node:fs';

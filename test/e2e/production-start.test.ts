@@ -1,4 +1,4 @@
-// Production runtime (issue 9): `npm run build` compiles src/ with tsc into dist/, and `npm start`
+// Production runtime: `npm run build` compiles src/ with tsc into dist/, and `npm start`
 // (node scripts/start.mjs) runs that JavaScript with plain node: no TypeScript loader, no esbuild
 // process, the server's own SIGTERM handling. Plus the staleness rule of scripts/build.mjs, on a
 // small project of its own so a rebuild takes seconds.

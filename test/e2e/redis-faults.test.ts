@@ -1,4 +1,4 @@
-// Issue 9 finding 9 (the Redis part), with real processes: a Keywarden server on a Redis of its own
+// Redis outages, with real processes: a Keywarden server on a Redis of its own
 // that the test stalls (SIGSTOP), kills and restarts. Stalled or gone, Redis costs 503 with
 // Retry-After (signed on client routes) and a fast /readyz 503, never a 500 or a hang; an
 // AOF-persisted Redis comes back with every heartbeat session continuing its chain.

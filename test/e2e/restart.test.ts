@@ -171,27 +171,30 @@ async function start(env: Record<string, string>): Promise<ServerProcess> {
   return s;
 }
 
+/**
+ * Starts a server on `env`, opens the chains, and restarts it gracefully while every chain is
+ * beating; returns the chains once each has had three accepted beats after the restart.
+ */
+async function gracefulRestartUnderLoad(
+  env: Record<string, string>,
+): Promise<{ chains: Chain[]; second: ServerProcess }> {
+  const first = await start(env);
+  const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
+  let restarted!: () => void;
+  const running = load(chains, new Promise<void>((r) => (restarted = r)), 3);
+  await until(() => chains.every((ch) => ch.ok >= 3));
+  expect(await first.stop('SIGTERM')).toBe(0);
+  expect(first.output.join('\n')).not.toContain('http.unhandled_error');
+  const second = await start(env);
+  restarted();
+  await running;
+  return { chains, second };
+}
+
 describe('a restart under load', () => {
   it('one process, graceful: no session lost, no beat refused', async () => {
-    const env = await environment();
-    const first = await start(env);
-    const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
-    let restarted!: () => void;
-    const running = load(
-      chains,
-      new Promise<void>((r) => {
-        restarted = r;
-      }),
-      3,
-    );
-    // Restart while every chain is beating.
-    await until(() => chains.every((ch) => ch.ok >= 3));
-    expect(await first.stop('SIGTERM')).toBe(0);
-    expect(first.output.join('\n')).not.toContain('http.unhandled_error');
-    const second = await start(env);
+    const { chains, second } = await gracefulRestartUnderLoad(await environment());
     expect(second.output.join('\n')).toMatch(/"restored":\d+[^\n]*state\.restored/);
-    restarted();
-    await running;
     expect(report(chains)).toEqual({ lost: 0, refused: 0, refusals: [] });
     expect(chains.every((c) => c.okAfterRestart >= 3)).toBe(true);
   }, 120_000);
@@ -217,31 +220,16 @@ describe('a restart under load', () => {
       await db.end();
     }
     await first.stop('SIGKILL');
-    const second = await start(env);
+    await start(env);
     for (const ch of chains) expect(await beat(ch), ch.refusal).toBe('ok');
     expect(report(chains).lost).toBe(0);
-    void second;
   }, 120_000);
 
   it.skipIf(!hasRedis)(
     'a cluster of two workers, graceful: no session lost, no beat refused',
     async () => {
       const env = await environment({ WORKERS: '2', REDIS_URL, REDIS_PREFIX: `kwrestart${Date.now()}:` });
-      const first = await start(env);
-      const chains = await openChains(first.base, await new Api(first.base).signIn(OWNER.username, OWNER.password));
-      let restarted!: () => void;
-      const running = load(
-        chains,
-        new Promise<void>((r) => {
-          restarted = r;
-        }),
-        3,
-      );
-      await until(() => chains.every((ch) => ch.ok >= 3));
-      expect(await first.stop('SIGTERM')).toBe(0);
-      await start(env);
-      restarted();
-      await running;
+      const { chains } = await gracefulRestartUnderLoad(env);
       expect(report(chains)).toEqual({ lost: 0, refused: 0, refusals: [] });
     },
     120_000,

@@ -49,4 +49,48 @@ describe.skipIf(!hasRedis)('WORKERS=2', () => {
     }
     expect(primary.output.join('\n')).toContain('cluster.stopped');
   }, 60_000);
+
+  it('workers whose primary was SIGKILLed leave instead of living on as orphans', async () => {
+    const db = await createTestDatabase();
+    const port = await freePort();
+    const env = {
+      WORKERS: '2',
+      PORT: String(port),
+      DATABASE_URL: db.url,
+      REDIS_URL,
+      REDIS_PREFIX: `kwwo${Date.now()}:`,
+    };
+    const primary = await spawnServer({ ...env, DATA_DIR: dataDir });
+    const pids = new Set<number>();
+    try {
+      for (const until = Date.now() + 30_000; pids.size < 2 && Date.now() < until;) {
+        const m = await scrape(`http://127.0.0.1:${port}`);
+        if (m.keywarden_process_pid) pids.add(m.keywarden_process_pid);
+      }
+      expect(pids.size).toBe(2);
+      await primary.stop('SIGKILL');
+      const alive = () =>
+        [...pids].filter((pid) => {
+          try {
+            process.kill(pid, 0);
+            return true;
+          } catch {
+            return false;
+          }
+        });
+      // A liveness bound: each worker shuts down gracefully (its drain is bounded by SHUTDOWN_TIMEOUT_MS).
+      for (const until = Date.now() + 30_000; alive().length > 0 && Date.now() < until;)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(alive()).toEqual([]);
+    } finally {
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await db.drop();
+    }
+  }, 90_000);
 });

@@ -1,4 +1,4 @@
-// A request fuzzer generated from the server's own /api/openapi.json (issue 9): for every operation
+// A request fuzzer generated from the server's own /api/openapi.json: for every operation
 // it draws path parameters, query strings and bodies from the JSON Schema (valid values, values at
 // and past every limit, wrong types, U+0000, unicode, extra fields) plus raw hostile bodies, with
 // fast-check's seeded generator, and checks every answer: never a 5xx, never slower than the hang

@@ -1,6 +1,7 @@
-// A client of the realtime channel (README "Realtime channel") written from the README alone with
-// node:crypto and the `ws` package, independent of the server's sodium-native code: it verifies the
-// signed hello, derives the keys, checks every frame's MAC and seq, and lets tests misbehave.
+// A client of the realtime channel (docs/protocol.md "Realtime channel") written from that page
+// alone with node:crypto and the `ws` package, independent of the server's sodium-native code: it
+// verifies the signed hello, derives the keys, checks every frame's MAC and seq, and lets tests
+// misbehave.
 import {
   createHash,
   createHmac,

@@ -4,8 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { ERRORS } from '../../src/errors.js';
 
 describe('error catalogue', () => {
-  const readme = fs.readFileSync(path.resolve(import.meta.dirname, '../../README.md'), 'utf8');
-  it.each(Object.entries(ERRORS))('%s is documented in the README with its status', (_code, { status, detail }) => {
-    expect(readme).toContain(`| ${status} | \`${detail}\` |`);
+  const page = fs.readFileSync(path.resolve(import.meta.dirname, '../../docs/errors.md'), 'utf8');
+  it.each(Object.entries(ERRORS))('%s is documented in docs/errors.md with its status', (_code, { status, detail }) => {
+    expect(page).toContain(`| ${status} | \`${detail}\` |`);
   });
 });

@@ -494,7 +494,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
         if (tab === 'licenses') {
           await page.getByTestId('licenses-table').getByText('launch batch').first().waitFor();
           if (!suffix) {
-            // The README's picture (the first 1280x800): refreshed into docs/ only when asked, so a test run leaves the tree clean.
+            // The picture in README.md and docs/dashboard.md (the first 1280x800): refreshed into docs/ only when asked, so a test run leaves the tree clean.
             const file =
               process.env.UPDATE_DOCS_SCREENSHOT === '1' ? DOCS_SHOT : path.join(SHOTS, 'readme-licenses.png');
             fs.mkdirSync(path.dirname(file), { recursive: true });

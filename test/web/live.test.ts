@@ -1,4 +1,4 @@
-// Live updates in the browser (issue 10 item 9): a change made through a second worker process
+// Live updates in the browser: a change made through a second worker process
 // (sharing PostgreSQL and Redis) shows in the Licenses, Users and Logs views within 2 s, with no
 // reload; when the WebSocket is cut the page says so, refreshes every 10 s, and reconnects.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
-// How the server serves the built dashboard (src/http/static.ts): /dashboard redirects, pages get
-// index.html with a strict CSP and no-cache, hashed assets are immutable (gzip when asked), a
-// missing asset is 404 (never HTML), and a missing build is a clear 503. scripts/build-web.mjs
-// rebuilds only when an input is newer than the build.
+// How the server serves the built dashboard (src/platform/http/static.ts): /dashboard redirects,
+// pages get index.html with a strict CSP and no-cache, hashed assets are immutable (gzip when
+// asked), a missing asset is 404 (never HTML), and a missing build is a clear 503.
+// scripts/build-web.mjs rebuilds only when an input is newer than the build.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// The realtime channel (the server README's "Realtime channel"): heartbeat calls over one
+// The realtime channel (the server's docs/protocol.md, "Realtime channel"): heartbeat calls over one
 // WebSocket and pushes (revoked, update_required, notice). Nothing is believed unverified: the
 // hello must be signed by a pinned key over THIS client's session and fresh X25519 key, every later
 // frame must carry this connection's MAC and the next sequence number. A frame that fails is

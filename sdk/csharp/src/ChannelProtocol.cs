@@ -1,4 +1,4 @@
-// The realtime channel's wire format (the server README's "Realtime channel"), pure functions
+// The realtime channel's wire format (the server's docs/protocol.md, "Realtime channel"), pure functions
 // checked against sdk/vectors/channel.json in tests/ChannelVectorTests.cs: the hello's transcript
 // and verification, the X25519 + HKDF-SHA256 keys, and the MAC'd, sequenced frames.
 using System;

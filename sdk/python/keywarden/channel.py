@@ -1,4 +1,4 @@
-"""The realtime channel (the server README's "Realtime channel"): heartbeat calls over one
+"""The realtime channel (the server's docs/protocol.md, "Realtime channel"): heartbeat calls over one
 WebSocket and pushes (revoked, update_required, notice), standard library plus ``cryptography``.
 
 Nothing is believed unverified: the hello must be signed by a pinned key over THIS client's

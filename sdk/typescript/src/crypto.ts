@@ -102,7 +102,7 @@ export function decryptResponse(ciphertextB64: string, encKey: string, apiSecret
   return Buffer.concat([d.update(Buffer.from(ciphertextB64, 'base64')), d.final()]);
 }
 
-// ---- the realtime channel (README "Realtime channel", sdk/vectors/channel.json) ---------------
+// ---- the realtime channel (docs/protocol.md "Realtime channel", sdk/vectors/channel.json) -------
 
 /** "kwc1-hello" \n kid \n ts \n session \n client_key \n server_key \n conn \n beat_interval */
 export function channelTranscript(h: {

@@ -34,7 +34,7 @@ const IP_FAILURES = 20;
 /** A session's "last seen" is written at most this often. */
 const SEEN_GAP_MS = 60_000;
 
-/** What dashboard sign-in uses, and nothing more (one composition root: compose.ts, cli.ts). */
+/** What dashboard sign-in uses, and nothing more (one composition root: compose.ts; cli.ts uses it too). */
 export interface DashboardAuthDeps {
   repos: {
     accounts: AccountRepository;

@@ -1,6 +1,6 @@
-// The steps the license actor sequences (actors/license.machine.ts), made of the policy's
-// decisions (license-policy.ts) and the repository's conditional writes (db/). Values returned
-// to the client are built here, from the key as the decision saw it.
+// The steps the license actor sequences (license.machine.ts), made of the policy's decisions
+// (license-policy.ts) and the repository's conditional writes (license-ops.repository.ts). Values
+// returned to the client are built here, from the key as the decision saw it.
 import { randomUUID } from 'node:crypto';
 import type { LicenseEffects } from './license-host.js';
 import type { Decision, RegisterOp } from './license.machine.js';

@@ -1,5 +1,5 @@
 // The database side of license-key operations: reads, and conditional writes that carry out what
-// the policy (services/license-policy.ts) decided. Every state change is conditional on the state
+// the policy (license-policy.ts) decided. Every state change is conditional on the state
 // it expects (`... WHERE status = 'unused'`), so two claims cannot both win even in different
 // processes; the license actor only makes operations on one key take turns within a worker.
 // Nothing here decides an answer to a client: methods report what the database did.

@@ -2,11 +2,11 @@
 // (unused, pending, used, banned; unknown until first read) and its transitions are that table's:
 // register claims (unused -> pending), finalises (pending -> used) or releases (pending -> the
 // status before the claim); a license-only activation takes unused -> used or checks a used key.
-// Every step is an injected effect (`provide`): the decision is the policy's (services/
-// license-policy.ts, asked through `decide`), every write a conditional UPDATE (db/), so the
-// database stays the arbiter across processes and this actor makes one key's operations take
-// turns within a worker. A conditional write that finds the key changed makes it decide again
-// (at most MAX_ATTEMPTS times). The context is plain data; snapshots carry LICENSE_SNAPSHOT_VERSION.
+// Every step is an injected effect (`provide`): the decision is the policy's (license-policy.ts,
+// asked through `decide`), every write a conditional UPDATE (license-ops.repository.ts), so the
+// database stays the arbiter across processes and this actor makes one key's operations take turns
+// within a worker. A conditional write that finds the key changed makes it decide again (at most
+// MAX_ATTEMPTS times). The context is plain data; snapshots carry LICENSE_SNAPSHOT_VERSION.
 import { assign, fromPromise, setup } from 'xstate';
 import type { ErrorCode } from '../../errors.js';
 import type { LicenseStatus } from '../../platform/db/entities/index.js';

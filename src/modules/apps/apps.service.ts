@@ -56,7 +56,7 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   heartbeat_interval: 'heartbeatInterval',
 };
 
-/** What the applications service uses, and nothing more (one composition root: app.ts). */
+/** What the applications service uses, and nothing more (one composition root: compose.ts). */
 interface AppsServiceDeps {
   repos: {
     apps: ApplicationRepository;

@@ -1,7 +1,8 @@
 // The core call context of the client API (Colyseus keeps one such context that every transport
-// fills): a transport (HTTP today) runs the gate, fills a ClientCall with plain data and hands it
-// to a service; the service returns an outcome value that carries what the audit log should say.
-// Rendering, auditing, encryption and signing stay with the transport (http/client-route.ts).
+// fills): a transport (HTTP or the realtime channel) runs the gate, fills a ClientCall with plain
+// data and hands it to a service; the service returns an outcome value that carries what the audit
+// log should say. Rendering, auditing, encryption and signing stay with the transport
+// (client-gate.ts).
 import { AppError, ValidationError } from '../../errors.js';
 import type { AuditLevel } from '../../platform/db/entities/index.js';
 import type { CachedApp } from './client-app-cache.js';

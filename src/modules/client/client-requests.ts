@@ -1,4 +1,4 @@
-// The client API's request bodies, as TypeBox schemas: http/ validates requests and writes
+// The client API's request bodies, as TypeBox schemas: the routes validate requests and write
 // OpenAPI with them, services take their Static<> types, so each shape is written once.
 // Client endpoints ignore unknown fields (PROTOCOL 1): no additionalProperties: false here.
 import { Type, type Static } from '@sinclair/typebox';

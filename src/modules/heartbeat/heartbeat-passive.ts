@@ -1,4 +1,4 @@
-// Passivated heartbeat contexts, packed (issue 13: at most 2 KB per live session). As plain objects
+// Passivated heartbeat contexts, packed, to keep a live session within 2 KB. As plain objects
 // they cost about 850 bytes each: an object with an out-of-object property array, three boxed
 // timestamps, a token string, and ids that msgpackr decoded as slices of the whole session record
 // (which kept the record alive). Here a context is one slot of fixed width in three typed arrays

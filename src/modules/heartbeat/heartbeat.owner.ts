@@ -30,7 +30,7 @@ export const REJECT_TEXT: Record<RejectReason, string> = {
   replay: 'replayed beat_index',
 };
 
-// What crosses workers: plain data only (the operations are declared in cluster-ops.ts).
+// What crosses workers: plain data only (the operations are HeartbeatOps, below).
 export interface StartArgs {
   session: string;
   appId: string;

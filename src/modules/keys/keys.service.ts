@@ -16,7 +16,7 @@ import type { AccountRepository, Principal } from '../access/index.js';
 
 const USER_LIST_LIMIT = 2000;
 
-/** What key and user administration uses, besides its repository (one composition root: app.ts). */
+/** What key and user administration uses, besides its repository (one composition root: compose.ts). */
 interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;

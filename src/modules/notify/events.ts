@@ -1,5 +1,5 @@
 // Live events (SPEC "Live update stream"): published once through the coordinator, delivered to
-// every worker, where dashboards subscribed to the app receive them (ws/) and heartbeats react
+// every worker, where dashboards subscribed to the app receive them (live.ts) and heartbeats react
 // to revocations. Kinds are the dotted audit names: license.generate, license.ban, user.delete...
 import { randomUUID } from 'node:crypto';
 import { pack, unpack } from 'msgpackr';

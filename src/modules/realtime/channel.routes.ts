@@ -1,5 +1,5 @@
 // The realtime client channel's routes: the dashboard's notice to live clients, and the channel
-// itself in OpenAPI (it is served by ws/client-channel.ts, not by this router).
+// itself in OpenAPI (it is served by client-channel.ts, not by this router).
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from '../access/index.js';
@@ -44,7 +44,8 @@ export function channelRoutes(router: Router, { auth, push }: ChannelRoutesDeps)
     doc: {
       summary:
         'Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per ' +
-        'PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes (README "Realtime channel")',
+        'PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes ' +
+        '(docs/protocol.md "Realtime channel")',
       tag: 'client',
       auth: 'client',
     },

@@ -1,5 +1,6 @@
-// The realtime client channel's wire format (README "Realtime channel"), pure and in one place: the
-// server (ws/client-channel.ts) and scripts/gen-vectors.ts (sdk/vectors/channel.json) both use it.
+// The realtime client channel's wire format (docs/protocol.md "Realtime channel"), pure and in one
+// place: the server (client-channel.ts) and scripts/gen-vectors.ts (sdk/vectors/channel.json) both
+// use it.
 //
 // Handshake. The client upgrades `GET /api/client/ws` sending X-Session and, as its X-Nonce,
 // base64url(its fresh X25519 public key); with require_signature the upgrade is signed like any call

@@ -1,8 +1,9 @@
-// The realtime client channel, GET /api/client/ws (README "Realtime channel"): an activated client
-// session carries its heartbeat over one WebSocket and receives pushes (revoked, update_required,
-// notice). The upgrade passes the client gate of every REST call (http/client-route.ts); each call
-// on the channel goes through the same gate and services as its REST twin, so the heartbeat rules,
-// refusals and audit lines are those of PROTOCOL 6. The wire format is client-channel.protocol.ts.
+// The realtime client channel, GET /api/client/ws (docs/protocol.md "Realtime channel"): an
+// activated client session carries its heartbeat over one WebSocket and receives pushes (revoked,
+// update_required, notice). The upgrade passes the client gate of every REST call
+// (client/client-gate.ts); each call on the channel goes through the same gate and services as its
+// REST twin, so the heartbeat rules, refusals and audit lines are those of PROTOCOL 6. The wire
+// format is client-channel.protocol.ts.
 // uWS rules kept here: `req` is copied before the first await and onAborted is registered first;
 // a message's ArrayBuffer is read before the handler returns; a closed socket is never touched.
 // Limits: connections per IP (this worker), upgrades per IP per minute (cluster-wide), calls in

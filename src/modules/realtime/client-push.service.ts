@@ -1,4 +1,4 @@
-// What the realtime client channel pushes, decided here and delivered by ws/client-channel.ts:
+// What the realtime client channel pushes, decided here and delivered by client-channel.ts:
 // - revocations, from the same live events that end heartbeat sessions (every worker gets every
 //   event and each pushes to the clients connected to it), from application changes (disabled,
 //   deleted, an IP blacklisted) and from heartbeat kills wherever they happen;

@@ -18,7 +18,7 @@ const DAY_MS = 86_400_000;
 
 type SubscriptionChange = { clear?: true; extend_days?: number; expires_at?: string };
 
-/** What the team service uses, and nothing more (one composition root: app.ts). */
+/** What the team service uses, and nothing more (one composition root: compose.ts). */
 interface TeamServiceDeps {
   repos: {
     accounts: AccountRepository;

@@ -4,7 +4,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import type { Coordinator, LimiterOptions, Unsubscribe } from './coordinator.js';
 
 // A stored value is one flat string: its deadline (8 bytes, float64) and its bytes, a char per
-// byte (issue 13: a client-session record per activated session). Keeping the caller's Buffer
+// byte (there is a client-session record per activated session). Keeping the caller's Buffer
 // instead cost about 950 bytes a record: the Buffer object, the DataView msgpackr hangs on a
 // Buffer it decodes, an entry object with a boxed number, and a slice of msgpackr's 8 KiB
 // output buffer, which kept the other messages packed into it alive. get() returns a new Buffer,
@@ -31,7 +31,7 @@ function valueOf(s: Stored): Buffer {
 interface LocalCoordinatorOptions {
   /**
    * Keys under these prefixes survive a restart: changes to them are tracked for the state
-   * checkpoint (services/state-checkpoint.ts), which this class serves as a source of kind `kv`.
+   * checkpoint (platform/db/state-checkpoint.ts), which this class serves as a source of kind `kv`.
    */
   durablePrefixes?: readonly string[];
 }

@@ -42,7 +42,7 @@ export interface Secrets {
   /** Key of the HMAC under which license keys are stored (PROTOCOL 9). */
   readonly licenseHashKey: Buffer;
   /**
-   * Key of the sealed client-session tokens (services/session-token.ts). Derived from the active
+   * Key of the sealed client-session tokens (modules/client/session-token.ts). Derived from the active
    * response-signing seed, which every worker of a deployment shares (DATA_DIR or
    * RESPONSE_SIGNING_KEY), under its own label: the signing key itself is never used for it.
    */

@@ -1,4 +1,4 @@
-// The MikroORM bootstrap. Only db/ imports the driver; the rest of the code gets an `Orm` handle.
+// The MikroORM bootstrap. Only platform/db imports the driver; the rest of the code gets an `Orm` handle.
 import { MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import type { Logger } from 'pino';

@@ -16,7 +16,7 @@ export interface RouteDoc {
   auth: 'none' | 'dashboard' | 'client';
   body?: TSchema;
   query?: TSchema;
-  /** Permission or role needed, as the README's route table states it. */
+  /** Permission or role needed, as docs/api.md's route table states it. */
   permission?: string;
   responses?: Record<number, string>;
 }

@@ -1,7 +1,7 @@
 // The per-address client-call limits (SPEC Limits, PROTOCOL 11.3) of a process without Redis, in
 // 12 bytes a tracked address instead of rate-limiter-flexible's memory store (an object, a
 // string key and a timer per address: about 250 bytes, so a flood from many addresses grew the
-// heap by that much per address and minute; issue 13). Same rule: a fixed window per key that
+// heap by that much per address and minute). Same rule: a fixed window per key that
 // opens at its first call; past `points` in it the call is refused with the time left.
 //
 // An open-addressing table (linear probing, 40-65% full) of [48-bit hash, calls, window end] in

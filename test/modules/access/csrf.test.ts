@@ -1,6 +1,6 @@
-// CSRF defence of the web dashboard (README "Web dashboard"): a write the kw_session cookie
-// authenticates must carry an Origin (or Referer) of the server itself or PUBLIC_URL; a Bearer
-// call needs none; a sign-in naming a foreign origin is refused too.
+// CSRF defence of the web dashboard (docs/dashboard.md "Sign-in and CSRF"): a write the kw_session
+// cookie authenticates must carry an Origin (or Referer) of the server itself or PUBLIC_URL; a
+// Bearer call needs none; a sign-in naming a foreign origin is refused too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNER, startTestServer, type TestServer } from '../../helpers/server.js';
 

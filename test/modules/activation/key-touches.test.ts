@@ -1,4 +1,4 @@
-// Last login and IP of an already-activated key are written behind the answer (issue 13): the
+// Last login and IP of an already-activated key are written behind the answer: the
 // touch is coalesced per key, written by the next turn, kept (never dropped) while the database
 // refuses it, and written at shutdown.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

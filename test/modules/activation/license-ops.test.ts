@@ -1,5 +1,5 @@
 // The conditional writes under license operations, and the one dashboard path that frees a key:
-// tests that fail on the exact mutations issue 12 found unguarded (a claim without its status
+// tests that fail on the exact mutations a mutation run found unguarded (a claim without its status
 // condition; a user delete that leaves the key pointing at the deleted user).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture } from '../../helpers/fixture.js';

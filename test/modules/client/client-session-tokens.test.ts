@@ -1,4 +1,4 @@
-// Issue 13: an unactivated session is a sealed token and init stores nothing for it; sessions with
+// An unactivated session is a sealed token and init stores nothing for it; sessions with
 // an enc_key keep their response key under CLIENT_SESSION_LIMIT, past which init answers a signed
 // 503 with Retry-After and recovers; activation stores the record, and a killed heartbeat's
 // deactivation still holds. With two workers in cluster mode, a client that stays on one worker

@@ -1,4 +1,4 @@
-// Client sessions over sealed tokens (issue 13), on the real in-process coordinator with a clock
+// Client sessions over sealed tokens, on the real in-process coordinator with a clock
 // moved by hand: 24 hours to the millisecond, a stored record wins over the token, enc_key
 // sessions keep their response key under a bound that answers 503 with Retry-After and recovers,
 // and tokens are drawn on shards the worker owns.

@@ -1,5 +1,5 @@
 // Activation geo, known_countries, the Logs Location column and the "new device or new location"
-// alert (SPEC "End user", "Log entry", "Alert webhook"; issue 9), against the packaged DB-IP Lite
+// alert (SPEC "End user", "Log entry", "Alert webhook"), against the packaged DB-IP Lite
 // city database. The addresses are real public ones whose place that pinned database states:
 // 81.2.69.142 London GB, 8.8.8.8 Mountain View US, 193.0.6.139 Amsterdam NL, 194.150.168.168 Berlin DE.
 // They only travel in X-Forwarded-For (the server trusts 127.0.0.1 as its proxy); nothing connects to them.

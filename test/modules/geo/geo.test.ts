@@ -1,4 +1,4 @@
-// GEOIP_DB and the geo lookups behind activation geo and log locations (src/services/geo.ts).
+// GEOIP_DB and the geo lookups behind activation geo and log locations (src/modules/geo/geo.ts).
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

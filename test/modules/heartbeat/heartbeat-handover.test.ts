@@ -1,7 +1,7 @@
 // A heartbeat session restored on another worker (handover or failover) keeps everything that
 // judges it: after the owner leaves, the survivor loads the session through the versioned codec
-// and a beat with another code_hash is a tamper kill there too (issue 12: dropping code_hash on
-// restore once passed the cluster tests silently).
+// and a beat with another code_hash is a tamper kill there too (a restore that dropped code_hash
+// once passed the cluster tests silently).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture, type AppFixture } from '../../helpers/fixture.js';

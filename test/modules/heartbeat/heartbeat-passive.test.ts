@@ -1,5 +1,6 @@
-// Passivated heartbeat contexts are packed (src/actors/heartbeat-passive.ts): whatever goes in must
-// come out exactly, expiry must still find them, and a released shard must drop exactly its own.
+// Passivated heartbeat contexts are packed (src/modules/heartbeat/heartbeat-passive.ts): whatever
+// goes in must come out exactly, expiry must still find them, and a released shard must drop
+// exactly its own.
 import { describe, expect, it } from 'vitest';
 import { PassiveContexts } from '../../../src/modules/heartbeat/heartbeat-passive.js';
 import { HeartbeatHost } from '../../../src/modules/heartbeat/heartbeat-host.js';

@@ -1,4 +1,4 @@
-// Pushes on the realtime channel, one server: every revocation of the issue reaches the connected
+// Pushes on the realtime channel, one server: every kind of revocation reaches the connected
 // client (and only the clients it concerns) within a second of the dashboard call, closes the
 // channel (4003) and ends the session; update_required follows force_update and the version;
 // the dashboard's notice reaches every live client of the application.

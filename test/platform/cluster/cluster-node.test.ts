@@ -606,7 +606,7 @@ describe('ClusterNode', () => {
   });
 });
 
-// Added after the first mutation run (README "Mutation testing"): each pins a behaviour a surviving
+// Added after the first mutation run (docs/testing.md "Mutation testing"): each pins a behaviour a surviving
 // mutant showed no test held.
 describe('ClusterNode, more closely', () => {
   it('tells the onShards handlers of every shard it takes and gives back', async () => {

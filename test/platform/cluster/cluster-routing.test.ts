@@ -1,5 +1,6 @@
-// Issue 9 finding 8: a call forwarded to a slow (CPU-starved) owner was sent again after 3 s while
-// the first copy still waited in the owner's queue, and past the deadline the caller got a 500.
+// A call forwarded to a slow (CPU-starved) owner is sent once and awaited while that owner holds the
+// shard; past the deadline the caller gets 503, never a 500. (Sending it again after 3 s, while the
+// first copy still waited in the owner's queue, answered a client with the first copy's effect.)
 // Two real cluster nodes share one coordinator here; the owner's handler is slow on purpose.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';

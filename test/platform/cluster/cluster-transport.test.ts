@@ -1,4 +1,4 @@
-// Issue 13: worker-to-worker calls over direct, authenticated connections, with Redis pub/sub only as
+// Worker-to-worker calls over direct, authenticated connections, with Redis pub/sub only as
 // the fallback. Real ClusterNodes on a real Redis (a unique prefix per cluster), real sockets, and a
 // worker in a child process for the kill.
 import fs from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// The local coordinator keeps each value as one flat string (issue 13): every byte must come back,
+// The local coordinator keeps each value as one flat string: every byte must come back,
 // the deadline must hold to the millisecond, and a value is a copy on the way in and on the way out.
 import { describe, expect, it } from 'vitest';
 import { LocalCoordinator } from '../../../src/platform/cluster/local.coordinator.js';

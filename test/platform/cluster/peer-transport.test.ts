@@ -630,7 +630,7 @@ describe('a silent peer', () => {
   });
 });
 
-// Added after the first mutation run (README "Mutation testing"): each pins a behaviour a surviving
+// Added after the first mutation run (docs/testing.md "Mutation testing"): each pins a behaviour a surviving
 // mutant showed no test held.
 describe('listening and closing', () => {
   it('start() fails when the port is taken', async () => {

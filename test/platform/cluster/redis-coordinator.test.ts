@@ -139,7 +139,7 @@ describe.skipIf(!hasRedis)('RedisCoordinator', () => {
   });
 });
 
-// Added after the first mutation run (README "Mutation testing"): each pins a behaviour a surviving
+// Added after the first mutation run (docs/testing.md "Mutation testing"): each pins a behaviour a surviving
 // mutant showed no test held.
 for (const [name, enabled, make] of implementations) {
   describe.skipIf(!enabled)(`coordinator details, more closely: ${name}`, () => {

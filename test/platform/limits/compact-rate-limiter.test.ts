@@ -1,4 +1,4 @@
-// The per-address limiter of a process without Redis (issue 13): rate-limiter-flexible's
+// The per-address limiter of a process without Redis: rate-limiter-flexible's
 // fixed-window rule, 16 bytes a tracked address, and a bound on tracked addresses that answers
 // 503 with Retry-After and recovers when windows close.
 import { describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 // The typed API client: openapi-fetch over the paths generated from /api/openapi.json
 // (schema.d.ts), so paths, path parameters, query strings and request bodies are checked by tsc.
 // The browser authenticates with the HttpOnly kw_session cookie (same origin); the server checks
-// the Origin header the browser adds to every write (CSRF defence, see the README).
+// the Origin header the browser adds to every write (CSRF defence, see docs/dashboard.md).
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { paths } from './schema.js';
 import { ApiError, apiError } from './errors.js';

@@ -2208,7 +2208,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes (README "Realtime channel") */
+        /** Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes (docs/protocol.md "Realtime channel") */
         get: {
             parameters: {
                 query?: never;

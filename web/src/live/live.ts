@@ -27,7 +27,10 @@ export interface LiveFeedOptions {
 }
 
 export const POLL_MS = 10_000;
-/** WebSocket close code of a stream whose session was revoked, disabled or signed out (README, Limits). */
+/**
+ * WebSocket close code of a stream whose session was revoked, disabled or signed out
+ * (docs/operations.md, "Limits and what hostile input gets").
+ */
 export const POLICY_CLOSE = 1008;
 const MAX_BACKOFF_MS = 30_000;
 

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Issue 9: free text up to 4,096 characters (PROTOCOL 11.18), blacklist uniqueness on a hash of the
+// Hostile input: free text up to 4,096 characters (PROTOCOL 11.18), blacklist uniqueness on a hash of the
 // value (a long value cannot be a btree key), and the durable request-nonce ledger (PROTOCOL 11.21).
 export class Migration20261122000000HostileInput extends Migration {
   override async up(): Promise<void> {

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Issue 9, geo and alerts: a license key remembers the countries it was used from (the "new location"
+// Geo and alerts: a license key remembers the countries it was used from (the "new location"
 // alert for license-only keys) and where it was used last, beside its activation geo.
 export class Migration20261123000000Geo extends Migration {
   override async up(): Promise<void> {
