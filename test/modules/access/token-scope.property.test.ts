@@ -54,9 +54,6 @@ const make = {
   async member(): Promise<string> {
     return (await owner.post('/api/team', { username: `pm${unique()}`, password: 'member-pass-1' })).body.id;
   },
-  async token(): Promise<string> {
-    return (await reseller.post('/api/tokens', { name: 'spare', scopes: ['apps:read'] })).body.id;
-  },
 };
 
 /** The record a route's `:id` names, by the path it sits in. */
@@ -72,9 +69,7 @@ async function fill(pattern: string): Promise<string> {
           ? await make.ban()
           : /^\/api\/team\/:id/.test(pattern)
             ? await make.member()
-            : /^\/api\/tokens\/:id/.test(pattern)
-              ? await make.token()
-              : randomUUID();
+            : randomUUID();
   path = path.replace(':id', id).replace(':lang', 'python');
   return path.replace(/:[A-Za-z_]+/g, () => randomUUID());
 }
