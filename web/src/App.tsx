@@ -146,7 +146,7 @@ function Shell() {
               <Link to={paths.apps()} className="brand" aria-label="Keywarden: applications">
                 <img src="/dashboard/favicon.svg" alt="" width="22" height="22" /> Keywarden
               </Link>
-              <AppPicker current={route.name === 'app' ? route.appId : undefined} />
+              {!s.account.two_factor_required && <AppPicker current={route.name === 'app' ? route.appId : undefined} />}
               <nav className="topnav" aria-label="Main">
                 <Link to={paths.apps()} aria-current={route.name === 'apps' ? 'page' : undefined}>
                   Apps
