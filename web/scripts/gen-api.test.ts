@@ -7,13 +7,11 @@ import { openApiDocument, SCHEMA_FILE, schemaTypes } from './gen-api.js';
 describe('web/src/api/schema.d.ts', () => {
   it('is generated from the current route table (run `npm run gen:api -w web` when this fails)', async () => {
     const committed = await fs.readFile(SCHEMA_FILE, 'utf8');
-    expect(committed === (await schemaTypes()), 'web/src/api/schema.d.ts is stale: run `npm run gen:api -w web`').toBe(
-      true,
-    );
+    expect(committed === (await schemaTypes()), 'web/src/api/schema.d.ts is stale: run `npm run gen:api -w web`').toBe(true);
   });
 
   it('comes from the document GET /api/openapi.json serves (the dashboard routes are in it)', async () => {
-    const doc = (await openApiDocument()) as { paths: Record<string, Record<string, { requestBody?: unknown }>> };
+    const doc = await openApiDocument() as { paths: Record<string, Record<string, { requestBody?: unknown }>> };
     expect(doc.paths['/api/apps/{id}']?.patch?.requestBody).toBeDefined();
     expect(doc.paths['/api/apps/{id}/licenses']?.post?.requestBody).toBeDefined();
     expect(Object.keys(doc.paths)).toContain('/api/team/{id}/permissions');
