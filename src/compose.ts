@@ -311,6 +311,8 @@ function createDomain(s: Services): Domain {
     coordinator: s.coordinator,
     node,
     owner: heartbeatOwner,
+    webhooks,
+    keySeats: (licenseId) => s.repos.licenses.seatPolicy(licenseId),
   });
   events.on((e) => heartbeatOwner.onEvent(e));
   // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
@@ -420,6 +422,8 @@ function createDomain(s: Services): Domain {
       await node.start();
       const restored = await checkpoint?.restore();
       if (restored) log.info({ restored }, 'state.restored');
+      // Alone, seat tables live in memory: the restored heartbeat sessions take their seats back.
+      if (local) await heartbeatOwner.seats.rebuild(heartbeatOwner.host.contexts());
       checkpoint?.start();
       heartbeatOwner.startSweeper();
       noncePurge = setInterval(() => {
@@ -551,6 +555,7 @@ export function createApp(s: Services): App {
     keys: d.keys,
     generator: d.generator,
     liveSessions: (appId) => d.heartbeatOwner.countForApp(appId),
+    liveSeats: (ids) => d.heartbeatOwner.seats.liveCounts(ids),
     now,
   });
   auditRoutes(router, { auth: d.auth, log: d.auditLog });

@@ -46,6 +46,8 @@ export const ERRORS = {
   heartbeat_exists: { status: 409, detail: 'heartbeat session already exists for this nonce' },
   heartbeat_rejected: { status: 403, detail: 'rejected' },
   heartbeat_token_invalid: { status: 401, detail: 'Invalid heartbeat token' },
+  // PROTOCOL 12.2: heartbeat/start over the key's max_sessions with session_overflow `reject`.
+  session_limit: { status: 409, detail: 'Concurrent session limit reached' },
 
   // dashboard
   not_authenticated: { status: 401, detail: 'Not authenticated' },

@@ -6,12 +6,29 @@
 import type { ErrorCode } from '../../src/errors.js';
 
 export const SDK_CODES = [
-  'invalid_key', 'key_used', 'banned', 'expired', 'hwid_mismatch', 'app_disabled', 'update_required',
-  'rate_limited', 'locked_out', 'session_expired', 'heartbeat_killed', 'verification', 'clock_skew',
-  'network', 'timeout', 'server',
+  'invalid_key',
+  'key_used',
+  'banned',
+  'expired',
+  'hwid_mismatch',
+  'app_disabled',
+  'update_required',
+  'rate_limited',
+  'locked_out',
+  'session_expired',
+  'heartbeat_killed',
+  'verification',
+  'clock_skew',
+  'network',
+  'timeout',
+  'server',
   // PROTOCOL 12 (licensing models). offline_invalid is raised by the SDK itself: an offline license
   // file it refuses (with a reason of its own, see sdk/vectors/README.md "offline.json").
-  'trial_disabled', 'trial_used', 'offline_disabled', 'offline_invalid', 'session_limit',
+  'trial_disabled',
+  'trial_used',
+  'offline_disabled',
+  'offline_invalid',
+  'session_limit',
 ] as const;
 export type SdkCode = (typeof SDK_CODES)[number];
 
@@ -22,7 +39,11 @@ export const FALLBACK_CODE: SdkCode = 'server';
  * Used when (status, detail) matches no entry: the only data-driven details are an app's
  * disabled_message (403), the 426 object and Retry-After-bearing 429s.
  */
-export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = { 403: 'app_disabled', 426: 'update_required', 429: 'rate_limited' };
+export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = {
+  403: 'app_disabled',
+  426: 'update_required',
+  429: 'rate_limited',
+};
 
 /**
  * Client answers that PROTOCOL 12 spells word for word but src/errors.ts does not carry yet (the
@@ -34,9 +55,11 @@ export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = { 403: 'app_d
 export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {
   trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.', sdk_code: 'trial_disabled' },
   trial_used: { status: 403, detail: 'Trial already used on this device.', sdk_code: 'trial_used' },
-  offline_disabled: { status: 403, detail: 'Offline licenses are not enabled for this application.', sdk_code: 'offline_disabled' },
-  // heartbeat/start over the key's max_sessions with session_overflow `reject`.
-  session_limit: { status: 409, detail: 'Concurrent session limit reached', sdk_code: 'session_limit' },
+  offline_disabled: {
+    status: 403,
+    detail: 'Offline licenses are not enabled for this application.',
+    sdk_code: 'offline_disabled',
+  },
 };
 
 export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
@@ -84,6 +107,8 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   heartbeat_exists: 'server',
   heartbeat_rejected: 'heartbeat_killed',
   heartbeat_token_invalid: 'heartbeat_killed',
+  // heartbeat/start over the key's max_sessions with session_overflow `reject`.
+  session_limit: 'session_limit',
 
   not_authenticated: null,
   permission_denied: null,

@@ -1,5 +1,5 @@
 import type { Orm } from '../../platform/db/orm.js';
-import { ApplicationSchema, type Application } from '../../platform/db/entities/index.js';
+import { ApplicationSchema, type Application, type SessionOverflow } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 
 /** Which applications a caller may see: every app, one owner's apps, or an allowed list inside one tree. */
@@ -62,13 +62,15 @@ export interface ClientAppRow {
   expected_binary_hash: string;
   allowed_hashes: string[];
   heartbeat_interval: number;
+  max_sessions: number;
+  session_overflow: SessionOverflow;
   api_secret: string;
 }
 
 const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock,
   require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
-  expected_binary_hash, allowed_hashes, heartbeat_interval, api_secret`;
+  expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret`;
 
 export class ApplicationRepository {
   constructor(

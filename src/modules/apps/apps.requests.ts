@@ -1,7 +1,7 @@
 // Request bodies of the applications routes, as TypeBox schemas: the routes validate and document
 // with them (OpenAPI), the service takes their Static<> types, so each is written once.
 import { Type, type Static } from '@sinclair/typebox';
-import { KEY_COST_TIERS } from '../../platform/db/entities/index.js';
+import { KEY_COST_TIERS, SESSION_OVERFLOWS } from '../../platform/db/entities/index.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
@@ -50,6 +50,9 @@ export const PatchAppBody = Type.Object(
       ),
     ),
     heartbeat_interval: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+    // PROTOCOL 12.2: floating seats.
+    max_sessions: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    session_overflow: Type.Optional(Type.Union(SESSION_OVERFLOWS.map((o) => Type.Literal(o)))),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -18,15 +18,13 @@ import type {
   ClientOutcome,
   ClientSessions,
 } from '../client/index.js';
-import type { EventBus } from '../notify/index.js';
+import type { EventBus, WebhookService } from '../notify/index.js';
 import { beatInterval } from './beat-interval.js';
-import { decodeHeartbeat } from './heartbeat-codec.js';
-import type { HeartbeatContext } from './heartbeat.machine.js';
+import { sessionAlive } from './heartbeat.machine.js';
 import { HeartbeatRefusals } from './heartbeat-refusals.js';
 import {
   KILL_TEXT,
   REJECT_TEXT,
-  hashOf,
   type BeatArgs,
   type HeartbeatOps,
   type HeartbeatOwner,
@@ -60,6 +58,9 @@ interface HeartbeatGatewayDeps {
   coordinator: Coordinator;
   node: ShardNode<HeartbeatOps>;
   owner: HeartbeatOwner;
+  webhooks: Pick<WebhookService, 'notify'>;
+  /** A key's own max_sessions (null: the application's) and its reseller; null when the key is gone. */
+  keySeats: (licenseId: string) => Promise<{ maxSessions: number | null; resellerId: string | null } | null>;
 }
 
 export class HeartbeatGateway {
@@ -86,14 +87,8 @@ export class HeartbeatGateway {
 
   /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */
   async isAlive(session: string): Promise<boolean> {
-    let c: HeartbeatContext | undefined = this.d.owner.host.peek(session);
-    if (!c && this.d.coordinator.kind === 'redis') {
-      const raw = await this.d.coordinator.hashGet(hashOf(shardOf(session)), session);
-      c = raw ? decodeHeartbeat(raw) : undefined;
-    }
-    const now = this.d.now();
-    if (!c || c.expiresAt <= now) return false;
-    return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
+    const c = await this.d.owner.stateOf(session);
+    return c !== undefined && sessionAlive(c, this.d.now());
   }
 
   start(call: ClientCall<StartRequest>): Promise<ClientOutcome> {
@@ -131,11 +126,48 @@ export class HeartbeatGateway {
       userId: s.record.userId,
       licenseId: s.record.licenseId,
     };
-    await this.route(s.token, 'hb.start', args, () => this.d.owner.startHere(args));
+    const seat = await this.takeSeat(call, note);
+    try {
+      await this.route(s.token, 'hb.start', args, () => this.d.owner.startHere(args));
+    } catch (err) {
+      if (seat?.added) this.d.owner.seats.releaseLater(s.record.licenseId, s.token);
+      throw err;
+    }
     note.detail = `Heartbeat started (interval ${interval}s)`;
     return {
       body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) },
     };
+  }
+
+  /**
+   * PROTOCOL 12.2: the start takes a seat of its key (an end user's session, its user's key) before
+   * its heartbeat session exists; a session kicked to make room is announced like every kill.
+   */
+  private async takeSeat(call: ClientCall<StartRequest>, note: AuditNote) {
+    const s = call.session!;
+    const licenseId = s.record.licenseId;
+    if (!licenseId) return undefined;
+    const app = call.app.row;
+    const key = await this.d.keySeats(licenseId);
+    try {
+      const seat = await this.d.owner.seats.claim({
+        licenseId,
+        session: s.token,
+        max: key?.maxSessions ?? app.max_sessions,
+        overflow: app.session_overflow,
+      });
+      const resellerId = key?.resellerId ?? null;
+      for (const k of seat.kicked) {
+        const data = { reason: 'session_limit', user_id: k.userId, license_id: licenseId };
+        await this.d.events.publish('heartbeat.kill', app.id, data, resellerId);
+        this.d.webhooks.notify(app.id, resellerId, 'heartbeat.kill', data);
+      }
+      return seat;
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'session_limit')
+        note.detail = '409 start refused: concurrent session limit reached';
+      throw err;
+    }
   }
 
   beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {

@@ -49,7 +49,7 @@ export interface BeatInput {
 }
 
 export type KillReason =
-  'system_id' | 'no_code_hash' | 'code_changed' | 'pinned_hash' | 'drift' | 'debugger' | 'revoked';
+  'system_id' | 'no_code_hash' | 'code_changed' | 'pinned_hash' | 'drift' | 'debugger' | 'revoked' | 'session_limit';
 export type RejectReason = 'token' | 'replay';
 
 export type BeatVerdict =
@@ -64,6 +64,12 @@ export type HeartbeatEvent =
 
 export function expiryWindowMs(beatInterval: number): number {
   return Math.max(60, beatInterval * 6) * 1000;
+}
+
+/** SPEC "Session alive": not past its deadline, and no beat yet or the last one at most 3 intervals old. */
+export function sessionAlive(c: HeartbeatContext, now: number): boolean {
+  if (c.expiresAt <= now) return false;
+  return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
 }
 
 function tokenMatches(expected: string, given: string): boolean {

@@ -15,6 +15,8 @@ import { HeartbeatHost } from './heartbeat-host.js';
 import type { ContextKey } from './heartbeat-passive.js';
 import { decodeHeartbeat, encodeHeartbeat } from './heartbeat-codec.js';
 import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from './heartbeat.machine.js';
+import type { SessionOverflow } from '../../platform/db/entities/index.js';
+import { SeatKeeper } from './seats.js';
 
 export const KILL_TEXT: Record<KillReason, string> = {
   system_id: 'system_id differs from start',
@@ -24,6 +26,7 @@ export const KILL_TEXT: Record<KillReason, string> = {
   drift: 'three drift warnings',
   debugger: 'debugger detected',
   revoked: 'license or user revoked',
+  session_limit: 'session limit',
 };
 export const REJECT_TEXT: Record<RejectReason, string> = {
   token: 'wrong, stale or malformed token',
@@ -64,13 +67,32 @@ interface BeatOutcome {
   licenseId: string | null;
 }
 
+/** A start's claim of a seat of its key (PROTOCOL 12.2); max 0: unlimited. */
+export interface SeatClaimArgs {
+  licenseId: string;
+  session: string;
+  max: number;
+  overflow: SessionOverflow;
+}
+export interface SeatClaimOutcome {
+  /** False when the session held its seat already. */
+  added: boolean;
+  /** Sessions ended to make room (kick_oldest). */
+  kicked: { session: string; userId: string | null }[];
+}
+/** Why the owner ends a session from outside a beat. */
+type OuterKill = Extract<KillReason, 'revoked' | 'session_limit'>;
+
 /** The operations other workers ask of this one, with their plain-data arguments and results. */
 export interface HeartbeatOps extends OpMap {
   'hb.start': { args: StartArgs; result: { ok: true } };
   'hb.beat': { args: BeatArgs; result: BeatOutcome };
   'hb.stop': { args: StopArgs; result: StopOutcome };
   /** Ends one session as revoked (a revocation pushed on the realtime channel); how many ended. */
-  'hb.kill': { args: { session: string }; result: number };
+  'hb.kill': { args: { session: string; reason?: OuterKill }; result: number };
+  /** Seats of a key, on the owner of the key's shard (seats.ts). */
+  'seat.claim': { args: SeatClaimArgs; result: SeatClaimOutcome };
+  'seat.release': { args: { licenseId: string; session: string }; result: boolean };
 }
 
 interface HeartbeatOwnerDeps {
@@ -102,6 +124,8 @@ export class HeartbeatOwner {
   readonly checkpointKind = 'hb';
   /** Without Redis and with a checkpoint: sessions changed since the last one. */
   private changed: Set<string> | undefined;
+  /** Floating seats: the keys whose shard this worker owns decide their starts here. */
+  readonly seats: SeatKeeper;
 
   constructor(private readonly d: HeartbeatOwnerDeps) {
     this.durable = d.coordinator.kind === 'redis';
@@ -113,6 +137,7 @@ export class HeartbeatOwner {
       onExpired: (c) => {
         // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
         void this.persist(c.session, null).catch(() => undefined);
+        this.seats.releaseLater(c.licenseId, c.session);
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
     });
@@ -120,7 +145,26 @@ export class HeartbeatOwner {
     d.node.handle('hb.start', (a) => this.startHere(a));
     d.node.handle('hb.beat', (a) => this.beatHere(a));
     d.node.handle('hb.stop', (a) => this.stopHere(a));
-    d.node.handle('hb.kill', (a) => this.killHere([a.session]));
+    d.node.handle('hb.kill', (a) => this.killHere([a.session], a.reason));
+    this.seats = new SeatKeeper({
+      now: d.now,
+      log: d.log,
+      coordinator: d.coordinator,
+      node: d.node,
+      stateOf: (session) => this.stateOf(session),
+      kick: async (session) =>
+        (await d.node.route(shardOf(session), 'hb.kill', { session, reason: 'session_limit' }, () =>
+          this.killHere([session], 'session_limit'),
+        )) > 0,
+    });
+  }
+
+  /** A session's current state: here when this worker hosts it, else (with Redis) as its owner wrote it. */
+  async stateOf(session: string): Promise<HeartbeatContext | undefined> {
+    const c = this.host.peek(session);
+    if (c || !this.durable) return c;
+    const raw = await this.d.coordinator.hashGet(hashOf(shardOf(session)), session);
+    return raw ? decodeHeartbeat(raw) : undefined;
   }
 
   startSweeper(): void {
@@ -247,7 +291,10 @@ export class HeartbeatOwner {
     if (!r)
       return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
     if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
-    else if (r.verdict.kind === 'killed') await this.persist(a.session, null);
+    else if (r.verdict.kind === 'killed') {
+      await this.persist(a.session, null);
+      this.seats.releaseLater(r.before.licenseId, a.session);
+    }
     return {
       verdict: r.verdict,
       token: r.context?.token ?? '',
@@ -264,20 +311,28 @@ export class HeartbeatOwner {
     const r = this.host.send(a.session, { type: 'STOP', token: a.token });
     if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
     await this.persist(a.session, null);
+    this.seats.releaseLater(r.before.licenseId, a.session);
     return { stopped: true, beats: r.before.beatCount, userId: r.before.userId, licenseId: r.before.licenseId };
   }
 
-  async killHere(sessions: string[]): Promise<number> {
+  /**
+   * Ends sessions from outside a beat: revoked, or their seat went to a newer start (then the
+   * claim that asked has taken the seat away already).
+   */
+  async killHere(sessions: string[], reason: OuterKill = 'revoked'): Promise<number> {
     let n = 0;
     for (const session of sessions) {
-      const r = this.host.send(session, { type: 'KILL', reason: 'revoked' });
+      this.owns(session);
+      const r = this.host.send(session, { type: 'KILL', reason });
       if (!r) continue;
       await this.persist(session, null).catch(() => undefined);
+      if (reason !== 'session_limit') this.seats.releaseLater(r.before.licenseId, session);
+      this.d.log.info({ appId: r.before.appId, reason: KILL_TEXT[reason] }, 'heartbeat.kill');
       this.d.audit.write({
         appId: r.before.appId,
         action: 'heartbeat.kill',
         level: 'warning',
-        detail: `Session killed: ${KILL_TEXT.revoked}`,
+        detail: `Session killed: ${KILL_TEXT[reason]}`,
       });
       const rec = await this.d.sessions.get(session);
       if (rec) await this.d.sessions.deactivate(session, rec);

@@ -119,6 +119,7 @@ export class KeyGenerator {
           note: input.note ?? '',
           resellerId: generatorIsStaff ? p.account.id : null,
           createdBy: p.account.id,
+          maxSessions: input.max_sessions ?? null,
           charge,
         },
         input.amount,

@@ -178,6 +178,15 @@ export class KeyAdminRepository {
     return row?.status;
   }
 
+  /** Sets a key's own settings (undefined: unchanged); the row after, or undefined when it is gone. */
+  async updateLicense(id: string, patch: { maxSessions: number | null | undefined }): Promise<LicenseRow | undefined> {
+    if (patch.maxSessions === undefined) return this.findLicense(id);
+    return this.sql.one<LicenseRow>(
+      `update license_keys set max_sessions = ? where id = ? returning ${LICENSE_COLUMNS}`,
+      [patch.maxSessions, id],
+    );
+  }
+
   async deleteLicense(id: string): Promise<void> {
     await this.sql.transaction(async (tx) => {
       // The bound user stays, without a key: its next login fails (login joins on the key).

@@ -5,6 +5,8 @@ import { Type, type Static } from '@sinclair/typebox';
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
 const TEXT_MAX = 4096;
+/** PROTOCOL 12.2: a key's bound on live heartbeat sessions (0: unlimited); null: the application's. */
+const MaxSessions = Type.Union([Type.Integer({ minimum: 0, maximum: 1000 }), Type.Null()]);
 
 export const GenerateBody = Type.Object(
   {
@@ -23,8 +25,17 @@ export const GenerateBody = Type.Object(
     mask: Type.Optional(Str(1, 128)),
     alphabet: Type.Optional(Str(1, 256)),
     note: Type.Optional(Str(0, TEXT_MAX)),
+    max_sessions: Type.Optional(MaxSessions),
   },
   { additionalProperties: false },
 );
 
 export type GenerateInput = Static<typeof GenerateBody>;
+
+/** PATCH /api/licenses/{id}: a key's own settings (PROTOCOL 12). */
+export const PatchLicenseBody = Type.Object(
+  { max_sessions: Type.Optional(MaxSessions) },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export type LicensePatch = Static<typeof PatchLicenseBody>;

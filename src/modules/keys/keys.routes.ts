@@ -3,7 +3,7 @@ import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from '../access/index.js';
 import type { KeysAdminService } from './keys.service.js';
 import type { KeyGenerator } from './generate.service.js';
-import { GenerateBody } from './keys.requests.js';
+import { GenerateBody, PatchLicenseBody } from './keys.requests.js';
 import { LICENSE_STATUS_FILTERS } from './license-status.js';
 import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
@@ -46,10 +46,15 @@ interface KeysRoutesDeps {
   generator: KeyGenerator;
   /** Live heartbeat sessions of an app (the stats' live_sessions). */
   liveSessions: (appId: string) => number;
+  /** Live heartbeat sessions of each key (key rows' live_sessions, PROTOCOL 12.2). */
+  liveSeats: (licenseIds: readonly string[]) => Promise<Map<string, number>>;
   now: () => number;
 }
 
-export function keysRoutes(router: Router, { auth, keys, generator, liveSessions, now }: KeysRoutesDeps): void {
+export function keysRoutes(
+  router: Router,
+  { auth, keys, generator, liveSessions, liveSeats, now }: KeysRoutesDeps,
+): void {
   const lic = (id: string | undefined) => pathId(id, 'license_not_found');
   const usr = (id: string | undefined) => pathId(id, 'user_not_found');
 
@@ -81,7 +86,11 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
     },
     handler: dashboardHandler({ auth, query: ListQuery }, async ({ principal, params, query }) => {
       const { rows, nextCursor } = await keys.listLicenses(principal, pathId(params.id, 'app_not_found'), query);
-      return { items: rows.map((r) => hiddenLicenseView(principal, r, now())), next_cursor: nextCursor };
+      const live = await liveSeats(rows.map((r) => r.id));
+      return {
+        items: rows.map((r) => hiddenLicenseView(principal, r, now(), live.get(r.id) ?? 0)),
+        next_cursor: nextCursor,
+      };
     }),
   });
   router.add({
@@ -138,6 +147,23 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
     handler: dashboardHandler({ auth, body: BanToggle }, async ({ principal, params, body }) =>
       hiddenLicenseView(principal, await keys.banLicense(principal, lic(params.id), body.banned), now()),
     ),
+  });
+  router.add({
+    method: 'patch',
+    path: '/api/licenses/:id',
+    unprefixed: true,
+    doc: {
+      summary: "Change a key's own settings: max_sessions (null: the application's)",
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: PatchLicenseBody,
+      permission: 'generate_keys',
+    },
+    handler: dashboardHandler({ auth, body: PatchLicenseBody }, async ({ principal, params, body }) => {
+      const row = await keys.updateLicense(principal, lic(params.id), body);
+      const live = await liveSeats([row.id]);
+      return hiddenLicenseView(principal, row, now(), live.get(row.id) ?? 0);
+    }),
   });
   router.add({
     method: 'delete',

@@ -11,6 +11,7 @@ import type { AppsService } from '../apps/index.js';
 import type { EventBus } from '../notify/index.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
+import type { LicensePatch } from './keys.requests.js';
 import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
 
@@ -169,6 +170,24 @@ export class KeysAdminService {
       target ? 'warning' : 'info',
     );
     return { ...row, status: status ?? row.status };
+  }
+
+  /** A key's own settings (PROTOCOL 12): owners, admins, developers; a reseller in scope with generate_keys. */
+  async updateLicense(p: Principal, id: string, patch: LicensePatch) {
+    requirePermission(p, 'generate_keys');
+    const { row } = await this.license(p, id);
+    const updated = await this.repo.updateLicense(id, { maxSessions: patch.max_sessions });
+    if (!updated) throw new AppError('license_not_found');
+    const seats = updated.max_sessions === null ? 'the application limit' : String(updated.max_sessions);
+    await this.record(
+      p,
+      row.app_id,
+      'license.update',
+      `Key ${row.key_preview} changed: max_sessions ${seats}`,
+      { license_id: id, max_sessions: updated.max_sessions },
+      row.reseller_id,
+    );
+    return updated;
   }
 
   async deleteLicense(p: Principal, id: string): Promise<void> {

@@ -9,11 +9,11 @@ import { computedStatus } from './license-status.js';
 const isoOrNull = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
 /** A key row as the caller may see it (access/visibility.ts: one rule for every channel). */
-export function hiddenLicenseView(p: Principal, r: LicenseRow, now: number) {
-  return visible(sightOf(p), licenseView(r, now));
+export function hiddenLicenseView(p: Principal, r: LicenseRow, now: number, liveSessions = 0) {
+  return visible(sightOf(p), licenseView(r, now, undefined, liveSessions));
 }
 
-export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
+export function licenseView(r: LicenseRow, now: number, plaintext?: string, liveSessions = 0) {
   return {
     id: r.id,
     ...(plaintext !== undefined ? { key: plaintext } : {}),
@@ -38,6 +38,8 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
     last_geo: r.last_geo ?? null,
     known_countries: r.known_countries ?? [],
     screenshot_path: r.screenshot_path ?? '',
+    max_sessions: r.max_sessions ?? null,
+    live_sessions: liveSessions,
   };
 }
 

@@ -26,6 +26,8 @@ interface KeyBatch {
   note: string;
   resellerId: string | null;
   createdBy: string | null;
+  /** PROTOCOL 12.2: the keys' own max_sessions (null: the application's). */
+  maxSessions: number | null;
   /** Credits to take from `chargeAccountId` in the same transaction; null: nothing to charge. */
   charge: { accountId: string; amount: number } | null;
 }
@@ -54,14 +56,24 @@ export interface LicenseRow {
   last_geo: Record<string, unknown> | null;
   known_countries: string[];
   screenshot_path: string;
+  max_sessions: number | null;
 }
 
 export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value,
   duration_unit, duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
-  activation_geo, last_geo, known_countries, screenshot_path`;
+  activation_geo, last_geo, known_countries, screenshot_path, max_sessions`;
 
 export class LicenseRepository {
   constructor(private readonly sql: Sql) {}
+
+  /** What a heartbeat start needs of its key (PROTOCOL 12.2); null when the key is gone. */
+  async seatPolicy(id: string): Promise<{ maxSessions: number | null; resellerId: string | null } | null> {
+    const r = await this.sql.one<{ max_sessions: number | null; reseller_id: string | null }>(
+      'select max_sessions, reseller_id from license_keys where id = ?',
+      [id],
+    );
+    return r ? { maxSessions: r.max_sessions, resellerId: r.reseller_id } : null;
+  }
 
   /** Which of these key hashes the application has already. */
   async existingHashes(appId: string, hashes: readonly string[]): Promise<Set<string>> {
@@ -133,13 +145,14 @@ export class LicenseRepository {
             batch.note,
             batch.resellerId,
             batch.createdBy,
+            batch.maxSessions,
           );
         }
         if (byHash.size === 0) throw new KeySpaceExhausted();
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
           `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
-             duration_days, created_at, note, reseller_id, created_by)
-           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
+             duration_days, created_at, note, reseller_id, created_by, max_sessions)
+           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
            on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
           values,
           tx,

@@ -2,6 +2,8 @@ import { EntitySchema } from '@mikro-orm/core';
 
 export const KEY_COST_TIERS = ['days:1', 'days:7', 'days:30', 'days:90', 'days:180', 'days:365', 'lifetime'] as const;
 export type KeyCostTier = (typeof KEY_COST_TIERS)[number];
+export const SESSION_OVERFLOWS = ['reject', 'kick_oldest'] as const;
+export type SessionOverflow = (typeof SESSION_OVERFLOWS)[number];
 export type KeyCosts = Partial<Record<KeyCostTier, number>>;
 
 /** SPEC "Application" plus PROTOCOL 2 (allowed_hashes) and 6 (heartbeat_interval). */
@@ -28,6 +30,9 @@ export interface Application {
   keyCosts: KeyCosts;
   allowedHashes: string[];
   heartbeatInterval: number;
+  /** PROTOCOL 12.2: live heartbeat sessions per key (0: unlimited) and what a start over it does. */
+  maxSessions: number;
+  sessionOverflow: SessionOverflow;
   apiKey: string;
   apiSecret: string;
   createdBy: string | null;
@@ -61,6 +66,8 @@ export const ApplicationSchema = new EntitySchema<Application>({
     keyCosts: { type: 'json', default: '{}' },
     allowedHashes: { type: 'json', default: '[]' },
     heartbeatInterval: { type: 'integer', default: 30 },
+    maxSessions: { type: 'integer', default: 0 },
+    sessionOverflow: { type: 'string', length: 16, default: 'reject' },
     apiKey: { type: 'string', length: 64, unique: true },
     apiSecret: { type: 'string', length: 128 },
     createdBy: { type: 'uuid', nullable: true },

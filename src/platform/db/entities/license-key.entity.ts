@@ -35,6 +35,8 @@ export interface LicenseKey {
   lastGeo: Record<string, unknown> | null;
   knownCountries: string[];
   screenshotPath: string;
+  /** PROTOCOL 12.2: this key's bound on live heartbeat sessions; null: the application's. */
+  maxSessions: number | null;
 }
 
 export const LicenseKeySchema = new EntitySchema<LicenseKey>({
@@ -67,5 +69,6 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
     lastGeo: { type: 'json', nullable: true },
     knownCountries: { type: 'json', default: '[]' },
     screenshotPath: { type: 'text', default: '' },
+    maxSessions: { type: 'integer', nullable: true },
   },
 });

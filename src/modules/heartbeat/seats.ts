@@ -1,0 +1,247 @@
+// Floating seats (PROTOCOL 12.2): a key's live heartbeat sessions are bounded by its max_sessions.
+// The decision runs on the worker that owns the KEY's shard (shardOf(licenseId), like license
+// operations), one start at a time per key (a queue per key), so two starts on different workers
+// never both take the last seat. A key's seat table (session, when claimed) lives in the
+// coordinator's hash `seats:<shard>`, written under the shard lease's fence: a new owner after a
+// failover continues from it, and a stale owner's write is refused. Whether a seat is still held is
+// read from the heartbeat sessions themselves (SPEC "Session alive"), so stop, kill and expiry free a
+// seat even when their release never reached the table. Without Redis the table is rebuilt from
+// the heartbeat sessions the restart checkpoint brought back.
+import { pack, unpack } from 'msgpackr';
+import type { Logger } from 'pino';
+import { AppError } from '../../errors.js';
+import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { NotOwner, shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
+import { sessionAlive, type HeartbeatContext } from './heartbeat.machine.js';
+import type { HeartbeatOps, SeatClaimArgs, SeatClaimOutcome } from './heartbeat.owner.js';
+
+/** Where a shard's seat tables are kept (one field per key). */
+const seatsOf = (shard: number) => `seats:${shard}`;
+
+/**
+ * A seat claimed by a start whose heartbeat session does not exist yet counts for this long (the
+ * start runs right after the claim; a start that died in between frees its seat after this).
+ */
+const PENDING_MS = 15_000;
+
+/** A key's seats: session -> when it was claimed (ms). */
+type Table = Map<string, number>;
+
+interface SeatKeeperDeps {
+  now: () => number;
+  log: Logger;
+  coordinator: Coordinator;
+  node: ShardNode<HeartbeatOps>;
+  /** A heartbeat session's current state, wherever it lives; undefined when there is none. */
+  stateOf: (session: string) => Promise<HeartbeatContext | undefined>;
+  /** Ends a session because its seat went to a newer start (on the session's owner); false when it had none. */
+  kick: (session: string) => Promise<boolean>;
+}
+
+interface Held {
+  session: string;
+  claimedAt: number;
+  /** The session's last beat (the start counts as one); null while it is only claimed. */
+  lastBeatAt: number | null;
+  context: HeartbeatContext | undefined;
+}
+
+function decodeTable(raw: Buffer | null): Table {
+  const t: Table = new Map();
+  if (!raw) return t;
+  const flat = unpack(raw) as unknown;
+  if (!Array.isArray(flat)) return t;
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const [s, at] = [flat[i] as unknown, flat[i + 1] as unknown];
+    if (typeof s === 'string' && typeof at === 'number') t.set(s, at);
+  }
+  return t;
+}
+
+function encodeTable(t: Table): Buffer | null {
+  if (t.size === 0) return null;
+  const flat: (string | number)[] = [];
+  for (const [s, at] of t) flat.push(s, at);
+  return pack(flat);
+}
+
+export class SeatKeeper {
+  /** The tail of each key's queue: one claim or release at a time per key on this worker. */
+  private readonly tails = new Map<string, Promise<unknown>>();
+  /** Size of each key's table after its last pruning (an unlimited key is pruned as it doubles). */
+  private readonly prunedSize = new Map<string, number>();
+
+  constructor(private readonly d: SeatKeeperDeps) {
+    d.node.handle('seat.claim', (a) => this.claimHere(a));
+    d.node.handle('seat.release', (a) => this.releaseHere(a.licenseId, a.session));
+  }
+
+  /** Takes a seat of the key for `session` on the key's owner (kicking or refusing per the policy). */
+  claim(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
+    return this.d.node.route(shardOf(a.licenseId), 'seat.claim', a, () => this.claimHere(a));
+  }
+
+  /** Gives a session's seat back (stop, kill, expiry); false when it held none. */
+  release(licenseId: string, session: string): Promise<boolean> {
+    return this.d.node.route(shardOf(licenseId), 'seat.release', { licenseId, session }, () =>
+      this.releaseHere(licenseId, session),
+    );
+  }
+
+  /** Releases without waiting; a lost release only leaves a dead entry that the next claim prunes. */
+  releaseLater(licenseId: string | null, session: string): void {
+    if (!licenseId) return;
+    this.release(licenseId, session).catch((err: unknown) =>
+      this.d.log.warn({ err, licenseId }, 'heartbeat.seat_release_failed'),
+    );
+  }
+
+  /** Live heartbeat sessions of each key (key rows' live_sessions); read from any worker. */
+  async liveCounts(licenseIds: readonly string[]): Promise<Map<string, number>> {
+    const now = this.d.now();
+    const out = new Map<string, number>();
+    await Promise.all(
+      licenseIds.map(async (id) => {
+        const t = await this.read(id);
+        let n = 0;
+        for (const s of t.keys()) {
+          const c = await this.d.stateOf(s);
+          if (c && c.licenseId === id && sessionAlive(c, now)) n++;
+        }
+        out.set(id, n);
+      }),
+    );
+    return out;
+  }
+
+  /** Without Redis, after the restart checkpoint: every restored session takes its key's seat back. */
+  async rebuild(contexts: Iterable<HeartbeatContext>): Promise<number> {
+    const byKey = new Map<string, Table>();
+    for (const c of contexts) {
+      if (!c.licenseId) continue;
+      let t = byKey.get(c.licenseId);
+      if (!t) byKey.set(c.licenseId, (t = new Map()));
+      t.set(c.session, c.startedAt);
+    }
+    for (const [id, t] of byKey) await this.d.coordinator.hashSet(seatsOf(shardOf(id)), id, encodeTable(t)!);
+    return byKey.size;
+  }
+
+  // ---- on the key's owner -----------------------------------------------------------------------
+
+  private queued<T>(licenseId: string, run: () => Promise<T>): Promise<T> {
+    const result = (this.tails.get(licenseId) ?? Promise.resolve()).then(run);
+    const tail = result.catch(() => undefined);
+    this.tails.set(licenseId, tail);
+    void tail.then(() => {
+      if (this.tails.get(licenseId) === tail) this.tails.delete(licenseId);
+    });
+    return result;
+  }
+
+  private fence(licenseId: string): number {
+    const shard = shardOf(licenseId);
+    const fence = this.d.node.fenceOf(shard);
+    if (fence === undefined) throw new NotOwner(shard);
+    return fence;
+  }
+
+  private async read(licenseId: string): Promise<Table> {
+    try {
+      return decodeTable(await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId));
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      // A table this build cannot read is dropped: the sessions' own state still bounds nothing, but a
+      // corrupt entry must not lock a key out forever.
+      this.d.log.error({ err, licenseId }, 'heartbeat.seat_table_unreadable');
+      return new Map();
+    }
+  }
+
+  private async write(licenseId: string, fence: number, t: Table): Promise<void> {
+    const shard = shardOf(licenseId);
+    const ok = await this.d.coordinator.fencedHashSet(
+      this.d.node.leaseName(shard),
+      this.d.node.id,
+      fence,
+      seatsOf(shard),
+      licenseId,
+      encodeTable(t),
+    );
+    if (!ok) throw new NotOwner(shard);
+  }
+
+  claimHere(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
+    this.fence(a.licenseId);
+    return this.queued(a.licenseId, async () => {
+      const fence = this.fence(a.licenseId);
+      const t = await this.read(a.licenseId);
+      const now = this.d.now();
+      if (t.has(a.session)) {
+        // A restart of a session that holds its seat already (its heartbeat ended without a release).
+        t.set(a.session, now);
+        await this.write(a.licenseId, fence, t);
+        return { added: false, kicked: [] };
+      }
+      const kicked: SeatClaimOutcome['kicked'] = [];
+      const bounded = a.max > 0 && t.size >= a.max;
+      if (bounded || t.size >= 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16) {
+        const held = await this.held(a.licenseId, t, now);
+        this.prunedSize.set(a.licenseId, held.length);
+        while (a.max > 0 && held.length >= a.max) {
+          // Only a session that exists can be ended; seats claimed a moment ago by a start under way stay.
+          const victims = held.filter((h) => h.lastBeatAt !== null);
+          if (a.overflow === 'reject' || victims.length === 0) {
+            await this.write(a.licenseId, fence, new Map(held.map((h) => [h.session, h.claimedAt])));
+            throw new AppError('session_limit');
+          }
+          const oldest = victims.reduce((x, y) => (y.lastBeatAt! < x.lastBeatAt! ? y : x));
+          held.splice(held.indexOf(oldest), 1);
+          // The victim ends before the new session starts: at no moment are both alive.
+          if (await this.d.kick(oldest.session)) {
+            kicked.push({ session: oldest.session, userId: oldest.context?.userId ?? null });
+          }
+        }
+        t.clear();
+        for (const h of held) t.set(h.session, h.claimedAt);
+      }
+      t.set(a.session, now);
+      await this.write(a.licenseId, fence, t);
+      return { added: true, kicked };
+    });
+  }
+
+  /**
+   * The seats of a table still held: a live session, or a claim of a start under way. A session that
+   * exists but is no longer alive loses its seat and is ended, so a late beat cannot bring it back
+   * over the bound.
+   */
+  private async held(licenseId: string, t: Table, now: number): Promise<Held[]> {
+    const out: Held[] = [];
+    const entries = [...t];
+    const states = await Promise.all(entries.map(([s]) => this.d.stateOf(s)));
+    for (let i = 0; i < entries.length; i++) {
+      const [session, claimedAt] = entries[i]!;
+      const c = states[i];
+      if (c && c.licenseId === licenseId && sessionAlive(c, now)) {
+        out.push({ session, claimedAt, lastBeatAt: c.lastBeatAt, context: c });
+      } else if (!c && now - claimedAt < PENDING_MS) {
+        out.push({ session, claimedAt, lastBeatAt: null, context: undefined });
+      } else if (c && c.licenseId === licenseId && c.expiresAt > now) {
+        await this.d.kick(session);
+      }
+    }
+    return out;
+  }
+
+  releaseHere(licenseId: string, session: string): Promise<boolean> {
+    this.fence(licenseId);
+    return this.queued(licenseId, async () => {
+      const fence = this.fence(licenseId);
+      const t = await this.read(licenseId);
+      if (!t.delete(session)) return false;
+      await this.write(licenseId, fence, t);
+      return true;
+    });
+  }
+}
