@@ -111,7 +111,7 @@ interface HeartbeatOwnerDeps {
 }
 
 /** Where a shard's sessions are kept in Redis. */
-export const hashOf = (shard: number) => `hbs:${shard}`;
+const hashOf = (shard: number) => `hbs:${shard}`;
 
 export class HeartbeatOwner {
   /** Sessions are grouped by shard in the host, so a released shard is dropped without a scan. */
