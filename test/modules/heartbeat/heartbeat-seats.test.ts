@@ -2,10 +2,13 @@
 // `reject` and `kick_oldest` (REST and the realtime channel), seats freed by stop, kill, expiry and
 // a session that is no longer alive, end users counting against their key, live_sessions on key
 // rows, the settings' validation, and the kill's audit line, live event and webhook.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../../helpers/server.js';
+import { createTestDatabase, startTestServer, type TestServer } from '../../helpers/server.js';
 import { appFixture, type AppFixture } from '../../helpers/fixture.js';
-import { hwid, type ClientApi } from '../../helpers/client.js';
+import { ClientApi, hwid } from '../../helpers/client.js';
 import { TestClock } from '../../helpers/clock.js';
 import { openChannel } from '../../helpers/channel-client.js';
 import { Subscriber } from '../../helpers/live-subscriber.js';
@@ -268,5 +271,43 @@ describe('kick_oldest', () => {
     expect(JSON.parse(hit.body).data).toMatchObject({ reason: 'session_limit' });
     live.close();
     ch.close();
+  });
+});
+
+describe('a restart of the single-process server', () => {
+  it('keeps the seats with the sessions (restart checkpoint): the held seat still refuses, then frees on stop', async () => {
+    const db = await createTestDatabase();
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-seats-'));
+    const env = { TRUSTED_PROXIES: '127.0.0.1' };
+    let first: TestServer | undefined = await startTestServer(env, { databaseUrl: db.url, dataDir });
+    let second: TestServer | undefined;
+    try {
+      const f = await appFixture(first, { max_sessions: 1 });
+      const [key] = await f.keys(1);
+      const a = await started(f, key!);
+      const b = await activated(f, key!);
+      expect((await start(b)).body).toEqual(LIMIT);
+      await first.close();
+      first = undefined;
+      second = await startTestServer(env, { databaseUrl: db.url, dataDir });
+      const on = (s: Seat) => {
+        const c = new ClientApi(second!.base);
+        c.extraHeaders['x-forwarded-for'] = s.ip;
+        return { ...s, c };
+      };
+      const b2 = on(b);
+      expect((await start(b2)).body).toEqual(LIMIT);
+      const a2 = { ...on(a), token: a.token };
+      expect((await beat(a2, 1)).status).toBe(200);
+      expect((await a2.c.post('/api/client/heartbeat/stop', { session: a2.session, token: a2.token })).status).toBe(
+        200,
+      );
+      expect((await start(b2)).status).toBe(200);
+    } finally {
+      await first?.close();
+      await second?.close();
+      await db.drop();
+      await fs.rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
