@@ -78,6 +78,8 @@ export const AppSchema = Type.Object({
   allowed_hashes: Type.Array(Type.String()),
   heartbeat_interval: Nullable(Type.Integer()),
   beat_interval: Type.Integer(),
+  max_sessions: Type.Optional(Type.Integer()),
+  session_overflow: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('kick_oldest')])),
   api_key: Type.String(),
   api_secret: Type.Optional(Type.String()),
   owner_id: Type.String(),
@@ -131,6 +133,8 @@ export const LicenseSchema = Type.Object({
   last_geo: Type.Optional(Geo),
   known_countries: Type.Optional(Type.Array(Type.String())),
   screenshot_path: Type.Optional(Type.String()),
+  max_sessions: Type.Optional(Nullable(Type.Integer())),
+  live_sessions: Type.Optional(Type.Integer()),
 });
 export type License = Static<typeof LicenseSchema>;
 

@@ -491,9 +491,11 @@ export interface paths {
                             lifetime?: number | null;
                         };
                         keys_paused?: boolean;
+                        max_sessions?: number;
                         name?: string;
                         require_heartbeat?: boolean;
                         require_signature?: boolean;
+                        session_overflow?: "reject" | "kick_oldest";
                         update_message?: string;
                         update_url?: string;
                         version?: string;
@@ -833,6 +835,7 @@ export interface paths {
                         duration?: number;
                         level?: number;
                         mask?: string;
+                        max_sessions?: number | null;
                         note?: string;
                         unit?: "hours" | "days" | "weeks" | "months" | "lifetime";
                     };
@@ -2294,7 +2297,46 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change a key's own settings: max_sessions (null: the application's) */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        max_sessions?: number | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/api/licenses/{id}/ban": {
@@ -3541,9 +3583,11 @@ export interface paths {
                             lifetime?: number | null;
                         };
                         keys_paused?: boolean;
+                        max_sessions?: number;
                         name?: string;
                         require_heartbeat?: boolean;
                         require_signature?: boolean;
+                        session_overflow?: "reject" | "kick_oldest";
                         update_message?: string;
                         update_url?: string;
                         version?: string;
@@ -3714,6 +3758,7 @@ export interface paths {
                         duration?: number;
                         level?: number;
                         mask?: string;
+                        max_sessions?: number | null;
                         note?: string;
                         unit?: "hours" | "days" | "weeks" | "months" | "lifetime";
                     };
@@ -4045,7 +4090,46 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change a key's own settings: max_sessions (null: the application's) */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        max_sessions?: number | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/licenses/{id}/ban": {

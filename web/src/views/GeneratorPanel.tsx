@@ -41,6 +41,8 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const [unit, setUnit] = useState<DurationUnit>('days');
   const [level, setLevel] = useState('1');
   const [note, setNote] = useState('');
+  /** PROTOCOL 12.2: the keys' own max_sessions; blank: the application's. */
+  const [seats, setSeats] = useState('');
   const [local, setLocal] = useState<{ field: string; msg: string }[]>([]);
   const [shown, setShown] = useState<Batch | null>(null);
   const [history, setHistory] = useState<Batch[]>(() => readBatches());
@@ -102,6 +104,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
       level: Number(level),
       ...(unit === 'lifetime' ? {} : { duration: Number(duration) }),
       ...(note ? { note } : {}),
+      ...(seats.trim() !== '' ? { max_sessions: /^\d+$/.test(seats.trim()) ? Number(seats.trim()) : NaN } : {}),
     };
     const c = crowdedKeySpace(mask, body.alphabet?.length ?? 0, amountN);
     if (c) setCrowded({ body, ...c });
@@ -225,6 +228,22 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
             />
           )}
         </Field>
+        <Field
+          label="Concurrent sessions"
+          error={err('max_sessions')}
+          hint={`Live heartbeat sessions per key; 0 = unlimited. Blank: the application's (${app.max_sessions ?? 0}).`}
+        >
+          {(p) => (
+            <input
+              {...p}
+              name="max_sessions"
+              inputMode="numeric"
+              value={seats}
+              placeholder={String(app.max_sessions ?? 0)}
+              onChange={(e) => setSeats(e.target.value)}
+            />
+          )}
+        </Field>
         <Field label="Note" error={err('note')} hint="Stored on every key of the batch.">
           {(p) => <input {...p} name="note" value={note} onChange={(e) => setNote(e.target.value)} />}
         </Field>
@@ -248,7 +267,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         )}
         <FormError
           error={generate.error}
-          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note']}
+          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'max_sessions', 'note']}
         />
         <div className="actions span-2">
           <Button

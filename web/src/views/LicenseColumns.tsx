@@ -87,6 +87,20 @@ export function licenseColumns({
           },
         ]
       : []),
+    {
+      id: 'sessions',
+      header: 'Sessions',
+      title: (k) =>
+        k.max_sessions == null
+          ? 'Live sessions (limit: the application’s)'
+          : `Live sessions of at most ${k.max_sessions}`,
+      cell: (k) => (
+        <span data-testid="live-sessions">
+          {k.live_sessions ?? 0}
+          {k.max_sessions != null && k.max_sessions > 0 ? ` / ${k.max_sessions}` : ''}
+        </span>
+      ),
+    },
     { id: 'note', header: 'Note', title: (k) => k.note || undefined, cell: (k) => k.note },
     ...(actions
       ? [

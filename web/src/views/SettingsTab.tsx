@@ -42,10 +42,15 @@ const TEXTS = [
 ] as const satisfies readonly (keyof AppPatch & keyof App)[];
 type TextField = (typeof TEXTS)[number];
 
+type Overflow = NonNullable<App['session_overflow']>;
+
 interface FormState {
   flags: Record<Flag, boolean>;
   text: Record<TextField, string>;
   heartbeat: string;
+  /** PROTOCOL 12.2: max_sessions as typed, and session_overflow. */
+  seats: string;
+  overflow: Overflow;
   costs: Record<KeyCostTier, string>;
   hashes: string;
 }
@@ -55,6 +60,8 @@ function initial(a: App): FormState {
     flags: Object.fromEntries(FLAGS.map(([f]) => [f, a[f]])) as Record<Flag, boolean>,
     text: Object.fromEntries(TEXTS.map((t) => [t, a[t] ?? ''])) as Record<TextField, string>,
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
+    seats: String(a.max_sessions ?? 0),
+    overflow: a.session_overflow ?? 'reject',
     costs: Object.fromEntries(
       KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
     ) as Record<KeyCostTier, string>,
@@ -73,6 +80,9 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   const hb = f.heartbeat.trim();
   if (hb !== (a.heartbeat_interval === null ? '' : String(a.heartbeat_interval)) && hb !== '')
     patch.heartbeat_interval = num(hb);
+  const seats = f.seats.trim();
+  if (seats !== String(a.max_sessions ?? 0) && seats !== '') patch.max_sessions = num(seats);
+  if (f.overflow !== (a.session_overflow ?? 'reject')) patch.session_overflow = f.overflow;
   const costsChanged = KEY_COST_TIERS.some(
     (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
   );
@@ -185,7 +195,15 @@ export function SettingsTab({ app }: { app: App }) {
       />
     );
   };
-  const shownFields = [...TEXTS, ...FLAGS.map(([f]) => f), 'heartbeat_interval', 'key_costs', 'hashes'];
+  const shownFields = [
+    ...TEXTS,
+    ...FLAGS.map(([f]) => f),
+    'heartbeat_interval',
+    'max_sessions',
+    'session_overflow',
+    'key_costs',
+    'hashes',
+  ];
 
   return (
     <div className="settings">
@@ -214,6 +232,42 @@ export function SettingsTab({ app }: { app: App }) {
             hint: 'The 403 detail while the app is disabled (blank: “Application disabled”).',
           })}
           {flag('hwid_lock')}
+        </fieldset>
+        <fieldset className="card form-grid">
+          <legend>Floating seats</legend>
+          <Field
+            label="Concurrent sessions per key"
+            error={err('max_sessions')}
+            hint="How many heartbeat sessions of one key (an end user's count against its key) may be alive at once; 0 = unlimited. A key may set its own in the generator."
+          >
+            {(p) => (
+              <input
+                {...p}
+                name="max_sessions"
+                inputMode="numeric"
+                value={form.seats}
+                placeholder="0"
+                onChange={(e) => setForm({ ...form, seats: e.target.value })}
+              />
+            )}
+          </Field>
+          <Field
+            label="When every seat is taken"
+            error={err('session_overflow')}
+            hint="Refuse: heartbeat/start answers 409 “Concurrent session limit reached”. Kick oldest: the session with the oldest last beat is ended (its next beat is rejected) and the new one starts."
+          >
+            {(p) => (
+              <select
+                {...p}
+                name="session_overflow"
+                value={form.overflow}
+                onChange={(e) => setForm({ ...form, overflow: e.target.value as Overflow })}
+              >
+                <option value="reject">Refuse the new session</option>
+                <option value="kick_oldest">Kick the oldest session</option>
+              </select>
+            )}
+          </Field>
         </fieldset>
         <fieldset className="card form-grid">
           <legend>Client security</legend>
