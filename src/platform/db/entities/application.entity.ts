@@ -28,6 +28,12 @@ export interface Application {
   keyCosts: KeyCosts;
   allowedHashes: string[];
   heartbeatInterval: number;
+  /** PROTOCOL 12: devices per key, trials, offline files, grace (every default keeps SPEC's behaviour). */
+  maxDevices: number;
+  trialHours: number;
+  trialLevel: number;
+  offlineDays: number;
+  graceHours: number;
   apiKey: string;
   apiSecret: string;
   createdBy: string | null;
@@ -61,6 +67,11 @@ export const ApplicationSchema = new EntitySchema<Application>({
     keyCosts: { type: 'json', default: '{}' },
     allowedHashes: { type: 'json', default: '[]' },
     heartbeatInterval: { type: 'integer', default: 30 },
+    maxDevices: { type: 'integer', default: 1 },
+    trialHours: { type: 'integer', default: 0 },
+    trialLevel: { type: 'integer', default: 1 },
+    offlineDays: { type: 'integer', default: 0 },
+    graceHours: { type: 'integer', default: 0 },
     apiKey: { type: 'string', length: 64, unique: true },
     apiSecret: { type: 'string', length: 128 },
     createdBy: { type: 'uuid', nullable: true },

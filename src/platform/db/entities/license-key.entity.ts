@@ -35,6 +35,10 @@ export interface LicenseKey {
   lastGeo: Record<string, unknown> | null;
   knownCountries: string[];
   screenshotPath: string;
+  /** Devices this key (or its user) may hold under hwid_lock; null: the application's (PROTOCOL 12.1). */
+  maxDevices: number | null;
+  /** Entitlement codes of the application's catalogue (PROTOCOL 12.3). */
+  entitlements: string[];
 }
 
 export const LicenseKeySchema = new EntitySchema<LicenseKey>({
@@ -67,5 +71,7 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
     lastGeo: { type: 'json', nullable: true },
     knownCountries: { type: 'json', default: '[]' },
     screenshotPath: { type: 'text', default: '' },
+    maxDevices: { type: 'integer', nullable: true },
+    entitlements: { type: 'json', default: '[]' },
   },
 });
