@@ -32,9 +32,6 @@ export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = { 403: 'app_d
  * anyway) and deleted here. Each detail is copied from PROTOCOL.md section 12, character for character.
  */
 export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {
-  trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.', sdk_code: 'trial_disabled' },
-  trial_used: { status: 403, detail: 'Trial already used on this device.', sdk_code: 'trial_used' },
-  offline_disabled: { status: 403, detail: 'Offline licenses are not enabled for this application.', sdk_code: 'offline_disabled' },
   // heartbeat/start over the key's max_sessions with session_overflow `reject`.
   session_limit: { status: 409, detail: 'Concurrent session limit reached', sdk_code: 'session_limit' },
 };
@@ -78,6 +75,9 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   license_not_valid: 'invalid_key',
   hwid_mismatch: 'hwid_mismatch',
   license_expired: 'expired',
+  trial_disabled: 'trial_disabled',
+  trial_used: 'trial_used',
+  offline_disabled: 'offline_disabled',
 
   // The session was never authenticated: authenticate again, as after an expired session.
   session_not_activated: 'session_expired',
@@ -97,6 +97,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   account_username_taken: null,
   email_taken: null,
   license_not_found: null,
+  device_not_found: null,
   user_not_found: null,
   ban_not_found: null,
   account_not_found: null,

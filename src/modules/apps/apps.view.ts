@@ -27,6 +27,11 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     allowed_hashes: a.allowedHashes,
     heartbeat_interval: a.heartbeatInterval,
     beat_interval: beatInterval(a.heartbeatInterval),
+    max_devices: a.maxDevices,
+    trial_hours: a.trialHours,
+    trial_level: a.trialLevel,
+    offline_days: a.offlineDays,
+    grace_hours: a.graceHours,
     api_key: a.apiKey,
     // SPEC: api_secret is hidden from resellers.
     ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),

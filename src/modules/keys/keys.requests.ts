@@ -5,6 +5,10 @@ import { Type, type Static } from '@sinclair/typebox';
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
 const TEXT_MAX = 4096;
+const MaxDevices = Type.Union([Type.Integer({ minimum: 1, maximum: 1000 }), Type.Null()]);
+const Codes = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_.-]{1,64}$' }), {
+  maxItems: 100,
+});
 
 export const GenerateBody = Type.Object(
   {
@@ -23,8 +27,27 @@ export const GenerateBody = Type.Object(
     mask: Type.Optional(Str(1, 128)),
     alphabet: Type.Optional(Str(1, 256)),
     note: Type.Optional(Str(0, TEXT_MAX)),
+    // PROTOCOL 12.1, 12.3: the key's own device limit (null: the application's) and entitlement codes.
+    max_devices: Type.Optional(MaxDevices),
+    entitlements: Type.Optional(Codes),
   },
   { additionalProperties: false },
 );
 
 export type GenerateInput = Static<typeof GenerateBody>;
+
+/** PROTOCOL 15.2: what PATCH /api/licenses/{id} may change. */
+export const PatchLicenseBody = Type.Object(
+  {
+    level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    note: Type.Optional(Str(0, TEXT_MAX)),
+    max_devices: Type.Optional(MaxDevices),
+    entitlements: Type.Optional(Codes),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export type LicensePatch = Static<typeof PatchLicenseBody>;
+
+/** PROTOCOL 12.5: the machine an offline file is issued for. */
+export const OfflineIssueBody = Type.Object({ hwid: Str(8, 256) }, { additionalProperties: false });

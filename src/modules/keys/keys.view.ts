@@ -38,6 +38,9 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string) {
     last_geo: r.last_geo ?? null,
     known_countries: r.known_countries ?? [],
     screenshot_path: r.screenshot_path ?? '',
+    max_devices: r.max_devices ?? null,
+    entitlements: r.entitlements ?? [],
+    devices: r.devices ?? [],
   };
 }
 
@@ -65,5 +68,6 @@ export function userView(p: Principal, u: UserRow) {
     last_screenshot_path: u.last_screenshot_path,
     activation_screenshot_path: u.activation_screenshot_path,
     screenshot_path: u.screenshot_path,
+    devices: u.devices ?? [],
   });
 }
