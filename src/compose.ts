@@ -41,18 +41,27 @@ import {
 } from './modules/access/index.js';
 import {
   ActivationService,
+  DeviceRepository,
   EndUserRepository,
   KeyTouchesRepository,
   LicenseHost,
   LicenseOpsRepository,
   ScreenshotRepository,
   ScreenshotStore,
+  TrialRepository,
   activationRoutes,
   licenseEffects,
   routeLicenses,
   type LicenseOps,
 } from './modules/activation/index.js';
-import { ApplicationRepository, AppsService, BlacklistRepository, appsRoutes, scopeOf } from './modules/apps/index.js';
+import {
+  ApplicationRepository,
+  AppsService,
+  BlacklistRepository,
+  EntitlementRepository,
+  appsRoutes,
+  scopeOf,
+} from './modules/apps/index.js';
 import { AuditLog, AuditRepository, auditRoutes } from './modules/audit/index.js';
 import {
   ClientAppCache,
@@ -91,6 +100,7 @@ interface Repositories {
   nonces: NonceRepository;
   /** Last login and IP of activated keys, written behind the answer. */
   keyTouches: KeyTouchesRepository;
+  entitlements: EntitlementRepository;
 }
 
 export interface Services {
@@ -162,6 +172,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       ),
       nonces: new NonceRepository(sql),
       keyTouches: new KeyTouchesRepository(sql, log),
+      entitlements: new EntitlementRepository(sql),
     };
     let closing: Promise<void> | undefined;
     const o = orm;
@@ -254,8 +265,9 @@ function createDomain(s: Services): Domain {
   const log = s.log;
   const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);
   const licenseOps = new LicenseOpsRepository(s.sql);
+  const devices = new DeviceRepository(s.sql);
   const licenses = new LicenseHost(
-    licenseEffects(licenseOps, s.repos.keyTouches, { now, afterClaimMs: s.config.faultAfterClaimMs }),
+    licenseEffects(licenseOps, s.repos.keyTouches, devices, { now, afterClaimMs: s.config.faultAfterClaimMs }),
     { log, now },
   );
   const events = new EventBus(s.coordinator, now, log);
@@ -303,7 +315,7 @@ function createDomain(s: Services): Domain {
     maxLiveActors: s.config.heartbeatMaxLiveActors,
     checkpointed: local !== undefined,
   });
-  const heartbeats = new HeartbeatGateway({
+  const heartbeats: HeartbeatGateway = new HeartbeatGateway({
     now,
     log,
     sessions,
@@ -313,6 +325,8 @@ function createDomain(s: Services): Domain {
     owner: heartbeatOwner,
     webhooks,
     keySeats: (licenseId) => s.repos.licenses.seatPolicy(licenseId),
+    // Built below: activation needs the gateway, the gateway asks activation for a license's grace.
+    grace: (app, record): Promise<{ grace_until?: string }> => activation.graceForSession(app, record),
   });
   events.on((e) => heartbeatOwner.onEvent(e));
   // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
@@ -323,7 +337,7 @@ function createDomain(s: Services): Domain {
         everyMs: s.config.stateCheckpointMs,
       })
     : undefined;
-  const activation = new ActivationService({
+  const activation: ActivationService = new ActivationService({
     now,
     coordinator: s.coordinator,
     sessions,
@@ -343,6 +357,9 @@ function createDomain(s: Services): Domain {
       now,
     ),
     geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log }),
+    devices,
+    trials: new TrialRepository(s.sql),
+    signing: () => s.secrets.signing,
   });
   const apps = new AppsService(
     { repos: s.repos, allowPrivateWebhooks: s.config.allowPrivateWebhooks, log, now },
@@ -362,7 +379,7 @@ function createDomain(s: Services): Domain {
     audit: s.repos.audit,
   });
   const keys = new KeysAdminService(
-    { audit: s.repos.audit, accounts: s.repos.accounts, now },
+    { audit: s.repos.audit, accounts: s.repos.accounts, now, devices, offline: activation, webhooks },
     new KeyAdminRepository(s.sql, s.repos.keyTouches),
     apps,
     events,

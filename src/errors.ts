@@ -41,6 +41,11 @@ export const ERRORS = {
   hwid_mismatch: { status: 403, detail: 'HWID mismatch. Key locked to another device.' },
   license_expired: { status: 403, detail: 'License expired' },
 
+  // licensing models (PROTOCOL 12): trials and offline license files
+  trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.' },
+  trial_used: { status: 403, detail: 'Trial already used on this device.' },
+  offline_disabled: { status: 403, detail: 'Offline licenses are not enabled for this application.' },
+
   // heartbeat
   session_not_activated: { status: 403, detail: 'Session not activated. Call /login, /register or /license first.' },
   heartbeat_exists: { status: 409, detail: 'heartbeat session already exists for this nonce' },
@@ -66,6 +71,7 @@ export const ERRORS = {
   email_taken: { status: 409, detail: 'Email already in use' },
   license_not_found: { status: 404, detail: 'License not found' },
   user_not_found: { status: 404, detail: 'User not found' },
+  device_not_found: { status: 404, detail: 'Device not found' },
   ban_not_found: { status: 404, detail: 'Blacklist entry not found' },
   account_not_found: { status: 404, detail: 'Account not found' },
   subscription_admins_only: { status: 400, detail: 'Subscriptions only apply to admins.' },

@@ -52,15 +52,7 @@ export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = {
  * gen-vectors refuses to run until that entry is moved into ERROR_MAP (the Record type asks for it
  * anyway) and deleted here. Each detail is copied from PROTOCOL.md section 12, character for character.
  */
-export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {
-  trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.', sdk_code: 'trial_disabled' },
-  trial_used: { status: 403, detail: 'Trial already used on this device.', sdk_code: 'trial_used' },
-  offline_disabled: {
-    status: 403,
-    detail: 'Offline licenses are not enabled for this application.',
-    sdk_code: 'offline_disabled',
-  },
-};
+export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {};
 
 export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   payload_too_large: 'server',
@@ -101,6 +93,9 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   license_not_valid: 'invalid_key',
   hwid_mismatch: 'hwid_mismatch',
   license_expired: 'expired',
+  trial_disabled: 'trial_disabled',
+  trial_used: 'trial_used',
+  offline_disabled: 'offline_disabled',
 
   // The session was never authenticated: authenticate again, as after an expired session.
   session_not_activated: 'session_expired',
@@ -122,6 +117,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   account_username_taken: null,
   email_taken: null,
   license_not_found: null,
+  device_not_found: null,
   user_not_found: null,
   ban_not_found: null,
   account_not_found: null,

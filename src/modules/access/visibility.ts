@@ -23,8 +23,8 @@ export function sightOf(p: Principal): Sight {
   return sightOfAccount(p.role, p.account.permissions);
 }
 
-/** Without view_hwid. */
-const HWID_FIELDS = ['hwid', 'known_hwids'];
+/** Without view_hwid (a key's or user's `devices` list names its HWIDs). */
+const HWID_FIELDS = ['hwid', 'known_hwids', 'devices'];
 /** Without view_ip: the address and everything derived from it. */
 const IP_FIELDS = ['ip', 'location', 'known_countries', 'city', 'region', 'country', 'lat', 'lon'];
 /** Geo objects stay, without the fields derived from the address (SPEC hiding rule 3). */

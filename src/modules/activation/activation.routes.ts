@@ -5,7 +5,9 @@ import {
   InitBody,
   LicenseBody,
   LoginBody,
+  OfflineBody,
   RegisterBody,
+  TrialBody,
   clientDoc,
   clientHandler,
   type ClientDeps,
@@ -85,6 +87,39 @@ export function activationRoutes(router: Router, { gate, activation, limit }: Ac
         disabledDetail: 'message',
       },
       (c) => activation.license(c),
+    ),
+  });
+  // PROTOCOL 12.4, 12.5: the gate and the rate-limit bucket of `license`.
+  router.add({
+    method: 'post',
+    path: '/api/client/trial',
+    doc: clientDoc("Start this device's trial (once per HWID and application)", TrialBody),
+    handler: clientHandler(
+      gate,
+      {
+        action: 'client.trial',
+        schema: TrialBody,
+        limiter: limit('license', 20),
+        identifiesBy: 'session',
+        disabledDetail: 'message',
+      },
+      (c) => activation.trial(c),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/client/offline',
+    doc: clientDoc('An offline license file for this machine', OfflineBody),
+    handler: clientHandler(
+      gate,
+      {
+        action: 'client.offline',
+        schema: OfflineBody,
+        limiter: limit('license', 20),
+        identifiesBy: 'session',
+        disabledDetail: 'message',
+      },
+      (c) => activation.offline(c),
     ),
   });
 }

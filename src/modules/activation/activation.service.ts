@@ -14,7 +14,9 @@ import type {
   InitRequest,
   LicenseRequest,
   LoginRequest,
+  OfflineRequest,
   RegisterRequest,
+  TrialRequest,
   AuditNote,
   ClientCall,
   ClientOutcome,
@@ -32,7 +34,16 @@ import { Lockout } from '../../platform/limits/lockout.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
 import type { Image, ScreenshotStore } from './screenshots.js';
 import { alertReasons, type ActivationGeo, type Sighting } from '../geo/index.js';
-import { keyPreview, licenseHash } from '../keys/index.js';
+import { DEFAULT_ALPHABET, expandMask, graceField, keyPreview, licenseHash } from '../keys/index.js';
+import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
+import type { ClientAppRow } from '../apps/index.js';
+import type { DeviceHolderKind, DeviceRepository } from './device.repository.js';
+import type { TrialRepository } from './trial.repository.js';
+import { offlineFile } from './offline-file.js';
+import { deviceLimit } from './license-policy.js';
+
+/** PROTOCOL 12.4: trial keys look like this. */
+const TRIAL_MASK = 'TRIAL-****-****-****';
 
 const MAX_PASSWORD_BYTES = 72;
 
@@ -50,6 +61,18 @@ interface ActivationServiceDeps {
   webhooks: WebhookService;
   screenshots: ScreenshotStore;
   geo: ActivationGeo;
+  devices: DeviceRepository;
+  trials: TrialRepository;
+  /** The active response-signing key: offline license files are signed with it (PROTOCOL 12.5). */
+  signing: () => ResponseSigningKey;
+}
+
+/** What the dashboard's offline issue needs of the application. */
+interface OfflineApp {
+  id: string;
+  hwidLock: boolean;
+  maxDevices: number;
+  offlineDays: number;
 }
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
@@ -133,6 +156,14 @@ export class ActivationService {
       });
       note.detail = `User ${username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
+      // The new account's first device; under hwid_lock it holds the first place (SPEC's pin).
+      const key = await this.d.licenseOps.load(licenseId);
+      await this.admitDevice(call, 'user', v.userId as string, hwid, {
+        limit: deviceLimit(key ?? { maxDevices: null }, app.max_devices),
+        bindIfRoom: false,
+        resellerId: note.resellerId,
+        data: { user_id: v.userId, username, license_id: licenseId },
+      });
       await this.d.events.publish(
         'client.register',
         app.id,
@@ -158,6 +189,8 @@ export class ActivationService {
           success: true,
           message: 'Registered successfully',
           user: { username, level: v.level, expires_at: v.expiresAt },
+          entitlements: key?.entitlements ?? [],
+          ...graceField(app.grace_hours, (v.expiresAt as string | null) ?? null, this.d.now()),
         },
         responseKey: responseKeyOf(session.record, call.app.row.api_secret),
       };
@@ -182,6 +215,8 @@ export class ActivationService {
       : await burnPasswordCheck(b.password);
     const now = this.d.now();
     const expiresAt = toDate(user?.expires_at);
+    const limit = deviceLimit({ maxDevices: user?.key_max_devices ?? null }, app.max_devices);
+    const devices = user && app.hwid_lock ? await this.d.devices.facts('user', user.id, hwid) : undefined;
     const failure = !user
       ? 'unknown user'
       : !passwordOk
@@ -194,13 +229,26 @@ export class ActivationService {
               ? 'license key deleted'
               : user.key_status === 'banned'
                 ? 'license key banned'
-                : app.hwid_lock && user.hwid !== '' && user.hwid !== hwid
+                : devices && !devices.held && devices.bound >= limit
                   ? 'HWID mismatch'
                   : null;
     if (failure || !user) {
       await this.lockout.fail(lockKeys);
       note.detail = `401 login of ${username} failed: ${failure}`;
       note.resellerId = user?.reseller_id ?? null;
+      throw new AppError('invalid_credentials');
+    }
+    // The admission is exact in the database: a concurrent login from another new HWID may have taken the last place.
+    const admitted = await this.admitDevice(call, 'user', user.id, hwid, {
+      limit,
+      bindIfRoom: false,
+      resellerId: user.reseller_id,
+      data: { user_id: user.id, username, license_id: user.license_id },
+    });
+    if (!admitted) {
+      await this.lockout.fail(lockKeys);
+      note.detail = `401 login of ${username} failed: HWID mismatch`;
+      note.resellerId = user.reseller_id;
       throw new AppError('invalid_credentials');
     }
     await this.d.users.recordLogin(user, call.ip, hwid, app.hwid_lock && user.hwid === '', new Date(now));
@@ -235,6 +283,8 @@ export class ActivationService {
         success: true,
         message: 'Logged in successfully',
         user: { username, level: user.level, expires_at: expiresAt?.toISOString() ?? null },
+        entitlements: [...(user.entitlements ?? [])].sort(),
+        ...graceField(app.grace_hours, expiresAt, now),
       },
       responseKey: responseKeyOf(session.record, call.app.row.api_secret),
     };
@@ -252,16 +302,19 @@ export class ActivationService {
     await this.requireHeartbeat(call);
     const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
     if (!licenseId) throw new AppError('license_invalid');
+    const hwid = b.hwid.toLowerCase();
     const v = await this.d.licenses.run(licenseId, {
       kind: 'activate',
       appId: app.id,
-      hwid: b.hwid.toLowerCase(),
+      hwid,
       ip: call.ip,
       hwidLock: app.hwid_lock,
+      maxDevices: app.max_devices,
     });
+    note.resellerId = (v.resellerId as string | null) ?? null;
+    await this.keyDevice(call, licenseId, hwid, v, { key_preview: keyPreview(b.license) });
     await this.d.sessions.activate(session.token, session.record, { licenseId });
     note.detail = 'License activated';
-    note.resellerId = (v.resellerId as string | null) ?? null;
     await this.d.events.publish(
       'client.license',
       app.id,
@@ -283,9 +336,245 @@ export class ActivationService {
       screenshot: shotPath,
     });
     return {
-      body: { success: true, message: 'License activated', level: v.level, expires_at: v.expiresAt },
+      body: {
+        success: true,
+        message: 'License activated',
+        level: v.level,
+        expires_at: v.expiresAt,
+        entitlements: v.entitlements ?? [],
+        ...graceField(app.grace_hours, (v.expiresAt as string | null) ?? null, this.d.now()),
+      },
       responseKey: responseKeyOf(session.record, call.app.row.api_secret),
     };
+  }
+
+  /**
+   * A license-only key's device after the key accepted the activation: a HWID it holds is touched,
+   * a new one is admitted in the database (exact under concurrency: past the limit it is refused
+   * like SPEC's HWID mismatch). A key registered by an end user keeps SPEC's single pin.
+   */
+  private async keyDevice(
+    call: ClientCall<unknown>,
+    licenseId: string,
+    hwid: string,
+    v: Record<string, unknown>,
+    data: Record<string, unknown>,
+  ): Promise<void> {
+    if (v.licenseOnly !== true) return;
+    if (v.deviceHeld === true) {
+      await this.d.devices.seen('key', licenseId, hwid, new Date(this.d.now()));
+      return;
+    }
+    const admitted = await this.admitDevice(call, 'key', licenseId, hwid, {
+      limit: v.maxDevices as number,
+      bindIfRoom: true,
+      resellerId: (v.resellerId as string | null) ?? null,
+      data: { license_id: licenseId, ...data },
+    });
+    if (!admitted) throw new AppError('hwid_mismatch');
+  }
+
+  /** Records a device (PROTOCOL 12.1); false when hwid_lock is on and the holder has no place left. */
+  private async admitDevice(
+    call: ClientCall<unknown>,
+    kind: DeviceHolderKind,
+    id: string,
+    hwid: string,
+    o: { limit: number; bindIfRoom: boolean; resellerId: string | null; data: Record<string, unknown> },
+  ): Promise<boolean> {
+    const app = call.app.row;
+    const a = await this.d.devices.admit(kind, id, hwid, {
+      limit: o.limit,
+      enforce: app.hwid_lock,
+      bindIfRoom: o.bindIfRoom,
+      now: new Date(this.d.now()),
+    });
+    if (a.result === 'full') return false;
+    if (a.isNew) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data);
+    return true;
+  }
+
+  /** A device added to a key or an end user: audit, live event and webhook `device.add`. */
+  private async deviceAdded(
+    appId: string,
+    kind: DeviceHolderKind,
+    id: string,
+    hwid: string,
+    resellerId: string | null,
+    data: Record<string, unknown>,
+  ): Promise<void> {
+    const who = kind === 'user' ? `user ${String(data.username)}` : `key ${String(data.key_preview ?? id.slice(0, 8))}`;
+    this.d.audit.write({ appId, action: 'device.add', detail: `New device on ${who}`, resellerId });
+    const payload = { ...data, hwid };
+    await this.d.events.publish('device.add', appId, payload, resellerId);
+    this.d.webhooks.notify(appId, resellerId, 'device.add', payload);
+  }
+
+  trial(call: ClientCall<TrialRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runTrial(call, note));
+  }
+
+  /** PROTOCOL 12.4: once per HWID and application, ever; the key is returned this once. */
+  private async runTrial(call: ClientCall<TrialRequest>, note: AuditNote) {
+    const { app, session } = this.auth(call);
+    if (app.trial_hours <= 0) throw new AppError('trial_disabled');
+    if (app.keys_paused) throw new AppError('license_paused');
+    await this.requireHeartbeat(call);
+    const hwid = call.body.hwid.toLowerCase();
+    const now = this.d.now();
+    for (let attempt = 0; ; attempt++) {
+      const key = expandMask(TRIAL_MASK, DEFAULT_ALPHABET);
+      const r = await this.d.trials.create({
+        appId: app.id,
+        hwid,
+        ip: call.ip,
+        keyHash: licenseHash(this.d.licenseHashKey, key),
+        keyPreview: keyPreview(key),
+        level: app.trial_level,
+        hours: app.trial_hours,
+        now: new Date(now),
+      });
+      if (r.kind === 'used') {
+        note.detail = '403 trial refused: this device had one';
+        throw new AppError('trial_used');
+      }
+      if (r.kind === 'collision') {
+        if (attempt < 5) continue;
+        throw new Error('trial key space exhausted');
+      }
+      await this.d.sessions.activate(session.token, session.record, { licenseId: r.licenseId });
+      const expiresAt = r.expiresAt.toISOString();
+      note.detail = `Trial started (${app.trial_hours} hours, level ${app.trial_level})`;
+      const data = { license_id: r.licenseId, key_preview: keyPreview(key), hwid, expires_at: expiresAt };
+      await this.d.events.publish('client.trial', app.id, { ...data, ip: call.ip });
+      this.d.webhooks.notify(app.id, null, 'client.trial', { ...data, ip: call.ip });
+      return {
+        body: {
+          success: true,
+          message: 'Trial started',
+          level: app.trial_level,
+          expires_at: expiresAt,
+          entitlements: [] as string[],
+          ...graceField(app.grace_hours, expiresAt, now),
+          key,
+        },
+        responseKey: responseKeyOf(session.record, app.api_secret),
+      };
+    }
+  }
+
+  offline(call: ClientCall<OfflineRequest>): Promise<ClientOutcome> {
+    return outcome((note) => this.runOffline(call, note));
+  }
+
+  /** PROTOCOL 12.5: a signed file for a machine of this session's activated license. */
+  private async runOffline(call: ClientCall<OfflineRequest>, note: AuditNote) {
+    const { app, session } = this.auth(call);
+    if (app.offline_days <= 0) throw new AppError('offline_disabled');
+    const s = session.record;
+    if (!this.d.sessions.isActivated(s) || !s.licenseId) throw new AppError('session_not_activated');
+    const hwid = call.body.hwid.toLowerCase();
+    const key = await this.d.licenseOps.load(s.licenseId);
+    // A key deleted since the activation is unknown now; banned and expired answer as `license` does.
+    if (!key) throw new AppError('license_invalid');
+    if (key.status === 'banned') throw new AppError('license_banned');
+    const user = s.userId ? await this.d.users.grantOf(s.userId) : undefined;
+    if (s.userId && (!user || user.banned)) throw new AppError('license_banned');
+    const expiresAt = user ? user.expiresAt : key.expiresAt;
+    const lifetime = !user && key.durationUnit === 'lifetime';
+    if (expiresAt && !lifetime && expiresAt.getTime() <= this.d.now()) throw new AppError('license_expired');
+    const kind: DeviceHolderKind = s.userId ? 'user' : 'key';
+    const devices = await this.d.devices.facts(kind, s.userId ?? s.licenseId, hwid);
+    if (!(app.hwid_lock ? devices.held : devices.known)) throw new AppError('hwid_mismatch');
+    const file = offlineFile(
+      this.d.signing(),
+      {
+        appId: app.id,
+        licenseId: s.licenseId,
+        user: s.username ?? null,
+        hwid,
+        level: user ? user.level : key.level,
+        entitlements: key.entitlements,
+        expiresAt: lifetime ? null : expiresAt,
+        offlineDays: app.offline_days,
+      },
+      this.d.now(),
+    );
+    note.detail = `Offline license file issued (${app.offline_days} days)`;
+    note.resellerId = key.resellerId;
+    const data = { license_id: s.licenseId, username: s.username ?? null, hwid, offline_days: app.offline_days };
+    await this.d.events.publish('client.offline', app.id, data, key.resellerId);
+    this.d.webhooks.notify(app.id, key.resellerId, 'client.offline', data);
+    return {
+      body: { success: true, license_file: file },
+      responseKey: responseKeyOf(s, app.api_secret),
+    };
+  }
+
+  /**
+   * The dashboard's offline file for an air-gapped machine (PROTOCOL 12.5): the HWID is bound like a
+   * license-only activation through the key's actor (an unused key becomes used, banned and expired
+   * keys are refused with SPEC's license errors, devices and hwid_lock apply), then the file is signed.
+   */
+  async offlineForKey(
+    app: OfflineApp,
+    licenseId: string,
+    hwid: string,
+    user: string | null,
+    ip: string,
+  ): Promise<{ file: string; resellerId: string | null }> {
+    if (app.offlineDays <= 0) throw new AppError('offline_disabled');
+    const h = hwid.toLowerCase();
+    const v = await this.d.licenses.run(licenseId, {
+      kind: 'activate',
+      appId: app.id,
+      hwid: h,
+      ip,
+      hwidLock: app.hwidLock,
+      maxDevices: app.maxDevices,
+    });
+    if (v.licenseOnly === true && v.deviceHeld !== true) {
+      const a = await this.d.devices.admit('key', licenseId, h, {
+        limit: v.maxDevices as number,
+        enforce: app.hwidLock,
+        bindIfRoom: true,
+        now: new Date(this.d.now()),
+      });
+      if (a.result === 'full') throw new AppError('hwid_mismatch');
+      const resellerId = (v.resellerId as string | null) ?? null;
+      if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId });
+    }
+    const key = await this.d.licenseOps.load(licenseId);
+    if (!key) throw new AppError('license_not_found');
+    const file = offlineFile(
+      this.d.signing(),
+      {
+        appId: app.id,
+        licenseId,
+        user,
+        hwid: h,
+        level: key.level,
+        entitlements: key.entitlements,
+        expiresAt: key.durationUnit === 'lifetime' ? null : key.expiresAt,
+        offlineDays: app.offlineDays,
+      },
+      this.d.now(),
+    );
+    return { file, resellerId: key.resellerId };
+  }
+
+  /** PROTOCOL 12.6 for heartbeat answers: the grace of the session's license, or nothing. */
+  async graceForSession(
+    app: Pick<ClientAppRow, 'grace_hours'>,
+    s: { userId: string | null; licenseId: string | null },
+  ): Promise<{ grace_until?: string }> {
+    if (app.grace_hours <= 0) return {};
+    const expiresAt = s.userId
+      ? ((await this.d.users.grantOf(s.userId))?.expiresAt ?? null)
+      : s.licenseId
+        ? await this.d.licenseOps.expiryOf(s.licenseId)
+        : null;
+    return graceField(app.grace_hours, expiresAt, this.d.now());
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Sql } from '../../platform/db/sql.js';
+import { toDate, type Sql } from '../../platform/db/sql.js';
 
 /** What login needs about a user and the key it was registered with, in one query. */
 interface LoginRow {
@@ -13,6 +13,9 @@ interface LoginRow {
   /** null when the key was deleted. */
   key_status: string | null;
   known_hwids: string[];
+  /** The key's own max_devices (null: the application's) and entitlement codes. */
+  key_max_devices: number | null;
+  entitlements: string[] | null;
 }
 
 export class EndUserRepository {
@@ -27,11 +30,20 @@ export class EndUserRepository {
   findForLogin(appId: string, username: string): Promise<LoginRow | undefined> {
     return this.sql.one<LoginRow>(
       `select u.id, u.password_hash, u.banned, u.expires_at, u.hwid, u.level, u.reseller_id, u.license_id,
-         u.known_hwids, k.status as key_status
+         u.known_hwids, k.status as key_status, k.max_devices as key_max_devices, k.entitlements
        from end_users u left join license_keys k on k.id = u.license_id
        where u.app_id = ? and u.username = ?`,
       [appId, username],
     );
+  }
+
+  /** What an end user's offline file and grace are made of. */
+  async grantOf(userId: string): Promise<{ banned: boolean; level: number; expiresAt: Date | null } | undefined> {
+    const u = await this.sql.one<{ banned: boolean; level: number; expires_at: Date | string | null }>(
+      'select banned, level, expires_at from end_users where id = ?',
+      [userId],
+    );
+    return u && { banned: u.banned, level: u.level, expiresAt: toDate(u.expires_at) };
   }
 
   /** A successful login: last_login, IP, the HWID pin when asked, known HWIDs; and the key's last use. */

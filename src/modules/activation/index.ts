@@ -2,6 +2,7 @@
 // Other modules and the composition root import only this file.
 export { activationRoutes } from './activation.routes.js';
 export { ActivationService } from './activation.service.js';
+export { type Device, DeviceRepository } from './device.repository.js';
 export { EndUserRepository } from './end-user.repository.js';
 export { KeyTouchesRepository } from './key-touches.repository.js';
 export { licenseEffects } from './license-effects.js';
@@ -10,3 +11,4 @@ export { LicenseOpsRepository } from './license-ops.repository.js';
 export { type LicenseOps, routeLicenses } from './license-routing.js';
 export { ScreenshotRepository } from './screenshot.repository.js';
 export { ScreenshotStore } from './screenshots.js';
+export { TrialRepository } from './trial.repository.js';

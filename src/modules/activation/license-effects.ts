@@ -6,7 +6,8 @@ import type { LicenseEffects } from './license-host.js';
 import type { Decision, RegisterOp } from './license.machine.js';
 import type { LicenseOpsRepository } from './license-ops.repository.js';
 import type { KeyTouchesRepository } from './key-touches.repository.js';
-import { judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
+import type { DeviceRepository } from './device.repository.js';
+import { deviceLimit, isLicenseOnly, judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
 
 interface LicenseEffectOptions {
   now: () => number;
@@ -20,6 +21,7 @@ const orNull = (s: string | null) => (s === null ? null : new Date(s));
 export function licenseEffects(
   repo: LicenseOpsRepository,
   touches: KeyTouchesRepository,
+  devices: Pick<DeviceRepository, 'facts'>,
   opts: LicenseEffectOptions,
 ): LicenseEffects {
   return {
@@ -36,7 +38,9 @@ export function licenseEffects(
           grant: { level: v.key.level, expiresAt: iso(registeredExpiry(v.key, now)), resellerId: v.key.resellerId },
         };
       }
-      const v = judgeActivate(key, op, now);
+      const facts =
+        key?.status === 'used' && isLicenseOnly(key) ? await devices.facts('key', licenseId, op.hwid) : undefined;
+      const v = judgeActivate(key, op, now, facts);
       if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
       const value = {
         level: key!.level,
@@ -44,6 +48,11 @@ export function licenseEffects(
         resellerId: key!.resellerId,
         newDevice: v.kind === 'first_use' || v.newDevice,
         firstUse: v.kind === 'first_use',
+        entitlements: key!.entitlements,
+        // Devices are the key's own when it is (or becomes) license-only; a registered key's are its user's.
+        licenseOnly: v.kind === 'first_use' || isLicenseOnly(key!),
+        deviceHeld: facts?.held === true,
+        maxDevices: deviceLimit(key!, op.maxDevices),
       };
       return v.kind === 'first_use'
         ? { kind: 'activate_unused', value, expiresAt: iso(v.expiresAt) }

@@ -17,6 +17,9 @@ export interface StoredKey {
   durationUnit: DurationUnit;
   expiresAt: Date | null;
   resellerId: string | null;
+  /** null: the application's max_devices. */
+  maxDevices: number | null;
+  entitlements: string[];
 }
 
 interface KeyRow {
@@ -29,6 +32,8 @@ interface KeyRow {
   duration_unit: DurationUnit;
   expires_at: Date | string | null;
   reseller_id: string | null;
+  max_devices: number | null;
+  entitlements: string[];
 }
 
 /** The same rule as license-policy isClaimable, as the condition of the claim itself (PROTOCOL 11.10). */
@@ -72,7 +77,8 @@ export class LicenseOpsRepository {
 
   async load(id: string): Promise<StoredKey | undefined> {
     const k = await this.sql.one<KeyRow>(
-      `select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id
+      `select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id,
+         max_devices, entitlements
        from license_keys where id = ?`,
       [id],
     );
@@ -87,8 +93,19 @@ export class LicenseOpsRepository {
         durationUnit: k.duration_unit,
         expiresAt: toDate(k.expires_at),
         resellerId: k.reseller_id,
+        maxDevices: k.max_devices,
+        entitlements: [...k.entitlements].sort(),
       }
     );
+  }
+
+  /** A key's expiry (null: none, or the key is gone). */
+  async expiryOf(id: string): Promise<Date | null> {
+    const k = await this.sql.one<{ expires_at: Date | string | null; duration_unit: string }>(
+      'select expires_at, duration_unit from license_keys where id = ?',
+      [id],
+    );
+    return k && k.duration_unit !== 'lifetime' ? toDate(k.expires_at) : null;
   }
 
   /** unused (or reclaimable) -> pending, stamped; false when the key was not claimable any more. */

@@ -3,6 +3,7 @@
 // repository only runs the conditional writes that carry a verdict out.
 import type { ErrorCode } from '../../errors.js';
 import type { StoredKey } from './license-ops.repository.js';
+import type { DeviceFacts } from './device.repository.js';
 import { durationMs, hasExpired } from '../keys/index.js';
 
 /** A key as the policy sees it (read from its row at the start of every operation). */
@@ -42,21 +43,42 @@ type ActivateVerdict =
   | { ok: true; kind: 'first_use'; expiresAt: Date | null }
   | { ok: true; kind: 'returning'; expiresAt: Date | null; newDevice: boolean };
 
+/** A key used license-only holds its devices itself; a key registered by an end user pins one HWID (SPEC). */
+export function isLicenseOnly(k: KeyFacts): boolean {
+  return k.usedBy === 'license-only';
+}
+
+/** PROTOCOL 12.1: the devices a key (or its end user) may hold: its own max_devices, else the app's. */
+export function deviceLimit(k: Pick<KeyFacts, 'maxDevices'>, appMaxDevices: number): number {
+  return k.maxDevices ?? appMaxDevices;
+}
+
 /**
  * SPEC license errors, in order: unknown key, banned, a claim in progress, not activatable,
- * then an unused key is activated; a used one must match the HWID (with hwid_lock) and be unexpired.
+ * then an unused key is activated; a used one must be allowed on the HWID (with hwid_lock) and be
+ * unexpired. A license-only key accepts a HWID it holds, or a new one while it holds fewer than its
+ * limit (PROTOCOL 12.1; `devices` are its devices as read before the decision, the admission itself
+ * is exact in the database); any other used key must match its pinned HWID.
  */
 export function judgeActivate(
   k: KeyFacts | undefined,
-  op: { hwid: string; hwidLock: boolean },
+  op: { hwid: string; hwidLock: boolean; maxDevices: number },
   now: number,
+  devices?: DeviceFacts,
 ): ActivateVerdict {
   if (!k) return { ok: false, code: 'license_invalid' };
   if (k.status === 'banned') return { ok: false, code: 'license_banned' };
   if (k.status === 'pending') return { ok: false, code: 'license_in_progress' };
   if (k.status !== 'unused' && k.status !== 'used') return { ok: false, code: 'license_not_valid' };
   if (k.status === 'unused') return { ok: true, kind: 'first_use', expiresAt: expiryFrom(k, now) };
-  if (op.hwidLock && k.hwid !== '' && k.hwid !== op.hwid) return { ok: false, code: 'hwid_mismatch' };
+  const byDevices = isLicenseOnly(k) && devices !== undefined;
+  if (op.hwidLock) {
+    const refused = byDevices
+      ? !devices.held && devices.bound >= deviceLimit(k, op.maxDevices)
+      : k.hwid !== '' && k.hwid !== op.hwid;
+    if (refused) return { ok: false, code: 'hwid_mismatch' };
+  }
   if (hasExpired(k.expiresAt, k.durationUnit === 'lifetime', now)) return { ok: false, code: 'license_expired' };
-  return { ok: true, kind: 'returning', expiresAt: k.expiresAt, newDevice: k.hwid !== op.hwid };
+  const newDevice = byDevices ? !devices.known : k.hwid !== op.hwid;
+  return { ok: true, kind: 'returning', expiresAt: k.expiresAt, newDevice };
 }

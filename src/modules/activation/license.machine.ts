@@ -30,6 +30,8 @@ interface ActivateOp {
   hwid: string;
   ip: string;
   hwidLock: boolean;
+  /** The application's max_devices (a key's own overrides it). */
+  maxDevices: number;
 }
 
 export type LicenseOp = RegisterOp | ActivateOp;

@@ -65,12 +65,18 @@ export interface ClientAppRow {
   max_sessions: number;
   session_overflow: SessionOverflow;
   api_secret: string;
+  max_devices: number;
+  trial_hours: number;
+  trial_level: number;
+  offline_days: number;
+  grace_hours: number;
 }
 
 const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock,
   require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
-  expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret`;
+  expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret, max_devices,
+  trial_hours, trial_level, offline_days, grace_hours`;
 
 export class ApplicationRepository {
   constructor(

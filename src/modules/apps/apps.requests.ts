@@ -6,6 +6,8 @@ import { KEY_COST_TIERS, SESSION_OVERFLOWS } from '../../platform/db/entities/in
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
 export const TEXT_MAX = 4096;
+/** PROTOCOL 12.1: devices a key may hold, per application and per key. */
+const MAX_DEVICES = 1000;
 
 export const CreateAppBody = Type.Object(
   {
@@ -53,8 +55,31 @@ export const PatchAppBody = Type.Object(
     // PROTOCOL 12.2: floating seats.
     max_sessions: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     session_overflow: Type.Optional(Type.Union(SESSION_OVERFLOWS.map((o) => Type.Literal(o)))),
+    // PROTOCOL 12: the licensing models; each at its default keeps SPEC's behaviour.
+    max_devices: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEVICES })),
+    trial_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),
+    trial_level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    offline_days: Type.Optional(Type.Integer({ minimum: 0, maximum: 3650 })),
+    grace_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 720 })),
   },
   { additionalProperties: false, minProperties: 1 },
 );
 
 export type AppPatch = Static<typeof PatchAppBody>;
+
+/** PROTOCOL 12.3: the catalogue replaced whole; codes are unique (checked by the service). */
+export const EntitlementsBody = Type.Object(
+  {
+    entitlements: Type.Array(
+      Type.Object(
+        {
+          code: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_.-]{1,64}$' }),
+          name: Type.Optional(Str(0, 200)),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 100 },
+    ),
+  },
+  { additionalProperties: false },
+);

@@ -4,7 +4,7 @@ import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { DashboardAuth } from '../access/index.js';
 import type { AppsService } from './apps.service.js';
 import { dashboardHandler } from '../access/index.js';
-import { CreateAppBody, PatchAppBody, TEXT_MAX } from './apps.requests.js';
+import { CreateAppBody, EntitlementsBody, PatchAppBody, TEXT_MAX } from './apps.requests.js';
 import { pathId } from '../../platform/http/validation.js';
 import { AppError, ValidationError } from '../../errors.js';
 import { isSdkLang, SDK_LANGS, sdkArchive, sdkFileName } from './sdk-archive.js';
@@ -176,6 +176,33 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
     handler: dashboardHandler({ auth, body: HashesBody }, async ({ principal, params, body }) =>
       appView(await apps.setHashes(principal, pathId(params.id, 'app_not_found'), body.hashes), principal),
     ),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/entitlements',
+    doc: {
+      summary: 'The entitlement catalogue',
+      tag: 'apps',
+      auth: 'dashboard',
+      permission: 'any account the app is visible to',
+    },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => ({
+      entitlements: await apps.entitlements(principal, pathId(params.id, 'app_not_found')),
+    })),
+  });
+  router.add({
+    method: 'put',
+    path: '/api/apps/:id/entitlements',
+    doc: {
+      summary: 'Replace the entitlement catalogue (a removed code leaves every key)',
+      tag: 'apps',
+      auth: 'dashboard',
+      body: EntitlementsBody,
+      permission: 'owner, admin, developer',
+    },
+    handler: dashboardHandler({ auth, body: EntitlementsBody }, async ({ principal, params, body }) => ({
+      entitlements: await apps.setEntitlements(principal, pathId(params.id, 'app_not_found'), body.entitlements),
+    })),
   });
   router.add({
     method: 'post',

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { AccountRepository, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
+import type { EntitlementEntry, EntitlementRepository } from './entitlement.repository.js';
 import { normalizeIp } from '../../platform/http/ip-address.js';
 import { actorOf, assertTokenApp, requirePermission } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
@@ -56,6 +57,11 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   heartbeat_interval: 'heartbeatInterval',
   max_sessions: 'maxSessions',
   session_overflow: 'sessionOverflow',
+  max_devices: 'maxDevices',
+  trial_hours: 'trialHours',
+  trial_level: 'trialLevel',
+  offline_days: 'offlineDays',
+  grace_hours: 'graceHours',
 };
 
 /** What the applications service uses, and nothing more (one composition root: compose.ts). */
@@ -65,6 +71,7 @@ interface AppsServiceDeps {
     blacklist: BlacklistRepository;
     audit: AuditRepository;
     accounts: AccountRepository;
+    entitlements: EntitlementRepository;
   };
   allowPrivateWebhooks: boolean;
   log: Logger;
@@ -125,6 +132,11 @@ export class AppsService {
       heartbeatInterval: 30,
       maxSessions: 0,
       sessionOverflow: 'reject',
+      maxDevices: 1,
+      trialHours: 0,
+      trialLevel: 1,
+      offlineDays: 0,
+      graceHours: 0,
       apiKey: randomHex(16),
       apiSecret: randomToken(32),
       createdBy: p.account.id,
@@ -223,6 +235,43 @@ export class AppsService {
       actor: actorOf(p),
     });
     return app;
+  }
+
+  /** PROTOCOL 12.3: the catalogue, read by every member who sees the app. */
+  async entitlements(p: Principal, id: string): Promise<EntitlementEntry[]> {
+    await this.visible(p, id);
+    return this.d.repos.entitlements.list(id);
+  }
+
+  /** The catalogue's codes (generation and PATCH of keys check against them). */
+  async entitlementCodes(appId: string): Promise<Set<string>> {
+    return new Set((await this.d.repos.entitlements.list(appId)).map((e) => e.code));
+  }
+
+  /** Replaces the catalogue (owners, admins, developers); a code removed from it leaves every key. */
+  async setEntitlements(
+    p: Principal,
+    id: string,
+    entries: readonly { code: string; name?: string | undefined }[],
+  ): Promise<EntitlementEntry[]> {
+    this.assertManager(p);
+    await this.visible(p, id);
+    const seen = new Set<string>();
+    entries.forEach((e, i) => {
+      if (seen.has(e.code))
+        throw validationError(['entitlements', i, 'code'], `Code ${e.code} appears twice`, 'value_error');
+      seen.add(e.code);
+    });
+    const list = entries.map((e) => ({ code: e.code, name: e.name ?? '' }));
+    const stripped = await this.d.repos.entitlements.replace(id, list);
+    this.d.repos.audit.write({
+      appId: id,
+      action: 'app.entitlements',
+      detail: `${list.length} entitlements in the catalogue${stripped > 0 ? `; ${stripped} keys lost removed codes` : ''}`,
+      actor: actorOf(p),
+    });
+    await this.events.publish('app.entitlements', id, { codes: list.map((e) => e.code), keys_changed: stripped });
+    return list;
   }
 
   /** Keys and end users per application (the app cards). */

@@ -29,6 +29,11 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     beat_interval: beatInterval(a.heartbeatInterval),
     max_sessions: a.maxSessions,
     session_overflow: a.sessionOverflow,
+    max_devices: a.maxDevices,
+    trial_hours: a.trialHours,
+    trial_level: a.trialLevel,
+    offline_days: a.offlineDays,
+    grace_hours: a.graceHours,
     api_key: a.apiKey,
     // SPEC: api_secret is hidden from resellers.
     ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),

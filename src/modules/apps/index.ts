@@ -4,3 +4,4 @@ export { ApplicationRepository, type ClientAppRow } from './application.reposito
 export { appsRoutes } from './apps.routes.js';
 export { AppsService, scopeOf } from './apps.service.js';
 export { BlacklistRepository } from './blacklist.repository.js';
+export { EntitlementRepository } from './entitlement.repository.js';

@@ -46,6 +46,9 @@ export const LicenseBody = Type.Object({
   screenshot: Screenshot,
   init_iv: InitIv,
 });
+/** PROTOCOL 12.4 and 12.5: a trial, and an offline license file, for this HWID. */
+export const TrialBody = Type.Object({ session: Session, hwid: Hwid, init_iv: InitIv });
+export const OfflineBody = Type.Object({ session: Session, hwid: Hwid, init_iv: InitIv });
 export const StartBody = Type.Object({ session: Session, system_id: Str(8, 128) });
 export const BeatBody = Type.Object({
   session: Session,
@@ -62,6 +65,8 @@ export type InitRequest = Static<typeof InitBody>;
 export type RegisterRequest = Static<typeof RegisterBody>;
 export type LoginRequest = Static<typeof LoginBody>;
 export type LicenseRequest = Static<typeof LicenseBody>;
+export type TrialRequest = Static<typeof TrialBody>;
+export type OfflineRequest = Static<typeof OfflineBody>;
 export type StartRequest = Static<typeof StartBody>;
 export type BeatRequest = Static<typeof BeatBody>;
 export type StopRequest = Static<typeof StopBody>;

@@ -12,12 +12,16 @@ export {
   type LicenseRequest,
   LoginBody,
   type LoginRequest,
+  OfflineBody,
+  type OfflineRequest,
   RegisterBody,
   type RegisterRequest,
   StartBody,
   type StartRequest,
   StopBody,
   type StopRequest,
+  TrialBody,
+  type TrialRequest,
 } from './client-requests.js';
 export { type ClientSession, ClientSessions, SESSION_KEY_PREFIX } from './client-sessions.js';
 export { clientDoc, clientKeysRoute, clientLimiter, type RequestLimiterFactory } from './client.routes.js';

@@ -61,6 +61,14 @@ interface HeartbeatGatewayDeps {
   webhooks: Pick<WebhookService, 'notify'>;
   /** A key's own max_sessions (null: the application's) and its reseller; null when the key is gone. */
   keySeats: (licenseId: string) => Promise<{ maxSessions: number | null; resellerId: string | null } | null>;
+  /**
+   * PROTOCOL 12.6: the grace the start and every accepted beat carry (`{grace_until}`, or nothing when
+   * the application grants none). Looked up per answer, so an extension or a ban shows at once.
+   */
+  grace?: (
+    app: { grace_hours: number },
+    s: { userId: string | null; licenseId: string | null },
+  ) => Promise<{ grace_until?: string }>;
 }
 
 export class HeartbeatGateway {
@@ -135,7 +143,13 @@ export class HeartbeatGateway {
     }
     note.detail = `Heartbeat started (interval ${interval}s)`;
     return {
-      body: { success: true, token, beat_interval: interval, proof: startProof(s.token, call.body.system_id, token) },
+      body: {
+        success: true,
+        token,
+        beat_interval: interval,
+        proof: startProof(s.token, call.body.system_id, token),
+        ...(await this.graceOf(call)),
+      },
     };
   }
 
@@ -229,8 +243,15 @@ export class HeartbeatGateway {
         new_token: r.token,
         beat_count: r.beatCount,
         proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount),
+        ...(await this.graceOf(call)),
       },
     };
+  }
+
+  private graceOf(call: ClientCall<unknown>): Promise<{ grace_until?: string }> {
+    const app = call.app.row;
+    if (!this.d.grace || app.grace_hours <= 0) return Promise.resolve({});
+    return this.d.grace(app, call.session!.record);
   }
 
   stop(call: ClientCall<StopRequest>): Promise<ClientOutcome> {

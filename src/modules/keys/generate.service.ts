@@ -36,12 +36,26 @@ function spaceExhausted(amount: number) {
 }
 
 interface KeyGeneratorDeps {
-  apps: Pick<AppsService, 'visible'>;
+  apps: Pick<AppsService, 'visible' | 'entitlementCodes'>;
   licenses: LicenseRepository;
   audit: AuditRepository;
   events: EventBus;
   licenseHashKey: Buffer;
   now: () => number;
+}
+
+/** Entitlement codes of a key: each must be in the application's catalogue (422 on `entitlements`); sorted, once. */
+export async function checkedCodes(
+  apps: Pick<AppsService, 'entitlementCodes'>,
+  appId: string,
+  codes: readonly string[],
+): Promise<string[]> {
+  if (codes.length === 0) return [];
+  const catalogue = await apps.entitlementCodes(appId);
+  const i = codes.findIndex((c) => !catalogue.has(c));
+  if (i >= 0)
+    throw validationError(['entitlements', i], `Entitlement ${codes[i]} is not in the catalogue`, 'value_error');
+  return [...new Set(codes)].sort();
 }
 
 export class KeyGenerator {
@@ -102,6 +116,7 @@ export class KeyGenerator {
         'value_error',
       );
     }
+    const entitlements = await checkedCodes(this.d.apps, appId, input.entitlements ?? []);
     const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
     const charge =
@@ -120,6 +135,8 @@ export class KeyGenerator {
           resellerId: generatorIsStaff ? p.account.id : null,
           createdBy: p.account.id,
           maxSessions: input.max_sessions ?? null,
+          maxDevices: input.max_devices ?? null,
+          entitlements: JSON.stringify(entitlements),
           charge,
         },
         input.amount,

@@ -4,6 +4,7 @@ export { KeyGenerator } from './generate.service.js';
 export { KeyAdminRepository } from './key-admin.repository.js';
 export { keysRoutes } from './keys.routes.js';
 export { KeysAdminService } from './keys.service.js';
-export { durationMs, keyPreview, licenseHash } from './license-keys.js';
+export { graceField } from './grace.js';
+export { DEFAULT_ALPHABET, durationMs, expandMask, keyPreview, licenseHash } from './license-keys.js';
 export { hasExpired } from './license-status.js';
 export { LicenseRepository } from './license.repository.js';

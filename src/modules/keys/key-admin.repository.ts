@@ -3,7 +3,7 @@
 import { toDate, type Sql } from '../../platform/db/sql.js';
 import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
-import type { KeyTouchesRepository } from '../activation/index.js';
+import type { Device, KeyTouchesRepository } from '../activation/index.js';
 
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;
@@ -46,6 +46,8 @@ export interface UserRow {
   last_screenshot_path: string;
   activation_screenshot_path: string;
   screenshot_path: string;
+  /** The user's devices (PROTOCOL 12.1), attached by the service. */
+  devices?: Device[];
 }
 
 const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, known_hwids, known_countries, level,
@@ -158,11 +160,46 @@ export class KeyAdminRepository {
     });
   }
 
-  /** Clears the HWID pin of a key and of the user bound to it. */
+  /** Clears the HWID pin and every device of a key and of the user bound to it (PROTOCOL 12.1). */
   async resetLicenseHwid(id: string): Promise<void> {
     await this.sql.transaction(async (tx) => {
       await this.sql.run(`update license_keys set hwid = '' where id = ?`, [id], tx);
+      await this.sql.run('delete from key_devices where license_id = ?', [id], tx);
       await this.sql.run(`update end_users set hwid = '', known_hwids = '[]'::jsonb where license_id = ?`, [id], tx);
+      await this.sql.run(
+        'delete from user_devices where user_id in (select id from end_users where license_id = ?)',
+        [id],
+        tx,
+      );
+    });
+  }
+
+  /** PROTOCOL 15.2: level, note, max_devices, max_sessions and entitlements of a key; a new level reaches its user too. */
+  async updateLicense(
+    id: string,
+    c: {
+      level?: number;
+      note?: string;
+      maxDevices?: number | null;
+      maxSessions?: number | null;
+      entitlements?: string[];
+    },
+  ): Promise<void> {
+    const sets: [string, unknown][] = [];
+    if (c.level !== undefined) sets.push(['level = ?', c.level]);
+    if (c.note !== undefined) sets.push(['note = ?', c.note]);
+    if (c.maxDevices !== undefined) sets.push(['max_devices = ?', c.maxDevices]);
+    if (c.maxSessions !== undefined) sets.push(['max_sessions = ?', c.maxSessions]);
+    if (c.entitlements !== undefined) sets.push(['entitlements = ?::jsonb', JSON.stringify(c.entitlements)]);
+    if (sets.length === 0) return;
+    await this.sql.transaction(async (tx) => {
+      await this.sql.run(
+        `update license_keys set ${sets.map(([col]) => col).join(', ')} where id = ?`,
+        [...sets.map(([, v]) => v), id],
+        tx,
+      );
+      if (c.level !== undefined)
+        await this.sql.run('update end_users set level = ? where license_id = ?', [c.level, id], tx);
     });
   }
 
@@ -176,15 +213,6 @@ export class KeyAdminRepository {
       [id],
     );
     return row?.status;
-  }
-
-  /** Sets a key's own settings (undefined: unchanged); the row after, or undefined when it is gone. */
-  async updateLicense(id: string, patch: { maxSessions: number | null | undefined }): Promise<LicenseRow | undefined> {
-    if (patch.maxSessions === undefined) return this.findLicense(id);
-    return this.sql.one<LicenseRow>(
-      `update license_keys set max_sessions = ? where id = ? returning ${LICENSE_COLUMNS}`,
-      [patch.maxSessions, id],
-    );
   }
 
   async deleteLicense(id: string): Promise<void> {
@@ -210,7 +238,10 @@ export class KeyAdminRepository {
   }
 
   async resetUserHwid(id: string): Promise<void> {
-    await this.sql.run(`update end_users set hwid = '', known_hwids = '[]'::jsonb where id = ?`, [id]);
+    await this.sql.transaction(async (tx) => {
+      await this.sql.run(`update end_users set hwid = '', known_hwids = '[]'::jsonb where id = ?`, [id], tx);
+      await this.sql.run('delete from user_devices where user_id = ?', [id], tx);
+    });
   }
 
   async setUserBanned(id: string, banned: boolean): Promise<void> {

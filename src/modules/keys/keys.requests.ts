@@ -7,6 +7,10 @@ const Str = (min: number, max: number) => Type.String({ minLength: min, maxLengt
 const TEXT_MAX = 4096;
 /** PROTOCOL 12.2: a key's bound on live heartbeat sessions (0: unlimited); null: the application's. */
 const MaxSessions = Type.Union([Type.Integer({ minimum: 0, maximum: 1000 }), Type.Null()]);
+const MaxDevices = Type.Union([Type.Integer({ minimum: 1, maximum: 1000 }), Type.Null()]);
+const Codes = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_.-]{1,64}$' }), {
+  maxItems: 100,
+});
 
 export const GenerateBody = Type.Object(
   {
@@ -26,16 +30,28 @@ export const GenerateBody = Type.Object(
     alphabet: Type.Optional(Str(1, 256)),
     note: Type.Optional(Str(0, TEXT_MAX)),
     max_sessions: Type.Optional(MaxSessions),
+    // PROTOCOL 12.1, 12.3: the key's own device limit (null: the application's) and entitlement codes.
+    max_devices: Type.Optional(MaxDevices),
+    entitlements: Type.Optional(Codes),
   },
   { additionalProperties: false },
 );
 
 export type GenerateInput = Static<typeof GenerateBody>;
 
-/** PATCH /api/licenses/{id}: a key's own settings (PROTOCOL 12). */
+/** PROTOCOL 15.2: what PATCH /api/licenses/{id} may change. */
 export const PatchLicenseBody = Type.Object(
-  { max_sessions: Type.Optional(MaxSessions) },
+  {
+    level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    note: Type.Optional(Str(0, TEXT_MAX)),
+    max_devices: Type.Optional(MaxDevices),
+    entitlements: Type.Optional(Codes),
+    max_sessions: Type.Optional(MaxSessions),
+  },
   { additionalProperties: false, minProperties: 1 },
 );
 
 export type LicensePatch = Static<typeof PatchLicenseBody>;
+
+/** PROTOCOL 12.5: the machine an offline file is issued for. */
+export const OfflineIssueBody = Type.Object({ hwid: Str(8, 256) }, { additionalProperties: false });

@@ -3,10 +3,11 @@ import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from '../access/index.js';
 import type { KeysAdminService } from './keys.service.js';
 import type { KeyGenerator } from './generate.service.js';
-import { GenerateBody, PatchLicenseBody } from './keys.requests.js';
+import { GenerateBody, OfflineIssueBody, PatchLicenseBody } from './keys.requests.js';
 import { LICENSE_STATUS_FILTERS } from './license-status.js';
 import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
+import { AppError } from '../../errors.js';
 import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
 
 const TimeUnit = Type.Union([
@@ -39,6 +40,18 @@ const ExtendAllBody = Type.Object(
 );
 const BanToggle = Type.Object({ banned: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const UserBan = Type.Object({ banned: Type.Boolean() }, { additionalProperties: false });
+
+/** A HWID in a path (percent-decoded by the router or not): 8-256 characters, else no such device. */
+function deviceHwid(raw: string | undefined): string {
+  let h = raw ?? '';
+  try {
+    h = decodeURIComponent(h);
+  } catch {
+    throw new AppError('device_not_found');
+  }
+  if (h.length < 8 || h.length > 256) throw new AppError('device_not_found');
+  return h;
+}
 
 interface KeysRoutesDeps {
   auth: DashboardAuth;
@@ -153,16 +166,42 @@ export function keysRoutes(
     path: '/api/licenses/:id',
     unprefixed: true,
     doc: {
-      summary: "Change a key's own settings: max_sessions (null: the application's)",
+      summary: 'Change level, note, max_devices, max_sessions or entitlements of a key',
       tag: 'licenses',
       auth: 'dashboard',
       body: PatchLicenseBody,
-      permission: 'generate_keys',
+      permission: 'owner, admin, developer; resellers in scope with generate_keys',
     },
     handler: dashboardHandler({ auth, body: PatchLicenseBody }, async ({ principal, params, body }) => {
-      const row = await keys.updateLicense(principal, lic(params.id), body);
+      const row = await keys.update(principal, lic(params.id), body);
       const live = await liveSeats([row.id]);
       return hiddenLicenseView(principal, row, now(), live.get(row.id) ?? 0);
+    }),
+  });
+  router.add({
+    method: 'delete',
+    path: '/api/licenses/:id/devices/:hwid',
+    unprefixed: true,
+    doc: { summary: 'Remove one device from a key', tag: 'licenses', auth: 'dashboard', permission: 'reset_hwid' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.removeLicenseDevice(principal, lic(params.id), deviceHwid(params.hwid));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/licenses/:id/offline',
+    unprefixed: true,
+    doc: {
+      summary: 'Issue an offline license file for an air-gapped machine (binds the HWID)',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: OfflineIssueBody,
+      permission: 'owner, admin, developer; resellers in scope with generate_keys',
+    },
+    handler: dashboardHandler({ auth, body: OfflineIssueBody }, async ({ principal, params, body }) => {
+      const { license_file, row } = await keys.issueOffline(principal, lic(params.id), body.hwid);
+      return { success: true, license_file, license: hiddenLicenseView(principal, row, now()) };
     }),
   });
   router.add({
@@ -194,6 +233,15 @@ export function keysRoutes(
     doc: { summary: "Clear a user's HWID lock", tag: 'users', auth: 'dashboard', permission: 'reset_hwid' },
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       await keys.resetUserHwid(principal, usr(params.id));
+      return { success: true };
+    }),
+  });
+  router.add({
+    method: 'delete',
+    path: '/api/users/:id/devices/:hwid',
+    doc: { summary: 'Remove one device from a user', tag: 'users', auth: 'dashboard', permission: 'reset_hwid' },
+    handler: dashboardHandler({ auth }, async ({ principal, params }) => {
+      await keys.removeUserDevice(principal, usr(params.id), deviceHwid(params.hwid));
       return { success: true };
     }),
   });

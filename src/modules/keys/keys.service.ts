@@ -8,7 +8,10 @@ import type { LicenseRow } from './license.repository.js';
 import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { AppsService } from '../apps/index.js';
-import type { EventBus } from '../notify/index.js';
+import type { EventBus, WebhookService } from '../notify/index.js';
+import type { ActivationService, DeviceRepository } from '../activation/index.js';
+import { checkedCodes } from './generate.service.js';
+import type { LicensePatch } from './keys.requests.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
 import type { LicensePatch } from './keys.requests.js';
@@ -22,6 +25,10 @@ interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
   now: () => number;
+  devices: Pick<DeviceRepository, 'of' | 'remove'>;
+  /** Offline license files for air-gapped machines (PROTOCOL 12.5); the activation module binds and signs. */
+  offline: Pick<ActivationService, 'offlineForKey'>;
+  webhooks: Pick<WebhookService, 'notify'>;
 }
 
 export class KeysAdminService {
@@ -100,7 +107,122 @@ export class KeysAdminService {
       now: this.now(),
     });
     const last = rows[rows.length - 1];
-    return { rows, nextCursor: rows.length === limit && last ? encodeCursor(last) : null };
+    return {
+      rows: await this.withDevices(rows),
+      nextCursor: rows.length === limit && last ? encodeCursor(last) : null,
+    };
+  }
+
+  /**
+   * Key rows with their holder's devices (PROTOCOL 12.1): a license-only key's own, a registered
+   * key's end user's.
+   */
+  async withDevices(rows: LicenseRow[]): Promise<LicenseRow[]> {
+    const userIds = rows.flatMap((r) => (r.user_id ? [r.user_id] : []));
+    const [byKey, byUser] = await Promise.all([
+      this.d.devices.of(
+        'key',
+        rows.filter((r) => !r.user_id).map((r) => r.id),
+      ),
+      this.d.devices.of('user', userIds),
+    ]);
+    return rows.map((r) => ({ ...r, devices: (r.user_id ? byUser.get(r.user_id) : byKey.get(r.id)) ?? [] }));
+  }
+
+  private async withDevice(row: LicenseRow): Promise<LicenseRow> {
+    return (await this.withDevices([row]))[0]!;
+  }
+
+  /** PROTOCOL 15.2: level, note, max_devices, entitlements (resellers in scope need generate_keys). */
+  async update(p: Principal, id: string, patch: LicensePatch): Promise<LicenseRow> {
+    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    const { row } = await this.license(p, id);
+    const entitlements =
+      patch.entitlements === undefined ? undefined : await checkedCodes(this.apps, row.app_id, patch.entitlements);
+    await this.repo.updateLicense(id, {
+      ...(patch.level !== undefined ? { level: patch.level } : {}),
+      ...(patch.note !== undefined ? { note: patch.note } : {}),
+      ...(patch.max_devices !== undefined ? { maxDevices: patch.max_devices } : {}),
+      ...(patch.max_sessions !== undefined ? { maxSessions: patch.max_sessions } : {}),
+      ...(entitlements !== undefined ? { entitlements } : {}),
+    });
+    const changes: Record<string, unknown> = { ...patch, ...(entitlements ? { entitlements } : {}) };
+    await this.record(
+      p,
+      row.app_id,
+      'license.update',
+      `Key ${row.key_preview} changed: ${Object.keys(patch).join(', ')}`,
+      { license_id: id, changes },
+      row.reseller_id,
+    );
+    this.d.webhooks.notify(row.app_id, row.reseller_id, 'license.update', { license_id: id, changes });
+    return this.withDevice((await this.repo.findLicense(id))!);
+  }
+
+  /** PROTOCOL 12.1: one device off a key (needs reset_hwid); 404 `Device not found` when it holds none such. */
+  async removeLicenseDevice(p: Principal, id: string, hwid: string): Promise<void> {
+    requirePermission(p, 'reset_hwid');
+    const { row } = await this.license(p, id);
+    const h = hwid.toLowerCase();
+    const removed = row.user_id
+      ? await this.d.devices.remove('user', row.user_id, h)
+      : await this.d.devices.remove('key', id, h);
+    if (!removed) throw new AppError('device_not_found');
+    await this.record(
+      p,
+      row.app_id,
+      'license.device_remove',
+      `A device removed from key ${row.key_preview}`,
+      { license_id: id, hwid: h },
+      row.reseller_id,
+    );
+  }
+
+  async removeUserDevice(p: Principal, id: string, hwid: string): Promise<void> {
+    requirePermission(p, 'reset_hwid');
+    const u = await this.user(p, id);
+    const h = hwid.toLowerCase();
+    if (!(await this.d.devices.remove('user', id, h))) throw new AppError('device_not_found');
+    await this.record(
+      p,
+      u.app_id,
+      'user.device_remove',
+      `A device removed from user ${u.username}`,
+      { user_id: id, hwid: h },
+      u.reseller_id,
+    );
+  }
+
+  /**
+   * PROTOCOL 12.5: an offline file for an air-gapped machine (owners, admins, developers; resellers in
+   * scope with generate_keys). The HWID is bound like a license-only activation; audit `license.offline`.
+   */
+  async issueOffline(p: Principal, id: string, hwid: string): Promise<{ license_file: string; row: LicenseRow }> {
+    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    const { row } = await this.license(p, id);
+    const app = await this.apps.visible(p, row.app_id);
+    const { file } = await this.d.offline.offlineForKey(
+      { id: app.id, hwidLock: app.hwidLock, maxDevices: app.maxDevices, offlineDays: app.offlineDays },
+      id,
+      hwid,
+      row.user_id ? row.used_by : null,
+      row.ip,
+    );
+    const h = hwid.toLowerCase();
+    await this.record(
+      p,
+      row.app_id,
+      'license.offline',
+      `Offline license file issued for key ${row.key_preview} (${app.offlineDays} days)`,
+      { license_id: id, hwid: h, offline_days: app.offlineDays },
+      row.reseller_id,
+    );
+    this.d.webhooks.notify(row.app_id, row.reseller_id, 'license.offline', {
+      license_id: id,
+      hwid: h,
+      offline_days: app.offlineDays,
+    });
+    return { license_file: file, row: await this.withDevice((await this.repo.findLicense(id))!) };
   }
 
   /** Extend or subtract time: owners, admins and developers; never lifetime or never-activated keys. */
@@ -173,23 +295,6 @@ export class KeysAdminService {
   }
 
   /** A key's own settings (PROTOCOL 12): owners, admins, developers; a reseller in scope with generate_keys. */
-  async updateLicense(p: Principal, id: string, patch: LicensePatch) {
-    requirePermission(p, 'generate_keys');
-    const { row } = await this.license(p, id);
-    const updated = await this.repo.updateLicense(id, { maxSessions: patch.max_sessions });
-    if (!updated) throw new AppError('license_not_found');
-    const seats = updated.max_sessions === null ? 'the application limit' : String(updated.max_sessions);
-    await this.record(
-      p,
-      row.app_id,
-      'license.update',
-      `Key ${row.key_preview} changed: max_sessions ${seats}`,
-      { license_id: id, max_sessions: updated.max_sessions },
-      row.reseller_id,
-    );
-    return updated;
-  }
-
   async deleteLicense(p: Principal, id: string): Promise<void> {
     requirePermission(p, 'delete_keys');
     const { row } = await this.license(p, id);
@@ -208,7 +313,12 @@ export class KeysAdminService {
   async listUsers(p: Principal, appId: string): Promise<UserRow[]> {
     requirePermission(p, 'view_keys');
     await this.apps.visible(p, appId);
-    return this.repo.listUsers(appId, await this.scope(p), USER_LIST_LIMIT);
+    const users = await this.repo.listUsers(appId, await this.scope(p), USER_LIST_LIMIT);
+    const devices = await this.d.devices.of(
+      'user',
+      users.map((u) => u.id),
+    );
+    return users.map((u) => ({ ...u, devices: devices.get(u.id) ?? [] }));
   }
 
   async resetUserHwid(p: Principal, id: string): Promise<void> {

@@ -40,6 +40,9 @@ export function licenseView(r: LicenseRow, now: number, plaintext?: string, live
     screenshot_path: r.screenshot_path ?? '',
     max_sessions: r.max_sessions ?? null,
     live_sessions: liveSessions,
+    max_devices: r.max_devices ?? null,
+    entitlements: r.entitlements ?? [],
+    devices: r.devices ?? [],
   };
 }
 
@@ -67,5 +70,6 @@ export function userView(p: Principal, u: UserRow) {
     last_screenshot_path: u.last_screenshot_path,
     activation_screenshot_path: u.activation_screenshot_path,
     screenshot_path: u.screenshot_path,
+    devices: u.devices ?? [],
   });
 }

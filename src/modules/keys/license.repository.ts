@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 import { AppError } from '../../errors.js';
+import type { Device } from '../activation/index.js';
 
 const MAX_ROUNDS = 10;
 
@@ -28,6 +29,9 @@ interface KeyBatch {
   createdBy: string | null;
   /** PROTOCOL 12.2: the keys' own max_sessions (null: the application's). */
   maxSessions: number | null;
+  maxDevices: number | null;
+  /** JSON of the sorted entitlement codes. */
+  entitlements: string;
   /** Credits to take from `chargeAccountId` in the same transaction; null: nothing to charge. */
   charge: { accountId: string; amount: number } | null;
 }
@@ -57,11 +61,15 @@ export interface LicenseRow {
   known_countries: string[];
   screenshot_path: string;
   max_sessions: number | null;
+  max_devices: number | null;
+  entitlements: string[];
+  /** The holder's devices (PROTOCOL 12.1), attached by the service when it shows a key. */
+  devices?: Device[];
 }
 
 export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, ip, level, duration_value,
   duration_unit, duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
-  activation_geo, last_geo, known_countries, screenshot_path, max_sessions`;
+  activation_geo, last_geo, known_countries, screenshot_path, max_sessions, max_devices, entitlements`;
 
 export class LicenseRepository {
   constructor(private readonly sql: Sql) {}
@@ -146,13 +154,15 @@ export class LicenseRepository {
             batch.resellerId,
             batch.createdBy,
             batch.maxSessions,
+            batch.maxDevices,
+            batch.entitlements,
           );
         }
         if (byHash.size === 0) throw new KeySpaceExhausted();
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
           `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
-             duration_days, created_at, note, reseller_id, created_by, max_sessions)
-           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(', ')}
+             duration_days, created_at, note, reseller_id, created_by, max_sessions, max_devices, entitlements)
+           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)").join(', ')}
            on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
           values,
           tx,

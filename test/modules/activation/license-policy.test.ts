@@ -20,9 +20,11 @@ const key = (over: Partial<KeyFacts> = {}): KeyFacts => ({
   durationUnit: 'days',
   expiresAt: null,
   resellerId: null,
+  maxDevices: null,
+  entitlements: [],
   ...over,
 });
-const device = { hwid: 'hwid-0001', hwidLock: true };
+const device = { hwid: 'hwid-0001', hwidLock: true, maxDevices: 1 };
 
 describe('judgeRegister', () => {
   it('refuses in SPEC order: unknown, banned, already used', () => {
@@ -75,11 +77,11 @@ describe('judgeActivate', () => {
 
   it('a used key: another device under hwid_lock is refused before expiry is looked at', () => {
     const used = key({ status: 'used', usedBy: 'license-only', hwid: 'hwid-0001', expiresAt: new Date(NOW - DAY) });
-    expect(judgeActivate(used, { hwid: 'hwid-0002', hwidLock: true }, NOW)).toEqual({
+    expect(judgeActivate(used, { hwid: 'hwid-0002', hwidLock: true, maxDevices: 1 }, NOW)).toEqual({
       ok: false,
       code: 'hwid_mismatch',
     });
-    expect(judgeActivate(used, { hwid: 'hwid-0002', hwidLock: false }, NOW)).toEqual({
+    expect(judgeActivate(used, { hwid: 'hwid-0002', hwidLock: false, maxDevices: 1 }, NOW)).toEqual({
       ok: false,
       code: 'license_expired',
     });
@@ -94,7 +96,7 @@ describe('judgeActivate', () => {
       expiresAt: new Date(NOW + DAY),
       newDevice: false,
     });
-    expect(judgeActivate(used, { hwid: 'hwid-0009', hwidLock: false }, NOW)).toMatchObject({
+    expect(judgeActivate(used, { hwid: 'hwid-0009', hwidLock: false, maxDevices: 1 }, NOW)).toMatchObject({
       ok: true,
       newDevice: true,
     });

@@ -11,7 +11,14 @@ import {
 import { LicenseHost, type LicenseEffects } from '../../../src/modules/activation/license-host.js';
 import { AppError } from '../../../src/errors.js';
 
-const activate = { kind: 'activate' as const, appId: 'a', hwid: 'h'.repeat(8), ip: '1.1.1.1', hwidLock: false };
+const activate = {
+  kind: 'activate' as const,
+  appId: 'a',
+  hwid: 'h'.repeat(8),
+  ip: '1.1.1.1',
+  hwidLock: false,
+  maxDevices: 1,
+};
 const register = {
   kind: 'register' as const,
   appId: 'a',

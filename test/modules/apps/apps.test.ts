@@ -37,6 +37,11 @@ describe('applications', () => {
       allowed_hashes: [],
       heartbeat_interval: 30,
       beat_interval: 30,
+      max_devices: 1,
+      trial_hours: 0,
+      trial_level: 1,
+      offline_days: 0,
+      grace_hours: 0,
       stats: { keys: 0, users: 0 },
     });
     expect(r.body.api_key).toMatch(/^[0-9a-f]{32}$/);

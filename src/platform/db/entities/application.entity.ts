@@ -33,6 +33,12 @@ export interface Application {
   /** PROTOCOL 12.2: live heartbeat sessions per key (0: unlimited) and what a start over it does. */
   maxSessions: number;
   sessionOverflow: SessionOverflow;
+  /** PROTOCOL 12: devices per key, trials, offline files, grace (every default keeps SPEC's behaviour). */
+  maxDevices: number;
+  trialHours: number;
+  trialLevel: number;
+  offlineDays: number;
+  graceHours: number;
   apiKey: string;
   apiSecret: string;
   createdBy: string | null;
@@ -68,6 +74,11 @@ export const ApplicationSchema = new EntitySchema<Application>({
     heartbeatInterval: { type: 'integer', default: 30 },
     maxSessions: { type: 'integer', default: 0 },
     sessionOverflow: { type: 'string', length: 16, default: 'reject' },
+    maxDevices: { type: 'integer', default: 1 },
+    trialHours: { type: 'integer', default: 0 },
+    trialLevel: { type: 'integer', default: 1 },
+    offlineDays: { type: 'integer', default: 0 },
+    graceHours: { type: 'integer', default: 0 },
     apiKey: { type: 'string', length: 64, unique: true },
     apiSecret: { type: 'string', length: 128 },
     createdBy: { type: 'uuid', nullable: true },

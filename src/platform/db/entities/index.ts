@@ -10,6 +10,9 @@ export * from './process-state.entity.js';
 export * from './screenshot.entity.js';
 export * from './api-token.entity.js';
 export * from './recovery-code.entity.js';
+export * from './device.entity.js';
+export * from './entitlement.entity.js';
+export * from './trial.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -22,6 +25,9 @@ import { ProcessStateSchema } from './process-state.entity.js';
 import { ScreenshotSchema } from './screenshot.entity.js';
 import { ApiTokenSchema } from './api-token.entity.js';
 import { RecoveryCodeSchema } from './recovery-code.entity.js';
+import { KeyDeviceSchema, UserDeviceSchema } from './device.entity.js';
+import { EntitlementSchema } from './entitlement.entity.js';
+import { TrialSchema } from './trial.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -36,4 +42,8 @@ export const ENTITIES = [
   ScreenshotSchema,
   ApiTokenSchema,
   RecoveryCodeSchema,
+  KeyDeviceSchema,
+  UserDeviceSchema,
+  EntitlementSchema,
+  TrialSchema,
 ];

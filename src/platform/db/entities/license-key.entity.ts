@@ -37,6 +37,10 @@ export interface LicenseKey {
   screenshotPath: string;
   /** PROTOCOL 12.2: this key's bound on live heartbeat sessions; null: the application's. */
   maxSessions: number | null;
+  /** Devices this key (or its user) may hold under hwid_lock; null: the application's (PROTOCOL 12.1). */
+  maxDevices: number | null;
+  /** Entitlement codes of the application's catalogue (PROTOCOL 12.3). */
+  entitlements: string[];
 }
 
 export const LicenseKeySchema = new EntitySchema<LicenseKey>({
@@ -70,5 +74,7 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
     knownCountries: { type: 'json', default: '[]' },
     screenshotPath: { type: 'text', default: '' },
     maxSessions: { type: 'integer', nullable: true },
+    maxDevices: { type: 'integer', nullable: true },
+    entitlements: { type: 'json', default: '[]' },
   },
 });

@@ -1,0 +1,73 @@
+// Trials (PROTOCOL 12.4): the key of a trial is created already activated license-only on the
+// caller's HWID, and the trial is recorded under (application, HWID) in the same transaction. That
+// primary key is the whole guard: of concurrent trials for one HWID exactly one inserts its row
+// (the others wait on it and then find it), and the row outlives the key, so a deleted trial key
+// does not give the device a second trial.
+import { randomUUID } from 'node:crypto';
+import type { Sql } from '../../platform/db/sql.js';
+
+interface TrialKey {
+  appId: string;
+  hwid: string;
+  ip: string;
+  keyHash: string;
+  keyPreview: string;
+  level: number;
+  hours: number;
+  now: Date;
+}
+
+type TrialResult = { kind: 'created'; licenseId: string; expiresAt: Date } | { kind: 'used' } | { kind: 'collision' };
+
+class Used extends Error {}
+
+export class TrialRepository {
+  constructor(private readonly sql: Sql) {}
+
+  async create(t: TrialKey): Promise<TrialResult> {
+    const licenseId = randomUUID();
+    const expiresAt = new Date(t.now.getTime() + t.hours * 3_600_000);
+    try {
+      return await this.sql.transaction(async (tx) => {
+        const taken = await this.sql.one(
+          `insert into trials (app_id, hwid, license_id, created_at) values (?, ?, ?, ?)
+           on conflict (app_id, hwid) do nothing returning hwid`,
+          [t.appId, t.hwid, licenseId, t.now],
+          tx,
+        );
+        if (!taken) throw new Used();
+        const inserted = await this.sql.one(
+          `insert into license_keys (id, app_id, key_hash, key_preview, status, used_by, hwid, ip, level, duration_value,
+             duration_unit, duration_days, created_at, last_login, expires_at, note)
+           values (?, ?, ?, ?, 'used', 'license-only', ?, ?, ?, ?, 'hours', ?, ?, ?, ?, 'trial')
+           on conflict (app_id, key_hash) do nothing returning id`,
+          [
+            licenseId,
+            t.appId,
+            t.keyHash,
+            t.keyPreview,
+            t.hwid,
+            t.ip,
+            t.level,
+            t.hours,
+            Math.max(1, Math.ceil(t.hours / 24)),
+            t.now,
+            t.now,
+            expiresAt,
+          ],
+          tx,
+        );
+        if (!inserted) return { kind: 'collision' as const };
+        await this.sql.run(
+          `insert into key_devices (license_id, hwid, first_seen, last_seen, bound) values (?, ?, ?, ?, true)`,
+          [licenseId, t.hwid, t.now, t.now],
+          tx,
+        );
+        return { kind: 'created' as const, licenseId, expiresAt };
+      });
+    } catch (err) {
+      if (err instanceof Used) return { kind: 'used' };
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,47 @@
+// An application's entitlement catalogue (PROTOCOL 12.3). Keys carry codes in license_keys.entitlements;
+// replacing the catalogue takes the codes it dropped off every key of the application in the same
+// transaction, so a key never holds a code the catalogue does not have.
+import type { Sql } from '../../platform/db/sql.js';
+
+export interface EntitlementEntry {
+  code: string;
+  name: string;
+}
+
+export class EntitlementRepository {
+  constructor(private readonly sql: Sql) {}
+
+  list(appId: string): Promise<EntitlementEntry[]> {
+    return this.sql.all<EntitlementEntry>(
+      'select code, name from app_entitlements where app_id = ? order by position, code',
+      [appId],
+    );
+  }
+
+  /** Replaces the catalogue; returns how many keys lost a code. */
+  replace(appId: string, entries: readonly EntitlementEntry[]): Promise<number> {
+    return this.sql.transaction(async (tx) => {
+      await this.sql.run('delete from app_entitlements where app_id = ?', [appId], tx);
+      if (entries.length > 0) {
+        const values: unknown[] = [];
+        entries.forEach((e, i) => values.push(appId, e.code, e.name, i));
+        await this.sql.run(
+          `insert into app_entitlements (app_id, code, name, position)
+           values ${entries.map(() => '(?, ?, ?, ?)').join(', ')}`,
+          values,
+          tx,
+        );
+      }
+      const codes = JSON.stringify(entries.map((e) => e.code));
+      // Keys whose codes are not all in the new catalogue keep only those that are.
+      return this.sql.run(
+        `update license_keys set entitlements = coalesce(
+           (select jsonb_agg(c order by c) from jsonb_array_elements_text(entitlements) as c
+            where c in (select jsonb_array_elements_text(?::jsonb))), '[]'::jsonb)
+         where app_id = ? and not (entitlements <@ ?::jsonb)`,
+        [codes, appId, codes],
+        tx,
+      );
+    });
+  }
+}
