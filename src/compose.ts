@@ -292,6 +292,7 @@ function createDomain(s: Services): Domain {
             host: s.config.clusterHost,
             port: s.config.clusterPort === 0 ? 0 : s.config.clusterPort + s.config.workerIndex,
             advertiseHost: s.config.clusterAdvertiseHost,
+            ackTimeoutMs: s.config.clusterPeerTimeoutMs,
           }
         : undefined,
   });
@@ -393,6 +394,7 @@ function createDomain(s: Services): Domain {
     now,
   });
   let noncePurge: NodeJS.Timeout | undefined;
+  let freezeToggle: (() => void) | undefined;
   const auth = new DashboardAuth(dashboardAuthDeps(s, access));
   return {
     auth,
@@ -437,6 +439,12 @@ function createDomain(s: Services): Domain {
       await access.start();
       await push.start();
       await node.start();
+      if (s.config.faultPeerFreeze) {
+        // Test hook: SIGUSR2 stops (then resumes) reading what other workers send directly.
+        let frozen = false;
+        freezeToggle = () => node.freezePeerLinks((frozen = !frozen));
+        process.on('SIGUSR2', freezeToggle);
+      }
       const restored = await checkpoint?.restore();
       if (restored) log.info({ restored }, 'state.restored');
       // Alone, seat tables live in memory: the restored heartbeat sessions take their seats back.
@@ -455,6 +463,7 @@ function createDomain(s: Services): Domain {
     },
     async stop() {
       clearInterval(noncePurge);
+      if (freezeToggle) process.off('SIGUSR2', freezeToggle);
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
       await push.stop();
       // After the last request: what the sessions are now is what the next start continues from.
@@ -499,6 +508,32 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
     () => domain.node.pubsubCalls,
   );
   g('keywarden_cluster_local_total', 'Actor operations run on this worker', () => domain.node.servedLocally);
+  g('keywarden_cluster_peer_links_up', 'Direct links to other workers working now', () => domain.node.peerLinksUp);
+  g(
+    'keywarden_cluster_peer_link_down_total',
+    'Direct links declared down (a ping unanswered for CLUSTER_PEER_TIMEOUT_MS, or the connection closed)',
+    () => domain.node.peerLinkDowns,
+  );
+  g(
+    'keywarden_cluster_fallback_total',
+    'Forwarded operations re-sent through Redis pub/sub because their direct link went down',
+    () => domain.node.fallbackCalls,
+  );
+  g(
+    'keywarden_cluster_expired_frames_total',
+    'Operations from other workers dropped unrun: they arrived after their deadline (the caller had answered)',
+    () => domain.node.expiredFrames,
+  );
+  g(
+    'keywarden_cluster_duplicate_frames_total',
+    'Second copies of a forwarded operation (after a fallback) answered without running it again',
+    () => domain.node.duplicateFrames,
+  );
+  g(
+    'keywarden_cluster_clock_skew_ms',
+    "This host's clock minus the coordinator's (Redis TIME), ms; over 1000 is reported in /readyz",
+    () => domain.node.clockSkewMs,
+  );
   g('keywarden_heartbeat_sessions', 'Heartbeat sessions hosted by this worker', () => domain.heartbeatOwner.host.size);
   g(
     'keywarden_heartbeat_live_actors',
@@ -553,7 +588,13 @@ export function createApp(s: Services): App {
     nonces: s.repos.nonces,
     signingKey: () => s.secrets.signing,
   };
-  systemRoutes(router, { metrics, log: s.log, database: s.sql, coordinator: s.coordinator });
+  systemRoutes(router, {
+    metrics,
+    log: s.log,
+    database: s.sql,
+    coordinator: s.coordinator,
+    clockSkewMs: () => d.node.clockSkewMs,
+  });
   authRoutes(router, { auth: d.auth });
   twoFactorRoutes(router, { auth: d.auth });
   apiTokenRoutes(router, { auth: d.auth });

@@ -76,6 +76,10 @@ export interface Config {
   readonly clusterPort: number;
   /** CLUSTER_ADVERTISE_HOST (extra): host other workers connect to (multi-host clusters); unset: CLUSTER_HOST. */
   readonly clusterAdvertiseHost: string | undefined;
+  /** CLUSTER_PEER_TIMEOUT_MS (extra): a ping on a worker-to-worker link unanswered this long declares it down. */
+  readonly clusterPeerTimeoutMs: number;
+  /** FAULT_PEER_FREEZE (tests only): SIGUSR2 toggles reading the connections other workers opened to this one. */
+  readonly faultPeerFreeze: boolean;
   /** KW_WORKER_INDEX (set by the WORKERS=N supervisor): this worker's index, 0 otherwise. */
   readonly workerIndex: number;
   /** SCREENSHOT_STORE_MB: bound of the screenshot store; past it the oldest images are removed. */
@@ -172,6 +176,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clusterHost,
     clusterPort,
     clusterAdvertiseHost,
+    clusterPeerTimeoutMs: int(env, 'CLUSTER_PEER_TIMEOUT_MS', 3_000, 500, 60_000),
+    faultPeerFreeze: env.FAULT_PEER_FREEZE === '1',
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
     screenshotStoreBytes: int(env, 'SCREENSHOT_STORE_MB', 1024, 1, 10_000_000) * 1024 * 1024,
     stateCheckpointMs: int(env, 'STATE_CHECKPOINT_MS', 1000, 0, 3_600_000),

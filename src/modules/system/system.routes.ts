@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Router } from '../../platform/http/router.js';
 import type { Metrics } from '../../platform/http/metrics.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { MAX_CLOCK_SKEW_MS } from '../../platform/cluster/cluster-node.js';
 import { AppError } from '../../errors.js';
 import { jsonReply, textReply } from '../../platform/http/types.js';
 import { UNAVAILABLE_RETRY_AFTER_S } from '../../platform/http/error-reply.js';
@@ -14,9 +15,17 @@ interface SystemRoutesDeps {
   /** Readiness: the database answers. */
   database: { ping(): Promise<void> };
   coordinator: Pick<Coordinator, 'ping' | 'kind'>;
+  /**
+   * This host's clock minus the coordinator's, ms (0 with in-process coordination): past
+   * MAX_CLOCK_SKEW_MS /readyz says so (still ready: a warning, not an outage).
+   */
+  clockSkewMs?: () => number;
 }
 
-export function systemRoutes(router: Router, { metrics, log, database, coordinator }: SystemRoutesDeps): void {
+export function systemRoutes(
+  router: Router,
+  { metrics, log, database, coordinator, clockSkewMs }: SystemRoutesDeps,
+): void {
   router.add({
     method: 'get',
     path: '/healthz',
@@ -49,6 +58,14 @@ export function systemRoutes(router: Router, { metrics, log, database, coordinat
       } finally {
         clearTimeout(timer);
       }
+      const skew = clockSkewMs?.() ?? 0;
+      if (Math.abs(skew) > MAX_CLOCK_SKEW_MS)
+        return jsonReply(200, {
+          status: 'ready',
+          coordination: coordinator.kind,
+          warnings: [`clock_skew: this host's clock is ${skew} ms off the Redis clock; synchronise it (NTP)`],
+          clock_skew_ms: skew,
+        });
       return jsonReply(200, { status: 'ready', coordination: coordinator.kind });
     },
   });

@@ -6,10 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
-import { AppError } from '../../errors.js';
+import type { AppError } from '../../errors.js';
 import { Membership } from './membership.js';
 import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
-import { Rpc, type OpHandler, type OpMap } from './rpc.js';
+import { Rpc, unavailable, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
 
@@ -21,6 +21,15 @@ export type { ListenOptions } from './peer-transport.js';
 const TICK_MS = 500;
 /** How long a request may wait for a shard to find an owner (failover, handover). */
 const ROUTE_DEADLINE_MS = 12_000;
+/**
+ * A forwarded call's frame carries a deadline this much before the caller's own: the owner starts
+ * nothing the caller could no longer wait for (it answers 503 at its deadline, not later).
+ */
+const FRAME_GRACE_MS = 1_000;
+/** A local clock this far from the coordinator's is reported (start, /readyz, a warning). */
+export const MAX_CLOCK_SKEW_MS = 1_000;
+/** How often the clock offset to the coordinator is measured (in ticks). */
+const CLOCK_EVERY_TICKS = 10;
 /** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
 const OWNER_CHECK_MS = 1_000;
 /**
@@ -61,13 +70,17 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   private timer: NodeJS.Timeout | undefined;
   private leaving = false;
   private ticking: Promise<void> | undefined;
+  private ticks = 0;
+  /** Coordinator clock minus local clock, ms (measured every CLOCK_EVERY_TICKS ticks). */
+  private offsetMs = 0;
+  private skewReported = false;
   /** Operations sent to another worker (the share of forwarded requests). */
   forwarded = 0;
   /** Operations run here. */
   servedLocally = 0;
 
   constructor(
-    coordinator: Coordinator,
+    private readonly coordinator: Coordinator,
     private readonly log: Logger,
     now: () => number,
     opts: ClusterNodeOptions = {},
@@ -77,17 +90,84 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
       listen: opts.listen,
       addressOf: (worker) => this.membership.addressOf(worker),
+      clusterNow: () => this.clusterNow(),
     });
+  }
+
+  /** The coordinator's clock as this worker estimates it (deadlines in forwarded calls). */
+  clusterNow(): number {
+    return Date.now() + this.offsetMs;
+  }
+
+  /** Local clock minus the coordinator's, ms, as last measured (0 before the first measurement). */
+  get clockSkewMs(): number {
+    return -this.offsetMs;
   }
 
   /** Forwarded operations written to a direct connection to their owner. */
   get directCalls(): number {
-    return this.rpc.direct;
+    return this.rpc.counters.direct;
   }
 
   /** Forwarded operations sent through pub/sub (owner's address unknown or unreachable). */
   get pubsubCalls(): number {
-    return this.rpc.pubsub;
+    return this.rpc.counters.pubsub;
+  }
+
+  /** Calls re-sent through pub/sub because the direct link they were written on went down. */
+  get fallbackCalls(): number {
+    return this.rpc.counters.fallbacks;
+  }
+
+  /** Requests from other workers dropped unrun: they arrived after their deadline. */
+  get expiredFrames(): number {
+    return this.rpc.counters.expired;
+  }
+
+  /** Second copies of a request (after a fallback) answered without running it again. */
+  get duplicateFrames(): number {
+    return this.rpc.counters.duplicates;
+  }
+
+  /** Direct links to other workers with a working connection now. */
+  get peerLinksUp(): number {
+    return this.rpc.linksUp;
+  }
+
+  /** Direct links declared down since start (unanswered ping, or closed). */
+  get peerLinkDowns(): number {
+    return this.rpc.linkDowns;
+  }
+
+  /** Test hook (FAULT_PEER_FREEZE): stop or resume reading what other workers send directly. */
+  freezePeerLinks(on: boolean): void {
+    this.rpc.freeze(on);
+  }
+
+  /**
+   * Measures the offset between this worker's clock and the coordinator's (half the round trip
+   * counted); warns once when it passes MAX_CLOCK_SKEW_MS, and once when it is back under.
+   */
+  async measureClock(): Promise<void> {
+    const before = Date.now();
+    const t0 = performance.now();
+    const remote = await this.coordinator.time();
+    const rtt = performance.now() - t0;
+    this.offsetMs = Math.round(remote - (before + rtt / 2));
+    const skewed = Math.abs(this.offsetMs) > MAX_CLOCK_SKEW_MS;
+    if (skewed !== this.skewReported) {
+      this.skewReported = skewed;
+      if (skewed)
+        this.log.warn(
+          {
+            skewMs: this.clockSkewMs,
+            maxMs: MAX_CLOCK_SKEW_MS,
+            hint: "this host's clock differs from the Redis clock: synchronise every host with NTP (docs/multi-host.md)",
+          },
+          'cluster.clock_skew',
+        );
+      else this.log.info({ skewMs: this.clockSkewMs }, 'cluster.clock_skew_cleared');
+    }
   }
 
   /** `host:port` this worker takes direct calls at; undefined without a listener. */
@@ -114,6 +194,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   }
 
   async start(): Promise<void> {
+    await this.measureClock();
     await this.rpc.start();
     this.membership.address = this.rpc.address;
     await this.tick();
@@ -145,7 +226,11 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
       const secret = this.rpc
         .refresh()
         .catch((err: unknown) => this.log.warn({ err }, 'cluster.secret_refresh_failed'));
-      const [members] = await Promise.all([this.membership.refresh(this.leaving), secret]);
+      const clock =
+        ++this.ticks % CLOCK_EVERY_TICKS === 0
+          ? this.measureClock().catch((err: unknown) => this.log.warn({ err }, 'cluster.clock_read_failed'))
+          : undefined;
+      const [members] = await Promise.all([this.membership.refresh(this.leaving), secret, clock]);
       if (members.length !== before.length || members.some((m, i) => m !== before[i])) this.leases.forgetHolders();
       await this.leases.rebalance(members, this.leaving);
     } catch (err) {
@@ -206,7 +291,9 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     args: Ops[K]['args'],
     deadline: number,
   ): Promise<Ops[K]['result']> {
-    const { reply, forget } = this.rpc.send(owner, op, args);
+    // The frame's deadline, in cluster time, leaves the owner no chance to run it after we gave up.
+    const frameDeadline = this.clusterNow() + (deadline - performance.now()) - FRAME_GRACE_MS;
+    const { reply, forget } = this.rpc.send(owner, op, args, frameDeadline);
     const waiting = Symbol('waiting');
     try {
       for (;;) {
@@ -249,5 +336,5 @@ class OwnerMoved extends Error {}
 
 /** No worker could serve the shard in time (failover under way, or the owner starved): retry later. */
 function noOwner(): AppError {
-  return new AppError('unavailable', undefined, { 'Retry-After': '3' });
+  return unavailable();
 }

@@ -51,6 +51,8 @@ export interface Coordinator {
   hashDel(hash: string, field: string): Promise<void>;
   hashGet(hash: string, field: string): Promise<Buffer | null>;
   hashGetAll(hash: string): Promise<Map<string, Buffer>>;
+  /** The coordinator's clock, ms since the epoch (Redis TIME): the clock every worker agrees on. */
+  time(): Promise<number>;
   /** Throws when the shared store cannot be reached (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -213,6 +213,10 @@ export class LocalCoordinator implements Coordinator {
     return new Map(this.hashes.get(hash) ?? []);
   }
 
+  async time() {
+    return this.now();
+  }
+
   async ping() {}
 
   async close() {

@@ -12,6 +12,14 @@
 // knows it reached the worker it meant, not a process that took over a dead worker's port). Before
 // that, frames are capped at a few hundred bytes; a bad MAC, a malformed or oversized frame or a
 // silent peer closes the connection.
+//
+// Liveness: a connection can stay ESTABLISHED while nothing crosses it (a partition between hosts,
+// a peer that stopped reading). The connector sends a ping (an empty frame) every PING_EVERY_MS and
+// the acceptor answers with an empty frame; a ping unanswered for `ackTimeoutMs` declares the link
+// down: the socket is destroyed, the calls written on it are handed back (PeerHandlers.down, rpc.ts
+// re-sends them through pub/sub) and calls go through pub/sub until a new connection, tried with
+// exponential backoff, succeeds. An acceptor advertises pings in its hello (`ping: 1`), so a
+// connector only pings a build that answers them.
 import net from 'node:net';
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
@@ -24,8 +32,14 @@ export const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 const HANDSHAKE_FRAME_BYTES = 512;
 /** Connect plus handshake; past it the peer counts as unreachable and the call goes through pub/sub. */
 export const HANDSHAKE_TIMEOUT_MS = 2_000;
-/** After a failed connection, calls to that peer go through pub/sub this long before trying again. */
+/** After a failed connection, calls to that peer go through pub/sub this long before trying again (doubling). */
 const RETRY_AFTER_FAILURE_MS = 1_000;
+/** The longest backoff between attempts to reach a peer that keeps failing. */
+const RETRY_MAX_MS = 30_000;
+/** How often the connector pings a ready link. */
+const PING_EVERY_MS = 1_000;
+/** A ping unanswered this long (default of CLUSTER_PEER_TIMEOUT_MS) declares the link down. */
+const PEER_ACK_TIMEOUT_MS = 3_000;
 /** Connections still in their handshake; past it new ones are refused (callers fall back to pub/sub). */
 const MAX_HANDSHAKES = 64;
 const NONCE_BYTES = 32;
@@ -34,6 +48,8 @@ const SECRET_KEY = 'cluster:secret';
 /** The secret is meant to live as long as the coordinator's data; a lost one is recreated (refreshSecret). */
 const SECRET_TTL_MS = 10 * 365 * 24 * 3600 * 1000;
 const PROTOCOL = 1;
+/** A ping (connector to acceptor) and its pong: an empty frame. */
+const EMPTY = Buffer.alloc(0);
 
 export interface ListenOptions {
   /** Address to bind (CLUSTER_HOST). */
@@ -42,13 +58,28 @@ export interface ListenOptions {
   port: number;
   /** Host other workers connect to (CLUSTER_ADVERTISE_HOST); default: `host`. */
   advertiseHost?: string | undefined;
+  /** A ping unanswered this long declares a link down (CLUSTER_PEER_TIMEOUT_MS); default PEER_ACK_TIMEOUT_MS. */
+  ackTimeoutMs?: number | undefined;
 }
 
 export interface PeerHandlers {
-  /** A request frame from an authenticated peer: its reply frame, or null when the frame is malformed. */
-  request(frame: Buffer): Promise<Buffer> | null;
+  /**
+   * A request frame from an authenticated peer: its reply frame (undefined: nothing to answer, the
+   * frame was dropped), or null when the frame is malformed.
+   */
+  request(frame: Buffer): Promise<Buffer | undefined> | null;
   /** A reply frame on a connection this worker opened; false when it is malformed. */
   reply(frame: Buffer): boolean;
+  /** The link to `peer` went down: frames written on it may never arrive nor be answered. */
+  down(peer: string): void;
+}
+
+/** What a transport counted since it started (metrics). */
+interface LinkCounters {
+  /** Links declared down (unanswered ping, or closed under us). */
+  downs: number;
+  /** Links that completed a handshake. */
+  ups: number;
 }
 
 /** Splits a byte stream into length-prefixed frames; throws on a frame over `limit`. */
@@ -144,16 +175,27 @@ interface Link {
   address: string;
   /** The authenticated socket, or null when it could not be made. */
   ready: Promise<net.Socket | null>;
+  /** Set once ready. */
+  socket?: net.Socket | undefined;
+  /** The acceptor answers pings. */
+  pings?: boolean;
+  /** When the unanswered ping was sent (performance.now()), if one is out. */
+  pingSentAt?: number | undefined;
 }
 
 export class PeerTransport {
   private server: net.Server | undefined;
   private secret: Buffer | undefined;
   private readonly links = new Map<string, Link>();
-  private readonly downUntil = new Map<string, number>();
+  /** Peers that failed: calls go through pub/sub until `until`; `failures` sets the next backoff. */
+  private readonly downUntil = new Map<string, { until: number; failures: number }>();
   private readonly sockets = new Set<net.Socket>();
   private handshakes = 0;
   private closed = false;
+  private pinger: NodeJS.Timeout | undefined;
+  /** Test hook (FAULT_PEER_FREEZE): accepted connections are not read, as if the host were cut off. */
+  private frozen = false;
+  readonly counters: LinkCounters = { downs: 0, ups: 0 };
   /** `host:port` other workers reach this one at, once listening. */
   address: string | undefined;
 
@@ -181,6 +223,68 @@ export class PeerTransport {
     const port = (server.address() as net.AddressInfo).port;
     this.address = formatAddress(this.opts.advertiseHost ?? this.opts.host, port);
     this.log.info({ address: this.address }, 'cluster.peer_listening');
+    this.pinger = setInterval(() => this.pingAll(), PING_EVERY_MS);
+    this.pinger.unref();
+  }
+
+  /** Links with an authenticated connection now. */
+  get linksUp(): number {
+    let n = 0;
+    for (const l of this.links.values()) if (l.socket && !l.socket.destroyed) n++;
+    return n;
+  }
+
+  /** Test hook: stop (true) or resume (false) reading every accepted connection. */
+  freeze(on: boolean): void {
+    this.frozen = on;
+    for (const s of this.accepted) {
+      if (on) s.pause();
+      else s.resume();
+    }
+    this.log.warn({ frozen: on }, 'cluster.peer_freeze');
+  }
+
+  private readonly accepted = new Set<net.Socket>();
+
+  private pingAll(): void {
+    const now = performance.now();
+    const timeout = this.opts.ackTimeoutMs ?? PEER_ACK_TIMEOUT_MS;
+    for (const [peer, link] of this.links) {
+      const socket = link.socket;
+      if (!socket || !link.pings) continue;
+      if (link.pingSentAt === undefined) {
+        link.pingSentAt = now;
+        writeFrame(socket, EMPTY);
+      } else if (now - link.pingSentAt > timeout) {
+        this.linkDown(peer, link, 'ack_timeout');
+      }
+    }
+  }
+
+  /**
+   * Ends a link that stopped working and hands its calls back. After a silent link (unanswered ping)
+   * the next attempt waits for the backoff; after a closed one it is made on the next call (a closed
+   * connection is a clear answer: a refused reconnect starts the backoff).
+   */
+  private linkDown(peer: string, link: Link, reason: 'ack_timeout' | 'closed'): void {
+    if (this.links.get(peer) !== link) return;
+    this.links.delete(peer);
+    this.counters.downs++;
+    const retryInMs = reason === 'closed' ? 0 : this.backoff(peer);
+    this.log.warn({ peer, address: link.address, reason, retryInMs }, 'cluster.peer_link_down');
+    link.socket?.destroy();
+    this.handlers.down(peer);
+  }
+
+  /** Marks `peer` as failing: returns how long calls go through pub/sub before it is tried again. */
+  private backoff(peer: string): number {
+    const now = performance.now();
+    if (this.downUntil.size > 1_000)
+      for (const [p, d] of this.downUntil) if (d.until + RETRY_MAX_MS <= now) this.downUntil.delete(p);
+    const failures = (this.downUntil.get(peer)?.failures ?? 0) + 1;
+    const ms = Math.min(RETRY_MAX_MS, RETRY_AFTER_FAILURE_MS * 2 ** (failures - 1));
+    this.downUntil.set(peer, { until: now + ms, failures });
+    return ms;
   }
 
   /**
@@ -204,11 +308,14 @@ export class PeerTransport {
   async send(peer: string, address: string, frame: Buffer): Promise<boolean> {
     if (this.closed || frame.length > MAX_FRAME_BYTES) return false;
     let link = this.links.get(peer);
+    const down = this.downUntil.get(peer);
     if (!link || link.address !== address) {
-      if ((this.downUntil.get(peer) ?? 0) > performance.now()) return false;
+      if (down && down.until > performance.now()) return false;
       link = { address, ready: this.connect(peer, address) };
       this.links.set(peer, link);
     }
+    // A peer that failed before is retried in the background: calls do not wait on the attempt.
+    if (down && !link.socket) return false;
     const socket = await link.ready;
     if (!socket || socket.destroyed) return false;
     writeFrame(socket, frame);
@@ -218,6 +325,7 @@ export class PeerTransport {
   /** Stops listening and ends every connection, both directions. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.pinger);
     const server = this.server;
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
@@ -242,6 +350,9 @@ export class PeerTransport {
       return;
     }
     this.track(socket);
+    this.accepted.add(socket);
+    socket.once('close', () => this.accepted.delete(socket));
+    if (this.frozen) socket.pause();
     this.handshakes++;
     let handshaking = true;
     const handshakeOver = () => {
@@ -262,7 +373,7 @@ export class PeerTransport {
       clearTimeout(timer);
       handshakeOver();
     });
-    writeFrame(socket, pack({ t: 'hello', v: PROTOCOL, id: this.id, nonce }));
+    writeFrame(socket, pack({ t: 'hello', v: PROTOCOL, id: this.id, nonce, ping: 1 }));
     socket.on('data', (chunk: Buffer) => {
       let frames: Buffer[];
       try {
@@ -294,9 +405,13 @@ export class PeerTransport {
           writeFrame(socket, pack({ t: 'ok', mac: proof(secret, 'acceptor', nonce, auth.nonce, auth.id, this.id) }));
           continue;
         }
+        if (frame.length === 0) {
+          writeFrame(socket, EMPTY); // a ping: the pong
+          continue;
+        }
         const reply = this.handlers.request(frame);
         if (!reply) return refuse('malformed_frame');
-        void reply.then((r) => writeFrame(socket, r)).catch(() => undefined);
+        void reply.then((r) => r && writeFrame(socket, r)).catch(() => undefined);
       }
     });
   }
@@ -322,11 +437,12 @@ export class PeerTransport {
         socket.destroy();
         resolve(this.failed(peer, address, reason));
       };
+      let pings = false;
       socket.once('close', () => {
         if (state !== 'ready') return fail('closed');
-        // Calls already written stay pending: their callers wait for the lease to move (ClusterNode).
-        if (this.links.get(peer)?.address === address) this.links.delete(peer);
-        this.log.debug({ peer }, 'cluster.peer_disconnected');
+        // The calls written on it are handed back (rpc.ts re-sends them through pub/sub).
+        const link = this.links.get(peer);
+        if (link?.socket === socket) this.linkDown(peer, link, 'closed');
       });
       socket.on('data', (chunk: Buffer) => {
         let frames: Buffer[];
@@ -339,6 +455,12 @@ export class PeerTransport {
         for (const frame of frames) {
           if (socket.destroyed) return;
           if (state === 'ready') {
+            if (frame.length === 0) {
+              const link = this.links.get(peer);
+              if (link?.socket === socket) link.pingSentAt = undefined;
+              this.downUntil.delete(peer);
+              continue;
+            }
             if (!this.handlers.reply(frame)) {
               this.log.warn({ peer }, 'cluster.peer_malformed_reply');
               socket.destroy();
@@ -353,6 +475,7 @@ export class PeerTransport {
             if (!f || f.t !== 'hello' || f.v !== PROTOCOL || f.id !== peer || !bytes(f.nonce, NONCE_BYTES) || !secret)
               return fail('bad_hello');
             expected = proof(secret, 'acceptor', f.nonce, nonce, this.id, peer);
+            pings = f.ping === 1;
             const mac = proof(secret, 'connector', f.nonce, nonce, this.id, peer);
             writeFrame(socket, pack({ t: 'auth', id: this.id, nonce, mac }));
             state = 'ok';
@@ -361,7 +484,15 @@ export class PeerTransport {
             state = 'ready';
             clearTimeout(timer);
             reader.limit = MAX_FRAME_BYTES;
-            this.downUntil.delete(peer);
+            const link = this.links.get(peer);
+            if (link?.address === address) {
+              link.socket = socket;
+              link.pings = pings;
+            }
+            // Without pings there is no proof the link works beyond this handshake.
+            if (!pings) this.downUntil.delete(peer);
+            this.counters.ups++;
+            this.log.info({ peer, address }, 'cluster.peer_link_up');
             resolve(socket);
           }
         }
@@ -371,11 +502,8 @@ export class PeerTransport {
 
   private failed(peer: string, address: string, reason: string): null {
     if (this.links.get(peer)?.address === address) this.links.delete(peer);
-    const now = performance.now();
-    if (this.downUntil.size > 1_000)
-      for (const [p, until] of this.downUntil) if (until <= now) this.downUntil.delete(p);
-    this.downUntil.set(peer, now + RETRY_AFTER_FAILURE_MS);
-    if (!this.closed) this.log.warn({ peer, address, reason }, 'cluster.peer_unreachable');
+    const retryInMs = this.backoff(peer);
+    if (!this.closed) this.log.warn({ peer, address, reason, retryInMs }, 'cluster.peer_unreachable');
     return null;
   }
 }

@@ -280,6 +280,11 @@ export class RedisCoordinator implements Coordinator {
     return new Map(Object.entries(raw));
   }
 
+  async time() {
+    const [s, us] = await this.redis.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  }
+
   async ping() {
     await this.redis.ping();
   }

@@ -3,12 +3,20 @@
 // WireError. Two paths carry the same frames: a direct, authenticated connection to the peer
 // (peer-transport.ts) when its address is known and a connection can be made, else the coordinator's
 // pub/sub (the target's `rpc:<worker>` channel, replies on the caller's). A frame goes one way or the
-// other, never both: once written to a connection it is not sent again (see ClusterNode.callOwner).
+// other, and a frame written to a connection goes again through pub/sub only when that link was
+// declared down (peer-transport.ts): the receiver answers a second copy of a request (same caller,
+// same id) with the first copy's answer, never running it twice.
+//
+// Every request carries its deadline (`dl`, in cluster time: this worker's clock corrected by its
+// measured offset from the coordinator's, so hosts with skewed clocks agree on it). A request read
+// after its deadline is dropped unanswered: its caller has already answered its client (503), and
+// running it then would change state behind that answer (a heartbeat token the client never saw).
 import { pack, unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from './coordinator.js';
 import { MAX_FRAME_BYTES, PeerTransport, type ListenOptions } from './peer-transport.js';
 import { decodeError, encodeError, type WireError } from './wire-errors.js';
+import { AppError } from '../../errors.js';
 
 /** An operation map: `{ 'hb.beat': { args: BeatArgs; result: BeatOutcome }, ... }`. */
 export type OpMap = Record<string, { args: unknown; result: unknown }>;
@@ -17,7 +25,7 @@ export type OpHandler<Ops extends OpMap, K extends keyof Ops> = (args: Ops[K]['a
 
 // A request id is a number; a string id (builds before the direct transport) is answered as it came.
 type Id = number | string;
-type Request = { t: 'req'; id: Id; from: string; op: string; args: unknown };
+type Request = { t: 'req'; id: Id; from: string; op: string; args: unknown; dl?: number };
 type Response = { t: 'res'; id: Id; ok: true; value: unknown } | { t: 'res'; id: Id; ok: false; error: WireError };
 type Frame = Request | Response;
 
@@ -26,7 +34,28 @@ interface RpcOptions {
   listen?: ListenOptions | undefined;
   /** A peer's advertised `host:port` (from membership), if it has one. */
   addressOf: (worker: string) => string | undefined;
+  /** Cluster time in ms (deadlines): the local clock corrected by the coordinator's offset. */
+  clusterNow?: () => number;
 }
+
+/** What rpc counted since it started (metrics). */
+interface RpcCounters {
+  /** Requests written to a direct connection. */
+  direct: number;
+  /** Requests published through the coordinator (no address, or no connection could be made). */
+  pubsub: number;
+  /** Requests re-sent through pub/sub because the link they were written on went down. */
+  fallbacks: number;
+  /** Requests dropped unrun because they arrived after their deadline. */
+  expired: number;
+  /** Second copies of a request answered with the first copy's answer. */
+  duplicates: number;
+}
+
+/** How long after its deadline a request's answer is kept for a second copy (then the copy is expired anyway). */
+const SERVED_KEEP_MS = 1_000;
+/** At most one `cluster.frames_expired` line per this many ms (with the count since the last one). */
+const EXPIRED_LOG_EVERY_MS = 1_000;
 
 function parse(raw: Buffer): Frame | undefined {
   let f: unknown;
@@ -44,15 +73,20 @@ function parse(raw: Buffer): Frame | undefined {
 }
 
 export class Rpc<Ops extends OpMap> {
-  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (v: unknown) => void; reject: (e: Error) => void; worker: string; raw: Buffer; direct: boolean }
+  >();
   private readonly handlers = new Map<keyof Ops, (args: unknown) => Promise<unknown>>();
   private readonly transport: PeerTransport | undefined;
+  /** Answers of requests that carried a deadline, by `<caller> <id>`, kept until SERVED_KEEP_MS past it. */
+  private readonly served = new Map<string, { reply: Promise<Response>; until: number }>();
   private unsub: Unsubscribe | undefined;
   private seq = 0;
-  /** Requests written to a direct connection. */
-  direct = 0;
-  /** Requests published through the coordinator (no address, or no connection could be made). */
-  pubsub = 0;
+  private expiredUnlogged = 0;
+  private expiredLoggedAt = 0;
+  readonly counters: RpcCounters = { direct: 0, pubsub: 0, fallbacks: 0, expired: 0, duplicates: 0 };
+  private readonly clusterNow: () => number;
 
   constructor(
     private readonly coordinator: Coordinator,
@@ -60,11 +94,14 @@ export class Rpc<Ops extends OpMap> {
     private readonly log: Logger,
     private readonly opts: RpcOptions = { addressOf: () => undefined },
   ) {
+    this.clusterNow = opts.clusterNow ?? Date.now;
     if (opts.listen)
       this.transport = new PeerTransport(coordinator, id, log, opts.listen, {
         request: (raw) => {
           const f = parse(raw);
-          return f?.t === 'req' ? this.serve(f).then((r) => this.encodeReply(r)) : null;
+          return f?.t === 'req'
+            ? (this.accept(f)?.then((r) => this.encodeReply(r)) ?? Promise.resolve(undefined))
+            : null;
         },
         reply: (raw) => {
           const f = parse(raw);
@@ -72,7 +109,33 @@ export class Rpc<Ops extends OpMap> {
           this.settle(f);
           return true;
         },
+        down: (peer) => this.linkDown(peer),
       });
+  }
+
+  /** Requests written to a direct connection. */
+  get direct(): number {
+    return this.counters.direct;
+  }
+
+  /** Requests published through the coordinator. */
+  get pubsub(): number {
+    return this.counters.pubsub;
+  }
+
+  /** Links to peers with an authenticated connection now. */
+  get linksUp(): number {
+    return this.transport?.linksUp ?? 0;
+  }
+
+  /** Links declared down since start. */
+  get linkDowns(): number {
+    return this.transport?.counters.downs ?? 0;
+  }
+
+  /** Test hook (FAULT_PEER_FREEZE): stop or resume reading the connections peers opened to this worker. */
+  freeze(on: boolean): void {
+    this.transport?.freeze(on);
   }
 
   /** `host:port` this worker takes direct calls at; undefined without a listener. */
@@ -100,14 +163,22 @@ export class Rpc<Ops extends OpMap> {
     worker: string,
     op: K,
     args: Ops[K]['args'],
+    /** Cluster time past which the receiver must not run it (absent: none). */
+    deadline?: number,
   ): { reply: Promise<Ops[K]['result']>; forget: () => void } {
     const id = ++this.seq;
     const reply = new Promise<unknown>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      const frame: Frame = { t: 'req', id, from: this.id, op, args };
-      this.deliver(worker, id, pack(frame)).catch((err: unknown) => {
+      const frame: Frame =
+        deadline === undefined
+          ? { t: 'req', id, from: this.id, op, args }
+          : { t: 'req', id, from: this.id, op, args, dl: Math.round(deadline) };
+      const raw = pack(frame);
+      this.pending.set(id, { resolve, reject, worker, raw, direct: false });
+      this.deliver(worker, id, raw).catch((err: unknown) => {
         this.pending.delete(id);
-        reject(err as Error);
+        // Neither path reached the worker (Redis is down too): fail fast, the client retries.
+        this.log.warn({ err, worker, op }, 'cluster.call_undeliverable');
+        reject(unavailable());
       });
     });
     reply.catch(() => undefined); // settled after the caller gave up: nobody is listening any more
@@ -116,14 +187,42 @@ export class Rpc<Ops extends OpMap> {
 
   private async deliver(worker: string, id: number, raw: Buffer): Promise<void> {
     const address = this.transport && this.opts.addressOf(worker);
-    if (address && (await this.transport!.send(worker, address, raw))) {
-      this.direct++;
-      return;
+    if (address) {
+      // Marked before the write: a link that goes down at once hands this call back (linkDown).
+      const p = this.pending.get(id);
+      if (p) p.direct = true;
+      if (await this.transport!.send(worker, address, raw)) {
+        this.counters.direct++;
+        return;
+      }
+      if (p) p.direct = false;
     }
     // The caller gave up while a connection was being tried: the call must not run after all.
     if (!this.pending.has(id)) return;
-    this.pubsub++;
+    this.counters.pubsub++;
     await this.coordinator.publish(`rpc:${worker}`, raw);
+  }
+
+  /**
+   * The link to `peer` went down: the calls written on it may be lost in it (or read much later,
+   * when their deadline has passed and the receiver drops them), so each goes again through pub/sub.
+   * A copy that got through after all is answered once: the receiver keeps the first answer.
+   */
+  private linkDown(peer: string): void {
+    let n = 0;
+    for (const [id, p] of this.pending) {
+      if (p.worker !== peer || !p.direct) continue;
+      p.direct = false;
+      n++;
+      this.counters.fallbacks++;
+      this.counters.pubsub++;
+      this.coordinator.publish(`rpc:${peer}`, p.raw).catch((err: unknown) => {
+        if (!this.pending.delete(id)) return;
+        this.log.warn({ err, peer }, 'cluster.fallback_failed');
+        p.reject(unavailable());
+      });
+    }
+    this.log.warn({ peer, calls: n }, 'cluster.peer_fallback_pubsub');
   }
 
   private settle(f: Response): void {
@@ -133,6 +232,50 @@ export class Rpc<Ops extends OpMap> {
     this.pending.delete(f.id);
     if (f.ok) p.resolve(f.value);
     else p.reject(decodeError(f.error));
+  }
+
+  /**
+   * A request to run: its answer, or undefined when it is dropped (read past its deadline). A second
+   * copy of a request (same caller and id: the first went over a link that then went down) gets the
+   * first copy's answer.
+   */
+  private accept(f: Request): Promise<Response> | undefined {
+    if (typeof f.dl !== 'number') return this.serve(f);
+    const now = this.clusterNow();
+    const key = `${f.from} ${String(f.id)}`;
+    const seen = this.served.get(key);
+    if (seen) {
+      this.counters.duplicates++;
+      return seen.reply;
+    }
+    if (now > f.dl) {
+      this.expired(f, now);
+      return undefined;
+    }
+    this.sweepServed(now);
+    const reply = this.serve(f);
+    this.served.set(key, { reply, until: f.dl + SERVED_KEEP_MS });
+    return reply;
+  }
+
+  private sweepServed(now: number): void {
+    // Deadlines are roughly in arrival order: stop at the first one still live.
+    for (const [key, s] of this.served) {
+      if (s.until > now) break;
+      this.served.delete(key);
+    }
+  }
+
+  private expired(f: Request, now: number): void {
+    this.counters.expired++;
+    this.expiredUnlogged++;
+    if (now - this.expiredLoggedAt < EXPIRED_LOG_EVERY_MS) return;
+    this.log.warn(
+      { count: this.expiredUnlogged, from: f.from, op: f.op, lateMs: now - f.dl! },
+      'cluster.frames_expired',
+    );
+    this.expiredUnlogged = 0;
+    this.expiredLoggedAt = now;
   }
 
   private async serve(f: Request): Promise<Response> {
@@ -156,7 +299,8 @@ export class Rpc<Ops extends OpMap> {
     const f = parse(raw);
     if (!f) return;
     if (f.t === 'res') return this.settle(f);
-    const reply = await this.serve(f);
+    const reply = await this.accept(f);
+    if (!reply) return;
     await this.coordinator
       .publish(`rpc:${f.from}`, pack(reply))
       .catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));
@@ -169,4 +313,9 @@ export class Rpc<Ops extends OpMap> {
     for (const p of this.pending.values()) p.reject(new Error('cluster node closed'));
     this.pending.clear();
   }
+}
+
+/** No path to the owner worked: the client retries shortly (a signed 503). */
+export function unavailable(): AppError {
+  return new AppError('unavailable', undefined, { 'Retry-After': '3' });
 }

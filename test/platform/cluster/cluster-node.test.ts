@@ -745,7 +745,7 @@ describe('ClusterNode, more closely', () => {
 });
 
 describe('calls between workers, more closely', () => {
-  it('a request that cannot be published fails with that error', async () => {
+  it('a request that cannot be published fails fast with a 503 (Retry-After)', async () => {
     class NoPublish extends LocalCoordinator {
       override async publish(): Promise<void> {
         throw new Error('publish refused');
@@ -755,7 +755,10 @@ describe('calls between workers, more closely', () => {
     cleanups.push(() => c.close());
     const a = rpc(c, 'a');
     await a.start();
-    await expect(a.send('b', 'echo', 1).reply).rejects.toThrow('publish refused');
+    const err = await a.send('b', 'echo', 1).reply.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe('unavailable');
+    expect((err as AppError).headers['Retry-After']).toBe('3');
   });
 
   it('close() before start() is fine', async () => {
