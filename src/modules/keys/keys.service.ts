@@ -14,7 +14,6 @@ import { checkedCodes } from './generate.service.js';
 import type { LicensePatch } from './keys.requests.js';
 import { durationMs } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import type { LicensePatch } from './keys.requests.js';
 import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
 
