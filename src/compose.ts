@@ -360,7 +360,7 @@ function createDomain(s: Services): Domain {
     audit: s.repos.audit,
   });
   const keys = new KeysAdminService(
-    { audit: s.repos.audit, accounts: s.repos.accounts, now },
+    { audit: s.repos.audit, accounts: s.repos.accounts, licenseHashKey: s.secrets.licenseHashKey, now },
     new KeyAdminRepository(s.sql, s.repos.keyTouches),
     apps,
     events,

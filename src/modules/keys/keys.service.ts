@@ -9,7 +9,7 @@ import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { AppsService } from '../apps/index.js';
 import type { EventBus } from '../notify/index.js';
-import { durationMs } from './license-keys.js';
+import { durationMs, licenseHash } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
 import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
@@ -20,6 +20,8 @@ const USER_LIST_LIMIT = 2000;
 interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
+  /** LICENSE_HASH_KEY: a pasted full key is found through its keyed hash (PROTOCOL 15.1). */
+  licenseHashKey: Buffer;
   now: () => number;
 }
 
@@ -94,6 +96,7 @@ export class KeysAdminService {
       scope: await this.scope(p),
       status: q.status,
       q: q.q,
+      keyHash: q.q ? licenseHash(this.d.licenseHashKey, q.q) : undefined,
       limit,
       cursor: decodeCursor(q.cursor),
       now: this.now(),
@@ -186,10 +189,24 @@ export class KeysAdminService {
     );
   }
 
-  async listUsers(p: Principal, appId: string): Promise<UserRow[]> {
+  /**
+   * End users, newest first. Without `limit` or `cursor` at most 2,000 (SPEC); with them, cursor pages
+   * reaching every user (PROTOCOL 15.1). `q` matches the username or the bound key's preview.
+   */
+  async listUsers(p: Principal, appId: string, q: { q?: string; limit?: number; cursor?: string } = {}) {
     requirePermission(p, 'view_keys');
     await this.apps.visible(p, appId);
-    return this.repo.listUsers(appId, await this.scope(p), USER_LIST_LIMIT);
+    const limit = q.limit ?? USER_LIST_LIMIT;
+    const rows = await this.repo.listUsers({
+      appId,
+      scope: await this.scope(p),
+      q: q.q,
+      keyHash: q.q ? licenseHash(this.d.licenseHashKey, q.q) : undefined,
+      limit,
+      cursor: decodeCursor(q.cursor),
+    });
+    const last = rows[rows.length - 1];
+    return { rows, nextCursor: rows.length === limit && last ? encodeCursor(last) : null };
   }
 
   async resetUserHwid(p: Principal, id: string): Promise<void> {
@@ -255,7 +272,7 @@ function outOfRange(): ValidationError {
   return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
 }
 
-function encodeCursor(r: LicenseRow): string {
+function encodeCursor(r: { created_at: Date | string; id: string }): string {
   return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
 }
 
