@@ -568,7 +568,7 @@ export interface paths {
             };
         };
         put?: never;
-        /** Blacklist an IP or HWID */
+        /** Blacklist an IP, a CIDR range of IPs or a HWID, with an optional reason */
         post: {
             parameters: {
                 query?: never;
@@ -581,6 +581,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        reason?: string;
                         type: "ip" | "hwid";
                         value: string;
                     };
@@ -3592,7 +3593,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Blacklist an IP or HWID */
+        /** Blacklist an IP, a CIDR range of IPs or a HWID, with an optional reason */
         post: {
             parameters: {
                 query?: never;
@@ -3605,6 +3606,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        reason?: string;
                         type: "ip" | "hwid";
                         value: string;
                     };
