@@ -380,7 +380,15 @@ function createDomain(s: Services): Domain {
     audit: s.repos.audit,
   });
   const keys = new KeysAdminService(
-    { audit: s.repos.audit, accounts: s.repos.accounts, now, devices, offline: activation, webhooks },
+    {
+      audit: s.repos.audit,
+      accounts: s.repos.accounts,
+      licenseHashKey: s.secrets.licenseHashKey,
+      now,
+      devices,
+      offline: activation,
+      webhooks,
+    },
     new KeyAdminRepository(s.sql, s.repos.keyTouches),
     apps,
     events,

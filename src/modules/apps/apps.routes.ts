@@ -23,6 +23,7 @@ const BanBody = Type.Object(
   {
     type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]),
     value: Str(1, TEXT_MAX),
+    reason: Type.Optional(Str(0, 500)),
   },
   { additionalProperties: false },
 );
@@ -209,14 +210,14 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
     path: '/api/apps/:id/bans',
     unprefixed: true,
     doc: {
-      summary: 'Blacklist an IP or HWID',
+      summary: 'Blacklist an IP, a CIDR range of IPs or a HWID, with an optional reason',
       tag: 'blacklist',
       auth: 'dashboard',
       body: BanBody,
       permission: 'owner, admin, developer',
     },
     handler: dashboardHandler({ auth, body: BanBody }, async ({ principal, params, body }) =>
-      banView(await apps.addBan(principal, pathId(params.id, 'app_not_found'), body.type, body.value)),
+      banView(await apps.addBan(principal, pathId(params.id, 'app_not_found'), body.type, body.value, body.reason)),
     ),
   });
   router.add({

@@ -1,7 +1,6 @@
 // Applications on the dashboard: settings, secrets, allowed hashes and the blacklist.
 // Visibility is part of every query (AppScope), so an id from another tree finds nothing (404).
 import { randomUUID } from 'node:crypto';
-import { isIP } from 'node:net';
 import { AppError, validationError } from '../../errors.js';
 import { randomHex, randomToken } from '../../platform/crypto/index.js';
 import type { Application, BlacklistType, KeyCosts } from '../../platform/db/entities/index.js';
@@ -11,7 +10,7 @@ import type { AccountRepository, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import type { EntitlementEntry, EntitlementRepository } from './entitlement.repository.js';
-import { normalizeIp } from '../../platform/http/ip-address.js';
+import { normalizeIpOrRange } from '../../platform/http/ip-address.js';
 import { actorOf, assertTokenApp, requirePermission } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
@@ -279,22 +278,30 @@ export class AppsService {
     return this.d.repos.apps.counts(ids);
   }
 
-  async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string) {
+  /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */
+  async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string, reason = '') {
     this.assertManager(p);
     await this.visible(p, appId);
     let value = rawValue.trim();
     if (type === 'ip') {
-      if (isIP(value) === 0) throw validationError('value', 'Value must be an IPv4 or IPv6 address', 'value_error');
-      value = normalizeIp(value);
+      const ip = normalizeIpOrRange(value);
+      if (ip === null)
+        throw validationError(
+          'value',
+          'Value must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8, 2001:db8::/32)',
+          'value_error',
+        );
+      value = ip;
     } else {
       value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
     }
-    const entry = await this.d.repos.blacklist.add(appId, type, value, p.account.id, this.now());
+    const why = reason.trim();
+    const entry = await this.d.repos.blacklist.add(appId, type, value, why, p.account.id, this.now());
     await this.appCache.invalidate(appId);
     this.d.repos.audit.write({
       appId,
       action: 'blacklist.add',
-      detail: `${type} ${value} blacklisted`,
+      detail: `${type} ${value} blacklisted${why ? `: ${why}` : ''}`,
       actor: actorOf(p),
     });
     return entry;

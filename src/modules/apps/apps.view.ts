@@ -50,6 +50,7 @@ export function banView(b: BlacklistEntry) {
     app_id: b.appId,
     type: b.type,
     value: b.value,
+    reason: b.reason,
     created_at: b.createdAt.toISOString(),
     created_by: b.createdBy,
   };

@@ -14,14 +14,18 @@ export class BlacklistRepository {
     appId: string,
     type: BlacklistType,
     value: string,
+    reason: string,
     createdBy: string | null,
     now: Date,
   ): Promise<BlacklistEntry> {
+    // Adding it again keeps the entry; a reason given then replaces the old one.
     const row = await this.sql.one<{ id: string }>(
-      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by)
-       values (?, ?, ?, ?, ?, ?, ?)
-       on conflict (app_id, type, value_hash) do update set value = excluded.value returning id`,
-      [randomUUID(), appId, type, value, createHash('sha256').update(value).digest('hex'), now, createdBy],
+      `insert into blacklist_entries (id, app_id, type, value, value_hash, created_at, created_by, reason)
+       values (?, ?, ?, ?, ?, ?, ?, ?)
+       on conflict (app_id, type, value_hash) do update set value = excluded.value,
+         reason = case when excluded.reason <> '' then excluded.reason else blacklist_entries.reason end
+       returning id`,
+      [randomUUID(), appId, type, value, createHash('sha256').update(value).digest('hex'), now, createdBy, reason],
     );
     return this.orm.em.fork().findOneOrFail(BlacklistEntrySchema, { id: row!.id });
   }

@@ -50,6 +50,11 @@ interface AuditQuery {
   action?: string | undefined;
   /** Only entries of this actor (username, case-insensitive). */
   actor?: string | undefined;
+  /** Text in the detail or the actor's username (case-insensitive). */
+  q?: string | undefined;
+  /** Entries at or after / before this time. */
+  from?: Date | undefined;
+  to?: Date | undefined;
   limit: number;
   before?: string | undefined;
   /** Only entries whose reseller_id is one of these (reseller scoping); undefined: all. */
@@ -70,6 +75,14 @@ interface AccountAuditQuery {
 
 const COLUMNS = `id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
   actor_role, token_id, user_agent, reseller_id`;
+
+/**
+ * Listings run newest first by (at, id); `before` is the id of the last entry seen and stands for its
+ * (at, id) position, so paging reaches every entry once even where times are equal or ids and times
+ * disagree (an entry queued early is flushed late).
+ */
+const BEFORE = '(at, id) < (select b.at, b.id from audit_log b where b.id = ?)';
+const NEWEST_FIRST = 'order by audit_log.at desc, audit_log.id desc';
 
 const MAX_BATCH = 500;
 /** Entries kept while the database is unreachable; past it the oldest are dropped and counted. */
@@ -251,8 +264,21 @@ export class AuditRepository {
       where.push('lower(actor_username) = lower(?)');
       params.push(q.actor);
     }
+    if (q.q) {
+      where.push('(detail ilike ? or actor_username ilike ?)');
+      const like = `%${q.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      params.push(like, like);
+    }
+    if (q.from) {
+      where.push('at >= ?');
+      params.push(q.from);
+    }
+    if (q.to) {
+      where.push('at <= ?');
+      params.push(q.to);
+    }
     if (q.before) {
-      where.push('id < ?');
+      where.push(BEFORE);
       params.push(q.before);
     }
     if (q.resellerIds) {
@@ -261,10 +287,9 @@ export class AuditRepository {
       params.push(...q.resellerIds);
     }
     params.push(q.limit);
-    // `order by audit_log.id`: the bare name would bind to the text alias (ids sorted as text, the
-    // (app_id, id) index unused, and `before` comparing numbers against a text order).
+    // `audit_log.id`, not `id`: the bare name would bind to the text alias (ids sorted as text).
     return this.sql.all<AuditRow>(
-      `select ${COLUMNS} from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
+      `select ${COLUMNS} from audit_log where ${where.join(' and ')} ${NEWEST_FIRST} limit ?`,
       params,
     );
   }
@@ -292,12 +317,12 @@ export class AuditRepository {
       params.push(q.actor);
     }
     if (q.before) {
-      where.push('id < ?');
+      where.push(BEFORE);
       params.push(q.before);
     }
     params.push(q.limit);
     return this.sql.all<AuditRow>(
-      `select ${COLUMNS} from audit_log where ${where.join(' and ')} order by audit_log.id desc limit ?`,
+      `select ${COLUMNS} from audit_log where ${where.join(' and ')} ${NEWEST_FIRST} limit ?`,
       params,
     );
   }

@@ -17,6 +17,9 @@ const LogsQuery = Type.Object(
     level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
     action: Type.Optional(Str(1, 64)),
     actor: Type.Optional(Str(1, 32)),
+    q: Type.Optional(Str(1, 200)),
+    from: Type.Optional(Str(1, 40)),
+    to: Type.Optional(Str(1, 40)),
     limit: Limit,
     before: Before,
   },
@@ -38,7 +41,9 @@ export function auditRoutes(router: Router, { auth, log }: AuditRoutesDeps): voi
     method: 'get',
     path: '/api/apps/:id/logs',
     doc: {
-      summary: 'Audit log, newest first (actor: who made a dashboard change, and through which token)',
+      summary:
+        'Audit log, newest first (actor: who made a dashboard change, and through which token); ' +
+        'q: text in the detail or actor, from/to: ISO times',
       tag: 'apps',
       auth: 'dashboard',
       query: LogsQuery,

@@ -3,6 +3,7 @@
 // outside applications (PROTOCOL 13.3): an owner sees its tree, an admin its subtree, a reseller
 // its own entries, a developer everything. Hidden fields are removed by the views.
 import type { AuditRepository, AuditRow } from './audit.repository.js';
+import { ValidationError } from '../../errors.js';
 import { requirePermission, resellerScope, type AccountRepository, type Principal } from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
 
@@ -12,17 +13,38 @@ interface AuditLogDeps {
   apps: Pick<AppsService, 'visible'>;
 }
 
+/** An application log's filters (GET /api/apps/{id}/logs). */
+interface LogsFilter {
+  level?: string;
+  action?: string;
+  actor?: string;
+  q?: string;
+  from?: string;
+  to?: string;
+  limit?: number;
+  before?: string;
+}
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+
+/** An ISO date or time from the query string; anything else is 422 on that parameter. */
+function isoQuery(name: string, v: string | undefined): Date | undefined {
+  if (v === undefined) return undefined;
+  const ms = ISO_TIME.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms))
+    throw new ValidationError([
+      { loc: ['query', name], msg: `${name} must be an ISO date or time (2026-11-25T10:00:00Z)`, type: 'value_error' },
+    ]);
+  return new Date(ms);
+}
+
 /** Sign-ins shown on the Security page. */
 const SIGN_INS = 20;
 
 export class AuditLog {
   constructor(private readonly d: AuditLogDeps) {}
 
-  async logs(
-    p: Principal,
-    appId: string,
-    q: { level?: string; action?: string; actor?: string; limit?: number; before?: string },
-  ): Promise<AuditRow[]> {
+  async logs(p: Principal, appId: string, q: LogsFilter): Promise<AuditRow[]> {
     requirePermission(p, 'view_auth_logs');
     await this.d.apps.visible(p, appId);
     const resellerIds = await resellerScope(this.d.accounts, p);
@@ -32,6 +54,9 @@ export class AuditLog {
       level: q.level,
       action: q.action,
       actor: q.actor,
+      q: q.q,
+      from: isoQuery('from', q.from),
+      to: isoQuery('to', q.to),
       limit: q.limit ?? 100,
       before: q.before,
       resellerIds,

@@ -3,6 +3,7 @@
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
 import type { ApplicationRepository, ClientAppRow, BlacklistRepository } from '../apps/index.js';
+import { IpRangeSet } from '../../platform/http/ip-address.js';
 
 const APP_CACHE_TTL_MS = 2_000;
 /** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
@@ -13,7 +14,8 @@ const CHANNEL = 'app.changed';
 
 export interface CachedApp {
   row: ClientAppRow;
-  blockedIps: ReadonlySet<string>;
+  /** Addresses and CIDR ranges: `has(ip)` costs a set probe per distinct prefix length. */
+  blockedIps: Pick<IpRangeSet, 'has'>;
   blockedHwids: ReadonlySet<string>;
 }
 
@@ -87,7 +89,7 @@ export class ClientAppCache {
 
   private async load(row: ClientAppRow): Promise<CachedApp> {
     const entries = await this.blacklist.values(row.id);
-    const blockedIps = new Set<string>();
+    const blockedIps = new IpRangeSet();
     const blockedHwids = new Set<string>();
     for (const e of entries) (e.type === 'ip' ? blockedIps : blockedHwids).add(e.value);
     return { row, blockedIps, blockedHwids };

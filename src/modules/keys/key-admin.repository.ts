@@ -20,9 +20,25 @@ interface LicenseListQuery {
   scope: ResellerScope;
   status?: StatusFilter | undefined;
   q?: string | undefined;
+  /** The keyed hash of `q`: a pasted full key matches exactly. */
+  keyHash?: string | undefined;
   limit: number;
   cursor?: { createdAt: string; id: string } | undefined;
   now: Date;
+}
+
+interface UserListQuery {
+  appId: string;
+  scope: ResellerScope;
+  q?: string | undefined;
+  keyHash?: string | undefined;
+  limit: number;
+  cursor?: { createdAt: string; id: string } | undefined;
+}
+
+/** `%q%` for ILIKE, with the pattern characters of q taken literally. */
+function likePattern(q: string): string {
+  return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 export interface UserRow {
@@ -48,11 +64,16 @@ export interface UserRow {
   screenshot_path: string;
   /** The user's devices (PROTOCOL 12.1), attached by the service. */
   devices?: Device[];
+  /** The preview of the key the user is bound to (listings only). */
+  key_preview?: string | null;
 }
 
 const USER_COLUMNS = `id, app_id, username, created_at, last_login, ip, hwid, known_hwids, known_countries, level,
   expires_at, banned, license_id, reseller_id, last_geo, geo, activation_geo, last_screenshot_path,
   activation_screenshot_path, screenshot_path`;
+const USER_LIST_COLUMNS = USER_COLUMNS.split(',')
+  .map((c) => `u.${c.trim()}`)
+  .join(', ');
 
 /** PROTOCOL 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
 const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
@@ -75,9 +96,9 @@ export class KeyAdminRepository {
       if (filterNeedsNow(q.status)) params.push(q.now);
     }
     if (q.q) {
-      where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ?)`;
-      const like = `%${q.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      params.push(like, like, like);
+      where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ? or key_hash = ?)`;
+      const like = likePattern(q.q);
+      params.push(like, like, like, q.keyHash ?? '');
     }
     where += scopeSql(q.scope, params);
     if (q.cursor) {
@@ -223,12 +244,23 @@ export class KeyAdminRepository {
     });
   }
 
-  listUsers(appId: string, scope: ResellerScope, limit: number): Promise<UserRow[]> {
-    const params: unknown[] = [appId];
-    const where = `app_id = ?${scopeSql(scope, params)}`;
-    params.push(limit);
+  /** Newest first by (created_at, id); the cursor is the last row's pair, so every user is reached once. */
+  listUsers(q: UserListQuery): Promise<UserRow[]> {
+    const params: unknown[] = [q.appId];
+    let where = `u.app_id = ?${scopeSql(q.scope, params, 'u.reseller_id')}`;
+    if (q.q) {
+      where += ' and (u.username ilike ? or k.key_preview ilike ? or k.key_hash = ?)';
+      const like = likePattern(q.q);
+      params.push(like, like, q.keyHash ?? '');
+    }
+    if (q.cursor) {
+      where += ' and (u.created_at, u.id) < (?::timestamptz, ?::uuid)';
+      params.push(q.cursor.createdAt, q.cursor.id);
+    }
+    params.push(q.limit);
     return this.sql.all<UserRow>(
-      `select ${USER_COLUMNS} from end_users where ${where} order by created_at desc, id desc limit ?`,
+      `select ${USER_LIST_COLUMNS}, k.key_preview from end_users u left join license_keys k on k.id = u.license_id
+       where ${where} order by u.created_at desc, u.id desc limit ?`,
       params,
     );
   }

@@ -12,7 +12,7 @@ import type { EventBus, WebhookService } from '../notify/index.js';
 import type { ActivationService, DeviceRepository } from '../activation/index.js';
 import { checkedCodes } from './generate.service.js';
 import type { LicensePatch } from './keys.requests.js';
-import { durationMs } from './license-keys.js';
+import { durationMs, licenseHash } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
 import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
@@ -23,6 +23,8 @@ const USER_LIST_LIMIT = 2000;
 interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
+  /** LICENSE_HASH_KEY: a pasted full key is found through its keyed hash (PROTOCOL 15.1). */
+  licenseHashKey: Buffer;
   now: () => number;
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
   /** Offline license files for air-gapped machines (PROTOCOL 12.5); the activation module binds and signs. */
@@ -101,6 +103,7 @@ export class KeysAdminService {
       scope: await this.scope(p),
       status: q.status,
       q: q.q,
+      keyHash: q.q ? licenseHash(this.d.licenseHashKey, q.q) : undefined,
       limit,
       cursor: decodeCursor(q.cursor),
       now: this.now(),
@@ -309,15 +312,29 @@ export class KeysAdminService {
     );
   }
 
-  async listUsers(p: Principal, appId: string): Promise<UserRow[]> {
+  /**
+   * End users, newest first. Without `limit` or `cursor` at most 2,000 (SPEC); with them, cursor pages
+   * reaching every user (PROTOCOL 15.1). `q` matches the username or the bound key's preview.
+   */
+  async listUsers(p: Principal, appId: string, q: { q?: string; limit?: number; cursor?: string } = {}) {
     requirePermission(p, 'view_keys');
     await this.apps.visible(p, appId);
-    const users = await this.repo.listUsers(appId, await this.scope(p), USER_LIST_LIMIT);
+    const limit = q.limit ?? USER_LIST_LIMIT;
+    const rows = await this.repo.listUsers({
+      appId,
+      scope: await this.scope(p),
+      q: q.q,
+      keyHash: q.q ? licenseHash(this.d.licenseHashKey, q.q) : undefined,
+      limit,
+      cursor: decodeCursor(q.cursor),
+    });
     const devices = await this.d.devices.of(
       'user',
-      users.map((u) => u.id),
+      rows.map((u) => u.id),
     );
-    return users.map((u) => ({ ...u, devices: devices.get(u.id) ?? [] }));
+    const withDevices = rows.map((u) => ({ ...u, devices: devices.get(u.id) ?? [] }));
+    const last = rows[rows.length - 1];
+    return { rows: withDevices, nextCursor: rows.length === limit && last ? encodeCursor(last) : null };
   }
 
   async resetUserHwid(p: Principal, id: string): Promise<void> {
@@ -383,7 +400,7 @@ function outOfRange(): ValidationError {
   return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
 }
 
-function encodeCursor(r: LicenseRow): string {
+function encodeCursor(r: { created_at: Date | string; id: string }): string {
   return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
 }
 

@@ -59,6 +59,7 @@ export function userView(p: Principal, u: UserRow) {
     expires_at: iso(u.expires_at),
     banned: u.banned,
     license_id: u.license_id,
+    ...(u.key_preview !== undefined ? { key_preview: u.key_preview } : {}),
     reseller_id: u.reseller_id,
     hwid: u.hwid,
     known_hwids: u.known_hwids,

@@ -570,7 +570,7 @@ export interface paths {
             };
         };
         put?: never;
-        /** Blacklist an IP or HWID */
+        /** Blacklist an IP, a CIDR range of IPs or a HWID, with an optional reason */
         post: {
             parameters: {
                 query?: never;
@@ -583,6 +583,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        reason?: string;
                         type: "ip" | "hwid";
                         value: string;
                     };
@@ -933,15 +934,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Audit log, newest first (actor: who made a dashboard change, and through which token) */
+        /** Audit log, newest first (actor: who made a dashboard change, and through which token); q: text in the detail or actor, from/to: ISO times */
         get: {
             parameters: {
                 query?: {
                     action?: string;
                     actor?: string;
                     before?: string;
+                    from?: string;
                     level?: "info" | "warning" | "error";
                     limit?: number;
+                    q?: string;
+                    to?: string;
                 };
                 header?: never;
                 path: {
@@ -1191,10 +1195,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** End users (at most 2000, newest first) */
+        /** End users, newest first: at most 2000 as an array; with q, limit or cursor one page {items, next_cursor} (q: username, key preview or the full key) */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    cursor?: string;
+                    limit?: number;
+                    q?: string;
+                };
                 header?: never;
                 path: {
                     id: string;
@@ -3629,7 +3637,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Blacklist an IP or HWID */
+        /** Blacklist an IP, a CIDR range of IPs or a HWID, with an optional reason */
         post: {
             parameters: {
                 query?: never;
@@ -3642,6 +3650,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        reason?: string;
                         type: "ip" | "hwid";
                         value: string;
                     };

@@ -29,6 +29,8 @@ export const AuditEntrySchema = new EntitySchema<AuditEntry>({
   tableName: 'audit_log',
   indexes: [
     { properties: ['appId', 'id'] },
+    // Listings run newest first by (at, id) with a cursor on that pair.
+    { properties: ['appId', 'at', 'id'] },
     // The account audit (GET /api/audit) reads entries without an app by actor; client calls, which
     // are most of the log and have no actor, stay out of the index.
     {

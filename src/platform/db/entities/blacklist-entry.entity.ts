@@ -11,6 +11,8 @@ export interface BlacklistEntry {
   valueHash: string;
   createdAt: Date;
   createdBy: string | null;
+  /** Why it was added (up to 500 characters; '' when none was given). */
+  reason: string;
 }
 
 export const BlacklistEntrySchema = new EntitySchema<BlacklistEntry>({
@@ -25,5 +27,6 @@ export const BlacklistEntrySchema = new EntitySchema<BlacklistEntry>({
     valueHash: { type: 'string', length: 64 },
     createdAt: { type: 'datetime' },
     createdBy: { type: 'uuid', nullable: true },
+    reason: { type: 'string', length: 500, default: '' },
   },
 });
