@@ -54,6 +54,7 @@ import {
 } from './modules/activation/index.js';
 import { ApplicationRepository, AppsService, BlacklistRepository, appsRoutes, scopeOf } from './modules/apps/index.js';
 import { AuditLog, AuditRepository, auditRoutes } from './modules/audit/index.js';
+import { CommerceRepository, FulfilService, ProductsService, commerceRoutes } from './modules/commerce/index.js';
 import {
   ClientAppCache,
   ClientSessions,
@@ -217,6 +218,8 @@ interface Domain {
   activation: ActivationService;
   keys: KeysAdminService;
   generator: KeyGenerator;
+  products: ProductsService;
+  fulfil: FulfilService;
   auditLog: AuditLog;
   team: TeamService;
   webhooks: WebhookService;
@@ -373,6 +376,15 @@ function createDomain(s: Services): Domain {
     licenseHashKey: s.secrets.licenseHashKey,
     now,
   });
+  const commerce = new CommerceRepository(s.sql);
+  const fulfil = new FulfilService({
+    repo: commerce,
+    generator,
+    audit: s.repos.audit,
+    sealKey: s.secrets.sealKey,
+    log,
+    now,
+  });
   let noncePurge: NodeJS.Timeout | undefined;
   const auth = new DashboardAuth(dashboardAuthDeps(s, access));
   return {
@@ -395,6 +407,8 @@ function createDomain(s: Services): Domain {
     activation,
     keys,
     generator,
+    products: new ProductsService({ repo: commerce, apps, audit: s.repos.audit, sealKey: s.secrets.sealKey, now }),
+    fulfil,
     auditLog: new AuditLog({ audit: s.repos.audit, accounts: s.repos.accounts, apps }),
     events,
     push,
@@ -422,6 +436,7 @@ function createDomain(s: Services): Domain {
       if (restored) log.info({ restored }, 'state.restored');
       checkpoint?.start();
       heartbeatOwner.startSweeper();
+      fulfil.start();
       noncePurge = setInterval(() => {
         s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => log.warn({ err }, 'nonce.purge_failed'));
       }, NONCE_PURGE_MS).unref();
@@ -434,6 +449,7 @@ function createDomain(s: Services): Domain {
     },
     async stop() {
       clearInterval(noncePurge);
+      fulfil.stop();
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
       await push.stop();
       // After the last request: what the sessions are now is what the next start continues from.
@@ -554,6 +570,9 @@ export function createApp(s: Services): App {
     now,
   });
   auditRoutes(router, { auth: d.auth, log: d.auditLog });
+  // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
+  const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
+  commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
   teamRoutes(router, { auth: d.auth, team: d.team });
   const live = new LiveHub({
     log: s.log,

@@ -50,6 +50,9 @@ export const PatchAppBody = Type.Object(
       ),
     ),
     heartbeat_interval: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+    // PROTOCOL 14.1: the customer portal.
+    portal_enabled: Type.Optional(Type.Boolean()),
+    portal_reset_cooldown_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -54,6 +54,8 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   webhook: 'webhook',
   key_costs: 'keyCosts',
   heartbeat_interval: 'heartbeatInterval',
+  portal_enabled: 'portalEnabled',
+  portal_reset_cooldown_hours: 'portalResetCooldownHours',
 };
 
 /** What the applications service uses, and nothing more (one composition root: compose.ts). */
@@ -121,6 +123,8 @@ export class AppsService {
       keyCosts: {},
       allowedHashes: [],
       heartbeatInterval: 30,
+      portalEnabled: false,
+      portalResetCooldownHours: 24,
       apiKey: randomHex(16),
       apiSecret: randomToken(32),
       createdBy: p.account.id,

@@ -27,6 +27,8 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     allowed_hashes: a.allowedHashes,
     heartbeat_interval: a.heartbeatInterval,
     beat_interval: beatInterval(a.heartbeatInterval),
+    portal_enabled: a.portalEnabled,
+    portal_reset_cooldown_hours: a.portalResetCooldownHours,
     api_key: a.apiKey,
     // SPEC: api_secret is hidden from resellers.
     ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),

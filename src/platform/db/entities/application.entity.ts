@@ -28,6 +28,9 @@ export interface Application {
   keyCosts: KeyCosts;
   allowedHashes: string[];
   heartbeatInterval: number;
+  /** PROTOCOL 14.1: the customer portal, and the hours between two device resets of one customer. */
+  portalEnabled: boolean;
+  portalResetCooldownHours: number;
   apiKey: string;
   apiSecret: string;
   createdBy: string | null;
@@ -61,6 +64,8 @@ export const ApplicationSchema = new EntitySchema<Application>({
     keyCosts: { type: 'json', default: '{}' },
     allowedHashes: { type: 'json', default: '[]' },
     heartbeatInterval: { type: 'integer', default: 30 },
+    portalEnabled: { type: 'boolean', default: false },
+    portalResetCooldownHours: { type: 'integer', default: 24 },
     apiKey: { type: 'string', length: 64, unique: true },
     apiSecret: { type: 'string', length: 128 },
     createdBy: { type: 'uuid', nullable: true },

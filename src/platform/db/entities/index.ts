@@ -10,6 +10,7 @@ export * from './process-state.entity.js';
 export * from './screenshot.entity.js';
 export * from './api-token.entity.js';
 export * from './recovery-code.entity.js';
+export * from './commerce.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -22,6 +23,7 @@ import { ProcessStateSchema } from './process-state.entity.js';
 import { ScreenshotSchema } from './screenshot.entity.js';
 import { ApiTokenSchema } from './api-token.entity.js';
 import { RecoveryCodeSchema } from './recovery-code.entity.js';
+import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } from './commerce.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -36,4 +38,8 @@ export const ENTITIES = [
   ScreenshotSchema,
   ApiTokenSchema,
   RecoveryCodeSchema,
+  ProductSchema,
+  OrderSchema,
+  PortalSessionSchema,
+  PortalResetSchema,
 ];
