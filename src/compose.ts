@@ -63,6 +63,7 @@ import {
   scopeOf,
 } from './modules/apps/index.js';
 import { AuditLog, AuditRepository, auditRoutes } from './modules/audit/index.js';
+import { CommerceRepository, FulfilService, ProductsService, commerceRoutes } from './modules/commerce/index.js';
 import {
   ClientAppCache,
   ClientSessions,
@@ -228,6 +229,8 @@ interface Domain {
   activation: ActivationService;
   keys: KeysAdminService;
   generator: KeyGenerator;
+  products: ProductsService;
+  fulfil: FulfilService;
   auditLog: AuditLog;
   team: TeamService;
   webhooks: WebhookService;
@@ -401,6 +404,15 @@ function createDomain(s: Services): Domain {
     licenseHashKey: s.secrets.licenseHashKey,
     now,
   });
+  const commerce = new CommerceRepository(s.sql);
+  const fulfil = new FulfilService({
+    repo: commerce,
+    generator,
+    audit: s.repos.audit,
+    sealKey: s.secrets.sealKey,
+    log,
+    now,
+  });
   let noncePurge: NodeJS.Timeout | undefined;
   let freezeToggle: (() => void) | undefined;
   const auth = new DashboardAuth(dashboardAuthDeps(s, access));
@@ -424,6 +436,8 @@ function createDomain(s: Services): Domain {
     activation,
     keys,
     generator,
+    products: new ProductsService({ repo: commerce, apps, audit: s.repos.audit, sealKey: s.secrets.sealKey, now }),
+    fulfil,
     auditLog: new AuditLog({ audit: s.repos.audit, accounts: s.repos.accounts, apps }),
     events,
     push,
@@ -459,6 +473,7 @@ function createDomain(s: Services): Domain {
       if (local) await heartbeatOwner.seats.rebuild(heartbeatOwner.host.contexts());
       checkpoint?.start();
       heartbeatOwner.startSweeper();
+      fulfil.start();
       noncePurge = setInterval(() => {
         s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => log.warn({ err }, 'nonce.purge_failed'));
       }, NONCE_PURGE_MS).unref();
@@ -472,6 +487,7 @@ function createDomain(s: Services): Domain {
     async stop() {
       clearInterval(noncePurge);
       if (freezeToggle) process.off('SIGUSR2', freezeToggle);
+      fulfil.stop();
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
       await push.stop();
       // After the last request: what the sessions are now is what the next start continues from.
@@ -625,6 +641,9 @@ export function createApp(s: Services): App {
     now,
   });
   auditRoutes(router, { auth: d.auth, log: d.auditLog });
+  // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
+  const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
+  commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
   teamRoutes(router, { auth: d.auth, team: d.team });
   const live = new LiveHub({
     log: s.log,

@@ -90,6 +90,14 @@ export const ERRORS = {
   two_factor_not_set_up: { status: 400, detail: 'Set up two-factor sign-in first' },
   two_factor_off: { status: 400, detail: 'Two-factor sign-in is not enabled' },
   session_not_found: { status: 404, detail: 'Session not found' },
+  // customer portal and order fulfilment (PROTOCOL 14)
+  product_not_found: { status: 404, detail: 'Product not found' },
+  order_not_found: { status: 404, detail: 'Order not found' },
+  fulfil_signature_invalid: { status: 400, detail: 'Invalid signature' },
+  portal_disabled: { status: 403, detail: 'Customer portal is not enabled for this application.' },
+  portal_credentials_invalid: { status: 401, detail: 'Invalid credentials' },
+  portal_reset_cooldown: { status: 429, detail: 'Device reset is on cooldown.' },
+  portal_users_only: { status: 403, detail: 'Only customers who sign in with a name and password have one.' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;

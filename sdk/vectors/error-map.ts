@@ -137,5 +137,13 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   two_factor_not_set_up: null,
   two_factor_off: null,
   session_not_found: null,
+  // customer portal and fulfilment (PROTOCOL 14): never answered on /api/client/*
+  product_not_found: null,
+  order_not_found: null,
+  fulfil_signature_invalid: null,
+  portal_disabled: null,
+  portal_credentials_invalid: null,
+  portal_reset_cooldown: null,
+  portal_users_only: null,
   cross_site: null,
 };

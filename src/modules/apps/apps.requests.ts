@@ -61,6 +61,9 @@ export const PatchAppBody = Type.Object(
     trial_level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     offline_days: Type.Optional(Type.Integer({ minimum: 0, maximum: 3650 })),
     grace_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 720 })),
+    // PROTOCOL 14.1: the customer portal.
+    portal_enabled: Type.Optional(Type.Boolean()),
+    portal_reset_cooldown_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -61,6 +61,8 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   trial_level: 'trialLevel',
   offline_days: 'offlineDays',
   grace_hours: 'graceHours',
+  portal_enabled: 'portalEnabled',
+  portal_reset_cooldown_hours: 'portalResetCooldownHours',
 };
 
 /** What the applications service uses, and nothing more (one composition root: compose.ts). */
@@ -136,6 +138,8 @@ export class AppsService {
       trialLevel: 1,
       offlineDays: 0,
       graceHours: 0,
+      portalEnabled: false,
+      portalResetCooldownHours: 24,
       apiKey: randomHex(16),
       apiSecret: randomToken(32),
       createdBy: p.account.id,

@@ -34,6 +34,8 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     trial_level: a.trialLevel,
     offline_days: a.offlineDays,
     grace_hours: a.graceHours,
+    portal_enabled: a.portalEnabled,
+    portal_reset_cooldown_hours: a.portalResetCooldownHours,
     api_key: a.apiKey,
     // SPEC: api_secret is hidden from resellers.
     ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),

@@ -7,7 +7,7 @@ import { actorOf, requirePermission } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus } from '../notify/index.js';
 import type { AppsService } from '../apps/index.js';
-import { KeySpaceExhausted, type LicenseRepository, type LicenseRow } from './license.repository.js';
+import { KeySpaceExhausted, type BatchHooks, type LicenseRepository, type LicenseRow } from './license.repository.js';
 import {
   ALPHABET_CLASSES,
   DEFAULT_ALPHABET,
@@ -98,24 +98,7 @@ export class KeyGenerator {
   ): Promise<{ row: LicenseRow; key: string }[]> {
     requirePermission(p, 'generate_keys');
     const app = await this.d.apps.visible(p, appId);
-    const unit = input.unit ?? 'days';
-    if (unit !== 'lifetime' && input.duration === undefined)
-      throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
-    const value = unit === 'lifetime' ? 0 : input.duration!;
-    const days = durationDays(value, unit);
-    if (days > MAX_DURATION_DAYS)
-      throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
-    const mask = input.mask ?? DEFAULT_MASK;
-    if (placeholderCount(mask) === 0)
-      throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
-    const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
-    if (!ALPHABET_CLASSES.test(alphabet)) {
-      throw validationError(
-        'alphabet',
-        'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes',
-        'value_error',
-      );
-    }
+    const { unit, value, days, mask, alphabet } = settleKeySpec(input);
     const entitlements = await checkedCodes(this.d.apps, appId, input.entitlements ?? []);
     const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
@@ -164,4 +147,92 @@ export class KeyGenerator {
     });
     return created;
   }
+
+  /**
+   * Keys of an order (PROTOCOL 14.5-14.7): no caller, nothing charged, `created_by` and `reseller_id`
+   * null. `hooks.first` runs first in the keys' transaction (an order claims its event there, so a
+   * repeat waits for it and then finds it), `hooks.last` after the keys are written.
+   */
+  async generateForOrder(
+    appId: string,
+    spec: KeySpec,
+    amount: number,
+    hooks: BatchHooks,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
+    const { unit, value, days, mask, alphabet } = settleKeySpec(spec);
+    // A paid order never fails over its product's codes: one removed from the catalogue since is left out.
+    const catalogue = spec.entitlements?.length ? await this.d.apps.entitlementCodes(appId) : new Set<string>();
+    const entitlements = [...new Set(spec.entitlements ?? [])].filter((c) => catalogue.has(c)).sort();
+    const makeKey = await this.keySource(appId, mask, alphabet, amount);
+    const created = await this.d.licenses
+      .insertBatch(
+        {
+          appId,
+          level: spec.level ?? 1,
+          durationValue: value,
+          durationUnit: unit,
+          durationDays: days,
+          note: spec.note ?? '',
+          resellerId: null,
+          createdBy: null,
+          charge: null,
+          maxSessions: spec.max_sessions ?? null,
+          maxDevices: spec.max_devices ?? null,
+          entitlements: JSON.stringify(entitlements),
+        },
+        amount,
+        makeKey,
+        new Date(this.d.now()),
+        hooks,
+      )
+      .catch((err: unknown) => {
+        if (err instanceof KeySpaceExhausted) throw spaceExhausted(amount);
+        throw err;
+      });
+    if (created.length === 0) return created;
+    await this.d.events.publish(
+      'license.generate',
+      appId,
+      { count: created.length, license_ids: created.map((c) => c.row.id) },
+      null,
+    );
+    this.d.audit.write({
+      appId,
+      action: 'license.generate',
+      resellerId: null,
+      detail:
+        `${amount} keys generated for an order (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +
+        `level ${spec.level ?? 1})`,
+    });
+    return created;
+  }
+}
+
+/** The generation settings of a body or a product, without the amount. */
+type KeySpec = Omit<GenerateInput, 'amount'>;
+
+/**
+ * Checks and completes generation settings (SPEC key generation rules, PROTOCOL 11.19): the same
+ * 422s for a generation body and for a product that will generate later.
+ */
+export function settleKeySpec(input: KeySpec) {
+  const unit = input.unit ?? 'days';
+  if (unit !== 'lifetime' && input.duration === undefined)
+    throw validationError('duration', 'Duration is required unless the unit is lifetime', 'missing');
+  const value = unit === 'lifetime' ? 0 : input.duration!;
+  const days = durationDays(value, unit);
+  if (days > MAX_DURATION_DAYS)
+    throw validationError('duration', `Duration must be at most ${MAX_DURATION_DAYS} days`, 'less_than_equal');
+  const mask = input.mask ?? DEFAULT_MASK;
+  if (placeholderCount(mask) === 0)
+    throw validationError('mask', 'Mask needs at least one placeholder (*, # or X)', 'value_error');
+  const alphabet = normalizeAlphabet(input.alphabet ?? DEFAULT_ALPHABET);
+  if (!ALPHABET_CLASSES.test(alphabet)) {
+    throw validationError(
+      'alphabet',
+      'Alphabet must be letters and digits from the Uppercase, Lowercase and Numbers classes',
+      'value_error',
+    );
+  }
+  return { unit, value, days, mask, alphabet };
 }

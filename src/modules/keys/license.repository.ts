@@ -36,6 +36,12 @@ interface KeyBatch {
   charge: { accountId: string; amount: number } | null;
 }
 
+/** Statements run inside a batch's transaction: before its keys, and after them with the keys written. */
+export interface BatchHooks {
+  first?: (tx: unknown) => Promise<void>;
+  last?: (tx: unknown, created: readonly { row: LicenseRow; key: string }[]) => Promise<void>;
+}
+
 export interface LicenseRow {
   id: string;
   app_id: string;
@@ -108,8 +114,10 @@ export class LicenseRepository {
     amount: number,
     makeKey: () => (NewKey & { plaintext: string }) | null,
     now: Date,
+    hooks: BatchHooks = {},
   ): Promise<{ row: LicenseRow; key: string }[]> {
     return this.sql.transaction(async (tx) => {
+      await hooks.first?.(tx);
       if (batch.charge) {
         const charged = await this.sql.run(
           `update accounts set key_quota = key_quota - ?, updated_at = ?
@@ -169,6 +177,7 @@ export class LicenseRepository {
         );
         for (const { key_hash, ...row } of rows) out.push({ row, key: byHash.get(key_hash)! });
       }
+      await hooks.last?.(tx, out);
       return out;
     });
   }

@@ -32,6 +32,11 @@ export function hmacSha256(key: string | Uint8Array, data: string | Uint8Array):
   return createHmac('sha256', key).update(data).digest();
 }
 
+/** HMAC-SHA512: only where a foreign contract fixes it (shops' fulfilment webhooks, PROTOCOL 14.6). */
+export function hmacSha512(key: string | Uint8Array, data: string | Uint8Array): Buffer {
+  return createHmac('sha512', key).update(data).digest();
+}
+
 /** HMAC-SHA1: only for TOTP codes (RFC 6238 fixes SHA-1 for the authenticator apps in use). */
 export function hmacSha1(key: Uint8Array, data: Uint8Array): Buffer {
   return createHmac('sha1', key).update(data).digest();

@@ -57,11 +57,17 @@ export interface Secrets {
    * its own label: every host of a deployment already shares that key, and a token is then known on all.
    */
   readonly apiTokenKey: Buffer;
+  /**
+   * Key (secretbox) of other secrets kept at rest: products' webhook secrets and the plaintext keys of
+   * recent orders. Derived from the two-factor key under its own label, so it is shared the same way.
+   */
+  readonly sealKey: Buffer;
 }
 
 /** HKDF label of the session-token key; a new token format gets a new label. */
 export const SESSION_TOKEN_KEY_INFO = 'keywarden client-session token v1';
 const API_TOKEN_KEY_INFO = 'keywarden api-token hash v1';
+const SEAL_KEY_INFO = 'keywarden sealed secrets v1';
 
 export async function loadSecrets(config: Config): Promise<Secrets> {
   const dir = path.join(config.dataDir, 'secrets');
@@ -77,5 +83,6 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
     ? fromBase64('TWO_FACTOR_KEY', config.twoFactorKey, SECRETBOX_KEY_BYTES, SECRETBOX_KEY_BYTES)
     : await loadOrCreate(path.join(dir, 'two-factor.key'), SECRETBOX_KEY_BYTES);
   const apiTokenKey = hkdfSha256(licenseHashKey, API_TOKEN_KEY_INFO, 32);
-  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey, twoFactorKey, apiTokenKey };
+  const sealKey = hkdfSha256(twoFactorKey, SEAL_KEY_INFO, SECRETBOX_KEY_BYTES);
+  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey, twoFactorKey, apiTokenKey, sealKey };
 }

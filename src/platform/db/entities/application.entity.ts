@@ -39,6 +39,9 @@ export interface Application {
   trialLevel: number;
   offlineDays: number;
   graceHours: number;
+  /** PROTOCOL 14.1: the customer portal, and the hours between two device resets of one customer. */
+  portalEnabled: boolean;
+  portalResetCooldownHours: number;
   apiKey: string;
   apiSecret: string;
   createdBy: string | null;
@@ -79,6 +82,8 @@ export const ApplicationSchema = new EntitySchema<Application>({
     trialLevel: { type: 'integer', default: 1 },
     offlineDays: { type: 'integer', default: 0 },
     graceHours: { type: 'integer', default: 0 },
+    portalEnabled: { type: 'boolean', default: false },
+    portalResetCooldownHours: { type: 'integer', default: 24 },
     apiKey: { type: 'string', length: 64, unique: true },
     apiSecret: { type: 'string', length: 128 },
     createdBy: { type: 'uuid', nullable: true },

@@ -13,6 +13,7 @@ export * from './recovery-code.entity.js';
 export * from './device.entity.js';
 export * from './entitlement.entity.js';
 export * from './trial.entity.js';
+export * from './commerce.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -28,6 +29,7 @@ import { RecoveryCodeSchema } from './recovery-code.entity.js';
 import { KeyDeviceSchema, UserDeviceSchema } from './device.entity.js';
 import { EntitlementSchema } from './entitlement.entity.js';
 import { TrialSchema } from './trial.entity.js';
+import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } from './commerce.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -46,4 +48,8 @@ export const ENTITIES = [
   UserDeviceSchema,
   EntitlementSchema,
   TrialSchema,
+  ProductSchema,
+  OrderSchema,
+  PortalSessionSchema,
+  PortalResetSchema,
 ];
