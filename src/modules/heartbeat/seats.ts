@@ -187,7 +187,8 @@ export class SeatKeeper {
       const bounded = a.max > 0 && t.size >= a.max;
       if (bounded || t.size >= 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16) {
         const held = await this.held(a.licenseId, t, now);
-        this.prunedSize.set(a.licenseId, held.length);
+        if (held.length > 0) this.prunedSize.set(a.licenseId, held.length);
+        else this.prunedSize.delete(a.licenseId);
         while (a.max > 0 && held.length >= a.max) {
           // Only a session that exists can be ended; seats claimed a moment ago by a start under way stay.
           const victims = held.filter((h) => h.lastBeatAt !== null);
@@ -240,6 +241,7 @@ export class SeatKeeper {
       const fence = this.fence(licenseId);
       const t = await this.read(licenseId);
       if (!t.delete(session)) return false;
+      if (t.size === 0) this.prunedSize.delete(licenseId);
       await this.write(licenseId, fence, t);
       return true;
     });
