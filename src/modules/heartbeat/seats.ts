@@ -147,12 +147,12 @@ export class SeatKeeper {
   }
 
   private async read(licenseId: string): Promise<Table> {
+    const raw = await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId);
     try {
-      return decodeTable(await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId));
+      return decodeTable(raw);
     } catch (err) {
-      if (err instanceof AppError) throw err;
-      // A table this build cannot read is dropped: the sessions' own state still bounds nothing, but a
-      // corrupt entry must not lock a key out forever.
+      // A table this build cannot read is dropped (the sessions themselves stay): a corrupt entry
+      // must not lock a key out forever.
       this.d.log.error({ err, licenseId }, 'heartbeat.seat_table_unreadable');
       return new Map();
     }
@@ -171,7 +171,7 @@ export class SeatKeeper {
     if (!ok) throw new NotOwner(shard);
   }
 
-  claimHere(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
+  async claimHere(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
     this.fence(a.licenseId);
     return this.queued(a.licenseId, async () => {
       const fence = this.fence(a.licenseId);
@@ -245,7 +245,7 @@ export class SeatKeeper {
     return { held: out, dormant };
   }
 
-  releaseHere(licenseId: string, session: string): Promise<boolean> {
+  async releaseHere(licenseId: string, session: string): Promise<boolean> {
     this.fence(licenseId);
     return this.queued(licenseId, async () => {
       const fence = this.fence(licenseId);
