@@ -110,9 +110,7 @@ describe.skipIf(!hasRedis)('seats on three worker processes', () => {
       );
       expect(await liveSessions(owner, app.id, key)).toBe(MAX);
       // Free every seat (stop through a worker that neither drew nor started the session) for the next round.
-      const started = sessions
-        .map((s, i) => ({ ...s, answer: answers[i]!, i }))
-        .filter((s) => s.answer.status === 200);
+      const started = sessions.map((s, i) => ({ ...s, answer: answers[i]!, i })).filter((s) => s.answer.status === 200);
       for (const s of started) {
         const stop = await client(bases[(s.i + 2) % bases.length]!).post('/api/client/heartbeat/stop', {
           session: s.session,

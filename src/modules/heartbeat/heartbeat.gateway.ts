@@ -81,7 +81,7 @@ export class HeartbeatGateway {
 
   /** Kills one session as revoked, on whichever worker owns it; false when it had none. */
   async revoke(session: string): Promise<boolean> {
-    return (await this.route(session, 'hb.kill', { session }, () => this.d.owner.killHere([session]))) > 0;
+    return (await this.route(session, 'hb.kill', { session }, () => this.d.owner.killOwned(session))) > 0;
   }
 
   private route<K extends keyof HeartbeatOps & string>(

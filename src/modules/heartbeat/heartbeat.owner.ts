@@ -145,7 +145,7 @@ export class HeartbeatOwner {
     d.node.handle('hb.start', (a) => this.startHere(a));
     d.node.handle('hb.beat', (a) => this.beatHere(a));
     d.node.handle('hb.stop', (a) => this.stopHere(a));
-    d.node.handle('hb.kill', (a) => this.killHere([a.session], a.reason));
+    d.node.handle('hb.kill', (a) => this.killOwned(a.session, a.reason));
     this.seats = new SeatKeeper({
       now: d.now,
       log: d.log,
@@ -154,7 +154,7 @@ export class HeartbeatOwner {
       stateOf: (session) => this.stateOf(session),
       kick: async (session) =>
         (await d.node.route(shardOf(session), 'hb.kill', { session, reason: 'session_limit' }, () =>
-          this.killHere([session], 'session_limit'),
+          this.killOwned(session, 'session_limit'),
         )) > 0,
     });
   }
@@ -322,7 +322,6 @@ export class HeartbeatOwner {
   async killHere(sessions: string[], reason: OuterKill = 'revoked'): Promise<number> {
     let n = 0;
     for (const session of sessions) {
-      this.owns(session);
       const r = this.host.send(session, { type: 'KILL', reason });
       if (!r) continue;
       await this.persist(session, null).catch(() => undefined);
@@ -340,6 +339,12 @@ export class HeartbeatOwner {
       n++;
     }
     return n;
+  }
+
+  /** Ends one session asked for by another worker (or a route to this one): NotOwner when its shard moved. */
+  killOwned(session: string, reason: OuterKill = 'revoked'): Promise<number> {
+    this.owns(session);
+    return this.killHere([session], reason);
   }
 
   /** Tells the kill listeners (the gateway calls it for a session a beat killed). */

@@ -147,12 +147,12 @@ export class SeatKeeper {
   }
 
   private async read(licenseId: string): Promise<Table> {
+    const raw = await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId);
     try {
-      return decodeTable(await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId));
+      return decodeTable(raw);
     } catch (err) {
-      if (err instanceof AppError) throw err;
-      // A table this build cannot read is dropped: the sessions' own state still bounds nothing, but a
-      // corrupt entry must not lock a key out forever.
+      // A table this build cannot read is dropped (the sessions themselves stay): a corrupt entry
+      // must not lock a key out forever.
       this.d.log.error({ err, licenseId }, 'heartbeat.seat_table_unreadable');
       return new Map();
     }
@@ -171,28 +171,31 @@ export class SeatKeeper {
     if (!ok) throw new NotOwner(shard);
   }
 
-  claimHere(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
+  async claimHere(a: SeatClaimArgs): Promise<SeatClaimOutcome> {
     this.fence(a.licenseId);
     return this.queued(a.licenseId, async () => {
       const fence = this.fence(a.licenseId);
       const t = await this.read(a.licenseId);
       const now = this.d.now();
-      if (t.has(a.session)) {
+      if (t.has(a.session) && !(a.max > 0 && t.size > a.max)) {
         // A restart of a session that holds its seat already (its heartbeat ended without a release).
         t.set(a.session, now);
         await this.write(a.licenseId, fence, t);
         return { added: false, kicked: [] };
       }
+      // Over a bound lowered since: the session claims anew like any other.
+      t.delete(a.session);
       const kicked: SeatClaimOutcome['kicked'] = [];
       const bounded = a.max > 0 && t.size >= a.max;
       if (bounded || t.size >= 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16) {
-        const held = await this.held(a.licenseId, t, now);
-        this.prunedSize.set(a.licenseId, held.length);
+        const { held, dormant } = await this.held(a.licenseId, t, now, bounded);
+        if (held.length + dormant.length > 0) this.prunedSize.set(a.licenseId, held.length + dormant.length);
+        else this.prunedSize.delete(a.licenseId);
         while (a.max > 0 && held.length >= a.max) {
           // Only a session that exists can be ended; seats claimed a moment ago by a start under way stay.
           const victims = held.filter((h) => h.lastBeatAt !== null);
           if (a.overflow === 'reject' || victims.length === 0) {
-            await this.write(a.licenseId, fence, new Map(held.map((h) => [h.session, h.claimedAt])));
+            await this.write(a.licenseId, fence, new Map([...held, ...dormant].map((h) => [h.session, h.claimedAt])));
             throw new AppError('session_limit');
           }
           const oldest = victims.reduce((x, y) => (y.lastBeatAt! < x.lastBeatAt! ? y : x));
@@ -203,7 +206,7 @@ export class SeatKeeper {
           }
         }
         t.clear();
-        for (const h of held) t.set(h.session, h.claimedAt);
+        for (const h of [...held, ...dormant]) t.set(h.session, h.claimedAt);
       }
       t.set(a.session, now);
       await this.write(a.licenseId, fence, t);
@@ -213,11 +216,18 @@ export class SeatKeeper {
 
   /**
    * The seats of a table still held: a live session, or a claim of a start under way. A session that
-   * exists but is no longer alive loses its seat and is ended, so a late beat cannot bring it back
-   * over the bound.
+   * exists but is no longer alive holds no seat: at the bound it is ended (a late beat could bring it
+   * back over the bound); below it (an unlimited key tidying its table) it stays, dormant, as SPEC
+   * lets a late session beat on.
    */
-  private async held(licenseId: string, t: Table, now: number): Promise<Held[]> {
+  private async held(
+    licenseId: string,
+    t: Table,
+    now: number,
+    bounded: boolean,
+  ): Promise<{ held: Held[]; dormant: Held[] }> {
     const out: Held[] = [];
+    const dormant: Held[] = [];
     const entries = [...t];
     const states = await Promise.all(entries.map(([s]) => this.d.stateOf(s)));
     for (let i = 0; i < entries.length; i++) {
@@ -228,18 +238,20 @@ export class SeatKeeper {
       } else if (!c && now - claimedAt < PENDING_MS) {
         out.push({ session, claimedAt, lastBeatAt: null, context: undefined });
       } else if (c && c.licenseId === licenseId && c.expiresAt > now) {
-        await this.d.kick(session);
+        if (bounded) await this.d.kick(session);
+        else dormant.push({ session, claimedAt, lastBeatAt: c.lastBeatAt, context: c });
       }
     }
-    return out;
+    return { held: out, dormant };
   }
 
-  releaseHere(licenseId: string, session: string): Promise<boolean> {
+  async releaseHere(licenseId: string, session: string): Promise<boolean> {
     this.fence(licenseId);
     return this.queued(licenseId, async () => {
       const fence = this.fence(licenseId);
       const t = await this.read(licenseId);
       if (!t.delete(session)) return false;
+      if (t.size === 0) this.prunedSize.delete(licenseId);
       await this.write(licenseId, fence, t);
       return true;
     });

@@ -113,6 +113,7 @@ const ROWS: Row[] = [
   { method: 'POST', path: '/api/apps/{app}/licenses/extend-all', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/licenses/{lic}/reset-hwid', reseller: 'reset_hwid' },
   { method: 'PATCH', path: '/api/licenses/{lic}/ban', body: {}, reseller: 'ban_unban_keys' },
+  { method: 'PATCH', path: '/api/licenses/{lic}', body: { max_sessions: 2 }, reseller: 'generate_keys' },
   { method: 'DELETE', path: '/api/licenses/{lic}', reseller: 'delete_keys' },
   { method: 'GET', path: '/api/apps/{app}/users', reseller: 'view_keys' },
   { method: 'POST', path: '/api/users/{user}/reset-hwid', reseller: 'reset_hwid' },

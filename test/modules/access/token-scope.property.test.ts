@@ -86,6 +86,7 @@ function bodyFor(method: string, pattern: string): unknown {
     'post /api/licenses/:id/extend': () => ({ value: 1, unit: 'days' }),
     'post /api/apps/:id/licenses/extend-all': () => ({ value: 1, unit: 'days' }),
     'patch /api/licenses/:id/ban': () => ({}),
+    'patch /api/licenses/:id': () => ({ max_sessions: 2 }),
     'patch /api/users/:id/ban': () => ({ banned: true }),
     'post /api/team': () => ({ username: `pn${unique()}`, password: 'member-pass-1' }),
     'patch /api/team/:id': () => ({ enabled: true }),

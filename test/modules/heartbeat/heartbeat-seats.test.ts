@@ -230,6 +230,21 @@ describe('seats are freed', () => {
   });
 });
 
+describe('an unlimited key (max_sessions 0, the default)', () => {
+  it('starts any number of sessions and never ends a late one while tidying its seat table', async () => {
+    const f = await appFixture(t, { heartbeat_interval: 5 });
+    const [key] = await f.keys(1);
+    const late = await started(f, key!);
+    expect((await beat(late, 1)).status).toBe(200);
+    clock.advance(16_000); // no longer alive (3 intervals), still inside the 60 s expiry window
+    for (let i = 0; i < 17; i++) await started(f, key!); // the table is tidied once it holds 16
+    expect((await keyRow(f)).live_sessions).toBe(17);
+    // SPEC unchanged: the late session's next beat is accepted (with a drift warning).
+    expect((await beat(late, 2)).status).toBe(200);
+    expect((await keyRow(f)).live_sessions).toBe(18);
+  });
+});
+
 describe('kick_oldest', () => {
   it('ends the session with the oldest last beat (REST: next beat rejected; channel: revoked), audited, announced', async () => {
     const f = await appFixture(t, {

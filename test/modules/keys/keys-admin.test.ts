@@ -224,6 +224,26 @@ describe('reseller scoping and hiding', () => {
     });
   });
 
+  it('PATCH /api/licenses/{id}: a reseller changes max_sessions of its own keys with generate_keys only', async () => {
+    const f = await appFixture(t);
+    const a = await reseller(f, 'seatsA', { view_keys: true, generate_keys: true });
+    const b = await reseller(f, 'seatsB', { view_keys: true, generate_keys: true });
+    const c = await reseller(f, 'seatsC', { view_keys: true });
+    const [own] = (await a.api.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 5 })).body;
+    const [peer] = (await b.api.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 5 })).body;
+    const ok = await a.api.patch(`/api/licenses/${own.id}`, { max_sessions: 4 });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ id: own.id, max_sessions: 4, live_sessions: 0 });
+    expect(ok.body).not.toHaveProperty('hwid');
+    expect((await a.api.patch(`/api/licenses/${peer.id}`, { max_sessions: 4 })).status).toBe(404);
+    const denied = await c.api.patch(`/api/licenses/${own.id}`, { max_sessions: 4 });
+    expect(denied.status).toBe(403);
+    expect(denied.body).toEqual({ detail: 'Permission denied' });
+    const logs = (await f.owner.get(`/api/apps/${f.app.id}/logs?action=license.update`)).body as any[];
+    expect(logs).toHaveLength(1);
+    expect(logs[0].actor).toMatchObject({ username: 'seatsA', role: 'reseller' });
+  });
+
   it('the credentials card hides api_secret from resellers', async () => {
     const f = await appFixture(t);
     const r = await reseller(f, 'cardR', {});
