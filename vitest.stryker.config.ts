@@ -11,7 +11,6 @@ export default defineConfig({
   test: {
     include: [
       'test/modules/heartbeat/heartbeat.machine.test.ts',
-      'test/modules/heartbeat/heartbeat-passive.test.ts',
       'test/modules/activation/license.machine.test.ts',
       'test/modules/activation/license-policy.test.ts',
       'test/modules/keys/license-keys.test.ts',
