@@ -8,6 +8,7 @@ import {
 import { createActor } from 'xstate';
 import {
   HEARTBEAT_SNAPSHOT_VERSION,
+  expiryWindowMs,
   heartbeatMachine,
   judgeBeat,
   type BeatInput,
@@ -105,6 +106,40 @@ describe('judgeBeat: the order of checks is the policy', () => {
     ],
   ])('%s', (_n, c, b, reason) => {
     expect(judgeBeat(ctx(c), beat(b))).toMatchObject({ reason });
+  });
+
+  // After the first beat the baseline holds: the same hash (in any case) and size pass; a change in
+  // either kills; a beat that reports neither is judged on the rest.
+  it.each<[string, Partial<BeatInput>, string]>([
+    ['the same hash and size', { codeHash: 'abcdef12', codeSize: 100 }, 'accepted'],
+    ['the same hash in capitals', { codeHash: 'ABCDEF12', codeSize: 100 }, 'accepted'],
+    ['neither hash nor size', { codeHash: undefined }, 'accepted'],
+    ['the same hash, another size', { codeHash: 'abcdef12', codeSize: 101 }, 'code_changed'],
+    ['a size only, another one', { codeHash: undefined, codeSize: 99 }, 'code_changed'],
+    ['another hash only', { codeHash: 'ffffffff' }, 'code_changed'],
+  ])('a later beat with %s', (_n, b, verdict) => {
+    const v = judgeBeat(ctx(later), beat({ beatIndex: 2, ...b }));
+    expect(v.kind === 'accepted' ? 'accepted' : (v as { reason: string }).reason).toBe(verdict);
+  });
+
+  it('a later beat with a size but no baseline size, or a hash but no baseline hash, is accepted', () => {
+    expect(judgeBeat(ctx({ ...later, codeSize: null }), beat({ beatIndex: 2, codeSize: 7 })).kind).toBe('accepted');
+    expect(judgeBeat(ctx({ ...later, codeHash: null }), beat({ beatIndex: 2, codeHash: 'ffffffff' })).kind).toBe(
+      'accepted',
+    );
+  });
+
+  it('a session expires six intervals after its start or last accepted beat, at least a minute', () => {
+    expect([expiryWindowMs(5), expiryWindowMs(10), expiryWindowMs(20)]).toEqual([60_000, 60_000, 120_000]);
+    const a = createActor(heartbeatMachine, { input: { ...input, beatInterval: 20 } }).start();
+    expect(a.getSnapshot().context.expiresAt).toBe(T0 + 120_000);
+    a.send({ type: 'BEAT', beat: beat({ now: T0 + 5000 }) });
+    expect(a.getSnapshot().context.expiresAt).toBe(T0 + 5000 + 120_000);
+  });
+
+  it('a pinned hash compares without case', () => {
+    expect(judgeBeat(ctx(), beat({ codeHash: 'ABCDEF12', pinnedHash: 'abcdef12' })).kind).toBe('accepted');
+    expect(judgeBeat(ctx(), beat({ codeHash: 'abcdef12', pinnedHash: 'ABCDEF12' })).kind).toBe('accepted');
   });
 
   it('drift: more than 2.5 intervals since the previous beat warns; the third warning kills; clean beats decay', () => {
