@@ -137,6 +137,13 @@ describe('judgeBeat: the order of checks is the policy', () => {
     expect(a.getSnapshot().context.expiresAt).toBe(T0 + 5000 + 120_000);
   });
 
+  it("the first beat's hash becomes the baseline whatever its case", () => {
+    const a = createActor(heartbeatMachine, { input }).start();
+    a.send({ type: 'BEAT', beat: beat({ codeHash: 'ABCDEF12' }) });
+    a.send({ type: 'BEAT', beat: beat({ token: 'TT' + 'b'.repeat(32), beatIndex: 2, codeHash: 'abcdef12' }) });
+    expect(a.getSnapshot().context).toMatchObject({ beatCount: 2, codeHash: 'abcdef12' });
+  });
+
   it('a pinned hash compares without case', () => {
     expect(judgeBeat(ctx(), beat({ codeHash: 'ABCDEF12', pinnedHash: 'abcdef12' })).kind).toBe('accepted');
     expect(judgeBeat(ctx(), beat({ codeHash: 'abcdef12', pinnedHash: 'ABCDEF12' })).kind).toBe('accepted');
