@@ -10,6 +10,7 @@ export * from './process-state.entity.js';
 export * from './screenshot.entity.js';
 export * from './api-token.entity.js';
 export * from './recovery-code.entity.js';
+export * from './deployment-key.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -22,6 +23,7 @@ import { ProcessStateSchema } from './process-state.entity.js';
 import { ScreenshotSchema } from './screenshot.entity.js';
 import { ApiTokenSchema } from './api-token.entity.js';
 import { RecoveryCodeSchema } from './recovery-code.entity.js';
+import { DeploymentKeySchema } from './deployment-key.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -36,4 +38,5 @@ export const ENTITIES = [
   ScreenshotSchema,
   ApiTokenSchema,
   RecoveryCodeSchema,
+  DeploymentKeySchema,
 ];

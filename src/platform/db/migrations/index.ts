@@ -4,6 +4,7 @@ import { Migration20261122000000HostileInput } from './Migration20261122000000Ho
 import { Migration20261123000000Geo } from './Migration20261123000000Geo.js';
 import { Migration20261125000000Resilience } from './Migration20261125000000Resilience.js';
 import { Migration20261127000000Operators } from './Migration20261127000000Operators.js';
+import { Migration20261128030000Hosts } from './Migration20261128030000Hosts.js';
 
 // Every migration, in order. New migrations are appended here (and committed).
 export const MIGRATIONS: MigrationObject[] = [
@@ -12,4 +13,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261123000000Geo', class: Migration20261123000000Geo },
   { name: 'Migration20261125000000Resilience', class: Migration20261125000000Resilience },
   { name: 'Migration20261127000000Operators', class: Migration20261127000000Operators },
+  { name: 'Migration20261128030000Hosts', class: Migration20261128030000Hosts },
 ];
