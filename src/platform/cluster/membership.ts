@@ -2,7 +2,8 @@
 // every tick; a stamp older than MEMBER_TTL_MS means the worker is gone (stamps ten times older
 // are deleted). Stamps and ages are the coordinator's clock (Redis TIME inside one script,
 // Coordinator.memberRound), never a worker's: hosts whose clocks disagree still agree on who is
-// alive. The live list is what rendezvous hashing assigns shards over. Next to its stamp a worker with a listener writes `<id>#addr` = `host:port`, where other workers call it directly
+// alive. The live list is what rendezvous hashing assigns shards over. Next to its stamp a worker
+// with a listener writes `<id>#addr` = `host:port`, where other workers call it directly
 // (peer-transport.ts). The address has a field of its own so the stamp keeps its plain format:
 // a build that predates addresses reads `#addr` fields as members with no valid stamp and skips them.
 import type { Coordinator } from './coordinator.js';
