@@ -12,6 +12,8 @@ import { startServer } from './main.js';
 import { superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
+import { KeyMismatchError } from './platform/db/key-fingerprints.js';
+import { SHARED_KEY_SETTINGS, SecretsError, exportSecrets, importSecrets } from './platform/crypto/secrets.js';
 import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './platform/db/embedded-postgres.js';
 import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
 
@@ -20,7 +22,9 @@ const USAGE = `usage:
   keywarden migrate                                 apply pending database migrations and exit
   keywarden owner create --username U --password-stdin
   keywarden developer create --username U --password-stdin   (email: first of DEVELOPER_EMAILS)
-  keywarden loadtest --duration=S [--url=URL ...]   measure a deployment you own (docs/loadtest.md)`;
+  keywarden loadtest --duration=S [--url=URL ...]   measure a deployment you own (docs/loadtest.md)
+  keywarden secrets export > keys.env               print the keys every host must share (secret!)
+  keywarden secrets import [--force] < keys.env     store them in DATA_DIR/secrets (docs/multi-host.md)`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -131,6 +135,31 @@ async function loadtest(args: string[]): Promise<number> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
 }
 
+/** `secrets export`: the shared keys as KEY=value lines; `secrets import`: those lines into DATA_DIR/secrets. */
+async function secretsCommand(config: Config, sub: string | undefined, args: string[]): Promise<number> {
+  if (sub === 'export') {
+    const values = await exportSecrets(config);
+    process.stderr.write('keywarden: these are secret keys; copy them only over a channel you trust\n');
+    for (const [k, v] of Object.entries(values)) process.stdout.write(`${k}=${v}\n`);
+    return 0;
+  }
+  if (sub === 'import') {
+    const { values: opts } = parseArgs({ args, options: { force: { type: 'boolean' } } });
+    const values: Record<string, string> = {};
+    for (const line of (await readStdin()).split(/\r?\n/)) {
+      const m = /^\s*([A-Z_]+)=(.*)$/.exec(line);
+      if (m && SHARED_KEY_SETTINGS.includes(m[1]!)) values[m[1]!] = m[2]!.trim();
+    }
+    const written = await importSecrets(config, values, opts.force === true);
+    console.log(
+      written.length > 0 ? `stored: ${written.join(', ')}` : 'the keys were already stored here; nothing changed',
+    );
+    return 0;
+  }
+  console.error(USAGE);
+  return 2;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
   if (cmd === 'loadtest') return loadtest(argv.slice(1)); // needs no server configuration
@@ -148,6 +177,8 @@ async function main(argv: string[]): Promise<number> {
       await s.close();
       return 0;
     }
+    case 'secrets':
+      return secretsCommand(config, sub, rest);
     case 'owner':
     case 'developer':
       if (sub !== 'create') break;
@@ -163,7 +194,9 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
-    else if (err instanceof DataDirBusyError || err instanceof UwsUnavailableError) console.error(err.message);
+    else if (err instanceof DataDirBusyError || err instanceof UwsUnavailableError || err instanceof KeyMismatchError)
+      console.error(err.message);
+    else if (err instanceof SecretsError) console.error(`keywarden secrets: ${err.message}`);
     else if (err instanceof ValidationError)
       console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
     else console.error(err);

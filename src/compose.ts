@@ -9,6 +9,7 @@ import { AppError } from './errors.js';
 import { initOrm, migrate, type Orm } from './platform/db/orm.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './platform/db/embedded-postgres.js';
 import { Sql } from './platform/db/sql.js';
+import { checkDeploymentKeys } from './platform/db/key-fingerprints.js';
 import { ProcessStateRepository } from './platform/db/process-state.repository.js';
 import { StateCheckpoint } from './platform/db/state-checkpoint.js';
 import type { Coordinator } from './platform/cluster/coordinator.js';
@@ -139,6 +140,15 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       if (applied.length > 0) log.info({ applied }, 'db.migrated');
     }
     const secrets = await loadSecrets(config);
+    // A host whose shared keys differ from the deployment's refuses to start (KeyMismatchError).
+    await checkDeploymentKeys(
+      new Sql(orm),
+      [
+        { name: `response_signing:${secrets.signing.kid}`, setting: 'RESPONSE_SIGNING_KEY', key: secrets.signingSeed },
+        { name: 'license_hash', setting: 'LICENSE_HASH_KEY', key: secrets.licenseHashKey },
+      ],
+      new Date(clock.now()),
+    );
     const geo = await GeoLocator.open(config.geoipDb, log);
     coordinator = config.redisUrl
       ? new RedisCoordinator(config.redisUrl, config.redisPrefix)

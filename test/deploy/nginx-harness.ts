@@ -75,7 +75,10 @@ export function renderSite(o: SiteOptions): string {
       throw new Error(`deploy/nginx/keywarden.conf changed: expected ${times} × ${String(from)}, found ${count}`);
     text = typeof from === 'string' ? text.split(from).join(to) : text.replace(new RegExp(from, 'g'), to);
   };
-  edit('server 127.0.0.1:8080;', `server 127.0.0.1:${o.upstreamPort};`);
+  edit(
+    'server 127.0.0.1:8080 max_fails=3 fail_timeout=5s;',
+    `server 127.0.0.1:${o.upstreamPort} max_fails=3 fail_timeout=5s;`,
+  );
   edit('listen 80;', `listen 127.0.0.1:${o.httpPort};`);
   edit('listen [::]:80;\n', '');
   edit('listen 443 ssl http2;', `listen 127.0.0.1:${o.tlsPort} ssl http2;`);

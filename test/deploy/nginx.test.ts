@@ -259,3 +259,24 @@ describe.skipIf(!ready)('nginx with its default proxy_http_version 1.0 (known li
     }
   });
 });
+
+describe('the shipped balancer settings (deploy/nginx, deploy/caddy)', () => {
+  const nginx = fs.readFileSync(path.resolve(import.meta.dirname, '../../deploy/nginx/keywarden.conf'), 'utf8');
+  const caddy = fs.readFileSync(path.resolve(import.meta.dirname, '../../deploy/caddy/Caddyfile'), 'utf8');
+  const seconds = (v: string) => Number(/^(\d+)s$/.exec(v)![1]);
+
+  it('close idle upstream connections before uWebSockets.js does (8 s at the earliest)', () => {
+    expect(seconds(/^\s*keepalive_timeout\s+(\S+);/m.exec(nginx)![1]!)).toBeLessThan(8);
+    expect(seconds(/^\s*keepalive\s+(\d+s)$/m.exec(caddy)![1]!)).toBeLessThan(8);
+  });
+
+  it('keep a host in rotation after one reset connection', () => {
+    expect(nginx).toMatch(/server 127\.0\.0\.1:8080 max_fails=3 fail_timeout=5s;/);
+  });
+
+  it('give the client channel its own long-timeout location', () => {
+    const block = /location = \/api\/client\/ws \{([^}]*)\}/.exec(nginx)?.[1] ?? '';
+    expect(block).toMatch(/proxy_read_timeout 1h;/);
+    expect(block).toMatch(/proxy_pass http:\/\/keywarden;/);
+  });
+});

@@ -20,7 +20,13 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(o: { workers: number; name: string; keys: number }): Promise<Cluster> {
+export async function startCluster(o: {
+  workers: number;
+  name: string;
+  keys: number;
+  /** More settings for every worker. */
+  env?: Record<string, string>;
+}): Promise<Cluster> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cluster-'));
   const db = await createTestDatabase();
   const env = {
@@ -31,6 +37,7 @@ export async function startCluster(o: { workers: number; name: string; keys: num
     OWNER_USERNAME: OWNER.username,
     OWNER_PASSWORD: OWNER.password,
     TRUSTED_PROXIES: '127.0.0.1',
+    ...o.env,
   };
   const workers = await Promise.all(Array.from({ length: o.workers }, () => spawnServer(env)));
   const owner = await new Api(workers[0]!.base).signIn(OWNER.username, OWNER.password);

@@ -85,7 +85,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
-    this.membership = new Membership(coordinator, this.id, now);
+    this.membership = new Membership(coordinator, this.id);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
       listen: opts.listen,

@@ -51,6 +51,17 @@ export interface Coordinator {
   hashDel(hash: string, field: string): Promise<void>;
   hashGet(hash: string, field: string): Promise<Buffer | null>;
   hashGetAll(hash: string): Promise<Map<string, Buffer>>;
+  /**
+   * One membership round on `hash`, timed by the coordinator's clock alone (never a worker's): stamps
+   * `self` (its id with the current time, `<id>#addr` with its address) unless null, then returns the
+   * members whose stamp is at most `ttlMs` old, with their addresses; stamps ten times older are
+   * deleted with their address.
+   */
+  memberRound(
+    hash: string,
+    self: { id: string; address: string | undefined } | null,
+    ttlMs: number,
+  ): Promise<{ id: string; address: string | undefined }[]>;
   /** The coordinator's clock, ms since the epoch (Redis TIME): the clock every worker agrees on. */
   time(): Promise<number>;
   /** Throws when the shared store cannot be reached (readiness). */

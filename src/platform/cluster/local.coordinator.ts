@@ -10,6 +10,8 @@ import type { Coordinator, LimiterOptions, Unsubscribe } from './coordinator.js'
 // output buffer, which kept the other messages packed into it alive. get() returns a new Buffer,
 // as Redis does: a caller can neither change what is stored nor pin anything to it.
 type Stored = string;
+/** A member's address field beside its stamp (membership.ts). */
+const ADDR = '#addr';
 const deadlineBytes = Buffer.alloc(8);
 
 function stored(value: Buffer, expiresAt: number): Stored {
@@ -211,6 +213,26 @@ export class LocalCoordinator implements Coordinator {
 
   async hashGetAll(hash: string) {
     return new Map(this.hashes.get(hash) ?? []);
+  }
+
+  async memberRound(hash: string, self: { id: string; address: string | undefined } | null, ttlMs: number) {
+    const now = this.now();
+    if (self) {
+      await this.hashSet(hash, self.id, Buffer.from(String(now)));
+      if (self.address) await this.hashSet(hash, self.id + ADDR, Buffer.from(self.address));
+    }
+    const fields = await this.hashGetAll(hash);
+    const out: { id: string; address: string | undefined }[] = [];
+    for (const [field, value] of fields) {
+      if (field.endsWith(ADDR)) continue;
+      const age = now - Number(value.toString()); // NaN (not a stamp): neither live nor deleted
+      if (age <= ttlMs) out.push({ id: field, address: fields.get(field + ADDR)?.toString() });
+      else if (age > ttlMs * 10) {
+        await this.hashDel(hash, field);
+        await this.hashDel(hash, field + ADDR);
+      }
+    }
+    return out;
   }
 
   async time() {

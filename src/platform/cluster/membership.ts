@@ -1,7 +1,9 @@
 // Cluster membership on the coordination port: each worker stamps itself into the `members` hash
 // every tick; a stamp older than MEMBER_TTL_MS means the worker is gone (stamps ten times older
-// are deleted). The live list is what rendezvous hashing assigns shards over. Next to its stamp a
-// worker with a listener writes `<id>#addr` = `host:port`, where other workers call it directly
+// are deleted). Stamps and ages are the coordinator's clock (Redis TIME inside one script,
+// Coordinator.memberRound), never a worker's: hosts whose clocks disagree still agree on who is
+// alive. The live list is what rendezvous hashing assigns shards over. Next to its stamp a worker
+// with a listener writes `<id>#addr` = `host:port`, where other workers call it directly
 // (peer-transport.ts). The address has a field of its own so the stamp keeps its plain format:
 // a build that predates addresses reads `#addr` fields as members with no valid stamp and skips them.
 import type { Coordinator } from './coordinator.js';
@@ -19,7 +21,6 @@ export class Membership {
   constructor(
     private readonly coordinator: Coordinator,
     readonly id: string,
-    private readonly now: () => number,
   ) {}
 
   get members(): readonly string[] {
@@ -33,31 +34,13 @@ export class Membership {
 
   /** Stamps this worker (unless it is leaving) and reads who is alive and where. */
   async refresh(leaving: boolean): Promise<readonly string[]> {
-    const now = this.now();
-    if (!leaving) {
-      // Issued in one turn, so they share a round trip; the address goes first.
-      await Promise.all([
-        this.address ? this.coordinator.hashSet(MEMBERS, this.id + ADDR, Buffer.from(this.address)) : undefined,
-        this.coordinator.hashSet(MEMBERS, this.id, Buffer.from(String(now))),
-      ]);
-    }
-    const fields = await this.coordinator.hashGetAll(MEMBERS);
-    const live: string[] = [];
-    const addresses = new Map<string, string>();
-    for (const [field, value] of fields) {
-      if (field.endsWith(ADDR)) continue;
-      const age = now - Number(value.toString());
-      if (age <= MEMBER_TTL_MS) {
-        live.push(field);
-        const address = fields.get(field + ADDR);
-        if (address) addresses.set(field, address.toString());
-      } else if (age > MEMBER_TTL_MS * 10) {
-        void this.coordinator.hashDel(MEMBERS, field).catch(() => undefined);
-        if (fields.has(field + ADDR)) void this.coordinator.hashDel(MEMBERS, field + ADDR).catch(() => undefined);
-      }
-    }
-    this.live = live.sort();
-    this.addresses = addresses;
+    const live = await this.coordinator.memberRound(
+      MEMBERS,
+      leaving ? null : { id: this.id, address: this.address },
+      MEMBER_TTL_MS,
+    );
+    this.live = live.map((m) => m.id).sort();
+    this.addresses = new Map(live.flatMap((m) => (m.address ? [[m.id, m.address] as const] : [])));
     return this.live;
   }
 

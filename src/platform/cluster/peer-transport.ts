@@ -271,7 +271,10 @@ export class PeerTransport {
     this.links.delete(peer);
     this.counters.downs++;
     const retryInMs = reason === 'closed' ? 0 : this.backoff(peer);
-    this.log.warn({ peer, address: link.address, reason, retryInMs }, 'cluster.peer_link_down');
+    // A silent link is the incident; a closed one is also every peer's restart.
+    const line = { peer, address: link.address, reason, retryInMs };
+    if (reason === 'closed') this.log.info(line, 'cluster.peer_link_down');
+    else this.log.warn(line, 'cluster.peer_link_down');
     link.socket?.destroy();
     this.handlers.down(peer);
   }

@@ -67,6 +67,35 @@ for n = 1, #KEYS / 2 do
 end
 return out`;
 
+// A membership round by Redis's clock (TIME), so workers on hosts whose clocks disagree still agree
+// on who is alive. KEYS[1] the hash; ARGV: own id ('' when leaving), own address ('' for none), TTL ms.
+// Returns id, address ('' for none) pairs of the live members.
+const MEMBER_ROUND = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1], tostring(now))
+  if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], ARGV[1] .. '#addr', ARGV[2]) end
+end
+local all = redis.call('HGETALL', KEYS[1])
+local fields = {}
+for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
+local out = {}
+for field, value in pairs(fields) do
+  local stamp = tonumber(value)
+  if string.sub(field, -5) ~= '#addr' and stamp then
+    local age = now - stamp
+    if age <= ttl then
+      out[#out + 1] = field
+      out[#out + 1] = fields[field .. '#addr'] or ''
+    elseif age > ttl * 10 then
+      redis.call('HDEL', KEYS[1], field, field .. '#addr')
+    end
+  end
+end
+return out`;
+
 const REDIS_COMMAND_TIMEOUT_MS = 2_000;
 /** Most items in one script call (a bigger group is split). */
 const MAX_GROUP = 512;
@@ -79,6 +108,7 @@ interface Scripts {
   kwRelease(lease: string, value: string): Reply;
   kwRenewBatch: BatchScript;
   kwFencedHsetBatch: BatchScript;
+  kwMemberRound(hash: string, id: string, address: string, ttlMs: number): Reply;
 }
 
 /** One item of a grouped script call: its keys and arguments. */
@@ -151,6 +181,7 @@ export class RedisCoordinator implements Coordinator {
     this.redis.defineCommand('kwRenewBatch', { lua: RENEW_BATCH });
     this.redis.defineCommand('kwRelease', { numberOfKeys: 1, lua: RELEASE });
     this.redis.defineCommand('kwFencedHsetBatch', { lua: FENCED_HSET_BATCH });
+    this.redis.defineCommand('kwMemberRound', { numberOfKeys: 1, lua: MEMBER_ROUND });
     this.scripts = this.redis as unknown as Scripts;
   }
 
@@ -278,6 +309,18 @@ export class RedisCoordinator implements Coordinator {
   async hashGetAll(hash: string) {
     const raw = await this.redis.hgetallBuffer(this.k(hash));
     return new Map(Object.entries(raw));
+  }
+
+  async memberRound(hash: string, self: { id: string; address: string | undefined } | null, ttlMs: number) {
+    const flat = (await this.scripts.kwMemberRound(
+      this.k(hash),
+      self?.id ?? '',
+      self?.address ?? '',
+      Math.ceil(ttlMs),
+    )) as string[];
+    const out: { id: string; address: string | undefined }[] = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, address: flat[i + 1] || undefined });
+    return out;
   }
 
   async time() {

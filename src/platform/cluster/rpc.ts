@@ -222,7 +222,7 @@ export class Rpc<Ops extends OpMap> {
         p.reject(unavailable());
       });
     }
-    this.log.warn({ peer, calls: n }, 'cluster.peer_fallback_pubsub');
+    if (n > 0) this.log.warn({ peer, calls: n }, 'cluster.peer_fallback_pubsub');
   }
 
   private settle(f: Response): void {

@@ -1,7 +1,8 @@
-// Shard ownership: SHARD_COUNT fixed shards, each assigned by rendezvous hashing over the live
-// members; a worker serves a shard only while it holds the shard's lease, renewed every tick.
+// Shard ownership: SHARD_COUNT fixed shards, each assigned by rendezvous hashing (SHA-256 scores,
+// bounded loads) over the live members; a worker serves a shard only while it holds the shard's lease, renewed every tick.
 // Every grant has a new fencing number, which every state write on the shard carries
 // (Coordinator.fencedHashSet), so a worker that lost a lease can never overwrite its successor.
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
 
@@ -22,18 +23,51 @@ export function shardOf(id: string): number {
   return fnv1a(id) % SHARD_COUNT;
 }
 
-/** Rendezvous (highest random weight) hashing: the member with the top score owns the shard. */
+/** A member's score for a shard: the first 48 bits of SHA-256(`<member>#<shard>`), evenly spread. */
+export function score(member: string, shard: number): number {
+  return createHash('sha256').update(`${member}#${shard}`).digest().readUIntBE(0, 6);
+}
+
+/**
+ * How far above its fair share (SHARD_COUNT / members) a member's load may go. Plain rendezvous
+ * leaves the busiest of 16 workers about 1.25x its share (binomial spread over 1,024 shards); with
+ * this cap no worker holds more than 1.05x (rounded up).
+ */
+const LOAD_CAP = 1.05;
+
+/**
+ * Rendezvous hashing with bounded loads: shard by shard in order, the member with the highest score
+ * that is under the cap owns it (ties: the smaller id). Every worker computes the same map from the
+ * same member list; when a member joins or leaves, most shards keep their owner. Recent maps are
+ * kept (a map changes only with the members), so a lookup is an array read.
+ */
 export function rendezvous(shard: number, members: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestScore = -1;
-  for (const m of members) {
-    const score = fnv1a(`${m}#${shard}`);
-    if (score > bestScore || (score === bestScore && best !== undefined && m < best)) {
-      best = m;
-      bestScore = score;
-    }
+  if (members.length === 0) return undefined;
+  const key = [...members].sort().join('\n');
+  let owners = maps.get(key);
+  if (!owners) {
+    owners = assign([...members].sort());
+    // A few recent lists (workers in one process, a list in flux), oldest dropped first.
+    if (maps.size >= 8) maps.delete(maps.keys().next().value!);
+    maps.set(key, owners);
   }
-  return best;
+  return owners[shard];
+}
+
+/** Recently computed maps by member list: a pure function's cache, not shared state. */
+const maps = new Map<string, string[]>();
+
+function assign(members: readonly string[]): string[] {
+  const cap = Math.ceil((SHARD_COUNT / members.length) * LOAD_CAP);
+  const load = new Map(members.map((m) => [m, 0]));
+  const owners: string[] = [];
+  for (let shard = 0; shard < SHARD_COUNT; shard++) {
+    const ranked = members.map((m) => ({ m, s: score(m, shard) })).sort((x, y) => y.s - x.s || (x.m < y.m ? -1 : 1));
+    const owner = ranked.find((r) => load.get(r.m)! < cap)!.m;
+    load.set(owner, load.get(owner)! + 1);
+    owners.push(owner);
+  }
+  return owners;
 }
 
 export interface ShardHandlers {

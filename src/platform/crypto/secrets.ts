@@ -62,12 +62,102 @@ export interface Secrets {
    * recent orders. Derived from the two-factor key under its own label, so it is shared the same way.
    */
   readonly sealKey: Buffer;
+  /** The active response-signing seed (its fingerprint is checked against the database at start). */
+  readonly signingSeed: Buffer;
 }
 
 /** HKDF label of the session-token key; a new token format gets a new label. */
 export const SESSION_TOKEN_KEY_INFO = 'keywarden client-session token v1';
 const API_TOKEN_KEY_INFO = 'keywarden api-token hash v1';
 const SEAL_KEY_INFO = 'keywarden sealed secrets v1';
+
+/** A key to export is missing, or the input to import is incomplete or would replace another key. */
+export class SecretsError extends Error {}
+
+/** The settings that carry the shared keys (`keywarden secrets export` prints them, `import` stores them). */
+export const SHARED_KEY_SETTINGS = [
+  'RESPONSE_SIGNING_KEY',
+  'RESPONSE_SIGNING_KID',
+  'LICENSE_HASH_KEY',
+  'TWO_FACTOR_KEY',
+];
+
+function secretFiles(config: Config, kid = config.responseSigningKid) {
+  const dir = path.join(config.dataDir, 'secrets');
+  return {
+    dir,
+    signing: path.join(dir, `response-signing-${kid}.seed`),
+    licenseHash: path.join(dir, 'license-hash.key'),
+    twoFactor: path.join(dir, 'two-factor.key'),
+  };
+}
+
+/**
+ * The keys this host uses, as settings (base64), from the configuration else DATA_DIR/secrets:
+ * what `keywarden secrets export` prints. Nothing is created: a key neither set nor stored is an error.
+ */
+export async function exportSecrets(config: Config): Promise<Record<string, string>> {
+  const files = secretFiles(config);
+  const read = async (setting: string, value: string | undefined, file: string) => {
+    if (value) return value;
+    try {
+      return (await fs.readFile(file, 'utf8')).trim();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      throw new SecretsError(
+        `${setting} is not set and ${file} does not exist: is DATA_DIR the one this host runs with?`,
+      );
+    }
+  };
+  return {
+    RESPONSE_SIGNING_KEY: await read('RESPONSE_SIGNING_KEY', config.responseSigningKey, files.signing),
+    RESPONSE_SIGNING_KID: config.responseSigningKid,
+    LICENSE_HASH_KEY: await read('LICENSE_HASH_KEY', config.licenseHashKey, files.licenseHash),
+    TWO_FACTOR_KEY: await read('TWO_FACTOR_KEY', config.twoFactorKey, files.twoFactor),
+  };
+}
+
+/**
+ * Stores exported keys into DATA_DIR/secrets (0600), where a host started without those settings
+ * reads them: what `keywarden secrets import` does. A different key already stored there is kept
+ * unless `force` (it may be what this host's data was made with); returns the files written.
+ */
+export async function importSecrets(config: Config, values: Record<string, string>, force: boolean): Promise<string[]> {
+  const kid = values.RESPONSE_SIGNING_KID ?? 'k1';
+  const files = secretFiles(config, kid);
+  const items: [string, string, number, number | undefined][] = [
+    [files.signing, 'RESPONSE_SIGNING_KEY', ED25519_SEED_BYTES, ED25519_SEED_BYTES],
+    [files.licenseHash, 'LICENSE_HASH_KEY', 32, undefined],
+    [files.twoFactor, 'TWO_FACTOR_KEY', SECRETBOX_KEY_BYTES, SECRETBOX_KEY_BYTES],
+  ];
+  for (const [, setting, min, exact] of items) {
+    const v = values[setting];
+    if (!v) throw new SecretsError(`${setting} is missing from the input (the output of \`keywarden secrets export\`)`);
+    try {
+      fromBase64(setting, v, min, exact);
+    } catch (err) {
+      throw new SecretsError((err as Error).message);
+    }
+  }
+  await fs.mkdir(files.dir, { recursive: true, mode: 0o700 });
+  const written: string[] = [];
+  for (const [file, setting] of items) {
+    const value = values[setting]!;
+    let current: string | undefined;
+    try {
+      current = (await fs.readFile(file, 'utf8')).trim();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (current === value) continue;
+    if (current !== undefined && !force)
+      throw new SecretsError(`${file} holds another ${setting}: move it away, or run again with --force to replace it`);
+    await fs.writeFile(file, value + '\n', { mode: 0o600 });
+    await fs.chmod(file, 0o600);
+    written.push(file);
+  }
+  return written;
+}
 
 export async function loadSecrets(config: Config): Promise<Secrets> {
   const dir = path.join(config.dataDir, 'secrets');
@@ -84,5 +174,14 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
     : await loadOrCreate(path.join(dir, 'two-factor.key'), SECRETBOX_KEY_BYTES);
   const apiTokenKey = hkdfSha256(licenseHashKey, API_TOKEN_KEY_INFO, 32);
   const sealKey = hkdfSha256(twoFactorKey, SEAL_KEY_INFO, SECRETBOX_KEY_BYTES);
-  return { signing, publishedKeys: [signing], licenseHashKey, sessionTokenKey, twoFactorKey, apiTokenKey, sealKey };
+  return {
+    signing,
+    publishedKeys: [signing],
+    licenseHashKey,
+    sessionTokenKey,
+    twoFactorKey,
+    apiTokenKey,
+    sealKey,
+    signingSeed: seed,
+  };
 }

@@ -22,7 +22,13 @@ describe.skipIf(!hasRedis)('heartbeat sessions moving between workers', () => {
   beforeAll(async () => {
     const db = await createTestDatabase();
     drop = db.drop;
-    const env = { REDIS_URL, REDIS_PREFIX: `kwh${randomBytes(4).toString('hex')}:` };
+    // Hosts of one deployment share the keys (a host with others refuses to start).
+    const env = {
+      REDIS_URL,
+      REDIS_PREFIX: `kwh${randomBytes(4).toString('hex')}:`,
+      RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
+      LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+    };
     workers = [
       await startTestServer(env, { databaseUrl: db.url }),
       await startTestServer(env, { databaseUrl: db.url }),

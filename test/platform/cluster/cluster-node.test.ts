@@ -51,9 +51,9 @@ async function stampsOf(c: LocalCoordinator): Promise<Record<string, string>> {
 describe('membership', () => {
   it('stamps each worker (and its address) and reads the live ones, sorted, with their addresses', async () => {
     const c = coordinator();
-    const b = new Membership(c, 'b', now);
+    const b = new Membership(c, 'b');
     b.address = '127.0.0.1:7002';
-    const a = new Membership(c, 'a', now);
+    const a = new Membership(c, 'a');
     expect(await b.refresh(false)).toEqual(['b']);
     expect(await a.refresh(false)).toEqual(['a', 'b']);
     expect(a.members).toEqual(['a', 'b']);
@@ -66,10 +66,10 @@ describe('membership', () => {
     expect(MEMBER_TTL_MS).toBe(3_000);
     const c = coordinator();
     const t0 = t;
-    const b = new Membership(c, 'b', now);
+    const b = new Membership(c, 'b');
     b.address = '127.0.0.1:7002';
     await b.refresh(false);
-    const a = new Membership(c, 'a', now);
+    const a = new Membership(c, 'a');
     t = t0 + MEMBER_TTL_MS;
     expect(await a.refresh(false)).toEqual(['a', 'b']);
     t = t0 + MEMBER_TTL_MS + 1;
@@ -85,8 +85,8 @@ describe('membership', () => {
 
   it('a leaving worker reads without stamping; leave() removes its stamp and its address', async () => {
     const c = coordinator();
-    const a = new Membership(c, 'a', now);
-    const b = new Membership(c, 'b', now);
+    const a = new Membership(c, 'a');
+    const b = new Membership(c, 'b');
     await b.refresh(false);
     expect(await a.refresh(true)).toEqual(['b']);
     expect(await stampsOf(c)).toEqual({ b: String(t) });

@@ -209,6 +209,43 @@ for (const [name, enabled, make] of implementations) {
     it('answers ping', async () => {
       await expect(c.ping()).resolves.toBeUndefined();
     });
+
+    it("tells its own clock's time", async () => {
+      const before = Date.now();
+      const t = await c.time();
+      // The same machine: the store's clock and ours agree to well within a second.
+      expect(Math.abs(t - before)).toBeLessThan(1_000);
+      expect(Number.isInteger(t)).toBe(true);
+    });
+
+    it("membership rounds are timed by the coordinator's clock: stamps, live members, addresses, expiry", async () => {
+      const h = `members-${randomBytes(3).toString('hex')}`;
+      const now = await c.time();
+      // Stamps others wrote: live (1 s old), just dead (5 s old), long dead (40 s old), not a stamp.
+      await observer.hashSet(h, 'live', Buffer.from(String(now - 1_000)));
+      await observer.hashSet(h, 'live#addr', Buffer.from('10.0.0.2:7000'));
+      await observer.hashSet(h, 'dead', Buffer.from(String(now - 5_000)));
+      await observer.hashSet(h, 'gone', Buffer.from(String(now - 40_000)));
+      await observer.hashSet(h, 'gone#addr', Buffer.from('10.0.0.3:7000'));
+      await observer.hashSet(h, 'junk', Buffer.from('not a stamp'));
+      const round = await c.memberRound(h, { id: 'me', address: '10.0.0.1:7000' }, 3_000);
+      expect(round.sort((x, y) => x.id.localeCompare(y.id))).toEqual([
+        { id: 'live', address: '10.0.0.2:7000' },
+        { id: 'me', address: '10.0.0.1:7000' },
+      ]);
+      const stored = await observer.hashGetAll(h);
+      // The round stamped the caller with the coordinator's time, not a clock the caller passed.
+      const stamp = Number(stored.get('me')!.toString());
+      expect(Math.abs(stamp - (await c.time()))).toBeLessThan(1_000);
+      expect(stored.get('me#addr')?.toString()).toBe('10.0.0.1:7000');
+      // Ten times the TTL old: deleted with its address; between: kept, not live; not a stamp: left alone.
+      expect([...stored.keys()].sort()).toEqual(['dead', 'junk', 'live', 'live#addr', 'me', 'me#addr']);
+      // A leaving worker reads without stamping; without an address none is written.
+      expect((await c.memberRound(h, null, 3_000)).map((m) => m.id).sort()).toEqual(['live', 'me']);
+      const other = await c.memberRound(h, { id: 'plain', address: undefined }, 3_000);
+      expect(other.find((m) => m.id === 'plain')).toEqual({ id: 'plain', address: undefined });
+      expect((await observer.hashGetAll(h)).has('plain#addr')).toBe(false);
+    });
   });
 }
 

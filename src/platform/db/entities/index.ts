@@ -14,6 +14,7 @@ export * from './device.entity.js';
 export * from './entitlement.entity.js';
 export * from './trial.entity.js';
 export * from './commerce.entity.js';
+export * from './deployment-key.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -30,6 +31,7 @@ import { KeyDeviceSchema, UserDeviceSchema } from './device.entity.js';
 import { EntitlementSchema } from './entitlement.entity.js';
 import { TrialSchema } from './trial.entity.js';
 import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } from './commerce.entity.js';
+import { DeploymentKeySchema } from './deployment-key.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -52,4 +54,5 @@ export const ENTITIES = [
   OrderSchema,
   PortalSessionSchema,
   PortalResetSchema,
+  DeploymentKeySchema,
 ];

@@ -7,6 +7,7 @@ import { Migration20261127000000Operators } from './Migration20261127000000Opera
 import { Migration20261128000000Models } from './Migration20261128000000Models.js';
 import { Migration20261128010000Seats } from './Migration20261128010000Seats.js';
 import { Migration20261128020000Daily } from './Migration20261128020000Daily.js';
+import { Migration20261128030000Hosts } from './Migration20261128030000Hosts.js';
 import { Migration20261128040000Portal } from './Migration20261128040000Portal.js';
 
 // Every migration, in order. New migrations are appended here (and committed).
@@ -19,5 +20,6 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261128000000Models', class: Migration20261128000000Models },
   { name: 'Migration20261128010000Seats', class: Migration20261128010000Seats },
   { name: 'Migration20261128020000Daily', class: Migration20261128020000Daily },
+  { name: 'Migration20261128030000Hosts', class: Migration20261128030000Hosts },
   { name: 'Migration20261128040000Portal', class: Migration20261128040000Portal },
 ];
