@@ -89,6 +89,7 @@ export const ERRORS = {
   portal_disabled: { status: 403, detail: 'Customer portal is not enabled for this application.' },
   portal_credentials_invalid: { status: 401, detail: 'Invalid credentials' },
   portal_reset_cooldown: { status: 429, detail: 'Device reset is on cooldown.' },
+  device_not_found: { status: 404, detail: 'Device not found' },
   portal_users_only: { status: 403, detail: 'Only customers who sign in with a name and password have one.' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },

@@ -123,6 +123,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   portal_disabled: null,
   portal_credentials_invalid: null,
   portal_reset_cooldown: null,
+  device_not_found: null,
   portal_users_only: null,
   cross_site: null,
 };

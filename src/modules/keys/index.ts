@@ -5,5 +5,5 @@ export { KeyAdminRepository } from './key-admin.repository.js';
 export { keysRoutes } from './keys.routes.js';
 export { KeysAdminService } from './keys.service.js';
 export { durationMs, keyPreview, licenseHash } from './license-keys.js';
-export { hasExpired } from './license-status.js';
+export { computedStatus, hasExpired } from './license-status.js';
 export { LicenseRepository } from './license.repository.js';
