@@ -48,6 +48,7 @@ import {
   ScreenshotRepository,
   ScreenshotStore,
   activationRoutes,
+  clientLockout,
   licenseEffects,
   routeLicenses,
   type LicenseOps,
@@ -326,7 +327,9 @@ function createDomain(s: Services): Domain {
         everyMs: s.config.stateCheckpointMs,
       })
     : undefined;
+  const lockout = clientLockout(s.coordinator);
   const activation = new ActivationService({
+    lockout,
     now,
     coordinator: s.coordinator,
     sessions,
@@ -389,7 +392,7 @@ function createDomain(s: Services): Domain {
   });
   const portal = new PortalService({
     repo: new PortalRepository(s.sql),
-    coordinator: s.coordinator,
+    lockout,
     audit: s.repos.audit,
     events,
     licenseHashKey: s.secrets.licenseHashKey,

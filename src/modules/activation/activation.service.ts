@@ -50,6 +50,16 @@ interface ActivationServiceDeps {
   webhooks: WebhookService;
   screenshots: ScreenshotStore;
   geo: ActivationGeo;
+  /** The client lockouts, when another sign-in shares them (else this service's own). */
+  lockout?: Lockout;
+}
+
+/**
+ * The client lockouts (PROTOCOL 2): one instance per worker, shared by every sign-in that guesses
+ * the same names and keys (client login and register, the customer portal).
+ */
+export function clientLockout(coordinator: Coordinator): Lockout {
+  return new Lockout(coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
 }
 
 const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_taken', 'invalid_credentials']);
@@ -58,7 +68,7 @@ export class ActivationService {
   private readonly lockout: Lockout;
 
   constructor(private readonly d: ActivationServiceDeps) {
-    this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
+    this.lockout = d.lockout ?? clientLockout(d.coordinator);
   }
 
   init(call: ClientCall<InitRequest>): Promise<ClientOutcome> {

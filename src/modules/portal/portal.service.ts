@@ -11,9 +11,8 @@ import {
   sha256Hex,
   verifyPassword,
 } from '../../platform/crypto/index.js';
-import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { toDate } from '../../platform/db/sql.js';
-import { Lockout } from '../../platform/limits/lockout.js';
+import type { Lockout } from '../../platform/limits/lockout.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus } from '../notify/index.js';
@@ -25,7 +24,8 @@ const HOUR_MS = 3_600_000;
 
 interface PortalDeps {
   repo: PortalRepository;
-  coordinator: Coordinator;
+  /** The client lockouts (PROTOCOL 2): the very counters /api/client/login and register fail into. */
+  lockout: Lockout;
   audit: AuditRepository;
   events: EventBus;
   licenseHashKey: Buffer;
@@ -52,7 +52,7 @@ export class PortalService {
   private purge: NodeJS.Timeout | undefined;
 
   constructor(private readonly d: PortalDeps) {
-    this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
+    this.lockout = d.lockout;
   }
 
   /** Expired sign-ins are never accepted; this only keeps their table small. */
