@@ -46,7 +46,8 @@ export interface PortalSessionRow {
 
 const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, level, duration_days, expires_at,
   last_login, created_at, reseller_id`;
-const USER_COLUMNS = `id, app_id, username, password_hash, hwid, banned, license_id, created_at, last_login, reseller_id`;
+const USER_COLUMNS = `id, app_id, username, password_hash, hwid, banned, license_id, created_at, last_login,
+  reseller_id`;
 const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours';
 
 export class PortalRepository {
