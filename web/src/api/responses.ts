@@ -78,6 +78,8 @@ export const AppSchema = Type.Object({
   allowed_hashes: Type.Array(Type.String()),
   heartbeat_interval: Nullable(Type.Integer()),
   beat_interval: Type.Integer(),
+  portal_enabled: Type.Optional(Type.Boolean()),
+  portal_reset_cooldown_hours: Type.Optional(Type.Integer()),
   api_key: Type.String(),
   api_secret: Type.Optional(Type.String()),
   owner_id: Type.String(),
