@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
-import { hasChromium, launchChromium, newPage, PHONE, screenshot, type Chromium } from './browser.js';
+import { hasChromium, launchChromium, newPage, PHONE, screenshot, signIn, type Chromium } from './browser.js';
+import { OWNER } from '../helpers/server.js';
 
 describe.skipIf(!hasChromium)('customer portal', () => {
   let t: TestServer;
@@ -109,6 +110,34 @@ describe.skipIf(!hasChromium)('customer portal', () => {
     expect(await page.locator('.keys li').count()).toBe(2);
     await page.goto(`${t.base}/portal/orders/cs_unknown`);
     await page.getByText('Order not found').waitFor();
+    await page.context().close();
+  });
+
+  it('the dashboard Products tab creates a product, shows its webhook URL and lists orders by preview', async () => {
+    const { page, errors } = await newPage(b);
+    await signIn(page, t.base, OWNER.username, OWNER.password);
+    await page.goto(`${t.base}/dashboard/apps/${f.app.id}/products`);
+    await page.getByRole('heading', { name: 'New product' }).waitFor();
+    await page.getByLabel('Name').fill('Tab plan');
+    await page.getByLabel('Entitlements').fill('export, cloud');
+    await page.getByRole('button', { name: 'Create product' }).click();
+    await page.getByRole('heading', { name: 'Tab plan' }).waitFor();
+    await page
+      .getByText(/\/api\/fulfil\/stripe\//)
+      .first()
+      .waitFor();
+    await page.getByText('export, cloud').waitFor();
+    // The order of the previous test is listed with its keys' previews, never the keys.
+    await page.getByText('Web plan').first().waitFor();
+    expect(
+      await page
+        .locator('table')
+        .getByText(/\*\*\*\*/)
+        .count(),
+    ).toBeGreaterThan(0);
+    await page.goto(`${t.base}/dashboard/apps/${f.app.id}/integration`);
+    expect(await page.getByRole('link', { name: 'Customer portal' }).getAttribute('href')).toContain('/portal/?app=');
+    expect(errors.filter((e) => !/^Failed to load resource/.test(e))).toEqual([]);
     await page.context().close();
   });
 });
