@@ -27,6 +27,7 @@ const FLAGS = [
   ['force_update', 'Force update', "A client version other than this app's version is refused with 426."],
   ['force_encryption', 'Force encryption', 'init requires enc_key.'],
   ['hash_check', 'Binary hash check', 'init checks binary_hash against the allowed hashes.'],
+  ['portal_enabled', 'Customer portal', 'Customers sign in at /portal/ to see their license and reset their device.'],
 ] as const satisfies readonly (readonly [keyof AppPatch & keyof App, string, string])[]; // a renamed API field fails tsc here
 type Flag = (typeof FLAGS)[number][0];
 
@@ -46,6 +47,7 @@ interface FormState {
   flags: Record<Flag, boolean>;
   text: Record<TextField, string>;
   heartbeat: string;
+  cooldown: string;
   costs: Record<KeyCostTier, string>;
   hashes: string;
 }
@@ -55,6 +57,7 @@ function initial(a: App): FormState {
     flags: Object.fromEntries(FLAGS.map(([f]) => [f, a[f]])) as Record<Flag, boolean>,
     text: Object.fromEntries(TEXTS.map((t) => [t, a[t] ?? ''])) as Record<TextField, string>,
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
+    cooldown: String(a.portal_reset_cooldown_hours),
     costs: Object.fromEntries(
       KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
     ) as Record<KeyCostTier, string>,
@@ -73,6 +76,8 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   const hb = f.heartbeat.trim();
   if (hb !== (a.heartbeat_interval === null ? '' : String(a.heartbeat_interval)) && hb !== '')
     patch.heartbeat_interval = num(hb);
+  const cd = f.cooldown.trim();
+  if (cd !== String(a.portal_reset_cooldown_hours) && cd !== '') patch.portal_reset_cooldown_hours = num(cd);
   const costsChanged = KEY_COST_TIERS.some(
     (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
   );
@@ -185,7 +190,14 @@ export function SettingsTab({ app }: { app: App }) {
       />
     );
   };
-  const shownFields = [...TEXTS, ...FLAGS.map(([f]) => f), 'heartbeat_interval', 'key_costs', 'hashes'];
+  const shownFields = [
+    ...TEXTS,
+    ...FLAGS.map(([f]) => f),
+    'heartbeat_interval',
+    'portal_reset_cooldown_hours',
+    'key_costs',
+    'hashes',
+  ];
 
   return (
     <div className="settings">
@@ -214,6 +226,26 @@ export function SettingsTab({ app }: { app: App }) {
             hint: 'The 403 detail while the app is disabled (blank: “Application disabled”).',
           })}
           {flag('hwid_lock')}
+        </fieldset>
+        <fieldset className="card form-grid">
+          <legend>Customer portal</legend>
+          {flag('portal_enabled')}
+          <Field
+            label="Hours between device resets"
+            error={err('portal_reset_cooldown_hours')}
+            hint="How long a customer waits after resetting its device before the next reset (0: no wait)."
+          >
+            {(p) => (
+              <input
+                {...p}
+                name="portal_reset_cooldown_hours"
+                inputMode="numeric"
+                value={form.cooldown}
+                placeholder="24"
+                onChange={(e) => setForm({ ...form, cooldown: e.target.value })}
+              />
+            )}
+          </Field>
         </fieldset>
         <fieldset className="card form-grid">
           <legend>Client security</legend>
