@@ -20,7 +20,7 @@ export const WEB_DIST = path.join(WEB, 'dist');
 /** Written last into a finished build; its mtime is the build's age. */
 const STAMP = '.build-stamp';
 /** What the build reads besides src/ and public/ (tests and scripts/ are not part of the bundle). */
-const CONFIG_FILES = ['index.html', 'vite.config.ts', 'package.json', 'tsconfig.json'];
+const CONFIG_FILES = ['index.html', 'portal.html', 'vite.config.ts', 'package.json', 'tsconfig.json'];
 const SOURCE_DIRS = ['src', 'public'];
 const NOT_BUNDLED = /\.test\.tsx?$/;
 

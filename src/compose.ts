@@ -51,6 +51,7 @@ import {
   ScreenshotStore,
   TrialRepository,
   activationRoutes,
+  clientLockout,
   licenseEffects,
   routeLicenses,
   type LicenseOps,
@@ -85,6 +86,7 @@ import {
 } from './modules/keys/index.js';
 import { EventBus, LiveHub, WebhookRepository, WebhookService } from './modules/notify/index.js';
 import { ClientChannel, ClientPushService, channelRoutes } from './modules/realtime/index.js';
+import { PortalRepository, PortalService, portalRoutes } from './modules/portal/index.js';
 import { systemRoutes } from './modules/system/index.js';
 import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js';
 
@@ -241,6 +243,7 @@ interface Domain {
   generator: KeyGenerator;
   products: ProductsService;
   fulfil: FulfilService;
+  portal: PortalService;
   auditLog: AuditLog;
   team: TeamService;
   webhooks: WebhookService;
@@ -351,7 +354,9 @@ function createDomain(s: Services): Domain {
         everyMs: s.config.stateCheckpointMs,
       })
     : undefined;
+  const lockout = clientLockout(s.coordinator);
   const activation: ActivationService = new ActivationService({
+    lockout,
     now,
     coordinator: s.coordinator,
     sessions,
@@ -423,6 +428,15 @@ function createDomain(s: Services): Domain {
     log,
     now,
   });
+  const portal = new PortalService({
+    repo: new PortalRepository(s.sql),
+    lockout,
+    audit: s.repos.audit,
+    events,
+    licenseHashKey: s.secrets.licenseHashKey,
+    liveSessions: (licenseId) => heartbeatOwner.countForLicense(licenseId),
+    now,
+  });
   let noncePurge: NodeJS.Timeout | undefined;
   let freezeToggle: (() => void) | undefined;
   const auth = new DashboardAuth(dashboardAuthDeps(s, access));
@@ -448,6 +462,7 @@ function createDomain(s: Services): Domain {
     generator,
     products: new ProductsService({ repo: commerce, apps, audit: s.repos.audit, sealKey: s.secrets.sealKey, now }),
     fulfil,
+    portal,
     auditLog: new AuditLog({ audit: s.repos.audit, accounts: s.repos.accounts, apps }),
     events,
     push,
@@ -484,6 +499,7 @@ function createDomain(s: Services): Domain {
       checkpoint?.start();
       heartbeatOwner.startSweeper();
       fulfil.start();
+      portal.start();
       noncePurge = setInterval(() => {
         s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => log.warn({ err }, 'nonce.purge_failed'));
       }, NONCE_PURGE_MS).unref();
@@ -498,6 +514,7 @@ function createDomain(s: Services): Domain {
       clearInterval(noncePurge);
       if (freezeToggle) process.off('SIGUSR2', freezeToggle);
       fulfil.stop();
+      portal.stop();
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
       await push.stop();
       // After the last request: what the sessions are now is what the next start continues from.
@@ -654,6 +671,7 @@ export function createApp(s: Services): App {
   // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
   const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
   commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
+  portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
   teamRoutes(router, { auth: d.auth, team: d.team });
   const live = new LiveHub({
     log: s.log,

@@ -65,6 +65,16 @@ interface ActivationServiceDeps {
   trials: TrialRepository;
   /** The active response-signing key: offline license files are signed with it (PROTOCOL 12.5). */
   signing: () => ResponseSigningKey;
+  /** The client lockouts, when another sign-in shares them (else this service's own). */
+  lockout?: Lockout;
+}
+
+/**
+ * The client lockouts (PROTOCOL 2): one instance per worker, shared by every sign-in that guesses
+ * the same names and keys (client login and register, the customer portal).
+ */
+export function clientLockout(coordinator: Coordinator): Lockout {
+  return new Lockout(coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
 }
 
 /** What the dashboard's offline issue needs of the application. */
@@ -81,7 +91,7 @@ export class ActivationService {
   private readonly lockout: Lockout;
 
   constructor(private readonly d: ActivationServiceDeps) {
-    this.lockout = new Lockout(d.coordinator, { name: 'client', failures: 10, windowSeconds: 900, lockSeconds: 900 });
+    this.lockout = d.lockout ?? clientLockout(d.coordinator);
   }
 
   init(call: ClientCall<InitRequest>): Promise<ClientOutcome> {

@@ -1,7 +1,7 @@
 // The activation module's public surface: init, register, login, license: sessions activated by keys and end users.
 // Other modules and the composition root import only this file.
 export { activationRoutes } from './activation.routes.js';
-export { ActivationService } from './activation.service.js';
+export { ActivationService, clientLockout } from './activation.service.js';
 export { type Device, DeviceRepository } from './device.repository.js';
 export { EndUserRepository } from './end-user.repository.js';
 export { KeyTouchesRepository } from './key-touches.repository.js';

@@ -33,8 +33,12 @@ const productFields = {
 export const CreateProductBody = Type.Object(productFields, { additionalProperties: false });
 export type ProductInput = Static<typeof CreateProductBody>;
 
-export const PatchProductBody = Type.Partial(Type.Object(productFields), {
-  additionalProperties: false,
-  minProperties: 1,
-});
+export const PatchProductBody = Type.Partial(
+  Type.Object({
+    ...productFields,
+    // Stripe makes the endpoint's signing secret itself (whsec_...): it is pasted here instead of ours.
+    webhook_secret: Type.String({ pattern: '^(whsec_[A-Za-z0-9_+/=-]{16,200}|[0-9a-f]{64})$' }),
+  }),
+  { additionalProperties: false, minProperties: 1 },
+);
 export type ProductPatch = Static<typeof PatchProductBody>;

@@ -93,6 +93,7 @@ export class ProductsService {
 
   async update(p: Principal, id: string, patch: ProductPatch) {
     const row = await this.product(p, id);
+    const { webhook_secret: secret, ...settings } = patch;
     const merged: ProductInput = {
       name: patch.name ?? row.name,
       ...(row.duration_unit === 'lifetime' ? {} : { duration: row.duration_value }),
@@ -102,9 +103,13 @@ export class ProductsService {
       alphabet: row.alphabet,
       entitlements: row.entitlements,
       note: row.note,
-      ...patch,
+      ...settings,
     };
-    const updated = await this.d.repo.updateProduct(id, fieldsOf(merged), new Date(this.d.now()));
+    const updated = await this.d.repo.updateProduct(
+      id,
+      { ...fieldsOf(merged), ...(secret ? { webhook_secret: sealText(secret, this.d.sealKey) } : {}) },
+      new Date(this.d.now()),
+    );
     if (!updated) throw new AppError('product_not_found');
     this.d.audit.write({
       appId: row.app_id,

@@ -371,10 +371,19 @@ export class HeartbeatOwner {
     else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
       match = ['licenseId', d.license_id];
     else if (e.kind === 'user.ban' && d.banned === true) match = ['userId', d.user_id];
+    // A customer's own device reset (PROTOCOL 14.3) ends the removed devices' sessions too.
+    else if (e.kind === 'license.reset_hwid' && d.end_sessions === true) match = ['licenseId', d.license_id];
     if (!match || typeof match[1] !== 'string') return;
     const sessions = this.host.sessionsWhere(match[0], match[1]);
+    if (e.kind === 'license.reset_hwid' && typeof d.user_id === 'string')
+      for (const s of this.host.sessionsWhere('userId', d.user_id)) if (!sessions.includes(s)) sessions.push(s);
     if (sessions.length > 0)
       void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
+  }
+
+  /** Live sessions of a key on this worker (every one with one worker). */
+  countForLicense(licenseId: string): number {
+    return this.host.countWhere('licenseId', licenseId);
   }
 
   /** Live sessions of an app on this worker (the whole app with one worker). */

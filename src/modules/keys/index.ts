@@ -6,5 +6,5 @@ export { keysRoutes } from './keys.routes.js';
 export { KeysAdminService } from './keys.service.js';
 export { graceField } from './grace.js';
 export { DEFAULT_ALPHABET, durationMs, expandMask, keyPreview, licenseHash } from './license-keys.js';
-export { hasExpired } from './license-status.js';
+export { computedStatus, hasExpired } from './license-status.js';
 export { LicenseRepository } from './license.repository.js';

@@ -12,8 +12,11 @@ export const SCREENSHOT_BODY_LIMIT = 5 * 1024 * 1024;
 export interface RouteDoc {
   summary: string;
   tag: string;
-  /** 'dashboard': bearer token or kw_session cookie; 'client': the client gate; 'none': public. */
-  auth: 'none' | 'dashboard' | 'client';
+  /**
+   * 'dashboard': bearer token or kw_session cookie; 'client': the client gate; 'portal': a customer's
+   * portal token (bearer or kw_portal cookie); 'none': public.
+   */
+  auth: 'none' | 'dashboard' | 'client' | 'portal';
   body?: TSchema;
   query?: TSchema;
   /** Permission or role needed, as docs/api.md's route table states it. */
@@ -108,7 +111,12 @@ export class Router {
           parameters: [...params, ...queryParams],
           responses,
           ...(r.doc.permission ? { 'x-permission': r.doc.permission } : {}),
-          ...(r.doc.auth === 'dashboard' ? { security: [{ bearer: [] }, { cookie: [] }] } : { security: [] }),
+          security:
+            r.doc.auth === 'dashboard'
+              ? [{ bearer: [] }, { cookie: [] }]
+              : r.doc.auth === 'portal'
+                ? [{ bearer: [] }, { portalCookie: [] }]
+                : [],
         };
         if (r.doc.body)
           op.requestBody = { required: true, content: { 'application/json': { schema: plain(r.doc.body) } } };
@@ -123,6 +131,7 @@ export class Router {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer' },
           cookie: { type: 'apiKey', in: 'cookie', name: 'kw_session' },
+          portalCookie: { type: 'apiKey', in: 'cookie', name: 'kw_portal' },
         },
         schemas: {
           ValidationIssue: {

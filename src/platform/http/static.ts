@@ -1,4 +1,6 @@
-// The web dashboard's static files (web/dist, built by scripts/build-web.mjs) at /dashboard/.
+// The web dashboard's static files (web/dist, built by scripts/build-web.mjs) at /dashboard/, and the
+// customer portal's page (portal.html of the same build, its assets under /dashboard/assets/) at
+// /portal/ and every path below it (/portal/orders/{id}).
 // Files are read once, asynchronously, into memory (with a gzip copy of the compressible ones);
 // a request never touches the disk. Hashed assets are cached for a year, index.html never without
 // revalidation, and every HTML answer carries a strict Content-Security-Policy (no inline script).
@@ -15,6 +17,7 @@ import type { IncomingRequest, Reply } from './types.js';
 const gzipAsync = promisify(gzip);
 
 const DASHBOARD_PREFIX = '/dashboard/';
+const PORTAL_PREFIX = '/portal/';
 
 export const DASHBOARD_CSP = [
   "default-src 'self'",
@@ -158,6 +161,8 @@ export function dashboardFiles(dir?: string) {
 
   async function handle(req: IncomingRequest): Promise<Reply> {
     if (req.path === '/dashboard') return text(308, 'Moved to /dashboard/\n', { Location: '/dashboard/' });
+    if (req.path === '/portal') return text(308, 'Moved to /portal/\n', { Location: '/portal/' });
+    const portal = req.path.startsWith(PORTAL_PREFIX);
     let b = await current();
     if ('missing' in b && Date.now() - b.at > RECHECK_MS) {
       bundle = undefined;
@@ -173,11 +178,11 @@ export function dashboardFiles(dir?: string) {
     }
     let rel: string;
     try {
-      rel = decodeURIComponent(req.path.slice(DASHBOARD_PREFIX.length));
+      rel = decodeURIComponent(req.path.slice(portal ? PORTAL_PREFIX.length : DASHBOARD_PREFIX.length));
     } catch {
       return text(404, 'Not found\n');
     }
-    const file = rel === '' ? undefined : b.files.get(rel);
+    const file = rel === '' || portal ? undefined : b.files.get(rel);
     if (file && !file.type.startsWith('text/html')) return fileReply(req, file);
     // A name with an extension is a file that does not exist; anything else is a page of the SPA.
     if (!file && /\.[A-Za-z0-9]+$/.test(rel)) return text(404, 'Not found\n');
@@ -191,7 +196,9 @@ export function dashboardFiles(dir?: string) {
         return handle(req);
       }
     }
-    return fileReply(req, file ?? b.files.get('index.html')!);
+    const page = portal ? b.files.get('portal.html') : undefined;
+    if (portal && !page) return text(404, 'Not found\n');
+    return fileReply(req, file ?? page ?? b.files.get('index.html')!);
   }
 
   return {
@@ -203,10 +210,12 @@ export function dashboardFiles(dir?: string) {
   };
 }
 
-/** Mounts GET /dashboard and /dashboard/* (call before the catch-all fallback). */
+/** Mounts GET /dashboard, /dashboard/*, /portal and /portal/* (call before the catch-all fallback). */
 export function mountDashboard(server: HttpServer, dir?: string): ReturnType<typeof dashboardFiles> {
   const files = dashboardFiles(dir);
   server.mount({ method: 'get', pattern: '/dashboard', bodyLimit: 0, handler: files.handle });
   server.mount({ method: 'get', pattern: '/dashboard/*', bodyLimit: 0, handler: files.handle });
+  server.mount({ method: 'get', pattern: '/portal', bodyLimit: 0, handler: files.handle });
+  server.mount({ method: 'get', pattern: '/portal/*', bodyLimit: 0, handler: files.handle });
   return files;
 }

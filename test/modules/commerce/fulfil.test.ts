@@ -118,6 +118,12 @@ describe('products', () => {
     expect((await stripe(body, stripeSig(rotated.webhook_secret, body), p.id)).status).toBe(200);
     const patched = await owner.patch(`/api/products/${p.id}`, { level: 7, unit: 'lifetime' });
     expect(patched.body).toMatchObject({ level: 7, unit: 'lifetime', duration: null });
+    // Stripe's own endpoint secret pasted in: Stripe signs with it, as its libraries do (the text as the key).
+    const whsec = 'whsec_' + 'A1b2'.repeat(8);
+    expect((await owner.patch(`/api/products/${p.id}`, { webhook_secret: whsec })).body.webhook_secret).toBe(whsec);
+    const b2 = checkout(`cs_rot_${randomUUID()}`);
+    expect((await stripe(b2, stripeSig(whsec, b2), p.id)).status).toBe(200);
+    expect((await owner.patch(`/api/products/${p.id}`, { webhook_secret: 'short' })).status).toBe(422);
   });
 });
 

@@ -80,6 +80,45 @@ export const apps = {
   sdkUrl: (appId: string, lang: string) => `/api/apps/${encodeURIComponent(appId)}/sdk/${encodeURIComponent(lang)}`,
 };
 
+export type ProductInput = Body<'/api/apps/{id}/products', 'post'>;
+
+/** A product as its managers see it (PROTOCOL 14.4). */
+export interface Product {
+  id: string;
+  name: string;
+  duration: number | null;
+  unit: string;
+  level: number;
+  mask: string;
+  alphabet: string;
+  entitlements: string[];
+  note: string;
+  webhook_secret: string;
+  stripe_webhook_path: string;
+  dynamic_webhook_path: string;
+  created_at: string;
+}
+
+/** An order on the dashboard: keys by preview only. */
+export interface Order {
+  id: string;
+  product_name: string;
+  provider: string;
+  external_id: string;
+  email: string;
+  keys: { license_id: string; key_preview: string | null }[];
+  created_at: string;
+}
+
+export const products = {
+  list: (appId: string) => unwrap<Product[]>(api.GET('/api/apps/{id}/products', id(appId))),
+  create: (appId: string, body: ProductInput) =>
+    unwrap<Product>(api.POST('/api/apps/{id}/products', { ...id(appId), body })),
+  remove: (productId: string) => unwrap<unknown>(api.DELETE('/api/products/{id}', id(productId))),
+  rotateSecret: (productId: string) => unwrap<Product>(api.POST('/api/products/{id}/rotate-secret', id(productId))),
+  orders: (appId: string) => unwrap<Order[]>(api.GET('/api/apps/{id}/orders', id(appId))),
+};
+
 export const licenses = {
   list: (appId: string, query: LicenseQuery) =>
     unwrap<LicensePage>(api.GET('/api/apps/{id}/licenses', { params: { path: { id: appId }, query } })),

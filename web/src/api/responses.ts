@@ -80,6 +80,8 @@ export const AppSchema = Type.Object({
   beat_interval: Type.Integer(),
   max_sessions: Type.Optional(Type.Integer()),
   session_overflow: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('kick_oldest')])),
+  portal_enabled: Type.Boolean(),
+  portal_reset_cooldown_hours: Type.Integer(),
   api_key: Type.String(),
   api_secret: Type.Optional(Type.String()),
   owner_id: Type.String(),

@@ -47,7 +47,7 @@ export function isManager(c: Caller): boolean {
   return c.role === 'owner' || c.role === 'admin' || c.role === 'developer';
 }
 
-export const TABS = ['licenses', 'users', 'security', 'logs', 'integration', 'settings'] as const;
+export const TABS = ['licenses', 'users', 'security', 'logs', 'integration', 'products', 'settings'] as const;
 export type Tab = (typeof TABS)[number];
 
 export const TAB_LABELS: Readonly<Record<Tab, string>> = {
@@ -56,6 +56,7 @@ export const TAB_LABELS: Readonly<Record<Tab, string>> = {
   security: 'Security',
   logs: 'Logs',
   integration: 'Integration',
+  products: 'Products',
   settings: 'Settings',
 };
 
@@ -75,6 +76,7 @@ export function visibleTabs(c: Caller): Tab[] {
         return can(c, 'view_auth_logs');
       case 'integration':
         return true;
+      case 'products':
       case 'settings':
         return isManager(c);
     }

@@ -17,6 +17,7 @@ import { SecurityTab } from './SecurityTab.js';
 import { LogsTab } from './LogsTab.js';
 import { IntegrationTab } from './IntegrationTab.js';
 import { SettingsTab } from './SettingsTab.js';
+import { ProductsTab } from './ProductsTab.js';
 
 export function AppView({ appId, tab }: { appId: string; tab: string | undefined }) {
   const { caller } = useSession();
@@ -106,6 +107,8 @@ function TabContent({ tab, app }: { tab: Tab; app: App }) {
       return <LogsTab app={app} />;
     case 'integration':
       return <IntegrationTab app={app} />;
+    case 'products':
+      return <ProductsTab app={app} />;
     case 'settings':
       return <SettingsTab app={app} />;
   }

@@ -15,6 +15,11 @@ const SDKS = [
   ['cpp', 'C++'],
 ] as const;
 
+/** The customer portal of this application (PROTOCOL 14.1): the api_key names it. */
+function portalUrl(apiKey: string): string {
+  return `${window.location.origin}/portal/?app=${encodeURIComponent(apiKey)}`;
+}
+
 export function IntegrationTab({ app }: { app: App }) {
   const { caller } = useSession();
   const creds = useQuery({ queryKey: ['credentials', app.id], queryFn: () => appsApi.credentials(app.id) });
@@ -59,6 +64,18 @@ export function IntegrationTab({ app }: { app: App }) {
             <dd>
               <code className="mono">{creds.data.owner_id}</code>{' '}
               <CopyButton text={creds.data.owner_id} label="Copy owner id" />
+            </dd>
+            <dt>
+              Customer portal{' '}
+              <span className="muted small">
+                ({app.portal_enabled ? 'on' : 'off: turn it on in Settings'}; link your customers here)
+              </span>
+            </dt>
+            <dd>
+              <a href={portalUrl(creds.data.api_key)} target="_blank" rel="noreferrer">
+                Customer portal
+              </a>{' '}
+              <CopyButton text={portalUrl(creds.data.api_key)} label="Copy customer portal link" />
             </dd>
             <dt>Application id</dt>
             <dd>

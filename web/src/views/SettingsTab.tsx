@@ -27,6 +27,7 @@ const FLAGS = [
   ['force_update', 'Force update', "A client version other than this app's version is refused with 426."],
   ['force_encryption', 'Force encryption', 'init requires enc_key.'],
   ['hash_check', 'Binary hash check', 'init checks binary_hash against the allowed hashes.'],
+  ['portal_enabled', 'Customer portal', 'Customers sign in at /portal/ to see their license and reset their device.'],
 ] as const satisfies readonly (readonly [keyof AppPatch & keyof App, string, string])[]; // a renamed API field fails tsc here
 type Flag = (typeof FLAGS)[number][0];
 
@@ -51,6 +52,7 @@ interface FormState {
   /** PROTOCOL 12.2: max_sessions as typed, and session_overflow. */
   seats: string;
   overflow: Overflow;
+  cooldown: string;
   costs: Record<KeyCostTier, string>;
   hashes: string;
 }
@@ -62,6 +64,7 @@ function initial(a: App): FormState {
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
     seats: String(a.max_sessions ?? 0),
     overflow: a.session_overflow ?? 'reject',
+    cooldown: String(a.portal_reset_cooldown_hours),
     costs: Object.fromEntries(
       KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
     ) as Record<KeyCostTier, string>,
@@ -83,6 +86,8 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   const seats = f.seats.trim();
   if (seats !== String(a.max_sessions ?? 0) && seats !== '') patch.max_sessions = num(seats);
   if (f.overflow !== (a.session_overflow ?? 'reject')) patch.session_overflow = f.overflow;
+  const cd = f.cooldown.trim();
+  if (cd !== String(a.portal_reset_cooldown_hours) && cd !== '') patch.portal_reset_cooldown_hours = num(cd);
   const costsChanged = KEY_COST_TIERS.some(
     (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
   );
@@ -201,6 +206,7 @@ export function SettingsTab({ app }: { app: App }) {
     'heartbeat_interval',
     'max_sessions',
     'session_overflow',
+    'portal_reset_cooldown_hours',
     'key_costs',
     'hashes',
   ];
@@ -266,6 +272,26 @@ export function SettingsTab({ app }: { app: App }) {
                 <option value="reject">Refuse the new session</option>
                 <option value="kick_oldest">Kick the oldest session</option>
               </select>
+            )}
+          </Field>
+        </fieldset>
+        <fieldset className="card form-grid">
+          <legend>Customer portal</legend>
+          {flag('portal_enabled')}
+          <Field
+            label="Hours between device resets"
+            error={err('portal_reset_cooldown_hours')}
+            hint="How long a customer waits after resetting its device before the next reset (0: no wait)."
+          >
+            {(p) => (
+              <input
+                {...p}
+                name="portal_reset_cooldown_hours"
+                inputMode="numeric"
+                value={form.cooldown}
+                placeholder="24"
+                onChange={(e) => setForm({ ...form, cooldown: e.target.value })}
+              />
             )}
           </Field>
         </fieldset>

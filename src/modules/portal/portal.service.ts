@@ -1,0 +1,238 @@
+// The customer portal (PROTOCOL 14.1-14.3): a buyer signs in with a license-only key or an end user's
+// name and password, sees its own license and devices (nothing of other customers, resellers, IPs or
+// geo), resets its devices with a cooldown, and changes its password. Sign-in failures count towards
+// the client lockouts (the same counters as /api/client/login), so the portal is no side door for
+// guessing keys or passwords.
+import { AppError, validationError } from '../../errors.js';
+import {
+  burnPasswordCheck,
+  hashPassword,
+  randomToken,
+  sha256Hex,
+  verifyPassword,
+} from '../../platform/crypto/index.js';
+import { toDate } from '../../platform/db/sql.js';
+import type { Lockout } from '../../platform/limits/lockout.js';
+import type { AuditRepository } from '../audit/index.js';
+import { computedStatus, licenseHash } from '../keys/index.js';
+import type { EventBus } from '../notify/index.js';
+import type { PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
+
+export const PORTAL_SESSION_TTL_MS = 86_400_000;
+const MAX_PASSWORD_BYTES = 72;
+const HOUR_MS = 3_600_000;
+
+interface PortalDeps {
+  repo: PortalRepository;
+  /** The client lockouts (PROTOCOL 2): the very counters /api/client/login and register fail into. */
+  lockout: Lockout;
+  audit: AuditRepository;
+  events: EventBus;
+  licenseHashKey: Buffer;
+  /** Live heartbeat sessions of a key. */
+  liveSessions: (licenseId: string) => number;
+  now: () => number;
+}
+
+export type PortalLogin =
+  | { api_key: string; license: string; username?: undefined; password?: undefined }
+  | { api_key: string; username: string; password: string; license?: undefined };
+
+const iso = (v: Date | string | null | undefined) => toDate(v)?.toISOString() ?? null;
+
+function assertPasswordBytes(password: string): void {
+  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES)
+    throw validationError('password', `Password must be at most ${MAX_PASSWORD_BYTES} UTF-8 bytes`, 'string_too_long');
+}
+
+export class PortalService {
+  /** The client lockouts (PROTOCOL 2): the very counters /api/client/login fails into. */
+  private readonly lockout: Lockout;
+
+  private purge: NodeJS.Timeout | undefined;
+
+  constructor(private readonly d: PortalDeps) {
+    this.lockout = d.lockout;
+  }
+
+  /** Expired sign-ins are never accepted; this only keeps their table small. */
+  start(): void {
+    this.purge = setInterval(() => {
+      this.d.repo.purgeSessions(new Date(this.d.now())).catch(() => undefined);
+    }, HOUR_MS).unref();
+  }
+
+  stop(): void {
+    clearInterval(this.purge);
+  }
+
+  async login(input: PortalLogin, ip: string): Promise<{ token: string }> {
+    const app = await this.d.repo.appByApiKey(input.api_key);
+    if (!app) throw new AppError('app_not_found');
+    if (!app.portal_enabled) throw new AppError('portal_disabled');
+    const byUser = input.license === undefined;
+    const username = byUser ? input.username.normalize('NFC') : '';
+    const lockKeys = [`${app.id}:ip:${ip}`, ...(byUser ? [`${app.id}:u:${username.toLowerCase()}`] : [])];
+    await this.lockout.check(lockKeys);
+    let session: PortalSessionRow | null = null;
+    let who = '';
+    if (!byUser) {
+      const key = await this.d.repo.licenseByHash(app.id, licenseHash(this.d.licenseHashKey, input.license));
+      // A key bound to an end user signs in with that user's name and password, never alone.
+      if (key && key.status !== 'banned' && key.user_id === null && key.used_by === 'license-only')
+        session = { app_id: app.id, license_id: key.id, user_id: null };
+      else if (key && key.status === 'unused') session = { app_id: app.id, license_id: key.id, user_id: null };
+      who = `key ${key?.key_preview ?? 'unknown'}`;
+    } else {
+      const user =
+        Buffer.byteLength(input.password, 'utf8') <= MAX_PASSWORD_BYTES
+          ? await this.d.repo.userByName(app.id, username)
+          : undefined;
+      // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
+      const ok = user
+        ? await verifyPassword(user.password_hash, input.password)
+        : await burnPasswordCheck(input.password);
+      const key = ok && user?.license_id ? await this.d.repo.license(user.license_id) : undefined;
+      if (ok && user && !user.banned && key && key.status !== 'banned')
+        session = { app_id: app.id, license_id: key.id, user_id: user.id };
+      who = `user ${username}`;
+    }
+    if (!session) {
+      await this.lockout.fail(lockKeys);
+      this.d.audit.write({
+        appId: app.id,
+        action: 'portal.login_failed',
+        detail: `Portal sign-in of ${who} failed`,
+        ip,
+        level: 'warning',
+      });
+      throw new AppError('portal_credentials_invalid');
+    }
+    const token = randomToken(32);
+    const now = this.d.now();
+    await this.d.repo.createSession(sha256Hex(token), session, new Date(now), new Date(now + PORTAL_SESSION_TTL_MS));
+    this.d.audit.write({ appId: app.id, action: 'portal.login', detail: `Portal sign-in of ${who}`, ip });
+    return { token };
+  }
+
+  /** The customer a portal token names, or null (unknown, expired, or its key deleted). */
+  authenticate(token: string): Promise<PortalSessionRow | undefined> {
+    return this.d.repo.session(sha256Hex(token), new Date(this.d.now()));
+  }
+
+  logout(token: string): Promise<void> {
+    return this.d.repo.deleteSession(sha256Hex(token));
+  }
+
+  private async customer(s: PortalSessionRow): Promise<{ key: PortalLicense; user: PortalUser | null }> {
+    const key = await this.d.repo.license(s.license_id);
+    const user = s.user_id ? ((await this.d.repo.user(s.user_id)) ?? null) : null;
+    if (!key || (s.user_id && (!user || user.license_id !== key.id))) throw new AppError('not_authenticated');
+    return { key, user };
+  }
+
+  private async nextResetAt(licenseId: string, cooldownHours: number): Promise<Date | null> {
+    const last = await this.d.repo.lastReset(licenseId);
+    if (!last || cooldownHours === 0) return null;
+    const next = toDate(last.reset_at)!.getTime() + cooldownHours * HOUR_MS;
+    return next > this.d.now() ? new Date(next) : null;
+  }
+
+  /**
+   * The devices of the customer: today a key (or an end user) holds one HWID. first_seen is the
+   * end user's registration, or the key's activation when it has an expiry to count back from.
+   */
+  private devices(key: PortalLicense, user: PortalUser | null) {
+    if (user) {
+      return user.hwid === ''
+        ? []
+        : [{ hwid: user.hwid, first_seen: iso(user.created_at), last_seen: iso(user.last_login) }];
+    }
+    if (key.hwid === '') return [];
+    const expires = toDate(key.expires_at);
+    const activated =
+      expires && key.duration_days > 0 ? new Date(expires.getTime() - key.duration_days * 86_400_000) : null;
+    return [{ hwid: key.hwid, first_seen: iso(activated ?? key.last_login), last_seen: iso(key.last_login) }];
+  }
+
+  async me(s: PortalSessionRow) {
+    const { key, user } = await this.customer(s);
+    const app = await this.d.repo.appById(s.app_id);
+    if (!app) throw new AppError('not_authenticated');
+    const next = await this.nextResetAt(key.id, app.portal_reset_cooldown_hours);
+    return {
+      app: { name: app.name },
+      license: {
+        key_preview: key.key_preview,
+        computed_status: computedStatus(key, this.d.now()),
+        level: key.level,
+        expires_at: key.duration_days === 0 ? null : iso(key.expires_at),
+        entitlements: [] as string[],
+        devices: this.devices(key, user),
+        max_devices: 1,
+        live_sessions: this.d.liveSessions(key.id),
+      },
+      user: user
+        ? { username: user.username, created_at: iso(user.created_at), last_login: iso(user.last_login) }
+        : null,
+      next_reset_at: next?.toISOString() ?? null,
+    };
+  }
+
+  /** Clears the devices (one HWID today), ends their live sessions on every worker, starts the cooldown. */
+  async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
+    const { key, user } = await this.customer(s);
+    const app = await this.d.repo.appById(s.app_id);
+    if (!app) throw new AppError('not_authenticated');
+    const held = this.devices(key, user).map((d) => d.hwid);
+    if (hwid !== undefined && !held.includes(hwid.toLowerCase()) && !held.includes(hwid))
+      throw new AppError('device_not_found');
+    const now = this.d.now();
+    const cooldownMs = app.portal_reset_cooldown_hours * HOUR_MS;
+    const ok = await this.d.repo.resetDevices(key.id, new Date(now), new Date(now - cooldownMs));
+    if (!ok) {
+      const next = (await this.nextResetAt(key.id, app.portal_reset_cooldown_hours))?.getTime() ?? now + 1000;
+      throw new AppError('portal_reset_cooldown', undefined, {
+        'Retry-After': String(Math.max(1, Math.ceil((next - now) / 1000))),
+      });
+    }
+    this.d.audit.write({
+      appId: key.app_id,
+      action: 'portal.reset_hwid',
+      detail: `Customer reset the devices of key ${key.key_preview}${user ? ` (user ${user.username})` : ''}`,
+      resellerId: key.reseller_id,
+      ip,
+    });
+    // Every worker's heartbeat owner ends the key's live sessions; channel clients get `revoked`.
+    await this.d.events.publish(
+      'license.reset_hwid',
+      key.app_id,
+      { license_id: key.id, ...(user ? { user_id: user.id } : {}), by: 'portal', end_sessions: true },
+      key.reseller_id,
+    );
+    return {
+      success: true,
+      next_reset_at: cooldownMs > 0 ? new Date(now + cooldownMs).toISOString() : null,
+    };
+  }
+
+  async changePassword(s: PortalSessionRow, current: string, password: string, ip: string): Promise<void> {
+    const { user } = await this.customer(s);
+    if (!user) throw new AppError('portal_users_only');
+    assertPasswordBytes(password);
+    const lockKeys = [`${user.app_id}:u:${user.username.toLowerCase()}`, `${user.app_id}:ip:${ip}`];
+    await this.lockout.check(lockKeys);
+    if (!(await verifyPassword(user.password_hash, current))) {
+      await this.lockout.fail(lockKeys);
+      throw new AppError('current_password_wrong');
+    }
+    await this.d.repo.setPassword(user.id, await hashPassword(password));
+    this.d.audit.write({
+      appId: user.app_id,
+      action: 'portal.password',
+      detail: `User ${user.username} changed its password from the portal`,
+      resellerId: user.reseller_id,
+      ip,
+    });
+  }
+}
