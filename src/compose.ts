@@ -434,7 +434,8 @@ function createDomain(s: Services): Domain {
     audit: s.repos.audit,
     events,
     licenseHashKey: s.secrets.licenseHashKey,
-    liveSessions: (licenseId) => heartbeatOwner.countForLicense(licenseId),
+    liveSessions: async (licenseId) => (await heartbeatOwner.seats.liveCounts([licenseId])).get(licenseId) ?? 0,
+    devices,
     now,
   });
   let noncePurge: NodeJS.Timeout | undefined;

@@ -7,6 +7,7 @@ interface PortalApp {
   name: string;
   portal_enabled: boolean;
   portal_reset_cooldown_hours: number;
+  max_devices: number;
 }
 
 export interface PortalLicense {
@@ -23,6 +24,9 @@ export interface PortalLicense {
   last_login: Date | string | null;
   created_at: Date | string;
   reseller_id: string | null;
+  /** The key's own device limit (PROTOCOL 12.1); null: the application's. */
+  max_devices: number | null;
+  entitlements: string[];
 }
 
 export interface PortalUser {
@@ -45,10 +49,10 @@ export interface PortalSessionRow {
 }
 
 const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid, level, duration_days, expires_at,
-  last_login, created_at, reseller_id`;
+  last_login, created_at, reseller_id, max_devices, entitlements`;
 const USER_COLUMNS = `id, app_id, username, password_hash, hwid, banned, license_id, created_at, last_login,
   reseller_id`;
-const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours';
+const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices';
 
 export class PortalRepository {
   constructor(private readonly sql: Sql) {}
@@ -115,7 +119,11 @@ export class PortalRepository {
    * never both pass the cooldown), then clears the key's and its end user's HWID in one transaction.
    * false: on cooldown, nothing changed.
    */
-  resetDevices(licenseId: string, now: Date, cutoff: Date): Promise<boolean> {
+  /**
+   * Starts the cooldown unless one runs (false then); with `all`, clears every device of the key and
+   * of its end user too. One device is removed by the caller (DeviceRepository.remove).
+   */
+  resetDevices(licenseId: string, now: Date, cutoff: Date, all: boolean): Promise<boolean> {
     return this.sql.transaction(async (tx) => {
       const claimed = await this.sql.one(
         `insert into portal_resets (license_id, reset_at) values (?, ?)
@@ -125,6 +133,13 @@ export class PortalRepository {
         tx,
       );
       if (!claimed) return false;
+      if (!all) return true;
+      await this.sql.run('delete from key_devices where license_id = ?', [licenseId], tx);
+      await this.sql.run(
+        'delete from user_devices where user_id in (select id from end_users where license_id = ?)',
+        [licenseId],
+        tx,
+      );
       await this.sql.run(`update license_keys set hwid = '' where id = ?`, [licenseId], tx);
       await this.sql.run(
         `update end_users set hwid = '', known_hwids = '[]'::jsonb where license_id = ?`,

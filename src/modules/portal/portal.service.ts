@@ -13,6 +13,7 @@ import {
 } from '../../platform/crypto/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { Lockout } from '../../platform/limits/lockout.js';
+import type { DeviceRepository } from '../activation/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus } from '../notify/index.js';
@@ -29,8 +30,10 @@ interface PortalDeps {
   audit: AuditRepository;
   events: EventBus;
   licenseHashKey: Buffer;
-  /** Live heartbeat sessions of a key. */
-  liveSessions: (licenseId: string) => number;
+  /** Live heartbeat sessions of a key (its seats, counted on the key's shard owner). */
+  liveSessions: (licenseId: string) => Promise<number>;
+  /** The devices of keys and end users (PROTOCOL 12.1). */
+  devices: Pick<DeviceRepository, 'of' | 'remove'>;
   now: () => number;
 }
 
@@ -138,21 +141,10 @@ export class PortalService {
     return next > this.d.now() ? new Date(next) : null;
   }
 
-  /**
-   * The devices of the customer: today a key (or an end user) holds one HWID. first_seen is the
-   * end user's registration, or the key's activation when it has an expiry to count back from.
-   */
-  private devices(key: PortalLicense, user: PortalUser | null) {
-    if (user) {
-      return user.hwid === ''
-        ? []
-        : [{ hwid: user.hwid, first_seen: iso(user.created_at), last_seen: iso(user.last_login) }];
-    }
-    if (key.hwid === '') return [];
-    const expires = toDate(key.expires_at);
-    const activated =
-      expires && key.duration_days > 0 ? new Date(expires.getTime() - key.duration_days * 86_400_000) : null;
-    return [{ hwid: key.hwid, first_seen: iso(activated ?? key.last_login), last_seen: iso(key.last_login) }];
+  /** The customer's devices, oldest first: its end user's when it signs in by name, else its key's. */
+  private async devices(key: PortalLicense, user: PortalUser | null) {
+    const [kind, id] = user ? (['user', user.id] as const) : (['key', key.id] as const);
+    return (await this.d.devices.of(kind, [id])).get(id) ?? [];
   }
 
   async me(s: PortalSessionRow) {
@@ -167,10 +159,10 @@ export class PortalService {
         computed_status: computedStatus(key, this.d.now()),
         level: key.level,
         expires_at: key.duration_days === 0 ? null : iso(key.expires_at),
-        entitlements: [] as string[],
-        devices: this.devices(key, user),
-        max_devices: 1,
-        live_sessions: this.d.liveSessions(key.id),
+        entitlements: [...(key.entitlements ?? [])].sort(),
+        devices: await this.devices(key, user),
+        max_devices: key.max_devices ?? app.max_devices,
+        live_sessions: await this.d.liveSessions(key.id),
       },
       user: user
         ? { username: user.username, created_at: iso(user.created_at), last_login: iso(user.last_login) }
@@ -179,17 +171,18 @@ export class PortalService {
     };
   }
 
-  /** Clears the devices (one HWID today), ends their live sessions on every worker, starts the cooldown. */
+  /** Clears one device or all, ends the key's live sessions on every worker, starts the cooldown. */
   async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
     const { key, user } = await this.customer(s);
     const app = await this.d.repo.appById(s.app_id);
     if (!app) throw new AppError('not_authenticated');
-    const held = this.devices(key, user).map((d) => d.hwid);
-    if (hwid !== undefined && !held.includes(hwid.toLowerCase()) && !held.includes(hwid))
-      throw new AppError('device_not_found');
+    const held = (await this.devices(key, user)).map((d) => d.hwid);
+    const one = hwid === undefined ? undefined : held.find((h) => h === hwid || h === hwid.toLowerCase());
+    if (hwid !== undefined && one === undefined) throw new AppError('device_not_found');
     const now = this.d.now();
     const cooldownMs = app.portal_reset_cooldown_hours * HOUR_MS;
-    const ok = await this.d.repo.resetDevices(key.id, new Date(now), new Date(now - cooldownMs));
+    const ok = await this.d.repo.resetDevices(key.id, new Date(now), new Date(now - cooldownMs), one === undefined);
+    if (ok && one !== undefined) await this.d.devices.remove(user ? 'user' : 'key', user ? user.id : key.id, one);
     if (!ok) {
       const next = (await this.nextResetAt(key.id, app.portal_reset_cooldown_hours))?.getTime() ?? now + 1000;
       throw new AppError('portal_reset_cooldown', undefined, {
