@@ -156,14 +156,7 @@ export class ActivationService {
       });
       note.detail = `User ${username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
-      // The new account's first device; under hwid_lock it holds the first place (SPEC's pin).
-      const key = await this.d.licenseOps.load(licenseId);
-      await this.admitDevice(call, 'user', v.userId as string, hwid, {
-        limit: deviceLimit(key ?? { maxDevices: null }, app.max_devices),
-        bindIfRoom: false,
-        resellerId: note.resellerId,
-        data: { user_id: v.userId, username, license_id: licenseId },
-      });
+
       await this.d.events.publish(
         'client.register',
         app.id,
@@ -189,7 +182,7 @@ export class ActivationService {
           success: true,
           message: 'Registered successfully',
           user: { username, level: v.level, expires_at: v.expiresAt },
-          entitlements: key?.entitlements ?? [],
+          entitlements: (v.entitlements as string[] | undefined) ?? [],
           ...graceField(app.grace_hours, (v.expiresAt as string | null) ?? null, this.d.now()),
         },
         responseKey: responseKeyOf(session.record, call.app.row.api_secret),
