@@ -477,6 +477,7 @@ export interface paths {
                         expected_binary_hash?: "" | string;
                         force_encryption?: boolean;
                         force_update?: boolean;
+                        grace_hours?: number;
                         hash_check?: boolean;
                         heartbeat_interval?: number;
                         hwid_lock?: boolean;
@@ -491,9 +492,13 @@ export interface paths {
                             lifetime?: number | null;
                         };
                         keys_paused?: boolean;
+                        max_devices?: number;
                         name?: string;
+                        offline_days?: number;
                         require_heartbeat?: boolean;
                         require_signature?: boolean;
+                        trial_hours?: number;
+                        trial_level?: number;
                         update_message?: string;
                         update_url?: string;
                         version?: string;
@@ -657,6 +662,97 @@ export interface paths {
             };
         };
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/{id}/entitlements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The entitlement catalogue */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        /** Replace the entitlement catalogue (a removed code leaves every key) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        entitlements: {
+                            code: string;
+                            name?: string;
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         post?: never;
         delete?: never;
         options?: never;
@@ -831,8 +927,10 @@ export interface paths {
                         alphabet?: string;
                         amount: number;
                         duration?: number;
+                        entitlements?: string[];
                         level?: number;
                         mask?: string;
+                        max_devices?: number | null;
                         note?: string;
                         unit?: "hours" | "days" | "weeks" | "months" | "lifetime";
                     };
@@ -2142,6 +2240,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/client/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An offline license file for this machine */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        hwid: string;
+                        init_iv?: string;
+                        session: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/client/register": {
         parameters: {
             query?: never;
@@ -2169,6 +2322,61 @@ export interface paths {
                         screenshot?: string;
                         session: string;
                         username: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/client/trial": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start this device's trial (once per HWID and application) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        hwid: string;
+                        init_iv?: string;
+                        session: string;
                     };
                 };
             };
@@ -2294,7 +2502,49 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change level, note, max_devices or entitlements of a key */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        entitlements?: string[];
+                        level?: number;
+                        max_devices?: number | null;
+                        note?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/api/licenses/{id}/ban": {
@@ -2352,6 +2602,56 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/licenses/{id}/devices/{hwid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove one device from a key */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    hwid: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/licenses/{id}/extend": {
         parameters: {
             query?: never;
@@ -2377,6 +2677,61 @@ export interface paths {
                         subtract?: boolean;
                         unit: "hours" | "days" | "weeks" | "months";
                         value: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/licenses/{id}/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue an offline license file for an air-gapped machine (binds the HWID) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        hwid: string;
                     };
                 };
             };
@@ -3344,6 +3699,56 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/users/{id}/devices/{hwid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove one device from a user */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    hwid: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/{id}/reset-hwid": {
         parameters: {
             query?: never;
@@ -3527,6 +3932,7 @@ export interface paths {
                         expected_binary_hash?: "" | string;
                         force_encryption?: boolean;
                         force_update?: boolean;
+                        grace_hours?: number;
                         hash_check?: boolean;
                         heartbeat_interval?: number;
                         hwid_lock?: boolean;
@@ -3541,9 +3947,13 @@ export interface paths {
                             lifetime?: number | null;
                         };
                         keys_paused?: boolean;
+                        max_devices?: number;
                         name?: string;
+                        offline_days?: number;
                         require_heartbeat?: boolean;
                         require_signature?: boolean;
+                        trial_hours?: number;
+                        trial_level?: number;
                         update_message?: string;
                         update_url?: string;
                         version?: string;
@@ -3712,8 +4122,10 @@ export interface paths {
                         alphabet?: string;
                         amount: number;
                         duration?: number;
+                        entitlements?: string[];
                         level?: number;
                         mask?: string;
+                        max_devices?: number | null;
                         note?: string;
                         unit?: "hours" | "days" | "weeks" | "months" | "lifetime";
                     };
@@ -4045,7 +4457,49 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change level, note, max_devices or entitlements of a key */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        entitlements?: string[];
+                        level?: number;
+                        max_devices?: number | null;
+                        note?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/licenses/{id}/ban": {
@@ -4103,6 +4557,56 @@ export interface paths {
         };
         trace?: never;
     };
+    "/licenses/{id}/devices/{hwid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove one device from a key */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    hwid: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/licenses/{id}/extend": {
         parameters: {
             query?: never;
@@ -4128,6 +4632,61 @@ export interface paths {
                         subtract?: boolean;
                         unit: "hours" | "days" | "weeks" | "months";
                         value: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/licenses/{id}/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue an offline license file for an air-gapped machine (binds the HWID) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        hwid: string;
                     };
                 };
             };
