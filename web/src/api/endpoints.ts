@@ -104,9 +104,7 @@ export const licenses = {
   update: (licenseId: string, body: LicensePatch) =>
     unwrap<License>(api.PATCH('/api/licenses/{id}', { ...id(licenseId), body })),
   removeDevice: (licenseId: string, hwid: string) =>
-    unwrap<unknown>(
-      api.DELETE('/api/licenses/{id}/devices/{hwid}', { params: { path: { id: licenseId, hwid } } }),
-    ),
+    unwrap<unknown>(api.DELETE('/api/licenses/{id}/devices/{hwid}', { params: { path: { id: licenseId, hwid } } })),
   offline: (licenseId: string, hwid: string) =>
     unwrap<OfflineFile>(api.POST('/api/licenses/{id}/offline', { ...id(licenseId), body: { hwid } })),
 };

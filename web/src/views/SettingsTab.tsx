@@ -12,6 +12,7 @@ import { plural } from '../lib/plural.js';
 import { updateUrlProblem, webhookProblem } from '../lib/urls.js';
 import { navigate, paths, useNavigationGuard } from '../router.js';
 import { useNotice } from '../notices.js';
+import { EntitlementsCard } from './EntitlementsCard.js';
 
 const FLAGS = [
   ['enabled', 'Enabled', 'Master switch: when off every client call is refused.'],
@@ -42,10 +43,37 @@ const TEXTS = [
 ] as const satisfies readonly (keyof AppPatch & keyof App)[];
 type TextField = (typeof TEXTS)[number];
 
+/** The licensing models (PROTOCOL 12): whole numbers, each with what it does. */
+const NUMBERS = [
+  [
+    'max_devices',
+    'Devices per key',
+    'With HWID lock: machines one key (or account) may hold, 1-1000. A key may override it.',
+  ],
+  [
+    'trial_hours',
+    'Trial length (hours)',
+    '0 = no trials. Otherwise clients may start one trial per machine, ever (0-8760).',
+  ],
+  ['trial_level', 'Trial level', 'Level of trial keys.'],
+  [
+    'offline_days',
+    'Offline file validity (days)',
+    '0 = off. How long a signed offline license file works without the service (0-3650).',
+  ],
+  [
+    'grace_hours',
+    'Grace period (hours)',
+    '0 = off. How long SDKs keep a license valid while the service is unreachable (0-720).',
+  ],
+] as const satisfies readonly (readonly [keyof AppPatch & keyof App, string, string])[];
+type NumberField = (typeof NUMBERS)[number][0];
+
 interface FormState {
   flags: Record<Flag, boolean>;
   text: Record<TextField, string>;
   heartbeat: string;
+  numbers: Record<NumberField, string>;
   costs: Record<KeyCostTier, string>;
   hashes: string;
 }
@@ -55,6 +83,7 @@ function initial(a: App): FormState {
     flags: Object.fromEntries(FLAGS.map(([f]) => [f, a[f]])) as Record<Flag, boolean>,
     text: Object.fromEntries(TEXTS.map((t) => [t, a[t] ?? ''])) as Record<TextField, string>,
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
+    numbers: Object.fromEntries(NUMBERS.map(([n]) => [n, String(a[n])])) as Record<NumberField, string>,
     costs: Object.fromEntries(
       KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
     ) as Record<KeyCostTier, string>,
@@ -73,6 +102,10 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   const hb = f.heartbeat.trim();
   if (hb !== (a.heartbeat_interval === null ? '' : String(a.heartbeat_interval)) && hb !== '')
     patch.heartbeat_interval = num(hb);
+  for (const [n] of NUMBERS) {
+    const v = f.numbers[n].trim();
+    if (v !== '' && v !== String(a[n])) patch[n] = num(v);
+  }
   const costsChanged = KEY_COST_TIERS.some(
     (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
   );
@@ -185,7 +218,30 @@ export function SettingsTab({ app }: { app: App }) {
       />
     );
   };
-  const shownFields = [...TEXTS, ...FLAGS.map(([f]) => f), 'heartbeat_interval', 'key_costs', 'hashes'];
+  const shownFields = [
+    ...TEXTS,
+    ...FLAGS.map(([f]) => f),
+    ...NUMBERS.map(([n]) => n),
+    'heartbeat_interval',
+    'key_costs',
+    'hashes',
+  ];
+  const number = (n: NumberField) => {
+    const [, label, hint] = NUMBERS.find(([k]) => k === n)!;
+    return (
+      <Field key={n} label={label} error={err(n)} hint={hint}>
+        {(p) => (
+          <input
+            {...p}
+            name={n}
+            inputMode="numeric"
+            value={form.numbers[n]}
+            onChange={(e) => setForm({ ...form, numbers: { ...form.numbers, [n]: e.target.value } })}
+          />
+        )}
+      </Field>
+    );
+  };
 
   return (
     <div className="settings">
@@ -261,6 +317,10 @@ export function SettingsTab({ app }: { app: App }) {
           </Field>
         </fieldset>
         <fieldset className="card form-grid">
+          <legend>Licensing models</legend>
+          {NUMBERS.map(([n]) => number(n))}
+        </fieldset>
+        <fieldset className="card form-grid">
           <legend>Updates</legend>
           {flag('force_update')}
           {text('update_url', 'Update URL', { placeholder: 'https://example.com/download' })}
@@ -321,6 +381,8 @@ export function SettingsTab({ app }: { app: App }) {
           </Button>
         </div>
       </form>
+
+      <EntitlementsCard appId={app.id} />
 
       <section className="card danger-zone" aria-labelledby="danger-title">
         <h2 id="danger-title">Danger zone</h2>
