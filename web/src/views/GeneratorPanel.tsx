@@ -4,8 +4,8 @@
 // the last five batches stay in sessionStorage for this browser session only. A batch that takes
 // over 1 % of the keys its mask can produce is confirmed first.
 import { useState } from 'react';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { apps as appsApi, licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
 import { Button, Confirm, CopyButton, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
 import {
@@ -41,6 +41,9 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const [unit, setUnit] = useState<DurationUnit>('days');
   const [level, setLevel] = useState('1');
   const [note, setNote] = useState('');
+  const [maxDevices, setMaxDevices] = useState('');
+  const [codes, setCodes] = useState<string[]>([]);
+  const catalogue = useQuery({ queryKey: ['entitlements', app.id], queryFn: () => appsApi.entitlements(app.id) });
   const [local, setLocal] = useState<{ field: string; msg: string }[]>([]);
   const [shown, setShown] = useState<Batch | null>(null);
   const [history, setHistory] = useState<Batch[]>(() => readBatches());
@@ -102,6 +105,8 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
       level: Number(level),
       ...(unit === 'lifetime' ? {} : { duration: Number(duration) }),
       ...(note ? { note } : {}),
+      ...(maxDevices.trim() ? { max_devices: Number(maxDevices) } : {}),
+      ...(codes.length > 0 ? { entitlements: codes } : {}),
     };
     const c = crowdedKeySpace(mask, body.alphabet?.length ?? 0, amountN);
     if (c) setCrowded({ body, ...c });
@@ -228,6 +233,39 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         <Field label="Note" error={err('note')} hint="Stored on every key of the batch.">
           {(p) => <input {...p} name="note" value={note} onChange={(e) => setNote(e.target.value)} />}
         </Field>
+        <Field
+          label="Devices per key"
+          error={err('max_devices')}
+          hint={`Blank: the application's ${app.max_devices} (applies with HWID lock).`}
+        >
+          {(p) => (
+            <input
+              {...p}
+              name="max_devices"
+              inputMode="numeric"
+              value={maxDevices}
+              onChange={(e) => setMaxDevices(e.target.value)}
+            />
+          )}
+        </Field>
+        {(catalogue.data?.entitlements ?? []).length > 0 && (
+          <fieldset className="entitlement-picks span-2">
+            <legend>Entitlements</legend>
+            {catalogue.data!.entitlements.map((e) => (
+              <label key={e.code} className="check">
+                <input
+                  type="checkbox"
+                  name={`gen-entitlement-${e.code}`}
+                  checked={codes.includes(e.code)}
+                  onChange={(ev) =>
+                    setCodes(ev.target.checked ? [...codes, e.code].sort() : codes.filter((c) => c !== e.code))
+                  }
+                />{' '}
+                <code>{e.code}</code> {e.name}
+              </label>
+            ))}
+          </fieldset>
+        )}
         {price && (
           <div
             className={`span-2 price${price.refused ? ' price-refused' : ''}`}
@@ -248,7 +286,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         )}
         <FormError
           error={generate.error}
-          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note']}
+          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'note', 'max_devices', 'entitlements']}
         />
         <div className="actions span-2">
           <Button
