@@ -281,7 +281,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/settings`);
     await page.getByLabel('Offline file validity (days)').waitFor();
     expect(await page.getByLabel('Offline file validity (days)').inputValue()).toBe('7');
-    await page.getByLabel('Catalogue').fill('pro Pro features\nexport Export');
+    await page.getByLabel('Catalogue', { exact: true }).fill('pro Pro features\nexport Export');
     await page.getByRole('button', { name: 'Save entitlements' }).click();
     await page.getByText('Entitlements saved').waitFor();
     expect((await f.owner.get(`/api/apps/${f.app.id}/entitlements`)).body.entitlements).toEqual([
@@ -289,7 +289,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
       { code: 'export', name: 'Export' },
     ]);
     // A code the server refuses is shown, not saved.
-    await page.getByLabel('Catalogue').fill('Bad Code');
+    await page.getByLabel('Catalogue', { exact: true }).fill('Bad Code');
     await page.getByRole('button', { name: 'Save entitlements' }).click();
     await page
       .locator('.card')

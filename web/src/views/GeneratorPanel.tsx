@@ -26,6 +26,7 @@ import { keysCsv, keysTxt, saveFile } from '../lib/download.js';
 import { readBatches, rememberBatch, type Batch } from '../lib/history.js';
 import { quote, type DurationUnit, type KeyCosts } from '../lib/pricing.js';
 import { useSession } from '../session.js';
+import { EntitlementPicks } from '../components/EntitlementPicks.js';
 import { useNotice } from '../notices.js';
 
 const UNITS: DurationUnit[] = ['hours', 'days', 'weeks', 'months', 'lifetime'];
@@ -249,22 +250,13 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
           )}
         </Field>
         {(catalogue.data?.entitlements ?? []).length > 0 && (
-          <fieldset className="entitlement-picks span-2">
-            <legend>Entitlements</legend>
-            {catalogue.data!.entitlements.map((e) => (
-              <label key={e.code} className="check">
-                <input
-                  type="checkbox"
-                  name={`gen-entitlement-${e.code}`}
-                  checked={codes.includes(e.code)}
-                  onChange={(ev) =>
-                    setCodes(ev.target.checked ? [...codes, e.code].sort() : codes.filter((c) => c !== e.code))
-                  }
-                />{' '}
-                <code>{e.code}</code> {e.name}
-              </label>
-            ))}
-          </fieldset>
+          <EntitlementPicks
+            catalogue={catalogue.data!.entitlements}
+            value={codes}
+            onChange={setCodes}
+            name="gen-entitlement"
+            className="span-2"
+          />
         )}
         {price && (
           <div

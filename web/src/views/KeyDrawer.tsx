@@ -7,6 +7,7 @@ import { apps as appsApi, licenses as licensesApi } from '../api/endpoints.js';
 import type { App, License } from '../api/responses.js';
 import { Button, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
 import { saveFile } from '../lib/download.js';
+import { EntitlementPicks } from '../components/EntitlementPicks.js';
 import { can, isManager } from '../lib/permissions.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
@@ -139,26 +140,13 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
                 />
               )}
             </Field>
-            <fieldset className="entitlement-picks">
-              <legend>Entitlements</legend>
-              {(catalogue.data?.entitlements ?? []).length === 0 && (
-                <p className="muted small">No entitlements in the catalogue (Settings).</p>
-              )}
-              {(catalogue.data?.entitlements ?? []).map((e) => (
-                <label key={e.code} className="check">
-                  <input
-                    type="checkbox"
-                    name={`entitlement-${e.code}`}
-                    checked={codes.includes(e.code)}
-                    disabled={!mayEdit}
-                    onChange={(ev) =>
-                      setCodes(ev.target.checked ? [...codes, e.code].sort() : codes.filter((c) => c !== e.code))
-                    }
-                  />{' '}
-                  <code>{e.code}</code> {e.name}
-                </label>
-              ))}
-            </fieldset>
+            <EntitlementPicks
+              catalogue={catalogue.data?.entitlements ?? []}
+              value={codes}
+              onChange={setCodes}
+              name="entitlement"
+              disabled={!mayEdit}
+            />
             <FormError error={save.error} fields={['max_devices', 'entitlements']} />
             {mayEdit && (
               <div className="actions">
