@@ -363,6 +363,8 @@ export class ActivationService {
       bindIfRoom: true,
       resellerId: (v.resellerId as string | null) ?? null,
       data: { license_id: licenseId, ...data },
+      // A key's first machine is its activation, announced as such.
+      announce: v.firstUse !== true,
     });
     if (!admitted) throw new AppError('hwid_mismatch');
   }
@@ -373,7 +375,13 @@ export class ActivationService {
     kind: DeviceHolderKind,
     id: string,
     hwid: string,
-    o: { limit: number; bindIfRoom: boolean; resellerId: string | null; data: Record<string, unknown> },
+    o: {
+      limit: number;
+      bindIfRoom: boolean;
+      resellerId: string | null;
+      data: Record<string, unknown>;
+      announce?: boolean;
+    },
   ): Promise<boolean> {
     const app = call.app.row;
     const a = await this.d.devices.admit(kind, id, hwid, {
@@ -383,11 +391,15 @@ export class ActivationService {
       now: new Date(this.d.now()),
     });
     if (a.result === 'full') return false;
-    if (a.isNew) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data);
+    // The activation's own webhook says new_device (SPEC's alert webhook): no second webhook here.
+    if (a.isNew && o.announce !== false) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data, false);
     return true;
   }
 
-  /** A device added to a key or an end user: audit, live event and webhook `device.add`. */
+  /**
+   * A device added to a key or an end user: audit and live event `device.add`, and the webhook
+   * `device.add` where no activation webhook (which carries new_device) announces it.
+   */
   private async deviceAdded(
     appId: string,
     kind: DeviceHolderKind,
@@ -395,12 +407,13 @@ export class ActivationService {
     hwid: string,
     resellerId: string | null,
     data: Record<string, unknown>,
+    webhook: boolean,
   ): Promise<void> {
     const who = kind === 'user' ? `user ${String(data.username)}` : `key ${String(data.key_preview ?? id.slice(0, 8))}`;
     this.d.audit.write({ appId, action: 'device.add', detail: `New device on ${who}`, resellerId });
     const payload = { ...data, hwid };
     await this.d.events.publish('device.add', appId, payload, resellerId);
-    this.d.webhooks.notify(appId, resellerId, 'device.add', payload);
+    if (webhook) this.d.webhooks.notify(appId, resellerId, 'device.add', payload);
   }
 
   trial(call: ClientCall<TrialRequest>): Promise<ClientOutcome> {
@@ -535,7 +548,7 @@ export class ActivationService {
       });
       if (a.result === 'full') throw new AppError('hwid_mismatch');
       const resellerId = (v.resellerId as string | null) ?? null;
-      if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId });
+      if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId }, true);
     }
     const key = await this.d.licenseOps.load(licenseId);
     if (!key) throw new AppError('license_not_found');
