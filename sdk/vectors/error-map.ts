@@ -93,9 +93,6 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   license_not_valid: 'invalid_key',
   hwid_mismatch: 'hwid_mismatch',
   license_expired: 'expired',
-  trial_disabled: 'trial_disabled',
-  trial_used: 'trial_used',
-  offline_disabled: 'offline_disabled',
 
   // The session was never authenticated: authenticate again, as after an expired session.
   session_not_activated: 'session_expired',
@@ -104,6 +101,10 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   heartbeat_token_invalid: 'heartbeat_killed',
   // heartbeat/start over the key's max_sessions with session_overflow `reject`.
   session_limit: 'session_limit',
+  // PROTOCOL 12 (licensing models)
+  trial_disabled: 'trial_disabled',
+  trial_used: 'trial_used',
+  offline_disabled: 'offline_disabled',
 
   not_authenticated: null,
   permission_denied: null,

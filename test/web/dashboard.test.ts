@@ -273,6 +273,61 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await other.close();
   });
 
+  it('edits the entitlement catalogue, gives a key an entitlement, and issues an offline file as a .kwlic download', async () => {
+    const f = await appFixture(t, { offline_days: 7, hwid_lock: true });
+    const [key] = await f.keys(1);
+    const preview = `${key!.slice(0, 4)}****${key!.slice(-4)}`;
+    const page = await ownerPage();
+    await page.goto(`${t.base}/dashboard/apps/${f.app.id}/settings`);
+    await page.getByLabel('Offline file validity (days)').waitFor();
+    expect(await page.getByLabel('Offline file validity (days)').inputValue()).toBe('7');
+    await page.getByLabel('Catalogue', { exact: true }).fill('pro Pro features\nexport Export');
+    await page.getByRole('button', { name: 'Save entitlements' }).click();
+    await page.getByText('Entitlements saved').waitFor();
+    expect((await f.owner.get(`/api/apps/${f.app.id}/entitlements`)).body.entitlements).toEqual([
+      { code: 'pro', name: 'Pro features' },
+      { code: 'export', name: 'Export' },
+    ]);
+    // A code the server refuses is shown, not saved.
+    await page.getByLabel('Catalogue', { exact: true }).fill('Bad Code');
+    await page.getByRole('button', { name: 'Save entitlements' }).click();
+    await page
+      .locator('.card')
+      .filter({ hasText: 'Entitlements' })
+      .locator('.field-error, .form-error')
+      .first()
+      .waitFor();
+
+    await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
+    await page.getByRole('button', { name: `Actions for ${preview}` }).click();
+    await page
+      .getByRole('menu', { name: `Actions for ${preview}` })
+      .getByRole('menuitem', { name: 'Details' })
+      .click();
+    const drawer = page.getByRole('dialog', { name: `Key ${preview}` });
+    await drawer.locator('input[name="entitlement-pro"]').check();
+    await drawer.getByRole('button', { name: 'Save key' }).click();
+    await page.getByText(`${preview}: saved`).waitFor();
+    const row = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[0];
+    expect(row.entitlements).toEqual(['pro']);
+
+    await drawer.getByLabel('Machine HWID').fill('air-gapped-0001');
+    const download = page.waitForEvent('download');
+    await drawer.getByRole('button', { name: 'Issue offline file' }).click();
+    const saved = await download;
+    expect(saved.suggestedFilename()).toMatch(/\.kwlic$/);
+    const file = fs.readFileSync(await saved.path(), 'utf8').trim();
+    expect(file).toMatch(/^kwlic1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
+    const payload = JSON.parse(Buffer.from(file.split('.')[1]!, 'base64url').toString('utf8'));
+    expect(payload).toMatchObject({ app_id: f.app.id, hwid: 'air-gapped-0001', entitlements: ['pro'] });
+    // The machine is now the key's device, shown in the drawer and removable there.
+    await drawer.getByText('air-gapped-0001').waitFor();
+    await drawer.getByRole('button', { name: 'Remove' }).click();
+    await page.getByText('Device removed').waitFor();
+    expect((await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items[0].devices).toEqual([]);
+    await page.close();
+  });
+
   it('runs a bulk extend, one request per row, and reports the row that failed', async () => {
     const f = await appFixture(t);
     const keys = await f.keys(3, { note: 'bulk' });

@@ -166,14 +166,7 @@ export class ActivationService {
       });
       note.detail = `User ${username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
-      // The new account's first device; under hwid_lock it holds the first place (SPEC's pin).
-      const key = await this.d.licenseOps.load(licenseId);
-      await this.admitDevice(call, 'user', v.userId as string, hwid, {
-        limit: deviceLimit(key ?? { maxDevices: null }, app.max_devices),
-        bindIfRoom: false,
-        resellerId: note.resellerId,
-        data: { user_id: v.userId, username, license_id: licenseId },
-      });
+
       await this.d.events.publish(
         'client.register',
         app.id,
@@ -199,7 +192,7 @@ export class ActivationService {
           success: true,
           message: 'Registered successfully',
           user: { username, level: v.level, expires_at: v.expiresAt },
-          entitlements: key?.entitlements ?? [],
+          entitlements: (v.entitlements as string[] | undefined) ?? [],
           ...graceField(app.grace_hours, (v.expiresAt as string | null) ?? null, this.d.now()),
         },
         responseKey: responseKeyOf(session.record, call.app.row.api_secret),
@@ -380,6 +373,8 @@ export class ActivationService {
       bindIfRoom: true,
       resellerId: (v.resellerId as string | null) ?? null,
       data: { license_id: licenseId, ...data },
+      // A key's first machine is its activation, announced as such.
+      announce: v.firstUse !== true,
     });
     if (!admitted) throw new AppError('hwid_mismatch');
   }
@@ -390,7 +385,13 @@ export class ActivationService {
     kind: DeviceHolderKind,
     id: string,
     hwid: string,
-    o: { limit: number; bindIfRoom: boolean; resellerId: string | null; data: Record<string, unknown> },
+    o: {
+      limit: number;
+      bindIfRoom: boolean;
+      resellerId: string | null;
+      data: Record<string, unknown>;
+      announce?: boolean;
+    },
   ): Promise<boolean> {
     const app = call.app.row;
     const a = await this.d.devices.admit(kind, id, hwid, {
@@ -400,11 +401,15 @@ export class ActivationService {
       now: new Date(this.d.now()),
     });
     if (a.result === 'full') return false;
-    if (a.isNew) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data);
+    // The activation's own webhook says new_device (SPEC's alert webhook): no second webhook here.
+    if (a.isNew && o.announce !== false) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data, false);
     return true;
   }
 
-  /** A device added to a key or an end user: audit, live event and webhook `device.add`. */
+  /**
+   * A device added to a key or an end user: audit and live event `device.add`, and the webhook
+   * `device.add` where no activation webhook (which carries new_device) announces it.
+   */
   private async deviceAdded(
     appId: string,
     kind: DeviceHolderKind,
@@ -412,12 +417,13 @@ export class ActivationService {
     hwid: string,
     resellerId: string | null,
     data: Record<string, unknown>,
+    webhook: boolean,
   ): Promise<void> {
     const who = kind === 'user' ? `user ${String(data.username)}` : `key ${String(data.key_preview ?? id.slice(0, 8))}`;
     this.d.audit.write({ appId, action: 'device.add', detail: `New device on ${who}`, resellerId });
     const payload = { ...data, hwid };
     await this.d.events.publish('device.add', appId, payload, resellerId);
-    this.d.webhooks.notify(appId, resellerId, 'device.add', payload);
+    if (webhook) this.d.webhooks.notify(appId, resellerId, 'device.add', payload);
   }
 
   trial(call: ClientCall<TrialRequest>): Promise<ClientOutcome> {
@@ -552,7 +558,7 @@ export class ActivationService {
       });
       if (a.result === 'full') throw new AppError('hwid_mismatch');
       const resellerId = (v.resellerId as string | null) ?? null;
-      if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId });
+      if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId }, true);
     }
     const key = await this.d.licenseOps.load(licenseId);
     if (!key) throw new AppError('license_not_found');

@@ -145,8 +145,9 @@ export class DeviceRepository {
       );
       if (kind === 'user')
         await this.sql.run(
-          `update end_users set known_hwids = coalesce((select jsonb_agg(h) from jsonb_array_elements_text(known_hwids) h
-             where h <> ?), '[]'::jsonb) where id = ?`,
+          `update end_users set known_hwids = coalesce(
+             (select jsonb_agg(h) from jsonb_array_elements_text(known_hwids) h where h <> ?), '[]'::jsonb)
+           where id = ?`,
           [hwid, id],
           tx,
         );

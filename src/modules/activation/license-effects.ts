@@ -35,7 +35,12 @@ export function licenseEffects(
           kind: 'claim',
           status: v.key.status,
           at: now,
-          grant: { level: v.key.level, expiresAt: iso(registeredExpiry(v.key, now)), resellerId: v.key.resellerId },
+          grant: {
+            level: v.key.level,
+            expiresAt: iso(registeredExpiry(v.key, now)),
+            resellerId: v.key.resellerId,
+            entitlements: v.key.entitlements,
+          },
         };
       }
       const facts =
@@ -90,6 +95,7 @@ export function licenseEffects(
           level: grant.level,
           expiresAt: grant.expiresAt,
           resellerId: grant.resellerId,
+          entitlements: grant.entitlements,
         },
       };
     },

@@ -147,6 +147,12 @@ export class LicenseOpsRepository {
           tx,
         );
         if (!inserted) throw new Rollback('username_taken');
+        // The account's first device (PROTOCOL 12.1); under hwid_lock it holds the first place (SPEC's pin).
+        await this.sql.run(
+          `insert into user_devices (user_id, hwid, first_seen, last_seen, bound) values (?, ?, ?, ?, ?)`,
+          [user.id, user.knownHwid, now, now, user.hwid !== ''],
+          tx,
+        );
         const finalised = await this.sql.run(
           `update license_keys
            set status = 'used', used_by = ?, user_id = ?, hwid = ?, ip = ?, expires_at = ?, pending_since = null

@@ -44,7 +44,7 @@ export type Decision =
       kind: 'claim';
       status: LicenseStatus;
       at: number;
-      grant: { level: number; expiresAt: string | null; resellerId: string | null };
+      grant: { level: number; expiresAt: string | null; resellerId: string | null; entitlements: string[] };
     }
   | { kind: 'activate_unused'; value: Record<string, unknown>; expiresAt: string | null }
   | {

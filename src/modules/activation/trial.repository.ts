@@ -37,8 +37,8 @@ export class TrialRepository {
         );
         if (!taken) throw new Used();
         const inserted = await this.sql.one(
-          `insert into license_keys (id, app_id, key_hash, key_preview, status, used_by, hwid, ip, level, duration_value,
-             duration_unit, duration_days, created_at, last_login, expires_at, note)
+          `insert into license_keys (id, app_id, key_hash, key_preview, status, used_by, hwid, ip, level,
+             duration_value, duration_unit, duration_days, created_at, last_login, expires_at, note)
            values (?, ?, ?, ?, 'used', 'license-only', ?, ?, ?, ?, 'hours', ?, ?, ?, ?, 'trial')
            on conflict (app_id, key_hash) do nothing returning id`,
           [

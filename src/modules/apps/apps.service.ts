@@ -270,7 +270,8 @@ export class AppsService {
     this.d.repos.audit.write({
       appId: id,
       action: 'app.entitlements',
-      detail: `${list.length} entitlements in the catalogue${stripped > 0 ? `; ${stripped} keys lost removed codes` : ''}`,
+      detail:
+        `${list.length} entitlements in the catalogue` + (stripped > 0 ? `; ${stripped} keys lost removed codes` : ''),
       actor: actorOf(p),
     });
     await this.events.publish('app.entitlements', id, { codes: list.map((e) => e.code), keys_changed: stripped });

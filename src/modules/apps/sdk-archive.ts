@@ -25,6 +25,8 @@ export function sdkFileName(lang: SdkLang): string {
 
 /** The application fields keywarden.json is made of. */
 interface ClientConfigSource {
+  /** The application's id: offline license files must name it (PROTOCOL 12.5). */
+  id?: string;
   name: string;
   apiKey: string;
   apiSecret: string;
@@ -53,6 +55,7 @@ export function clientConfig(
       alg: 'Ed25519',
       public_key: 'public_key' in k ? k.public_key : k.publicKey.toString('base64'),
     })),
+    ...(app.id ? { app_id: app.id } : {}),
     ...(app.requireSignature ? { api_secret: app.apiSecret } : {}),
   };
 }
@@ -165,6 +168,7 @@ interface ArchiveInput {
 
 export async function sdkArchive({ lang, app, keys, baseUrl }: ArchiveInput): Promise<Buffer> {
   const src: ClientConfigSource = {
+    id: app.id,
     name: app.name,
     apiKey: app.apiKey,
     apiSecret: app.apiSecret,

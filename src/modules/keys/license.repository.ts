@@ -5,6 +5,8 @@ import { AppError } from '../../errors.js';
 import type { Device } from '../activation/index.js';
 
 const MAX_ROUNDS = 10;
+/** The placeholders of one generated key's row. */
+const ROW = "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)";
 
 /** The mask and alphabet could not yield enough keys that are new for the application. */
 export class KeySpaceExhausted extends Error {
@@ -170,7 +172,7 @@ export class LicenseRepository {
         const rows = await this.sql.all<LicenseRow & { key_hash: string }>(
           `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
              duration_days, created_at, note, reseller_id, created_by, max_sessions, max_devices, entitlements)
-           values ${[...byHash.keys()].map(() => "(?, ?, ?, ?, 'unused', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)").join(', ')}
+           values ${[...byHash.keys()].map(() => ROW).join(', ')}
            on conflict (app_id, key_hash) do nothing returning key_hash, ${LICENSE_COLUMNS}`,
           values,
           tx,

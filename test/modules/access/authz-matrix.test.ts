@@ -22,6 +22,8 @@ async function sql(text: string, params: unknown[] = []) {
   return t.server.services.sql.all(text, params);
 }
 
+const MATRIX_DEVICE = 'matrix-device-0001';
+
 /** Resources are made fresh for every attempt, so destructive routes never see each other's leftovers. */
 const make = {
   async app() {
@@ -40,6 +42,11 @@ const make = {
       `update license_keys set reseller_id = ?, status = 'used', used_by = 'license-only', expires_at = now() + interval '5 days' where id = ?`,
       [resellerId, k.id],
     );
+    // One device (PROTOCOL 12.1), so the device routes have something to remove.
+    await sql(
+      `insert into key_devices (license_id, hwid, first_seen, last_seen, bound) values (?, ?, now(), now(), true)`,
+      [k.id, MATRIX_DEVICE],
+    );
     return k.id as string;
   },
   async user() {
@@ -49,7 +56,15 @@ const make = {
        values (gen_random_uuid(), ?, ?, 'x', now(), 1, ?, ?) returning id`,
       [appId, `u${Math.random().toString(36).slice(2)}`, resellerId, lic],
     );
-    return (row as { id: string }).id;
+    const id = (row as { id: string }).id;
+    await sql(
+      `insert into user_devices (user_id, hwid, first_seen, last_seen, bound) values (?, ?, now(), now(), true)`,
+      [id, MATRIX_DEVICE],
+    );
+    return id;
+  },
+  async hwid() {
+    return MATRIX_DEVICE;
   },
   async ban() {
     const r = await owner.post(`/apps/${appId}/bans`, {
@@ -112,11 +127,17 @@ const ROWS: Row[] = [
   { method: 'POST', path: '/api/licenses/{lic}/extend', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/apps/{app}/licenses/extend-all', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/licenses/{lic}/reset-hwid', reseller: 'reset_hwid' },
+  { method: 'DELETE', path: '/api/licenses/{lic}/devices/{hwid}', reseller: 'reset_hwid' },
+  { method: 'PATCH', path: '/api/licenses/{lic}', body: { note: 'matrix' }, reseller: 'generate_keys' },
+  { method: 'POST', path: '/api/licenses/{lic}/offline', body: { hwid: MATRIX_DEVICE }, reseller: 'generate_keys' },
+  { method: 'GET', path: '/api/apps/{app}/entitlements', reseller: 'allow' },
+  { method: 'PUT', path: '/api/apps/{app}/entitlements', body: { entitlements: [] }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/licenses/{lic}/ban', body: {}, reseller: 'ban_unban_keys' },
   { method: 'PATCH', path: '/api/licenses/{lic}', body: { max_sessions: 2 }, reseller: 'generate_keys' },
   { method: 'DELETE', path: '/api/licenses/{lic}', reseller: 'delete_keys' },
   { method: 'GET', path: '/api/apps/{app}/users', reseller: 'view_keys' },
   { method: 'POST', path: '/api/users/{user}/reset-hwid', reseller: 'reset_hwid' },
+  { method: 'DELETE', path: '/api/users/{user}/devices/{hwid}', reseller: 'reset_hwid' },
   { method: 'PATCH', path: '/api/users/{user}/ban', body: { banned: true }, reseller: 'freeze_unfreeze' },
   { method: 'DELETE', path: '/api/users/{user}', reseller: 'delete_keys' },
   { method: 'GET', path: '/api/apps/{app}/stats', reseller: 'view_stats' },
@@ -203,6 +224,8 @@ beforeAll(async () => {
   resellerId = (await admin.post('/api/team', { username: 'matrixseller', password: 'seller-pass-1' })).body.id;
   reseller = await new Api(t.base).signIn('matrixseller', 'seller-pass-1');
   appId = await make.app();
+  // Offline files on (PROTOCOL 12.5), so POST /api/licenses/{id}/offline can answer 200.
+  await owner.patch(`/apps/${appId}`, { offline_days: 7 });
 });
 afterAll(() => t.close());
 

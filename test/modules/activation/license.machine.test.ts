@@ -32,7 +32,7 @@ const claim: Decision = {
   kind: 'claim',
   status: 'unused',
   at: 1000,
-  grant: { level: 2, expiresAt: null, resellerId: null },
+  grant: { level: 2, expiresAt: null, resellerId: null, entitlements: [] },
 };
 
 function effects(over: Partial<LicenseEffects>): LicenseEffects {

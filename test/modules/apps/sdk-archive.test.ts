@@ -68,6 +68,7 @@ describe('SDK archive', () => {
       api_key: plain.app.api_key,
       version: plain.app.version,
       response_keys: keys,
+      app_id: plain.app.id,
     });
     const signed = await appFixture(t, { require_signature: true });
     const { files } = await download(t.base, signed.owner.token!, signed.app.id, 'cpp');

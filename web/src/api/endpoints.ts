@@ -11,6 +11,8 @@ import type {
   CreatedToken,
   Credentials,
   EndUser,
+  Entitlements,
+  OfflineFile,
   Generated,
   License,
   LicensePage,
@@ -39,6 +41,7 @@ export type TeamCreate = Body<'/api/team', 'post'>;
 export type TeamPatch = Body<'/api/team/{id}', 'patch'>;
 export type SubscriptionInput = Body<'/api/team/{id}/subscription', 'patch'>;
 export type PermissionsInput = Body<'/api/team/{id}/permissions', 'patch'>['permissions'];
+export type LicensePatch = Body<'/api/licenses/{id}', 'patch'>;
 export type LicenseQuery = Query<'/api/apps/{id}/licenses'>;
 export type LogQuery = Query<'/api/apps/{id}/logs'>;
 export type BanInput = Body<'/api/apps/{id}/bans', 'post'>;
@@ -69,6 +72,9 @@ export const apps = {
   rotateSecret: (appId: string) => unwrap<App>(api.POST('/api/apps/{id}/rotate-secret', id(appId))),
   setHashes: (appId: string, hashes: string[]) =>
     unwrap<App>(api.PUT('/api/apps/{id}/hashes', { ...id(appId), body: { hashes } })),
+  entitlements: (appId: string) => unwrap<Entitlements>(api.GET('/api/apps/{id}/entitlements', id(appId))),
+  setEntitlements: (appId: string, entitlements: Entitlements['entitlements']) =>
+    unwrap<Entitlements>(api.PUT('/api/apps/{id}/entitlements', { ...id(appId), body: { entitlements } })),
   credentials: (appId: string) => unwrap<Credentials>(api.GET('/api/apps/{id}/credentials', id(appId))),
   stats: (appId: string) => unwrap<Stats>(api.GET('/api/apps/{id}/stats', id(appId))),
   logs: (appId: string, query: LogQuery) =>
@@ -134,11 +140,19 @@ export const licenses = {
   setBanned: (licenseId: string, banned: boolean) =>
     unwrap<License>(api.PATCH('/api/licenses/{id}/ban', { ...id(licenseId), body: { banned } })),
   remove: (licenseId: string) => unwrap<unknown>(api.DELETE('/api/licenses/{id}', id(licenseId))),
+  update: (licenseId: string, body: LicensePatch) =>
+    unwrap<License>(api.PATCH('/api/licenses/{id}', { ...id(licenseId), body })),
+  removeDevice: (licenseId: string, hwid: string) =>
+    unwrap<unknown>(api.DELETE('/api/licenses/{id}/devices/{hwid}', { params: { path: { id: licenseId, hwid } } })),
+  offline: (licenseId: string, hwid: string) =>
+    unwrap<OfflineFile>(api.POST('/api/licenses/{id}/offline', { ...id(licenseId), body: { hwid } })),
 };
 
 export const users = {
   list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
   resetHwid: (userId: string) => unwrap<unknown>(api.POST('/api/users/{id}/reset-hwid', id(userId))),
+  removeDevice: (userId: string, hwid: string) =>
+    unwrap<unknown>(api.DELETE('/api/users/{id}/devices/{hwid}', { params: { path: { id: userId, hwid } } })),
   setBanned: (userId: string, banned: boolean) =>
     unwrap<unknown>(api.PATCH('/api/users/{id}/ban', { ...id(userId), body: { banned } })),
   remove: (userId: string) => unwrap<unknown>(api.DELETE('/api/users/{id}', id(userId))),

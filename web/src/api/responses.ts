@@ -82,6 +82,12 @@ export const AppSchema = Type.Object({
   session_overflow: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('kick_oldest')])),
   portal_enabled: Type.Boolean(),
   portal_reset_cooldown_hours: Type.Integer(),
+  // Licensing models (PROTOCOL 12).
+  max_devices: Type.Integer(),
+  trial_hours: Type.Integer(),
+  trial_level: Type.Integer(),
+  offline_days: Type.Integer(),
+  grace_hours: Type.Integer(),
   api_key: Type.String(),
   api_secret: Type.Optional(Type.String()),
   owner_id: Type.String(),
@@ -97,6 +103,15 @@ export const CredentialsSchema = Type.Object({
   owner_id: Type.String(),
 });
 export type Credentials = Static<typeof CredentialsSchema>;
+
+/** A machine of a key or an end user (PROTOCOL 12.1); hidden with hwid. */
+const DeviceSchema = Type.Object({ hwid: Type.String(), first_seen: Iso, last_seen: Iso });
+export type Device = Static<typeof DeviceSchema>;
+
+export const EntitlementsSchema = Type.Object({
+  entitlements: Type.Array(Type.Object({ code: Type.String(), name: Type.String() })),
+});
+export type Entitlements = Static<typeof EntitlementsSchema>;
 
 const LicenseStatus = Type.Union([
   Type.Literal('unused'),
@@ -137,8 +152,18 @@ export const LicenseSchema = Type.Object({
   screenshot_path: Type.Optional(Type.String()),
   max_sessions: Type.Optional(Nullable(Type.Integer())),
   live_sessions: Type.Optional(Type.Integer()),
+  max_devices: Nullable(Type.Integer()),
+  entitlements: Type.Array(Type.String()),
+  devices: Type.Optional(Type.Array(DeviceSchema)),
 });
 export type License = Static<typeof LicenseSchema>;
+
+export const OfflineFileSchema = Type.Object({
+  success: Type.Boolean(),
+  license_file: Type.String(),
+  license: LicenseSchema,
+});
+export type OfflineFile = Static<typeof OfflineFileSchema>;
 
 export const LicensePageSchema = Type.Object({
   items: Type.Array(LicenseSchema),
@@ -170,6 +195,7 @@ export const EndUserSchema = Type.Object({
   geo: Type.Optional(Geo),
   activation_geo: Type.Optional(Geo),
   last_screenshot_path: Type.Optional(Nullable(Type.String())),
+  devices: Type.Optional(Type.Array(DeviceSchema)),
 });
 export type EndUser = Static<typeof EndUserSchema>;
 

@@ -4,8 +4,8 @@
 // the last five batches stay in sessionStorage for this browser session only. A batch that takes
 // over 1 % of the keys its mask can produce is confirmed first.
 import { useState } from 'react';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { apps as appsApi, licenses as licensesApi, type GenerateInput } from '../api/endpoints.js';
 import type { App } from '../api/responses.js';
 import { Button, Confirm, CopyButton, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
 import {
@@ -26,6 +26,7 @@ import { keysCsv, keysTxt, saveFile } from '../lib/download.js';
 import { readBatches, rememberBatch, type Batch } from '../lib/history.js';
 import { quote, type DurationUnit, type KeyCosts } from '../lib/pricing.js';
 import { useSession } from '../session.js';
+import { EntitlementPicks } from '../components/EntitlementPicks.js';
 import { useNotice } from '../notices.js';
 
 const UNITS: DurationUnit[] = ['hours', 'days', 'weeks', 'months', 'lifetime'];
@@ -43,6 +44,9 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const [note, setNote] = useState('');
   /** PROTOCOL 12.2: the keys' own max_sessions; blank: the application's. */
   const [seats, setSeats] = useState('');
+  const [maxDevices, setMaxDevices] = useState('');
+  const [codes, setCodes] = useState<string[]>([]);
+  const catalogue = useQuery({ queryKey: ['entitlements', app.id], queryFn: () => appsApi.entitlements(app.id) });
   const [local, setLocal] = useState<{ field: string; msg: string }[]>([]);
   const [shown, setShown] = useState<Batch | null>(null);
   const [history, setHistory] = useState<Batch[]>(() => readBatches());
@@ -105,6 +109,8 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
       ...(unit === 'lifetime' ? {} : { duration: Number(duration) }),
       ...(note ? { note } : {}),
       ...(seats.trim() !== '' ? { max_sessions: /^\d+$/.test(seats.trim()) ? Number(seats.trim()) : NaN } : {}),
+      ...(maxDevices.trim() ? { max_devices: Number(maxDevices) } : {}),
+      ...(codes.length > 0 ? { entitlements: codes } : {}),
     };
     const c = crowdedKeySpace(mask, body.alphabet?.length ?? 0, amountN);
     if (c) setCrowded({ body, ...c });
@@ -247,6 +253,30 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         <Field label="Note" error={err('note')} hint="Stored on every key of the batch.">
           {(p) => <input {...p} name="note" value={note} onChange={(e) => setNote(e.target.value)} />}
         </Field>
+        <Field
+          label="Devices per key"
+          error={err('max_devices')}
+          hint={`Blank: the application's ${app.max_devices} (applies with HWID lock).`}
+        >
+          {(p) => (
+            <input
+              {...p}
+              name="max_devices"
+              inputMode="numeric"
+              value={maxDevices}
+              onChange={(e) => setMaxDevices(e.target.value)}
+            />
+          )}
+        </Field>
+        {(catalogue.data?.entitlements ?? []).length > 0 && (
+          <EntitlementPicks
+            catalogue={catalogue.data!.entitlements}
+            value={codes}
+            onChange={setCodes}
+            name="gen-entitlement"
+            className="span-2"
+          />
+        )}
         {price && (
           <div
             className={`span-2 price${price.refused ? ' price-refused' : ''}`}
@@ -267,7 +297,18 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
         )}
         <FormError
           error={generate.error}
-          fields={['mask', 'alphabet', 'amount', 'duration', 'unit', 'level', 'max_sessions', 'note']}
+          fields={[
+            'mask',
+            'alphabet',
+            'amount',
+            'duration',
+            'unit',
+            'level',
+            'max_sessions',
+            'note',
+            'max_devices',
+            'entitlements',
+          ]}
         />
         <div className="actions span-2">
           <Button

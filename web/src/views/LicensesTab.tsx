@@ -21,6 +21,7 @@ import { GeneratorPanel } from './GeneratorPanel.js';
 import { ACTION_LABEL, licenseColumns, rowOffers, type Action } from './LicenseColumns.js';
 import { BulkBar, BulkReport, ProgressLine, type Progress, type SelectedKey } from './LicenseBulk.js';
 import { ExtendAllDialog, ExtendDialog } from './LicenseDialogs.js';
+import { KeyDrawer } from './KeyDrawer.js';
 
 export { statusTone } from './LicenseColumns.js';
 
@@ -91,6 +92,7 @@ export function LicensesTab({ app }: { app: App }) {
   const [progress, setProgress] = useState<Progress | null>(null);
   const [result, setResult] = useState<{ label: string; result: BulkResult<SelectedKey> } | null>(null);
   const [extendAllOpen, setExtendAllOpen] = useState(false);
+  const [drawer, setDrawer] = useState<License | null>(null);
 
   const fetchPage = useCallback(
     async (cursor: string, limit: number = PAGE) => {
@@ -197,27 +199,30 @@ export function LicensesTab({ app }: { app: App }) {
   // The row menu and the columns keep their identity across selection changes and progress, so a
   // ticked checkbox re-renders its own row only; the latest state is read through refs.
   const menu = useRowMenu();
-  const live = useRef({ start, busy: false });
-  live.current = { start, busy: progress !== null };
+  const live = useRef({ start, busy: false, details: setDrawer });
+  live.current = { start, busy: progress !== null, details: setDrawer };
   const openMenu = useCallback(
     (row: License, anchor: HTMLElement) =>
       menu.open({
         anchor,
         label: `Actions for ${row.key_preview}`,
-        items: actions
-          .filter((a) => rowOffers(row, a))
-          .map((a) => ({
-            label: ACTION_LABEL[a],
-            danger: a === 'delete',
-            disabled: live.current.busy,
-            onSelect: () => live.current.start(a, [row]),
-          })),
+        items: [
+          { label: 'Details', danger: false, disabled: false, onSelect: () => live.current.details(row) },
+          ...actions
+            .filter((a) => rowOffers(row, a))
+            .map((a) => ({
+              label: ACTION_LABEL[a],
+              danger: a === 'delete',
+              disabled: live.current.busy,
+              onSelect: () => live.current.start(a, [row]),
+            })),
+        ],
       }),
     [actions, menu.open],
   ); // eslint-disable-line react-hooks/exhaustive-deps
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
   const columns = useMemo(
-    () => licenseColumns({ hwid: hasHwid, actions: actions.length > 0, openMenu }),
+    () => licenseColumns({ hwid: hasHwid, actions: true, openMenu }),
     [hasHwid, actions.length, openMenu],
   );
 
@@ -265,6 +270,15 @@ export function LicensesTab({ app }: { app: App }) {
             placeholder="Note, user or key preview"
             name="q"
           />
+        </label>
+        <label className="inline-field">
+          <input
+            type="checkbox"
+            name="trials"
+            checked={search === 'trial'}
+            onChange={(e) => setSearch(e.target.checked ? 'trial' : '')}
+          />
+          <span>Trials only</span>
         </label>
         {can(caller, 'generate_keys') && !generatorOpen && (
           <Button variant="primary" onClick={() => setGeneratorOpen(true)}>
@@ -360,6 +374,7 @@ export function LicensesTab({ app }: { app: App }) {
         onClose={() => setPending(null)}
       />
       <ExtendAllDialog app={app} open={extendAllOpen} onClose={() => setExtendAllOpen(false)} />
+      <KeyDrawer app={app} license={drawer} onClose={() => setDrawer(null)} />
     </div>
   );
 }

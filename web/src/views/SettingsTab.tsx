@@ -12,6 +12,7 @@ import { plural } from '../lib/plural.js';
 import { updateUrlProblem, webhookProblem } from '../lib/urls.js';
 import { navigate, paths, useNavigationGuard } from '../router.js';
 import { useNotice } from '../notices.js';
+import { EntitlementsCard } from './EntitlementsCard.js';
 
 const FLAGS = [
   ['enabled', 'Enabled', 'Master switch: when off every client call is refused.'],
@@ -44,6 +45,31 @@ const TEXTS = [
 type TextField = (typeof TEXTS)[number];
 
 type Overflow = NonNullable<App['session_overflow']>;
+/** The licensing models (PROTOCOL 12): whole numbers, each with what it does. */
+const NUMBERS = [
+  [
+    'max_devices',
+    'Devices per key',
+    'With HWID lock: machines one key (or account) may hold, 1-1000. A key may override it.',
+  ],
+  [
+    'trial_hours',
+    'Trial length (hours)',
+    '0 = no trials. Otherwise clients may start one trial per machine, ever (0-8760).',
+  ],
+  ['trial_level', 'Trial level', 'Level of trial keys.'],
+  [
+    'offline_days',
+    'Offline file validity (days)',
+    '0 = off. How long a signed offline license file works without the service (0-3650).',
+  ],
+  [
+    'grace_hours',
+    'Grace period (hours)',
+    '0 = off. How long SDKs keep a license valid while the service is unreachable (0-720).',
+  ],
+] as const satisfies readonly (readonly [keyof AppPatch & keyof App, string, string])[];
+type NumberField = (typeof NUMBERS)[number][0];
 
 interface FormState {
   flags: Record<Flag, boolean>;
@@ -53,6 +79,7 @@ interface FormState {
   seats: string;
   overflow: Overflow;
   cooldown: string;
+  numbers: Record<NumberField, string>;
   costs: Record<KeyCostTier, string>;
   hashes: string;
 }
@@ -65,6 +92,7 @@ function initial(a: App): FormState {
     seats: String(a.max_sessions ?? 0),
     overflow: a.session_overflow ?? 'reject',
     cooldown: String(a.portal_reset_cooldown_hours),
+    numbers: Object.fromEntries(NUMBERS.map(([n]) => [n, String(a[n])])) as Record<NumberField, string>,
     costs: Object.fromEntries(
       KEY_COST_TIERS.map((t) => [t, a.key_costs[t] == null ? '' : String(a.key_costs[t])]),
     ) as Record<KeyCostTier, string>,
@@ -88,6 +116,10 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   if (f.overflow !== (a.session_overflow ?? 'reject')) patch.session_overflow = f.overflow;
   const cd = f.cooldown.trim();
   if (cd !== String(a.portal_reset_cooldown_hours) && cd !== '') patch.portal_reset_cooldown_hours = num(cd);
+  for (const [n] of NUMBERS) {
+    const v = f.numbers[n].trim();
+    if (v !== '' && v !== String(a[n])) patch[n] = num(v);
+  }
   const costsChanged = KEY_COST_TIERS.some(
     (t) => f.costs[t].trim() !== (a.key_costs[t] == null ? '' : String(a.key_costs[t])),
   );
@@ -203,6 +235,7 @@ export function SettingsTab({ app }: { app: App }) {
   const shownFields = [
     ...TEXTS,
     ...FLAGS.map(([f]) => f),
+    ...NUMBERS.map(([n]) => n),
     'heartbeat_interval',
     'max_sessions',
     'session_overflow',
@@ -210,6 +243,22 @@ export function SettingsTab({ app }: { app: App }) {
     'key_costs',
     'hashes',
   ];
+  const number = (n: NumberField) => {
+    const [, label, hint] = NUMBERS.find(([k]) => k === n)!;
+    return (
+      <Field key={n} label={label} error={err(n)} hint={hint}>
+        {(p) => (
+          <input
+            {...p}
+            name={n}
+            inputMode="numeric"
+            value={form.numbers[n]}
+            onChange={(e) => setForm({ ...form, numbers: { ...form.numbers, [n]: e.target.value } })}
+          />
+        )}
+      </Field>
+    );
+  };
 
   return (
     <div className="settings">
@@ -341,6 +390,10 @@ export function SettingsTab({ app }: { app: App }) {
           </Field>
         </fieldset>
         <fieldset className="card form-grid">
+          <legend>Licensing models</legend>
+          {NUMBERS.map(([n]) => number(n))}
+        </fieldset>
+        <fieldset className="card form-grid">
           <legend>Updates</legend>
           {flag('force_update')}
           {text('update_url', 'Update URL', { placeholder: 'https://example.com/download' })}
@@ -401,6 +454,8 @@ export function SettingsTab({ app }: { app: App }) {
           </Button>
         </div>
       </form>
+
+      <EntitlementsCard appId={app.id} />
 
       <section className="card danger-zone" aria-labelledby="danger-title">
         <h2 id="danger-title">Danger zone</h2>

@@ -70,6 +70,17 @@ export function UsersTab({ app }: { app: App }) {
                 },
               ]
             : []),
+          // PROTOCOL 12.1: one machine off the account, freeing its place.
+          ...(can(caller, 'reset_hwid')
+            ? (u.devices ?? []).map((d) => ({
+                label: `Remove device ${d.hwid}`,
+                disabled: live.current.busy !== null,
+                onSelect: () =>
+                  void live.current.act(`device:${u.id}`, `Device of ${u.username} removed`, () =>
+                    usersApi.removeDevice(u.id, d.hwid),
+                  ),
+              }))
+            : []),
           ...(can(caller, 'freeze_unfreeze')
             ? [
                 {
@@ -108,6 +119,12 @@ export function UsersTab({ app }: { app: App }) {
               header: 'HWID',
               title: (u: EndUser) => u.hwid || undefined,
               cell: (u: EndUser) => <code className="mono small">{u.hwid || '—'}</code>,
+            },
+            {
+              id: 'devices',
+              header: 'Devices',
+              title: (u: EndUser) => (u.devices ?? []).map((d) => d.hwid).join('\n') || undefined,
+              cell: (u: EndUser) => (u.devices ?? []).length,
             },
           ]
         : []),
