@@ -436,6 +436,7 @@ function createDomain(s: Services): Domain {
     licenseHashKey: s.secrets.licenseHashKey,
     liveSessions: async (licenseId) => (await heartbeatOwner.seats.liveCounts([licenseId])).get(licenseId) ?? 0,
     devices,
+    offline: activation,
     now,
   });
   let noncePurge: NodeJS.Timeout | undefined;

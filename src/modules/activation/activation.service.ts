@@ -490,25 +490,52 @@ export class ActivationService {
     const s = session.record;
     if (!this.d.sessions.isActivated(s) || !s.licenseId) throw new AppError('session_not_activated');
     const hwid = call.body.hwid.toLowerCase();
-    const key = await this.d.licenseOps.load(s.licenseId);
-    // A key deleted since the activation is unknown now; banned and expired answer as `license` does.
+    const { file, resellerId } = await this.offlineFileFor(
+      app,
+      { licenseId: s.licenseId, userId: s.userId, username: s.username ?? null },
+      hwid,
+    );
+    note.detail = `Offline license file issued (${app.offline_days} days)`;
+    note.resellerId = resellerId;
+    const data = { license_id: s.licenseId, username: s.username ?? null, hwid, offline_days: app.offline_days };
+    await this.d.events.publish('client.offline', app.id, data, resellerId);
+    this.d.webhooks.notify(app.id, resellerId, 'client.offline', data);
+    return {
+      body: { success: true, license_file: file },
+      responseKey: responseKeyOf(s, app.api_secret),
+    };
+  }
+
+  /**
+   * PROTOCOL 12.5: the signed file for a machine the license (or its end user) already holds: the
+   * client's offline call and the customer portal's. A deleted key is unknown (`license_invalid`);
+   * banned and expired answer as `license` does; a HWID not among the holder's devices is a mismatch.
+   */
+  async offlineFileFor(
+    app: Pick<ClientAppRow, 'id' | 'hwid_lock' | 'offline_days'>,
+    holder: { licenseId: string; userId: string | null; username: string | null },
+    hwid: string,
+  ): Promise<{ file: string; resellerId: string | null }> {
+    if (app.offline_days <= 0) throw new AppError('offline_disabled');
+    const h = hwid.toLowerCase();
+    const key = await this.d.licenseOps.load(holder.licenseId);
     if (!key) throw new AppError('license_invalid');
     if (key.status === 'banned') throw new AppError('license_banned');
-    const user = s.userId ? await this.d.users.grantOf(s.userId) : undefined;
-    if (s.userId && (!user || user.banned)) throw new AppError('license_banned');
+    const user = holder.userId ? await this.d.users.grantOf(holder.userId) : undefined;
+    if (holder.userId && (!user || user.banned)) throw new AppError('license_banned');
     const expiresAt = user ? user.expiresAt : key.expiresAt;
     const lifetime = !user && key.durationUnit === 'lifetime';
     if (expiresAt && !lifetime && expiresAt.getTime() <= this.d.now()) throw new AppError('license_expired');
-    const kind: DeviceHolderKind = s.userId ? 'user' : 'key';
-    const devices = await this.d.devices.facts(kind, s.userId ?? s.licenseId, hwid);
+    const kind: DeviceHolderKind = holder.userId ? 'user' : 'key';
+    const devices = await this.d.devices.facts(kind, holder.userId ?? holder.licenseId, h);
     if (!(app.hwid_lock ? devices.held : devices.known)) throw new AppError('hwid_mismatch');
     const file = offlineFile(
       this.d.signing(),
       {
         appId: app.id,
-        licenseId: s.licenseId,
-        user: s.username ?? null,
-        hwid,
+        licenseId: holder.licenseId,
+        user: holder.username,
+        hwid: h,
         level: user ? user.level : key.level,
         entitlements: key.entitlements,
         expiresAt: lifetime ? null : expiresAt,
@@ -516,15 +543,7 @@ export class ActivationService {
       },
       this.d.now(),
     );
-    note.detail = `Offline license file issued (${app.offline_days} days)`;
-    note.resellerId = key.resellerId;
-    const data = { license_id: s.licenseId, username: s.username ?? null, hwid, offline_days: app.offline_days };
-    await this.d.events.publish('client.offline', app.id, data, key.resellerId);
-    this.d.webhooks.notify(app.id, key.resellerId, 'client.offline', data);
-    return {
-      body: { success: true, license_file: file },
-      responseKey: responseKeyOf(s, app.api_secret),
-    };
+    return { file, resellerId: key.resellerId };
   }
 
   /**

@@ -8,6 +8,8 @@ interface PortalApp {
   portal_enabled: boolean;
   portal_reset_cooldown_hours: number;
   max_devices: number;
+  hwid_lock: boolean;
+  offline_days: number;
 }
 
 export interface PortalLicense {
@@ -52,7 +54,7 @@ const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid
   last_login, created_at, reseller_id, max_devices, entitlements`;
 const USER_COLUMNS = `id, app_id, username, password_hash, hwid, banned, license_id, created_at, last_login,
   reseller_id`;
-const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices';
+const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices, hwid_lock, offline_days';
 
 export class PortalRepository {
   constructor(private readonly sql: Sql) {}

@@ -36,6 +36,10 @@ const ResetBody = Type.Object(
     additionalProperties: false,
   },
 );
+const OfflineBody = Type.Object(
+  { hwid: Type.String({ minLength: 1, maxLength: 256 }) },
+  { additionalProperties: false },
+);
 const PasswordBody = Type.Object(
   {
     current_password: Type.String({ minLength: 1, maxLength: 1024 }),
@@ -82,6 +86,7 @@ export function portalRoutes(router: Router, { portal, limiter, trustedOrigins }
   const login = compile(LoginBody);
   const reset = compile(ResetBody);
   const password = compile(PasswordBody);
+  const offline = compile(OfflineBody);
 
   /** 413 -> Origin (cookie writes) -> authentication (401) -> the handler. */
   const authed =
@@ -157,6 +162,18 @@ export function portalRoutes(router: Router, { portal, limiter, trustedOrigins }
       responses: { 200: '{"success", "next_reset_at"}', 404: 'Device not found', 429: 'Device reset is on cooldown.' },
     },
     handler: authed(async (req, s) => portal.resetDevices(s, reset.parse(parseJson(req.body as Buffer)).hwid, req.ip)),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/portal/offline',
+    doc: {
+      summary: "An offline license file for one of the customer's devices (PROTOCOL 12.5)",
+      tag: 'portal',
+      auth: 'portal',
+      body: OfflineBody,
+      responses: { 200: '{"success", "license_file"}', 403: 'Offline licenses are not enabled for this application.' },
+    },
+    handler: authed(async (req, s) => portal.offlineFile(s, offline.parse(parseJson(req.body as Buffer)).hwid, req.ip)),
   });
   router.add({
     method: 'post',

@@ -13,7 +13,7 @@ import {
 } from '../../platform/crypto/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { Lockout } from '../../platform/limits/lockout.js';
-import type { DeviceRepository } from '../activation/index.js';
+import type { ActivationService, DeviceRepository } from '../activation/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus } from '../notify/index.js';
@@ -34,6 +34,8 @@ interface PortalDeps {
   liveSessions: (licenseId: string) => Promise<number>;
   /** The devices of keys and end users (PROTOCOL 12.1). */
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
+  /** Offline license files (PROTOCOL 12.5), signed as the client's are. */
+  offline: Pick<ActivationService, 'offlineFileFor'>;
   now: () => number;
 }
 
@@ -207,6 +209,26 @@ export class PortalService {
       success: true,
       next_reset_at: cooldownMs > 0 ? new Date(now + cooldownMs).toISOString() : null,
     };
+  }
+
+  /** PROTOCOL 14.3: an offline file (12.5) for one of the customer's devices; audit `portal.offline`. */
+  async offlineFile(s: PortalSessionRow, hwid: string, ip: string): Promise<{ success: true; license_file: string }> {
+    const { key, user } = await this.customer(s);
+    const app = await this.d.repo.appById(s.app_id);
+    if (!app) throw new AppError('not_authenticated');
+    const { file } = await this.d.offline.offlineFileFor(
+      app,
+      { licenseId: key.id, userId: user?.id ?? null, username: user?.username ?? null },
+      hwid,
+    );
+    this.d.audit.write({
+      appId: key.app_id,
+      action: 'portal.offline',
+      detail: `Customer downloaded an offline license file for key ${key.key_preview} (${app.offline_days} days)`,
+      resellerId: key.reseller_id,
+      ip,
+    });
+    return { success: true, license_file: file };
   }
 
   async changePassword(s: PortalSessionRow, current: string, password: string, ip: string): Promise<void> {

@@ -284,3 +284,64 @@ describe('portal password', () => {
     await f.owner.patch(`/api/apps/${f.app.id}`, { portal_reset_cooldown_hours: 24 });
   });
 });
+
+describe('portal on the licensing models', () => {
+  it('lists every device of the key, removes one or all (freeing their places), and issues offline files', async () => {
+    const g = await appFixture(t, {
+      portal_enabled: true,
+      portal_reset_cooldown_hours: 0,
+      hwid_lock: true,
+      max_devices: 2,
+      offline_days: 7,
+    });
+    const [key] = await g.keys(1);
+    for (const device of ['model-device-a001', 'model-device-b002']) {
+      const c = g.client();
+      const session = await g.session(c);
+      expect((await c.post('/api/client/license', { session, license: key, hwid: device })).status).toBe(200);
+    }
+    const c = customer();
+    const token = (await c.login({ api_key: g.app.api_key, license: key })).body.token;
+    const me = (await c.call('GET', '/api/portal/me', token)).body;
+    expect(me.license.max_devices).toBe(2);
+    expect(me.license.devices.map((d: { hwid: string }) => d.hwid)).toEqual(['model-device-a001', 'model-device-b002']);
+
+    const file = await c.call('POST', '/api/portal/offline', token, { hwid: 'MODEL-DEVICE-B002' });
+    expect(file.status).toBe(200);
+    const [, payload] = (file.body.license_file as string).split('.');
+    expect(JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'))).toMatchObject({
+      v: 1,
+      app_id: g.app.id,
+      hwid: 'model-device-b002',
+      user: null,
+    });
+    const stranger = await c.call('POST', '/api/portal/offline', token, { hwid: 'someone-else-0001' });
+    expect([stranger.status, stranger.body]).toEqual([403, { detail: 'HWID mismatch. Key locked to another device.' }]);
+
+    expect((await c.call('POST', '/api/portal/reset-hwid', token, { hwid: 'model-device-a001' })).status).toBe(200);
+    const one = (await c.call('GET', '/api/portal/me', token)).body;
+    expect(one.license.devices.map((d: { hwid: string }) => d.hwid)).toEqual(['model-device-b002']);
+    // The freed place takes a new machine; the limit holds for the one after it.
+    const places = async (device: string) => {
+      const n = g.client();
+      const session = await g.session(n);
+      return (await n.post('/api/client/license', { session, license: key, hwid: device })).status;
+    };
+    expect(await places('model-device-c003')).toBe(200);
+    expect(await places('model-device-d004')).toBe(403);
+
+    expect((await c.call('POST', '/api/portal/reset-hwid', token, {})).status).toBe(200);
+    expect((await c.call('GET', '/api/portal/me', token)).body.license.devices).toEqual([]);
+    const gone = await c.call('POST', '/api/portal/offline', token, { hwid: 'model-device-b002' });
+    expect(gone.status).toBe(403);
+    expect(await places('model-device-d004')).toBe(200);
+  });
+
+  it('answers 403 when the application issues no offline files', async () => {
+    const c = customer();
+    const { key, device } = await activated('no-offline-0001');
+    const token = (await c.login({ api_key: f.app.api_key, license: key })).body.token;
+    const r = await c.call('POST', '/api/portal/offline', token, { hwid: device });
+    expect([r.status, r.body]).toEqual([403, { detail: 'Offline licenses are not enabled for this application.' }]);
+  });
+});
