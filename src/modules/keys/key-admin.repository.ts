@@ -36,6 +36,13 @@ interface UserListQuery {
   cursor?: { createdAt: string; id: string } | undefined;
 }
 
+/**
+ * The row's created_at to the microsecond, as the listing cursor carries it: a cursor cut to
+ * milliseconds would skip the rows stored with more precision (PostgreSQL's now()).
+ */
+const CURSOR_AT = (table: string) =>
+  `to_char(${table}created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at`;
+
 /** `%q%` for ILIKE, with the pattern characters of q taken literally. */
 function likePattern(q: string): string {
   return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -105,7 +112,8 @@ export class KeyAdminRepository {
     }
     params.push(q.limit);
     return this.sql.all<LicenseRow>(
-      `select ${LICENSE_COLUMNS} from license_keys where ${where} order by created_at desc, id desc limit ?`,
+      `select ${LICENSE_COLUMNS}, ${CURSOR_AT('')} from license_keys where ${where}
+       order by created_at desc, id desc limit ?`,
       params,
     );
   }
@@ -222,7 +230,7 @@ export class KeyAdminRepository {
     }
     params.push(q.limit);
     return this.sql.all<UserRow>(
-      `select ${USER_LIST_COLUMNS}, k.key_preview from end_users u left join license_keys k on k.id = u.license_id
+      `select ${USER_LIST_COLUMNS}, k.key_preview, ${CURSOR_AT('u.')} from end_users u left join license_keys k on k.id = u.license_id
        where ${where} order by u.created_at desc, u.id desc limit ?`,
       params,
     );

@@ -8,6 +8,7 @@ import { LICENSE_STATUS_FILTERS } from './license-status.js';
 import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
 import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
+import { licensesCsv, usersCsv } from './keys.export.js';
 
 const TimeUnit = Type.Union([
   Type.Literal('hours'),
@@ -23,6 +24,17 @@ const ListQuery = Type.Object(
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     cursor: Type.Optional(Type.String({ maxLength: 200 })),
   },
+  { additionalProperties: false },
+);
+const LicenseExportQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union(LICENSE_STATUS_FILTERS.map((s) => Type.Literal(s)))),
+    q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+  },
+  { additionalProperties: false },
+);
+const UserExportQuery = Type.Object(
+  { q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })) },
   { additionalProperties: false },
 );
 const UsersQuery = Type.Object(
@@ -91,6 +103,21 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
       const { rows, nextCursor } = await keys.listLicenses(principal, pathId(params.id, 'app_not_found'), query);
       return { items: rows.map((r) => hiddenLicenseView(principal, r, now())), next_cursor: nextCursor };
     }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/licenses/export.csv',
+    doc: {
+      summary: "Keys as CSV (the listing's filters, scoping and hiding; streamed)",
+      tag: 'licenses',
+      auth: 'dashboard',
+      query: LicenseExportQuery,
+      permission: 'view_keys',
+      responses: { 200: 'text/csv with a header row' },
+    },
+    handler: dashboardHandler({ auth, query: LicenseExportQuery }, ({ principal, params, query }) =>
+      licensesCsv(keys, principal, pathId(params.id, 'app_not_found'), query, now),
+    ),
   });
   router.add({
     method: 'post',
@@ -176,6 +203,21 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
       const paged = query.q !== undefined || query.limit !== undefined || query.cursor !== undefined;
       return paged ? { items, next_cursor: nextCursor } : items;
     }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/users/export.csv',
+    doc: {
+      summary: "End users as CSV (the listing's search, scoping and hiding; streamed)",
+      tag: 'users',
+      auth: 'dashboard',
+      query: UserExportQuery,
+      permission: 'view_keys',
+      responses: { 200: 'text/csv with a header row' },
+    },
+    handler: dashboardHandler({ auth, query: UserExportQuery }, ({ principal, params, query }) =>
+      usersCsv(keys, principal, pathId(params.id, 'app_not_found'), query),
+    ),
   });
   router.add({
     method: 'post',

@@ -272,11 +272,13 @@ function outOfRange(): ValidationError {
   return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
 }
 
-function encodeCursor(r: { created_at: Date | string; id: string }): string {
-  return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
+/** A listing position: the last row's created_at (to the microsecond when the query gave it) and id. */
+function encodeCursor(r: { created_at: Date | string; id: string; cursor_at?: string }): string {
+  const at = r.cursor_at ?? toDate(r.created_at)!.toISOString();
+  return Buffer.from(JSON.stringify([at, r.id])).toString('base64url');
 }
 
-const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3,6}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
