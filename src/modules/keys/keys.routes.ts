@@ -9,6 +9,7 @@ import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
 import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
 import { licensesCsv, usersCsv } from './keys.export.js';
+import { IMPORT_BODY_LIMIT, IMPORT_MAX_KEYS } from './keys.import.js';
 
 const TimeUnit = Type.Union([
   Type.Literal('hours'),
@@ -35,6 +36,18 @@ const LicenseExportQuery = Type.Object(
 );
 const UserExportQuery = Type.Object(
   { q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })) },
+  { additionalProperties: false },
+);
+const ImportBody = Type.Object(
+  {
+    format: Type.Union([Type.Literal('list'), Type.Literal('keyauth')]),
+    // Rows are read one by one (keys.import.ts), so an invalid row's 422 names its index.
+    keys: Type.Array(Type.Unknown(), { minItems: 1, maxItems: IMPORT_MAX_KEYS }),
+  },
+  { additionalProperties: false },
+);
+const ImportQuery = Type.Object(
+  { dry_run: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
   { additionalProperties: false },
 );
 const UsersQuery = Type.Object(
@@ -117,6 +130,30 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
     },
     handler: dashboardHandler({ auth, query: LicenseExportQuery }, ({ principal, params, query }) =>
       licensesCsv(keys, principal, pathId(params.id, 'app_not_found'), query, now),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/apps/:id/licenses/import',
+    bodyLimit: IMPORT_BODY_LIMIT,
+    doc: {
+      summary:
+        'Import existing keys (list or KeyAuth rows, up to 50,000, body up to 8 MiB); ?dry_run=true reports ' +
+        'what would be imported and skipped without writing',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: ImportBody,
+      query: ImportQuery,
+      permission: 'owner, admin, developer',
+    },
+    handler: dashboardHandler({ auth, body: ImportBody, query: ImportQuery }, ({ principal, params, body, query }) =>
+      generator.importKeys(
+        principal,
+        pathId(params.id, 'app_not_found'),
+        body.format,
+        body.keys,
+        query.dry_run === 'true',
+      ),
     ),
   });
   router.add({
