@@ -10,7 +10,7 @@ import type { AccountRepository, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import { normalizeIpOrRange } from '../../platform/http/ip-address.js';
-import { actorOf, assertTokenApp, requirePermission } from '../access/index.js';
+import { actorOf, assertTokenApp, requirePermission, resellerScope } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
@@ -220,9 +220,17 @@ export class AppsService {
     return app;
   }
 
-  /** Keys and end users per application (the app cards). */
-  counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
-    return this.d.repos.apps.counts(ids);
+  /**
+   * Keys and end users per application (the app cards). A reseller gets the counts of its own scoped
+   * records, and only with view_stats; without it none (undefined, PROTOCOL 15.3).
+   */
+  async counts(
+    p: Principal,
+    ids: readonly string[],
+  ): Promise<Map<string, { keys: number; users: number }> | undefined> {
+    if (p.role !== 'reseller') return this.d.repos.apps.counts(ids);
+    if (p.account.permissions?.view_stats !== true) return undefined;
+    return this.d.repos.apps.counts(ids, await resellerScope(this.d.repos.accounts, p));
   }
 
   /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */

@@ -130,6 +130,7 @@ export class KeyGenerator {
         if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
         throw err;
       });
+    if (charge) await this.d.events.publishAccount('account.credits', charge.accountId, { change: -charge.amount });
     await this.d.events.publish(
       'license.generate',
       appId,
