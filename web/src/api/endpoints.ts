@@ -76,6 +76,16 @@ export const apps = {
   bans: (appId: string) => unwrap<Ban[]>(api.GET('/api/apps/{id}/bans', id(appId))),
   addBan: (appId: string, body: BanInput) => unwrap<Ban>(api.POST('/api/apps/{id}/bans', { ...id(appId), body })),
   removeBan: (banId: string) => unwrap<unknown>(api.DELETE('/api/bans/{id}', id(banId))),
+  /**
+   * A CSV export (licenses, users or logs) with the listing's filters: a plain GET the browser downloads
+   * itself, streamed by the server (the cookie authenticates it).
+   */
+  exportUrl: (appId: string, what: 'licenses' | 'users' | 'logs', filters: Record<string, string | undefined>) => {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+    const qs = q.toString();
+    return `/api/apps/${encodeURIComponent(appId)}/${what}/export.csv${qs ? `?${qs}` : ''}`;
+  },
   /** The SDK archive is a plain GET the browser downloads itself (the cookie authenticates it). */
   sdkUrl: (appId: string, lang: string) => `/api/apps/${encodeURIComponent(appId)}/sdk/${encodeURIComponent(lang)}`,
 };

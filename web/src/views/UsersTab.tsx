@@ -4,7 +4,7 @@
 // server searches users itself.
 import { useCallback, useMemo, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { users as usersApi } from '../api/endpoints.js';
+import { apps as appsApi, users as usersApi } from '../api/endpoints.js';
 import type { App, EndUser } from '../api/responses.js';
 import { DataTable, type Column } from '../components/DataTable.js';
 import { MenuButton, RowMenu, useRowMenu } from '../components/RowMenu.js';
@@ -93,6 +93,13 @@ export function UsersTab({ app }: { app: App }) {
     () => [
       { id: 'username', header: 'Username', title: (u) => u.username, cell: (u) => <strong>{u.username}</strong> },
       {
+        id: 'key',
+        header: 'Key',
+        title: (u) => u.key_preview ?? '',
+        cell: (u) =>
+          u.key_preview ? <code className="mono">{u.key_preview}</code> : <span className="muted">none</span>,
+      },
+      {
         id: 'state',
         header: 'State',
         cell: (u) => (u.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>),
@@ -142,6 +149,13 @@ export function UsersTab({ app }: { app: App }) {
           <span>Filter</span>
           <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Username" />
         </label>
+        <a
+          className="btn btn-plain"
+          href={appsApi.exportUrl(app.id, 'users', { q: filter.trim() || undefined })}
+          download
+        >
+          Export CSV
+        </a>
         {list.data && (
           <span className="muted" data-testid="users-count">
             {list.data.length === MAX_USERS
