@@ -16,6 +16,16 @@ import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
 import type { EventBus } from '../notify/index.js';
 
+/** Whether `v` is an absolute http(s) URL with a host: what outdated clients are sent in the 426. */
+function isHttpUrl(v: string): boolean {
+  try {
+    const u = new URL(v);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && v.trim() === v;
+  } catch {
+    return false;
+  }
+}
+
 /** The applications an account reaches by its role (PROTOCOL 11.9). */
 function accountScope(p: Principal): AppScope {
   if (p.role === 'developer') return { kind: 'all' };
@@ -152,6 +162,12 @@ export class AppsService {
     if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
     if (patch.webhook !== undefined && patch.webhook !== '')
       await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
+    if (patch.update_url !== undefined && patch.update_url !== '' && !isHttpUrl(patch.update_url))
+      throw validationError(
+        'update_url',
+        'Update URL must be an http or https address, e.g. https://example.com/download',
+        'url_parsing',
+      );
     if (patch.key_costs !== undefined) {
       const costs: KeyCosts = {};
       for (const [tier, v] of Object.entries(patch.key_costs))
