@@ -109,6 +109,11 @@ export const licenses = {
 
 export const users = {
   list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
+  /** One cursor page, searched on the server (username, key preview or the full key). */
+  page: (appId: string, query: { limit: number; q?: string; cursor?: string }) =>
+    unwrap<{ items: EndUser[]; next_cursor: string | null }>(
+      api.GET('/api/apps/{id}/users', { params: { path: { id: appId }, query } }),
+    ),
   resetHwid: (userId: string) => unwrap<unknown>(api.POST('/api/users/{id}/reset-hwid', id(userId))),
   setBanned: (userId: string, banned: boolean) =>
     unwrap<unknown>(api.PATCH('/api/users/{id}/ban', { ...id(userId), body: { banned } })),
