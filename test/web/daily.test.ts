@@ -68,6 +68,22 @@ describe.skipIf(!hasChromium)('web dashboard: daily work', () => {
     expect(rows[1]![rows[0]!.indexOf('key_preview')]).toBe(preview);
   });
 
+  it('searches users on the server, past the 2,000 newest', async () => {
+    const g = await appFixture(t);
+    await g.sql(
+      `insert into end_users (id, app_id, username, password_hash, created_at)
+       select gen_random_uuid(), $1, 'deep' || lpad(i::text, 5, '0'), 'x', timestamptz '2026-01-01' - make_interval(secs => i)
+       from generate_series(1, 2300) i`,
+      [g.app.id],
+    );
+    const p = await ownerPage();
+    await p.goto(`${t.base}/dashboard/apps/${g.app.id}/users`);
+    await p.getByTestId('users-table').getByText('deep00001').waitFor();
+    await p.getByRole('searchbox', { name: 'Filter' }).fill('deep02250');
+    await p.getByTestId('users-table').getByText('deep02250').waitFor();
+    await p.getByTestId('users-count').filter({ hasText: '1 user match' }).waitFor();
+  });
+
   it('filters the log by text and dates, and exports what it shows', async () => {
     await f.sql(
       `insert into audit_log (app_id, at, level, action, detail) values
