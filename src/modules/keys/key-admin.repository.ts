@@ -295,4 +295,29 @@ export class KeyAdminRepository {
     );
     return Number(row?.n ?? 0);
   }
+
+  /**
+   * Counts per hour or day (UTC) in [from, to): activations (successful register and license calls),
+   * logins (successful), both from the audit log, or new users (end_users.created_at).
+   */
+  async timeseries(
+    appId: string,
+    scope: ResellerScope,
+    metric: 'activations' | 'logins' | 'new_users',
+    bucket: 'hour' | 'day',
+    from: Date,
+    to: Date,
+  ): Promise<Map<number, number>> {
+    const params: unknown[] = [bucket, appId, from, to];
+    const sql =
+      metric === 'new_users'
+        ? `select to_char(date_trunc(?, created_at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from end_users
+           where app_id = ? and created_at >= ? and created_at < ?${scopeSql(scope, params)} group by 1`
+        : `select to_char(date_trunc(?, at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from audit_log
+           where app_id = ? and at >= ? and at < ? and level = 'info' and action ${
+             metric === 'logins' ? "= 'client.login'" : "in ('client.register', 'client.license')"
+           }${scopeSql(scope, params)} group by 1`;
+    const rows = await this.sql.all<{ t: string; n: string }>(sql, params);
+    return new Map(rows.map((r) => [Date.parse(r.t), Number(r.n)]));
+  }
 }

@@ -7,6 +7,7 @@ import { GenerateBody } from './keys.requests.js';
 import { LICENSE_STATUS_FILTERS } from './license-status.js';
 import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
+import { ValidationError } from '../../errors.js';
 import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
 import { licensesCsv, usersCsv } from './keys.export.js';
 import { IMPORT_BODY_LIMIT, IMPORT_MAX_KEYS } from './keys.import.js';
@@ -50,6 +51,15 @@ const ImportQuery = Type.Object(
   { dry_run: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
   { additionalProperties: false },
 );
+const TimeseriesQuery = Type.Object(
+  {
+    metric: Type.Union([Type.Literal('activations'), Type.Literal('logins'), Type.Literal('new_users')]),
+    bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
+    from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+    to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+  },
+  { additionalProperties: false },
+);
 const UsersQuery = Type.Object(
   {
     q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
@@ -80,6 +90,17 @@ interface KeysRoutesDeps {
   /** Live heartbeat sessions of an app (the stats' live_sessions). */
   liveSessions: (appId: string) => number;
   now: () => number;
+}
+
+/** An ISO date or time from the query string; anything else is 422 on that parameter. */
+function isoTime(name: string, v: string | undefined): Date | undefined {
+  if (v === undefined) return undefined;
+  const ms = /^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:\d{2})?)?$/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms))
+    throw new ValidationError([
+      { loc: ['query', name], msg: `${name} must be an ISO date or time`, type: 'value_error' },
+    ]);
+  return new Date(ms);
 }
 
 export function keysRoutes(router: Router, { auth, keys, generator, liveSessions, now }: KeysRoutesDeps): void {
@@ -293,6 +314,27 @@ export function keysRoutes(router: Router, { auth, keys, generator, liveSessions
       await keys.deleteUser(principal, usr(params.id));
       return { success: true };
     }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/timeseries',
+    doc: {
+      summary:
+        'Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), ' +
+        'zeros included, scoped like the stats',
+      tag: 'apps',
+      auth: 'dashboard',
+      query: TimeseriesQuery,
+      permission: 'view_stats',
+    },
+    handler: dashboardHandler({ auth, query: TimeseriesQuery }, ({ principal, params, query }) =>
+      keys.timeseries(principal, pathId(params.id, 'app_not_found'), {
+        metric: query.metric,
+        bucket: query.bucket ?? 'day',
+        from: isoTime('from', query.from),
+        to: isoTime('to', query.to),
+      }),
+    ),
   });
   router.add({
     method: 'get',

@@ -253,6 +253,38 @@ export class KeysAdminService {
     );
   }
 
+  /**
+   * A chart's points (view_stats): one per hour or UTC day in [from, to), zeros included, counting what
+   * the caller's scope holds. At most 2,000 points; from defaults to 30 days (day) or 48 hours (hour) before to.
+   */
+  async timeseries(
+    p: Principal,
+    appId: string,
+    q: { metric: 'activations' | 'logins' | 'new_users'; bucket: 'hour' | 'day'; from?: Date; to?: Date },
+  ) {
+    requirePermission(p, 'view_stats');
+    await this.apps.visible(p, appId);
+    const step = q.bucket === 'hour' ? 3_600_000 : 86_400_000;
+    const to = q.to ?? this.now();
+    const end = Math.floor(to.getTime() / step) * step + step;
+    const start = Math.floor((q.from?.getTime() ?? end - (q.bucket === 'hour' ? 48 : 30) * step) / step) * step;
+    if (start >= end || (end - start) / step > 2000)
+      throw new ValidationError([
+        { loc: ['query', 'from'], msg: 'from must be before to, and at most 2,000 buckets apart', type: 'value_error' },
+      ]);
+    const counts = await this.repo.timeseries(
+      appId,
+      await this.scope(p),
+      q.metric,
+      q.bucket,
+      new Date(start),
+      new Date(end),
+    );
+    const points: { t: string; n: number }[] = [];
+    for (let t = start; t < end; t += step) points.push({ t: new Date(t).toISOString(), n: counts.get(t) ?? 0 });
+    return { metric: q.metric, bucket: q.bucket, points };
+  }
+
   async stats(p: Principal, appId: string, liveSessions: number) {
     requirePermission(p, 'view_stats');
     await this.apps.visible(p, appId);

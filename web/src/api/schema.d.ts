@@ -1351,6 +1351,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/{id}/timeseries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), zeros included, scoped like the stats */
+        get: {
+            parameters: {
+                query: {
+                    bucket?: "hour" | "day";
+                    from?: string;
+                    metric: "activations" | "logins" | "new_users";
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/{id}/users": {
         parameters: {
             query?: never;
