@@ -477,6 +477,7 @@ function createDomain(s: Services): Domain {
         now,
         access,
         twoFactor: auth.twoFactor,
+        events,
       },
       new TeamRepository(s.orm, s.repos.accounts),
     ),

@@ -17,4 +17,4 @@ export { assertTokenApp, routeScope, TOKEN_SCOPES } from './token-scopes.js';
 export { TwoFactorRepository } from './two-factor.repository.js';
 export { twoFactorRoutes } from './two-factor.routes.js';
 export { browserOf } from './user-agent.js';
-export { FULL_SIGHT, type Sight, sightOf, sightOfAccount, visible } from './visibility.js';
+export { FULL_SIGHT, type Sight, sightOf, sightOfAccount, visible, visibleColumns } from './visibility.js';

@@ -69,3 +69,9 @@ export function visible<T extends object>(sight: Sight, record: T): Partial<T> {
   if (!sight.hwid || !sight.ip) for (const k of SCREENSHOT_FIELDS) delete out[k];
   return out as Partial<T>;
 }
+
+/** The columns of an export the caller may see: a hidden field's column is absent (PROTOCOL 15.5). */
+export function visibleColumns(sight: Sight, columns: readonly string[]): string[] {
+  const seen = visible(sight, Object.fromEntries(columns.map((c) => [c, ''])));
+  return columns.filter((c) => c in seen);
+}

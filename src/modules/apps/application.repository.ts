@@ -127,18 +127,24 @@ export class ApplicationRepository {
   }
 
   /** Key and user counts per application (SPEC "stats"), one grouped query each. */
-  async counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
+  async counts(
+    ids: readonly string[],
+    /** Only records whose reseller_id is one of these (a reseller's own); undefined: every record. */
+    resellerIds?: readonly string[],
+  ): Promise<Map<string, { keys: number; users: number }>> {
     const out = new Map<string, { keys: number; users: number }>(ids.map((id) => [id, { keys: 0, users: 0 }]));
-    if (ids.length === 0) return out;
+    if (ids.length === 0 || resellerIds?.length === 0) return out;
     const marks = ids.map(() => '?').join(',');
+    const scoped = resellerIds ? ` and reseller_id in (${resellerIds.map(() => '?').join(',')})` : '';
+    const params = [...ids, ...(resellerIds ?? [])];
     const [keys, users] = await Promise.all([
       this.sql.all<{ app_id: string; n: string }>(
-        `select app_id, count(*) as n from license_keys where app_id in (${marks}) group by app_id`,
-        [...ids],
+        `select app_id, count(*) as n from license_keys where app_id in (${marks})${scoped} group by app_id`,
+        params,
       ),
       this.sql.all<{ app_id: string; n: string }>(
-        `select app_id, count(*) as n from end_users where app_id in (${marks}) group by app_id`,
-        [...ids],
+        `select app_id, count(*) as n from end_users where app_id in (${marks})${scoped} group by app_id`,
+        params,
       ),
     ]);
     for (const r of keys) out.get(r.app_id)!.keys = Number(r.n);

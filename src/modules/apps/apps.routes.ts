@@ -64,8 +64,11 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
     },
     handler: dashboardHandler({ auth }, async ({ principal }) => {
       const list = await apps.list(principal);
-      const counts = await apps.counts(list.map((a) => a.id));
-      return list.map((a) => appView(a, principal, counts.get(a.id)));
+      const counts = await apps.counts(
+        principal,
+        list.map((a) => a.id),
+      );
+      return list.map((a) => appView(a, principal, counts?.get(a.id)));
     }),
   });
   router.add({
@@ -79,7 +82,7 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
     },
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
       const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
-      return appView(app, principal, (await apps.counts([app.id])).get(app.id));
+      return appView(app, principal, (await apps.counts(principal, [app.id]))?.get(app.id));
     }),
   });
   router.add({

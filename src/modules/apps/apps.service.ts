@@ -11,11 +11,21 @@ import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import type { EntitlementEntry, EntitlementRepository } from './entitlement.repository.js';
 import { normalizeIpOrRange } from '../../platform/http/ip-address.js';
-import { actorOf, assertTokenApp, requirePermission } from '../access/index.js';
+import { actorOf, assertTokenApp, requirePermission, resellerScope } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
 import type { EventBus } from '../notify/index.js';
+
+/** Whether `v` is an absolute http(s) URL with a host: what outdated clients are sent in the 426. */
+function isHttpUrl(v: string): boolean {
+  try {
+    const u = new URL(v);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && v.trim() === v;
+  } catch {
+    return false;
+  }
+}
 
 /** The applications an account reaches by its role (PROTOCOL 11.9). */
 function accountScope(p: Principal): AppScope {
@@ -172,6 +182,12 @@ export class AppsService {
     if (patch.expected_binary_hash !== undefined) changes.expectedBinaryHash = patch.expected_binary_hash.toLowerCase();
     if (patch.webhook !== undefined && patch.webhook !== '')
       await assertWebhookUrl(patch.webhook, this.d.allowPrivateWebhooks);
+    if (patch.update_url !== undefined && patch.update_url !== '' && !isHttpUrl(patch.update_url))
+      throw validationError(
+        'update_url',
+        'Update URL must be an http or https address, e.g. https://example.com/download',
+        'url_parsing',
+      );
     if (patch.key_costs !== undefined) {
       const costs: KeyCosts = {};
       for (const [tier, v] of Object.entries(patch.key_costs))
@@ -278,9 +294,17 @@ export class AppsService {
     return list;
   }
 
-  /** Keys and end users per application (the app cards). */
-  counts(ids: readonly string[]): Promise<Map<string, { keys: number; users: number }>> {
-    return this.d.repos.apps.counts(ids);
+  /**
+   * Keys and end users per application (the app cards). A reseller gets the counts of its own scoped
+   * records, and only with view_stats; without it none (undefined, PROTOCOL 15.3).
+   */
+  async counts(
+    p: Principal,
+    ids: readonly string[],
+  ): Promise<Map<string, { keys: number; users: number }> | undefined> {
+    if (p.role !== 'reseller') return this.d.repos.apps.counts(ids);
+    if (p.account.permissions?.view_stats !== true) return undefined;
+    return this.d.repos.apps.counts(ids, await resellerScope(this.d.repos.accounts, p));
   }
 
   /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */

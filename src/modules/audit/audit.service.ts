@@ -63,6 +63,18 @@ export class AuditLog {
     });
   }
 
+  /** Every entry the listing with these filters reaches, a page at a time (the CSV export). */
+  async *logPages(p: Principal, appId: string, q: Omit<LogsFilter, 'limit' | 'before'>): AsyncGenerator<AuditRow[]> {
+    const limit = 1000;
+    let before: string | undefined;
+    for (;;) {
+      const rows = await this.logs(p, appId, { ...q, limit, before });
+      yield rows;
+      if (rows.length < limit) return;
+      before = rows[rows.length - 1]!.id;
+    }
+  }
+
   /** Whose account-level entries the caller sees; undefined: everyone's. */
   private async actorsOf(p: Principal): Promise<readonly string[] | undefined> {
     if (p.role === 'developer') return undefined;

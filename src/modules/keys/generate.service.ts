@@ -3,7 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { validationError } from '../../errors.js';
 import type { Principal } from '../access/index.js';
-import { actorOf, requirePermission } from '../access/index.js';
+import { actorOf, requirePermission, requireRole } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus } from '../notify/index.js';
 import type { AppsService } from '../apps/index.js';
@@ -24,6 +24,7 @@ import {
   pricePerKey,
 } from './license-keys.js';
 import type { GenerateInput } from './keys.requests.js';
+import { readImport } from './keys.import.js';
 
 const MAX_DURATION_DAYS = 3650;
 
@@ -130,6 +131,7 @@ export class KeyGenerator {
         if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
         throw err;
       });
+    if (charge) await this.d.events.publishAccount('account.credits', charge.accountId, { change: -charge.amount });
     await this.d.events.publish(
       'license.generate',
       appId,
@@ -205,6 +207,57 @@ export class KeyGenerator {
         `level ${spec.level ?? 1})`,
     });
     return created;
+  }
+
+  /**
+   * PROTOCOL 15.6: imports existing keys. A key the application has (or an earlier row of the same
+   * import) is skipped with its preview and the reason; `dryRun` reports the same without writing.
+   */
+  async importKeys(
+    p: Principal,
+    appId: string,
+    format: 'list' | 'keyauth',
+    rows: readonly unknown[],
+    dryRun: boolean,
+  ): Promise<{ imported: number; skipped: { key_preview: string; reason: string }[] }> {
+    requireRole(p, 'owner', 'admin', 'developer');
+    await this.d.apps.visible(p, appId);
+    const keys = readImport(format, rows).map((k) => ({ ...k, keyHash: licenseHash(this.d.licenseHashKey, k.key) }));
+    const existing = await this.d.licenses.existingHashes(
+      appId,
+      keys.map((k) => k.keyHash),
+    );
+    const skipped: { key_preview: string; reason: string }[] = [];
+    const fresh: typeof keys = [];
+    const seen = new Set<string>();
+    for (const k of keys) {
+      if (existing.has(k.keyHash)) skipped.push({ key_preview: k.preview, reason: 'already in the application' });
+      else if (seen.has(k.keyHash)) skipped.push({ key_preview: k.preview, reason: 'repeated in the import' });
+      else {
+        seen.add(k.keyHash);
+        fresh.push(k);
+      }
+    }
+    if (dryRun || fresh.length === 0) return { imported: dryRun ? fresh.length : 0, skipped };
+    const staff = p.role === 'admin' || p.role === 'reseller';
+    const inserted = await this.d.licenses.insertImported(
+      appId,
+      fresh,
+      { createdBy: p.account.id, resellerId: staff ? p.account.id : null },
+      new Date(this.d.now()),
+    );
+    // Added by someone else between the check and the insert: skipped as well.
+    for (const k of fresh)
+      if (!inserted.has(k.keyHash)) skipped.push({ key_preview: k.preview, reason: 'already in the application' });
+    await this.d.events.publish('license.import', appId, { count: inserted.size }, staff ? p.account.id : null);
+    this.d.audit.write({
+      appId,
+      action: 'license.import',
+      actor: actorOf(p),
+      resellerId: staff ? p.account.id : null,
+      detail: `${inserted.size} keys imported (${format}), ${skipped.length} skipped`,
+    });
+    return { imported: inserted.size, skipped };
   }
 }
 

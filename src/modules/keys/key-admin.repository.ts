@@ -36,6 +36,13 @@ interface UserListQuery {
   cursor?: { createdAt: string; id: string } | undefined;
 }
 
+/**
+ * The row's created_at to the microsecond, as the listing cursor carries it: a cursor cut to
+ * milliseconds would skip the rows stored with more precision (PostgreSQL's now()).
+ */
+const CURSOR_AT = (table: string) =>
+  `to_char(${table}created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at`;
+
 /** `%q%` for ILIKE, with the pattern characters of q taken literally. */
 function likePattern(q: string): string {
   return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -107,7 +114,8 @@ export class KeyAdminRepository {
     }
     params.push(q.limit);
     return this.sql.all<LicenseRow>(
-      `select ${LICENSE_COLUMNS} from license_keys where ${where} order by created_at desc, id desc limit ?`,
+      `select ${LICENSE_COLUMNS}, ${CURSOR_AT('')} from license_keys where ${where}
+       order by created_at desc, id desc limit ?`,
       params,
     );
   }
@@ -259,7 +267,7 @@ export class KeyAdminRepository {
     }
     params.push(q.limit);
     return this.sql.all<UserRow>(
-      `select ${USER_LIST_COLUMNS}, k.key_preview from end_users u left join license_keys k on k.id = u.license_id
+      `select ${USER_LIST_COLUMNS}, k.key_preview, ${CURSOR_AT('u.')} from end_users u left join license_keys k on k.id = u.license_id
        where ${where} order by u.created_at desc, u.id desc limit ?`,
       params,
     );
@@ -326,5 +334,30 @@ export class KeyAdminRepository {
       params,
     );
     return Number(row?.n ?? 0);
+  }
+
+  /**
+   * Counts per hour or day (UTC) in [from, to): activations (successful register and license calls),
+   * logins (successful), both from the audit log, or new users (end_users.created_at).
+   */
+  async timeseries(
+    appId: string,
+    scope: ResellerScope,
+    metric: 'activations' | 'logins' | 'new_users',
+    bucket: 'hour' | 'day',
+    from: Date,
+    to: Date,
+  ): Promise<Map<number, number>> {
+    const params: unknown[] = [bucket, appId, from, to];
+    const sql =
+      metric === 'new_users'
+        ? `select to_char(date_trunc(?, created_at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from end_users
+           where app_id = ? and created_at >= ? and created_at < ?${scopeSql(scope, params)} group by 1`
+        : `select to_char(date_trunc(?, at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from audit_log
+           where app_id = ? and at >= ? and at < ? and level = 'info' and action ${
+             metric === 'logins' ? "= 'client.login'" : "in ('client.register', 'client.license')"
+           }${scopeSql(scope, params)} group by 1`;
+    const rows = await this.sql.all<{ t: string; n: string }>(sql, params);
+    return new Map(rows.map((r) => [Date.parse(r.t), Number(r.n)]));
   }
 }

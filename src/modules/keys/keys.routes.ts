@@ -7,8 +7,10 @@ import { GenerateBody, OfflineIssueBody, PatchLicenseBody } from './keys.request
 import { LICENSE_STATUS_FILTERS } from './license-status.js';
 import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
-import { AppError } from '../../errors.js';
+import { AppError, ValidationError } from '../../errors.js';
 import { hiddenLicenseView, licenseView, userView } from './keys.view.js';
+import { licensesCsv, usersCsv } from './keys.export.js';
+import { IMPORT_BODY_LIMIT, IMPORT_MAX_KEYS } from './keys.import.js';
 
 const TimeUnit = Type.Union([
   Type.Literal('hours'),
@@ -23,6 +25,38 @@ const ListQuery = Type.Object(
     q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+const LicenseExportQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union(LICENSE_STATUS_FILTERS.map((s) => Type.Literal(s)))),
+    q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+  },
+  { additionalProperties: false },
+);
+const UserExportQuery = Type.Object(
+  { q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })) },
+  { additionalProperties: false },
+);
+const ImportBody = Type.Object(
+  {
+    format: Type.Union([Type.Literal('list'), Type.Literal('keyauth')]),
+    // Rows are read one by one (keys.import.ts), so an invalid row's 422 names its index.
+    keys: Type.Array(Type.Unknown(), { minItems: 1, maxItems: IMPORT_MAX_KEYS }),
+  },
+  { additionalProperties: false },
+);
+const ImportQuery = Type.Object(
+  { dry_run: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
+  { additionalProperties: false },
+);
+const TimeseriesQuery = Type.Object(
+  {
+    metric: Type.Union([Type.Literal('activations'), Type.Literal('logins'), Type.Literal('new_users')]),
+    bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
+    from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+    to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
   },
   { additionalProperties: false },
 );
@@ -72,6 +106,17 @@ interface KeysRoutesDeps {
   now: () => number;
 }
 
+/** An ISO date or time from the query string; anything else is 422 on that parameter. */
+function isoTime(name: string, v: string | undefined): Date | undefined {
+  if (v === undefined) return undefined;
+  const ms = /^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:\d{2})?)?$/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms))
+    throw new ValidationError([
+      { loc: ['query', name], msg: `${name} must be an ISO date or time`, type: 'value_error' },
+    ]);
+  return new Date(ms);
+}
+
 export function keysRoutes(
   router: Router,
   { auth, keys, generator, liveSessions, liveSeats, now }: KeysRoutesDeps,
@@ -113,6 +158,45 @@ export function keysRoutes(
         next_cursor: nextCursor,
       };
     }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/licenses/export.csv',
+    doc: {
+      summary: "Keys as CSV (the listing's filters, scoping and hiding; streamed)",
+      tag: 'licenses',
+      auth: 'dashboard',
+      query: LicenseExportQuery,
+      permission: 'view_keys',
+      responses: { 200: 'text/csv with a header row' },
+    },
+    handler: dashboardHandler({ auth, query: LicenseExportQuery }, ({ principal, params, query }) =>
+      licensesCsv(keys, principal, pathId(params.id, 'app_not_found'), query, now),
+    ),
+  });
+  router.add({
+    method: 'post',
+    path: '/api/apps/:id/licenses/import',
+    bodyLimit: IMPORT_BODY_LIMIT,
+    doc: {
+      summary:
+        'Import existing keys (list or KeyAuth rows, up to 50,000, body up to 8 MiB); ?dry_run=true reports ' +
+        'what would be imported and skipped without writing',
+      tag: 'licenses',
+      auth: 'dashboard',
+      body: ImportBody,
+      query: ImportQuery,
+      permission: 'owner, admin, developer',
+    },
+    handler: dashboardHandler({ auth, body: ImportBody, query: ImportQuery }, ({ principal, params, body, query }) =>
+      generator.importKeys(
+        principal,
+        pathId(params.id, 'app_not_found'),
+        body.format,
+        body.keys,
+        query.dry_run === 'true',
+      ),
+    ),
   });
   router.add({
     method: 'post',
@@ -243,6 +327,21 @@ export function keysRoutes(
     }),
   });
   router.add({
+    method: 'get',
+    path: '/api/apps/:id/users/export.csv',
+    doc: {
+      summary: "End users as CSV (the listing's search, scoping and hiding; streamed)",
+      tag: 'users',
+      auth: 'dashboard',
+      query: UserExportQuery,
+      permission: 'view_keys',
+      responses: { 200: 'text/csv with a header row' },
+    },
+    handler: dashboardHandler({ auth, query: UserExportQuery }, ({ principal, params, query }) =>
+      usersCsv(keys, principal, pathId(params.id, 'app_not_found'), query),
+    ),
+  });
+  router.add({
     method: 'post',
     path: '/api/users/:id/reset-hwid',
     doc: { summary: "Clear a user's HWID lock", tag: 'users', auth: 'dashboard', permission: 'reset_hwid' },
@@ -288,6 +387,27 @@ export function keysRoutes(
       await keys.deleteUser(principal, usr(params.id));
       return { success: true };
     }),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/apps/:id/timeseries',
+    doc: {
+      summary:
+        'Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), ' +
+        'zeros included, scoped like the stats',
+      tag: 'apps',
+      auth: 'dashboard',
+      query: TimeseriesQuery,
+      permission: 'view_stats',
+    },
+    handler: dashboardHandler({ auth, query: TimeseriesQuery }, ({ principal, params, query }) =>
+      keys.timeseries(principal, pathId(params.id, 'app_not_found'), {
+        metric: query.metric,
+        bucket: query.bucket ?? 'day',
+        from: isoTime('from', query.from),
+        to: isoTime('to', query.to),
+      }),
+    ),
   });
   router.add({
     method: 'get',

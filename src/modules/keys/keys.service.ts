@@ -381,6 +381,38 @@ export class KeysAdminService {
     );
   }
 
+  /**
+   * A chart's points (view_stats): one per hour or UTC day in [from, to), zeros included, counting what
+   * the caller's scope holds. At most 2,000 points; from defaults to 30 days (day) or 48 hours (hour) before to.
+   */
+  async timeseries(
+    p: Principal,
+    appId: string,
+    q: { metric: 'activations' | 'logins' | 'new_users'; bucket: 'hour' | 'day'; from?: Date; to?: Date },
+  ) {
+    requirePermission(p, 'view_stats');
+    await this.apps.visible(p, appId);
+    const step = q.bucket === 'hour' ? 3_600_000 : 86_400_000;
+    const to = q.to ?? this.now();
+    const end = Math.floor(to.getTime() / step) * step + step;
+    const start = Math.floor((q.from?.getTime() ?? end - (q.bucket === 'hour' ? 48 : 30) * step) / step) * step;
+    if (start >= end || (end - start) / step > 2000)
+      throw new ValidationError([
+        { loc: ['query', 'from'], msg: 'from must be before to, and at most 2,000 buckets apart', type: 'value_error' },
+      ]);
+    const counts = await this.repo.timeseries(
+      appId,
+      await this.scope(p),
+      q.metric,
+      q.bucket,
+      new Date(start),
+      new Date(end),
+    );
+    const points: { t: string; n: number }[] = [];
+    for (let t = start; t < end; t += step) points.push({ t: new Date(t).toISOString(), n: counts.get(t) ?? 0 });
+    return { metric: q.metric, bucket: q.bucket, points };
+  }
+
   async stats(p: Principal, appId: string, liveSessions: number) {
     requirePermission(p, 'view_stats');
     await this.apps.visible(p, appId);
@@ -400,11 +432,13 @@ function outOfRange(): ValidationError {
   return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
 }
 
-function encodeCursor(r: { created_at: Date | string; id: string }): string {
-  return Buffer.from(JSON.stringify([toDate(r.created_at)!.toISOString(), r.id])).toString('base64url');
+/** A listing position: the last row's created_at (to the microsecond when the query gave it) and id. */
+function encodeCursor(r: { created_at: Date | string; id: string; cursor_at?: string }): string {
+  const at = r.cursor_at ?? toDate(r.created_at)!.toISOString();
+  return Buffer.from(JSON.stringify([at, r.id])).toString('base64url');
 }
 
-const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3,6}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**

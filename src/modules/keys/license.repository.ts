@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { ImportedKey } from './keys.import.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 import { AppError } from '../../errors.js';
@@ -103,6 +104,54 @@ export class LicenseRepository {
       for (const r of rows) found.add(r.key_hash);
     }
     return found;
+  }
+
+  /**
+   * Imported keys (PROTOCOL 15.6), in one transaction, 1,000 a statement; a key whose hash the app
+   * has already is left alone. Returns the hashes that were inserted.
+   */
+  async insertImported(
+    appId: string,
+    keys: readonly (ImportedKey & { keyHash: string })[],
+    by: { createdBy: string; resellerId: string | null },
+    now: Date,
+  ): Promise<Set<string>> {
+    return this.sql.transaction(async (tx) => {
+      const inserted = new Set<string>();
+      for (let i = 0; i < keys.length; i += 1000) {
+        const chunk = keys.slice(i, i + 1000);
+        const values: unknown[] = [];
+        for (const k of chunk)
+          values.push(
+            randomUUID(),
+            appId,
+            k.keyHash,
+            k.preview,
+            k.status,
+            k.level,
+            k.durationValue,
+            k.durationUnit,
+            k.durationDays,
+            now,
+            k.note,
+            by.resellerId,
+            by.createdBy,
+            k.usedBy,
+            k.hwid,
+            k.expiresAt,
+          );
+        const rows = await this.sql.all<{ key_hash: string }>(
+          `insert into license_keys (id, app_id, key_hash, key_preview, status, level, duration_value, duration_unit,
+             duration_days, created_at, note, reseller_id, created_by, used_by, hwid, expires_at)
+           values ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)').join(', ')}
+           on conflict (app_id, key_hash) do nothing returning key_hash`,
+          values,
+          tx,
+        );
+        for (const r of rows) inserted.add(r.key_hash);
+      }
+      return inserted;
+    });
   }
 
   /**

@@ -59,6 +59,14 @@ export class EventBus {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * An event about one account rather than an application (its credit balance): delivered to that
+   * account's open dashboard streams, whatever apps they watch. `kind` starts with `account.`.
+   */
+  publishAccount(kind: `account.${string}`, accountId: string, data: Record<string, unknown>): Promise<void> {
+    return this.publish(kind, '', { ...data, account_id: accountId });
+  }
+
   async publish(
     kind: string,
     appId: string,

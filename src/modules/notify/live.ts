@@ -116,6 +116,13 @@ export class LiveHub {
   }
 
   private dispatch(e: LiveEvent): void {
+    if (e.kind.startsWith('account.')) {
+      // About one account: every WebSocket it has open (an SSE stream watches one app's records).
+      const event = { id: e.id, kind: e.kind, app_id: null, at: e.at, data: e.data };
+      for (const w of this.watchers)
+        if (!w.single && w.principal.account.id === e.data.account_id) w.send({ type: 'event', event });
+      return;
+    }
     for (const w of this.byApp.get(e.app_id) ?? []) {
       const scope = w.apps.get(e.app_id);
       if (scope === undefined) continue;

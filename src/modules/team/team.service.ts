@@ -11,7 +11,7 @@ import type { AuditRepository } from '../audit/index.js';
 import type { ApplicationRepository } from '../apps/index.js';
 import { scopeOf } from '../apps/index.js';
 import { actorOf, assertPasswordPolicy, effectiveRole } from '../access/index.js';
-import { assertWebhookUrl } from '../notify/index.js';
+import { assertWebhookUrl, type EventBus } from '../notify/index.js';
 import type { TeamCreate } from './team.requests.js';
 
 const DAY_MS = 86_400_000;
@@ -34,6 +34,8 @@ interface TeamServiceDeps {
   access?: Pick<AccessSignal, 'changed'>;
   /** An owner clears a member's second factor (PROTOCOL 13.2). */
   twoFactor: { clear(accountId: string): Promise<boolean> };
+  /** A reseller's balance change reaches its open dashboards (`account.credits`). */
+  events?: Pick<EventBus, 'publishAccount'>;
 }
 
 export class TeamService {
@@ -224,7 +226,9 @@ export class TeamService {
     if (!(await this.team.addCredits(t.id, amount, this.now())))
       throw validationError('amount', `The balance cannot exceed ${MAX_CREDITS.toLocaleString('en-US')} credits`);
     this.audit(p, 'team.credits', `${amount >= 0 ? '+' : ''}${amount} credits for ${t.username}`);
-    return (await this.d.repos.accounts.findById(t.id))!;
+    const account = (await this.d.repos.accounts.findById(t.id))!;
+    await this.d.events?.publishAccount('account.credits', t.id, { credits: account.keyQuota, change: amount });
+    return account;
   }
 
   async setSubscription(p: Principal, id: string, b: SubscriptionChange): Promise<Account> {

@@ -19,6 +19,11 @@ export interface Reply {
   status: number;
   body: Buffer | string;
   headers: Record<string, string>;
+  /**
+   * A streamed body (then `body` is unused): the transport writes each chunk as it comes, waits while
+   * the client is behind, and ends the iterator (`return()`) when the client goes away.
+   */
+  stream?: AsyncIterator<string | Buffer>;
 }
 
 export type RouteHandler = (req: IncomingRequest) => Promise<Reply>;
@@ -27,6 +32,11 @@ const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 export function jsonReply(status: number, value: unknown, headers: Record<string, string> = {}): Reply {
   return { status, body: Buffer.from(JSON.stringify(value)), headers: { ...JSON_HEADERS, ...headers } };
+}
+
+/** A 200 whose body is written chunk by chunk (exports); see Reply.stream. */
+export function streamReply(chunks: AsyncIterable<string | Buffer>, headers: Record<string, string>): Reply {
+  return { status: 200, body: '', headers, stream: chunks[Symbol.asyncIterator]() };
 }
 
 export function textReply(status: number, text: string, contentType = 'text/plain; charset=utf-8'): Reply {

@@ -127,6 +127,64 @@ export function writeReply(res: UwsResponse, aborted: boolean, reply: Reply, clo
   });
 }
 
+/** A response's abort state; `wake` resumes a stream waiting for the client to drain. */
+interface AbortState {
+  v: boolean;
+  wake?: (() => void) | undefined;
+}
+
+/**
+ * Streams `reply.stream`: status and headers first, then each chunk in cork(); when uWS reports
+ * backpressure (write() false: the chunk is buffered, the socket is behind) nothing more is produced
+ * until onWritable says the client drained. An abort ends the wait and the iterator, so whatever
+ * produces the chunks (a database cursor) stops. A failure after the headers cannot become an error
+ * reply: the connection is closed, so the client sees a cut body, never a complete-looking one.
+ */
+async function pumpStream(
+  res: UwsResponse,
+  aborted: AbortState,
+  reply: Reply,
+  closeConnection: boolean,
+  log: Logger,
+): Promise<void> {
+  const it = reply.stream!;
+  let finished = false;
+  try {
+    if (aborted.v) return;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status));
+      for (const name in reply.headers) res.writeHeader(name, reply.headers[name]!);
+    });
+    for (;;) {
+      const next = await it.next();
+      if (aborted.v) return;
+      if (next.done) break;
+      let ok = true;
+      res.cork(() => {
+        ok = res.write(next.value);
+      });
+      if (!ok) {
+        await new Promise<void>((resolve) => {
+          aborted.wake = resolve;
+          res.onWritable(() => {
+            aborted.wake = undefined;
+            resolve();
+            return true;
+          });
+        });
+        if (aborted.v) return;
+      }
+    }
+    finished = true;
+    res.cork(() => res.end(undefined, closeConnection));
+  } catch (err) {
+    log.error({ err }, 'http.stream_failed');
+    if (!aborted.v) res.close();
+  } finally {
+    if (!finished) await it.return?.().catch(() => undefined);
+  }
+}
+
 function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guard {
   const answer = (res: UwsResponse, method: string, path: string, nonce: string, err: unknown) => {
     opts.log.error({ err, path }, 'http.handler_threw');
@@ -189,17 +247,19 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
     if (inflight.count === 0) for (const wake of inflight.idle.splice(0)) wake();
   };
 
-  function send(res: UwsResponse, aborted: { v: boolean }, reply: Reply, closeConnection: boolean): void {
+  function send(res: UwsResponse, aborted: AbortState, reply: Reply, closeConnection: boolean): Promise<void> | void {
+    if (reply.stream) return pumpStream(res, aborted, reply, closeConnection || closing, opts.log);
     writeReply(res, aborted.v, reply, closeConnection || closing);
   }
 
   function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {
     return guard.http((res: UwsResponse, req: UwsRequest): void => {
       const startedAt = process.hrtime.bigint();
-      const aborted = { v: false };
+      const aborted: AbortState = { v: false };
       let cancelBody: (() => void) | undefined;
       res.onAborted(() => {
         aborted.v = true;
+        aborted.wake?.(); // a stream waiting for the client to drain
         cancelBody?.(); // an upload cut short never sends its last chunk: stop waiting for it
       });
       // Everything from `req` is copied now: it is invalid after this function returns.
@@ -252,9 +312,9 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
           return handler(incoming);
         })
         .catch((err: unknown) => errorReply(err, opts.log, { path }))
-        .then((reply) => {
+        .then(async (reply) => {
           if (!reply) return;
-          send(res, aborted, reply, closeAfter);
+          await send(res, aborted, reply, closeAfter);
           opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
         })
         .catch((err: unknown) => opts.log.error({ err, path }, 'http.reply_failed'))

@@ -82,6 +82,16 @@ export const apps = {
   bans: (appId: string) => unwrap<Ban[]>(api.GET('/api/apps/{id}/bans', id(appId))),
   addBan: (appId: string, body: BanInput) => unwrap<Ban>(api.POST('/api/apps/{id}/bans', { ...id(appId), body })),
   removeBan: (banId: string) => unwrap<unknown>(api.DELETE('/api/bans/{id}', id(banId))),
+  /**
+   * A CSV export (licenses, users or logs) with the listing's filters: a plain GET the browser downloads
+   * itself, streamed by the server (the cookie authenticates it).
+   */
+  exportUrl: (appId: string, what: 'licenses' | 'users' | 'logs', filters: Record<string, string | undefined>) => {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+    const qs = q.toString();
+    return `/api/apps/${encodeURIComponent(appId)}/${what}/export.csv${qs ? `?${qs}` : ''}`;
+  },
   /** The SDK archive is a plain GET the browser downloads itself (the cookie authenticates it). */
   sdkUrl: (appId: string, lang: string) => `/api/apps/${encodeURIComponent(appId)}/sdk/${encodeURIComponent(lang)}`,
 };
@@ -150,6 +160,11 @@ export const licenses = {
 
 export const users = {
   list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
+  /** One cursor page, searched on the server (username, key preview or the full key). */
+  page: (appId: string, query: { limit: number; q?: string; cursor?: string }) =>
+    unwrap<{ items: EndUser[]; next_cursor: string | null }>(
+      api.GET('/api/apps/{id}/users', { params: { path: { id: appId }, query } }),
+    ),
   resetHwid: (userId: string) => unwrap<unknown>(api.POST('/api/users/{id}/reset-hwid', id(userId))),
   removeDevice: (userId: string, hwid: string) =>
     unwrap<unknown>(api.DELETE('/api/users/{id}/devices/{hwid}', { params: { path: { id: userId, hwid } } })),

@@ -186,6 +186,8 @@ export const EndUserSchema = Type.Object({
   expires_at: Nullable(Iso),
   banned: Type.Boolean(),
   license_id: Nullable(Type.String()),
+  /** The preview of the key the user is bound to. */
+  key_preview: Type.Optional(Nullable(Type.String())),
   reseller_id: Nullable(Type.String()),
   hwid: Type.Optional(Nullable(Type.String())),
   known_hwids: Type.Optional(Type.Array(Type.String())),
@@ -203,6 +205,7 @@ export const BanSchema = Type.Object({
   id: Type.String(),
   type: Type.Union([Type.Literal('ip'), Type.Literal('hwid')]),
   value: Type.String(),
+  reason: Type.Optional(Type.String()),
   created_at: Iso,
   created_by: Nullable(Type.String()),
 });

@@ -971,6 +971,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/{id}/licenses/export.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Keys as CSV (the listing's filters, scoping and hiding; streamed) */
+        get: {
+            parameters: {
+                query?: {
+                    q?: string;
+                    status?: "unused" | "pending" | "used" | "banned" | "unactivated" | "active" | "expired";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description text/csv with a header row */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/{id}/licenses/extend-all": {
         parameters: {
             query?: never;
@@ -995,6 +1047,64 @@ export interface paths {
                     "application/json": {
                         unit: "hours" | "days" | "weeks" | "months";
                         value: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/{id}/licenses/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import existing keys (list or KeyAuth rows, up to 50,000, body up to 8 MiB); ?dry_run=true reports what would be imported and skipped without writing */
+        post: {
+            parameters: {
+                query?: {
+                    dry_run?: "true" | "false";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        format: "list" | "keyauth";
+                        keys: unknown[];
                     };
                 };
             };
@@ -1056,6 +1166,62 @@ export interface paths {
             requestBody?: never;
             responses: {
                 /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/{id}/logs/export.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Audit log as CSV (the listing's filters, scoping and hiding; streamed) */
+        get: {
+            parameters: {
+                query?: {
+                    action?: string;
+                    actor?: string;
+                    from?: string;
+                    level?: "info" | "warning" | "error";
+                    q?: string;
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description text/csv with a header row */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -1432,6 +1598,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/{id}/timeseries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), zeros included, scoped like the stats */
+        get: {
+            parameters: {
+                query: {
+                    bucket?: "hour" | "day";
+                    from?: string;
+                    metric: "activations" | "logins" | "new_users";
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/{id}/users": {
         parameters: {
             query?: never;
@@ -1456,6 +1676,57 @@ export interface paths {
             requestBody?: never;
             responses: {
                 /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/{id}/users/export.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** End users as CSV (the listing's search, scoping and hiding; streamed) */
+        get: {
+            parameters: {
+                query?: {
+                    q?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description text/csv with a header row */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -3350,6 +3621,70 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/portal/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An offline license file for one of the customer's devices (PROTOCOL 12.5) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        hwid: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"success", "license_file"} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Offline licenses are not enabled for this application. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;

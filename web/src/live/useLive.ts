@@ -39,6 +39,8 @@ export function useLive(appId: string, onAppDeleted: () => void): { status: Live
       appId,
       onEvent: (e: LiveEvent) => {
         if (e.kind === 'app.delete') deleted.current();
+        // The signed-in reseller's balance changed (a top-up, a deduction, a spend): read it again.
+        else if (e.kind === 'account.credits') void qc.invalidateQueries({ queryKey: ['me'] });
         else stale(staleKeysFor(e.kind));
       },
       onPoll: () => stale(ALL),

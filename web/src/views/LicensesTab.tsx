@@ -286,6 +286,9 @@ export function LicensesTab({ app }: { app: App }) {
           </Button>
         )}
         {isManager(caller) && <Button onClick={() => setExtendAllOpen(true)}>Extend all</Button>}
+        <a className="btn btn-plain" href={appsApi.exportUrl(app.id, 'licenses', { status, q })} download>
+          Export CSV
+        </a>
       </div>
       {generatorOpen && <GeneratorPanel app={app} onClose={() => setGeneratorOpen(false)} />}
       {fieldError(list.error, 'query.q') && (

@@ -34,10 +34,13 @@ function ActorCell({ actor }: { actor: LogEntry['actor'] }) {
 
 export function LogsTab({ app }: { app: App }) {
   const [level, setLevel] = useState('');
-  const [action, setAction] = useState('');
-  const [actor, setActor] = useState('');
-  // What the filter form says now; applied on submit, so typing does not fetch on every key.
-  const [draft, setDraft] = useState({ action: '', actor: '' });
+  // The applied filters, and what the filter form says now (applied on submit, so typing does not
+  // fetch on every key). from/to are dates (YYYY-MM-DD): the whole of each day, in UTC.
+  const [applied, setApplied] = useState({ action: '', actor: '', q: '', from: '', to: '' });
+  const [draft, setDraft] = useState(applied);
+  const { action, actor, q } = applied;
+  const from = applied.from ? `${applied.from}T00:00:00Z` : '';
+  const to = applied.to ? `${applied.to}T23:59:59.999Z` : '';
   // The listing pages with `before` (the last id of the previous page) and returns a plain array:
   // a full page means there may be more.
   const fetchPage = useCallback(
@@ -47,18 +50,21 @@ export function LogsTab({ app }: { app: App }) {
         ...(level ? { level: level as 'info' } : {}),
         ...(action ? { action } : {}),
         ...(actor ? { actor } : {}),
+        ...(q ? { q } : {}),
+        ...(from ? { from } : {}),
+        ...(to ? { to } : {}),
         ...(before ? { before } : {}),
       });
       return { items, next: items.length === PAGE ? items[items.length - 1]!.id : null };
     },
-    [app.id, level, action, actor],
+    [app.id, level, action, actor, q, from, to],
   );
   const list = usePagedList<LogEntry>({
-    queryKey: ['logs', app.id, level, action, actor],
+    queryKey: ['logs', app.id, level, action, actor, q, from, to],
     pageSize: PAGE,
     fetchPage,
   });
-  const filtered = level !== '' || action !== '' || actor !== '';
+  const filtered = level !== '' || action !== '' || actor !== '' || q !== '' || from !== '' || to !== '';
   const sample = list.rowAt(0);
   const showIp = sample?.ip !== undefined;
   const showScreen = sample?.screen !== undefined;
@@ -115,8 +121,7 @@ export function LogsTab({ app }: { app: App }) {
         aria-label="Filter the log"
         onSubmit={(e) => {
           e.preventDefault();
-          setAction(draft.action.trim());
-          setActor(draft.actor.trim());
+          setApplied({ ...draft, action: draft.action.trim(), actor: draft.actor.trim(), q: draft.q.trim() });
         }}
       >
         <label className="inline-field">
@@ -149,7 +154,38 @@ export function LogsTab({ app }: { app: App }) {
             onChange={(e) => setDraft({ ...draft, actor: e.target.value })}
           />
         </label>
+        <label className="inline-field">
+          <span>Text</span>
+          <input
+            name="q"
+            type="search"
+            value={draft.q}
+            placeholder="detail or actor"
+            maxLength={200}
+            onChange={(e) => setDraft({ ...draft, q: e.target.value })}
+          />
+        </label>
+        <label className="inline-field">
+          <span>From</span>
+          <input
+            name="from"
+            type="date"
+            value={draft.from}
+            onChange={(e) => setDraft({ ...draft, from: e.target.value })}
+          />
+        </label>
+        <label className="inline-field">
+          <span>To</span>
+          <input name="to" type="date" value={draft.to} onChange={(e) => setDraft({ ...draft, to: e.target.value })} />
+        </label>
         <Button type="submit">Filter</Button>
+        <a
+          className="btn btn-plain"
+          href={appsApi.exportUrl(app.id, 'logs', { level, action, actor, q, from, to })}
+          download
+        >
+          Export CSV
+        </a>
         <span className="muted small">Newest first; older entries load as you scroll.</span>
       </form>
       {list.isPending && <Loading label="Loading logs" />}

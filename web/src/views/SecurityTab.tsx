@@ -15,11 +15,13 @@ export function SecurityTab({ app }: { app: App }) {
   const notice = useNotice();
   const [type, setType] = useState<'ip' | 'hwid'>('ip');
   const [value, setValue] = useState('');
+  const [reason, setReason] = useState('');
   const list = useQuery({ queryKey: ['bans', app.id], queryFn: () => appsApi.bans(app.id) });
   const add = useMutation({
-    mutationFn: () => appsApi.addBan(app.id, { type, value }),
+    mutationFn: () => appsApi.addBan(app.id, { type, value, ...(reason.trim() ? { reason } : {}) }),
     onSuccess: (b) => {
       setValue('');
+      setReason('');
       notice('ok', `${b.type.toUpperCase()} ${b.value} blocked`);
       void qc.invalidateQueries({ queryKey: ['bans', app.id] });
     },
@@ -59,14 +61,33 @@ export function SecurityTab({ app }: { app: App }) {
                 name="value"
                 value={value}
                 onChange={(e) => setValue(e.target.value)}
-                placeholder={type === 'ip' ? '203.0.113.7' : 'device id'}
+                placeholder={type === 'ip' ? '203.0.113.7 or 10.0.0.0/8' : 'device id'}
+              />
+            )}
+          </Field>
+          <Field
+            label="Reason"
+            error={fieldError(add.error, 'reason')}
+            className="grow"
+            hint={
+              type === 'ip' ? 'An address or a CIDR range (IPv4 or IPv6) blocks every address inside it.' : undefined
+            }
+          >
+            {(p) => (
+              <input
+                {...p}
+                name="reason"
+                maxLength={500}
+                value={reason}
+                onChange={(e) => setReason(e.target.value)}
+                placeholder="optional, e.g. chargeback"
               />
             )}
           </Field>
           <Button type="submit" variant="primary" busy={add.isPending} busyLabel="Blocking">
             Block
           </Button>
-          <FormError error={add.error} fields={['type', 'value']} />
+          <FormError error={add.error} fields={['type', 'value', 'reason']} />
         </form>
       )}
       {list.isPending && <Loading label="Loading blacklist" />}
@@ -84,6 +105,7 @@ export function SecurityTab({ app }: { app: App }) {
               <tr>
                 <th scope="col">Type</th>
                 <th scope="col">Value</th>
+                <th scope="col">Reason</th>
                 <th scope="col">Added</th>
                 {isManager(caller) && <th scope="col">Actions</th>}
               </tr>
@@ -95,6 +117,7 @@ export function SecurityTab({ app }: { app: App }) {
                   <td>
                     <code className="mono">{b.value}</code>
                   </td>
+                  <td title={b.reason || undefined}>{b.reason || <span className="muted">none</span>}</td>
                   <td>
                     <Time iso={b.created_at} />
                   </td>

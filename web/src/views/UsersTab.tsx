@@ -2,9 +2,9 @@
 // from each row's menu, with the fields the caller may see. Hidden fields are absent from the answer;
 // their columns simply are not shown. The filter is the browser's over the loaded users until the
 // server searches users itself.
-import { useCallback, useMemo, useRef, useState } from 'react';
-import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { users as usersApi } from '../api/endpoints.js';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useQueryClient } from '@tanstack/react-query';
+import { apps as appsApi, users as usersApi } from '../api/endpoints.js';
 import type { App, EndUser } from '../api/responses.js';
 import { DataTable, type Column } from '../components/DataTable.js';
 import { MenuButton, RowMenu, useRowMenu } from '../components/RowMenu.js';
@@ -12,10 +12,21 @@ import { Badge, Confirm, ErrorState, Loading, Time } from '../components/ui.js';
 import { formatCount, plural } from '../lib/plural.js';
 import { can } from '../lib/permissions.js';
 import { useSession } from '../session.js';
+import { usePagedList } from '../hooks/usePagedList.js';
 import { useNotice } from '../notices.js';
 
 /** What GET /api/apps/{id}/users returns at most (SPEC Limits). */
-const MAX_USERS = 2000;
+const PAGE = 100;
+
+/** `value`, once it has stayed the same for `ms` (a search sent when typing pauses). */
+function useDebounced<T>(value: T, ms: number): T {
+  const [v, setV] = useState(value);
+  useEffect(() => {
+    const t = setTimeout(() => setV(value), ms);
+    return () => clearTimeout(t);
+  }, [value, ms]);
+  return v;
+}
 
 export function UsersTab({ app }: { app: App }) {
   const { caller } = useSession();
@@ -24,7 +35,16 @@ export function UsersTab({ app }: { app: App }) {
   const [filter, setFilter] = useState('');
   const [busy, setBusy] = useState<string | null>(null);
   const [deleting, setDeleting] = useState<EndUser | null>(null);
-  const list = useQuery({ queryKey: ['users', app.id], queryFn: () => usersApi.list(app.id) });
+  const q = useDebounced(filter.trim(), 300);
+  // Cursor pages searched on the server, fetched as they scroll into view (like Licenses).
+  const fetchPage = useCallback(
+    async (cursor: string) => {
+      const page = await usersApi.page(app.id, { limit: PAGE, ...(q ? { q } : {}), ...(cursor ? { cursor } : {}) });
+      return { items: page.items, next: page.next_cursor };
+    },
+    [app.id, q],
+  );
+  const list = usePagedList<EndUser>({ queryKey: ['users', app.id, q], pageSize: PAGE, fetchPage });
 
   const act = async (key: string, label: string, fn: () => Promise<unknown>) => {
     setBusy(key);
@@ -41,12 +61,9 @@ export function UsersTab({ app }: { app: App }) {
     }
   };
 
-  const rows = useMemo(() => {
-    const f = filter.trim().toLowerCase();
-    return (list.data ?? []).filter((u) => !f || u.username.toLowerCase().includes(f));
-  }, [list.data, filter]);
-  const showHwid = rows.some((u) => u.hwid !== undefined);
-  const showIp = rows.some((u) => u.ip !== undefined);
+  const sample = list.rowAt(0);
+  const showHwid = sample?.hwid !== undefined;
+  const showIp = sample?.ip !== undefined;
 
   // Rows and their menu keep their identity while `busy` changes; the menu reads it when opened.
   const menu = useRowMenu();
@@ -104,6 +121,13 @@ export function UsersTab({ app }: { app: App }) {
     () => [
       { id: 'username', header: 'Username', title: (u) => u.username, cell: (u) => <strong>{u.username}</strong> },
       {
+        id: 'key',
+        header: 'Key',
+        title: (u) => u.key_preview ?? '',
+        cell: (u) =>
+          u.key_preview ? <code className="mono">{u.key_preview}</code> : <span className="muted">none</span>,
+      },
+      {
         id: 'state',
         header: 'State',
         cell: (u) => (u.banned ? <Badge tone="red">frozen</Badge> : <Badge tone="green">active</Badge>),
@@ -157,29 +181,38 @@ export function UsersTab({ app }: { app: App }) {
       <div className="toolbar">
         <label className="inline-field grow">
           <span>Filter</span>
-          <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Username" />
+          <input
+            type="search"
+            value={filter}
+            onChange={(e) => setFilter(e.target.value)}
+            placeholder="Username, key preview or full key"
+          />
         </label>
-        {list.data && (
+        <a className="btn btn-plain" href={appsApi.exportUrl(app.id, 'users', { q: q || undefined })} download>
+          Export CSV
+        </a>
+        {!list.isPending && (
           <span className="muted" data-testid="users-count">
-            {list.data.length === MAX_USERS
-              ? `The ${formatCount(MAX_USERS)} newest users`
-              : plural(list.data.length, 'user')}
+            {list.complete ? plural(list.rows, 'user') : `${formatCount(list.rows)}+ users`}
+            {q ? ' match' : ''}
           </span>
         )}
       </div>
       {list.isPending && <Loading label="Loading users" />}
-      {list.isError && <ErrorState error={list.error} retry={() => void list.refetch()} />}
-      {list.data && (
+      {list.error !== null && <ErrorState error={list.error} retry={list.retry} />}
+      {!list.isPending && (list.rows > 0 || list.complete) && (
         <DataTable
           caption="End users"
           testId="users-table"
           className="users-table"
           columns={columns}
-          count={rows.length}
-          rowAt={(i) => rows[i]}
+          count={list.count}
+          rowAt={list.rowAt}
+          onRange={list.setRange}
+          loading={<span className="muted">Loading more users…</span>}
           rowId={(u) => u.id}
-          resetKey={filter}
-          empty={filter ? 'No user matches.' : 'No users yet: they appear when a client registers with a key.'}
+          resetKey={q}
+          empty={q ? 'No user matches.' : 'No users yet: they appear when a client registers with a key.'}
         />
       )}
       <RowMenu menu={menu.menu} onClose={menu.close} />
