@@ -99,12 +99,12 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   heartbeat_exists: 'server',
   heartbeat_rejected: 'heartbeat_killed',
   heartbeat_token_invalid: 'heartbeat_killed',
-  // heartbeat/start over the key's max_sessions with session_overflow `reject`.
-  session_limit: 'session_limit',
   // PROTOCOL 12 (licensing models)
   trial_disabled: 'trial_disabled',
   trial_used: 'trial_used',
   offline_disabled: 'offline_disabled',
+  // heartbeat/start over the key's max_sessions with session_overflow `reject`.
+  session_limit: 'session_limit',
 
   not_authenticated: null,
   permission_denied: null,

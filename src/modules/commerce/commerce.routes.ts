@@ -139,7 +139,8 @@ export function commerceRoutes(router: Router, { auth, products, fulfil, portalL
     handler: async (req) => {
       await consumeOrThrow(portalLimiter, req.ip, rateLimited);
       const id = req.params.external_id ?? '';
-      if (id.length === 0 || id.length > 255) throw new AppError('order_not_found');
+      // No order id holds a control character (PostgreSQL text cannot even hold NUL): unknown, not a 503.
+      if (id.length === 0 || id.length > 255 || /[\u0000-\u001f\u007f]/.test(id)) throw new AppError('order_not_found');
       return jsonReply(200, await fulfil.buyerOrder(id), { 'Cache-Control': 'no-store' });
     },
   });

@@ -203,7 +203,10 @@ export class KeyAdminRepository {
     });
   }
 
-  /** PROTOCOL 15.2: level, note, max_devices, max_sessions and entitlements of a key; a new level reaches its user too. */
+  /**
+   * PROTOCOL 15.2: level, note, max_devices, max_sessions and entitlements of a key; a new level reaches
+   * its user too.
+   */
   async updateLicense(
     id: string,
     c: {
@@ -267,7 +270,8 @@ export class KeyAdminRepository {
     }
     params.push(q.limit);
     return this.sql.all<UserRow>(
-      `select ${USER_LIST_COLUMNS}, k.key_preview, ${CURSOR_AT('u.')} from end_users u left join license_keys k on k.id = u.license_id
+      `select ${USER_LIST_COLUMNS}, k.key_preview, ${CURSOR_AT('u.')}
+       from end_users u left join license_keys k on k.id = u.license_id
        where ${where} order by u.created_at desc, u.id desc limit ?`,
       params,
     );
@@ -351,9 +355,11 @@ export class KeyAdminRepository {
     const params: unknown[] = [bucket, appId, from, to];
     const sql =
       metric === 'new_users'
-        ? `select to_char(date_trunc(?, created_at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from end_users
+        ? `select to_char(date_trunc(?, created_at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t,
+             count(*) as n from end_users
            where app_id = ? and created_at >= ? and created_at < ?${scopeSql(scope, params)} group by 1`
-        : `select to_char(date_trunc(?, at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t, count(*) as n from audit_log
+        : `select to_char(date_trunc(?, at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t,
+             count(*) as n from audit_log
            where app_id = ? and at >= ? and at < ? and level = 'info' and action ${
              metric === 'logins' ? "= 'client.login'" : "in ('client.register', 'client.license')"
            }${scopeSql(scope, params)} group by 1`;

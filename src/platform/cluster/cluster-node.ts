@@ -162,7 +162,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
           {
             skewMs: this.clockSkewMs,
             maxMs: MAX_CLOCK_SKEW_MS,
-            hint: "this host's clock differs from the Redis clock: synchronise every host with NTP (docs/multi-host.md)",
+            hint: "this host's clock differs from the Redis clock: keep every host on NTP (docs/multi-host.md)",
           },
           'cluster.clock_skew',
         );

@@ -1,5 +1,6 @@
 // Shard ownership: SHARD_COUNT fixed shards, each assigned by rendezvous hashing (SHA-256 scores,
-// bounded loads) over the live members; a worker serves a shard only while it holds the shard's lease, renewed every tick.
+// bounded loads) over the live members; a worker serves a shard only while it holds the shard's lease,
+// renewed every tick.
 // Every grant has a new fencing number, which every state write on the shard carries
 // (Coordinator.fencedHashSet), so a worker that lost a lease can never overwrite its successor.
 import { createHash } from 'node:crypto';

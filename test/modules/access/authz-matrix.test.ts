@@ -100,6 +100,8 @@ type Param = keyof typeof make;
 interface Row {
   method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
   path: string;
+  /** A query string the route needs (appended to the path as it is). */
+  query?: string;
   body?: unknown;
   /** What a reseller needs: a permission, 'allow' (nothing), or 'deny' (never). */
   reseller: PermissionKey | 'allow' | 'deny';
@@ -141,6 +143,24 @@ const ROWS: Row[] = [
   { method: 'PATCH', path: '/api/users/{user}/ban', body: { banned: true }, reseller: 'freeze_unfreeze' },
   { method: 'DELETE', path: '/api/users/{user}', reseller: 'delete_keys' },
   { method: 'GET', path: '/api/apps/{app}/stats', reseller: 'view_stats' },
+  {
+    method: 'GET',
+    path: '/api/apps/{app}/timeseries',
+    query: '?metric=activations&bucket=day',
+    reseller: 'view_stats',
+  },
+  { method: 'GET', path: '/api/apps/{app}/licenses/export.csv', reseller: 'view_keys' },
+  { method: 'GET', path: '/api/apps/{app}/users/export.csv', reseller: 'view_keys' },
+  { method: 'GET', path: '/api/apps/{app}/logs/export.csv', reseller: 'view_auth_logs' },
+  {
+    method: 'POST',
+    path: '/api/apps/{app}/licenses/import',
+    body: { format: 'list', keys: [{ key: 'MATRIX-IMPORT-RANDOM' }] },
+    reseller: 'deny',
+  },
+  { method: 'POST', path: '/api/apps/{app}/products', body: { name: 'RANDOM', duration: 30 }, reseller: 'deny' },
+  { method: 'GET', path: '/api/apps/{app}/products', reseller: 'deny' },
+  { method: 'GET', path: '/api/apps/{app}/orders', reseller: 'deny' },
   { method: 'GET', path: '/api/apps/{app}/credentials', reseller: 'allow' },
   { method: 'GET', path: '/api/apps/{app}/sdk/{lang}', reseller: 'deny' },
   { method: 'GET', path: '/api/team', reseller: 'allow', rival: 'allowed' },
@@ -206,6 +226,10 @@ const EXCLUDED: Record<string, string> = {
   'DELETE /api/tokens/{id}': 'who may revoke depends on whose token it is; tested in api-tokens.test.ts',
   'DELETE /api/account/sessions/{id}': 'ends one of the caller’s own sessions; tested in account-security.test.ts',
   'GET /api/apps/{id}/events': 'SSE; tested in live.test.ts',
+  'GET /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
+  'PATCH /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
+  'DELETE /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
+  'POST /api/products/{id}/rotate-secret': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
 };
 
 beforeAll(async () => {
@@ -238,7 +262,7 @@ async function attempt(row: Row, who: Who): Promise<{ status: number; body: any 
   const api = { owner, admin, reseller, 'reseller+perm': reseller, developer, rival, anonymous: owner.as(undefined) }[
     who
   ];
-  return api.call(row.method, path, body ?? undefined, who === 'anonymous' ? { token: '' } : {});
+  return api.call(row.method, path + (row.query ?? ''), body ?? undefined, who === 'anonymous' ? { token: '' } : {});
 }
 
 async function setResellerPermissions(grant: PermissionKey | null) {

@@ -266,7 +266,7 @@ describe('PATCH /api/licenses/{id} (PROTOCOL 15.2)', () => {
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ level: 7, note: 'vip' });
     expect((await activate(f, key!, hwid('P1'))).r.body.level).toBe(7);
-    for (const bad of [{}, { level: 0 }, { max_devices: 0 }, { max_devices: 1001 }, { max_sessions: 2 }, { x: 1 }])
+    for (const bad of [{}, { level: 0 }, { max_devices: 0 }, { max_devices: 1001 }, { max_sessions: -1 }, { x: 1 }])
       expect((await f.owner.patch(`/api/licenses/${row.id}`, bad)).status, JSON.stringify(bad)).toBe(422);
     expect((await f.owner.patch(`/api/licenses/${row.id}`, { max_devices: null })).body.max_devices).toBeNull();
     const logs = await f.owner.get(`/api/apps/${f.app.id}/logs?action=license.update`);

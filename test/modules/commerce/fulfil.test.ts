@@ -107,6 +107,12 @@ describe('products', () => {
     const seller = await new Api(t.base).signIn('shopseller', 'seller-pass-1');
     expect((await seller.get(`/api/apps/${appId}/products`)).status).toBe(403);
     expect((await seller.post(`/api/apps/${appId}/products`, { name: 'y', duration: 1 })).status).toBe(403);
+    const p = (await owner.post(`/api/apps/${appId}/products`, { name: 'Theirs', duration: 1 })).body;
+    expect((await seller.get(`/api/products/${p.id}`)).status).toBe(403);
+    expect((await seller.patch(`/api/products/${p.id}`, { level: 2 })).status).toBe(403);
+    expect((await seller.post(`/api/products/${p.id}/rotate-secret`)).status).toBe(403);
+    expect((await seller.delete(`/api/products/${p.id}`)).status).toBe(403);
+    expect((await owner.get(`/api/products/${p.id}`)).body.webhook_secret).toBe(p.webhook_secret);
   });
 
   it('rotate-secret makes the old secret stop verifying; PATCH changes the settings', async () => {
@@ -223,6 +229,9 @@ describe('Stripe fulfilment', () => {
       product_name: 'Gone soon',
     });
     expect((await buyer.get('/api/portal/orders/cs_unknown')).body).toEqual({ detail: 'Order not found' });
+    // A control character (the fuzzer's %00) is an unknown order, never a database error.
+    for (const odd of ['%00', 'cs_%0A1', '%7F'])
+      expect((await buyer.get(`/api/portal/orders/${odd}`)).status, odd).toBe(404);
     await t.server.services.sql.run(
       `update orders set keys_until = now() - interval '1 second' where external_id = ?`,
       [session],
