@@ -38,8 +38,10 @@ afterEach(async () => {
 
 /** Polls state of the transport under test (a background connection attempt has no event to await). */
 async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; !cond(); i++) {
-    if (i > 500) throw new Error('condition not met in time');
+  // A liveness bound, not a speed one: a loaded CI machine may take seconds to run a reconnect.
+  const end = Date.now() + 20_000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 10));
   }
 }
