@@ -7,7 +7,13 @@ import { actorOf, requirePermission, requireRole } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus } from '../notify/index.js';
 import type { AppsService } from '../apps/index.js';
-import { KeySpaceExhausted, type BatchHooks, type LicenseRepository, type LicenseRow } from './license.repository.js';
+import {
+  KeySpaceExhausted,
+  type BatchHooks,
+  type KeyBatch,
+  type LicenseRepository,
+  type LicenseRow,
+} from './license.repository.js';
 import {
   ALPHABET_CLASSES,
   DEFAULT_ALPHABET,
@@ -91,6 +97,42 @@ export class KeyGenerator {
     return () => left.pop() ?? null;
   }
 
+  /** Draws `amount` new keys of `spec` and writes them in one batch (a generation's or an order's). */
+  private async insertKeys(
+    appId: string,
+    spec: KeySpec,
+    k: ReturnType<typeof settleKeySpec>,
+    entitlements: readonly string[],
+    amount: number,
+    who: { resellerId: string | null; createdBy: string | null; charge: KeyBatch['charge'] },
+    hooks?: BatchHooks,
+  ): Promise<{ row: LicenseRow; key: string }[]> {
+    const makeKey = await this.keySource(appId, k.mask, k.alphabet, amount);
+    return this.d.licenses
+      .insertBatch(
+        {
+          appId,
+          level: spec.level ?? 1,
+          durationValue: k.value,
+          durationUnit: k.unit,
+          durationDays: k.days,
+          note: spec.note ?? '',
+          ...who,
+          maxSessions: spec.max_sessions ?? null,
+          maxDevices: spec.max_devices ?? null,
+          entitlements: JSON.stringify(entitlements),
+        },
+        amount,
+        makeKey,
+        new Date(this.d.now()),
+        hooks,
+      )
+      .catch((err: unknown) => {
+        if (err instanceof KeySpaceExhausted) throw spaceExhausted(amount);
+        throw err;
+      });
+  }
+
   /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
   async generateLicenses(
     p: Principal,
@@ -101,36 +143,23 @@ export class KeyGenerator {
     const app = await this.d.apps.visible(p, appId);
     const { unit, value, days, mask, alphabet } = settleKeySpec(input);
     const entitlements = await checkedCodes(this.d.apps, appId, input.entitlements ?? []);
-    const makeKey = await this.keySource(appId, mask, alphabet, input.amount);
     const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
     const charge =
       p.role === 'reseller'
         ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
         : null;
-    const created = await this.d.licenses
-      .insertBatch(
-        {
-          appId,
-          level: input.level ?? 1,
-          durationValue: value,
-          durationUnit: unit,
-          durationDays: days,
-          note: input.note ?? '',
-          resellerId: generatorIsStaff ? p.account.id : null,
-          createdBy: p.account.id,
-          maxSessions: input.max_sessions ?? null,
-          maxDevices: input.max_devices ?? null,
-          entitlements: JSON.stringify(entitlements),
-          charge,
-        },
-        input.amount,
-        makeKey,
-        new Date(this.d.now()),
-      )
-      .catch((err: unknown) => {
-        if (err instanceof KeySpaceExhausted) throw spaceExhausted(input.amount);
-        throw err;
-      });
+    const created = await this.insertKeys(
+      appId,
+      input,
+      { unit, value, days, mask, alphabet },
+      entitlements,
+      input.amount,
+      {
+        resellerId: generatorIsStaff ? p.account.id : null,
+        createdBy: p.account.id,
+        charge,
+      },
+    );
     if (charge) await this.d.events.publishAccount('account.credits', charge.accountId, { change: -charge.amount });
     await this.d.events.publish(
       'license.generate',
@@ -165,32 +194,15 @@ export class KeyGenerator {
     // A paid order never fails over its product's codes: one removed from the catalogue since is left out.
     const catalogue = spec.entitlements?.length ? await this.d.apps.entitlementCodes(appId) : new Set<string>();
     const entitlements = [...new Set(spec.entitlements ?? [])].filter((c) => catalogue.has(c)).sort();
-    const makeKey = await this.keySource(appId, mask, alphabet, amount);
-    const created = await this.d.licenses
-      .insertBatch(
-        {
-          appId,
-          level: spec.level ?? 1,
-          durationValue: value,
-          durationUnit: unit,
-          durationDays: days,
-          note: spec.note ?? '',
-          resellerId: null,
-          createdBy: null,
-          charge: null,
-          maxSessions: spec.max_sessions ?? null,
-          maxDevices: spec.max_devices ?? null,
-          entitlements: JSON.stringify(entitlements),
-        },
-        amount,
-        makeKey,
-        new Date(this.d.now()),
-        hooks,
-      )
-      .catch((err: unknown) => {
-        if (err instanceof KeySpaceExhausted) throw spaceExhausted(amount);
-        throw err;
-      });
+    const created = await this.insertKeys(
+      appId,
+      spec,
+      { unit, value, days, mask, alphabet },
+      entitlements,
+      amount,
+      { resellerId: null, createdBy: null, charge: null },
+      hooks,
+    );
     if (created.length === 0) return created;
     await this.d.events.publish(
       'license.generate',

@@ -21,7 +21,7 @@ interface NewKey {
   keyPreview: string;
 }
 
-interface KeyBatch {
+export interface KeyBatch {
   appId: string;
   level: number;
   durationValue: number;
