@@ -59,6 +59,8 @@ export interface ShardNode<Ops extends OpMap> {
     local: () => Promise<Ops[K]['result']>,
   ): Promise<Ops[K]['result']>;
   fenceOf(shard: number): number | undefined;
+  /** Counts an operation a module ran itself on a shard this worker holds (the local fast path). */
+  noteLocal(): void;
   leaseName(shard: number): string;
 }
 
@@ -205,6 +207,10 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   /** Fence of a shard this worker holds, or undefined. */
   fenceOf(shard: number): number | undefined {
     return this.leases.fenceOf(shard);
+  }
+
+  noteLocal(): void {
+    this.servedLocally++;
   }
 
   leaseName(shard: number): string {
