@@ -41,6 +41,8 @@ const HOLDER_CACHE_MS = 5_000;
 interface ClusterNodeOptions {
   /** Take direct calls from other workers on this address (absent: calls travel through pub/sub only). */
   listen?: ListenOptions | undefined;
+  /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
+  route?: string | undefined;
 }
 
 /**
@@ -87,7 +89,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
-    this.membership = new Membership(coordinator, this.id);
+    this.membership = new Membership(coordinator, this.id, opts.route);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
       listen: opts.listen,
@@ -242,6 +244,15 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     } catch (err) {
       this.log.warn({ err }, 'cluster.tick_failed');
     }
+  }
+
+  /**
+   * The balancer route of the worker serving a shard, as far as this worker knows without asking
+   * (its own shards, and holders looked up recently); undefined when unknown or without routes.
+   */
+  routeOf(shard: number): string | undefined {
+    const holder = this.leases.knownHolder(shard);
+    return holder === undefined ? undefined : this.membership.routeOf(holder);
   }
 
   /** Who serves a shard now: this worker, another one, or nobody (between owners). */
