@@ -30,7 +30,11 @@ function refusedRow(error: unknown, parsed: ParsedImport | null): { index: numbe
     if (!at) continue;
     const row = parsed?.body.keys[at.index];
     const shown = row === undefined ? '' : JSON.stringify(row);
-    return { index: at.index, text, row: shown.length > 200 ? `${shown.slice(0, 200)}…` : shown };
+    return {
+      index: at.index,
+      text: text.replace(/^Row \d+: /, ''),
+      row: shown.length > 200 ? `${shown.slice(0, 200)}…` : shown,
+    };
   }
   return null;
 }
