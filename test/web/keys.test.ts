@@ -17,7 +17,7 @@ const preview = (key: string) => `${key.slice(0, 4)}****${key.slice(-4)}`;
 function errorOf(scope: Locator, label: string): Locator {
   return scope
     .locator('.field')
-    .filter({ has: scope.getByLabel(label, { exact: true }) })
+    .filter({ has: scope.page().getByLabel(label, { exact: true }) })
     .locator('.field-error');
 }
 
@@ -113,12 +113,15 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
     const page = await ownerPage();
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
     const table = page.getByTestId('licenses-table');
-    await table.getByRole('columnheader', { name: 'Created by' }).waitFor();
-    const createdBy = (note: string) =>
-      table.locator('tr').filter({ hasText: note }).locator('td[data-col="created_by"]');
-    await createdBy('by the admin').filter({ hasText: 'Ada Maker' }).waitFor();
-    await createdBy('by the owner').filter({ hasText: OWNER.username }).waitFor();
-    expect(await createdBy('by the admin').getAttribute('title')).toBe('maker-admin');
+    await table.getByRole('columnheader', { name: 'Created / by' }).waitFor();
+    const created = (note: string) => table.locator('tr').filter({ hasText: note }).locator('td[data-col="created"]');
+    await created('by the admin').getByTestId('created-by').filter({ hasText: 'Ada Maker' }).waitFor();
+    await created('by the owner').getByTestId('created-by').filter({ hasText: OWNER.username }).waitFor();
+    expect(await created('by the admin').getAttribute('title')).toBe('Created by: maker-admin');
+    expect(await created('by the owner').getAttribute('title')).toBe('Created by: You');
+    // Both lines are whole: neither the time nor the name is cut.
+    for (const cell of await table.locator('td[data-col="created"] .created-cell > *').all())
+      expect(await cell.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
     const fit = await table.evaluate((box) => ({
       table: box.querySelector('table')!.scrollWidth,
       box: box.clientWidth,

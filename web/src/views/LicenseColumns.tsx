@@ -92,15 +92,19 @@ export function licenseColumns({
     },
     { id: 'level', header: 'Level', cell: (k) => k.level },
     { id: 'duration', header: 'Duration', cell: (k) => durationLabel(k.duration_value, k.duration_unit) },
-    { id: 'created', header: 'Created', cell: (k) => <Time iso={k.created_at} /> },
     {
-      id: 'created_by',
-      header: 'Created by',
-      title: (k) => creator(k).title,
-      cell: (k) => {
-        const c = creator(k);
-        return c.label === '—' ? <span className="muted">—</span> : c.label;
-      },
+      // Who created the key sits under the time, so the table keeps its width (1280 px fits every column).
+      id: 'created',
+      header: 'Created / by',
+      title: (k) => `Created by: ${creator(k).title}`,
+      cell: (k) => (
+        <span className="created-cell">
+          <Time iso={k.created_at} />
+          <span className="created-by" data-testid="created-by">
+            {creator(k).label}
+          </span>
+        </span>
+      ),
     },
     {
       id: 'activated',
