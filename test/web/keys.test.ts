@@ -80,6 +80,7 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
     expect(await errorOf(drawer, 'Concurrent sessions').count()).toBe(0);
     expect(await keyRow(f, key!)).toMatchObject({ level: 7, note: 'edited in the drawer', max_sessions: 0 });
     await drawer.getByText('level 7').waitFor();
+    await screenshot(page, 'key-drawer-edit');
 
     // Blank again: back to the application's limit; the rest is not sent.
     await drawer.getByLabel('Concurrent sessions').fill('');
