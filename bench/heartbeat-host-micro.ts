@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { HeartbeatHost } from '../src/modules/heartbeat/heartbeat-host.js';
-import type { BeatInput } from '../src/modules/heartbeat/heartbeat.machine.js';
+import { hwidHash, type BeatInput } from '../src/modules/heartbeat/heartbeat.machine.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -52,6 +52,7 @@ for (let i = 0; i < N; i++) {
     now,
     userId: null,
     licenseId: flat(uuid(i)),
+    hwidHash: hwidHash(`device-${i}`),
   });
 }
 const perSession = (memory() - base) / N;

@@ -163,6 +163,7 @@ export class ActivationService {
         username,
         userId: v.userId as string,
         licenseId,
+        hwid,
       });
       note.detail = `User ${username} registered`;
       note.resellerId = (v.resellerId as string | null) ?? null;
@@ -259,6 +260,7 @@ export class ActivationService {
       username,
       userId: user.id,
       licenseId: user.license_id ?? undefined,
+      hwid,
     });
     note.detail = `User ${username} logged in`;
     note.resellerId = user.reseller_id;
@@ -316,7 +318,7 @@ export class ActivationService {
     });
     note.resellerId = (v.resellerId as string | null) ?? null;
     await this.keyDevice(call, licenseId, hwid, v, { key_preview: keyPreview(b.license) });
-    await this.d.sessions.activate(session.token, session.record, { licenseId });
+    await this.d.sessions.activate(session.token, session.record, { licenseId, hwid });
     note.detail = 'License activated';
     await this.d.events.publish(
       'client.license',
@@ -458,7 +460,7 @@ export class ActivationService {
         if (attempt < 5) continue;
         throw new Error('trial key space exhausted');
       }
-      await this.d.sessions.activate(session.token, session.record, { licenseId: r.licenseId });
+      await this.d.sessions.activate(session.token, session.record, { licenseId: r.licenseId, hwid });
       const expiresAt = r.expiresAt.toISOString();
       note.detail = `Trial started (${app.trial_hours} hours, level ${app.trial_level})`;
       const data = { license_id: r.licenseId, key_preview: keyPreview(key), hwid, expires_at: expiresAt };

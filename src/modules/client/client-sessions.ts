@@ -36,6 +36,11 @@ export interface ClientSession {
   username: string | null;
   userId: string | null;
   licenseId: string | null;
+  /**
+   * The HWID (lower-cased, as devices store it) the activation was made from, so a removal of that
+   * device ends this session and no other. Absent in records written before it was kept: unknown.
+   */
+  hwid?: string | null;
 }
 
 /** What a session needs of this worker's cluster node: which shards it serves now. */
@@ -121,13 +126,14 @@ export class ClientSessions {
       username: null,
       userId: null,
       licenseId: null,
+      hwid: null,
     };
   }
 
   async activate(
     token: string,
     s: ClientSession,
-    who: { username?: string; userId?: string; licenseId?: string },
+    who: { username?: string; userId?: string; licenseId?: string; hwid: string },
   ): Promise<ClientSession> {
     const next: ClientSession = {
       ...s,
@@ -135,6 +141,7 @@ export class ClientSessions {
       username: who.username ?? null,
       userId: who.userId ?? null,
       licenseId: who.licenseId ?? null,
+      hwid: who.hwid.toLowerCase(),
     };
     await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
     return next;

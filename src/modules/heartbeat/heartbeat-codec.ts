@@ -2,6 +2,8 @@
 // beat, restore after failover or handover, the liveness check of another worker). A versioned
 // tuple: compact (no field names per session), and a version this code does not know is refused
 // instead of being read as something else. Every persist and restore path goes through here.
+// Version 2 appends hwidHash; a version 1 snapshot (written before a rolling upgrade) still decodes,
+// as a session whose device is unknown (hwidHash null).
 import { pack, unpack } from 'msgpackr';
 import { HEARTBEAT_SNAPSHOT_VERSION, type HeartbeatContext } from './heartbeat.machine.js';
 
@@ -28,7 +30,11 @@ type Tuple = [
   codeSize: number | null,
   userId: string | null,
   licenseId: string | null,
+  hwidHash: string | null,
 ];
+/** Version 1: the same tuple without hwidHash. */
+const V1_LENGTH = 16;
+const V2_LENGTH = 17;
 
 export function encodeHeartbeat(c: HeartbeatContext): Buffer {
   const t: Tuple = [
@@ -48,6 +54,7 @@ export function encodeHeartbeat(c: HeartbeatContext): Buffer {
     c.codeSize,
     c.userId,
     c.licenseId,
+    c.hwidHash,
   ];
   return pack(t);
 }
@@ -56,10 +63,12 @@ export function encodeHeartbeat(c: HeartbeatContext): Buffer {
 export function decodeHeartbeat(raw: Buffer): HeartbeatContext {
   const t = unpack(raw) as unknown;
   const version = Array.isArray(t) ? t[0] : (t as { v?: unknown } | null)?.v;
-  if (version !== HEARTBEAT_SNAPSHOT_VERSION || !Array.isArray(t) || t.length !== 16)
-    throw new UnknownSnapshotVersion(version);
+  const known =
+    Array.isArray(t) &&
+    ((version === HEARTBEAT_SNAPSHOT_VERSION && t.length === V2_LENGTH) || (version === 1 && t.length === V1_LENGTH));
+  if (!known) throw new UnknownSnapshotVersion(version);
   const [
-    v,
+    ,
     appId,
     session,
     token,
@@ -75,9 +84,10 @@ export function decodeHeartbeat(raw: Buffer): HeartbeatContext {
     codeSize,
     userId,
     licenseId,
+    hwidHash = null,
   ] = t as Tuple;
   return {
-    v,
+    v: HEARTBEAT_SNAPSHOT_VERSION,
     appId,
     session,
     token,
@@ -93,6 +103,7 @@ export function decodeHeartbeat(raw: Buffer): HeartbeatContext {
     codeSize,
     userId,
     licenseId,
+    hwidHash,
     last: null,
   };
 }

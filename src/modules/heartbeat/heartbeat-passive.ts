@@ -2,7 +2,7 @@
 // they cost about 850 bytes each: an object with an out-of-object property array, three boxed
 // timestamps, a token string, and ids that msgpackr decoded as slices of the whole session record
 // (which kept the record alive). Here a context is one slot of fixed width in three typed arrays
-// (numbers; token, userId and licenseId as 16 bytes each), its appId and code hash interned
+// (numbers; token, userId and licenseId as 16 bytes each, the device's hwidHash as 8), its appId and code hash interned
 // (shared by a fleet), its systemId and session the only strings of its own. A context whose
 // fields do not have these shapes (a token that is not TT + 32 lowercase hex digits, an id that is
 // not a lowercase UUID, an unknown version) is kept as it is, so every context comes back exactly.
@@ -35,11 +35,13 @@ const U = 8;
 const B_TOKEN = 0;
 const B_USER = 16;
 const B_LICENSE = 32;
-const B = 48;
+const B_HWID = 48;
+const B = 56;
 
 const HAS_USER = 1;
 const HAS_LICENSE = 2;
 const HAS_CODE_SIZE = 4;
+const HAS_HWID = 8;
 /** Bits 8-15 of the flags: the index of `last` in VERDICTS + 1 (0: null). */
 const LAST_SHIFT = 8;
 
@@ -110,6 +112,16 @@ function uuidAt(bytes: Uint8Array, off: number): string {
   writeHex(bytes, off + 10, 6, 24);
   for (const d of DASHES) scratch[d] = 45;
   return scratch.toString('latin1', 0, 36);
+}
+
+/** hwidHash(): 16 lowercase hex digits, kept as 8 bytes. */
+function parseHwidHash(s: string, bytes: Uint8Array, off: number): boolean {
+  return s.length === 16 && parseHex(s, 0, bytes, off, 8);
+}
+
+function hwidHashAt(bytes: Uint8Array, off: number): string {
+  writeHex(bytes, off, 8, 0);
+  return scratch.toString('latin1', 0, 16);
 }
 
 function verdictCode(v: BeatVerdict | null): number {
@@ -246,6 +258,10 @@ export class PassiveContexts {
       flags |= HAS_LICENSE;
     }
     if (c.codeSize !== null) flags |= HAS_CODE_SIZE;
+    if (c.hwidHash !== null) {
+      parseHwidHash(c.hwidHash, this.bytes, b + B_HWID);
+      flags |= HAS_HWID;
+    }
     this.f64[f + F_LAST_INDEX] = c.lastBeatIndex;
     this.f64[f + F_COUNT] = c.beatCount;
     this.f64[f + F_LAST_AT] = c.lastBeatAt;
@@ -364,6 +380,7 @@ export class PassiveContexts {
       parseToken(c.token, scratch, 0) &&
       (c.userId === null || parseUuid(c.userId, scratch, 0)) &&
       (c.licenseId === null || parseUuid(c.licenseId, scratch, 0)) &&
+      (c.hwidHash === null || (typeof c.hwidHash === 'string' && parseHwidHash(c.hwidHash, scratch, 0))) &&
       (c.codeHash === null || typeof c.codeHash === 'string') &&
       (c.codeSize === null || typeof c.codeSize === 'number') &&
       typeof c.lastBeatIndex === 'number' &&
@@ -402,6 +419,7 @@ export class PassiveContexts {
       codeSize: flags & HAS_CODE_SIZE ? this.f64[f + F_CODE_SIZE]! : null,
       userId: flags & HAS_USER ? uuidAt(this.bytes, b + B_USER) : null,
       licenseId: flags & HAS_LICENSE ? uuidAt(this.bytes, b + B_LICENSE) : null,
+      hwidHash: flags & HAS_HWID ? hwidHashAt(this.bytes, b + B_HWID) : null,
       last: last === 0 ? null : { ...VERDICTS[last - 1]! },
     };
   }

@@ -20,7 +20,7 @@ import type {
 } from '../client/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
 import { beatInterval } from './beat-interval.js';
-import { sessionAlive } from './heartbeat.machine.js';
+import { hwidHash, sessionAlive } from './heartbeat.machine.js';
 import { HeartbeatRefusals } from './heartbeat-refusals.js';
 import {
   KILL_TEXT,
@@ -149,6 +149,7 @@ export class HeartbeatGateway {
       token,
       userId: s.record.userId,
       licenseId: s.record.licenseId,
+      hwidHash: s.record.hwid ? hwidHash(s.record.hwid) : null,
     };
     const seat = await this.takeSeat(call, note);
     try {

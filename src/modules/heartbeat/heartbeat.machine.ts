@@ -3,9 +3,10 @@
 // in context (`expiresAt`) and a sweeper expires them; there are no `after` timers, which would
 // not survive a snapshot. Snapshots carry HEARTBEAT_SNAPSHOT_VERSION.
 import { assign, setup } from 'xstate';
-import { constantTimeEqual } from '../../platform/crypto/index.js';
+import { constantTimeEqual, sha256 } from '../../platform/crypto/index.js';
 
-export const HEARTBEAT_SNAPSHOT_VERSION = 1;
+/** 2: the context carries `hwidHash` (version 1 snapshots decode with hwidHash null). */
+export const HEARTBEAT_SNAPSHOT_VERSION = 2;
 const TOKEN_FORMAT = /^TT[0-9a-f]{32}$/;
 const MAX_WARNINGS = 3;
 
@@ -29,6 +30,11 @@ export interface HeartbeatContext {
   codeSize: number | null;
   userId: string | null;
   licenseId: string | null;
+  /**
+   * The device the client session was activated from, as hwidHash(hwid); null when unknown (a
+   * session activated before the hwid was recorded): a removal of any device of its key ends it.
+   */
+  hwidHash: string | null;
   /** What the last event did (read by the host to answer the request). */
   last: BeatVerdict | null;
 }
@@ -61,6 +67,17 @@ export type BeatVerdict =
 
 export type HeartbeatEvent =
   { type: 'BEAT'; beat: BeatInput } | { type: 'STOP'; token: string } | { type: 'KILL'; reason: KillReason };
+
+/**
+ * A device as a session keeps it: the first 8 bytes of SHA-256 of the lower-cased HWID, 16 hex
+ * digits. A HWID may be 128 characters and every live session carries one, so the context
+ * keeps this fixed 8 bytes instead (the packed passive store holds it in its slot). Only the
+ * sessions of one key or user are compared with a removed device's hash: a collision between two
+ * devices of one key (2^-64 per pair) would at worst end one more session of that key.
+ */
+export function hwidHash(hwid: string): string {
+  return sha256(hwid.toLowerCase()).toString('hex', 0, 8);
+}
 
 export function expiryWindowMs(beatInterval: number): number {
   return Math.max(60, beatInterval * 6) * 1000;
@@ -124,6 +141,7 @@ export interface HeartbeatInput {
   now: number;
   userId: string | null;
   licenseId: string | null;
+  hwidHash: string | null;
 }
 
 export const heartbeatMachine = setup({
@@ -156,6 +174,7 @@ export const heartbeatMachine = setup({
     codeSize: null,
     userId: input.userId,
     licenseId: input.licenseId,
+    hwidHash: input.hwidHash,
     last: null,
   }),
   initial: 'alive',

@@ -14,7 +14,14 @@ import type { LiveEvent } from '../notify/index.js';
 import { HeartbeatHost } from './heartbeat-host.js';
 import type { ContextKey } from './heartbeat-passive.js';
 import { decodeHeartbeat, encodeHeartbeat } from './heartbeat-codec.js';
-import type { BeatInput, BeatVerdict, HeartbeatContext, KillReason, RejectReason } from './heartbeat.machine.js';
+import {
+  hwidHash,
+  type BeatInput,
+  type BeatVerdict,
+  type HeartbeatContext,
+  type KillReason,
+  type RejectReason,
+} from './heartbeat.machine.js';
 import type { SessionOverflow } from '../../platform/db/entities/index.js';
 import { SeatKeeper } from './seats.js';
 
@@ -42,6 +49,11 @@ export interface StartArgs {
   token: string;
   userId: string | null;
   licenseId: string | null;
+  /**
+   * hwidHash() of the HWID the client session was activated from; null when unknown. Absent when a
+   * worker of an older build asks (a rolling upgrade): unknown too.
+   */
+  hwidHash?: string | null;
 }
 export interface BeatArgs {
   session: string;
@@ -269,7 +281,7 @@ export class HeartbeatOwner {
     const deadline = this.host.deadline(a.session);
     if (deadline !== undefined && deadline > this.d.now()) throw new AppError('heartbeat_exists');
     if (deadline !== undefined) this.host.remove(a.session);
-    const c = this.host.create({ ...a, now: this.d.now() });
+    const c = this.host.create({ ...a, hwidHash: a.hwidHash ?? null, now: this.d.now() });
     try {
       await this.persist(a.session, c);
     } catch (err) {
@@ -363,22 +375,39 @@ export class HeartbeatOwner {
   /**
    * A deleted or banned key, or a banned user, kills the sessions bound to it, so the copy stops
    * at its next beat (PROTOCOL 11.10). A deleted user's session is orphaned, not killed (SPEC).
+   * A removed device (PROTOCOL 12.1, 14.3) kills the sessions of its key or user activated from
+   * it; a customer's reset of every device, all of the key's.
    */
   onEvent(e: LiveEvent): void {
-    const d = e.data;
-    let match: [ContextKey, unknown] | undefined;
-    if (e.kind === 'app.delete') match = ['appId', e.app_id];
-    else if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
-      match = ['licenseId', d.license_id];
-    else if (e.kind === 'user.ban' && d.banned === true) match = ['userId', d.user_id];
-    // A customer's own device reset (PROTOCOL 14.3) ends the removed devices' sessions too.
-    else if (e.kind === 'license.reset_hwid' && d.end_sessions === true) match = ['licenseId', d.license_id];
-    if (!match || typeof match[1] !== 'string') return;
-    const sessions = this.host.sessionsWhere(match[0], match[1]);
-    if (e.kind === 'license.reset_hwid' && typeof d.user_id === 'string')
-      for (const s of this.host.sessionsWhere('userId', d.user_id)) if (!sessions.includes(s)) sessions.push(s);
+    const sessions = this.revokedBy(e);
     if (sessions.length > 0)
       void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
+  }
+
+  /** The sessions on this worker an event ends. */
+  private revokedBy(e: LiveEvent): string[] {
+    const d = e.data;
+    const where = (key: ContextKey, value: unknown) =>
+      typeof value === 'string' ? this.host.sessionsWhere(key, value) : [];
+    if (e.kind === 'app.delete') return where('appId', e.app_id);
+    if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
+      return where('licenseId', d.license_id);
+    if (e.kind === 'user.ban' && d.banned === true) return where('userId', d.user_id);
+    const removal =
+      e.kind === 'license.device_remove' ||
+      e.kind === 'user.device_remove' ||
+      (e.kind === 'license.reset_hwid' && d.end_sessions === true);
+    if (!removal) return [];
+    const sessions = [...new Set([...where('licenseId', d.license_id), ...where('userId', d.user_id)])];
+    // No hwid: every device of the key was removed.
+    if (typeof d.hwid !== 'string') return sessions;
+    const removed = hwidHash(d.hwid);
+    // A session whose device is unknown (activated before devices were recorded on sessions) may be
+    // on the removed device: it ends too, and its client authenticates again.
+    return sessions.filter((s) => {
+      const device = this.host.peek(s)?.hwidHash;
+      return device === undefined || device === null || device === removed;
+    });
   }
 
   /** Live sessions of a key on this worker (every one with one worker). */

@@ -57,11 +57,12 @@ describe('unactivated sessions are their own token', () => {
     const token = await s.create(randomUUID(), null);
     t += 3_600_000;
     const rec = (await s.get(token))!;
-    const active = await s.activate(token, rec, { licenseId: 'lic-1' });
+    const active = await s.activate(token, rec, { licenseId: 'lic-1', hwid: 'PC-0001' });
     expect(s.isActivated(active)).toBe(true);
     t += SESSION_TTL_MS - 1_000; // the token alone would be expired by now; the record is not
     const later = (await s.get(token))!;
     expect(later.licenseId).toBe('lic-1');
+    expect(later.hwid).toBe('pc-0001');
     await s.deactivate(token, later);
     const off = (await s.get(token))!;
     expect(off.activatedAt).toBeNull();

@@ -9,6 +9,7 @@ import {
   type BeatInput,
   type BeatVerdict,
   type HeartbeatContext,
+  hwidHash,
 } from '../../../src/modules/heartbeat/heartbeat.machine.js';
 
 const T0 = 1_760_000_000_000;
@@ -34,6 +35,7 @@ function context(n: number, over: Partial<HeartbeatContext> = {}): HeartbeatCont
     codeSize: n % 2 ? 4096 + n : null,
     userId: n % 4 ? uuid(n) : null,
     licenseId: uuid(n + 1_000),
+    hwidHash: n % 5 ? hwidHash(`device-${n}`) : null,
     last: null,
     ...over,
   };
@@ -189,6 +191,7 @@ describe('the host with packed passivated sessions', () => {
     now: T0,
     userId: uuid(n),
     licenseId: uuid(n + 500),
+    hwidHash: hwidHash(`DEVICE-${n}`),
   });
   const beat = (n: number, over: Partial<BeatInput> = {}): BeatInput => ({
     now: T0 + 1_000,

@@ -27,6 +27,7 @@ const input = {
   now: T0,
   userId: null,
   licenseId: null,
+  hwidHash: null,
 };
 
 function beat(over: Partial<BeatInput> = {}): BeatInput {
