@@ -438,6 +438,7 @@ function createDomain(s: Services): Domain {
     liveSessions: async (licenseId) => (await heartbeatOwner.seats.liveCounts([licenseId])).get(licenseId) ?? 0,
     devices,
     offline: activation,
+    webhooks,
     now,
   });
   let noncePurge: NodeJS.Timeout | undefined;

@@ -161,7 +161,11 @@ export class KeysAdminService {
     return this.withDevice((await this.repo.findLicense(id))!);
   }
 
-  /** PROTOCOL 12.1: one device off a key (needs reset_hwid); 404 `Device not found` when it holds none such. */
+  /**
+   * PROTOCOL 12.1: one device off a key (needs reset_hwid); 404 `Device not found` when it holds none
+   * such. The live event ends the sessions activated from that device on every worker (the heartbeat
+   * owner kills them, channel clients get `revoked`); the key's other devices go on.
+   */
   async removeLicenseDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const { row } = await this.license(p, id);
@@ -180,6 +184,7 @@ export class KeysAdminService {
     );
   }
 
+  /** One device off an end user; like removeLicenseDevice, only the sessions activated from it end. */
   async removeUserDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const u = await this.user(p, id);

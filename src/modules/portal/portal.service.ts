@@ -16,7 +16,7 @@ import type { Lockout } from '../../platform/limits/lockout.js';
 import type { ActivationService, DeviceRepository } from '../activation/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
-import type { EventBus } from '../notify/index.js';
+import type { EventBus, WebhookService } from '../notify/index.js';
 import type { PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
 
 export const PORTAL_SESSION_TTL_MS = 86_400_000;
@@ -36,6 +36,8 @@ interface PortalDeps {
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
   /** Offline license files (PROTOCOL 12.5), signed as the client's are. */
   offline: Pick<ActivationService, 'offlineFileFor'>;
+  /** The vendor's alert webhook: a customer's reset reaches it as it happens. */
+  webhooks: Pick<WebhookService, 'notify'>;
   now: () => number;
 }
 
@@ -174,7 +176,10 @@ export class PortalService {
     };
   }
 
-  /** Clears one device or all, ends the key's live sessions on every worker, starts the cooldown. */
+  /**
+   * Clears one device or all, ends the live sessions of the removed devices on every worker (one
+   * device: only the sessions activated from it), starts the cooldown.
+   */
   async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
     const { key, user } = await this.customer(s);
     const app = await this.d.repo.appById(s.app_id);
@@ -199,13 +204,18 @@ export class PortalService {
       resellerId: key.reseller_id,
       ip,
     });
-    // Every worker's heartbeat owner ends the key's live sessions; channel clients get `revoked`.
-    await this.d.events.publish(
-      'license.reset_hwid',
-      key.app_id,
-      { license_id: key.id, ...(user ? { user_id: user.id } : {}), by: 'portal', end_sessions: true },
-      key.reseller_id,
-    );
+    // Every worker's heartbeat owner ends the live sessions of the removed devices (with `hwid`, the
+    // sessions activated from that one; without, all of the key's) and their channel clients get
+    // `revoked`. Dashboards and webhooks see `hwid` only where view_hwid allows (access/visibility.ts).
+    const data = {
+      license_id: key.id,
+      ...(user ? { user_id: user.id } : {}),
+      ...(one !== undefined ? { hwid: one } : {}),
+      by: 'portal',
+      end_sessions: true,
+    };
+    await this.d.events.publish('license.reset_hwid', key.app_id, data, key.reseller_id);
+    this.d.webhooks.notify(key.app_id, key.reseller_id, 'license.reset_hwid', data);
     return {
       success: true,
       next_reset_at: cooldownMs > 0 ? new Date(now + cooldownMs).toISOString() : null,

@@ -91,6 +91,8 @@ interface Opened {
   session: string;
   userId: string | null;
   licenseId: string | null;
+  /** The HWID the session was activated from (lower-cased); null when unknown. */
+  hwid: string | null;
   version: string;
   conn: string;
   interval: number;
@@ -104,6 +106,7 @@ interface Conn {
   readonly appId: string;
   readonly userId: string | null;
   readonly licenseId: string | null;
+  readonly hwid: string | null;
   readonly ip: string;
   readonly clientKey: string;
   readonly version: string;
@@ -261,6 +264,7 @@ export class ClientChannel {
         session: s.token,
         userId: s.record.userId,
         licenseId: s.record.licenseId,
+        hwid: s.record.hwid ?? null,
         version: call.body.version,
         conn,
         interval,
@@ -368,6 +372,7 @@ export class ClientChannel {
       appId: o.app.row.id,
       userId: o.userId,
       licenseId: o.licenseId,
+      hwid: o.hwid,
       ip,
       clientKey,
       version: o.version,
@@ -551,7 +556,11 @@ export class ClientChannel {
         : 'userId' in t
           ? this.byUser.get(t.userId)
           : this.byApp.get(t.appId);
-    return [...(set ?? [])].filter((c) => c.appId === t.appId);
+    const hwid = 'hwid' in t ? t.hwid : undefined;
+    // A connection whose device is unknown may be on the removed one: it is revoked too.
+    return [...(set ?? [])].filter(
+      (c) => c.appId === t.appId && (hwid === undefined || c.hwid === null || c.hwid === hwid),
+    );
   }
 
   private async recheck(appId: string): Promise<void> {

@@ -28,9 +28,15 @@ export type RevokeReason =
   | 'blacklisted'
   | 'session_killed';
 
-/** Whose connections a push is for. */
+/**
+ * Whose connections a push is for. With `hwid` (lower-cased), only those of the key or user whose
+ * session was activated from that device (or whose device is unknown: activated before it was kept).
+ */
 export type PushTarget =
-  { appId: string } | { appId: string; licenseId: string } | { appId: string; userId: string } | { sessionKey: string };
+  | { appId: string }
+  | { appId: string; licenseId: string; hwid?: string }
+  | { appId: string; userId: string; hwid?: string }
+  | { sessionKey: string };
 
 export type Push =
   | { kind: 'revoke'; target: PushTarget; reason: RevokeReason }
@@ -63,10 +69,12 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
   const appId = e.app_id;
   const lic = typeof d.license_id === 'string' ? d.license_id : null;
   const user = typeof d.user_id === 'string' ? d.user_id : null;
+  // A removal of one device names it; without it, every device of the key or user is meant.
+  const device = typeof d.hwid === 'string' ? { hwid: d.hwid.toLowerCase() } : {};
   const out: { target: PushTarget; reason: RevokeReason }[] = [];
-  const add = (reason: RevokeReason) => {
-    if (lic) out.push({ target: { appId, licenseId: lic }, reason });
-    if (user) out.push({ target: { appId, userId: user }, reason });
+  const add = (reason: RevokeReason, only: { hwid?: string } = {}) => {
+    if (lic) out.push({ target: { appId, licenseId: lic, ...only }, reason });
+    if (user) out.push({ target: { appId, userId: user, ...only }, reason });
   };
   switch (e.kind) {
     case 'license.ban':
@@ -77,7 +85,11 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
       break;
     case 'license.reset_hwid':
     case 'user.reset_hwid':
-      add('hwid_reset');
+      add('hwid_reset', device);
+      break;
+    case 'license.device_remove':
+    case 'user.device_remove':
+      if ('hwid' in device) add('hwid_reset', device);
       break;
     case 'user.ban':
       if (d.banned === true && user) out.push({ target: { appId, userId: user }, reason: 'user_banned' });
