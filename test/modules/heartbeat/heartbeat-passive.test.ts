@@ -56,7 +56,8 @@ describe('packed passivated contexts', () => {
       context(10, { codeSize: 0, warnings: 0, beatCount: 0, lastBeatIndex: 0 }),
       context(11, { codeSize: Number.MAX_SAFE_INTEGER, lastBeatIndex: 2 ** 31, beatCount: 2 ** 40 }),
       context(12, { codeHash: 'A'.repeat(128), systemId: 'ünïcødé system ✓', appId: 'app' }),
-      context(13, { userId: null, licenseId: null, codeHash: null, codeSize: null }),
+      context(13, { userId: null, licenseId: null, codeHash: null, codeSize: null, hwidHash: null }),
+      context(15, { hwidHash: '00ff00ff00ff00ff' }),
       context(14, { lastBeatIndex: -0, expiresAt: Number.MAX_VALUE }),
       // Not the usual shapes: kept as they are, and still exact.
       context(20, { licenseId: 'license-1' }),
@@ -67,11 +68,13 @@ describe('packed passivated contexts', () => {
       context(25, { beatInterval: 2.5 }),
       context(26, { warnings: -1 }),
       context(27, { last: { kind: 'accepted', drift: false, warnings: 1 } as BeatVerdict }),
+      context(28, { hwidHash: 'ABCDEF0123456789' }),
+      context(29, { hwidHash: 'raw-hwid-not-a-hash' }),
     ];
     const p = new PassiveContexts();
     for (const c of cases) p.put(c, 7);
     expect(p.size).toBe(cases.length);
-    expect(p.unpacked).toBe(8); // the last eight
+    expect(p.unpacked).toBe(10); // the last ten
 
     for (const c of cases) {
       expect(p.get(c.session)).toStrictEqual(c);
@@ -170,14 +173,16 @@ describe('packed passivated contexts', () => {
       expect(p.size).toBe(model.size);
       biggest = Math.max(biggest, p.slabBytes);
     }
-    expect(biggest).toBeGreaterThanOrEqual(4096 * 128); // it did grow
+    // A slot: 6 float64, 8 uint32 and 56 bytes (token, user, license, hwidHash): 136 bytes.
+    const slot = 6 * 8 + 8 * 4 + 56;
+    expect(biggest).toBeGreaterThanOrEqual(4096 * slot); // it did grow
     for (const [s, e] of model) expect(p.get(s)).toStrictEqual(e.c);
     expect([...p.contexts()].length).toBe(model.size);
     // Emptied, it gives its slots back (it grew to several thousand).
     for (const g of [0, 1, 2, 3, 4, 5, 6, 7]) p.removeGroup(g);
     expect(p.size).toBe(0);
     expect(p.interned).toBe(0);
-    expect(p.slabBytes).toBeLessThanOrEqual(1024 * 128);
+    expect(p.slabBytes).toBeLessThanOrEqual(1024 * slot);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pack } from 'msgpackr';
+import { pack, unpack } from 'msgpackr';
 import {
   UnknownSnapshotVersion,
   decodeHeartbeat,
@@ -10,6 +10,7 @@ import {
   HEARTBEAT_SNAPSHOT_VERSION,
   expiryWindowMs,
   heartbeatMachine,
+  hwidHash,
   judgeBeat,
   type BeatInput,
   type HeartbeatContext,
@@ -177,6 +178,52 @@ describe('heartbeat machine', () => {
     expect(tampered?.verdict).toEqual({ kind: 'killed', reason: 'code_changed' });
     a.close();
     b.close();
+  });
+
+  it('keeps the device hash through the codec; a version 1 snapshot (no device) decodes with hwidHash null', () => {
+    const host = new HeartbeatHost({ now: () => T0 });
+    host.create({ ...input, hwidHash: hwidHash('PC-Office-0001') });
+    const c = host.peek(input.session)!;
+    expect(c.hwidHash).toBe(hwidHash('pc-office-0001'));
+    expect(c.hwidHash).toMatch(/^[0-9a-f]{16}$/);
+    expect(decodeHeartbeat(encodeHeartbeat(c))).toEqual({ ...c, last: null });
+    host.close();
+    // What a worker of the previous build wrote to Redis or the checkpoint: the 16-field tuple of version 1.
+    const v1 = pack([1, 'app', 'sess', TOKEN, 'sys-0001', 10, 3, 3, 1, T0 + 30_000, T0, T0 + 90_000, 'abcdef12', 42, null, null]);
+    const old = decodeHeartbeat(v1);
+    expect(old).toEqual({
+      v: HEARTBEAT_SNAPSHOT_VERSION,
+      appId: 'app',
+      session: 'sess',
+      token: TOKEN,
+      systemId: 'sys-0001',
+      beatInterval: 10,
+      lastBeatIndex: 3,
+      beatCount: 3,
+      warnings: 1,
+      lastBeatAt: T0 + 30_000,
+      startedAt: T0,
+      expiresAt: T0 + 90_000,
+      codeHash: 'abcdef12',
+      codeSize: 42,
+      userId: null,
+      licenseId: null,
+      hwidHash: null,
+      last: null,
+    });
+    // It goes on being judged, and is written back as the current version.
+    const b = new HeartbeatHost({ now: () => T0 });
+    b.restore(old);
+    const next = b.send('sess', {
+      type: 'BEAT',
+      beat: beat({ beatIndex: 4, codeSize: 42, now: T0 + 31_000, newToken: 'TT' + 'c'.repeat(32) }),
+    });
+    expect(next?.verdict).toEqual({ kind: 'accepted', drift: false });
+    expect(decodeHeartbeat(encodeHeartbeat(next!.context!)).hwidHash).toBeNull();
+    expect((unpack(encodeHeartbeat(next!.context!)) as unknown[]).length).toBe(17);
+    b.close();
+    // A version 1 tuple of the wrong length is still refused.
+    expect(() => decodeHeartbeat(pack([1, 'app']))).toThrow(UnknownSnapshotVersion);
   });
 
   it('refuses a snapshot of a version it does not know', () => {
