@@ -172,7 +172,13 @@ describe('a device removed from the dashboard', () => {
     const ip1 = nextIp();
     const c1 = f.client(ip1);
     const s1 = await f.session(c1);
-    const reg = await c1.post('/api/client/register', { session: s1, username, password, license: key, hwid: 'Laptop-0001' });
+    const reg = await c1.post('/api/client/register', {
+      session: s1,
+      username,
+      password,
+      license: key,
+      hwid: 'Laptop-0001',
+    });
     expect(reg.status).toBe(200);
     const onLaptop = await run(c1, ip1, s1, false);
     const ip2 = nextIp();
@@ -211,7 +217,11 @@ describe('the portal device reset', () => {
     const id = await licenseId(f, key!);
     const portal = new Api(t.base);
     const headers = { 'x-forwarded-for': nextIp() };
-    const login = await portal.post('/api/portal/login', { api_key: f.app.api_key, license: key }, { token: '', headers });
+    const login = await portal.post(
+      '/api/portal/login',
+      { api_key: f.app.api_key, license: key },
+      { token: '', headers },
+    );
     const token = login.body.token as string;
 
     const pushed = revoked(removedChannel);

@@ -189,7 +189,24 @@ describe('heartbeat machine', () => {
     expect(decodeHeartbeat(encodeHeartbeat(c))).toEqual({ ...c, last: null });
     host.close();
     // What a worker of the previous build wrote to Redis or the checkpoint: the 16-field tuple of version 1.
-    const v1 = pack([1, 'app', 'sess', TOKEN, 'sys-0001', 10, 3, 3, 1, T0 + 30_000, T0, T0 + 90_000, 'abcdef12', 42, null, null]);
+    const v1 = pack([
+      1,
+      'app',
+      'sess',
+      TOKEN,
+      'sys-0001',
+      10,
+      3,
+      3,
+      1,
+      T0 + 30_000,
+      T0,
+      T0 + 90_000,
+      'abcdef12',
+      42,
+      null,
+      null,
+    ]);
     const old = decodeHeartbeat(v1);
     expect(old).toEqual({
       v: HEARTBEAT_SNAPSHOT_VERSION,
