@@ -11,6 +11,7 @@ import { Api } from '../../helpers/http.js';
 import type { ClientApi } from '../../helpers/client.js';
 import { openChannel, type ChannelClient } from '../../helpers/channel-client.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+import { Subscriber } from '../../helpers/live-subscriber.js';
 
 let t: TestServer;
 let receiver: WebhookReceiver<{ path: string; body: { event: string; data: Record<string, unknown> } }>;
@@ -247,5 +248,49 @@ describe('the portal device reset', () => {
       (h) => h.path === '/portal-reset' && h.body.event === 'license.reset_hwid' && !('hwid' in h.body.data),
     );
     expect(all.body.data).toEqual({ license_id: id, by: 'portal', end_sessions: true });
+  });
+});
+
+describe('what the device removal events show', () => {
+  it('the removed HWID only to accounts with view_hwid: a reseller without it sees the event without it', async () => {
+    const f = await appFixture(t, { max_devices: 3, portal_enabled: true, portal_reset_cooldown_hours: 0 });
+    const username = `device-seller-${Date.now()}`;
+    const team = await f.owner.post('/api/team', {
+      username,
+      password: 'seller-pass-1',
+      allowed_apps: [f.app.id],
+      permissions: { generate_keys: true, view_keys: true },
+    });
+    expect(team.status).toBe(200);
+    const seller = await new Api(t.base).signIn(username, 'seller-pass-1');
+    const key = (await seller.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 3 })).body[0].key as string;
+    const removed = await onKey(f, key, 'seller-alpha-0001');
+    const kept = await onKey(f, key, 'seller-bravo-0002');
+    const ownerStream = await Subscriber.open(t.base, f.owner.token);
+    const sellerStream = await Subscriber.open(t.base, seller.token);
+    expect(await ownerStream.subscribe(f.app.id)).toMatchObject({ type: 'subscribed' });
+    expect(await sellerStream.subscribe(f.app.id)).toMatchObject({ type: 'subscribed' });
+
+    const portal = new Api(t.base);
+    const headers = { 'x-forwarded-for': nextIp() };
+    const token = (
+      await portal.post('/api/portal/login', { api_key: f.app.api_key, license: key }, { token: '', headers })
+    ).body.token as string;
+    expect(
+      (await portal.post('/api/portal/reset-hwid', { hwid: 'seller-alpha-0001' }, { token, headers })).status,
+    ).toBe(200);
+    const isReset = (m: { event?: { kind: string } }) => m.event?.kind === 'license.reset_hwid';
+    expect((await ownerStream.next(isReset)).event.data).toMatchObject({
+      hwid: 'seller-alpha-0001',
+      end_sessions: true,
+    });
+    const shown = (await sellerStream.next(isReset)).event.data;
+    expect(shown).toMatchObject({ by: 'portal', end_sessions: true });
+    expect(shown).not.toHaveProperty('hwid');
+    // What the reseller cannot see still ends only the removed device's session.
+    await killed(removed);
+    await alive(kept);
+    ownerStream.close();
+    sellerStream.close();
   });
 });
