@@ -12,6 +12,7 @@ import type { ClientApi } from '../../helpers/client.js';
 import { openChannel, type ChannelClient } from '../../helpers/channel-client.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { Subscriber } from '../../helpers/live-subscriber.js';
+import { pack, unpack } from 'msgpackr';
 
 let t: TestServer;
 let receiver: WebhookReceiver<{ path: string; body: { event: string; data: Record<string, unknown> } }>;
@@ -199,6 +200,30 @@ describe('a device removed from the dashboard', () => {
     const desktopPush = revoked(onDesktop);
     expect((await f.owner.delete(`/api/licenses/${await licenseId(f, key!)}/devices/desktop-0002`)).status).toBe(200);
     await desktopPush;
+  });
+});
+
+describe('a session activated before the device was recorded', () => {
+  it('ends on a removal of any device of its key (it may be on it); sessions of a known other device go on', async () => {
+    const f = await appFixture(t, { max_devices: 3 });
+    const [key] = await f.keys(1);
+    // As an older build stored it: the activated record without `hwid`.
+    const ip = nextIp();
+    const c = f.client(ip);
+    const session = await f.session(c);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: 'legacy-pc-0001' })).status).toBe(200);
+    const coordinator = t.server.services.coordinator;
+    const rec = unpack((await coordinator.get(`sess:${session}`))!) as Record<string, unknown>;
+    expect(rec.hwid).toBe('legacy-pc-0001');
+    delete rec.hwid;
+    await coordinator.set(`sess:${session}`, pack(rec), 3_600_000);
+    const legacy = await run(c, ip, session, false);
+    const other = await onKey(f, key!, 'known-pc-0002');
+    const third = await onKey(f, key!, 'known-pc-0003');
+    expect((await f.owner.delete(`/api/licenses/${await licenseId(f, key!)}/devices/known-pc-0002`)).status).toBe(200);
+    await killed(other);
+    await killed(legacy);
+    await alive(third);
   });
 });
 
