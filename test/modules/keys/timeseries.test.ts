@@ -42,7 +42,7 @@ describe('timeseries', () => {
     expect(hours.body.points.map((p: any) => p.n)).toEqual([0, 2, 0]);
     const users = await get('metric=new_users&from=2026-05-01&to=2026-05-02');
     expect(users.body.points.map((p: any) => p.n)).toEqual([0, 1]);
-    expect((await get('metric=beats')).status).toBe(422);
+    expect((await get('metric=pings')).status).toBe(422);
     expect((await get('metric=logins&from=2020-01-01&to=2026-01-01')).status).toBe(422);
     expect((await get('metric=logins&from=nope')).status).toBe(422);
   });
