@@ -8,7 +8,7 @@ import { OWNER, startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { hwid } from '../helpers/client.js';
 import { Api } from '../helpers/http.js';
-import { hasChromium, launchChromium, newPage, signIn, type Chromium } from './browser.js';
+import { hasChromium, launchChromium, newPage, screenshot, signIn, type Chromium } from './browser.js';
 
 const SYS = 'system-charts-1';
 const HASH = 'feed'.repeat(8);
@@ -115,6 +115,7 @@ describe.skipIf(!hasChromium)('web dashboard: charts', () => {
     expect(await page.textContent(`li[data-app="${other.app.id}"] [data-metric="beats"] dd`)).toBe('0');
     await page.waitForSelector('.overview-all [data-drawn="true"]');
     expect(await page.getAttribute('.overview-all [role="img"]', 'data-total')).toBe('7');
+    await screenshot(page, 'charts-overview');
     await noViolations(page, errors);
   });
 
@@ -147,6 +148,7 @@ describe.skipIf(!hasChromium)('web dashboard: charts', () => {
     await page.getByLabel('Range').selectOption('24h');
     await page.waitForSelector(`section[data-metric="beats"] [data-points="24"][data-drawn="true"]`);
     expect(await page.getAttribute(beats, 'data-total')).toBe('5');
+    await screenshot(page, 'charts-app');
     await noViolations(page, errors);
   });
 });
