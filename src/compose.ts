@@ -15,7 +15,7 @@ import { StateCheckpoint } from './platform/db/state-checkpoint.js';
 import type { Coordinator } from './platform/cluster/coordinator.js';
 import { LocalCoordinator } from './platform/cluster/local.coordinator.js';
 import { RedisCoordinator } from './platform/cluster/redis.coordinator.js';
-import { ClusterNode } from './platform/cluster/cluster-node.js';
+import { ClusterNode, shardOf } from './platform/cluster/cluster-node.js';
 import { loadSecrets, type Secrets } from './platform/crypto/secrets.js';
 import { createClientIpResolver } from './platform/http/client-ip.js';
 import { signReply } from './platform/http/client-signing.js';
@@ -321,6 +321,7 @@ function createDomain(s: Services): Domain {
             ackTimeoutMs: s.config.clusterPeerTimeoutMs,
           }
         : undefined,
+    route: s.config.affinityRoute === undefined ? undefined : `${s.config.affinityRoute}-${s.config.workerIndex}`,
   });
   // Sealed session tokens, drawn on shards this worker owns (session affinity).
   const sessions = new ClientSessions({
@@ -657,7 +658,29 @@ export function createApp(s: Services): App {
     audit: s.repos.audit,
     nonces: s.repos.nonces,
     signingKey: () => s.secrets.signing,
+    ...(s.config.affinityRoute === undefined
+      ? {}
+      : {
+          affinity: {
+            own: `${s.config.affinityRoute}-${s.config.workerIndex}`,
+            routeOf: (session: string) => d.node.routeOf(shardOf(session)),
+            counts: { echoed: 0, reached: 0 },
+          },
+        }),
   };
+  const affinity = gate.affinity;
+  if (affinity) {
+    metrics.gauge(
+      'keywarden_affinity_echoed_total',
+      'Client calls that carried X-Keywarden-Route',
+      () => affinity.counts.echoed,
+    );
+    metrics.gauge(
+      'keywarden_affinity_reached_total',
+      'Client calls that reached the worker their X-Keywarden-Route named',
+      () => affinity.counts.reached,
+    );
+  }
   systemRoutes(router, {
     metrics,
     log: s.log,

@@ -80,6 +80,13 @@ export interface Config {
   readonly clusterPeerTimeoutMs: number;
   /** FAULT_PEER_FREEZE (tests only): SIGUSR2 toggles reading the connections other workers opened to this one. */
   readonly faultPeerFreeze: boolean;
+  /**
+   * AFFINITY_ROUTE (extra): this host's name for balancer affinity; worker i answers every client call
+   * with `X-Keywarden-Route: <AFFINITY_ROUTE>-<i>` naming the worker that owns the session (unset: no header).
+   */
+  readonly affinityRoute: string | undefined;
+  /** AFFINITY_PORT (extra): with AFFINITY_ROUTE, worker i also listens on AFFINITY_PORT + i (0: no own port). */
+  readonly affinityPort: number;
   /** KW_WORKER_INDEX (set by the WORKERS=N supervisor): this worker's index, 0 otherwise. */
   readonly workerIndex: number;
   /** SCREENSHOT_STORE_MB: bound of the screenshot store; past it the oldest images are removed. */
@@ -148,6 +155,12 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const clusterPort = int(env, 'CLUSTER_PORT', 0, 0, 65535);
   if (clusterPort > 0 && clusterPort + workers - 1 > 65535)
     throw new ConfigError(`CLUSTER_PORT ${clusterPort} leaves no port for each of ${workers} workers`);
+  const affinityRoute = opt(env, 'AFFINITY_ROUTE');
+  if (affinityRoute !== undefined && !/^[A-Za-z0-9_.]{1,32}$/.test(affinityRoute))
+    throw new ConfigError(`AFFINITY_ROUTE must be 1 to 32 letters, digits, '_' or '.', got "${affinityRoute}"`);
+  const affinityPort = int(env, 'AFFINITY_PORT', 0, 0, 65535);
+  if (affinityPort > 0 && affinityPort + workers - 1 > 65535)
+    throw new ConfigError(`AFFINITY_PORT ${affinityPort} leaves no port for each of ${workers} workers`);
   const config: Config = {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: opt(env, 'HOST') ?? '0.0.0.0',
@@ -178,6 +191,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clusterAdvertiseHost,
     clusterPeerTimeoutMs: int(env, 'CLUSTER_PEER_TIMEOUT_MS', 3_000, 500, 60_000),
     faultPeerFreeze: env.FAULT_PEER_FREEZE === '1',
+    affinityRoute,
+    affinityPort: affinityRoute === undefined ? 0 : affinityPort,
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
     screenshotStoreBytes: int(env, 'SCREENSHOT_STORE_MB', 1024, 1, 10_000_000) * 1024 * 1024,
     stateCheckpointMs: int(env, 'STATE_CHECKPOINT_MS', 1000, 0, 3_600_000),

@@ -29,6 +29,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     await app.domain.start();
     await bootstrapAccounts(config, app, log);
     port = await app.server.listen(config.host, config.port);
+    // The worker's own port: a balancer that routes on X-Keywarden-Route reaches exactly this worker.
+    if (config.affinityPort > 0) await app.server.listen(config.host, config.affinityPort + config.workerIndex);
   } catch (err) {
     await services.close();
     throw err;

@@ -55,6 +55,10 @@ export function selfSignedCert(dir: string): { cert: string; key: string; pem: s
 
 export interface SiteOptions {
   upstreamPort: number;
+  /** More workers in the round robin (their shared ports). */
+  moreUpstreamPorts?: number[];
+  /** Affinity: one map line and one upstream per worker (its own port, then `backupPort`). */
+  routes?: { route: string; port: number; backupPort: number }[];
   tlsPort: number;
   httpPort: number;
   cert: string;
@@ -77,8 +81,29 @@ export function renderSite(o: SiteOptions): string {
   };
   edit(
     'server 127.0.0.1:8080 max_fails=3 fail_timeout=5s;',
-    `server 127.0.0.1:${o.upstreamPort} max_fails=3 fail_timeout=5s;`,
+    [o.upstreamPort, ...(o.moreUpstreamPorts ?? [])]
+      .map((p) => `server 127.0.0.1:${p} max_fails=3 fail_timeout=5s;`)
+      .join('\n    '),
   );
+  if (o.routes) {
+    const name = (route: string) => `keywarden_${route.replace(/[^A-Za-z0-9_]/g, '_')}`;
+    edit(
+      '    #   a-0 keywarden_a_0;\n    #   a-1 keywarden_a_1;\n',
+      o.routes.map((r) => `    ${r.route} ${name(r.route)};\n`).join(''),
+    );
+    text += o.routes
+      .map(
+        (r) => `
+upstream ${name(r.route)} {
+    server 127.0.0.1:${r.port} max_fails=3 fail_timeout=5s;
+    server 127.0.0.1:${r.backupPort} backup;
+    keepalive 8;
+    keepalive_timeout 4s;
+}
+`,
+      )
+      .join('');
+  }
   edit('listen 80;', `listen 127.0.0.1:${o.httpPort};`);
   edit('listen [::]:80;\n', '');
   edit('listen 443 ssl http2;', `listen 127.0.0.1:${o.tlsPort} ssl http2;`);

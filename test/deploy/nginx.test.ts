@@ -277,6 +277,6 @@ describe('the shipped balancer settings (deploy/nginx, deploy/caddy)', () => {
   it('give the client channel its own long-timeout location', () => {
     const block = /location = \/api\/client\/ws \{([^}]*)\}/.exec(nginx)?.[1] ?? '';
     expect(block).toMatch(/proxy_read_timeout 1h;/);
-    expect(block).toMatch(/proxy_pass http:\/\/keywarden;/);
+    expect(block).toMatch(/proxy_pass http:\/\/\$keywarden_upstream;/);
   });
 });

@@ -26,6 +26,8 @@ export async function startCluster(o: {
   keys: number;
   /** More settings for every worker. */
   env?: Record<string, string>;
+  /** Settings of worker i alone (over `env`). */
+  envOf?: (i: number) => Record<string, string>;
 }): Promise<Cluster> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-cluster-'));
   const db = await createTestDatabase();
@@ -39,7 +41,9 @@ export async function startCluster(o: {
     TRUSTED_PROXIES: '127.0.0.1',
     ...o.env,
   };
-  const workers = await Promise.all(Array.from({ length: o.workers }, () => spawnServer(env)));
+  const workers = await Promise.all(
+    Array.from({ length: o.workers }, (_, i) => spawnServer({ ...env, ...o.envOf?.(i) })),
+  );
   const owner = await new Api(workers[0]!.base).signIn(OWNER.username, OWNER.password);
   const app = (await owner.post('/apps', { name: o.name })).body as { id: string; api_key: string };
   await owner.patch(`/apps/${app.id}`, { heartbeat_interval: 5 });

@@ -46,6 +46,8 @@
 //   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
 //   KW_MODELS_*        (extra) the licensing models of PROTOCOL 12 on a second server that the tests may restart:
 //                      see test/helpers/models-harness.ts (present only once the server has /api/client/trial)
+// The server names its worker in every client answer (AFFINITY_ROUTE=sdk: X-Keywarden-Route: sdk-0);
+// `affinityEchoes(env)` reads how many calls sent it back (every SDK must).
 // All three apps have hwid_lock on, injection_detection on (debugger_detected: true kills the
 // heartbeat: 403 rejected -> heartbeat_killed) and heartbeat_interval 5 (beat_interval 5; beating
 // faster is fine, only late beats count as drift). Rate limits per client IP: init 30/min; register,
@@ -96,7 +98,11 @@ const APPS: AppSpec[] = [
 
 export async function startSdkHarness(): Promise<SdkHarness> {
   const seed = randomBytes(32).toString('base64');
-  const server = await startTestServer({ RESPONSE_SIGNING_KEY: seed, TRUSTED_PROXIES: '127.0.0.1' });
+  const server = await startTestServer({
+    RESPONSE_SIGNING_KEY: seed,
+    TRUSTED_PROXIES: '127.0.0.1',
+    AFFINITY_ROUTE: 'sdk',
+  });
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kw-sdk-harness-'));
   let proxies: Awaited<ReturnType<typeof startTamperProxies>> | undefined;
   let outage: Awaited<ReturnType<typeof startOutageProxy>> | undefined;
@@ -257,4 +263,14 @@ export async function downloadSdkZip(env: Record<string, string>, lang: string, 
     await fs.writeFile(path.join(dir, name), data);
   }
   return path.join(dir, `svc_sdk_${lang}`);
+}
+
+/**
+ * How many client calls sent the harness server's X-Keywarden-Route back (echoed), and how many of
+ * those named the worker they reached (all of them: the harness server is one worker).
+ */
+export async function affinityEchoes(env: Record<string, string>): Promise<{ echoed: number; reached: number }> {
+  const text = await (await fetch(`${env.KW_BASE_URL}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { echoed: read('keywarden_affinity_echoed_total'), reached: read('keywarden_affinity_reached_total') };
 }

@@ -34,4 +34,15 @@ describe('configuration (PROTOCOL 8)', () => {
     expect(() => loadConfig({ PORT: '70000' })).toThrow(/PORT/);
     expect(loadConfig({ WORKERS: '3', REDIS_URL: 'redis://127.0.0.1:6379' }).workers).toBe(3);
   });
+
+  it('takes an affinity route and port, and refuses a route a header could not carry or ports past 65535', () => {
+    const c = loadConfig({ AFFINITY_ROUTE: 'host_a.1', AFFINITY_PORT: '8100' });
+    expect([c.affinityRoute, c.affinityPort]).toEqual(['host_a.1', 8100]);
+    expect(loadConfig({ AFFINITY_PORT: '8100' }).affinityPort).toBe(0); // no route: no own port
+    expect(() => loadConfig({ AFFINITY_ROUTE: 'a b' })).toThrow(/AFFINITY_ROUTE/);
+    expect(() => loadConfig({ AFFINITY_ROUTE: 'x'.repeat(33) })).toThrow(/AFFINITY_ROUTE/);
+    expect(() =>
+      loadConfig({ AFFINITY_ROUTE: 'a', AFFINITY_PORT: '65535', WORKERS: '2', REDIS_URL: 'redis://127.0.0.1:6379' }),
+    ).toThrow(/AFFINITY_PORT/);
+  });
 });

@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { runCommand as run, type CommandResult as Run } from '../helpers/command.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
@@ -208,12 +208,18 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
 
   it('the example activates a key, beats three times and stops; an outdated build gets update_required', async () => {
     const exe = path.join(build, 'bin', 'keywarden_activate');
+    const echoesBefore = await affinityEchoes(h.env);
     const r = await run(exe, [plainKey(1), h.env.KW_CONFIG_PLAIN!], { cwd: tmp, timeoutMs: 90_000 });
     expect(r.code, r.out).toBe(0);
     expect(r.out).toMatch(/connected to SDK PLAIN \(version 1\.0\)/);
     expect(r.out).toMatch(/license ok: level 3, expires 20\d\d-/);
     expect(r.out).toMatch(/beat 3 verified/);
     expect(r.out).toMatch(/heartbeat stopped/);
+    // The calls after init (REST, and the channel's upgrade where the SDK has one) sent back the
+    // worker the answers named (X-Keywarden-Route).
+    const echoes = await affinityEchoes(h.env);
+    expect(echoes.echoed - echoesBefore.echoed).toBeGreaterThanOrEqual(2);
+    expect(echoes.reached - echoesBefore.reached).toBe(echoes.echoed - echoesBefore.echoed);
     const outdated = await run(exe, ['ANY-KEY', h.env.KW_CONFIG_OUTDATED!], { cwd: tmp, timeoutMs: 60_000 });
     expect(outdated.code).toBe(1);
     expect(outdated.out).toMatch(/keywarden error \[update_required\]/);

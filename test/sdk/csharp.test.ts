@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import { runCommand as run } from '../helpers/command.js';
 
@@ -186,11 +186,17 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     const built = await run('bash', ['build.sh'], { cwd: root, timeoutMs: 170_000 });
     expect(built.code, built.out).toBe(0);
     const key = h.env.KW_KEYS_PLAIN!.split(',').at(-1)!; // the test program takes keys from the front
+    const echoesBefore = await affinityEchoes(h.env);
     const ex = await run('mono', ['build/Activate.exe', key], { cwd: root, timeoutMs: 60_000 });
     expect(ex.code, ex.out).toBe(0);
     expect(ex.out).toMatch(/connected to SDK PLAIN/);
     expect(ex.out).toMatch(/license ok: level 3/);
     expect(ex.out).toMatch(/beat 3 verified/);
     expect(ex.out).toMatch(/heartbeat stopped/);
+    // The calls after init (REST, and the channel's upgrade where the SDK has one) sent back the
+    // worker the answers named (X-Keywarden-Route).
+    const echoes = await affinityEchoes(h.env);
+    expect(echoes.echoed - echoesBefore.echoed).toBeGreaterThanOrEqual(2);
+    expect(echoes.reached - echoesBefore.reached).toBe(echoes.echoed - echoesBefore.echoed);
   }, 240_000);
 });

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -134,6 +134,7 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
   }, 300_000);
 
   it('the example activates a key, beats three times and exits 0', async () => {
+    const echoesBefore = await affinityEchoes(h.env);
     const r = await run([path.join(SDK_DIR, 'examples/activate.py'), lastKey(), h.env.KW_CONFIG_PLAIN!], {
       cwd: tmp,
       timeoutMs: 60_000,
@@ -143,6 +144,11 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
     expect(r.out).toMatch(/license ok: level 3, expires 20\d\d-/);
     expect(r.out).toMatch(/beat 3 verified \(count 3\)/);
     expect(r.out).toMatch(/heartbeat stopped/);
+    // The calls after init (REST, and the channel's upgrade where the SDK has one) sent back the
+    // worker the answers named (X-Keywarden-Route).
+    const echoes = await affinityEchoes(h.env);
+    expect(echoes.echoed - echoesBefore.echoed).toBeGreaterThanOrEqual(2);
+    expect(echoes.reached - echoesBefore.reached).toBe(echoes.echoed - echoesBefore.echoed);
     const outdated = await run([path.join(SDK_DIR, 'examples/activate.py'), 'ANY-KEY', h.env.KW_CONFIG_OUTDATED!], {
       cwd: tmp,
       timeoutMs: 60_000,

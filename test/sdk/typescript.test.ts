@@ -20,7 +20,7 @@ import {
   type KeywardenConfig,
   type Transport,
 } from '../../sdk/typescript/src/index.js';
-import { startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
+import { affinityEchoes, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/channel-tamper-proxy.js';
 import { Api } from '../helpers/http.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
@@ -134,6 +134,7 @@ describe('TypeScript SDK against the server', () => {
   });
 
   it('beats three times with verified proofs and stops on the server', async () => {
+    const echoesBefore = await affinityEchoes(h.env);
     const c = plain();
     await c.init();
     await c.activateLicense(key('PLAIN'), HWID_A);
@@ -152,6 +153,11 @@ describe('TypeScript SDK against the server', () => {
     await hb.stop();
     await stopped;
     expect(h.server.server.app.domain.heartbeatOwner.host.peek(c.session!)).toBeUndefined();
+    // The calls after init (REST, and the channel's upgrade where the SDK has one) sent back the
+    // worker the answers named (X-Keywarden-Route).
+    const echoes = await affinityEchoes(h.env);
+    expect(echoes.echoed - echoesBefore.echoed).toBeGreaterThanOrEqual(2);
+    expect(echoes.reached - echoesBefore.reached).toBe(echoes.echoed - echoesBefore.echoed);
   });
 
   it('a debugger report kills the heartbeat: killed with heartbeat_killed', async () => {

@@ -21,6 +21,7 @@ import {
   EndUserSchema,
   ExtendAllSchema,
   GeneratedSchema,
+  ImportResultSchema,
   LicensePageSchema,
   LicenseSchema,
   LiveFrameSchema,
@@ -133,6 +134,17 @@ describe("API answers match the dashboard's response types", () => {
       LicenseSchema,
       (await o.patch(`/licenses/${used.id}/ban`, { banned: false })).body,
       'PATCH /licenses/{id}/ban',
+    );
+    conforms(
+      ImportResultSchema,
+      (await o.post(`/api/apps/${id}/licenses/import?dry_run=true`, { format: 'list', keys: [{ key: 'CONTRACT-1' }] }))
+        .body,
+      'POST /api/apps/{id}/licenses/import',
+    );
+    conforms(
+      LicenseSchema,
+      (await o.patch(`/api/licenses/${used.id}`, { level: 2, note: 'contract', max_sessions: 0 })).body,
+      'PATCH /api/licenses/{id}',
     );
     conforms(
       ExtendAllSchema,

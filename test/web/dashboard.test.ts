@@ -302,7 +302,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
     await page.getByRole('button', { name: `Actions for ${preview}` }).click();
     await page
       .getByRole('menu', { name: `Actions for ${preview}` })
-      .getByRole('menuitem', { name: 'Details' })
+      .getByRole('menuitem', { name: 'Edit / details' })
       .click();
     const drawer = page.getByRole('dialog', { name: `Key ${preview}` });
     await drawer.locator('input[name="entitlement-pro"]').check();

@@ -1,14 +1,19 @@
 // The customer portal in a real Chromium against a real server (PROTOCOL 14): a customer signs in
 // with its key on a phone-sized window, sees its license and device with localised dates, resets
-// the device and then sees the cooldown as a time; an end user changes its password; a buyer opens
-// the order page after a signed Stripe event. The page runs under the dashboard's strict CSP.
-import { createHmac, randomUUID } from 'node:crypto';
+// the device and then sees the cooldown as a time; where the application issues offline files it
+// downloads one for its device as a .kwlic file that verifies under the published signing key; an
+// end user changes its password; a buyer opens the order page after a signed Stripe event. The page
+// runs under the dashboard's strict CSP.
+import fs from 'node:fs';
+import { createHmac, createPublicKey, randomUUID, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
 import { hasChromium, launchChromium, newPage, PHONE, screenshot, signIn, type Chromium } from './browser.js';
 import { OWNER } from '../helpers/server.js';
+import { pinKeys } from '../../sdk/typescript/src/verify.js';
+import { verifyLicenseFile } from '../../sdk/typescript/src/offline.js';
 
 describe.skipIf(!hasChromium)('customer portal', () => {
   let t: TestServer;
@@ -39,6 +44,8 @@ describe.skipIf(!hasChromium)('customer portal', () => {
     await page.getByText(f.app.name as string).waitFor();
     await page.getByText('portal-pc-0001').waitFor();
     expect(await page.getByText('Active').count()).toBe(1);
+    // This application issues no offline files: nothing to download.
+    expect(await page.getByRole('button', { name: 'Download offline file' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Reset this device' }).click();
     await page
       .getByText(/Next reset possible/)
@@ -50,6 +57,45 @@ describe.skipIf(!hasChromium)('customer portal', () => {
     await screenshot(page, 'portal-phone');
     const me = await new Api(t.base).get('/api/portal/me');
     expect(me.status).toBe(401);
+    expect(errors.filter((e) => !/^Failed to load resource/.test(e))).toEqual([]);
+    await page.context().close();
+  });
+
+  it('downloads an offline license file for a device, signed as PROTOCOL 12.5 says (390 px)', async () => {
+    const g = await appFixture(t, { portal_enabled: true, offline_days: 5, hwid_lock: true });
+    const [key] = await g.keys(1, { level: 4 });
+    const c = g.client();
+    const session = await g.session(c);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: 'Offline-PC-0001' })).status).toBe(200);
+    const { page, errors } = await newPage(b, PHONE);
+    await page.goto(`${t.base}/portal/?app=${g.app.api_key}`);
+    await page.getByLabel('License key').fill(key!);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('offline-pc-0001').waitFor();
+    await page.getByText('without internet access run for 5 days', { exact: false }).waitFor();
+    const download = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Download offline file' }).click();
+    const saved = await download;
+    expect(saved.suggestedFilename()).toBe(`${key!.slice(0, 4)}-${key!.slice(-4)}.kwlic`);
+    await page.getByText('Offline license file downloaded.').waitFor();
+    const file = fs.readFileSync(await saved.path(), 'utf8').trim();
+    const [tag, payloadB64, sigB64] = file.split('.') as [string, string, string];
+    expect(tag).toBe('kwlic1');
+    const payload = JSON.parse(Buffer.from(payloadB64, 'base64url').toString('utf8'));
+    expect(payload).toMatchObject({ v: 1, app_id: g.app.id, hwid: 'offline-pc-0001', level: 4, user: null });
+    expect(Date.parse(payload.valid_until) - Date.parse(payload.issued_at)).toBe(5 * 86_400_000);
+    // The signature, by the published key the payload names, and the TypeScript SDK's own check.
+    const published = (await g.owner.get('/api/client/keys')).body.keys as { kid: string; public_key: string }[];
+    const pub = published.find((k) => k.kid === payload.kid)!;
+    const spki = Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(pub.public_key, 'base64')]);
+    const publicKey = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+    expect(
+      verify(null, Buffer.from(`kwlic1.${payloadB64}`, 'ascii'), publicKey, Buffer.from(sigB64, 'base64url')),
+    ).toBe(true);
+    const keys = pinKeys(published.map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: k.public_key }) as never));
+    expect(verifyLicenseFile(file, keys, g.app.id, 'offline-pc-0001', Date.now(), undefined).level).toBe(4);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
+    await screenshot(page, 'portal-offline-phone');
     expect(errors.filter((e) => !/^Failed to load resource/.test(e))).toEqual([]);
     await page.context().close();
   });

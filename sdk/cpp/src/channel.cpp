@@ -31,6 +31,10 @@ ChannelConnection::OpenResult ChannelConnection::open(const ChannelContext& ctx,
   const std::string secret = randomBytes(32);
   const std::string clientKey = base64UrlEncode(x25519Public(secret));
   WebSocket::Headers headers = {{"X-Session", session}, {"X-Nonce", clientKey}, {"X-Client-Version", ctx.version}};
+  if (ctx.route) {
+    std::string route = ctx.route();
+    if (!route.empty()) headers.emplace_back("X-Keywarden-Route", route);
+  }
   if (ctx.apiSecret) {
     std::int64_t ms = ctx.serverNowMs();
     std::string ts = std::to_string(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);

@@ -33,6 +33,7 @@ struct ChannelContext {
   std::chrono::milliseconds openTimeout{5000};   // the upgrade and the hello: REST must not wait long
   PinnedKeys keys;
   std::function<std::int64_t()> serverNowMs;
+  std::function<std::string()> route;  // the route the last REST answer named (X-Keywarden-Route)
   std::function<void(LogLevel, const std::string&, const std::string&)> log;
   std::string caBundle;
 };

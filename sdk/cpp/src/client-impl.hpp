@@ -48,6 +48,9 @@ struct Client::Impl {
   mutable std::mutex mu;  // guards everything below
   std::optional<std::int64_t> offsetMs;  // server minus local, from the first verified answer
   std::string session;
+  // The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on every
+  // call so a balancer routing on it reaches that worker. Trusted for nothing else.
+  std::string route;
   InitOptions initOptions;
   std::optional<Activation> lastActivation;
   // PROTOCOL 12: only verified answers move these (guarded by mu).

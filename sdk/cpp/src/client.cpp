@@ -149,6 +149,10 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
   req.timeout = timeout;
   const std::string nonce = detail::randomNonce();
   req.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}, {"X-Nonce", nonce}};
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!route.empty()) req.headers.emplace_back("X-Keywarden-Route", route);
+  }
   if (config.apiSecret) {
     std::int64_t ms = serverNowMs();
     std::string ts = std::to_string(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
@@ -186,6 +190,10 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
     hadOffset = offsetMs.has_value();
   }
   verify(path, res, nonce);
+  if (auto named = res.headers.find("x-keywarden-route"); named != res.headers.end() && !named->second.empty()) {
+    std::lock_guard<std::mutex> lk(mu);
+    route = named->second;
+  }
 
   // Only now, with the signature checked, is the body parsed at all.
   nlohmann::json parsed = nlohmann::json::parse(res.body, nullptr, false);
@@ -231,6 +239,10 @@ std::shared_ptr<detail::ChannelLink> Client::Impl::channelLink(const std::shared
   ctx.caBundle = self->caBundle;
   // The link's threads may outlive the handles: they keep the client state alive.
   ctx.serverNowMs = [self] { return self->serverNowMs(); };
+  ctx.route = [self] {
+    std::lock_guard<std::mutex> lk(self->mu);
+    return self->route;
+  };
   ctx.log = [self](LogLevel l, const std::string& e, const std::string& m) { self->log(l, e, m); };
   return std::make_shared<detail::ChannelLink>(std::move(ctx), self->requireSession());
 }
@@ -289,6 +301,10 @@ AppInfo Client::init(const InitOptions& o) {
   if (o.binaryToken) {
     body["binary_token"] = *o.binaryToken;
     if (o.binaryTokenHash) body["binary_token_hash"] = *o.binaryTokenHash;
+  }
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->route.clear();  // a new session lives wherever init lands
   }
   nlohmann::json r = impl_->call("init", body);
   auto app = r.find("app");

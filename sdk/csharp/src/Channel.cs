@@ -22,6 +22,8 @@ namespace Keywarden
         public TimeSpan OpenTimeout;
         public ResponseVerifier Verifier;
         public Func<DateTimeOffset> ServerNow;
+        /// <summary>The route the last REST answer named (X-Keywarden-Route), sent on the upgrade.</summary>
+        public Func<string> Route;
         public Action<KeywardenLogLevel, string> Log;
         public TlsPins Pins;
         public bool AllowUntrustedPinned;
@@ -76,6 +78,8 @@ namespace Keywarden
             var secret = ChannelProtocol.NewSecret();
             var clientKey = ChannelProtocol.PublicKey(secret);
             var headers = new Dictionary<string, string> { { "X-Session", session }, { "X-Nonce", clientKey }, { "X-Client-Version", ctx.Version } };
+            var route = ctx.Route != null ? ctx.Route() : null;
+            if (!string.IsNullOrEmpty(route)) headers["X-Keywarden-Route"] = route;
             if (ctx.ApiSecret != null)
             {
                 var ts = ctx.ServerNow().ToUnixTimeSeconds().ToString(CultureInfo.InvariantCulture);

@@ -49,6 +49,9 @@ namespace Keywarden
         private readonly object _gate = new object();
         private TimeSpan? _offset;
         private string _session;
+        // The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on
+        // every call so a balancer routing on it reaches that worker. Trusted for nothing else.
+        private string _route;
         private InitOptions _initOptions = new InitOptions();
         private Activation _lastActivation;
 
@@ -159,6 +162,7 @@ namespace Keywarden
                 body["binary_token"] = i.BinaryToken;
                 if (i.BinaryTokenHash != null) body["binary_token_hash"] = i.BinaryTokenHash;
             }
+            lock (_gate) _route = null; // a new session lives wherever init lands
             var r = await CallAsync("init", body, cancellationToken).ConfigureAwait(false);
             var app = Json.GetObject(r, "app");
             var session = Json.GetString(r, "session");
@@ -305,6 +309,7 @@ namespace Keywarden
                 OpenTimeout = Timeout < TimeSpan.FromSeconds(5) ? Timeout : TimeSpan.FromSeconds(5),
                 Verifier = _verifier,
                 ServerNow = ServerNow,
+                Route = () => { lock (_gate) return _route; },
                 Log = Log,
                 Pins = _pins,
                 AllowUntrustedPinned = _allowUntrustedPinned,
@@ -409,6 +414,9 @@ namespace Keywarden
             {
                 { "content-type", "application/json" }, { "accept", "application/json" }, { "x-nonce", nonce },
             };
+            string route;
+            lock (_gate) route = _route;
+            if (!string.IsNullOrEmpty(route)) headers["x-keywarden-route"] = route;
             if (Config.ApiSecret != null)
             {
                 var ts = ServerNow().ToUnixTimeSeconds().ToString(CultureInfo.InvariantCulture);
@@ -428,6 +436,8 @@ namespace Keywarden
             bool hadOffset;
             lock (_gate) hadOffset = _offset.HasValue;
             VerifyAnswer(path, res, nonce);
+            var named = res.Header("X-Keywarden-Route");
+            if (!string.IsNullOrEmpty(named)) lock (_gate) _route = named;
 
             var parsed = ParseObject(res.Body);
             if (parsed == null)

@@ -294,6 +294,8 @@ class ChannelContext:
     keys: PinnedKeys
     server_now: Callable[[], float]
     log: Any
+    # The route the last REST answer named (X-Keywarden-Route), sent on the upgrade.
+    route: Callable[[], Optional[str]] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -338,6 +340,9 @@ class ChannelConnection:
         private = X25519PrivateKey.generate()
         client_key = public_key_b64url(private)
         headers = {"X-Session": session, "X-Nonce": client_key, "X-Client-Version": ctx.version}
+        route = ctx.route()
+        if route:
+            headers["X-Keywarden-Route"] = route
         if ctx.api_secret:
             ts = str(int(ctx.server_now()))
             headers["X-Timestamp"] = ts

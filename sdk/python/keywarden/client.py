@@ -118,6 +118,9 @@ class Client(LicensingModels):
         self._lock = threading.Lock()
         self._offset: Optional[float] = None
         self._session: Optional[str] = None
+        # The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on
+        # every call so a balancer routing on it reaches that worker. Trusted for nothing else.
+        self._route: Optional[str] = None
         self._init_args: Dict[str, Optional[str]] = {}
         self.last_activation: Optional[Activation] = None
         """The last successful activation, repeated by a heartbeat's re-authentication."""
@@ -171,6 +174,7 @@ class Client(LicensingModels):
             body["binary_token"] = binary_token
             if binary_token_hash is not None:
                 body["binary_token_hash"] = binary_token_hash
+        self._route = None  # a new session lives wherever init lands
         r = self.call("init", body)
         app = _obj(r.get("app"))
         session = r.get("session")
@@ -304,6 +308,7 @@ class Client(LicensingModels):
         return ChannelContext(
             base_url=self.base_url, version=self.config.version or "1.0", api_secret=self.config.api_secret,
             timeout=self.timeout, open_timeout=min(self.timeout, 5.0), keys=self._keys, server_now=self.server_now, log=self.log,
+            route=lambda: self._route,
         )
 
     def open_heartbeat(self, system_id: str, link: Optional["ChannelLink"] = None) -> HeartbeatStart:
@@ -391,6 +396,9 @@ class Client(LicensingModels):
         raw = json.dumps(payload, separators=(",", ":")).encode("utf-8")
         n = _nonce()
         headers = {"Content-Type": "application/json", "Accept": "application/json", "X-Nonce": n}
+        route = self._route
+        if route:
+            headers["X-Keywarden-Route"] = route
         if self.config.api_secret:
             ts = str(int(self.server_now()))
             headers["X-Timestamp"] = ts
@@ -412,6 +420,8 @@ class Client(LicensingModels):
             raise KeywardenError(ErrorCode.SERVER, f"server: {status} from a gateway (unsigned) on {path}", status=status)
         had_offset = self._offset is not None
         self._verify(path, status, res_headers, res_body, n)
+        if res_headers.get("x-keywarden-route"):
+            self._route = res_headers["x-keywarden-route"]
         parsed = self._parse(res_body, path, status)
         if status != 200:
             self._note_refusal(status)

@@ -33,6 +33,8 @@ export interface ChannelContext {
   /** For the upgrade and the hello: a server (or proxy) that never answers an upgrade must not delay REST long. */
   openTimeoutMs: number;
   keys: PinnedKeys;
+  /** The route the last REST answer named (X-Keywarden-Route), sent on the upgrade. */
+  route?: () => string | undefined;
   serverNow(): number;
   log: {
     debug?(msg: string, fields?: Record<string, unknown>): void;
@@ -117,6 +119,8 @@ export class ChannelConnection extends EventEmitter {
       'x-nonce': clientKey,
       'x-client-version': ctx.version,
     };
+    const route = ctx.route?.();
+    if (route) headers['x-keywarden-route'] = route;
     if (ctx.apiSecret) {
       const ts = String(Math.floor(ctx.serverNow() / 1000));
       headers['x-timestamp'] = ts;

@@ -118,6 +118,11 @@ export class Client {
   /** Server time minus local time (ms), adopted from the first verified answer. */
   private offsetMs: number | undefined;
   private sessionToken: string | undefined;
+  /**
+   * The worker that owns this session, as the last answer named it (X-Keywarden-Route): sent back on
+   * every call so a balancer that routes on it reaches that worker directly. Not trusted for anything else.
+   */
+  private route: string | undefined;
   private initOptions: InitOptions = {};
   /** The last successful activation, repeated by a heartbeat's re-authentication. */
   lastActivation: Activation | undefined;
@@ -177,6 +182,7 @@ export class Client {
       body.binary_token = o.binaryToken;
       if (o.binaryTokenHash !== undefined) body.binary_token_hash = o.binaryTokenHash;
     }
+    this.route = undefined; // a new session lives wherever init lands
     const r = await this.call('init', body);
     const app = (r.app ?? {}) as Record<string, unknown>;
     if (typeof r.session !== 'string' || typeof app.name !== 'string')
@@ -411,6 +417,7 @@ export class Client {
       timeoutMs: this.timeoutMs,
       openTimeoutMs: Math.min(this.timeoutMs, 5000),
       keys: this.keys,
+      route: () => this.route,
       serverNow: () => this.serverNow(),
       log: this.log,
     };
@@ -476,6 +483,7 @@ export class Client {
       accept: 'application/json',
       'x-nonce': n,
     };
+    if (this.route) headers['x-keywarden-route'] = this.route;
     if (this.config.api_secret) {
       const ts = String(Math.floor(this.serverNow() / 1000));
       headers['x-timestamp'] = ts;
@@ -512,6 +520,8 @@ export class Client {
     }
     const hadOffset = this.offsetMs !== undefined;
     this.verify(path, res.status, res.headers, res.body, n);
+    const route = res.headers['x-keywarden-route'];
+    if (route) this.route = route;
     let parsed: Record<string, unknown>;
     try {
       const v: unknown = JSON.parse(Buffer.from(res.body).toString('utf8'));

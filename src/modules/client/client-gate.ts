@@ -35,6 +35,31 @@ export interface ClientDeps {
   audit: AuditRepository;
   nonces: NonceRepository;
   signingKey: () => ResponseSigningKey;
+  /** Balancer affinity (AFFINITY_ROUTE); absent: answers name no worker. */
+  affinity?: ClientAffinity;
+}
+
+/** The header naming the worker that owns a call's session; SDKs send back the last one they got. */
+const ROUTE_HEADER = 'X-Keywarden-Route';
+
+/**
+ * Balancer affinity: every answer about a session names the worker that owns the session's shard,
+ * so a proxy that routes on the echoed header sends the client's next call straight to it.
+ */
+interface ClientAffinity {
+  /** This worker's own route. */
+  readonly own: string;
+  /** The route of the worker owning a session's shard, when this worker knows it without asking. */
+  routeOf(session: string): string | undefined;
+  /** HTTP client calls that carried the header, and those among them that reached the worker it named. */
+  readonly counts: { echoed: number; reached: number };
+}
+
+/** Counts a call (REST or the channel's upgrade) that sent a route back, and whether it reached it. */
+export function noteEchoedRoute(affinity: ClientAffinity | undefined, echoed: string | undefined): void {
+  if (!affinity || !echoed) return;
+  affinity.counts.echoed++;
+  if (echoed === affinity.own) affinity.counts.reached++;
 }
 
 interface ClientRouteSpec<S extends TSchema> {
@@ -75,6 +100,7 @@ export function clientHandler<S extends TSchema>(
 ): RouteHandler {
   const run = clientCallRunner(deps, spec, fn);
   return async (req) => {
+    noteEchoedRoute(deps.affinity, req.headers['x-keywarden-route']);
     const reply = await run({
       ip: req.ip,
       nonce: req.headers['x-nonce'] ?? '',
@@ -107,6 +133,8 @@ export function clientCallRunner<S extends TSchema>(
     let app: CachedApp | null = null;
     let audit: AuditNote = {};
     let reply: Reply;
+    /** The session this answer is about (the caller's, or the one init opened): its owner is named. */
+    let about: string | undefined;
     try {
       const raw = await input.body();
       const obj = isObject(raw) ? raw : {};
@@ -122,6 +150,7 @@ export function clientCallRunner<S extends TSchema>(
         const record = await deps.sessions.get(obj.session);
         if (!record) throw new AppError('session_invalid');
         session = { token: obj.session as string, record };
+        about = session.token;
         app = await deps.apps.getById(record.appId);
         if (!app) throw new AppError('app_not_found');
       }
@@ -142,6 +171,7 @@ export function clientCallRunner<S extends TSchema>(
       const result = await fn({ app, session, ip: input.ip, nonce: input.nonce, body });
       audit = result.audit;
       if (!result.ok) throw result.error;
+      if (!session && typeof result.body.session === 'string') about = result.body.session;
       const json = Buffer.from(JSON.stringify(result.body));
       const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
       reply =
@@ -164,6 +194,8 @@ export function clientCallRunner<S extends TSchema>(
         audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
       }
     }
+    const route = about === undefined ? undefined : deps.affinity?.routeOf(about);
+    if (route !== undefined) reply.headers = { ...reply.headers, [ROUTE_HEADER]: route };
     if (app && !audit.skip) {
       deps.audit.write({
         appId: app.row.id,

@@ -2,7 +2,7 @@
 // Other modules and the composition root import only this file.
 export { type CachedApp, ClientAppCache } from './client-app-cache.js';
 export { type AuditNote, type ClientCall, type ClientOutcome, outcome } from './client-call.js';
-export { clientCallRunner, clientHandler, type ClientDeps, type ClientInput } from './client-gate.js';
+export { clientCallRunner, clientHandler, noteEchoedRoute, type ClientDeps, type ClientInput } from './client-gate.js';
 export {
   BeatBody,
   type BeatRequest,

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { AppError, ValidationError } from '../../errors.js';
 import { hmacSha256, randomHex } from '../../platform/crypto/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
-import { shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
+import { NotOwner, shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
 import { outcome } from '../client/index.js';
 import type {
   BeatRequest,
@@ -87,13 +87,29 @@ export class HeartbeatGateway {
     return (await this.route(session, 'hb.kill', { session }, () => this.d.owner.killOwned(session))) > 0;
   }
 
-  private route<K extends keyof HeartbeatOps & string>(
+  /**
+   * Runs an operation on the owner of the session's shard. When this worker holds the shard (the
+   * usual case: init drew the session on one of ours) the owner is called directly, with no lookup
+   * or cluster hop; only when the shard is elsewhere, or moved away meanwhile (`NotOwner`), does the
+   * cluster node find the owner and forward the call.
+   */
+  private async route<K extends keyof HeartbeatOps & string>(
     session: string,
     op: K,
     args: HeartbeatOps[K]['args'],
     here: () => Promise<HeartbeatOps[K]['result']>,
-  ) {
-    return this.d.node.route(shardOf(session), op, args, here);
+  ): Promise<HeartbeatOps[K]['result']> {
+    const shard = shardOf(session);
+    if (this.d.node.fenceOf(shard) !== undefined) {
+      try {
+        const result = await here();
+        this.d.node.noteLocal();
+        return result;
+      } catch (err) {
+        if (!(err instanceof NotOwner)) throw err;
+      }
+    }
+    return this.d.node.route(shard, op, args, here);
   }
 
   /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */

@@ -148,7 +148,12 @@ export function portalRoutes(router: Router, { portal, limiter, trustedOrigins }
   router.add({
     method: 'get',
     path: '/api/portal/me',
-    doc: { summary: "The customer's license, devices and next possible reset", tag: 'portal', auth: 'portal' },
+    doc: {
+      summary:
+        "The customer's license, devices, next possible reset, and the app's offline_days (0 = no offline files)",
+      tag: 'portal',
+      auth: 'portal',
+    },
     handler: authed(async (_req, s) => portal.me(s)),
   });
   router.add({

@@ -155,7 +155,8 @@ export class PortalService {
     if (!app) throw new AppError('not_authenticated');
     const next = await this.nextResetAt(key.id, app.portal_reset_cooldown_hours);
     return {
-      app: { name: app.name },
+      // offline_days (PROTOCOL 12.5): 0 = offline files are off; the page offers the download only when on.
+      app: { name: app.name, offline_days: app.offline_days },
       license: {
         key_preview: key.key_preview,
         computed_status: computedStatus(key, this.d.now()),

@@ -14,7 +14,7 @@ import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.
 import { AppError, rateLimited, ValidationError } from '../../errors.js';
 import { randomToken, x25519KeyPair } from '../../platform/crypto/index.js';
 import { expiryWindowMs, beatInterval } from '../heartbeat/index.js';
-import { outcome, BeatBody, StartBody, StopBody, clientCallRunner } from '../client/index.js';
+import { outcome, BeatBody, StartBody, StopBody, clientCallRunner, noteEchoedRoute } from '../client/index.js';
 import type { CachedApp, ClientCall, ClientDeps, ClientInput } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
@@ -307,6 +307,7 @@ export class ClientChannel {
     const { headers } = copyRequest(req);
     const ip = this.d.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
     const nonce = headers['x-nonce'] ?? '';
+    noteEchoedRoute(this.d.client.affinity, headers['x-keywarden-route']);
     const finish = (reply: Reply) =>
       writeReply(res, aborted, signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()));
     if (this.countFor(ip) >= this.limits.maxPerIp) {

@@ -41,6 +41,8 @@ const HOLDER_CACHE_MS = 5_000;
 interface ClusterNodeOptions {
   /** Take direct calls from other workers on this address (absent: calls travel through pub/sub only). */
   listen?: ListenOptions | undefined;
+  /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
+  route?: string | undefined;
 }
 
 /**
@@ -59,6 +61,8 @@ export interface ShardNode<Ops extends OpMap> {
     local: () => Promise<Ops[K]['result']>,
   ): Promise<Ops[K]['result']>;
   fenceOf(shard: number): number | undefined;
+  /** Counts an operation a module ran itself on a shard this worker holds (the local fast path). */
+  noteLocal(): void;
   leaseName(shard: number): string;
 }
 
@@ -85,7 +89,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
-    this.membership = new Membership(coordinator, this.id);
+    this.membership = new Membership(coordinator, this.id, opts.route);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
       listen: opts.listen,
@@ -207,6 +211,10 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     return this.leases.fenceOf(shard);
   }
 
+  noteLocal(): void {
+    this.servedLocally++;
+  }
+
   leaseName(shard: number): string {
     return leaseName(shard);
   }
@@ -236,6 +244,15 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     } catch (err) {
       this.log.warn({ err }, 'cluster.tick_failed');
     }
+  }
+
+  /**
+   * The balancer route of the worker serving a shard, as far as this worker knows without asking
+   * (its own shards, and holders looked up recently); undefined when unknown or without routes.
+   */
+  routeOf(shard: number): string | undefined {
+    const holder = this.leases.knownHolder(shard);
+    return holder === undefined ? undefined : this.membership.routeOf(holder);
   }
 
   /** Who serves a shard now: this worker, another one, or nobody (between owners). */

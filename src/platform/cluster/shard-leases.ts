@@ -169,6 +169,13 @@ export class ShardLeases {
    * only a routing hint: the worker asked checks its own lease (NotOwner) and a caller waiting on a
    * dead one looks again with `fresh` (ClusterNode.callOwner), so the cache may live for several ticks.
    */
+  /** The holder of a shard without asking the coordinator: this worker, a cached holder, or undefined. */
+  knownHolder(shard: number): string | undefined {
+    if (this.owned.has(shard)) return this.id;
+    const cached = this.holderCache.get(shard);
+    return cached && this.now() < cached.until ? cached.holder : undefined;
+  }
+
   async holderOf(shard: number, fresh: boolean): Promise<string | null> {
     if (this.owned.has(shard)) return this.id;
     const cached = this.holderCache.get(shard);

@@ -239,7 +239,8 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   const guard = createGuard(opts);
   const app = uws.App();
   const inflight: Inflight = { count: 0, idle: [] };
-  let listenSocket: UwsTypes.us_listen_socket | undefined;
+  // Every port listened on (the shared port and, with affinity, the worker's own).
+  const listenSockets: UwsTypes.us_listen_socket[] = [];
   let closing = false;
 
   const finishOne = () => {
@@ -346,7 +347,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       return new Promise((resolve, reject) => {
         app.listen(host, port, (socket) => {
           if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
-          listenSocket = socket;
+          listenSockets.push(socket);
           resolve(uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket));
         });
       });
@@ -356,8 +357,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
     },
     stopListening() {
       closing = true;
-      if (listenSocket) uws.us_listen_socket_close(listenSocket);
-      listenSocket = undefined;
+      for (const socket of listenSockets.splice(0)) uws.us_listen_socket_close(socket);
     },
     drain(timeoutMs) {
       if (inflight.count === 0) return Promise.resolve(true);

@@ -183,7 +183,7 @@ describe('portal sessions', () => {
     const me = await c.call('GET', '/api/portal/me', token);
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({
-      app: { name: f.app.name },
+      app: { name: f.app.name, offline_days: 0 },
       license: {
         computed_status: 'active',
         level: 1,
@@ -304,6 +304,7 @@ describe('portal on the licensing models', () => {
     const token = (await c.login({ api_key: g.app.api_key, license: key })).body.token;
     const me = (await c.call('GET', '/api/portal/me', token)).body;
     expect(me.license.max_devices).toBe(2);
+    expect(me.app.offline_days).toBe(7);
     expect(me.license.devices.map((d: { hwid: string }) => d.hwid)).toEqual(['model-device-a001', 'model-device-b002']);
 
     const file = await c.call('POST', '/api/portal/offline', token, { hwid: 'MODEL-DEVICE-B002' });

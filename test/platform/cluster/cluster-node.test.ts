@@ -83,6 +83,23 @@ describe('membership', () => {
     expect(Object.keys(await stampsOf(c))).toEqual(['a']);
   });
 
+  it("advertises a balancer route beside the address (or alone), and each worker reads the others' routes", async () => {
+    const c = coordinator();
+    const a = new Membership(c, 'a', 'h-0');
+    a.address = '127.0.0.1:7001';
+    const b = new Membership(c, 'b', 'h-1'); // no direct listener: the route alone
+    const n = new Membership(c, 'n'); // no route
+    n.address = '127.0.0.1:7003';
+    await a.refresh(false);
+    await b.refresh(false);
+    await n.refresh(false);
+    expect(await a.refresh(false)).toEqual(['a', 'b', 'n']);
+    expect([a.routeOf('a'), a.routeOf('b'), a.routeOf('n')]).toEqual(['h-0', 'h-1', undefined]);
+    expect([a.addressOf('b'), a.addressOf('n')]).toEqual([undefined, '127.0.0.1:7003']);
+    await n.refresh(false);
+    expect([n.routeOf('a'), n.addressOf('a')]).toEqual(['h-0', '127.0.0.1:7001']);
+  });
+
   it('a leaving worker reads without stamping; leave() removes its stamp and its address', async () => {
     const c = coordinator();
     const a = new Membership(c, 'a');

@@ -14,6 +14,7 @@ import type {
   Entitlements,
   OfflineFile,
   Generated,
+  ImportResult,
   License,
   LicensePage,
   LogEntry,
@@ -161,6 +162,14 @@ export const licenses = {
     unwrap<unknown>(api.DELETE('/api/licenses/{id}/devices/{hwid}', { params: { path: { id: licenseId, hwid } } })),
   offline: (licenseId: string, hwid: string) =>
     unwrap<OfflineFile>(api.POST('/api/licenses/{id}/offline', { ...id(licenseId), body: { hwid } })),
+  /** PROTOCOL 15.6; `dryRun` reports what would be imported and skipped without writing. */
+  import: (appId: string, body: Body<'/api/apps/{id}/licenses/import', 'post'>, dryRun: boolean) =>
+    unwrap<ImportResult>(
+      api.POST('/api/apps/{id}/licenses/import', {
+        params: { path: { id: appId }, query: { dry_run: dryRun ? 'true' : 'false' } },
+        body,
+      }),
+    ),
 };
 
 export const users = {

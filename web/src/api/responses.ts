@@ -171,6 +171,13 @@ export const LicensePageSchema = Type.Object({
 });
 export type LicensePage = Static<typeof LicensePageSchema>;
 
+/** PROTOCOL 15.6: what an import wrote (or, as a dry run, would write) and what it skipped. */
+export const ImportResultSchema = Type.Object({
+  imported: Type.Integer(),
+  skipped: Type.Array(Type.Object({ key_preview: Type.String(), reason: Type.String() })),
+});
+export type ImportResult = Static<typeof ImportResultSchema>;
+
 export const GeneratedSchema = Type.Array(Type.Intersect([LicenseSchema, Type.Object({ key: Type.String() })]));
 export type Generated = Static<typeof GeneratedSchema>;
 

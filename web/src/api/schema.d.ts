@@ -3638,7 +3638,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The customer's license, devices and next possible reset */
+        /** The customer's license, devices, next possible reset, and the app's offline_days (0 = no offline files) */
         get: {
             parameters: {
                 query?: never;

@@ -47,6 +47,12 @@ describe('422 wording', () => {
     expect(text('string_pattern', "Expected string to match '^[a-zA-Z0-9_-]{3,32}$'", ['body', 'username'])).toBe(
       'Use 3 to 32 letters, digits, _ or -.',
     );
+    expect(text('union', 'Expected union value', ['body', 'max_sessions'])).toBe(
+      'Enter a whole number from 0 (unlimited) to 1,000.',
+    );
+    expect(text('union', 'Expected union value', ['body', 'max_devices'])).toBe(
+      'Enter a whole number from 1 to 1,000.',
+    );
     expect(text('union', 'Expected union value', ['body', 'mystery'])).toBe('Choose one of the accepted values.');
     expect(text('string_pattern', "Expected string to match '^x$'", ['body', 'mystery'])).toBe(
       'This is not in the expected format.',

@@ -25,6 +25,8 @@ const FIELD_HINTS: readonly [RegExp, string][] = [
   [/^query\.status$/, 'Choose one of the listed statuses.'],
   [/^query\.level$/, 'Choose one of the listed levels.'],
   [/^type$/, 'Choose IP address or HWID.'],
+  [/^max_sessions$/, 'Enter a whole number from 0 (unlimited) to 1,000.'],
+  [/^max_devices$/, 'Enter a whole number from 1 to 1,000.'],
 ];
 
 function hintFor(path: string): string | undefined {

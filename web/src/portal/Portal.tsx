@@ -1,6 +1,8 @@
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import { call, PortalError, type Me } from './api.js';
 import { when } from './time.js';
+// Only the small file helper: the portal keeps a bundle of its own.
+import { saveFile } from '../lib/download.js';
 
 const STATUS_TEXT: Record<Me['license']['computed_status'], string> = {
   active: 'Active',
@@ -142,6 +144,17 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
     reload();
   };
   const onCooldown = me.next_reset_at !== null;
+  const offline = me.app.offline_days > 0;
+  /** PROTOCOL 14.3: a signed license file (12.5) for a machine without internet access. */
+  const download = async (hwid: string) => {
+    try {
+      const r = await call<{ license_file: string }>('POST', '/api/portal/offline', { hwid });
+      saveFile(`${l.key_preview.replace(/\*+/g, '-')}.kwlic`, r.license_file + '\n', 'application/octet-stream');
+      setNote('Offline license file downloaded.');
+    } catch (err) {
+      setNote(message(err));
+    }
+  };
   return (
     <>
       <header className="bar">
@@ -191,9 +204,16 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
               <span className="muted">
                 First seen {when(d.first_seen)} · last seen {when(d.last_seen)}
               </span>
-              <button type="button" disabled={onCooldown} onClick={() => void reset(d.hwid)}>
-                Reset this device
-              </button>
+              <span className="device-actions">
+                {offline && (
+                  <button type="button" onClick={() => void download(d.hwid)}>
+                    Download offline file
+                  </button>
+                )}
+                <button type="button" disabled={onCooldown} onClick={() => void reset(d.hwid)}>
+                  Reset this device
+                </button>
+              </span>
             </li>
           ))}
         </ul>
@@ -201,6 +221,12 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
           <button type="button" disabled={onCooldown} onClick={() => void reset()}>
             Reset all devices
           </button>
+        )}
+        {offline && l.devices.length > 0 && (
+          <p className="muted">
+            An offline file lets a device without internet access run for {me.app.offline_days}{' '}
+            {me.app.offline_days === 1 ? 'day' : 'days'} (or until the license expires).
+          </p>
         )}
         {onCooldown && <p className="muted">Next reset possible {when(me.next_reset_at)}.</p>}
         {note && <p role="status">{note}</p>}

@@ -8,7 +8,8 @@ export interface Device {
 }
 
 export interface Me {
-  app: { name: string };
+  /** offline_days: how long an offline license file is valid; 0 = the application issues none. */
+  app: { name: string; offline_days: number };
   license: {
     key_preview: string;
     computed_status: 'active' | 'banned' | 'unactivated' | 'expired';

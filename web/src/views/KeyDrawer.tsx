@@ -1,9 +1,10 @@
-// One key in detail (PROTOCOL 12): its devices with first and last use (each removable), its device
-// limit and entitlements (saved with PATCH /api/licenses/{id}), and "Issue offline file" for an
+// One key in detail (PROTOCOL 12, 15.2): its devices with first and last use (each removable), its
+// level, note, device and session limits and entitlements (the changed ones saved with
+// PATCH /api/licenses/{id}, each refusal shown at its field), and "Issue offline file" for an
 // air-gapped machine, downloaded as <key>.kwlic.
 import { useEffect, useState } from 'react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { apps as appsApi, licenses as licensesApi } from '../api/endpoints.js';
+import { apps as appsApi, licenses as licensesApi, type LicensePatch } from '../api/endpoints.js';
 import type { App, License } from '../api/responses.js';
 import { Button, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
 import { saveFile } from '../lib/download.js';
@@ -17,12 +18,18 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
   const qc = useQueryClient();
   const notice = useNotice();
   const [row, setRow] = useState<License | null>(license);
+  const [level, setLevel] = useState('');
+  const [note, setNote] = useState('');
   const [maxDevices, setMaxDevices] = useState('');
+  const [seats, setSeats] = useState('');
   const [codes, setCodes] = useState<string[]>([]);
   const [hwid, setHwid] = useState('');
   useEffect(() => {
     setRow(license);
+    setLevel(license ? String(license.level) : '');
+    setNote(license?.note ?? '');
     setMaxDevices(license?.max_devices == null ? '' : String(license.max_devices));
+    setSeats(license?.max_sessions == null ? '' : String(license.max_sessions));
     setCodes(license?.entitlements ?? []);
     setHwid('');
   }, [license]);
@@ -34,12 +41,15 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
   const mayEdit = isManager(caller) || can(caller, 'generate_keys');
   const refresh = () => void qc.invalidateQueries({ queryKey: ['licenses', app.id] });
   const save = useMutation({
-    mutationFn: () =>
-      licensesApi.update(row!.id, {
-        max_devices: maxDevices.trim() === '' ? null : (Number(maxDevices) as number),
-        entitlements: codes,
-      }),
+    mutationFn: async () => {
+      const body = licenseChanges(row!, { level, note, maxDevices, seats, codes });
+      return Object.keys(body).length === 0 ? null : licensesApi.update(row!.id, body);
+    },
     onSuccess: (updated) => {
+      if (!updated) {
+        notice('ok', 'Nothing changed');
+        return;
+      }
       setRow(updated);
       refresh();
       notice('ok', `${updated.key_preview}: saved`);
@@ -118,12 +128,47 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
           )}
           <form
             noValidate
-            aria-label="Key limits and entitlements"
+            aria-label="Edit key"
+            className="form-grid"
             onSubmit={(e) => {
               e.preventDefault();
               save.mutate();
             }}
           >
+            <Field label="Level" error={fieldError(save.error, 'level')}>
+              {(p) => (
+                <input
+                  {...p}
+                  name="level"
+                  inputMode="numeric"
+                  value={level}
+                  disabled={!mayEdit}
+                  onChange={(e) => setLevel(e.target.value)}
+                />
+              )}
+            </Field>
+            <Field
+              label="Concurrent sessions"
+              error={fieldError(save.error, 'max_sessions')}
+              hint={`Live heartbeat sessions of this key; 0 = unlimited. Blank: the application's (${app.max_sessions ?? 0}).`}
+            >
+              {(p) => (
+                <input
+                  {...p}
+                  name="max_sessions"
+                  inputMode="numeric"
+                  value={seats}
+                  placeholder={String(app.max_sessions ?? 0)}
+                  disabled={!mayEdit}
+                  onChange={(e) => setSeats(e.target.value)}
+                />
+              )}
+            </Field>
+            <Field label="Note" error={fieldError(save.error, 'note')} className="span-2">
+              {(p) => (
+                <input {...p} name="note" value={note} disabled={!mayEdit} onChange={(e) => setNote(e.target.value)} />
+              )}
+            </Field>
             <Field
               label="Devices (this key)"
               error={fieldError(save.error, 'max_devices')}
@@ -146,10 +191,11 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
               onChange={setCodes}
               name="entitlement"
               disabled={!mayEdit}
+              className="span-2"
             />
-            <FormError error={save.error} fields={['max_devices', 'entitlements']} />
+            <FormError error={save.error} fields={['level', 'note', 'max_devices', 'max_sessions', 'entitlements']} />
             {mayEdit && (
-              <div className="actions">
+              <div className="actions span-2">
                 <Button type="submit" variant="primary" busy={save.isPending} busyLabel="Saving">
                   Save key
                 </Button>
@@ -189,4 +235,28 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
       )}
     </Dialog>
   );
+}
+
+/** A whole number as typed, else the text itself, so the server's 422 says what the field takes. */
+function wholeOrText(v: string): number {
+  const t = v.trim();
+  return (/^-?\d+$/.test(t) ? Number(t) : t) as number;
+}
+
+/** The fields that differ from the key as loaded: PATCH sends only those (blank limit = the application's). */
+export function licenseChanges(
+  k: License,
+  v: { level: string; note: string; maxDevices: string; seats: string; codes: string[] },
+): LicensePatch {
+  const body: LicensePatch = {};
+  if (v.level.trim() !== String(k.level)) body.level = wholeOrText(v.level);
+  if (v.note !== (k.note ?? '')) body.note = v.note;
+  const devices = v.maxDevices.trim() === '' ? null : wholeOrText(v.maxDevices);
+  if (devices !== (k.max_devices ?? null)) body.max_devices = devices;
+  const seats = v.seats.trim() === '' ? null : wholeOrText(v.seats);
+  if (seats !== (k.max_sessions ?? null)) body.max_sessions = seats;
+  const was = [...(k.entitlements ?? [])].sort();
+  const now = [...v.codes].sort();
+  if (was.length !== now.length || was.some((c, i) => c !== now[i])) body.entitlements = v.codes;
+  return body;
 }

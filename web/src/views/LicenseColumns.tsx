@@ -35,14 +35,40 @@ export function statusTone(s: string): 'green' | 'red' | 'grey' | 'amber' {
   return s === 'active' ? 'green' : s === 'banned' ? 'red' : s === 'expired' ? 'amber' : 'grey';
 }
 
+/** Who created a key, as the Licenses table shows it. */
+export interface Creator {
+  label: string;
+  title: string;
+}
+
+/**
+ * Names a key's `created_by` (an account id) from the accounts the caller knows: itself, its team
+ * (GET /api/team, owners, admins and developers), and its owner. An account it cannot name (a deleted
+ * member, one outside its view) shows a short id; no creator means an order or a trial made the key.
+ */
+export function creatorOf(
+  createdBy: string | null,
+  me: { id: string; username: string; display_name: string | null; owner_id: string | null },
+  team: readonly { id: string; username: string; display_name: string | null }[] | undefined,
+): Creator {
+  if (createdBy === null) return { label: '—', title: 'Not created by a member: an order or a trial' };
+  if (createdBy === me.id) return { label: me.display_name || me.username, title: 'You' };
+  const member = team?.find((a) => a.id === createdBy);
+  if (member) return { label: member.display_name || member.username, title: member.username };
+  if (createdBy === me.owner_id) return { label: 'Owner', title: 'The owner of this dashboard' };
+  return { label: `${createdBy.slice(0, 8)}…`, title: `Account ${createdBy}` };
+}
+
 export function licenseColumns({
   hwid,
   actions,
   openMenu,
+  creator,
 }: {
   hwid: boolean;
   actions: boolean;
   openMenu: (row: License, anchor: HTMLElement) => void;
+  creator: (k: License) => Creator;
 }): Column<License>[] {
   return [
     { id: 'key', header: 'Key', cell: (k) => <code className="mono">{k.key_preview}</code> },
@@ -66,7 +92,20 @@ export function licenseColumns({
     },
     { id: 'level', header: 'Level', cell: (k) => k.level },
     { id: 'duration', header: 'Duration', cell: (k) => durationLabel(k.duration_value, k.duration_unit) },
-    { id: 'created', header: 'Created', cell: (k) => <Time iso={k.created_at} /> },
+    {
+      // Who created the key sits under the time, so the table keeps its width (1280 px fits every column).
+      id: 'created',
+      header: 'Created / by',
+      title: (k) => `Created by: ${creator(k).title}`,
+      cell: (k) => (
+        <span className="created-cell">
+          <Time iso={k.created_at} />
+          <span className="created-by" data-testid="created-by">
+            {creator(k).label}
+          </span>
+        </span>
+      ),
+    },
     {
       id: 'activated',
       header: 'Activated',

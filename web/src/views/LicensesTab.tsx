@@ -1,10 +1,11 @@
 // Licenses: filters, search, a windowed table whose cursor pages are fetched as they scroll into
 // view, computed status and activation time, a row actions menu, a selection that can span every
 // key matching the filters, bulk actions (one request per row, progress, Cancel, succeeded, failed
-// and not-sent counts), extend-all, and the generator for callers with generate_keys.
+// and not-sent counts), extend-all, import, who created each key, and the generator for callers
+// with generate_keys.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { apps as appsApi, licenses as licensesApi } from '../api/endpoints.js';
+import { apps as appsApi, licenses as licensesApi, team as teamApi } from '../api/endpoints.js';
 import type { App, License, Stats } from '../api/responses.js';
 import { DataTable, type RowSelection } from '../components/DataTable.js';
 import { RowMenu, useRowMenu } from '../components/RowMenu.js';
@@ -18,10 +19,11 @@ import { walkPages } from '../lib/walk-pages.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 import { GeneratorPanel } from './GeneratorPanel.js';
-import { ACTION_LABEL, licenseColumns, rowOffers, type Action } from './LicenseColumns.js';
+import { ACTION_LABEL, creatorOf, licenseColumns, rowOffers, type Action } from './LicenseColumns.js';
 import { BulkBar, BulkReport, ProgressLine, type Progress, type SelectedKey } from './LicenseBulk.js';
 import { ExtendAllDialog, ExtendDialog } from './LicenseDialogs.js';
 import { KeyDrawer } from './KeyDrawer.js';
+import { ImportDialog } from './ImportDialog.js';
 
 export { statusTone } from './LicenseColumns.js';
 
@@ -80,7 +82,7 @@ function throttled(set: (p: Progress) => void, base: Omit<Progress, 'done' | 'to
 }
 
 export function LicensesTab({ app }: { app: App }) {
-  const { caller } = useSession();
+  const { account, caller } = useSession();
   const qc = useQueryClient();
   const notice = useNotice();
   const [status, setStatus] = useState('');
@@ -92,6 +94,7 @@ export function LicensesTab({ app }: { app: App }) {
   const [progress, setProgress] = useState<Progress | null>(null);
   const [result, setResult] = useState<{ label: string; result: BulkResult<SelectedKey> } | null>(null);
   const [extendAllOpen, setExtendAllOpen] = useState(false);
+  const [importOpen, setImportOpen] = useState(false);
   const [drawer, setDrawer] = useState<License | null>(null);
 
   const fetchPage = useCallback(
@@ -199,6 +202,8 @@ export function LicensesTab({ app }: { app: App }) {
   // The row menu and the columns keep their identity across selection changes and progress, so a
   // ticked checkbox re-renders its own row only; the latest state is read through refs.
   const menu = useRowMenu();
+  // The drawer edits the key for those PATCH allows (PROTOCOL 15.2); others only look.
+  const detailsLabel = isManager(caller) || can(caller, 'generate_keys') ? 'Edit / details' : 'Details';
   const live = useRef({ start, busy: false, details: setDrawer });
   live.current = { start, busy: progress !== null, details: setDrawer };
   const openMenu = useCallback(
@@ -207,7 +212,7 @@ export function LicensesTab({ app }: { app: App }) {
         anchor,
         label: `Actions for ${row.key_preview}`,
         items: [
-          { label: 'Details', danger: false, disabled: false, onSelect: () => live.current.details(row) },
+          { label: detailsLabel, danger: false, disabled: false, onSelect: () => live.current.details(row) },
           ...actions
             .filter((a) => rowOffers(row, a))
             .map((a) => ({
@@ -218,12 +223,15 @@ export function LicensesTab({ app }: { app: App }) {
             })),
         ],
       }),
-    [actions, menu.open],
+    [actions, detailsLabel, menu.open],
   ); // eslint-disable-line react-hooks/exhaustive-deps
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
+  // "Created by" names members from the team list where the caller may read it (resellers get none).
+  const team = useQuery({ queryKey: ['team'], queryFn: teamApi.list, enabled: isManager(caller), staleTime: 60_000 });
+  const creator = useCallback((k: License) => creatorOf(k.created_by, account, team.data), [account, team.data]);
   const columns = useMemo(
-    () => licenseColumns({ hwid: hasHwid, actions: true, openMenu }),
-    [hasHwid, actions.length, openMenu],
+    () => licenseColumns({ hwid: hasHwid, actions: true, openMenu, creator }),
+    [hasHwid, actions.length, openMenu, creator],
   );
 
   const allLoaded = useMemo(() => {
@@ -286,6 +294,7 @@ export function LicensesTab({ app }: { app: App }) {
           </Button>
         )}
         {isManager(caller) && <Button onClick={() => setExtendAllOpen(true)}>Extend all</Button>}
+        {isManager(caller) && <Button onClick={() => setImportOpen(true)}>Import keys</Button>}
         <a className="btn btn-plain" href={appsApi.exportUrl(app.id, 'licenses', { status, q })} download>
           Export CSV
         </a>
@@ -377,6 +386,7 @@ export function LicensesTab({ app }: { app: App }) {
         onClose={() => setPending(null)}
       />
       <ExtendAllDialog app={app} open={extendAllOpen} onClose={() => setExtendAllOpen(false)} />
+      <ImportDialog app={app} open={importOpen} onClose={() => setImportOpen(false)} />
       <KeyDrawer app={app} license={drawer} onClose={() => setDrawer(null)} />
     </div>
   );
