@@ -65,8 +65,13 @@ export class BeatCounts {
 
   private async drain(): Promise<void> {
     while (this.pending.size > 0) {
-      const batch = [...this.pending.values()].slice(0, MAX_BATCH);
-      const taken = [...this.pending.keys()].slice(0, MAX_BATCH);
+      const taken: string[] = [];
+      const batch: Pending[] = [];
+      for (const [k, p] of this.pending) {
+        if (batch.length === MAX_BATCH) break;
+        taken.push(k);
+        batch.push(p);
+      }
       for (const k of taken) this.pending.delete(k);
       try {
         await this.write(batch);
