@@ -76,7 +76,13 @@ import {
   type ClientDeps,
 } from './modules/client/index.js';
 import { ActivationGeo, GeoLocator, GeoRepository, locationText } from './modules/geo/index.js';
-import { HeartbeatGateway, HeartbeatOwner, heartbeatRoutes, type HeartbeatOps } from './modules/heartbeat/index.js';
+import {
+  BeatCounts,
+  HeartbeatGateway,
+  HeartbeatOwner,
+  heartbeatRoutes,
+  type HeartbeatOps,
+} from './modules/heartbeat/index.js';
 import {
   KeyAdminRepository,
   KeyGenerator,
@@ -222,6 +228,8 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
 
 /** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
 const NONCE_PURGE_MS = 60_000;
+/** How often a worker adds the beats it counted to beat_counts (a chart lags by at most this). */
+const BEAT_FLUSH_MS = 10_000;
 
 type ClusterOps = HeartbeatOps & LicenseOps;
 
@@ -238,6 +246,8 @@ interface Domain {
   heartbeats: HeartbeatGateway;
   /** The sessions of the shards this worker owns: actors, durable state, revocations. */
   heartbeatOwner: HeartbeatOwner;
+  /** Accepted beats this worker counted and has not yet added to beat_counts. */
+  beatCounts: BeatCounts;
   activation: ActivationService;
   keys: KeysAdminService;
   generator: KeyGenerator;
@@ -333,6 +343,7 @@ function createDomain(s: Services): Domain {
     maxLiveActors: s.config.heartbeatMaxLiveActors,
     checkpointed: local !== undefined,
   });
+  const beatCounts = new BeatCounts(s.sql, log);
   const heartbeats: HeartbeatGateway = new HeartbeatGateway({
     now,
     log,
@@ -345,6 +356,7 @@ function createDomain(s: Services): Domain {
     keySeats: (licenseId) => s.repos.licenses.seatPolicy(licenseId),
     // Built below: activation needs the gateway, the gateway asks activation for a license's grace.
     grace: (app, record): Promise<{ grace_until?: string }> => activation.graceForSession(app, record),
+    beats: beatCounts,
   });
   events.on((e) => heartbeatOwner.onEvent(e));
   // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
@@ -461,6 +473,7 @@ function createDomain(s: Services): Domain {
     licenses,
     heartbeats,
     heartbeatOwner,
+    beatCounts,
     activation,
     keys,
     generator,
@@ -503,6 +516,7 @@ function createDomain(s: Services): Domain {
       if (local) await heartbeatOwner.seats.rebuild(heartbeatOwner.host.contexts());
       checkpoint?.start();
       heartbeatOwner.startSweeper();
+      beatCounts.start(BEAT_FLUSH_MS);
       fulfil.start();
       portal.start();
       noncePurge = setInterval(() => {
@@ -528,6 +542,8 @@ function createDomain(s: Services): Domain {
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
       heartbeatOwner.close();
+      // After the last beat: what this worker counted is added before the pool closes.
+      await beatCounts.close();
       licenses.close();
       await events.stop();
       await access.stop();

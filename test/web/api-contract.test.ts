@@ -31,8 +31,10 @@ import {
   RecoveryCodesSchema,
   SecurityStateSchema,
   SignInSchema,
+  OverviewSchema,
   StatsSchema,
   TeamDeleteSchema,
+  TimeseriesSchema,
   TwoFactorSetupSchema,
 } from '../../web/src/api/responses.js';
 import { totp } from '../helpers/totp.js';
@@ -106,6 +108,12 @@ describe("API answers match the dashboard's response types", () => {
     conforms(AppSchema, (await o.get(`/api/apps/${id}`)).body, 'GET /api/apps/{id}');
     conforms(CredentialsSchema, (await o.get(`/api/apps/${id}/credentials`)).body, 'GET /api/apps/{id}/credentials');
     conforms(StatsSchema, (await o.get(`/api/apps/${id}/stats`)).body, 'GET /api/apps/{id}/stats');
+    conforms(
+      TimeseriesSchema,
+      (await o.get(`/api/apps/${id}/timeseries?metric=beats&bucket=hour`)).body,
+      'GET /api/apps/{id}/timeseries',
+    );
+    conforms(OverviewSchema, (await o.get('/api/overview')).body, 'GET /api/overview');
     const page = (await o.get(`/api/apps/${id}/licenses?limit=2`)).body;
     conforms(LicensePageSchema, page, 'GET /api/apps/{id}/licenses');
     expect(page.next_cursor).toEqual(expect.any(String));
@@ -216,6 +224,7 @@ describe("API answers match the dashboard's response types", () => {
       'GET /api/apps/{id}/bans (reseller)',
     );
     conforms(StatsSchema, (await reseller.get(`/api/apps/${id}/stats`)).body, 'GET /api/apps/{id}/stats (reseller)');
+    conforms(OverviewSchema, (await reseller.get('/api/overview')).body, 'GET /api/overview (reseller)');
   });
 
   it('for the live WebSocket frames, with the cookie the browser sends', async () => {

@@ -6,7 +6,7 @@ import { ApiError } from './api/errors.js';
 import { onSignedOut } from './api/client.js';
 import { apps as appsApi, auth } from './api/endpoints.js';
 import { ErrorState, Loading, useDelayed } from './components/ui.js';
-import { isManager } from './lib/permissions.js';
+import { isManager, showsStats } from './lib/permissions.js';
 import { useTitle } from './hooks/useTitle.js';
 import { Link, navigate, paths, useRoute } from './router.js';
 import { SessionContext, callerOf, type Session } from './session.js';
@@ -15,6 +15,7 @@ import { AppsView } from './views/AppsView.js';
 import { AppView } from './views/AppView.js';
 import { TeamView } from './views/TeamView.js';
 import { AccountView } from './views/AccountView.js';
+import { OverviewView } from './views/Charts.js';
 import { SecurityView, TwoFactorRequired } from './views/SecurityView.js';
 
 /** Drops every cached answer but the session's own query (its observer stays subscribed). */
@@ -151,6 +152,11 @@ function Shell() {
                 <Link to={paths.apps()} aria-current={route.name === 'apps' ? 'page' : undefined}>
                   Apps
                 </Link>
+                {showsStats(s.caller) && (
+                  <Link to={paths.overview()} aria-current={route.name === 'overview' ? 'page' : undefined}>
+                    Overview
+                  </Link>
+                )}
                 {isManager(s.caller) && (
                   <Link to={paths.team()} aria-current={route.name === 'team' ? 'page' : undefined}>
                     Team
@@ -180,6 +186,7 @@ function Shell() {
                 <>
                   {route.name === 'apps' && <AppsView />}
                   {route.name === 'app' && <AppView key={route.appId} appId={route.appId} tab={route.tab} />}
+                  {route.name === 'overview' && <OverviewView />}
                   {route.name === 'team' && <TeamView />}
                   {route.name === 'account' && <AccountView />}
                   {route.name === 'security' && <SecurityView />}

@@ -1,6 +1,7 @@
 // A tiny path router under /dashboard/ (the server answers index.html for every page path):
 //   /dashboard/                      applications
 //   /dashboard/apps/:id[/:tab]       one application, tab by SPEC Dashboard rule 2
+//   /dashboard/overview              charts across the caller's applications (view_stats)
 //   /dashboard/team                  team members
 //   /dashboard/account               own password and webhook
 //   /dashboard/account/security      second factor, sessions, sign-ins, API tokens
@@ -11,6 +12,7 @@ export const BASE = '/dashboard';
 export type Route =
   | { name: 'apps' }
   | { name: 'app'; appId: string; tab: string | undefined }
+  | { name: 'overview' }
   | { name: 'team' }
   | { name: 'account' }
   | { name: 'security' }
@@ -30,6 +32,7 @@ export function parseRoute(pathname: string): Route {
     });
   if (parts.length === 0) return { name: 'apps' };
   if (parts[0] === 'apps' && parts[1] && parts.length <= 3) return { name: 'app', appId: parts[1], tab: parts[2] };
+  if (parts[0] === 'overview' && parts.length === 1) return { name: 'overview' };
   if (parts[0] === 'team' && parts.length === 1) return { name: 'team' };
   if (parts[0] === 'account' && parts.length === 1) return { name: 'account' };
   if (parts[0] === 'account' && parts[1] === 'security' && parts.length === 2) return { name: 'security' };
@@ -39,6 +42,7 @@ export function parseRoute(pathname: string): Route {
 export const paths = {
   apps: () => `${BASE}/`,
   app: (appId: string, tab?: string) => `${BASE}/apps/${encodeURIComponent(appId)}${tab ? `/${tab}` : ''}`,
+  overview: () => `${BASE}/overview`,
   team: () => `${BASE}/team`,
   account: () => `${BASE}/account`,
   security: () => `${BASE}/account/security`,

@@ -29,7 +29,7 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/apps\/[^/]+\/(logs|events)(\/|$)/, 'logs'],
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
-  [/^\/api\/(apps|bans|products)(\/|$)/, 'apps'],
+  [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],
 ];
 
 /** The scope a token needs for `method path`; null: no token may call it. */

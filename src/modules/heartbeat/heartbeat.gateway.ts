@@ -22,6 +22,7 @@ import type { EventBus, WebhookService } from '../notify/index.js';
 import { beatInterval } from './beat-interval.js';
 import { hwidHash, sessionAlive } from './heartbeat.machine.js';
 import { HeartbeatRefusals } from './heartbeat-refusals.js';
+import type { BeatCounts } from './beat-counts.js';
 import {
   KILL_TEXT,
   REJECT_TEXT,
@@ -69,6 +70,8 @@ interface HeartbeatGatewayDeps {
     app: { grace_hours: number },
     s: { userId: string | null; licenseId: string | null },
   ) => Promise<{ grace_until?: string }>;
+  /** Counts accepted beats per application and hour (the beats chart); synchronous, never awaited. */
+  beats?: Pick<BeatCounts, 'count'>;
 }
 
 export class HeartbeatGateway {
@@ -247,6 +250,7 @@ export class HeartbeatGateway {
       });
       throw new AppError('heartbeat_rejected');
     }
+    if (v.kind === 'accepted') this.d.beats?.count(call.app.row.id, r.licenseId, r.userId, args.beat.now);
     if (v.kind === 'accepted' && v.drift) {
       note.level = 'warning';
       note.detail = `Beat ${b.beat_index} late: drift warning ${r.warnings} of 3`;

@@ -8,6 +8,21 @@ import type { Device, KeyTouchesRepository } from '../activation/index.js';
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;
 
+export type TimeseriesMetric = 'activations' | 'logins' | 'beats' | 'new_users';
+
+/** Each metric's table, time column, count and filter. */
+const METRIC_SQL: Record<TimeseriesMetric, [string, string, string, string]> = {
+  activations: [
+    'audit_log',
+    'at',
+    'count(*)',
+    " and level = 'info' and action in ('client.register', 'client.license')",
+  ],
+  logins: ['audit_log', 'at', 'count(*)', " and level = 'info' and action = 'client.login'"],
+  new_users: ['end_users', 'created_at', 'count(*)', ''],
+  beats: ['beat_counts', 'hour', 'sum(beats)', ''],
+};
+
 function scopeSql(scope: ResellerScope, params: unknown[], column = 'reseller_id'): string {
   if (scope === undefined) return '';
   if (scope.length === 0) return ' and false';
@@ -341,29 +356,29 @@ export class KeyAdminRepository {
   }
 
   /**
-   * Counts per hour or day (UTC) in [from, to): activations (successful register and license calls),
-   * logins (successful), both from the audit log, or new users (end_users.created_at).
+   * Counts per hour or day (UTC) in [from, to) of each of `appIds`: activations (successful register
+   * and license calls), logins (successful), both from the audit log, new users (end_users.created_at),
+   * or accepted heartbeats (beat_counts, hourly rows summed into days).
    */
   async timeseries(
-    appId: string,
+    appIds: readonly string[],
     scope: ResellerScope,
-    metric: 'activations' | 'logins' | 'new_users',
+    metric: TimeseriesMetric,
     bucket: 'hour' | 'day',
     from: Date,
     to: Date,
-  ): Promise<Map<number, number>> {
-    const params: unknown[] = [bucket, appId, from, to];
-    const sql =
-      metric === 'new_users'
-        ? `select to_char(date_trunc(?, created_at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t,
-             count(*) as n from end_users
-           where app_id = ? and created_at >= ? and created_at < ?${scopeSql(scope, params)} group by 1`
-        : `select to_char(date_trunc(?, at at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t,
-             count(*) as n from audit_log
-           where app_id = ? and at >= ? and at < ? and level = 'info' and action ${
-             metric === 'logins' ? "= 'client.login'" : "in ('client.register', 'client.license')"
-           }${scopeSql(scope, params)} group by 1`;
-    const rows = await this.sql.all<{ t: string; n: string }>(sql, params);
-    return new Map(rows.map((r) => [Date.parse(r.t), Number(r.n)]));
+  ): Promise<Map<string, Map<number, number>>> {
+    const out = new Map<string, Map<number, number>>(appIds.map((id) => [id, new Map()]));
+    if (appIds.length === 0) return out;
+    const [table, at, count, where] = METRIC_SQL[metric];
+    const params: unknown[] = [bucket, `{${appIds.join(',')}}`, from, to];
+    const rows = await this.sql.all<{ app_id: string; t: string; n: string }>(
+      `select app_id, to_char(date_trunc(?, ${at} at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as t,
+         ${count} as n from ${table}
+       where app_id = any(?::uuid[]) and ${at} >= ? and ${at} < ?${where}${scopeSql(scope, params)} group by 1, 2`,
+      params,
+    );
+    for (const r of rows) out.get(r.app_id)?.set(Date.parse(r.t), Number(r.n));
+    return out;
   }
 }

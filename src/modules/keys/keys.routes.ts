@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
 import type { DashboardAuth } from '../access/index.js';
-import type { KeysAdminService } from './keys.service.js';
+import { TIMESERIES_METRICS, type KeysAdminService } from './keys.service.js';
 import type { KeyGenerator } from './generate.service.js';
 import { GenerateBody, OfflineIssueBody, PatchLicenseBody } from './keys.requests.js';
 import { LICENSE_STATUS_FILTERS } from './license-status.js';
@@ -51,15 +51,16 @@ const ImportQuery = Type.Object(
   { dry_run: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
   { additionalProperties: false },
 );
+const SeriesRange = {
+  bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
+  from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+  to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+};
 const TimeseriesQuery = Type.Object(
-  {
-    metric: Type.Union([Type.Literal('activations'), Type.Literal('logins'), Type.Literal('new_users')]),
-    bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
-    from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
-    to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
-  },
+  { metric: Type.Union(TIMESERIES_METRICS.map((m) => Type.Literal(m))), ...SeriesRange },
   { additionalProperties: false },
 );
+const OverviewQuery = Type.Object(SeriesRange, { additionalProperties: false });
 const UsersQuery = Type.Object(
   {
     q: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
@@ -393,8 +394,8 @@ export function keysRoutes(
     path: '/api/apps/:id/timeseries',
     doc: {
       summary:
-        'Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), ' +
-        'zeros included, scoped like the stats',
+        'Counts over time: activations, logins, accepted heartbeats or new users per hour or UTC day in ' +
+        '[from, to) (ISO), zeros included, scoped like the stats',
       tag: 'apps',
       auth: 'dashboard',
       query: TimeseriesQuery,
@@ -403,6 +404,26 @@ export function keysRoutes(
     handler: dashboardHandler({ auth, query: TimeseriesQuery }, ({ principal, params, query }) =>
       keys.timeseries(principal, pathId(params.id, 'app_not_found'), {
         metric: query.metric,
+        bucket: query.bucket ?? 'day',
+        from: isoTime('from', query.from),
+        to: isoTime('to', query.to),
+      }),
+    ),
+  });
+  router.add({
+    method: 'get',
+    path: '/api/overview',
+    doc: {
+      summary:
+        'Every chart metric of every application the caller sees, per hour or UTC day in [from, to) ' +
+        '(at most 400 buckets): totals and series, scoped like the stats',
+      tag: 'apps',
+      auth: 'dashboard',
+      query: OverviewQuery,
+      permission: 'view_stats',
+    },
+    handler: dashboardHandler({ auth, query: OverviewQuery }, ({ principal, query }) =>
+      keys.overview(principal, {
         bucket: query.bucket ?? 'day',
         from: isoTime('from', query.from),
         to: isoTime('to', query.to),

@@ -3,7 +3,7 @@
 // as a live event; revocations reach live heartbeat sessions through the event bus.
 import { AppError, ValidationError, validationError } from '../../errors.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
-import type { KeyAdminRepository, ResellerScope, UserRow } from './key-admin.repository.js';
+import type { KeyAdminRepository, ResellerScope, TimeseriesMetric, UserRow } from './key-admin.repository.js';
 import type { LicenseRow } from './license.repository.js';
 import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
@@ -18,6 +18,19 @@ import { actorOf, requirePermission, requireRole, resellerScope } from '../acces
 import type { AccountRepository, Principal } from '../access/index.js';
 
 const USER_LIST_LIMIT = 2000;
+
+export const TIMESERIES_METRICS = [
+  'activations',
+  'logins',
+  'beats',
+  'new_users',
+] as const satisfies readonly TimeseriesMetric[];
+
+interface SeriesQuery {
+  bucket: 'hour' | 'day';
+  from?: Date;
+  to?: Date;
+}
 
 /** What key and user administration uses, besides its repository (one composition root: compose.ts). */
 interface KeysAdminDeps {
@@ -390,32 +403,71 @@ export class KeysAdminService {
    * A chart's points (view_stats): one per hour or UTC day in [from, to), zeros included, counting what
    * the caller's scope holds. At most 2,000 points; from defaults to 30 days (day) or 48 hours (hour) before to.
    */
-  async timeseries(
-    p: Principal,
-    appId: string,
-    q: { metric: 'activations' | 'logins' | 'new_users'; bucket: 'hour' | 'day'; from?: Date; to?: Date },
-  ) {
+  async timeseries(p: Principal, appId: string, q: SeriesQuery & { metric: TimeseriesMetric }) {
     requirePermission(p, 'view_stats');
     await this.apps.visible(p, appId);
-    const step = q.bucket === 'hour' ? 3_600_000 : 86_400_000;
-    const to = q.to ?? this.now();
-    const end = Math.floor(to.getTime() / step) * step + step;
-    const start = Math.floor((q.from?.getTime() ?? end - (q.bucket === 'hour' ? 48 : 30) * step) / step) * step;
-    if (start >= end || (end - start) / step > 2000)
-      throw new ValidationError([
-        { loc: ['query', 'from'], msg: 'from must be before to, and at most 2,000 buckets apart', type: 'value_error' },
-      ]);
+    const { start, end, step } = this.range(q, 2000);
     const counts = await this.repo.timeseries(
-      appId,
+      [appId],
       await this.scope(p),
       q.metric,
       q.bucket,
       new Date(start),
       new Date(end),
     );
+    const of = counts.get(appId)!;
     const points: { t: string; n: number }[] = [];
-    for (let t = start; t < end; t += step) points.push({ t: new Date(t).toISOString(), n: counts.get(t) ?? 0 });
+    for (let t = start; t < end; t += step) points.push({ t: new Date(t).toISOString(), n: of.get(t) ?? 0 });
     return { metric: q.metric, bucket: q.bucket, points };
+  }
+
+  /**
+   * Every metric of every application the caller sees (view_stats), on one time axis of at most 400
+   * buckets (default: the last 30 days, or 48 hours): per application its totals and its series, counting
+   * what the caller's scope holds. An API token sees the applications it is limited to.
+   */
+  async overview(p: Principal, q: SeriesQuery) {
+    requirePermission(p, 'view_stats');
+    const { start, end, step } = this.range(q, 400);
+    const apps = await this.apps.list(p);
+    const ids = apps.map((a) => a.id);
+    const scope = await this.scope(p);
+    const byMetric = new Map<TimeseriesMetric, Map<string, Map<number, number>>>();
+    for (const m of TIMESERIES_METRICS)
+      byMetric.set(m, await this.repo.timeseries(ids, scope, m, q.bucket, new Date(start), new Date(end)));
+    const t: string[] = [];
+    for (let at = start; at < end; at += step) t.push(new Date(at).toISOString());
+    return {
+      bucket: q.bucket,
+      t,
+      apps: apps.map((a) => {
+        const series = {} as Record<TimeseriesMetric, number[]>;
+        const totals = {} as Record<TimeseriesMetric, number>;
+        for (const m of TIMESERIES_METRICS) {
+          const of = byMetric.get(m)!.get(a.id)!;
+          series[m] = t.map((_, i) => of.get(start + i * step) ?? 0);
+          totals[m] = series[m].reduce((x, y) => x + y, 0);
+        }
+        return { id: a.id, name: a.name, totals, series };
+      }),
+    };
+  }
+
+  /** [start, end) in whole buckets; 422 on `from` when empty or longer than `max` buckets. */
+  private range(q: SeriesQuery, max: number) {
+    const step = q.bucket === 'hour' ? 3_600_000 : 86_400_000;
+    const to = q.to ?? this.now();
+    const end = Math.floor(to.getTime() / step) * step + step;
+    const start = Math.floor((q.from?.getTime() ?? end - (q.bucket === 'hour' ? 48 : 30) * step) / step) * step;
+    if (start >= end || (end - start) / step > max)
+      throw new ValidationError([
+        {
+          loc: ['query', 'from'],
+          msg: `from must be before to, and at most ${max.toLocaleString('en')} buckets apart`,
+          type: 'value_error',
+        },
+      ]);
+    return { start, end, step };
   }
 
   async stats(p: Principal, appId: string, liveSessions: number) {

@@ -149,6 +149,7 @@ const ROWS: Row[] = [
     query: '?metric=activations&bucket=day',
     reseller: 'view_stats',
   },
+  { method: 'GET', path: '/api/overview', reseller: 'view_stats', rival: 'allowed' },
   { method: 'GET', path: '/api/apps/{app}/licenses/export.csv', reseller: 'view_keys' },
   { method: 'GET', path: '/api/apps/{app}/users/export.csv', reseller: 'view_keys' },
   { method: 'GET', path: '/api/apps/{app}/logs/export.csv', reseller: 'view_auth_logs' },

@@ -21,7 +21,9 @@ import type {
   Me,
   SecurityState,
   SignIn,
+  Overview,
   Stats,
+  Timeseries,
   TwoFactorSetup,
 } from './responses.js';
 
@@ -78,6 +80,9 @@ export const apps = {
     unwrap<Entitlements>(api.PUT('/api/apps/{id}/entitlements', { ...id(appId), body: { entitlements } })),
   credentials: (appId: string) => unwrap<Credentials>(api.GET('/api/apps/{id}/credentials', id(appId))),
   stats: (appId: string) => unwrap<Stats>(api.GET('/api/apps/{id}/stats', id(appId))),
+  timeseries: (appId: string, query: Query<'/api/apps/{id}/timeseries'>) =>
+    unwrap<Timeseries>(api.GET('/api/apps/{id}/timeseries', { params: { path: { id: appId }, query } })),
+  overview: (query: Query<'/api/overview'>) => unwrap<Overview>(api.GET('/api/overview', { params: { query } })),
   logs: (appId: string, query: LogQuery) =>
     unwrap<LogEntry[]>(api.GET('/api/apps/{id}/logs', { params: { path: { id: appId }, query } })),
   bans: (appId: string) => unwrap<Ban[]>(api.GET('/api/apps/{id}/bans', id(appId))),

@@ -328,6 +328,33 @@ export const StatsSchema = Type.Object({
 });
 export type Stats = Static<typeof StatsSchema>;
 
+export const METRICS = ['activations', 'logins', 'beats', 'new_users'] as const;
+export type Metric = (typeof METRICS)[number];
+const MetricNumbers = <T extends TSchema>(v: T) => Type.Object({ activations: v, logins: v, beats: v, new_users: v });
+
+/** GET /api/apps/{id}/timeseries: one point per bucket, zeros included. */
+export const TimeseriesSchema = Type.Object({
+  metric: Type.Union(METRICS.map((m) => Type.Literal(m))),
+  bucket: Type.Union([Type.Literal('hour'), Type.Literal('day')]),
+  points: Type.Array(Type.Object({ t: Type.String({ format: 'date-time' }), n: Type.Number() })),
+});
+export type Timeseries = Static<typeof TimeseriesSchema>;
+
+/** GET /api/overview: one time axis, and every metric of each application the caller sees. */
+export const OverviewSchema = Type.Object({
+  bucket: Type.Union([Type.Literal('hour'), Type.Literal('day')]),
+  t: Type.Array(Type.String({ format: 'date-time' })),
+  apps: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      name: Type.String(),
+      totals: MetricNumbers(Type.Number()),
+      series: MetricNumbers(Type.Array(Type.Number())),
+    }),
+  ),
+});
+export type Overview = Static<typeof OverviewSchema>;
+
 export const TeamDeleteSchema = Type.Object({ success: Type.Boolean(), adopted_children: Type.Integer() });
 
 /** One frame of GET /api/ws (PROTOCOL 9). */

@@ -1605,13 +1605,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Counts over time: activations, logins or new users per hour or UTC day in [from, to) (ISO), zeros included, scoped like the stats */
+        /** Counts over time: activations, logins, accepted heartbeats or new users per hour or UTC day in [from, to) (ISO), zeros included, scoped like the stats */
         get: {
             parameters: {
                 query: {
                     bucket?: "hour" | "day";
                     from?: string;
-                    metric: "activations" | "logins" | "new_users";
+                    metric: "activations" | "logins" | "beats" | "new_users";
                     to?: string;
                 };
                 header?: never;
@@ -3395,6 +3395,57 @@ export interface paths {
         get: {
             parameters: {
                 query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every chart metric of every application the caller sees, per hour or UTC day in [from, to) (at most 400 buckets): totals and series, scoped like the stats */
+        get: {
+            parameters: {
+                query?: {
+                    bucket?: "hour" | "day";
+                    from?: string;
+                    to?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;

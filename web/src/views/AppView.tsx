@@ -1,4 +1,4 @@
-// One application: stats tiles (view_stats), the tabs SPEC Dashboard rule 2 allows, the live-update
+// One application: stats tiles and charts (view_stats), the tabs SPEC Dashboard rule 2 allows, the live-update
 // state, and the current tab.
 import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
@@ -18,6 +18,7 @@ import { LogsTab } from './LogsTab.js';
 import { IntegrationTab } from './IntegrationTab.js';
 import { SettingsTab } from './SettingsTab.js';
 import { ProductsTab } from './ProductsTab.js';
+import { ChartPanel } from './Charts.js';
 
 export function AppView({ appId, tab }: { appId: string; tab: string | undefined }) {
   const { caller } = useSession();
@@ -75,6 +76,7 @@ export function AppView({ appId, tab }: { appId: string; tab: string | undefined
         <LiveState status={live.status} retryAt={live.retryAt} />
       </div>
       {showsStats(caller) && <StatsTiles appId={appId} />}
+      {showsStats(caller) && <ChartPanel appId={appId} />}
       <nav className="tabs" aria-label="Application sections" ref={tabsRef}>
         {tabs.map((t) => (
           <Link

@@ -15,6 +15,7 @@ export * from './entitlement.entity.js';
 export * from './trial.entity.js';
 export * from './commerce.entity.js';
 export * from './deployment-key.entity.js';
+export * from './beat-count.entity.js';
 import { AccountSchema } from './account.entity.js';
 import { DashboardSessionSchema } from './dashboard-session.entity.js';
 import { ApplicationSchema } from './application.entity.js';
@@ -32,6 +33,7 @@ import { EntitlementSchema } from './entitlement.entity.js';
 import { TrialSchema } from './trial.entity.js';
 import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } from './commerce.entity.js';
 import { DeploymentKeySchema } from './deployment-key.entity.js';
+import { BeatCountSchema } from './beat-count.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -55,4 +57,5 @@ export const ENTITIES = [
   PortalSessionSchema,
   PortalResetSchema,
   DeploymentKeySchema,
+  BeatCountSchema,
 ];

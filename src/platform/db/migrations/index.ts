@@ -9,6 +9,7 @@ import { Migration20261128010000Seats } from './Migration20261128010000Seats.js'
 import { Migration20261128020000Daily } from './Migration20261128020000Daily.js';
 import { Migration20261128030000Hosts } from './Migration20261128030000Hosts.js';
 import { Migration20261128040000Portal } from './Migration20261128040000Portal.js';
+import { Migration20261128050000Beats } from './Migration20261128050000Beats.js';
 
 // Every migration, in order. New migrations are appended here (and committed).
 export const MIGRATIONS: MigrationObject[] = [
@@ -22,4 +23,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261128020000Daily', class: Migration20261128020000Daily },
   { name: 'Migration20261128030000Hosts', class: Migration20261128030000Hosts },
   { name: 'Migration20261128040000Portal', class: Migration20261128040000Portal },
+  { name: 'Migration20261128050000Beats', class: Migration20261128050000Beats },
 ];
