@@ -227,7 +227,14 @@ export function LicensesTab({ app }: { app: App }) {
   ); // eslint-disable-line react-hooks/exhaustive-deps
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
   // "Created by" names members from the team list where the caller may read it (resellers get none).
-  const team = useQuery({ queryKey: ['team'], queryFn: teamApi.list, enabled: isManager(caller), staleTime: 60_000 });
+  // A key of its own: the Team view always asks the server when it opens, so a session ended
+  // meanwhile is noticed there (a 401), not hidden behind this tab's copy.
+  const team = useQuery({
+    queryKey: ['team', 'creators'],
+    queryFn: teamApi.list,
+    enabled: isManager(caller),
+    staleTime: 60_000,
+  });
   const creator = useCallback((k: License) => creatorOf(k.created_by, account, team.data), [account, team.data]);
   const columns = useMemo(
     () => licenseColumns({ hwid: hasHwid, actions: true, openMenu, creator }),
