@@ -1,5 +1,5 @@
 // Long-lived secrets: taken from configuration, else generated once into DATA_DIR/secrets
-// (0600, created with O_EXCL so concurrently starting workers agree on one value).
+// (0600, linked into place whole so concurrently starting workers agree on one complete value).
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -14,10 +14,16 @@ import type { Config } from '../../config.js';
 
 async function loadOrCreate(file: string, bytes: number): Promise<Buffer> {
   await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  // Written whole under a name of its own, then linked into place: link() fails with EEXIST when
+  // another worker got there first, and a reader never sees a created but still empty file.
+  const draft = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  await fs.writeFile(draft, randomBytes(bytes).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
   try {
-    await fs.writeFile(file, randomBytes(bytes).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+    await fs.link(draft, file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await fs.unlink(draft);
   }
   return Buffer.from((await fs.readFile(file, 'utf8')).trim(), 'base64');
 }

@@ -2,6 +2,7 @@
 // configured alike, a second factor set up through one host signs in through the other, and an API
 // token made on one is known on the other. Neither host writes a two-factor key of its own then.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,5 +47,24 @@ describe('two hosts sharing the keys', () => {
   it('refuses a TWO_FACTOR_KEY that is not 32 bytes', async () => {
     const config = loadConfig({ DATA_DIR: a.dataDir, TWO_FACTOR_KEY: randomBytes(16).toString('base64') });
     await expect(loadSecrets(config)).rejects.toThrow('TWO_FACTOR_KEY must be base64 of 32 bytes');
+  });
+});
+
+describe('workers of one host starting at once on an empty DATA_DIR', () => {
+  it('all read the same complete keys (a key file is never seen half written)', async () => {
+    // Between processes the file appears only whole (written under a draft name, then linked); here
+    // concurrent loads must agree on one key and leave no draft behind.
+    for (let round = 0; round < 5; round++) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-secrets-'));
+      try {
+        const config = loadConfig({ DATA_DIR: dir });
+        const all = await Promise.all(Array.from({ length: 8 }, () => loadSecrets(config)));
+        const keys = new Set(all.map((s) => Buffer.from(s.signing.publicKey).toString('hex')));
+        expect(keys.size).toBe(1);
+        expect(fs.readdirSync(path.join(dir, 'secrets')).every((f) => !/\.\d+\.[0-9a-f]+$/.test(f))).toBe(true);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    }
   });
 });
