@@ -302,11 +302,16 @@ export class HeartbeatOwner {
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
     if (!r)
       return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
-    if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
-    else if (r.verdict.kind === 'killed') {
-      await this.persist(a.session, null);
-      this.seats.releaseLater(r.before.licenseId, a.session);
+    try {
+      if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
+      else if (r.verdict.kind === 'killed') await this.persist(a.session, null);
+    } catch (err) {
+      // Not durable, so it did not happen: the session goes back to what it was, and the client,
+      // answered 503, sends the same beat again (a moved shard was dropped whole already).
+      if (!(err instanceof NotOwner)) this.host.restore(r.before);
+      throw err;
     }
+    if (r.verdict.kind === 'killed') this.seats.releaseLater(r.before.licenseId, a.session);
     return {
       verdict: r.verdict,
       token: r.context?.token ?? '',
@@ -322,7 +327,12 @@ export class HeartbeatOwner {
     this.owns(a.session);
     const r = this.host.send(a.session, { type: 'STOP', token: a.token });
     if (!r || r.verdict.kind !== 'stopped') return { stopped: false, beats: 0, userId: null, licenseId: null };
-    await this.persist(a.session, null);
+    try {
+      await this.persist(a.session, null);
+    } catch (err) {
+      if (!(err instanceof NotOwner)) this.host.restore(r.before);
+      throw err;
+    }
     this.seats.releaseLater(r.before.licenseId, a.session);
     return { stopped: true, beats: r.before.beatCount, userId: r.before.userId, licenseId: r.before.licenseId };
   }
