@@ -475,8 +475,15 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
   });
 
   it('shows every main view at 1280x800 and 390x844 without errors: tables that fit, the current tab in view (screenshots)', async () => {
-    const f = await appFixture(t, { key_costs: { 'days:30': 10, lifetime: 90 } });
-    const keys = await f.keys(8, { note: 'launch batch' });
+    const f = await appFixture(t, { key_costs: { 'days:30': 10, lifetime: 90 }, hwid_lock: true, max_devices: 2 });
+    const catalogue = await f.owner.put(`/api/apps/${f.app.id}/entitlements`, {
+      entitlements: [
+        { code: 'pro', name: 'Pro' },
+        { code: 'export', name: 'Export' },
+      ],
+    });
+    expect(catalogue.status).toBe(200);
+    const keys = await f.keys(8, { note: 'launch batch', entitlements: ['pro', 'export'] });
     await f.keys(4, { unit: 'lifetime', note: 'partners' });
     for (const [i, k] of keys.slice(0, 5).entries()) {
       const c = f.client();
@@ -510,6 +517,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
       security: 'Security',
       logs: 'Logs',
       integration: 'Integration',
+      products: 'Products',
       settings: 'Settings',
     };
     for (const [viewport, suffix] of [
@@ -526,7 +534,12 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
       await page.getByRole('heading', { name: 'Applications' }).waitFor();
       expect(await page.title()).toBe('Applications · Keywarden');
       await screenshot(page, `apps${suffix}`);
-      for (const tab of ['licenses', 'users', 'security', 'logs', 'integration', 'settings']) {
+      await page.goto(`${t.base}/dashboard/overview`);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.waitForSelector('.overview-all [data-drawn="true"]');
+      expect(await page.title()).toBe('Overview · Keywarden');
+      await screenshot(page, `overview${suffix}`);
+      for (const tab of ['licenses', 'users', 'security', 'logs', 'integration', 'products', 'settings']) {
         await page.goto(`${t.base}/dashboard/apps/${f.app.id}/${tab}`);
         const current = page.locator(`.tab[data-tab="${tab}"][aria-current="page"]`);
         await current.waitFor();
@@ -558,6 +571,7 @@ describe.skipIf(!hasChromium)('web dashboard (owner)', () => {
           }
         }
         if (tab === 'users') await page.getByTestId('users-table').getByText('player1').waitFor();
+        if (tab === 'products') await page.getByRole('heading', { name: 'Products', exact: true }).waitFor();
         if (tab === 'logs') await page.getByTestId('logs-table').getByText('client.register').first().waitFor();
         if (!suffix && ['licenses', 'users', 'logs'].includes(tab)) {
           // At 1280x800 every column, the row menu included, fits the table's box: nothing to scroll sideways.

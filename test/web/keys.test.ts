@@ -1,7 +1,9 @@
 // Key work on the Licenses tab in a real Chromium against a real server (PROTOCOL 15.2, 15.6): the
 // key drawer, reached from the row menu as "Edit / details", edits level, note and concurrent
 // sessions (a refused value shown at its field, nothing saved); the "Created by" column names the
-// member who made each key and the table still fits 1280 px; the import dialog reads pasted lines
+// member who made each key, a row shows its devices under the HWID ("2 / 3 devices"; none for a
+// reseller without view_hwid) and its entitlement codes as chips ("+N" past three), and the table
+// still fits 1280 px; the import dialog reads pasted lines
 // and a picked KeyAuth JSON file, previews the dry run (imported, skipped and why, or the refused
 // row) and imports only on "Import N keys".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +11,7 @@ import type { Locator, Page } from 'playwright-core';
 import { OWNER, startTestServer, type TestServer } from '../helpers/server.js';
 import { appFixture, type AppFixture } from '../helpers/fixture.js';
 import { Api } from '../helpers/http.js';
+import { hwid } from '../helpers/client.js';
 import { hasChromium, launchChromium, newPage, screenshot, signIn, type Chromium } from './browser.js';
 
 const preview = (key: string) => `${key.slice(0, 4)}****${key.slice(-4)}`;
@@ -92,8 +95,13 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
     await page.close();
   });
 
-  it('shows who created each key and still fits a 1280-wide window', async () => {
-    const f = await appFixture(t);
+  it('shows who created each key, its devices and entitlements, and still fits a 1280-wide window', async () => {
+    const f = await appFixture(t, { hwid_lock: true, max_devices: 3 });
+    const codes = ['pro', 'export', 'beta.1', 'cloud', 'api'];
+    const catalogue = await f.owner.put(`/api/apps/${f.app.id}/entitlements`, {
+      entitlements: codes.map((code) => ({ code, name: code })),
+    });
+    expect(catalogue.status, JSON.stringify(catalogue.body)).toBe(200);
     const admin = await f.owner.post('/api/team', {
       username: 'maker-admin',
       display_name: 'Ada Maker',
@@ -110,7 +118,14 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
       note: 'by the admin',
     });
     expect(made.status, JSON.stringify(made.body)).toBe(200);
-    await f.keys(1, { note: 'by the owner' });
+    const [ownerKey] = await f.keys(1, { note: 'by the owner', entitlements: ['pro', 'export'] });
+    await f.keys(1, { note: 'all five', entitlements: codes });
+    // The owner's key activated on two machines (license-only): two devices of the application's 3.
+    for (const device of [hwid('rowdev1'), hwid('rowdev2')]) {
+      const c = f.client();
+      const r = await c.post('/api/client/license', { session: await f.session(c), license: ownerKey, hwid: device });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+    }
     const page = await ownerPage();
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
     const table = page.getByTestId('licenses-table');
@@ -120,6 +135,24 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
     await created('by the owner').getByTestId('created-by').filter({ hasText: OWNER.username }).waitFor();
     expect(await created('by the admin').getAttribute('title')).toBe('Created by: maker-admin');
     expect(await created('by the owner').getAttribute('title')).toBe('Created by: You');
+    // Devices under the HWID, entitlement codes as chips under the note (the first three, then "+N").
+    const row = (note: string) => table.locator('tr').filter({ hasText: note });
+    expect(await row('by the owner').getByTestId('devices').textContent()).toBe('2 / 3 devices');
+    expect(await row('by the owner').getByTestId('entitlements').locator('.chip').allTextContents()).toEqual([
+      'export',
+      'pro',
+    ]);
+    expect(await row('by the admin').getByTestId('devices').textContent()).toBe('0 / 3 devices');
+    expect(await row('by the admin').getByTestId('entitlements').count()).toBe(0);
+    expect(await row('all five').getByTestId('entitlements').locator('.chip').allTextContents()).toEqual([
+      'api',
+      'beta.1',
+      'cloud',
+      '+2',
+    ]);
+    expect(await row('all five').locator('td[data-col="note"]').getAttribute('title')).toBe(
+      'all five\nEntitlements: api, beta.1, cloud, export, pro',
+    );
     // Both lines are whole: neither the time nor the name is cut.
     for (const cell of await table.locator('td[data-col="created"] .created-cell > *').all())
       expect(await cell.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
@@ -194,8 +227,8 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
     await page.close();
   });
 
-  it('offers no import to a reseller', async () => {
-    const f = await appFixture(t);
+  it('offers no import to a reseller, and shows one without view_hwid no HWID and no devices', async () => {
+    const f = await appFixture(t, { hwid_lock: true, max_devices: 3 });
     const r = await f.owner.post('/api/team', {
       username: 'no-import-reseller',
       password: 'reseller-pass-1',
@@ -203,11 +236,30 @@ describe.skipIf(!hasChromium)('web dashboard: editing, creators and importing ke
       permissions: { view_keys: true, generate_keys: true },
     });
     expect(r.status).toBe(200);
+    const seller = await new Api(t.base).signIn('no-import-reseller', 'reseller-pass-1');
+    const made = await seller.post(`/api/apps/${f.app.id}/licenses`, {
+      amount: 1,
+      duration: 30,
+      unit: 'days',
+      note: 'sold on a device',
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(200);
+    const c = f.client();
+    const used = await c.post('/api/client/license', {
+      session: await f.session(c),
+      license: made.body[0].key,
+      hwid: hwid('sold1'),
+    });
+    expect(used.status, JSON.stringify(used.body)).toBe(200);
     const { page } = await newPage(b);
     await signIn(page, t.base, 'no-import-reseller', 'reseller-pass-1');
     await page.goto(`${t.base}/dashboard/apps/${f.app.id}/licenses`);
     await page.getByRole('button', { name: 'Generate keys' }).waitFor();
     expect(await page.getByRole('button', { name: 'Import keys' }).count()).toBe(0);
+    const table = page.getByTestId('licenses-table');
+    await table.getByText('sold on a device').waitFor();
+    expect(await table.getByRole('columnheader', { name: 'HWID', exact: true }).count()).toBe(0);
+    expect(await table.getByTestId('devices').count()).toBe(0);
     await page.close();
   });
 

@@ -1,9 +1,11 @@
-// The Licenses table's columns and what each row's actions menu offers. Widths live in the
+// The Licenses table's columns (a key's devices under its HWID, its entitlement codes under its note)
+// and what each row's actions menu offers. Widths live in the
 // stylesheet (.licenses-table .col-*), chosen so the table fits a 1280-wide window with every column.
 import type { License } from '../api/responses.js';
 import type { Column } from '../components/DataTable.js';
 import { MenuButton } from '../components/RowMenu.js';
 import { Badge, Time } from '../components/ui.js';
+import { devicesLabel, entitlementChips } from '../lib/key-row.js';
 import { activatedAt, durationLabel } from '../lib/time.js';
 
 export type Action = 'extend' | 'reset' | 'ban' | 'unban' | 'delete';
@@ -59,16 +61,34 @@ export function creatorOf(
   return { label: `${createdBy.slice(0, 8)}…`, title: `Account ${createdBy}` };
 }
 
+function EntitlementChips({ codes }: { codes: readonly string[] }) {
+  const { shown, more } = entitlementChips(codes);
+  if (codes.length === 0) return null;
+  return (
+    <span className="chips" data-testid="entitlements">
+      {shown.map((c) => (
+        <span key={c} className="chip">
+          {c}
+        </span>
+      ))}
+      {more > 0 && <span className="chip chip-more">+{more}</span>}
+    </span>
+  );
+}
+
 export function licenseColumns({
   hwid,
   actions,
   openMenu,
   creator,
+  app,
 }: {
   hwid: boolean;
   actions: boolean;
   openMenu: (row: License, anchor: HTMLElement) => void;
   creator: (k: License) => Creator;
+  /** The application's device limit and lock, for a key without a limit of its own. */
+  app: { max_devices: number; hwid_lock: boolean };
 }): Column<License>[] {
   return [
     { id: 'key', header: 'Key', cell: (k) => <code className="mono">{k.key_preview}</code> },
@@ -119,10 +139,23 @@ export function licenseColumns({
     ...(hwid
       ? [
           {
+            // The first device's HWID, and under it how many devices the key holds of its limit.
             id: 'hwid',
             header: 'HWID',
-            title: (k: License) => k.hwid || undefined,
-            cell: (k: License) => <code className="mono small">{k.hwid || '—'}</code>,
+            title: (k: License) => [k.hwid, devicesLabel(k, app)?.title].filter(Boolean).join('\n') || undefined,
+            cell: (k: License) => {
+              const d = devicesLabel(k, app);
+              return (
+                <span className="stacked-cell">
+                  <code className="mono small">{k.hwid || '—'}</code>
+                  {d && (
+                    <span className="stacked-sub" data-testid="devices">
+                      {d.label}
+                    </span>
+                  )}
+                </span>
+              );
+            },
           },
         ]
       : []),
@@ -140,7 +173,21 @@ export function licenseColumns({
         </span>
       ),
     },
-    { id: 'note', header: 'Note', title: (k) => k.note || undefined, cell: (k) => k.note },
+    {
+      // The note, and under it the key's entitlement codes as chips (the first three, then "+N").
+      id: 'note',
+      header: 'Note',
+      title: (k) =>
+        [k.note, k.entitlements.length > 0 ? `Entitlements: ${k.entitlements.join(', ')}` : '']
+          .filter(Boolean)
+          .join('\n') || undefined,
+      cell: (k) => (
+        <span className="stacked-cell">
+          <span>{k.note}</span>
+          <EntitlementChips codes={k.entitlements} />
+        </span>
+      ),
+    },
     ...(actions
       ? [
           {

@@ -237,8 +237,15 @@ export function LicensesTab({ app }: { app: App }) {
   });
   const creator = useCallback((k: License) => creatorOf(k.created_by, account, team.data), [account, team.data]);
   const columns = useMemo(
-    () => licenseColumns({ hwid: hasHwid, actions: true, openMenu, creator }),
-    [hasHwid, actions.length, openMenu, creator],
+    () =>
+      licenseColumns({
+        hwid: hasHwid,
+        actions: true,
+        openMenu,
+        creator,
+        app: { max_devices: app.max_devices, hwid_lock: app.hwid_lock },
+      }),
+    [hasHwid, actions.length, openMenu, creator, app.max_devices, app.hwid_lock],
   );
 
   const allLoaded = useMemo(() => {
