@@ -59,8 +59,8 @@ describe.skipIf(!ready || !hasRedis)('nginx routes on X-Keywarden-Route (deploy/
     const tlsPort = await freePort();
     const site = renderSite({
       upstreamPort: workers[0]!.port,
-      moreUpstreamPorts: [workers[1]!.port],
-      routes: workers.map((w, i) => ({ route: `h${i}-0`, port: own[i]!, backupPort: workers[1 - i]!.port })),
+      moreUpstreams: [workers[1]!.port],
+      routes: workers.map((w, i) => ({ route: `h${i}-0`, address: own[i]!, backup: workers[1 - i]!.port })),
       tlsPort,
       httpPort: await freePort(),
       cert: cert.cert,

@@ -54,11 +54,11 @@ export function selfSignedCert(dir: string): { cert: string; key: string; pem: s
 }
 
 export interface SiteOptions {
-  upstreamPort: number;
-  /** More workers in the round robin (their shared ports). */
-  moreUpstreamPorts?: number[];
-  /** Affinity: one map line and one upstream per worker (its own port, then `backupPort`). */
-  routes?: { route: string; port: number; backupPort: number }[];
+  upstreamPort: number | string;
+  /** More workers in the round robin (their shared ports on 127.0.0.1, or `host:port`). */
+  moreUpstreams?: (number | string)[];
+  /** Affinity: one map line and one upstream per worker (its own port, then `backup`; ports on 127.0.0.1 or `host:port`). */
+  routes?: { route: string; address: number | string; backup: number | string }[];
   tlsPort: number;
   httpPort: number;
   cert: string;
@@ -68,6 +68,8 @@ export interface SiteOptions {
   /** Replaces the committed proxy_read_timeout (60s) for the non-streaming locations. */
   readTimeout?: string;
 }
+
+const hostPort = (a: number | string) => (typeof a === 'number' ? `127.0.0.1:${a}` : a);
 
 /** deploy/nginx/keywarden.conf with each test-specific line replaced; every edit must match exactly. */
 export function renderSite(o: SiteOptions): string {
@@ -81,8 +83,8 @@ export function renderSite(o: SiteOptions): string {
   };
   edit(
     'server 127.0.0.1:8080 max_fails=3 fail_timeout=5s;',
-    [o.upstreamPort, ...(o.moreUpstreamPorts ?? [])]
-      .map((p) => `server 127.0.0.1:${p} max_fails=3 fail_timeout=5s;`)
+    [o.upstreamPort, ...(o.moreUpstreams ?? [])]
+      .map((p) => `server ${hostPort(p)} max_fails=3 fail_timeout=5s;`)
       .join('\n    '),
   );
   if (o.routes) {
@@ -95,8 +97,8 @@ export function renderSite(o: SiteOptions): string {
       .map(
         (r) => `
 upstream ${name(r.route)} {
-    server 127.0.0.1:${r.port} max_fails=3 fail_timeout=5s;
-    server 127.0.0.1:${r.backupPort} backup;
+    server ${hostPort(r.address)} max_fails=3 fail_timeout=5s;
+    server ${hostPort(r.backup)} backup;
     keepalive 8;
     keepalive_timeout 4s;
 }

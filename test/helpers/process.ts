@@ -21,8 +21,13 @@ export interface ServerProcess {
  */
 export type StartingServer = Promise<ServerProcess> & Pick<ServerProcess, 'child' | 'stop'>;
 
-export function spawnServer(env: Record<string, string>): StartingServer {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'], {
+export function spawnServer(
+  env: Record<string, string>,
+  /** `prefix`: a command that runs the server (e.g. `ip netns exec <ns>`); `host`: the address of its base URL. */
+  o: { prefix?: string[]; host?: string } = {},
+): StartingServer {
+  const argv = [...(o.prefix ?? []), process.execPath, '--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'];
+  const child = spawn(argv[0]!, argv.slice(1), {
     cwd: root,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '', ...env },
   });
@@ -45,7 +50,7 @@ export function spawnServer(env: Record<string, string>): StartingServer {
         const m = /"port":(\d+)[^\n]*"msg":"server.listening"/.exec(line);
         if (m) {
           const port = Number(m[1]);
-          resolve({ child, port, base: `http://127.0.0.1:${port}`, output, exited, stop });
+          resolve({ child, port, base: `http://${o.host ?? '127.0.0.1'}:${port}`, output, exited, stop });
         }
       }
     });

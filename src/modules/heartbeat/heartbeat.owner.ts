@@ -264,7 +264,9 @@ export class HeartbeatOwner {
       c ? encodeHeartbeat(c) : null,
     );
     if (!ok) {
-      this.shardReleased(shard);
+      // The node stops serving the shard too (dropping its sessions here through shardReleased), so
+      // the call is routed afresh instead of finding this worker without the session.
+      this.d.node.lost(shard, fence);
       throw new NotOwner(shard);
     }
   }

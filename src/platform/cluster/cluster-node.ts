@@ -63,6 +63,8 @@ export interface ShardNode<Ops extends OpMap> {
   fenceOf(shard: number): number | undefined;
   /** Counts an operation a module ran itself on a shard this worker holds (the local fast path). */
   noteLocal(): void;
+  /** A write under this fence was refused: this worker no longer serves the shard. */
+  lost(shard: number, fence: number): void;
   leaseName(shard: number): string;
 }
 
@@ -213,6 +215,10 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   noteLocal(): void {
     this.servedLocally++;
+  }
+
+  lost(shard: number, fence: number): void {
+    this.leases.lost(shard, fence);
   }
 
   leaseName(shard: number): string {

@@ -146,6 +146,18 @@ export class ShardLeases {
   }
 
   /** Lets every shard go (graceful leave): its state is already durable, the next owner loads it. */
+  /**
+   * The coordinator refused a write under this shard's fence: the lease is gone (expired while the
+   * coordinator was away, or taken). Stop serving the shard at once; the next round takes it again
+   * under a new fence when it is still this worker's, loading its state afresh.
+   */
+  lost(shard: number, fence: number): void {
+    if (this.owned.get(shard) !== fence) return;
+    this.log.warn({ shard }, 'cluster.lease_lost');
+    this.owned.delete(shard);
+    this.handlers.released(shard);
+  }
+
   async releaseAll(): Promise<void> {
     await Promise.all([...this.owned].map(([shard, fence]) => this.release(shard, fence)));
   }

@@ -4,12 +4,14 @@
 // once Redis answers, is accepted as the next one. Before, the actor had already moved to the new
 // token in memory, so the retry was refused as a wrong token and the session's chain was broken.
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture, type AppFixture } from '../../helpers/fixture.js';
 import { hwid } from '../../helpers/client.js';
 import { tcpForward } from '../../helpers/netns.js';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../../helpers/services.js';
+import { leaseName, shardOf } from '../../../src/platform/cluster/shard-leases.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'write-fault-system';
@@ -21,6 +23,7 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
   let proxy: Awaited<ReturnType<typeof tcpForward>>;
   /** While set, a connection that sends the fenced write of a heartbeat state (EVALSHA, or EVAL on a new connection) is cut. */
   let failWrites = false;
+  const prefix = `kwwf${randomBytes(3).toString('hex')}:`;
 
   beforeAll(async () => {
     const u = new URL(REDIS_URL);
@@ -29,10 +32,7 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
       { host: u.hostname, port: Number(u.port || 6379) },
       (chunk) => failWrites && /\r\neval(sha)?\r\n/i.test(chunk.toString('latin1')) && chunk.includes('hbs:'),
     );
-    t = await startTestServer({
-      REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
-      REDIS_PREFIX: `kwwf${randomBytes(3).toString('hex')}:`,
-    });
+    t = await startTestServer({ REDIS_URL: `redis://127.0.0.1:${proxy.port}`, REDIS_PREFIX: prefix });
     f = await appFixture(t, { heartbeat_interval: 30 });
   }, 60_000);
   afterAll(async () => {
@@ -40,7 +40,7 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
     await proxy?.close();
   });
 
-  it('answers 503 and leaves the session as it was: the same beat is accepted afterwards', async () => {
+  async function live() {
     const [key] = await f.keys(1);
     const c = f.client();
     const session = await f.session(c);
@@ -51,6 +51,11 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
       c.post('/api/client/heartbeat', { session, token, system_id: SYS, beat_index: index, code_hash: HASH });
     const first = await beat(start.body.token, 1);
     expect(first.status).toBe(200);
+    return { session, beat, first };
+  }
+
+  it('answers 503 and leaves the session as it was: the same beat is accepted afterwards', async () => {
+    const { beat, first } = await live();
 
     failWrites = true;
     const lost = await beat(first.body.new_token, 2);
@@ -64,5 +69,23 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
     const next = await beat(again.body.new_token, 3);
     expect(next.status, JSON.stringify(next.body)).toBe(200);
     expect(next.body.beat_count).toBe(3);
+  }, 60_000);
+
+  it('a lease gone from Redis (expired while it was away): the beat is routed afresh and accepted once', async () => {
+    const { session, beat, first } = await live();
+    const redis = new Redis(REDIS_URL);
+    try {
+      // What a Redis restart after the lease's time-to-live leaves: the shard is nobody's.
+      expect(await redis.del(`${prefix}lease:${leaseName(shardOf(session))}`)).toBe(1);
+    } finally {
+      redis.disconnect();
+    }
+    // The owner's write under its old fence is refused; it stops serving the shard, takes it again
+    // under a new fence, loads the session as last written, and the beat is accepted there.
+    const r = await beat(first.body.new_token, 2);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.beat_count).toBe(2);
+    const next = await beat(r.body.new_token, 3);
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
   }, 60_000);
 });

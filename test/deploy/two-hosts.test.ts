@@ -1,0 +1,379 @@
+// Two hosts as network namespaces (test/helpers/netns.ts) sharing PostgreSQL and a Redis of this
+// test's own, behind the shipped nginx site with affinity (docs/multi-host.md), 200 clients beating
+// through nginx. The faults an operator meets: a partition between the hosts while both still reach
+// PostgreSQL and Redis, a Redis restart, and a host killed. Throughout: no replayed beat is accepted,
+// no acknowledged beat is lost (each client's next beat with its latest token is accepted once
+// service is back), every refusal during a fault is a signed 503, and service comes back within the
+// documented bounds. Root only (namespaces); CI runs as root.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClientApi, hwid } from '../helpers/client.js';
+import { Api } from '../helpers/http.js';
+import { createHostNetwork, netnsAvailable, tcpForward, type HostNetwork } from '../helpers/netns.js';
+import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
+import { OWNER, createTestDatabase } from '../helpers/server.js';
+import { requireToolchain } from '../helpers/toolchain.js';
+import {
+  nginxAvailable,
+  opensslAvailable,
+  originFetch,
+  renderSite,
+  selfSignedCert,
+  startNginx,
+  type Nginx,
+} from './nginx-harness.js';
+
+const ready =
+  requireToolchain('network namespaces (root, iproute2)', netnsAvailable()) &&
+  requireToolchain('nginx (Debian package nginx, /usr/sbin/nginx)', nginxAvailable()) &&
+  requireToolchain('openssl (to make the test certificate)', opensslAvailable()) &&
+  requireToolchain('redis-server (Debian package redis-server)', fs.existsSync('/usr/bin/redis-server'));
+
+const CLIENTS = 200;
+const SYS = 'two-hosts-system-01';
+const HASH = 'c0de0002'.repeat(4);
+/** A partition's forwarded calls fall back to pub/sub within this (CLUSTER_PEER_TIMEOUT_MS 3 s + a ping). */
+const PARTITION_BOUND_MS = 5_000;
+/** A killed host's shards are served again within this (4 s lease TTL, a tick, loading the shard). */
+const FAILOVER_BOUND_MS = 15_000;
+const SHARED_PORT = 8080;
+const AFFINITY_PORT = 8100;
+const CLUSTER_PORT = 7400;
+
+interface Client {
+  c: ClientApi;
+  route?: string;
+  session: string;
+  token: string;
+  index: number;
+  /** A token this client used before (a replay must be refused). */
+  old?: { token: string; index: number };
+  /** Sends its route back (as the SDKs do); the others are round robin (a balancer without the map). */
+  echo: boolean;
+}
+
+describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host kill', () => {
+  let net: HostNetwork;
+  let redis: ChildProcess | undefined;
+  let redisPort: number;
+  let redisDir: string;
+  let dbDrop: (() => Promise<void>) | undefined;
+  const closers: (() => Promise<void>)[] = [];
+  let hosts: ServerProcess[] = [];
+  let nginx: Nginx;
+  let base: string;
+  let tmp: string;
+  let appKey: string;
+  let keys: string[];
+  const clients: Client[] = [];
+  const realFetch = globalThis.fetch;
+
+  function startRedis(): Promise<void> {
+    redis = spawn(
+      '/usr/bin/redis-server',
+      // Reached from the hosts' namespaces over the bridge: no loopback-only protected mode.
+      [
+        '--bind',
+        net.gateway,
+        '--port',
+        String(redisPort),
+        '--protected-mode',
+        'no',
+        '--appendonly',
+        'yes',
+        '--dir',
+        redisDir,
+        '--save',
+        '',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    return new Promise((resolve, reject) => {
+      let out = '';
+      redis!.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('Ready to accept connections')) resolve();
+      });
+      redis!.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${out}`)));
+    });
+  }
+
+  async function stopRedis(): Promise<void> {
+    const r = redis;
+    if (!r || r.exitCode !== null) return;
+    const gone = new Promise((resolve) => r.once('exit', resolve));
+    r.kill('SIGTERM');
+    await gone;
+  }
+
+  beforeAll(async () => {
+    net = createHostNetwork(2);
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-2hosts-'));
+    redisDir = path.join(tmp, 'redis');
+    fs.mkdirSync(redisDir);
+    redisPort = await freePort();
+    await startRedis();
+
+    // PostgreSQL stays where the suite runs it; the hosts reach it through a proxy on the bridge.
+    const db = await createTestDatabase();
+    dbDrop = db.drop;
+    const u = new URL(db.url);
+    const socketDir = u.searchParams.get('host');
+    const target = socketDir?.startsWith('/')
+      ? { path: path.join(socketDir, `.s.PGSQL.${u.port || 5432}`) }
+      : { host: socketDir || u.hostname, port: Number(u.port || 5432) };
+    const pg = await tcpForward(net.gateway, target);
+    closers.push(pg.close);
+    const databaseUrl = `postgresql://${u.username}:${u.password}@${net.gateway}:${pg.port}${u.pathname}`;
+
+    const shared = {
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: `redis://${net.gateway}:${redisPort}`,
+      REDIS_PREFIX: `kw2h${randomBytes(3).toString('hex')}:`,
+      RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
+      LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+      TWO_FACTOR_KEY: randomBytes(32).toString('base64'),
+      OWNER_USERNAME: OWNER.username,
+      OWNER_PASSWORD: OWNER.password,
+      // nginx reaches the hosts from the bridge address; the test's clients reach nginx on loopback.
+      TRUSTED_PROXIES: `${net.gateway},127.0.0.0/8`,
+      PORT: String(SHARED_PORT),
+      AFFINITY_PORT: String(AFFINITY_PORT),
+      CLUSTER_PORT: String(CLUSTER_PORT),
+    };
+    hosts = await Promise.all(
+      net.hosts.map((h, i) =>
+        spawnServer(
+          {
+            ...shared,
+            HOST: h.address,
+            CLUSTER_HOST: h.address,
+            AFFINITY_ROUTE: String.fromCharCode(97 + i),
+            DATA_DIR: path.join(tmp, `host-${i}`),
+          },
+          { prefix: ['/usr/sbin/ip', 'netns', 'exec', h.ns], host: h.address },
+        ),
+      ),
+    );
+    await until(async () => {
+      const m = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_owned_shards')));
+      const members = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_members')));
+      return m.reduce((a, b) => a + b, 0) === 1024 && members.every((n) => n === 2);
+    }, 30_000);
+
+    const cert = selfSignedCert(tmp);
+    const tlsPort = await freePort();
+    const [a, b] = [net.hosts[0]!, net.hosts[1]!];
+    nginx = await startNginx(
+      renderSite({
+        upstreamPort: `${a.address}:${SHARED_PORT}`,
+        moreUpstreams: [`${b.address}:${SHARED_PORT}`],
+        routes: [
+          { route: 'a-0', address: `${a.address}:${AFFINITY_PORT}`, backup: `${b.address}:${SHARED_PORT}` },
+          { route: 'b-0', address: `${b.address}:${AFFINITY_PORT}`, backup: `${a.address}:${SHARED_PORT}` },
+        ],
+        tlsPort,
+        httpPort: await freePort(),
+        cert: cert.cert,
+        key: cert.key,
+      }),
+      tlsPort,
+    );
+    base = `https://127.0.0.1:${tlsPort}`;
+    globalThis.fetch = originFetch(base, cert.pem, '127.0.0.2', realFetch);
+
+    const owner = await new Api(base).signIn(OWNER.username, OWNER.password);
+    const app = (await owner.post('/api/apps', { name: 'Two hosts' })).body as { id: string; api_key: string };
+    expect((await owner.patch(`/api/apps/${app.id}`, { heartbeat_interval: 30 })).status).toBe(200);
+    appKey = app.api_key;
+    keys = (await owner.post(`/api/apps/${app.id}/licenses`, { amount: CLIENTS, duration: 1 })).body.map(
+      (k: { key: string }) => k.key,
+    );
+  }, 180_000);
+
+  afterAll(async () => {
+    globalThis.fetch = realFetch;
+    await nginx?.stop();
+    await Promise.all(hosts.map((h) => h.stop('SIGKILL')));
+    for (const close of closers) await close();
+    await stopRedis();
+    await dbDrop?.();
+    net?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  async function metricOf(h: ServerProcess, name: string): Promise<number> {
+    const text = await (await realFetch(`${h.base}/metrics`)).text();
+    const m = new RegExp(`^${name} (\\d+)`, 'm').exec(text);
+    return m ? Number(m[1]) : NaN;
+  }
+
+  /** Polls other processes' state (nothing to subscribe to). */
+  async function until(cond: () => Promise<boolean>, ms: number): Promise<void> {
+    const end = Date.now() + ms;
+    while (!(await cond().catch(() => false))) {
+      if (Date.now() > end) throw new Error('condition not met in time');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async function post(cl: Client, p: string, body: Record<string, unknown>) {
+    if (cl.echo && cl.route) cl.c.extraHeaders['x-keywarden-route'] = cl.route;
+    else delete cl.c.extraHeaders['x-keywarden-route'];
+    const r = await cl.c.post(p, body);
+    const named = r.headers.get('x-keywarden-route');
+    if (named) cl.route = named;
+    return r;
+  }
+
+  /**
+   * One beat per client (20 at a time). An accepted beat moves the chain; a refusal must be a signed
+   * 503 and leaves the chain where it was, so the client sends the same beat again next time.
+   */
+  async function beatRound(): Promise<{ ok: number; unavailable: number }> {
+    let ok = 0;
+    let unavailable = 0;
+    for (let i = 0; i < clients.length; i += 20) {
+      await Promise.all(
+        clients.slice(i, i + 20).map(async (cl) => {
+          const r = await post(cl, '/api/client/heartbeat', {
+            session: cl.session,
+            token: cl.token,
+            system_id: SYS,
+            beat_index: cl.index + 1,
+            code_hash: HASH,
+          });
+          if (r.status === 200) {
+            cl.old = { token: cl.token, index: cl.index + 1 };
+            cl.token = r.body.new_token as string;
+            cl.index++;
+            ok++;
+          } else {
+            expect(r.status, JSON.stringify(r.body)).toBe(503);
+            expect(r.headers.get('x-response-signature')).toBeTruthy();
+            unavailable++;
+          }
+        }),
+      );
+    }
+    return { ok, unavailable };
+  }
+
+  /** Beats every client until a whole round is accepted; returns how long that took. */
+  async function untilAllBeat(boundMs: number): Promise<number> {
+    const t0 = Date.now();
+    for (;;) {
+      const r = await beatRound();
+      if (r.unavailable === 0) return Date.now() - t0;
+      if (Date.now() - t0 > boundMs) throw new Error(`${r.unavailable} clients still refused after ${boundMs} ms`);
+    }
+  }
+
+  /** A sample of clients replays the beat they sent last: refused, and nothing moves. */
+  async function noReplay(): Promise<void> {
+    for (const cl of clients.filter((c, i) => c.old && i % 10 === 0)) {
+      const r = await post(cl, '/api/client/heartbeat', {
+        session: cl.session,
+        token: cl.old!.token,
+        system_id: SYS,
+        beat_index: cl.old!.index,
+        code_hash: HASH,
+      });
+      expect(r.status, `replay accepted for ${cl.session}`).toBe(403);
+    }
+  }
+
+  const forwarded = async () =>
+    (await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_forwarded_total')))).reduce((a, b) => a + b, 0);
+
+  it('200 clients through nginx echoing the route: under 5% of beats are forwarded', async () => {
+    for (let i = 0; i < CLIENTS; i += 20) {
+      await Promise.all(
+        Array.from({ length: Math.min(20, CLIENTS - i) }, async (_, j) => {
+          const n = i + j;
+          const c = new ClientApi(base);
+          c.extraHeaders['x-forwarded-for'] = `198.18.${n >> 8}.${n & 255}`;
+          const cl: Client = { c, session: '', token: '', index: 0, echo: true };
+          const init = await post(cl, '/api/client/init', { api_key: appKey });
+          expect(init.status, JSON.stringify(init.body)).toBe(200);
+          cl.session = init.body.session as string;
+          const lic = await post(cl, '/api/client/license', { session: cl.session, license: keys[n], hwid: hwid(n) });
+          expect(lic.status, JSON.stringify(lic.body)).toBe(200);
+          const start = await post(cl, '/api/client/heartbeat/start', { session: cl.session, system_id: SYS });
+          expect(start.status, JSON.stringify(start.body)).toBe(200);
+          cl.token = start.body.token as string;
+          clients.push(cl);
+        }),
+      );
+    }
+    // Sessions live on both hosts.
+    expect(new Set(clients.map((c) => c.route))).toEqual(new Set(['a-0', 'b-0']));
+    const before = await forwarded();
+    for (let round = 0; round < 3; round++) expect((await beatRound()).unavailable).toBe(0);
+    const share = ((await forwarded()) - before) / (clients.length * 3);
+    // eslint-disable-next-line no-console
+    console.log(`two hosts behind nginx, routes echoed: ${(100 * share).toFixed(1)}% of beats forwarded`);
+    expect(share).toBeLessThan(0.05);
+    await noReplay();
+    // From here on a quarter of the clients send no route (a balancer without the map reaches either
+    // host): their calls cross hosts about half the time, so the faults below meet forwarded calls.
+    clients.forEach((cl, i) => (cl.echo = i % 4 !== 0));
+  }, 180_000);
+
+  it('a partition between the hosts: forwarded calls fall back to Redis within 5 s; no chain is lost', async () => {
+    const [a, b] = [net.hosts[0]!, net.hosts[1]!];
+    net.partition(a, b);
+    const cut = Date.now();
+    let last503 = 0;
+    try {
+      // Rounds until one is all accepted after the fallback has had its time.
+      for (;;) {
+        const r = await beatRound();
+        if (r.unavailable > 0) last503 = Date.now();
+        if (Date.now() - cut > PARTITION_BOUND_MS + 2_000 && r.unavailable === 0) break;
+        if (Date.now() - cut > 60_000) throw new Error('beats still refused a minute into the partition');
+      }
+      // eslint-disable-next-line no-console
+      console.log(`partition: last 503 at ${last503 ? last503 - cut : 0} ms after the cut`);
+      expect(last503 === 0 || last503 - cut <= PARTITION_BOUND_MS).toBe(true);
+      // Calls written to the stalled links went through Redis pub/sub instead.
+      const fallbacks = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_fallback_total')));
+      const pubsub = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_pubsub_total')));
+      expect([...fallbacks, ...pubsub].reduce((x, y) => x + y, 0)).toBeGreaterThan(0);
+    } finally {
+      net.heal(a, b);
+    }
+    await untilAllBeat(20_000);
+    await noReplay();
+  }, 120_000);
+
+  it('a Redis restart: signed 503s while it is away, then every client beats on with its latest token', async () => {
+    await stopRedis();
+    const during = await beatRound();
+    expect(during.ok + during.unavailable).toBe(clients.length);
+    await startRedis();
+    const took = await untilAllBeat(30_000);
+    // eslint-disable-next-line no-console
+    console.log(`redis restart: every client beating again ${took} ms after Redis came back`);
+    await noReplay();
+  }, 120_000);
+
+  it('a host killed: its sessions continue on the other host within 15 s, with their latest tokens', async () => {
+    const [victim, survivor] = hosts as [ServerProcess, ServerProcess];
+    await victim.stop('SIGKILL');
+    const killed = Date.now();
+    hosts = [survivor];
+    const took = await untilAllBeat(FAILOVER_BOUND_MS);
+    // eslint-disable-next-line no-console
+    console.log(
+      `host kill: every client beating again ${Date.now() - killed} ms after the kill (${took} ms of rounds)`,
+    );
+    expect(Date.now() - killed).toBeLessThanOrEqual(FAILOVER_BOUND_MS);
+    expect(new Set(clients.filter((c) => c.echo).map((c) => c.route))).toEqual(new Set(['b-0']));
+    await noReplay();
+  }, 120_000);
+});
