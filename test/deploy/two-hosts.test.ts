@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientApi, hwid } from '../helpers/client.js';
 import { Api } from '../helpers/http.js';
 import { createHostNetwork, netnsAvailable, tcpForward, type HostNetwork } from '../helpers/netns.js';
-import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
+import { freePort, spawnServer, type ServerProcess, type StartingServer } from '../helpers/process.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import {
@@ -59,11 +59,14 @@ interface Client {
 describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host kill', () => {
   let net: HostNetwork;
   let redis: ChildProcess | undefined;
+  const redisProcesses: ChildProcess[] = [];
   let redisPort: number;
   let redisDir: string;
   let dbDrop: (() => Promise<void>) | undefined;
   const closers: (() => Promise<void>)[] = [];
   let hosts: ServerProcess[] = [];
+  /** Every host process started, listening or not (a failed start must not leave one running). */
+  let starting: StartingServer[] = [];
   let nginx: Nginx;
   let base: string;
   let tmp: string;
@@ -92,6 +95,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    redisProcesses.push(redis);
     return new Promise((resolve, reject) => {
       let out = '';
       redis!.stdout!.on('data', (d: Buffer) => {
@@ -145,20 +149,19 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       AFFINITY_PORT: String(AFFINITY_PORT),
       CLUSTER_PORT: String(CLUSTER_PORT),
     };
-    hosts = await Promise.all(
-      net.hosts.map((h, i) =>
-        spawnServer(
-          {
-            ...shared,
-            HOST: h.address,
-            CLUSTER_HOST: h.address,
-            AFFINITY_ROUTE: String.fromCharCode(97 + i),
-            DATA_DIR: path.join(tmp, `host-${i}`),
-          },
-          { prefix: ['/usr/sbin/ip', 'netns', 'exec', h.ns], host: h.address },
-        ),
+    starting = net.hosts.map((h, i) =>
+      spawnServer(
+        {
+          ...shared,
+          HOST: h.address,
+          CLUSTER_HOST: h.address,
+          AFFINITY_ROUTE: String.fromCharCode(97 + i),
+          DATA_DIR: path.join(tmp, `host-${i}`),
+        },
+        { prefix: ['/usr/sbin/ip', 'netns', 'exec', h.ns], host: h.address },
       ),
     );
+    hosts = await Promise.all(starting);
     await until(async () => {
       const m = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_owned_shards')));
       const members = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_members')));
@@ -197,13 +200,22 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
 
   afterAll(async () => {
     globalThis.fetch = realFetch;
-    await nginx?.stop();
-    await Promise.all(hosts.map((h) => h.stop('SIGKILL')));
-    for (const close of closers) await close();
-    await stopRedis();
-    await dbDrop?.();
-    net?.close();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+    // Every step runs even when one before it fails: nothing of this test may outlive it.
+    const steps: (() => unknown)[] = [
+      () => nginx?.stop(),
+      () => Promise.all(starting.map((h) => h.stop('SIGKILL'))),
+      ...closers,
+      () => {
+        for (const r of redisProcesses) if (r.exitCode === null && r.signalCode === null) r.kill('SIGKILL');
+      },
+      () => dbDrop?.(),
+      () => net?.close(),
+      () => tmp && fs.rmSync(tmp, { recursive: true, force: true }),
+    ];
+    for (const step of steps)
+      await Promise.resolve()
+        .then(step)
+        .catch(() => undefined);
   });
 
   async function metricOf(h: ServerProcess, name: string): Promise<number> {
@@ -234,12 +246,12 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
    * One beat per client (20 at a time). An accepted beat moves the chain; a refusal must be a signed
    * 503 and leaves the chain where it was, so the client sends the same beat again next time.
    */
-  async function beatRound(): Promise<{ ok: number; unavailable: number }> {
+  async function beatRound(some: Client[] = clients): Promise<{ ok: number; unavailable: number }> {
     let ok = 0;
     let unavailable = 0;
-    for (let i = 0; i < clients.length; i += 20) {
+    for (let i = 0; i < some.length; i += 20) {
       await Promise.all(
-        clients.slice(i, i + 20).map(async (cl) => {
+        some.slice(i, i + 20).map(async (cl) => {
           const r = await post(cl, '/api/client/heartbeat', {
             session: cl.session,
             token: cl.token,
@@ -353,8 +365,9 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
 
   it('a Redis restart: signed 503s while it is away, then every client beats on with its latest token', async () => {
     await stopRedis();
-    const during = await beatRound();
-    expect(during.ok + during.unavailable).toBe(clients.length);
+    // A few clients while it is away (each waits out the Redis client's retries before its 503).
+    const during = await beatRound(clients.slice(0, 20));
+    expect(during.unavailable).toBeGreaterThan(0);
     await startRedis();
     const took = await untilAllBeat(30_000);
     // eslint-disable-next-line no-console

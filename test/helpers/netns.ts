@@ -57,6 +57,10 @@ export function createHostNetwork(count: number): HostNetwork {
       }
     }
   };
+  // What an earlier run with the same numbers left behind (killed before its cleanup) goes first.
+  for (let i = 0; i < count; i++) spawnSync(IP, ['netns', 'del', `kw${String.fromCharCode(97 + i)}${n}`]);
+  for (let i = 0; i < count; i++) spawnSync(IP, ['link', 'del', `kw${String.fromCharCode(97 + i)}${n}`]);
+  spawnSync(IP, ['link', 'del', bridge]);
   try {
     run(IP, ['link', 'add', bridge, 'type', 'bridge']);
     made.push(() => run(IP, ['link', 'del', bridge]));
