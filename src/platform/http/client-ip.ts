@@ -3,6 +3,9 @@
 import { BlockList, isIP } from 'node:net';
 import { normalizeIp } from './ip-address.js';
 
+/** Addresses whose trust is remembered at most (each entry is an address and a boolean). */
+const MEMO_LIMIT = 10_000;
+
 export type ClientIpResolver = (socketIp: string, forwardedFor: string | undefined) => string;
 
 export function createClientIpResolver(trusted: readonly string[]): ClientIpResolver {
@@ -15,9 +18,18 @@ export function createClientIpResolver(trusted: readonly string[]): ClientIpReso
     if (bits === undefined) list.addAddress(addr, family);
     else list.addSubnet(addr, Number(bits), family);
   }
+  // BlockList.check builds a SocketAddress per call; on the hot path (every request through a proxy
+  // checks two addresses) a memo of the answers costs a Map lookup. Bounded: emptied when full.
+  const memo = new Map<string, boolean>();
   const isTrusted = (ip: string) => {
-    const v = isIP(ip);
-    return v !== 0 && list.check(ip, v === 6 ? 'ipv6' : 'ipv4');
+    let trusted = memo.get(ip);
+    if (trusted === undefined) {
+      const v = isIP(ip);
+      trusted = v !== 0 && list.check(ip, v === 6 ? 'ipv6' : 'ipv4');
+      if (memo.size >= MEMO_LIMIT) memo.clear();
+      memo.set(ip, trusted);
+    }
+    return trusted;
   };
   return (socketIp, forwardedFor) => {
     let ip = normalizeIp(socketIp);

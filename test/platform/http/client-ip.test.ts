@@ -15,6 +15,16 @@ describe('client IP (PROTOCOL 1, TRUSTED_PROXIES)', () => {
     expect(resolve('127.0.0.1', 'garbage')).toBe('127.0.0.1');
   });
 
+  it('keeps every answer right past the bound of remembered addresses (more than 10,000 distinct ones)', () => {
+    const resolve = createClientIpResolver(['10.0.0.0/8']);
+    for (let i = 0; i < 25_000; i++) {
+      const client = `198.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+      const proxy = `10.0.${(i >> 8) & 255}.${i & 255}`;
+      expect(resolve(proxy, `${client}, ${proxy}`)).toBe(client);
+      expect(resolve(client, '10.1.1.1')).toBe(client); // a client is never a trusted proxy
+    }
+  });
+
   it('rejects a malformed entry', () => {
     expect(() => createClientIpResolver(['not-an-ip'])).toThrow(/TRUSTED_PROXIES/);
   });
