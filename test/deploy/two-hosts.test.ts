@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientApi, hwid } from '../helpers/client.js';
+import { metric, untilFormed } from '../helpers/cluster.js';
 import { Api } from '../helpers/http.js';
 import { createHostNetwork, netnsAvailable, tcpForward, type HostNetwork } from '../helpers/netns.js';
 import { freePort, spawnServer, type ServerProcess, type StartingServer } from '../helpers/process.js';
@@ -164,11 +165,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       ),
     );
     hosts = await Promise.all(starting);
-    await until(async () => {
-      const m = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_owned_shards')));
-      const members = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_members')));
-      return m.reduce((a, b) => a + b, 0) === 1024 && members.every((n) => n === 2);
-    }, 30_000);
+    await untilFormed(hosts);
 
     const cert = selfSignedCert(tmp);
     const tlsPort = await freePort();
@@ -219,21 +216,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
         .then(step)
         .catch(() => undefined);
   });
-
-  async function metricOf(h: ServerProcess, name: string): Promise<number> {
-    const text = await (await realFetch(`${h.base}/metrics`)).text();
-    const m = new RegExp(`^${name} (\\d+)`, 'm').exec(text);
-    return m ? Number(m[1]) : NaN;
-  }
-
-  /** Polls other processes' state (nothing to subscribe to). */
-  async function until(cond: () => Promise<boolean>, ms: number): Promise<void> {
-    const end = Date.now() + ms;
-    while (!(await cond().catch(() => false))) {
-      if (Date.now() > end) throw new Error('condition not met in time');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
 
   async function post(cl: Client, p: string, body: Record<string, unknown>) {
     if (cl.echo && cl.route) cl.c.extraHeaders['x-keywarden-route'] = cl.route;
@@ -323,7 +305,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
   }
 
   const forwarded = async () =>
-    (await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_forwarded_total')))).reduce((a, b) => a + b, 0);
+    (await Promise.all(hosts.map((h) => metric(h, 'keywarden_cluster_forwarded_total')))).reduce((a, b) => a + b, 0);
 
   it('200 clients through nginx echoing the route: under 5% of beats are forwarded', async () => {
     for (let i = 0; i < CLIENTS; i += 20) {
@@ -369,8 +351,8 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       console.log(`partition: last 503 at ${last503 ? last503 - cut : 0} ms after the cut`);
       expect(last503 === 0 || last503 - cut <= PARTITION_BOUND_MS).toBe(true);
       // Calls written to the stalled links went through Redis pub/sub instead.
-      const fallbacks = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_fallback_total')));
-      const pubsub = await Promise.all(hosts.map((h) => metricOf(h, 'keywarden_cluster_pubsub_total')));
+      const fallbacks = await Promise.all(hosts.map((h) => metric(h, 'keywarden_cluster_fallback_total')));
+      const pubsub = await Promise.all(hosts.map((h) => metric(h, 'keywarden_cluster_pubsub_total')));
       expect([...fallbacks, ...pubsub].reduce((x, y) => x + y, 0)).toBeGreaterThan(0);
     } finally {
       net.heal(a, b);
