@@ -235,22 +235,23 @@ export class Rpc<Ops extends OpMap> {
   }
 
   /**
-   * A request to run: its answer, or undefined when it is dropped (read past its deadline). A second
-   * copy of a request (same caller and id: the first went over a link that then went down) gets the
-   * first copy's answer.
+   * A request to run: its answer, or undefined when it is dropped (read past its deadline, first or
+   * second copy alike). A second copy read in time (same caller and id: the first went over a link
+   * that then went down) gets the first copy's answer.
    */
   private accept(f: Request): Promise<Response> | undefined {
     if (typeof f.dl !== 'number') return this.serve(f);
     const now = this.clusterNow();
+    // Past its deadline nobody waits for the answer: dropped, whether or not a first copy was run.
+    if (now > f.dl) {
+      this.expired(f, now);
+      return undefined;
+    }
     const key = `${f.from} ${String(f.id)}`;
     const seen = this.served.get(key);
     if (seen) {
       this.counters.duplicates++;
       return seen.reply;
-    }
-    if (now > f.dl) {
-      this.expired(f, now);
-      return undefined;
     }
     this.sweepServed(now);
     const reply = this.serve(f);

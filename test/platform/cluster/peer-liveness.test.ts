@@ -114,6 +114,22 @@ describe('a direct link that stops carrying frames', () => {
     expect(runs).toEqual(['warm', 'once']);
     expect(b.counters.duplicates).toBe(1);
   });
+
+  it('a second copy read after its deadline is dropped as expired, though the first was run', async () => {
+    const { c, b, runs } = await pair();
+    const replies: unknown[] = [];
+    await c.subscribe('rpc:x', (m) => replies.push(m));
+    const dl = Date.now() + 300;
+    const frame = pack({ t: 'req', id: 8, from: 'x', op: 'echo', args: 'in time', dl });
+    await c.publish('rpc:b', frame);
+    await until(() => replies.length === 1);
+    while (Date.now() <= dl) await new Promise((r) => setTimeout(r, 20));
+    await c.publish('rpc:b', frame);
+    await until(() => b.counters.expired === 1);
+    expect(b.counters.duplicates).toBe(0);
+    expect(replies).toHaveLength(1);
+    expect(runs).toEqual(['warm', 'in time']);
+  });
 });
 
 describe('the clock offset to the coordinator', () => {
