@@ -598,8 +598,13 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
   );
   g(
     'keywarden_cluster_duplicate_frames_total',
-    'Second copies of a forwarded operation (after a fallback) answered without running it again',
+    'Second copies of a forwarded operation (after a fallback, or published again) answered without running it again',
     () => domain.node.duplicateFrames,
+  );
+  g(
+    'keywarden_cluster_resent_total',
+    'Forwarded operations published again through Redis pub/sub while awaited (pub/sub may lose a message)',
+    () => domain.node.resentCalls,
   );
   g(
     'keywarden_cluster_clock_skew_ms',
@@ -611,6 +616,11 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
     'keywarden_heartbeat_live_actors',
     'Heartbeat sessions currently live actors (not passivated)',
     () => domain.heartbeatOwner.host.liveActors,
+  );
+  g(
+    'keywarden_heartbeat_unsettled',
+    'Heartbeat sessions whose last Redis write failed without a clear answer, being written again',
+    () => domain.heartbeatOwner.unsettledCount,
   );
   g(
     'keywarden_heartbeat_refusals_unaudited_total',

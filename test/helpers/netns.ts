@@ -114,12 +114,14 @@ export function createHostNetwork(count: number): HostNetwork {
 /**
  * Forwards TCP connections from `host` (any free port) to `target`; returns the port. `cut`, asked of
  * every chunk a client sends, ends that connection instead of forwarding the chunk (a fault in the
- * middle of a conversation, e.g. Redis gone just as a write arrives).
+ * middle of a conversation, e.g. Redis gone just as a write arrives); with 'after-reply' the chunk is
+ * forwarded and the connection ends when the answer comes back, unread (the write was applied, its
+ * answer lost).
  */
 export async function tcpForward(
   host: string,
   target: net.NetConnectOpts,
-  cut?: (fromClient: Buffer) => boolean,
+  cut?: (fromClient: Buffer) => boolean | 'after-reply',
 ): Promise<{ port: number; close: () => Promise<void> }> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -132,17 +134,31 @@ export async function tcpForward(
         upstream.destroy();
       });
     }
+    let dropReply = false;
     client.on('data', (chunk: Buffer) => {
-      if (cut?.(chunk)) {
+      const how = cut?.(chunk) ?? false;
+      if (how === true) {
         client.destroy();
         upstream.destroy();
-      } else if (!upstream.write(chunk)) {
+        return;
+      }
+      if (how === 'after-reply') dropReply = true;
+      if (!upstream.write(chunk)) {
         client.pause();
         upstream.once('drain', () => client.resume());
       }
     });
     client.once('end', () => upstream.end());
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      if (dropReply) {
+        client.destroy();
+        upstream.destroy();
+      } else if (!client.write(chunk)) {
+        upstream.pause();
+        client.once('drain', () => upstream.resume());
+      }
+    });
+    upstream.once('end', () => client.end());
   });
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, host, resolve));
   return {

@@ -124,6 +124,8 @@ interface HeartbeatOwnerDeps {
 
 /** Where a shard's sessions are kept in Redis. */
 const hashOf = (shard: number) => `hbs:${shard}`;
+/** How often the sessions whose last write failed are written again. */
+const SETTLE_EVERY_MS = 500;
 
 export class HeartbeatOwner {
   /** Sessions are grouped by shard in the host, so a released shard is dropped without a scan. */
@@ -138,6 +140,16 @@ export class HeartbeatOwner {
   private changed: Set<string> | undefined;
   /** Floating seats: the keys whose shard this worker owns decide their starts here. */
   readonly seats: SeatKeeper;
+  /**
+   * With Redis: sessions whose last write failed without a clear answer (a timeout, a lost
+   * connection). It may have been applied although the caller answered 503 and kept the state it
+   * had, so the stored state can be a step ahead of this owner's: until this owner's own state is
+   * written again, whoever loads the shard next could refuse the client's retry (or bring back a
+   * session killed here). Written again every SETTLE_EVERY_MS until a write succeeds.
+   */
+  private readonly unsettled = new Set<string>();
+  private settler: NodeJS.Timeout | undefined;
+  private settling = false;
 
   constructor(private readonly d: HeartbeatOwnerDeps) {
     this.durable = d.coordinator.kind === 'redis';
@@ -148,7 +160,7 @@ export class HeartbeatOwner {
       groupOf: shardOf,
       onExpired: (c) => {
         // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
-        void this.persist(c.session, null).catch(() => undefined);
+        void this.persist(c.session, null).catch((err: unknown) => this.failed(c.session, err));
         this.seats.releaseLater(c.licenseId, c.session);
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
@@ -181,10 +193,47 @@ export class HeartbeatOwner {
 
   startSweeper(): void {
     this.host.startSweeper();
+    if (this.durable && !this.settler) {
+      this.settler = setInterval(() => void this.settle(), SETTLE_EVERY_MS);
+      this.settler.unref();
+    }
   }
 
   close(): void {
+    clearInterval(this.settler);
     this.host.close();
+  }
+
+  /** A write failed: unless the shard is gone (its next owner loads what was stored), write it again later. */
+  private failed(session: string, err: unknown): void {
+    if (this.durable && !(err instanceof NotOwner)) this.unsettled.add(session);
+  }
+
+  /** Sessions waiting to be written again (tests, metrics). */
+  get unsettledCount(): number {
+    return this.unsettled.size;
+  }
+
+  /** Writes this owner's current state of every unsettled session (or its deletion, once gone). */
+  async settle(): Promise<void> {
+    if (this.settling || this.unsettled.size === 0) return;
+    this.settling = true;
+    let written = 0;
+    try {
+      await Promise.all(
+        [...this.unsettled].map(async (session) => {
+          try {
+            await this.persist(session, this.host.peek(session) ?? null);
+            written++;
+          } catch (err) {
+            if (err instanceof NotOwner) this.unsettled.delete(session);
+          }
+        }),
+      );
+    } finally {
+      this.settling = false;
+    }
+    if (written > 0) this.d.log.info({ sessions: written, left: this.unsettled.size }, 'heartbeat.settled');
   }
 
   // ---- shard lifecycle (called by the cluster node) -------------------------------------------
@@ -269,6 +318,7 @@ export class HeartbeatOwner {
       this.d.node.lost(shard, fence);
       throw new NotOwner(shard);
     }
+    if (this.unsettled.size > 0) this.unsettled.delete(session);
   }
 
   // ---- operations, run on the shard's owner ---------------------------------------------------
@@ -288,6 +338,7 @@ export class HeartbeatOwner {
       await this.persist(a.session, c);
     } catch (err) {
       this.host.remove(a.session);
+      this.failed(a.session, err);
       throw err;
     }
     return { ok: true };
@@ -299,7 +350,10 @@ export class HeartbeatOwner {
     const deadline = this.host.deadline(a.session);
     if (deadline !== undefined && deadline <= this.d.now()) {
       this.host.remove(a.session);
-      await this.persist(a.session, null);
+      await this.persist(a.session, null).catch((err: unknown) => {
+        this.failed(a.session, err);
+        throw err;
+      });
     }
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
     if (!r)
@@ -311,6 +365,7 @@ export class HeartbeatOwner {
       // Not durable, so it did not happen: the session goes back to what it was, and the client,
       // answered 503, sends the same beat again (a moved shard was dropped whole already).
       if (!(err instanceof NotOwner)) this.host.restore(r.before);
+      this.failed(a.session, err);
       throw err;
     }
     if (r.verdict.kind === 'killed') this.seats.releaseLater(r.before.licenseId, a.session);
@@ -333,6 +388,7 @@ export class HeartbeatOwner {
       await this.persist(a.session, null);
     } catch (err) {
       if (!(err instanceof NotOwner)) this.host.restore(r.before);
+      this.failed(a.session, err);
       throw err;
     }
     this.seats.releaseLater(r.before.licenseId, a.session);
@@ -348,7 +404,7 @@ export class HeartbeatOwner {
     for (const session of sessions) {
       const r = this.host.send(session, { type: 'KILL', reason });
       if (!r) continue;
-      await this.persist(session, null).catch(() => undefined);
+      await this.persist(session, null).catch((err: unknown) => this.failed(session, err));
       if (reason !== 'session_limit') this.seats.releaseLater(r.before.licenseId, session);
       this.d.log.info({ appId: r.before.appId, reason: KILL_TEXT[reason] }, 'heartbeat.kill');
       this.d.audit.write({

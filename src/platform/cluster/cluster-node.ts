@@ -130,9 +130,14 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     return this.rpc.counters.expired;
   }
 
-  /** Second copies of a request (after a fallback) answered without running it again. */
+  /** Second copies of a request (a fallback, a call published again) answered without running it again. */
   get duplicateFrames(): number {
     return this.rpc.counters.duplicates;
+  }
+
+  /** Calls published again while awaited (pub/sub delivers at most once). */
+  get resentCalls(): number {
+    return this.rpc.counters.resent;
   }
 
   /** Direct links to other workers with a working connection now. */
@@ -302,10 +307,12 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   /**
    * Sends one call to the shard's owner and waits for its answer for as long as that worker still
-   * holds the shard (up to the deadline). A call is never sent twice to the same owner: a slow or
-   * starved owner may still be running the first one, and a second copy of a claim queued behind it
-   * would answer the client with the first copy's effect. It is abandoned only when the lease moved
-   * (the owner died or handed the shard over), and then the new owner is asked.
+   * holds the shard (up to the deadline). A call is never made twice of the same owner: a slow or
+   * starved owner may still be running the first one, and a second call of a claim queued behind it
+   * would answer the client with the first call's effect. The same request (same id) is published
+   * again at every owner check when it went through pub/sub, which may lose it; the owner answers a
+   * second copy from the first run. It is abandoned only when the lease moved (the owner died or
+   * handed the shard over), and then the new owner is asked.
    */
   private async callOwner<K extends keyof Ops & string>(
     shard: number,
@@ -316,7 +323,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   ): Promise<Ops[K]['result']> {
     // The frame's deadline, in cluster time, leaves the owner no chance to run it after we gave up.
     const frameDeadline = this.clusterNow() + (deadline - performance.now()) - FRAME_GRACE_MS;
-    const { reply, forget } = this.rpc.send(owner, op, args, frameDeadline);
+    const { reply, forget, again } = this.rpc.send(owner, op, args, frameDeadline);
     const waiting = Symbol('waiting');
     try {
       for (;;) {
@@ -329,6 +336,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
         const r = await Promise.race([reply, tick]).finally(() => clearTimeout(timer));
         if (r !== waiting) return r as Ops[K]['result'];
         if ((await this.ownerOf(shard, true)) !== owner) throw new OwnerMoved();
+        again(); // the same request (the owner runs it once): pub/sub may have lost the first copy
       }
     } finally {
       forget();

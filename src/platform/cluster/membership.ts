@@ -8,9 +8,18 @@
 // a build that predates addresses reads `#addr` fields as members with no valid stamp and skips them.
 // A worker with a balancer route (AFFINITY_ROUTE) appends `|<route>` to that value, so any worker can
 // name the worker that owns a session in its answer (X-Keywarden-Route).
+//
+// A worker that could not reach the coordinator for a while (a Redis restart or stall, a partition
+// from it: a round that failed, or took over a second) comes back to stamps as old as its absence:
+// every other worker's looks dead, although they were only as cut off as it was. For MEMBER_TTL_MS
+// after such a round it keeps counting the members it saw live before (each has had a full
+// time-to-live to stamp again by then), so no worker takes over the shards of another that is coming
+// back at the same moment. A worker that really died during the outage is dropped that much later.
 import type { Coordinator } from './coordinator.js';
 
 export const MEMBER_TTL_MS = 3_000;
+/** A round that took this long (the coordinator stalled) was an absence from it, as a failed one was. */
+const MEMBER_ABSENCE_MS = 1_000;
 const MEMBERS = 'members';
 const ADDR = '#addr';
 
@@ -20,12 +29,18 @@ export class Membership {
   private routes = new Map<string, string>();
   /** This worker's `host:port` for direct calls, once it listens. */
   address: string | undefined;
+  /** The last round failed: the coordinator could not be reached. */
+  private unreachable = false;
+  /** Until when members live before an absence are counted live (see the head of this file). */
+  private holdUntil = 0;
 
   constructor(
     private readonly coordinator: Coordinator,
     readonly id: string,
     /** This worker's balancer route, or undefined. */
     readonly route?: string,
+    /** A monotonic clock, ms (tests move one by hand). */
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   get members(): readonly string[] {
@@ -45,14 +60,33 @@ export class Membership {
   /** Stamps this worker (unless it is leaving) and reads who is alive and where. */
   async refresh(leaving: boolean): Promise<readonly string[]> {
     const advertised = this.route ? `${this.address ?? ''}|${this.route}` : this.address;
-    const live = await this.coordinator.memberRound(
-      MEMBERS,
-      leaving ? null : { id: this.id, address: advertised },
-      MEMBER_TTL_MS,
-    );
-    this.live = live.map((m) => m.id).sort();
+    const started = this.now();
+    let live: { id: string; address: string | undefined }[];
+    try {
+      live = await this.coordinator.memberRound(
+        MEMBERS,
+        leaving ? null : { id: this.id, address: advertised },
+        MEMBER_TTL_MS,
+      );
+    } catch (err) {
+      this.unreachable = true;
+      throw err;
+    }
+    const now = this.now();
+    if (this.unreachable || now - started > MEMBER_ABSENCE_MS) this.holdUntil = now + MEMBER_TTL_MS;
+    this.unreachable = false;
     const addresses = new Map<string, string>();
     const routes = new Map<string, string>();
+    if (now < this.holdUntil) {
+      const seen = new Set(live.map((m) => m.id));
+      for (const id of this.live) {
+        if (seen.has(id) || id === this.id) continue;
+        const address = this.addresses.get(id);
+        const route = this.routes.get(id);
+        live.push({ id, address: route ? `${address ?? ''}|${route}` : address });
+      }
+    }
+    this.live = live.map((m) => m.id).sort();
     for (const m of live) {
       if (!m.address) continue;
       const bar = m.address.indexOf('|');

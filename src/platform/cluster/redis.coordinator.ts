@@ -39,16 +39,25 @@ return out`;
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
-// Group commit of fenced writes: item i has KEYS[2i-1] (its lease), KEYS[2i] (its hash) and
-// ARGV[4i-3..4i] (expected "<holder>:<fence>", field, '1' to delete, value). Each item's lease is
-// checked on its own (read once per lease per call); one result per item, 1 written, 0 refused.
-// A script runs atomically, so a batch becomes visible at once.
+// Group commit of fenced writes: ARGV[1] is the group's deadline (ms, Redis's clock); item i has
+// KEYS[2i-1] (its lease), KEYS[2i] (its hash) and ARGV[4i-2..4i+1] (expected "<holder>:<fence>",
+// field, '1' to delete, value). Each item's lease is checked on its own (read once per lease per
+// call); one result per item, 1 written, 0 refused, -1 too late. A script runs atomically, so a batch
+// becomes visible at once. Too late: the call ran after its caller gave up on it (a stalled Redis, or
+// the client's queue sent again after a reconnect). The caller answered 503 and kept the state it
+// had; written now, the stored state would be one step ahead of the owner's, and whoever loads the
+// shard next would refuse the client's retry.
 const FENCED_HSET_BATCH = `
+local t = redis.call('TIME')
+local late = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1])
 local leases = {}
 local out = {}
 for n = 1, #KEYS / 2 do
   local lease = KEYS[2 * n - 1]
-  local a = 4 * (n - 1)
+  local a = 4 * (n - 1) + 1
+  if late then
+    out[n] = -1
+  else
   local cur = leases[lease]
   if cur == nil then
     cur = redis.call('GET', lease)
@@ -63,6 +72,7 @@ for n = 1, #KEYS / 2 do
     out[n] = 1
   else
     out[n] = 0
+  end
   end
 end
 return out`;
@@ -97,6 +107,19 @@ end
 return out`;
 
 const REDIS_COMMAND_TIMEOUT_MS = 2_000;
+/**
+ * A fenced write must run this long before its caller's command timeout: the room for the error of
+ * the measured clock offset (half a round trip) and for the reply's way back.
+ */
+const WRITE_DEADLINE_MARGIN_MS = 500;
+
+/** A fenced write Redis ran after its deadline: refused unwritten; answered as a timeout is (503). */
+class CoordinatorWriteLate extends Error {
+  readonly code = 'ETIMEDOUT';
+  constructor() {
+    super('coordinator write ran past its deadline');
+  }
+}
 /** Most items in one script call (a bigger group is split). */
 const MAX_GROUP = 512;
 
@@ -125,7 +148,11 @@ interface Item {
 class TurnBatch {
   private items: { item: Item; resolve: (r: number) => void; reject: (err: unknown) => void }[] = [];
 
-  constructor(private readonly script: () => BatchScript) {}
+  constructor(
+    private readonly script: () => BatchScript,
+    /** Arguments of the whole call, before the items' (read when the call goes out). */
+    private readonly head: () => (string | number)[] = () => [],
+  ) {}
 
   add(item: Item): Promise<number> {
     return new Promise<number>((resolve, reject) => {
@@ -142,7 +169,7 @@ class TurnBatch {
       const group = all.slice(i, i + MAX_GROUP);
       const keys = group.flatMap((g) => g.item.keys);
       const args = group.flatMap((g) => g.item.args);
-      this.script()(keys.length, ...keys, ...args).then(
+      this.script()(keys.length, ...keys, ...this.head(), ...args).then(
         (r) => group.forEach((g, n) => g.resolve(Number((r as unknown[])[n]))),
         (err: unknown) => group.forEach((g) => g.reject(err)),
       );
@@ -157,13 +184,20 @@ export class RedisCoordinator implements Coordinator {
   private readonly handlers = new Map<string, Set<(m: Buffer) => void>>();
   private readonly scripts: Scripts;
   /** Fenced writes issued in one event-loop turn, committed together (group commit). */
-  private readonly writes = new TurnBatch(() => this.scripts.kwFencedHsetBatch.bind(this.redis));
+  private readonly writes = new TurnBatch(
+    () => this.scripts.kwFencedHsetBatch.bind(this.redis),
+    () => [this.now() + this.offsetMs + REDIS_COMMAND_TIMEOUT_MS - WRITE_DEADLINE_MARGIN_MS],
+  );
+  /** Redis's clock less this host's, measured at every (re)connection: the fenced writes' deadlines. */
+  private offsetMs = 0;
   /** Lease renewals of one turn (a tick renews every owned shard at once): one script call. */
   private readonly renewals = new TurnBatch(() => this.scripts.kwRenewBatch.bind(this.redis));
 
   constructor(
     url: string,
     private readonly prefix: string,
+    /** This host's clock (tests give a skewed one); deadlines are set in Redis's, by the measured offset. */
+    private readonly now: () => number = Date.now,
   ) {
     // Auto-pipelining batches the commands issued in one event-loop turn (lease renewals, state writes).
     // commandTimeout: a stalled Redis (SIGSTOP, a full network buffer) fails a call within 2 s, which
@@ -177,6 +211,7 @@ export class RedisCoordinator implements Coordinator {
     });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
     this.redis.on('error', () => undefined);
+    this.redis.on('ready', () => void this.measureOffset());
     this.redis.defineCommand('kwAcquire', { numberOfKeys: 2, lua: ACQUIRE });
     this.redis.defineCommand('kwRenewBatch', { lua: RENEW_BATCH });
     this.redis.defineCommand('kwRelease', { numberOfKeys: 1, lua: RELEASE });
@@ -291,7 +326,18 @@ export class RedisCoordinator implements Coordinator {
       keys: [this.k(`lease:${lease}`), this.k(hash)],
       args: [`${holder}:${fence}`, field, value === null ? '1' : '0', value ?? ''],
     });
+    if (r === -1) throw new CoordinatorWriteLate();
     return r === 1;
+  }
+
+  private async measureOffset(): Promise<void> {
+    try {
+      const sent = this.now();
+      const redisNow = await this.time();
+      this.offsetMs = redisNow - (sent + this.now()) / 2;
+    } catch {
+      // Gone again: the next connection measures.
+    }
   }
 
   async hashSet(hash: string, field: string, value: Buffer) {

@@ -50,6 +50,8 @@ interface RpcCounters {
   expired: number;
   /** Second copies of a request answered with the first copy's answer. */
   duplicates: number;
+  /** Requests published again while their answer was awaited (pub/sub may lose a message). */
+  resent: number;
 }
 
 /** How long after its deadline a request's answer is kept for a second copy (then the copy is expired anyway). */
@@ -85,7 +87,7 @@ export class Rpc<Ops extends OpMap> {
   private seq = 0;
   private expiredUnlogged = 0;
   private expiredLoggedAt = 0;
-  readonly counters: RpcCounters = { direct: 0, pubsub: 0, fallbacks: 0, expired: 0, duplicates: 0 };
+  readonly counters: RpcCounters = { direct: 0, pubsub: 0, fallbacks: 0, expired: 0, duplicates: 0, resent: 0 };
   private readonly clusterNow: () => number;
 
   constructor(
@@ -158,14 +160,19 @@ export class Rpc<Ops extends OpMap> {
     await this.transport?.refreshSecret();
   }
 
-  /** Sends one request; `reply` settles with the answer (no timeout of its own). `forget` drops it. */
+  /**
+   * Sends one request; `reply` settles with the answer (no timeout of its own). `forget` drops it.
+   * `again` publishes a request with a deadline once more when it went through pub/sub, which
+   * delivers at most once (a message published while the receiver re-subscribes, after a Redis
+   * restart, is lost): the receiver runs a request once and answers a second copy from the first.
+   */
   send<K extends keyof Ops & string>(
     worker: string,
     op: K,
     args: Ops[K]['args'],
     /** Cluster time past which the receiver must not run it (absent: none). */
     deadline?: number,
-  ): { reply: Promise<Ops[K]['result']>; forget: () => void } {
+  ): { reply: Promise<Ops[K]['result']>; forget: () => void; again: () => void } {
     const id = ++this.seq;
     const reply = new Promise<unknown>((resolve, reject) => {
       const frame: Frame =
@@ -182,7 +189,16 @@ export class Rpc<Ops extends OpMap> {
       });
     });
     reply.catch(() => undefined); // settled after the caller gave up: nobody is listening any more
-    return { reply: reply as Promise<Ops[K]['result']>, forget: () => this.pending.delete(id) };
+    return {
+      reply: reply as Promise<Ops[K]['result']>,
+      forget: () => this.pending.delete(id),
+      again: () => {
+        const p = this.pending.get(id);
+        if (!p || p.direct || deadline === undefined || this.clusterNow() > deadline) return;
+        this.counters.resent++;
+        this.coordinator.publish(`rpc:${worker}`, p.raw).catch(() => undefined);
+      },
+    };
   }
 
   private async deliver(worker: string, id: number, raw: Buffer): Promise<void> {

@@ -12,6 +12,7 @@ import { tcpForward } from '../../helpers/netns.js';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../../helpers/services.js';
 import { leaseName, shardOf } from '../../../src/platform/cluster/shard-leases.js';
+import { decodeHeartbeat } from '../../../src/modules/heartbeat/heartbeat-codec.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'write-fault-system';
@@ -23,15 +24,17 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
   let proxy: Awaited<ReturnType<typeof tcpForward>>;
   /** While set, a connection that sends the fenced write of a heartbeat state (EVALSHA, or EVAL on a new connection) is cut. */
   let failWrites = false;
+  /** While set, such a write reaches Redis and is applied, and the connection is cut as its answer comes back. */
+  let loseAnswers = false;
   const prefix = `kwwf${randomBytes(3).toString('hex')}:`;
 
   beforeAll(async () => {
     const u = new URL(REDIS_URL);
-    proxy = await tcpForward(
-      '127.0.0.1',
-      { host: u.hostname, port: Number(u.port || 6379) },
-      (chunk) => failWrites && /\r\neval(sha)?\r\n/i.test(chunk.toString('latin1')) && chunk.includes('hbs:'),
-    );
+    proxy = await tcpForward('127.0.0.1', { host: u.hostname, port: Number(u.port || 6379) }, (chunk) => {
+      if (!(failWrites || loseAnswers)) return false;
+      if (!/\r\neval(sha)?\r\n/i.test(chunk.toString('latin1')) || !chunk.includes('hbs:')) return false;
+      return failWrites ? true : 'after-reply';
+    });
     t = await startTestServer({ REDIS_URL: `redis://127.0.0.1:${proxy.port}`, REDIS_PREFIX: prefix });
     f = await appFixture(t, { heartbeat_interval: 30 });
   }, 60_000);
@@ -69,6 +72,35 @@ describe.skipIf(!hasRedis)('a heartbeat write that fails', () => {
     const next = await beat(again.body.new_token, 3);
     expect(next.status, JSON.stringify(next.body)).toBe(200);
     expect(next.body.beat_count).toBe(3);
+  }, 60_000);
+
+  it('a write applied whose answer was lost: the owner writes its own state again, so the next owner agrees', async () => {
+    const { session, beat, first } = await live();
+    const redis = new Redis(REDIS_URL);
+    const shard = shardOf(session);
+    const stored = async () => {
+      const raw = await redis.hgetBuffer(`${prefix}hbs:${shard}`, session);
+      return raw ? decodeHeartbeat(raw).beatCount : undefined;
+    };
+    try {
+      expect(await stored()).toBe(1);
+      // Beat 2 is written (and written again by the Redis client after each lost connection), but
+      // no answer comes back: the client gets 503 and the owner keeps beat 1.
+      loseAnswers = true;
+      const lost = await beat(first.body.new_token, 2);
+      loseAnswers = false;
+      expect(lost.status, JSON.stringify(lost.body)).toBe(503);
+      // The owner writes beat 1 again: what Redis holds agrees with the client once more.
+      await expect.poll(stored, { timeout: 10_000 }).toBe(1);
+      // A Redis restart past the lease's time-to-live: the shard is loaded afresh from what Redis holds.
+      expect(await redis.del(`${prefix}lease:${leaseName(shard)}`)).toBe(1);
+    } finally {
+      loseAnswers = false;
+      redis.disconnect();
+    }
+    const again = await beat(first.body.new_token, 2);
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.beat_count).toBe(2);
   }, 60_000);
 
   it('a lease gone from Redis (expired while it was away): the beat is routed afresh and accepted once', async () => {

@@ -83,6 +83,53 @@ describe('membership', () => {
     expect(Object.keys(await stampsOf(c))).toEqual(['a']);
   });
 
+  it('back from an absence from the coordinator, a worker counts the members it saw before for MEMBER_TTL_MS', async () => {
+    // A coordinator that can be taken away (rounds fail) or stalled (a round takes 1.5 s).
+    class Flaky extends LocalCoordinator {
+      down = false;
+      stallMs = 0;
+      override async memberRound(...args: Parameters<LocalCoordinator['memberRound']>) {
+        if (this.down) throw new Error('Connection is closed.');
+        t += this.stallMs;
+        return super.memberRound(...args);
+      }
+    }
+    const c = new Flaky(now);
+    cleanups.push(() => c.close());
+    const t0 = t;
+    const a = new Membership(c, 'a', 'h-0', now);
+    const b = new Membership(c, 'b', 'h-1', now);
+    b.address = '127.0.0.1:7002';
+    await b.refresh(false);
+    expect(await a.refresh(false)).toEqual(['a', 'b']);
+    // Both were cut off from the coordinator for 5 s (a Redis restart); a's round comes first.
+    c.down = true;
+    await expect(a.refresh(false)).rejects.toThrow();
+    t = t0 + 5_000;
+    c.down = false;
+    expect(await a.refresh(false)).toEqual(['a', 'b']);
+    expect([a.addressOf('b'), a.routeOf('b')]).toEqual(['127.0.0.1:7002', 'h-1']);
+    // b never came back: dropped once it has had a whole time-to-live to stamp again.
+    t = t0 + 5_000 + MEMBER_TTL_MS - 1;
+    expect(await a.refresh(false)).toEqual(['a', 'b']);
+    t = t0 + 5_000 + MEMBER_TTL_MS;
+    expect(await a.refresh(false)).toEqual(['a']);
+    expect(a.addressOf('b')).toBeUndefined();
+    // A stalled coordinator is an absence too.
+    await b.refresh(false);
+    expect(await a.refresh(false)).toEqual(['a', 'b']);
+    t += MEMBER_TTL_MS - 1_000;
+    c.stallMs = 1_500;
+    expect(await a.refresh(false)).toEqual(['a', 'b']); // b's stamp is 3.5 s old by the answer
+    c.stallMs = 0;
+    // Rounds that answer in time hold nobody, however far apart: a stamp past its time-to-live is dead.
+    t += MEMBER_TTL_MS;
+    await b.refresh(false);
+    expect(await a.refresh(false)).toEqual(['a', 'b']);
+    t += MEMBER_TTL_MS + 1;
+    expect(await a.refresh(false)).toEqual(['a']);
+  });
+
   it("advertises a balancer route beside the address (or alone), and each worker reads the others' routes", async () => {
     const c = coordinator();
     const a = new Membership(c, 'a', 'h-0');
@@ -724,6 +771,42 @@ describe('ClusterNode, more closely', () => {
     });
     expect(await a.route(firstShard(b), 'slow', {}, mustNotRunHere)).toBe(1);
     expect(runs).toBe(1);
+  });
+
+  it('a call whose pub/sub message was lost is published again at the next owner check, and runs once', async () => {
+    // Pub/sub delivers at most once: a message published while the receiver re-subscribes (a Redis
+    // restart) is gone. This coordinator loses the next message to one channel.
+    class Lossy extends LocalCoordinator {
+      lose: string | undefined;
+      override async publish(channel: string, message: Buffer): Promise<void> {
+        if (channel === this.lose) {
+          this.lose = undefined;
+          return;
+        }
+        return super.publish(channel, message);
+      }
+    }
+    const c = new Lossy(now);
+    cleanups.push(() => c.close());
+    const a = node(c, { listen: false });
+    const b = node(c, { listen: false });
+    await a.start();
+    await b.start();
+    await settle([a, b]);
+    let runs = 0;
+    b.handle('once', async () => ++runs);
+    c.lose = `rpc:${b.id}`;
+    expect(await a.route(firstShard(b), 'once', {}, mustNotRunHere)).toBe(1);
+    expect([runs, a.resentCalls]).toEqual([1, 1]);
+    // A slow owner gets the copies published while it runs the first: answered from that one run.
+    b.handle('slow', async () => {
+      await new Promise((r) => setTimeout(r, 1_500)); // past an owner check (1 s)
+      return ++runs;
+    });
+    expect(await a.route(firstShard(b), 'slow', {}, mustNotRunHere)).toBe(2);
+    expect(runs).toBe(2);
+    expect(a.resentCalls).toBeGreaterThanOrEqual(2);
+    expect(b.duplicateFrames).toBe(a.resentCalls - 1);
   });
 
   it('a call waiting on an owner whose shard moved to another worker is asked of that worker', async () => {

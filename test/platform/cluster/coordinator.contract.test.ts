@@ -255,6 +255,9 @@ describe.skipIf(!hasRedis)('RedisCoordinator: group commit and loaded scripts', 
   let monitor: Redis;
   beforeAll(async () => {
     c = new RedisCoordinator(REDIS_URL, prefix);
+    // Connected first (its clock read on connection answered): a reply arriving while the monitor
+    // connection is being set up confuses ioredis ("Command queue state error").
+    await c.ping();
     monitor = await new Redis(REDIS_URL).monitor();
   });
   afterAll(async () => {

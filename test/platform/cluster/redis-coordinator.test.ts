@@ -3,11 +3,13 @@
 // keys under the prefix and the persistence check. Needs Redis (REQUIRE_SERVICES=1 makes its
 // absence a failure).
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import type { Coordinator } from '../../../src/platform/cluster/coordinator.js';
 import { LocalCoordinator } from '../../../src/platform/cluster/local.coordinator.js';
 import { RedisCoordinator } from '../../../src/platform/cluster/redis.coordinator.js';
+import { infrastructureError } from '../../../src/errors.js';
 import { REDIS_URL, redisAvailable } from '../../helpers/services.js';
 import { commandsOf } from '../../helpers/redis-monitor.js';
 
@@ -77,6 +79,7 @@ describe.skipIf(!hasRedis)('RedisCoordinator', () => {
   beforeAll(async () => {
     c = new RedisCoordinator(REDIS_URL, prefix);
     observer = new Redis(REDIS_URL);
+    await c.ping(); // see coordinator.contract.test.ts: connected before the monitor is set up
     monitor = await new Redis(REDIS_URL).monitor();
   });
   afterAll(async () => {
@@ -231,6 +234,64 @@ describe.skipIf(!hasRedis)('RedisCoordinator, more closely', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     expect(String((results[0] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+  });
+
+  it('a fenced write Redis runs after its caller gave up is refused: a stall never applies a write late', async () => {
+    // A proxy that holds what the client sends while stalled (a Redis that stopped reading, a network
+    // that stopped carrying) and passes it on when released: the write reaches Redis late.
+    let stalled = false;
+    const held: Buffer[] = [];
+    let release = () => {};
+    const proxy = net.createServer((client) => {
+      const target = new URL(REDIS_URL);
+      const upstream = net.connect(Number(target.port || 6379), target.hostname);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      upstream.pipe(client);
+      client.on('data', (chunk: Buffer) => (stalled ? held.push(chunk) : upstream.write(chunk)));
+      release = () => {
+        stalled = false;
+        for (const chunk of held.splice(0)) upstream.write(chunk);
+      };
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const through = new RedisCoordinator(`redis://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`, prefix);
+    try {
+      const f = (await through.acquireLease('late', 'w1', 60_000))!;
+      expect(await through.fencedHashSet('late', 'w1', f, 'late-hash', 'in-time', Buffer.from('1'))).toBe(true);
+      stalled = true;
+      const write = through.fencedHashSet('late', 'w1', f, 'late-hash', 'late', Buffer.from('2'));
+      await expect(write).rejects.toThrow(/timed out/);
+      expect(infrastructureError(await write.catch((e: unknown) => e))?.code).toBe('unavailable');
+      release();
+      // What Redis answers the late call goes nowhere; a call after it on the same connection is answered
+      // only once the late one has run.
+      expect(await through.fencedHashSet('late', 'w1', f, 'late-hash', 'after', Buffer.from('3'))).toBe(true);
+      expect(await observer.hkeys(`${prefix}late-hash`)).toEqual(['in-time', 'after']);
+    } finally {
+      release();
+      await through.close().catch(() => undefined);
+      await new Promise<void>((r) => proxy.close(() => r()));
+    }
+  });
+
+  it("a host whose clock is a minute off writes in time: deadlines are set by Redis's clock", async () => {
+    for (const skew of [-60_000, 60_000]) {
+      const skewed = new RedisCoordinator(REDIS_URL, prefix, () => Date.now() + skew);
+      try {
+        await skewed.ping(); // connected: the offset is measured on connection
+        await expect
+          .poll(() => skewed.fencedHashSet('skew', 'w1', 0, 'skew-hash', 'a', Buffer.from('1')).then(() => 'ran'))
+          .toBe('ran');
+        const f = (await skewed.acquireLease(`skew${skew}`, 'w1', 60_000))!;
+        expect(await skewed.fencedHashSet(`skew${skew}`, 'w1', f, 'skew-hash', String(skew), Buffer.from('1'))).toBe(
+          true,
+        );
+      } finally {
+        await skewed.close();
+      }
+    }
+    expect((await observer.hkeys(`${prefix}skew-hash`)).sort()).toEqual(['-60000', '60000']);
   });
 
   it('ping fails when Redis cannot be reached', async () => {
