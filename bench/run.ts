@@ -1124,6 +1124,73 @@ function verdicts(): Verdict[] {
       verdict: r.note?.includes('INVALID') ? 'invalid (see row)' : atMost(r.value, 4096, 0, ' B'),
     });
   }
+  out.push(...hotPath(by, atLeast, atMost, noWs));
+  return out;
+}
+
+type Judge = (v: number | undefined, t: number, d: number, unit?: string) => string;
+
+/** Group 7: the hot-path targets (the issue "a heartbeat costs what the protocol costs"). */
+function hotPath(by: (id: string) => Row | undefined, atLeast: Judge, atMost: Judge, noWs: string): Verdict[] {
+  const out: Verdict[] = [];
+  const ceilingCpu = by('ceiling')?.cpu_ms_per_1k;
+  for (const w of [1, 2]) {
+    const ws = by(`wshb${w}`)?.cpu_ms_per_1k;
+    const rel = ws && ceilingCpu ? ws / ceilingCpu : undefined;
+    out.push({
+      group: '7',
+      target: `channel beat: server CPU per beat <= 0.8 x the ceiling's per request, ${w} worker${w > 1 ? 's' : ''}`,
+      measured: rel === undefined ? '' : `${rel.toFixed(2)} x (${fmt(ws, 1)} vs ${fmt(ceilingCpu, 1)} ms per 1k)`,
+      verdict: rel === undefined ? (ceilingCpu ? noWs : 'not measured') : atMost(rel, 0.8, 2, ' x'),
+    });
+  }
+  for (const [id, t, what] of [
+    ['hb1', 0.6, 'REST beat'],
+    ['init', 0.6, '`init`'],
+    ['license', 0.15, 'license re-activation (activated key)'],
+  ] as const) {
+    const ratio = by(id)?.ratio;
+    out.push({
+      group: '7',
+      target: `one worker: ${what} >= ${t} of (a)`,
+      measured: ratio?.toFixed(2) ?? '',
+      verdict: atLeast(ratio, t, 2),
+    });
+  }
+  for (const w of [1, 2]) {
+    const r = by(`latency50-${w}`);
+    out.push({
+      group: '7',
+      target: `GC pauses at 50% load, ${w} worker${w > 1 ? 's' : ''} (reported; p99/p99.9 in group 3)`,
+      measured: r?.note?.match(/GC \d+ pauses[^;|]*/)?.[0] ?? '',
+      verdict: r ? 'reported' : 'not measured',
+    });
+  }
+  const peer = peerResults();
+  const ours = by('hb1');
+  const theirs = peer?.rows.find((r) => r.id === 'hb1');
+  const rps = ours?.rps && theirs?.rps ? ours.rps / theirs.rps : undefined;
+  const cpu = ours?.cpu_ms_per_1k && theirs?.cpu_ms_per_1k ? theirs.cpu_ms_per_1k / ours.cpu_ms_per_1k : undefined;
+  const missing = peer ? 'not measured' : 'not in this run: KEYAUTH_DIR=... npm run bench:keyauth (bench/README.md)';
+  out.push({
+    group: '7',
+    target: 'one-worker heartbeat >= 3 x KeyAuth `check` throughput',
+    measured: rps === undefined ? '' : `${rps.toFixed(1)} x`,
+    verdict: rps === undefined ? missing : atLeast(rps, 3, 1, ' x'),
+  });
+  out.push({
+    group: '7',
+    target: 'one-worker heartbeat >= 5 x less server CPU per call than KeyAuth `check`',
+    measured: cpu === undefined ? '' : `${cpu.toFixed(1)} x less`,
+    verdict: cpu === undefined ? missing : atLeast(cpu, 5, 1, ' x'),
+  });
+  const mem = by('memory-100000');
+  out.push({
+    group: '7',
+    target: '<= 1 KB (1,024 B) per live session at 100,000',
+    measured: mem?.value !== undefined ? `${fmt(mem.value)} B` : '',
+    verdict: mem ? atMost(mem.value, 1024, 0, ' B') : 'not measured in this run (npm run bench -- --memory=100000)',
+  });
   return out;
 }
 
@@ -1203,7 +1270,7 @@ function report(): void {
     '',
     rowsTable(rows),
     '',
-    '| Group | Target (groups 1-5: the server; 6: the realtime channel) | Measured | Verdict |',
+    '| Group | Target (groups 1-5: the server; 6: the realtime channel; 7: the hot path) | Measured | Verdict |',
     '|---|---|---|---|',
     ...v.map((x) => `| ${x.group} | ${x.target} | ${x.measured} | ${x.verdict} |`),
     ...(side ? ['', side] : []),
