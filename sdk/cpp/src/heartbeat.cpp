@@ -285,6 +285,7 @@ struct Heartbeat::Impl {
       bool lostSession;
       {
         std::lock_guard<std::mutex> lk(mu);
+        if (ended) return;  // ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
         // A server that came back without this session answers `rejected`: worth one re-authentication.
         lostSession = e.code() == ErrorCode::heartbeat_killed && e.status() == 403 && afterOutage && wantsReauth() && !outageReauthSpent;
         if (lostSession) outageReauthSpent = true;

@@ -513,6 +513,7 @@ namespace Keywarden
                 bool lostSession;
                 lock (_gate)
                 {
+                    if (_ended) return false; // ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
                     // A server that came back without this session answers `rejected`: worth one re-authentication.
                     lostSession = e.Code == KeywardenErrorCode.HeartbeatKilled && e.Status == 403 && _afterOutage && ReauthEnabled
                         && !_outageReauthSpent;

@@ -401,6 +401,8 @@ class Heartbeat:
                 raise verification_error(VerificationReason.BAD_PROOF, "beat proof does not verify")
             self._client._grace.note(r)
         except Exception as err:  # noqa: BLE001
+            if self._ended:
+                return  # ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
             e = _as_error(err)
             reauth_on = self._reauth is not None and self._reauth is not False
             # A server that came back without this session answers `rejected`: worth one re-authentication.

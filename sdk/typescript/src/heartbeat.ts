@@ -1,7 +1,8 @@
 // A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events:
 //   'beat'      {index, count}            a beat whose signature and proof verified
 //   'degraded'  {error, lost, reauthenticating, lastBeatAt, verificationFailures}  a beat failed; lost = the token may
-//               have moved on; lastBeatAt = when the last beat (or the start) verified
+//               have moved on; lastBeatAt = when the last beat (or the start) verified. A beat in flight when the
+//               heartbeat ended (revoked, killed, stopped) is not reported.
 //   'compromised' {error, failures, lastBeatAt}  `compromisedAfter` verification failures in a row: answers are being
 //               tampered with; automatic re-authentication stops (the program decides: stop, lock, carry on)
 //   'recovered' {session}                 re-authentication opened a new heartbeat session
@@ -305,6 +306,7 @@ export class Heartbeat extends EventEmitter {
       this.current = 'healthy';
       this.safeEmit('beat', { index, count: r.beat_count } satisfies BeatEvent);
     } catch (err) {
+      if (this.ended) return; // ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
       const e = asKeywardenError(err);
       const reauthOn = this.o.reauth !== undefined && this.o.reauth !== false;
       // A server that came back without this session answers `rejected`: worth one re-authentication.
