@@ -974,34 +974,36 @@ interface Verdict {
   verdict: string;
 }
 
+const atLeast = (v: number | undefined, t: number, d: number, unit = '') =>
+  v === undefined
+    ? 'not measured'
+    : v >= t
+      ? 'met'
+      : `missed by ${fmt(t - v, d)}${unit} (${(((t - v) / t) * 100).toFixed(0)}%)`;
+const atMost = (v: number | undefined, t: number, d: number, unit = '') =>
+  v === undefined
+    ? 'not measured'
+    : v <= t
+      ? 'met'
+      : `missed by ${fmt(v - t, d)}${unit} (${(((v - t) / t) * 100).toFixed(0)}%)`;
+const by = (id: string) => rows.find((r) => r.id === id);
+
+/** One worker's throughput against (a), one verdict per [row id, least ratio, what]. */
+function ratioVerdicts(group: string, targets: readonly (readonly [string, number, string])[]): Verdict[] {
+  return targets.map(([id, t, what]) => ({
+    group,
+    target: `one worker: ${what} >= ${t} of (a)`,
+    measured: by(id)?.ratio?.toFixed(2) ?? '',
+    verdict: atLeast(by(id)?.ratio, t, 2),
+  }));
+}
+
 function verdicts(): Verdict[] {
-  const by = (id: string) => rows.find((r) => r.id === id);
-  const out: Verdict[] = [];
-  const atLeast = (v: number | undefined, t: number, d: number, unit = '') =>
-    v === undefined
-      ? 'not measured'
-      : v >= t
-        ? 'met'
-        : `missed by ${fmt(t - v, d)}${unit} (${(((t - v) / t) * 100).toFixed(0)}%)`;
-  const atMost = (v: number | undefined, t: number, d: number, unit = '') =>
-    v === undefined
-      ? 'not measured'
-      : v <= t
-        ? 'met'
-        : `missed by ${fmt(v - t, d)}${unit} (${(((v - t) / t) * 100).toFixed(0)}%)`;
-  const ratio = (id: string) => by(id)?.ratio;
-  for (const [id, t, what] of [
+  const out: Verdict[] = ratioVerdicts('1', [
     ['hb1', 0.8, 'signed heartbeats'],
     ['init', 0.8, 'init'],
     ['license', 0.3, 'license (activated key)'],
-  ] as const) {
-    out.push({
-      group: '1',
-      target: `one worker: ${what} >= ${t} of (a)`,
-      measured: ratio(id)?.toFixed(2) ?? '',
-      verdict: atLeast(ratio(id), t, 2),
-    });
-  }
+  ]);
   const cpu1 = by('hb1')?.cpu_ms_per_1k;
   for (const w of [2, 3]) {
     const cw = by(`hb${w}`)?.cpu_ms_per_1k;
@@ -1124,14 +1126,12 @@ function verdicts(): Verdict[] {
       verdict: r.note?.includes('INVALID') ? 'invalid (see row)' : atMost(r.value, 4096, 0, ' B'),
     });
   }
-  out.push(...hotPath(by, atLeast, atMost, noWs));
+  out.push(...hotPath(noWs));
   return out;
 }
 
-type Judge = (v: number | undefined, t: number, d: number, unit?: string) => string;
-
 /** Group 7: the hot-path targets (the issue "a heartbeat costs what the protocol costs"). */
-function hotPath(by: (id: string) => Row | undefined, atLeast: Judge, atMost: Judge, noWs: string): Verdict[] {
+function hotPath(noWs: string): Verdict[] {
   const out: Verdict[] = [];
   const ceilingCpu = by('ceiling')?.cpu_ms_per_1k;
   for (const w of [1, 2]) {
@@ -1144,19 +1144,13 @@ function hotPath(by: (id: string) => Row | undefined, atLeast: Judge, atMost: Ju
       verdict: rel === undefined ? (ceilingCpu ? noWs : 'not measured') : atMost(rel, 0.8, 2, ' x'),
     });
   }
-  for (const [id, t, what] of [
-    ['hb1', 0.6, 'REST beat'],
-    ['init', 0.6, '`init`'],
-    ['license', 0.15, 'license re-activation (activated key)'],
-  ] as const) {
-    const ratio = by(id)?.ratio;
-    out.push({
-      group: '7',
-      target: `one worker: ${what} >= ${t} of (a)`,
-      measured: ratio?.toFixed(2) ?? '',
-      verdict: atLeast(ratio, t, 2),
-    });
-  }
+  out.push(
+    ...ratioVerdicts('7', [
+      ['hb1', 0.6, 'REST beat'],
+      ['init', 0.6, '`init`'],
+      ['license', 0.15, 'license re-activation (activated key)'],
+    ]),
+  );
   for (const w of [1, 2]) {
     const r = by(`latency50-${w}`);
     out.push({

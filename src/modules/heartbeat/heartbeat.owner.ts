@@ -160,7 +160,7 @@ export class HeartbeatOwner {
       groupOf: shardOf,
       onExpired: (c) => {
         // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
-        void this.persist(c.session, null).catch((err: unknown) => this.failed(c.session, err));
+        void this.persist(c.session, null).catch(() => undefined);
         this.seats.releaseLater(c.licenseId, c.session);
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
@@ -202,11 +202,6 @@ export class HeartbeatOwner {
   close(): void {
     clearInterval(this.settler);
     this.host.close();
-  }
-
-  /** A write failed: unless the shard is gone (its next owner loads what was stored), write it again later. */
-  private failed(session: string, err: unknown): void {
-    if (this.durable && !(err instanceof NotOwner)) this.unsettled.add(session);
   }
 
   /** Sessions waiting to be written again (tests, metrics). */
@@ -304,14 +299,20 @@ export class HeartbeatOwner {
       this.changed?.add(session);
       return;
     }
-    const ok = await this.d.coordinator.fencedHashSet(
-      this.d.node.leaseName(shard),
-      this.d.node.id,
-      fence,
-      hashOf(shard),
-      session,
-      c ? encodeHeartbeat(c) : null,
-    );
+    let ok: boolean;
+    try {
+      ok = await this.d.coordinator.fencedHashSet(
+        this.d.node.leaseName(shard),
+        this.d.node.id,
+        fence,
+        hashOf(shard),
+        session,
+        c ? encodeHeartbeat(c) : null,
+      );
+    } catch (err) {
+      this.unsettled.add(session); // no clear answer: written again by settle()
+      throw err;
+    }
     if (!ok) {
       // The node stops serving the shard too (dropping its sessions here through shardReleased), so
       // the call is routed afresh instead of finding this worker without the session.
@@ -338,7 +339,6 @@ export class HeartbeatOwner {
       await this.persist(a.session, c);
     } catch (err) {
       this.host.remove(a.session);
-      this.failed(a.session, err);
       throw err;
     }
     return { ok: true };
@@ -350,10 +350,7 @@ export class HeartbeatOwner {
     const deadline = this.host.deadline(a.session);
     if (deadline !== undefined && deadline <= this.d.now()) {
       this.host.remove(a.session);
-      await this.persist(a.session, null).catch((err: unknown) => {
-        this.failed(a.session, err);
-        throw err;
-      });
+      await this.persist(a.session, null);
     }
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
     if (!r)
@@ -365,7 +362,6 @@ export class HeartbeatOwner {
       // Not durable, so it did not happen: the session goes back to what it was, and the client,
       // answered 503, sends the same beat again (a moved shard was dropped whole already).
       if (!(err instanceof NotOwner)) this.host.restore(r.before);
-      this.failed(a.session, err);
       throw err;
     }
     if (r.verdict.kind === 'killed') this.seats.releaseLater(r.before.licenseId, a.session);
@@ -388,7 +384,6 @@ export class HeartbeatOwner {
       await this.persist(a.session, null);
     } catch (err) {
       if (!(err instanceof NotOwner)) this.host.restore(r.before);
-      this.failed(a.session, err);
       throw err;
     }
     this.seats.releaseLater(r.before.licenseId, a.session);
@@ -404,7 +399,7 @@ export class HeartbeatOwner {
     for (const session of sessions) {
       const r = this.host.send(session, { type: 'KILL', reason });
       if (!r) continue;
-      await this.persist(session, null).catch((err: unknown) => this.failed(session, err));
+      await this.persist(session, null).catch(() => undefined);
       if (reason !== 'session_limit') this.seats.releaseLater(r.before.licenseId, session);
       this.d.log.info({ appId: r.before.appId, reason: KILL_TEXT[reason] }, 'heartbeat.kill');
       this.d.audit.write({

@@ -61,7 +61,7 @@ export class Membership {
   async refresh(leaving: boolean): Promise<readonly string[]> {
     const advertised = this.route ? `${this.address ?? ''}|${this.route}` : this.address;
     const started = this.now();
-    let live: { id: string; address: string | undefined }[];
+    let live: readonly { id: string; address: string | undefined }[];
     try {
       live = await this.coordinator.memberRound(
         MEMBERS,
@@ -75,18 +75,9 @@ export class Membership {
     const now = this.now();
     if (this.unreachable || now - started > MEMBER_ABSENCE_MS) this.holdUntil = now + MEMBER_TTL_MS;
     this.unreachable = false;
+    const ids = live.map((m) => m.id);
     const addresses = new Map<string, string>();
     const routes = new Map<string, string>();
-    if (now < this.holdUntil) {
-      const seen = new Set(live.map((m) => m.id));
-      for (const id of this.live) {
-        if (seen.has(id) || id === this.id) continue;
-        const address = this.addresses.get(id);
-        const route = this.routes.get(id);
-        live.push({ id, address: route ? `${address ?? ''}|${route}` : address });
-      }
-    }
-    this.live = live.map((m) => m.id).sort();
     for (const m of live) {
       if (!m.address) continue;
       const bar = m.address.indexOf('|');
@@ -94,6 +85,18 @@ export class Membership {
       if (address) addresses.set(m.id, address);
       if (bar >= 0 && bar < m.address.length - 1) routes.set(m.id, m.address.slice(bar + 1));
     }
+    if (now < this.holdUntil) {
+      // Held: the members live before the absence that the round did not return, as they were.
+      for (const id of this.live) {
+        if (id === this.id || ids.includes(id)) continue;
+        ids.push(id);
+        const address = this.addresses.get(id);
+        const route = this.routes.get(id);
+        if (address !== undefined) addresses.set(id, address);
+        if (route !== undefined) routes.set(id, route);
+      }
+    }
+    this.live = ids.sort();
     this.addresses = addresses;
     this.routes = routes;
     return this.live;

@@ -49,15 +49,15 @@ return 0`;
 // shard next would refuse the client's retry.
 const FENCED_HSET_BATCH = `
 local t = redis.call('TIME')
-local late = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1])
-local leases = {}
 local out = {}
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
+  for n = 1, #KEYS / 2 do out[n] = -1 end
+  return out
+end
+local leases = {}
 for n = 1, #KEYS / 2 do
   local lease = KEYS[2 * n - 1]
   local a = 4 * (n - 1) + 1
-  if late then
-    out[n] = -1
-  else
   local cur = leases[lease]
   if cur == nil then
     cur = redis.call('GET', lease)
@@ -72,7 +72,6 @@ for n = 1, #KEYS / 2 do
     out[n] = 1
   else
     out[n] = 0
-  end
   end
 end
 return out`;
