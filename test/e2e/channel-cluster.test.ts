@@ -10,7 +10,7 @@ import { ClientApi, hwid } from '../helpers/client.js';
 import { metric, startCluster, type Cluster } from '../helpers/cluster.js';
 import type { ServerProcess } from '../helpers/process.js';
 import { redisAvailable } from '../helpers/services.js';
-import { openChannel, type ChannelClient } from '../helpers/channel-client.js';
+import { openChannel, openLiveChannel, type ChannelClient } from '../helpers/channel-client.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'channel-system-01';
@@ -66,7 +66,7 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
       expect((await c.post('/api/client/license', { session, license: key, hwid: hwid(`ch${ipSeq}`) })).status).toBe(
         200,
       );
-      const ch = await openChannel(via.base, session, { ip });
+      const ch = await openLiveChannel(via.base, session, { ip });
       const start = await ch.call('heartbeat/start', { system_id: SYS });
       expect(start.status).toBe(200);
       const licenseId = licenses.find((l) => l.key_preview === `${key.slice(0, 4)}****${key.slice(-4)}`)!.id;
@@ -168,7 +168,7 @@ describe.skipIf(!hasRedis)('realtime channel across three worker processes', () 
     // Same session, a new key pair, any surviving worker: no init, no license call.
     const t0 = Date.now();
     for (const [i, l] of lives.entries()) {
-      l.ch = await openChannel(survivors[i % 2]!.base, l.session, { ip: l.ip });
+      l.ch = await openLiveChannel(survivors[i % 2]!.base, l.session, { ip: l.ip });
       expect(await beat(l)).toBe(200); // waits for the failover when the victim owned the session
     }
     expect(Date.now() - t0).toBeGreaterThan(500); // the victim's sessions did wait for their new owner

@@ -72,6 +72,8 @@ export class ChannelClient {
   private inSeq = 0;
   /** Why the last frame was refused, if one was (`bad_mac`, `out_of_order`). */
   refused: string | undefined;
+  /** The transport's last error (a reset, an invalid frame), if one came. */
+  error: Error | undefined;
   readonly closed: Promise<{ code: number; reason: string }>;
   /** Raw frames as received (for replay tests). */
   readonly rawFrames: Buffer[] = [];
@@ -85,11 +87,17 @@ export class ChannelClient {
   ) {
     this.closed = new Promise((resolve) =>
       ws.once('close', (code, reason) => {
-        for (const w of this.waiters.splice(0)) w.reject(new Error(`channel closed ${code} ${reason.toString()}`));
+        for (const w of this.waiters.splice(0))
+          w.reject(
+            new Error(
+              `channel closed ${code} ${reason.toString()}${this.refused ? ` (this client refused a frame: ${this.refused})` : ''}${this.error ? ` (${this.error.message})` : ''}`,
+            ),
+          );
         resolve({ code, reason: reason.toString() });
       }),
     );
     ws.on('message', (data: Buffer, isBinary) => this.receive(Buffer.from(data), isBinary));
+    ws.on('error', (err) => (this.error = err));
   }
 
   /** Connects and completes the handshake; a refused upgrade resolves with its verified (signed) answer. */
@@ -240,4 +248,20 @@ export async function openChannel(base: string, session: string, o: ConnectOptio
   const c = await ChannelClient.connect(base, session, o);
   if (!(c instanceof ChannelClient)) throw new Error(`channel refused: ${c.status} ${JSON.stringify(c.body)}`);
   return c;
+}
+
+/**
+ * Connects and proves the channel outlived its open (a ping answered), connecting again when it was
+ * closed abnormally (1006) before that: uWS may close a socket it upgraded inside cork right after the
+ * hello (the server's `channel.closed_by_upgrade`), as an SDK would then reconnect. Nothing was read on
+ * such a connection, so connecting again changes nothing on the server.
+ */
+export async function openLiveChannel(base: string, session: string, o: ConnectOptions = {}): Promise<ChannelClient> {
+  for (let attempt = 1; ; attempt++) {
+    const ch = await openChannel(base, session, o);
+    ch.send({ type: 'ping' });
+    const outcome = await Promise.race([ch.next('pong').then(() => 'live' as const), ch.closed]);
+    if (outcome === 'live') return ch;
+    if (outcome.code !== 1006 || attempt === 3) throw new Error(`channel closed ${outcome.code} at its open`);
+  }
 }

@@ -77,10 +77,16 @@ export class ClientAppCache {
     return value;
   }
 
-  async getById(id: string): Promise<CachedApp | null> {
+  /** The app as getById would answer it from the cache without waiting; undefined when it must be loaded. */
+  peekById(id: string): CachedApp | null | undefined {
     const hit = this.byId.get(id);
+    return hit && this.now() - hit.at < APP_CACHE_TTL_MS ? hit.value : undefined;
+  }
+
+  async getById(id: string): Promise<CachedApp | null> {
+    const hit = this.peekById(id);
+    if (hit !== undefined) return hit;
     const now = this.now();
-    if (hit && now - hit.at < APP_CACHE_TTL_MS) return hit.value;
     const row = await this.apps.findForClientById(id);
     const value = row ? await this.load(row) : null;
     this.byId.set(id, { value, at: now });

@@ -9,7 +9,7 @@ import type { AuditRepository } from '../audit/index.js';
 import type { NonceRepository } from './nonce.repository.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { CachedApp, ClientAppCache } from './client-app-cache.js';
-import type { ClientSessions } from './client-sessions.js';
+import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { AuditNote, ClientCall, ClientOutcome } from './client-call.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
 import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
@@ -86,7 +86,14 @@ export interface ClientInput {
    *  transport authenticated the call otherwise (the realtime channel's handshake and MAC). */
   signed?: IncomingRequest;
   /** The parsed body; throws the coded errors that come before the session (rate limit, 400, 413). */
-  body: () => Promise<unknown>;
+  body: () => unknown;
+  /**
+   * The session the transport bound to itself when it opened (the realtime channel, at its upgrade):
+   * while its activation lasts it stands for the lookup of the body's session. What could change it
+   * meanwhile ends the binding instead: a kill or ban is pushed to the connection (which closes), and
+   * the session's owner refuses beats of a heartbeat it ended.
+   */
+  bound?: { token: string; record: ClientSession };
 }
 
 /**
@@ -136,7 +143,8 @@ export function clientCallRunner<S extends TSchema>(
     /** The session this answer is about (the caller's, or the one init opened): its owner is named. */
     let about: string | undefined;
     try {
-      const raw = await input.body();
+      const read = input.body();
+      const raw = read instanceof Promise ? await read : read;
       const obj = isObject(raw) ? raw : {};
 
       let session: ClientCall<unknown>['session'] = null;
@@ -147,11 +155,15 @@ export function clientCallRunner<S extends TSchema>(
         app = await deps.apps.getByApiKey(obj.api_key);
         if (!app) throw new AppError('app_not_found');
       } else {
-        const record = await deps.sessions.get(obj.session);
+        const bound = input.bound;
+        const record =
+          bound && bound.token === obj.session && deps.sessions.isActivated(bound.record)
+            ? bound.record
+            : await deps.sessions.get(obj.session);
         if (!record) throw new AppError('session_invalid');
         session = { token: obj.session as string, record };
         about = session.token;
-        app = await deps.apps.getById(record.appId);
+        app = deps.apps.peekById(record.appId) ?? (await deps.apps.getById(record.appId));
         if (!app) throw new AppError('app_not_found');
       }
 

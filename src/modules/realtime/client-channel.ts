@@ -15,7 +15,7 @@ import { AppError, rateLimited, ValidationError } from '../../errors.js';
 import { randomToken, x25519KeyPair } from '../../platform/crypto/index.js';
 import { expiryWindowMs, beatInterval } from '../heartbeat/index.js';
 import { outcome, BeatBody, StartBody, StopBody, clientCallRunner, noteEchoedRoute } from '../client/index.js';
-import type { CachedApp, ClientCall, ClientDeps, ClientInput } from '../client/index.js';
+import type { CachedApp, ClientCall, ClientDeps, ClientInput, ClientSession } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
 import {
@@ -89,10 +89,8 @@ const OpenBody = Type.Object({
 interface Opened {
   app: CachedApp;
   session: string;
-  userId: string | null;
-  licenseId: string | null;
-  /** The HWID the session was activated from (lower-cased); null when unknown. */
-  hwid: string | null;
+  /** The session's record as the upgrade found it (without its response key: the channel encrypts no body). */
+  record: ClientSession;
   version: string;
   conn: string;
   interval: number;
@@ -103,10 +101,11 @@ interface Conn {
   readonly id: string;
   readonly session: string;
   readonly key: string;
-  readonly appId: string;
-  readonly userId: string | null;
-  readonly licenseId: string | null;
-  readonly hwid: string | null;
+  /**
+   * The session bound at the upgrade: its app, user, key and HWID (lower-cased; null or absent when
+   * unknown) address pushes, and a beat on this connection needs no lookup of it (client-gate.ts).
+   */
+  readonly record: ClientSession;
   readonly ip: string;
   readonly clientKey: string;
   readonly version: string;
@@ -161,6 +160,8 @@ export class ClientChannel {
   private readonly pendingPerIp = new Map<string, number>();
   private readonly tickets = new Map<number, (o: Opened) => void>();
   private ticketSeq = 0;
+  /** The connection being upgraded (inside res.cork), to tell a close by uWS during it. */
+  private upgrading: Conn | null = null;
   private sweeper: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   /** The worker is shutting down: no new calls, connections end once their calls in flight are answered. */
@@ -262,9 +263,7 @@ export class ClientChannel {
       this.tickets.get(call.body.ticket ?? -1)?.({
         app: call.app,
         session: s.token,
-        userId: s.record.userId,
-        licenseId: s.record.licenseId,
-        hwid: s.record.hwid ?? null,
+        record: { ...s.record, encKey: null },
         version: call.body.version,
         conn,
         interval,
@@ -298,7 +297,7 @@ export class ClientChannel {
       message: guard.socket('message', (ws: UwsSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
         this.message(ws.getUserData().conn, message, isBinary),
       ),
-      close: guard.socket('close', (ws: UwsSocket<UserData>) => this.closed(ws.getUserData().conn)),
+      close: guard.socket('close', (ws: UwsSocket<UserData>, code: number) => this.closed(ws.getUserData().conn, code)),
     });
   }
 
@@ -346,15 +345,18 @@ export class ClientChannel {
         if (reply.status !== 200 || !opened) return finish(reply);
         if (aborted) return;
         const o = opened;
+        const conn = this.connOf(o, ip, nonce);
+        this.upgrading = conn;
         res.cork(() => {
           res.upgrade<UserData>(
-            { conn: this.connOf(o, ip, nonce) },
+            { conn },
             headers['sec-websocket-key'] ?? '',
             '',
             headers['sec-websocket-extensions'] ?? '',
             context,
           );
         });
+        this.upgrading = null;
       })
       .catch((err: unknown) => finish(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
       .finally(() => {
@@ -369,10 +371,7 @@ export class ClientChannel {
       id: o.conn,
       session: o.session,
       key: sessionKey(o.session),
-      appId: o.app.row.id,
-      userId: o.userId,
-      licenseId: o.licenseId,
-      hwid: o.hwid,
+      record: o.record,
       ip,
       clientKey,
       version: o.version,
@@ -400,9 +399,9 @@ export class ClientChannel {
     c.keys = null;
     this.conns.add(c);
     this.bump(this.openPerIp, c.ip, 1);
-    addTo(this.byApp, c.appId, c);
-    if (c.licenseId) addTo(this.byLicense, c.licenseId, c);
-    if (c.userId) addTo(this.byUser, c.userId, c);
+    addTo(this.byApp, c.record.appId, c);
+    if (c.record.licenseId) addTo(this.byLicense, c.record.licenseId, c);
+    if (c.record.userId) addTo(this.byUser, c.record.userId, c);
     // One channel per session: a newer one (a reconnect) replaces an older one, here or elsewhere.
     const older = this.bySession.get(c.key);
     this.bySession.set(c.key, c);
@@ -415,16 +414,21 @@ export class ClientChannel {
     this.judge(c, app);
   }
 
-  private closed(c: Conn): void {
+  private closed(c: Conn, code: number): void {
+    // uWS's cork() can close a socket upgraded inside it, right after its open handler, when the
+    // upgrade reallocated it in place (uNetworking/uWebSockets#1929, fixed upstream after the builds
+    // we ship). Rare and harmless to state (no call was read on it); the client reconnects.
+    if (this.upgrading === c && code === 1006)
+      this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.closed_by_upgrade');
     c.closed = true;
     c.ws = null;
     if (c.slot >= 0) this.slots.release(c.slot);
     c.slot = -1;
     this.conns.delete(c);
     this.bump(this.openPerIp, c.ip, -1);
-    removeFrom(this.byApp, c.appId, c);
-    if (c.licenseId) removeFrom(this.byLicense, c.licenseId, c);
-    if (c.userId) removeFrom(this.byUser, c.userId, c);
+    removeFrom(this.byApp, c.record.appId, c);
+    if (c.record.licenseId) removeFrom(this.byLicense, c.record.licenseId, c);
+    if (c.record.userId) removeFrom(this.byUser, c.record.userId, c);
     if (this.bySession.get(c.key) === c) this.bySession.delete(c.key);
   }
 
@@ -461,10 +465,13 @@ export class ClientChannel {
 
   private async handle(c: Conn, m: Extract<ClientMessage, { type: 'call' }>): Promise<void> {
     if (c.closed) return; // nobody would read the answer: a beat is never applied unanswered
+    // A beat uses the session bound at the upgrade; a start or stop (one per heartbeat) reads it
+    // afresh, so a start after a new activation on this session claims the seat of its new key.
     const reply = await this.calls[m.op]({
       ip: c.ip,
       nonce: c.clientKey,
-      body: async () => ({ ...m.body, session: c.session }),
+      body: () => ({ ...m.body, session: c.session }),
+      ...(m.op === 'heartbeat' ? { bound: { token: c.session, record: c.record } } : {}),
     });
     if (reply.status === 200 && m.op !== 'heartbeat/stop') {
       if (m.op === 'heartbeat/start') {
@@ -504,7 +511,7 @@ export class ClientChannel {
       ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
     ) {
       this.dropped++;
-      this.d.log.warn({ appId: c.appId, ip: c.ip }, 'channel.slow_client_dropped');
+      this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.slow_client_dropped');
       ws.close();
     }
   }
@@ -559,7 +566,9 @@ export class ClientChannel {
     const hwid = 'hwid' in t ? t.hwid : undefined;
     // A connection whose device is unknown may be on the removed one: it is revoked too.
     return [...(set ?? [])].filter(
-      (c) => c.appId === t.appId && (hwid === undefined || c.hwid === null || c.hwid === hwid),
+      (c) =>
+        c.record.appId === t.appId &&
+        (hwid === undefined || (c.record.hwid ?? null) === null || c.record.hwid === hwid),
     );
   }
 

@@ -1,0 +1,80 @@
+// The realtime channel binds its session at the upgrade (issue 26): a beat on it is served without
+// reading the session's record again (watched in Redis with MONITOR: a REST beat reads it, a channel
+// beat does not), while a heartbeat start on the channel still reads the record afresh (a new activation
+// of the session may have changed its key).
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appFixture, nextIp, type AppFixture } from '../../helpers/fixture.js';
+import { hwid } from '../../helpers/client.js';
+import { openChannel } from '../../helpers/channel-client.js';
+import { commandsOf } from '../../helpers/redis-monitor.js';
+import { startTestServer, type TestServer } from '../../helpers/server.js';
+import { REDIS_URL, redisAvailable } from '../../helpers/services.js';
+
+const hasRedis = await redisAvailable();
+const SYS = 'binding-system';
+const HASH = 'b1d0'.repeat(8);
+
+describe.skipIf(!hasRedis)('a channel bound to its session', () => {
+  let t: TestServer;
+  let f: AppFixture;
+  let client: Redis;
+  let monitor: Redis;
+  const prefix = `kwbind${randomBytes(3).toString('hex')}:`;
+
+  beforeAll(async () => {
+    t = await startTestServer({ REDIS_URL, REDIS_PREFIX: prefix, TRUSTED_PROXIES: '127.0.0.1' });
+    f = await appFixture(t, { heartbeat_interval: 30 });
+    client = new Redis(REDIS_URL);
+    await client.ping();
+    monitor = await new Redis(REDIS_URL).monitor();
+  }, 60_000);
+  afterAll(async () => {
+    monitor?.disconnect();
+    client?.disconnect();
+    await t?.close();
+  });
+
+  /** The GETs of the session's record among the commands `fn` caused. */
+  async function recordReads(session: string, fn: () => Promise<void>): Promise<number> {
+    const seen = await commandsOf(monitor, client, prefix, fn);
+    return seen.filter((a) => a[0]!.toLowerCase() === 'get' && a[1] === `${prefix}sess:${session}`).length;
+  }
+
+  it('a beat on the channel reads no session record; the same beat over REST does', async () => {
+    const [key] = await f.keys(1);
+    const ip = nextIp();
+    const c = f.client(ip);
+    const session = await f.session(c);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
+    const ch = await openChannel(t.base, session, { ip });
+    let token = '';
+    const startReads = await recordReads(session, async () => {
+      const start = await ch.call('heartbeat/start', { system_id: SYS });
+      expect(start.status).toBe(200);
+      token = start.body.token;
+    });
+    expect(startReads).toBe(1);
+    const channelReads = await recordReads(session, async () => {
+      for (let i = 1; i <= 3; i++) {
+        const r = await ch.call('heartbeat', { token, system_id: SYS, beat_index: i, code_hash: HASH });
+        expect(r.status).toBe(200);
+        token = r.body.new_token;
+      }
+    });
+    expect(channelReads).toBe(0);
+    const restReads = await recordReads(session, async () => {
+      const r = await c.post('/api/client/heartbeat', {
+        session,
+        token,
+        system_id: SYS,
+        beat_index: 4,
+        code_hash: HASH,
+      });
+      expect(r.status).toBe(200);
+    });
+    expect(restReads).toBe(1);
+    ch.close();
+  });
+});
