@@ -9,7 +9,7 @@ import { ClientApi } from '../helpers/client.js';
 import { metric, startCluster, waitFor, type Cluster } from '../helpers/cluster.js';
 import type { ServerProcess } from '../helpers/process.js';
 import { redisAvailable } from '../helpers/services.js';
-import { openChannel, type ChannelClient } from '../helpers/channel-client.js';
+import { openLiveChannel, type ChannelClient } from '../helpers/channel-client.js';
 
 const hasRedis = await redisAvailable();
 const SYS = 'device-system-01';
@@ -63,7 +63,7 @@ describe.skipIf(!hasRedis)('device removal across two worker processes', () => {
     const lic = await c.post('/api/client/license', { session, license: cluster.keys[0], hwid: device });
     expect(lic.status).toBe(200);
     if (channel) {
-      const ch = await openChannel(w.base, session, { ip });
+      const ch = await openLiveChannel(w.base, session, { ip });
       const start = await ch.call('heartbeat/start', { system_id: SYS });
       expect(start.status).toBe(200);
       const r = await ch.call('heartbeat', { token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });

@@ -3,6 +3,12 @@
 // session and 600 per IP, past which every beat and start of that session or IP answers 429 (signed,
 // with Retry-After) before any work; and a session's refusals write at most one audit line a minute,
 // the rest counted in metrics. Accepted beats cost nothing here: only refusals are counted.
+//
+// The budget is read only for a session or an address this worker refused in the last window: a beat
+// from anyone else reads nothing (with Redis, two GETs a beat saved). A session or address refused on
+// other workers only is thus stopped here from its first refusal on this worker: the budget holds to
+// within one refusal per worker per window, and a valid beat is never answered 429 by a worker that
+// never refused its sender.
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { rateLimited } from '../../errors.js';
@@ -15,16 +21,31 @@ const AUDIT_EVERY_MS = 60_000;
 export class HeartbeatRefusals {
   private readonly perSession: RateLimiterAbstract;
   private readonly perIp: RateLimiterAbstract;
+  /** Sessions and addresses this worker counted a refusal of, and until when that counts. */
+  private readonly refusedSessions = new Map<string, number>();
+  private readonly refusedIps = new Map<string, number>();
   /** Refusals answered without an audit line (exported as a metric). */
   unaudited = 0;
 
-  constructor(private readonly coordinator: Coordinator) {
+  constructor(
+    private readonly coordinator: Coordinator,
+    private readonly now: () => number,
+  ) {
     this.perSession = coordinator.limiter({ keyPrefix: 'hbref:s', points: REFUSALS_PER_SESSION, duration: WINDOW_S });
     this.perIp = coordinator.limiter({ keyPrefix: 'hbref:ip', points: REFUSALS_PER_IP, duration: WINDOW_S });
   }
 
-  /** Throws 429 when the session or the IP has used up its refusals this minute. */
-  async check(session: string, ip: string): Promise<void> {
+  /**
+   * Throws 429 when the session or the IP has used up its refusals this minute. Undefined (nothing to
+   * wait for) when this worker refused neither in the window.
+   */
+  check(session: string, ip: string): Promise<void> | undefined {
+    const now = this.now();
+    if (!recent(this.refusedSessions, session, now) && !recent(this.refusedIps, ip, now)) return undefined;
+    return this.read(session, ip);
+  }
+
+  private async read(session: string, ip: string): Promise<void> {
     const [s, i] = await Promise.all([this.perSession.get(session), this.perIp.get(ip)]);
     let wait = 0;
     if (s && s.consumedPoints >= REFUSALS_PER_SESSION) wait = s.msBeforeNext;
@@ -34,9 +55,29 @@ export class HeartbeatRefusals {
 
   /** Counts one refusal; true when it should write an audit line (the session's first this minute). */
   async refused(session: string, ip: string): Promise<boolean> {
+    const until = this.now() + WINDOW_S * 1000;
+    mark(this.refusedSessions, session, until);
+    mark(this.refusedIps, ip, until);
     await Promise.all([this.perSession.penalty(session, 1), this.perIp.penalty(ip, 1)]);
     const audit = await this.coordinator.setIfAbsent(`hbref:a:${session}`, Buffer.alloc(0), AUDIT_EVERY_MS);
     if (!audit) this.unaudited++;
     return audit;
   }
+}
+
+/** Refused keys remembered at most (a flood of refusals from ever new sessions must not grow memory). */
+const MAX_REMEMBERED = 100_000;
+
+function mark(m: Map<string, number>, key: string, until: number): void {
+  // Forgetting every key at the bound lets each of them through the check once more: within the bound.
+  if (m.size >= MAX_REMEMBERED && !m.has(key)) m.clear();
+  m.set(key, until);
+}
+
+function recent(m: Map<string, number>, key: string, now: number): boolean {
+  const until = m.get(key);
+  if (until === undefined) return false;
+  if (until > now) return true;
+  m.delete(key);
+  return false;
 }

@@ -79,7 +79,7 @@ export class HeartbeatGateway {
   readonly refusals: HeartbeatRefusals;
 
   constructor(private readonly d: HeartbeatGatewayDeps) {
-    this.refusals = new HeartbeatRefusals(d.coordinator);
+    this.refusals = new HeartbeatRefusals(d.coordinator, d.now);
   }
 
   /** Kills one session as revoked, on whichever worker owns it; false when it had none. */
@@ -129,7 +129,8 @@ export class HeartbeatGateway {
   private async budgeted<T>(call: ClientCall<unknown>, note: AuditNote, run: () => Promise<T>): Promise<T> {
     const session = call.session!.token;
     try {
-      await this.refusals.check(session, call.ip);
+      const over = this.refusals.check(session, call.ip);
+      if (over) await over;
       return await run();
     } catch (err) {
       if (err instanceof AppError || err instanceof ValidationError) {

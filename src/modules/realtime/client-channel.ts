@@ -347,16 +347,19 @@ export class ClientChannel {
         const o = opened;
         const conn = this.connOf(o, ip, nonce);
         this.upgrading = conn;
-        res.cork(() => {
-          res.upgrade<UserData>(
-            { conn },
-            headers['sec-websocket-key'] ?? '',
-            '',
-            headers['sec-websocket-extensions'] ?? '',
-            context,
-          );
-        });
-        this.upgrading = null;
+        try {
+          res.cork(() => {
+            res.upgrade<UserData>(
+              { conn },
+              headers['sec-websocket-key'] ?? '',
+              '',
+              headers['sec-websocket-extensions'] ?? '',
+              context,
+            );
+          });
+        } finally {
+          this.upgrading = null;
+        }
       })
       .catch((err: unknown) => finish(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
       .finally(() => {

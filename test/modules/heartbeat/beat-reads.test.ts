@@ -1,13 +1,14 @@
-// The realtime channel binds its session at the upgrade (issue 26): a beat on it is served without
-// reading the session's record again (watched in Redis with MONITOR: a REST beat reads it, a channel
-// beat does not), while a heartbeat start on the channel still reads the record afresh (a new activation
-// of the session may have changed its key).
+// What a beat reads from Redis (issue 26), watched with MONITOR. The realtime channel binds its session
+// at the upgrade: a beat on it is served without reading the session's record again (a REST beat reads
+// it), while a heartbeat start on the channel still reads the record afresh (a new activation of the
+// session may have changed its key). The refusal budget (PROTOCOL 11.26) is read only for a session or
+// an address this worker refused in the window.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture, nextIp, type AppFixture } from '../../helpers/fixture.js';
 import { hwid } from '../../helpers/client.js';
-import { openChannel } from '../../helpers/channel-client.js';
+import { openLiveChannel } from '../../helpers/channel-client.js';
 import { commandsOf } from '../../helpers/redis-monitor.js';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
 import { REDIS_URL, redisAvailable } from '../../helpers/services.js';
@@ -16,7 +17,7 @@ const hasRedis = await redisAvailable();
 const SYS = 'binding-system';
 const HASH = 'b1d0'.repeat(8);
 
-describe.skipIf(!hasRedis)('a channel bound to its session', () => {
+describe.skipIf(!hasRedis)('what a beat reads from Redis', () => {
   let t: TestServer;
   let f: AppFixture;
   let client: Redis;
@@ -36,6 +37,16 @@ describe.skipIf(!hasRedis)('a channel bound to its session', () => {
     await t?.close();
   });
 
+  /** A client session activated with a new key, from a new address. */
+  async function activated() {
+    const [key] = await f.keys(1);
+    const ip = nextIp();
+    const c = f.client(ip);
+    const session = await f.session(c);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
+    return { ip, c, session };
+  }
+
   /** The GETs of the session's record among the commands `fn` caused. */
   async function recordReads(session: string, fn: () => Promise<void>): Promise<number> {
     const seen = await commandsOf(monitor, client, prefix, fn);
@@ -43,12 +54,8 @@ describe.skipIf(!hasRedis)('a channel bound to its session', () => {
   }
 
   it('a beat on the channel reads no session record; the same beat over REST does', async () => {
-    const [key] = await f.keys(1);
-    const ip = nextIp();
-    const c = f.client(ip);
-    const session = await f.session(c);
-    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
-    const ch = await openChannel(t.base, session, { ip });
+    const { ip, c, session } = await activated();
+    const ch = await openLiveChannel(t.base, session, { ip });
     let token = '';
     const startReads = await recordReads(session, async () => {
       const start = await ch.call('heartbeat/start', { system_id: SYS });
@@ -76,5 +83,27 @@ describe.skipIf(!hasRedis)('a channel bound to its session', () => {
     });
     expect(restReads).toBe(1);
     ch.close();
+  });
+
+  it('the refusal budget is read only once this worker refused the session or its address', async () => {
+    const { ip, c, session } = await activated();
+    let token = (await c.post('/api/client/heartbeat/start', { session, system_id: SYS })).body.token as string;
+    let index = 0;
+    const beat = (t: string, i: number) =>
+      c.post('/api/client/heartbeat', { session, token: t, system_id: SYS, beat_index: i, code_hash: HASH });
+    /** The commands on the budget's keys while the session's next beat is accepted. */
+    const budgetReadsOfNextBeat = async () =>
+      (
+        await commandsOf(monitor, client, prefix, async () => {
+          const r = await beat(token, ++index);
+          expect(r.status).toBe(200);
+          token = r.body.new_token;
+        })
+      ).filter((a) => a.some((x) => x.includes('hbref:'))).length;
+
+    expect(await budgetReadsOfNextBeat()).toBe(0);
+    // A refused beat (a replayed index) is counted: from then on the budget is read before each beat.
+    expect((await beat(token, index)).status).toBe(403);
+    expect(await budgetReadsOfNextBeat()).toBeGreaterThan(0);
   });
 });
