@@ -88,12 +88,12 @@ export interface ClientInput {
   /** The parsed body; throws the coded errors that come before the session (rate limit, 400, 413). */
   body: () => unknown;
   /**
-   * The session the transport bound to itself when it opened (the realtime channel, at its upgrade):
-   * while its activation lasts it stands for the lookup of the body's session. What could change it
-   * meanwhile ends the binding instead: a kill or ban is pushed to the connection (which closes), and
-   * the session's owner refuses beats of a heartbeat it ended.
+   * The record of the body's session as the transport bound it when it opened (the realtime channel,
+   * which puts its own session in every body, at its upgrade): while its activation lasts it stands
+   * for the lookup. What could change it meanwhile ends the binding instead: a kill or ban is pushed
+   * to the connection (which closes), and the session's owner refuses beats of a heartbeat it ended.
    */
-  bound?: { token: string; record: ClientSession };
+  bound?: ClientSession | undefined;
 }
 
 /**
@@ -156,10 +156,7 @@ export function clientCallRunner<S extends TSchema>(
         if (!app) throw new AppError('app_not_found');
       } else {
         const bound = input.bound;
-        const record =
-          bound && bound.token === obj.session && deps.sessions.isActivated(bound.record)
-            ? bound.record
-            : await deps.sessions.get(obj.session);
+        const record = bound && deps.sessions.isActivated(bound) ? bound : await deps.sessions.get(obj.session);
         if (!record) throw new AppError('session_invalid');
         session = { token: obj.session as string, record };
         about = session.token;

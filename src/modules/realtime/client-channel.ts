@@ -474,7 +474,7 @@ export class ClientChannel {
       ip: c.ip,
       nonce: c.clientKey,
       body: () => ({ ...m.body, session: c.session }),
-      ...(m.op === 'heartbeat' ? { bound: { token: c.session, record: c.record } } : {}),
+      bound: m.op === 'heartbeat' ? c.record : undefined,
     });
     if (reply.status === 200 && m.op !== 'heartbeat/stop') {
       if (m.op === 'heartbeat/start') {
@@ -569,9 +569,7 @@ export class ClientChannel {
     const hwid = 'hwid' in t ? t.hwid : undefined;
     // A connection whose device is unknown may be on the removed one: it is revoked too.
     return [...(set ?? [])].filter(
-      (c) =>
-        c.record.appId === t.appId &&
-        (hwid === undefined || (c.record.hwid ?? null) === null || c.record.hwid === hwid),
+      (c) => c.record.appId === t.appId && (hwid === undefined || !c.record.hwid || c.record.hwid === hwid),
     );
   }
 

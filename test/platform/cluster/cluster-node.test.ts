@@ -21,6 +21,7 @@ import { Rpc, type OpMap } from '../../../src/platform/cluster/rpc.js';
 import { MAX_FRAME_BYTES } from '../../../src/platform/cluster/peer-transport.js';
 import { ClusterNode, NotOwner } from '../../../src/platform/cluster/cluster-node.js';
 import { AppError } from '../../../src/errors.js';
+import { waitFor } from '../../helpers/cluster.js';
 
 type Line = Record<string, unknown> & { msg: string };
 function logger() {
@@ -799,8 +800,9 @@ describe('ClusterNode, more closely', () => {
     expect(await a.route(firstShard(b), 'once', {}, mustNotRunHere)).toBe(1);
     expect([runs, a.resentCalls]).toEqual([1, 1]);
     // A slow owner gets the copies published while it runs the first: answered from that one run.
+    // This one runs until the first copy (sent at the caller's next owner check) has reached it.
     b.handle('slow', async () => {
-      await new Promise((r) => setTimeout(r, 1_500)); // past an owner check (1 s)
+      await waitFor(async () => b.duplicateFrames > 0);
       return ++runs;
     });
     expect(await a.route(firstShard(b), 'slow', {}, mustNotRunHere)).toBe(2);
