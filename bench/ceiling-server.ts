@@ -3,7 +3,14 @@
 // signature over PROTOCOL 4's message) with no session, actor, gate or storage behind it.
 import type * as Uws from 'uWebSockets.js';
 import { loadUws } from '../src/platform/http/uws-loader.js';
-import { ed25519Sign, hmacSha256, randomBytes, sha256Hex, signingKeyFromSeed } from '../src/platform/crypto/index.js';
+import {
+  ed25519Sign,
+  hmacSha256Base64,
+  randomBytes,
+  randomHex,
+  sha256Hex,
+  signingKeyFromSeed,
+} from '../src/platform/crypto/index.js';
 
 // The same build the server would run with (the loader's choice), so the ratio compares like with like.
 const uws = loadUws();
@@ -28,12 +35,12 @@ uws
         token: string;
         beat_index: number;
       };
-      const newToken = `TT${randomBytes(16).toString('hex')}`;
+      const newToken = `TT${randomHex(16)}`;
       const beatCount = ++count;
-      const proof = hmacSha256(
+      const proof = hmacSha256Base64(
         body.token,
         `kwhb1\n${body.session}\n${body.beat_index}\n${newToken}\n${beatCount}`,
-      ).toString('base64');
+      );
       const out = Buffer.from(JSON.stringify({ success: true, new_token: newToken, beat_count: beatCount, proof }));
       const ts = String(Math.floor(Date.now() / 1000));
       const sig = ed25519Sign(

@@ -1,7 +1,7 @@
 // `npx tsx bench/heartbeat-host-micro.ts [--n=100000] [--max-live=1000] [--seconds=3]`
 // CPU per beat in the heartbeat host alone (no HTTP, no signing), on the two paths a beat takes:
-//   hot:  the session is a live actor (a few clients beating fast, as `npm run bench` does);
-//   cold: the session was passivated and is woken by its beat, which passivates the least
+//   hot:  the session is kept unpacked (a few clients beating fast, as `npm run bench` does);
+//   cold: the session was packed and is unpacked by its beat, which packs the least
 //         recently used one (a fleet: N sessions beating every 30-300 s, only --max-live live).
 // Also the memory the host keeps per session (heap + external after forced collections, with
 // --expose-gc: the script runs itself again with it). Prints one table row per path.
@@ -99,7 +99,7 @@ console.log(
 console.log('| path | beats | CPU ns per beat |');
 console.log('|---|---:|---:|');
 // Hot: the most recently created sessions are the live ones.
-run('hot (live actor)', (k) => N - 1 - (k % Math.min(MAX_LIVE, 500)));
-// Cold: round robin over every session, so each beat wakes one and passivates another.
-run('cold (wake + passivate)', (k) => k % N);
+run('hot (unpacked)', (k) => N - 1 - (k % Math.min(MAX_LIVE, 500)));
+// Cold: round robin over every session, so each beat unpacks one and packs another.
+run('cold (unpack + pack)', (k) => k % N);
 host.close();

@@ -206,7 +206,7 @@ try {
   const mib = (b: number) => (b / 2 ** 20).toFixed(0);
   console.log(
     `\n${made.toLocaleString('en-US')} sessions made in ${seconds.toFixed(0)} s ` +
-      `(${sessions.toLocaleString('en-US')} hosted, ${hb.host.liveActors} live actors); ` +
+      `(${sessions.toLocaleString('en-US')} hosted, ${hb.host.unpacked} unpacked); ` +
       `RSS ${mib(before.rss)} -> ${mib(after.rss)} MiB\n`,
   );
   console.log('| bytes per session | heap used | external | heap committed | RSS |');
@@ -235,10 +235,10 @@ try {
       },
     ],
     [
-      `${hb.host.liveActors.toLocaleString('en-US')} live XState actors (a fixed cost; passivated here)`,
+      `${hb.host.unpacked.toLocaleString('en-US')} unpacked contexts (a fixed cost; packed here)`,
       () => {
-        // contexts() lists the live ones first; restore() passivates a session.
-        for (const c of hb.host.contexts().slice(0, hb.host.liveActors)) hb.host.restore({ ...c });
+        // contexts() lists the unpacked ones first; restore() packs a session.
+        for (const c of hb.host.contexts().slice(0, hb.host.unpacked)) hb.host.restore({ ...c });
       },
     ],
     ['heartbeat contexts (passivated)', () => hb.host.close()],

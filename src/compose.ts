@@ -614,8 +614,8 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
   g('keywarden_heartbeat_sessions', 'Heartbeat sessions hosted by this worker', () => domain.heartbeatOwner.host.size);
   g(
     'keywarden_heartbeat_live_actors',
-    'Heartbeat sessions currently live actors (not passivated)',
-    () => domain.heartbeatOwner.host.liveActors,
+    'Heartbeat sessions kept unpacked (recently active; the rest are packed)',
+    () => domain.heartbeatOwner.host.unpacked,
   );
   g(
     'keywarden_heartbeat_unsettled',

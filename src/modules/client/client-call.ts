@@ -39,18 +39,29 @@ export type ClientOutcome =
     }
   | { ok: false; error: AppError | ValidationError; audit: AuditNote };
 
+/** What a service answers: the reply body and, when the call asked for encryption, its key. */
+type Answer = { body: Record<string, unknown>; responseKey?: Buffer | null };
+
 /**
  * Runs a service operation that notes its audit line as it goes and throws coded errors for expected
- * refusals; returns both as one outcome value. Anything else thrown is a bug and is rethrown.
+ * refusals; returns both as one outcome value. Anything else thrown is a bug and is rethrown. An
+ * operation that answers synchronously (a beat on this worker's own session) gets its outcome
+ * synchronously.
  */
-export async function outcome(
-  run: (audit: AuditNote) => Promise<{ body: Record<string, unknown>; responseKey?: Buffer | null }>,
-): Promise<ClientOutcome> {
+export function outcome(run: (audit: AuditNote) => Promise<Answer>): Promise<ClientOutcome>;
+export function outcome(run: (audit: AuditNote) => Answer | Promise<Answer>): ClientOutcome | Promise<ClientOutcome>;
+export function outcome(run: (audit: AuditNote) => Answer | Promise<Answer>): ClientOutcome | Promise<ClientOutcome> {
   const audit: AuditNote = {};
-  try {
-    return { ok: true, ...(await run(audit)), audit };
-  } catch (err) {
+  const refusal = (err: unknown): ClientOutcome => {
     if (err instanceof AppError || err instanceof ValidationError) return { ok: false, error: err, audit };
     throw err;
+  };
+  try {
+    const answer = run(audit);
+    return answer instanceof Promise
+      ? answer.then((a): ClientOutcome => ({ ok: true, ...a, audit }), refusal)
+      : { ok: true, ...answer, audit };
+  } catch (err) {
+    return refusal(err);
   }
 }

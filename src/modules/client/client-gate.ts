@@ -39,6 +39,9 @@ export interface ClientDeps {
   affinity?: ClientAffinity;
 }
 
+/** Shared by every answer (never written to: an answer naming a route copies it). */
+const JSON_HEADERS: Record<string, string> = Object.freeze({ 'Content-Type': 'application/json' });
+
 /** The header naming the worker that owns a call's session; SDKs send back the last one they got. */
 const ROUTE_HEADER = 'X-Keywarden-Route';
 
@@ -96,6 +99,9 @@ export interface ClientInput {
   bound?: ClientSession | undefined;
 }
 
+/** What a service does with a call that passed the gate. */
+type ClientFn<S extends TSchema> = (call: ClientCall<Static<S>>) => ClientOutcome | Promise<ClientOutcome>;
+
 /**
  * One client route: the gate, then `fn` with a ClientCall of plain data; this transport alone turns
  * the service's outcome into the reply, writes its audit line, encrypts and signs.
@@ -103,108 +109,124 @@ export interface ClientInput {
 export function clientHandler<S extends TSchema>(
   deps: ClientDeps,
   spec: ClientRouteSpec<S>,
-  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
+  fn: ClientFn<S>,
 ): RouteHandler {
   const run = clientCallRunner(deps, spec, fn);
-  return async (req) => {
+  return (req) => {
     noteEchoedRoute(deps.affinity, req.headers['x-keywarden-route']);
-    const reply = await run({
+    const nonce = req.headers['x-nonce'] ?? '';
+    const reply = run({
       ip: req.ip,
-      nonce: req.headers['x-nonce'] ?? '',
+      nonce,
       signed: req,
-      body: async () => {
-        if (spec.limiter) await consumeOrThrow(spec.limiter, req.ip, rateLimited);
-        if (req.body === 'too_large') throw new AppError('payload_too_large');
-        const raw = parseJson(req.body);
-        // Only calls carrying a screenshot may use the 5 MiB allowance (PROTOCOL 1).
-        if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
-          throw new AppError('payload_too_large');
-        return raw;
-      },
+      body: spec.limiter
+        ? async () => {
+            await consumeOrThrow(spec.limiter!, req.ip, rateLimited);
+            return restBody(req);
+          }
+        : () => restBody(req),
     });
-    return signReply(reply, deps.signingKey(), req.method, req.path, req.headers['x-nonce'] ?? '', deps.now());
+    const signed = (r: Reply) => signReply(r, deps.signingKey(), req.method, req.path, nonce, deps.now());
+    return reply instanceof Promise ? reply.then(signed) : signed(reply);
   };
+}
+
+function restBody(req: IncomingRequest): unknown {
+  if (req.body === 'too_large') throw new AppError('payload_too_large');
+  const raw = parseJson(req.body);
+  // Only calls carrying a screenshot may use the 5 MiB allowance (PROTOCOL 1).
+  if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
+    throw new AppError('payload_too_large');
+  return raw;
+}
+
+/** The body of a call whose body is not an object (then every field is missing). */
+const EMPTY: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/** One call's state between the gate's steps. */
+interface CallState {
+  app: CachedApp | null;
+  audit: AuditNote;
+  /** The session this answer is about (the caller's, or the one init opened): its owner is named. */
+  about: string | undefined;
+  /** The parsed body, and the same as an object ({} when it is not one: its fields are all missing). */
+  raw: unknown;
+  obj: Record<string, unknown>;
 }
 
 /**
  * The transport-neutral part of a client call: the gate from the session or api_key on, the schema,
  * `fn`, the audit line and the (unsigned) reply. The HTTP routes and the realtime channel share it.
+ * A call whose body, session and app are at hand (a channel beat on its bound session, the app in
+ * the cache) and whose service answers synchronously is answered synchronously: no promise on the
+ * way, the steady load's cost. Anything that has to wait takes the same steps asynchronously.
  */
 export function clientCallRunner<S extends TSchema>(
   deps: ClientDeps,
   spec: ClientRouteSpec<S>,
-  fn: (call: ClientCall<Static<S>>) => Promise<ClientOutcome>,
-): (input: ClientInput) => Promise<Reply> {
+  fn: ClientFn<S>,
+): (input: ClientInput) => Reply | Promise<Reply> {
   const validator = compile(spec.schema);
-  return async (input) => {
-    let app: CachedApp | null = null;
-    let audit: AuditNote = {};
-    let reply: Reply;
-    /** The session this answer is about (the caller's, or the one init opened): its owner is named. */
-    let about: string | undefined;
-    try {
-      const read = input.body();
-      const raw = read instanceof Promise ? await read : read;
-      const obj = isObject(raw) ? raw : {};
-
-      let session: ClientCall<unknown>['session'] = null;
-      if (spec.identifiesBy === 'api_key') {
-        if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128) {
-          throw validationError('api_key', 'api_key is required', 'missing');
-        }
-        app = await deps.apps.getByApiKey(obj.api_key);
-        if (!app) throw new AppError('app_not_found');
-      } else {
-        const bound = input.bound;
-        const record = bound && deps.sessions.isActivated(bound) ? bound : await deps.sessions.get(obj.session);
-        if (!record) throw new AppError('session_invalid');
-        session = { token: obj.session as string, record };
-        about = session.token;
-        app = deps.apps.peekById(record.appId) ?? (await deps.apps.getById(record.appId));
-        if (!app) throw new AppError('app_not_found');
-      }
-
-      if (app.row.require_signature && input.signed)
-        await checkSignature(deps, input.signed, app.row.id, app.row.api_secret);
-      if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
-      if (typeof obj.hwid === 'string' && app.blockedHwids.has(obj.hwid.toLowerCase()))
-        throw new AppError('access_denied');
-      if (!app.row.enabled) {
-        throw new AppError(
-          'app_disabled',
-          spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined,
-        );
-      }
-
-      const body = validator.parse(raw);
-      const result = await fn({ app, session, ip: input.ip, nonce: input.nonce, body });
-      audit = result.audit;
-      if (!result.ok) throw result.error;
-      if (!session && typeof result.body.session === 'string') about = result.body.session;
-      const json = Buffer.from(JSON.stringify(result.body));
-      const initIv = typeof obj.init_iv === 'string' && obj.init_iv.length > 0 ? obj.init_iv : undefined;
-      reply =
-        result.responseKey && initIv
-          ? {
-              status: 200,
-              body: encryptBodyWithKey(json, result.responseKey, initIv),
-              headers: { 'Content-Type': 'application/json' },
-            }
-          : { status: 200, body: json, headers: { 'Content-Type': 'application/json' } };
-    } catch (err) {
-      reply = errorReply(err, deps.log, { action: spec.action });
-      if (err instanceof AppError || reply.status < 500) {
-        audit.level ??= 'warning';
-        const why =
-          err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed';
-        audit.detail ??= `${reply.status} ${why}`;
-      } else {
-        audit.level ??= 'error';
-        audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
-      }
+  /** After the session or api_key and the app: the checks, the schema, the service, the reply. */
+  const admitted = (input: ClientInput, st: CallState, app: CachedApp, session: ClientCall<unknown>['session']) => {
+    st.app = app;
+    if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
+    const hwid = st.obj.hwid;
+    if (typeof hwid === 'string' && app.blockedHwids.has(hwid.toLowerCase())) throw new AppError('access_denied');
+    if (!app.row.enabled) {
+      throw new AppError(
+        'app_disabled',
+        spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined,
+      );
     }
-    const route = about === undefined ? undefined : deps.affinity?.routeOf(about);
+    const body = validator.parse(st.raw);
+    const result = fn({ app, session, ip: input.ip, nonce: input.nonce, body });
+    return result instanceof Promise ? result.then((r) => rendered(st, r)) : rendered(st, result);
+  };
+  /**
+   * The caller's session when it is at hand (bound to the connection, or in this process's memory);
+   * undefined when it has to be looked up; throws 401 when it is known not to exist.
+   */
+  const sessionNow = (input: ClientInput, raw: unknown) => {
+    const obj = isObject(raw) ? raw : EMPTY;
+    const bound = input.bound;
+    const record = bound && deps.sessions.isActivated(bound) ? bound : deps.sessions.peek(obj.session);
+    if (record === null) throw new AppError('session_invalid');
+    return record && { session: { token: obj.session as string, record }, obj };
+  };
+  /** The steps that may wait: the session or app lookups and the request signature. */
+  const gated = async (input: ClientInput, st: CallState, read: unknown): Promise<Reply> => {
+    const raw = read instanceof Promise ? await read : read;
+    st.raw = raw;
+    st.obj = isObject(raw) ? raw : EMPTY;
+    const obj = st.obj;
+    let app: CachedApp | null;
+    let session: ClientCall<unknown>['session'] = null;
+    if (spec.identifiesBy === 'api_key') {
+      if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128) {
+        throw validationError('api_key', 'api_key is required', 'missing');
+      }
+      app = await deps.apps.getByApiKey(obj.api_key);
+      if (!app) throw new AppError('app_not_found');
+    } else {
+      const bound = input.bound;
+      const record = bound && deps.sessions.isActivated(bound) ? bound : await deps.sessions.get(obj.session);
+      if (!record) throw new AppError('session_invalid');
+      session = { token: obj.session as string, record };
+      st.about = session.token;
+      app = deps.apps.peekById(record.appId) ?? (await deps.apps.getById(record.appId));
+      if (!app) throw new AppError('app_not_found');
+    }
+    st.app = app;
+    if (app.row.require_signature && input.signed)
+      await checkSignature(deps, input.signed, app.row.id, app.row.api_secret);
+    return admitted(input, st, app, session);
+  };
+  const finish = (input: ClientInput, st: CallState, reply: Reply): Reply => {
+    const route = st.about === undefined ? undefined : deps.affinity?.routeOf(st.about);
     if (route !== undefined) reply.headers = { ...reply.headers, [ROUTE_HEADER]: route };
+    const app = st.app;
+    const audit = st.audit;
     if (app && !audit.skip) {
       deps.audit.write({
         appId: app.row.id,
@@ -218,6 +240,57 @@ export function clientCallRunner<S extends TSchema>(
     }
     return reply;
   };
+  const failed = (input: ClientInput, st: CallState, err: unknown): Reply => {
+    const reply = errorReply(err, deps.log, { action: spec.action });
+    const audit = st.audit;
+    if (err instanceof AppError || reply.status < 500) {
+      audit.level ??= 'warning';
+      const why =
+        err instanceof AppError ? (typeof err.detail === 'string' ? err.detail : err.code) : 'validation failed';
+      audit.detail ??= `${reply.status} ${why}`;
+    } else {
+      audit.level ??= 'error';
+      audit.detail ??= reply.status === 503 ? '503 service unavailable' : `${reply.status} internal error`;
+    }
+    return finish(input, st, reply);
+  };
+  return (input) => {
+    const st: CallState = { app: null, audit: {}, about: undefined, raw: undefined, obj: EMPTY };
+    let reply: Reply | Promise<Reply>;
+    try {
+      const read = input.body();
+      const now = read instanceof Promise || spec.identifiesBy !== 'session' ? undefined : sessionNow(input, read);
+      const app = now ? deps.apps.peekById(now.session.record.appId) : undefined;
+      if (now && app && !(app.row.require_signature && input.signed)) {
+        // Everything at hand: the same steps as gated(), none of which waits.
+        st.raw = read;
+        st.obj = now.obj;
+        st.about = now.session.token;
+        reply = admitted(input, st, app, now.session);
+      } else reply = gated(input, st, read);
+    } catch (err) {
+      return failed(input, st, err);
+    }
+    return reply instanceof Promise
+      ? reply.then(
+          (r) => finish(input, st, r),
+          (err: unknown) => failed(input, st, err),
+        )
+      : finish(input, st, reply);
+  };
+
+  /** The service's outcome as the reply; a refusal is thrown to the error reply with its audit note. */
+  function rendered(st: CallState, result: ClientOutcome): Reply {
+    st.audit = result.audit;
+    if (!result.ok) throw result.error;
+    if (!st.about && typeof result.body.session === 'string') st.about = result.body.session;
+    // JSON text: the channel frames it as it is, REST turns it into bytes once, for its signature.
+    const json = JSON.stringify(result.body);
+    const initIv = typeof st.obj.init_iv === 'string' && st.obj.init_iv.length > 0 ? st.obj.init_iv : undefined;
+    return result.responseKey && initIv
+      ? { status: 200, body: encryptBodyWithKey(Buffer.from(json), result.responseKey, initIv), headers: JSON_HEADERS }
+      : { status: 200, body: json, headers: JSON_HEADERS };
+  }
 }
 
 async function checkSignature(deps: ClientDeps, req: IncomingRequest, appId: string, apiSecret: string): Promise<void> {

@@ -7,7 +7,7 @@
 import { pack, unpack } from 'msgpackr';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { shardOf } from '../../platform/cluster/cluster-node.js';
-import { SessionTokenCodec } from './session-token.js';
+import { SessionTokenCodec, type TokenClaims } from './session-token.js';
 import { CompactKeyStore, CoordinatorKeyStore, type UnactivatedKeys } from './unactivated-keys.js';
 
 export const SESSION_TTL_MS = 24 * 3600 * 1000;
@@ -41,6 +41,20 @@ export interface ClientSession {
    * device ends this session and no other. Absent in records written before it was kept: unknown.
    */
   hwid?: string | null;
+}
+
+/** An unactivated session as its token describes it (nothing is stored for one). */
+function unactivated(claims: TokenClaims, encKey: Buffer | null): ClientSession {
+  return {
+    appId: claims.appId,
+    encKey,
+    createdAt: claims.createdAt,
+    activatedAt: null,
+    username: null,
+    userId: null,
+    licenseId: null,
+    hwid: null,
+  };
 }
 
 /** What a session needs of this worker's cluster node: which shards it serves now. */
@@ -106,28 +120,38 @@ export class ClientSessions {
   }
 
   async get(token: unknown): Promise<ClientSession | null> {
-    if (typeof token !== 'string' || !SESSION_FORMAT.test(token)) return null;
-    const raw = await this.coordinator.get(this.key(token));
+    const known = this.peek(token);
+    if (known !== undefined) return known;
+    const raw = await this.coordinator.get(this.key(token as string));
     if (raw) return unpack(raw) as ClientSession;
+    const claims = this.claims(token as string);
+    if (!claims) return null;
+    if (!claims.keyed) return unactivated(claims, null);
+    const encKey = await this.keys.get(token as string);
+    return encKey ? unactivated(claims, encKey) : null;
+  }
+
+  /**
+   * What get() would answer, when it is known without waiting (one process: the record is in
+   * memory); undefined when only get() can tell (Redis, or an unactivated session's response key).
+   */
+  peek(token: unknown): ClientSession | null | undefined {
+    if (typeof token !== 'string' || !SESSION_FORMAT.test(token)) return null;
+    const raw = this.coordinator.peek(this.key(token));
+    if (raw === undefined) return undefined;
+    if (raw) return unpack(raw) as ClientSession;
+    const claims = this.claims(token);
+    if (!claims) return null;
+    return claims.keyed ? undefined : unactivated(claims, null);
+  }
+
+  /** The claims of a sealed token this deployment wrote, inside its 24 hours; null otherwise. */
+  private claims(token: string): TokenClaims | null {
     const claims = this.codec.open(token);
     if (!claims) return null;
     const now = this.now();
     if (now - claims.createdAt >= SESSION_TTL_MS || claims.createdAt - now > MAX_CLOCK_SKEW_MS) return null;
-    let encKey: Buffer | null = null;
-    if (claims.keyed) {
-      encKey = await this.keys.get(token);
-      if (!encKey) return null;
-    }
-    return {
-      appId: claims.appId,
-      encKey,
-      createdAt: claims.createdAt,
-      activatedAt: null,
-      username: null,
-      userId: null,
-      licenseId: null,
-      hwid: null,
-    };
+    return claims;
   }
 
   async activate(

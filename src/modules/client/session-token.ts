@@ -38,7 +38,7 @@ const EPOCH_S = 1_704_067_200;
 const KEYED_FLAG = 0x8000_0000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-interface TokenClaims {
+export interface TokenClaims {
   appId: string;
   /** Unix milliseconds, whole seconds (the token keeps seconds). */
   createdAt: number;

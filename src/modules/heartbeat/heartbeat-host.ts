@@ -1,9 +1,13 @@
-// Hosts heartbeat-session actors of this worker. Recently active sessions are live XState
-// actors (at most `maxLive`); the rest are passivated to their context alone, packed in
-// heartbeat-passive.ts (about 250 bytes), and rehydrated on their next event. A sweeper evicts
-// sessions past their deadline. Sessions are grouped (by shard) so a group can be dropped at once.
-import { createActor, type Actor } from 'xstate';
+// Hosts the heartbeat sessions of this worker. A session is the context of an alive
+// heartbeatMachine (the other states are final, and a session that reaches one is removed), so
+// the host keeps contexts, not running actors: recently active ones as objects (at most `maxLive`),
+// the rest packed in heartbeat-passive.ts (about 250 bytes). An accepted beat, the steady load, is
+// the machine's accepted branch applied directly (acceptedBeat); every other event runs the machine
+// itself on an actor restored from the context for that one event. A sweeper evicts sessions past
+// their deadline. Sessions are grouped (by shard) so a group can be dropped at once.
+import { createActor } from 'xstate';
 import {
+  acceptedBeat,
   heartbeatMachine,
   type HeartbeatContext,
   type HeartbeatEvent,
@@ -30,8 +34,8 @@ interface EventResult {
 }
 
 export class HeartbeatHost {
-  /** Insertion order is recency order: the first entry is the least recently used. */
-  private readonly live = new Map<string, Actor<typeof heartbeatMachine>>();
+  /** Unpacked contexts; insertion order is recency order: the first entry is the least recently used. */
+  private readonly live = new Map<string, HeartbeatContext>();
   private readonly passive = new PassiveContexts();
   private readonly maxLive: number;
   private readonly groupOf: (session: string) => number;
@@ -51,7 +55,8 @@ export class HeartbeatHost {
     return this.live.size + this.passive.size;
   }
 
-  get liveActors(): number {
+  /** Sessions kept unpacked (the recently active ones). */
+  get unpacked(): number {
     return this.live.size;
   }
 
@@ -61,46 +66,57 @@ export class HeartbeatHost {
 
   /** The session's current context without waking it. */
   peek(session: string): HeartbeatContext | undefined {
-    return this.live.get(session)?.getSnapshot().context ?? this.passive.get(session);
+    return this.live.get(session) ?? this.passive.get(session);
   }
 
-  /** The session's deadline (cheaper than peek for a passivated one); undefined when there is none. */
+  /** The session's deadline (cheaper than peek for a packed one); undefined when there is none. */
   deadline(session: string): number | undefined {
-    return this.live.get(session)?.getSnapshot().context.expiresAt ?? this.passive.expiresAt(session);
+    return this.live.get(session)?.expiresAt ?? this.passive.expiresAt(session);
   }
 
   create(input: HeartbeatInput): HeartbeatContext {
     this.passive.delete(input.session);
     const actor = createActor(heartbeatMachine, { input });
     actor.start();
-    this.touch(input.session, actor);
-    return actor.getSnapshot().context;
+    const c = actor.getSnapshot().context;
+    actor.stop();
+    this.touch(input.session, c);
+    return c;
   }
 
   /** Restores a session from a context persisted elsewhere (failover, handover). */
   restore(c: HeartbeatContext): void {
-    this.live.get(c.session)?.stop();
     this.live.delete(c.session);
     this.passive.put(c, this.groupOf(c.session));
   }
 
-  /** Delivers one event to the session's actor; undefined when there is no such session. */
+  /** Delivers one event to the session; undefined when there is no such session. */
   send(session: string, event: HeartbeatEvent): EventResult | undefined {
-    const actor = this.wake(session);
-    if (!actor) return undefined;
-    const before = actor.getSnapshot().context;
+    const before = this.live.get(session) ?? this.passive.take(session);
+    if (!before) return undefined;
+    const accepted = event.type === 'BEAT' ? acceptedBeat(before, event.beat) : undefined;
+    if (accepted) {
+      this.touch(session, accepted);
+      return { verdict: accepted.last!, context: accepted, before };
+    }
+    // A restored snapshot ignores input; the typing still asks for one.
+    const actor = createActor(heartbeatMachine, {
+      snapshot: heartbeatMachine.resolveState({ value: 'alive', context: before }),
+      input: undefined as unknown as HeartbeatInput,
+    });
+    actor.start();
     actor.send(event);
     const snap = actor.getSnapshot();
+    actor.stop();
     if (snap.status === 'done') {
       this.remove(session);
       return { verdict: snap.context.last!, context: null, before };
     }
-    this.touch(session, actor);
+    this.touch(session, snap.context);
     return { verdict: snap.context.last!, context: snap.context, before };
   }
 
   remove(session: string): void {
-    this.live.get(session)?.stop();
     this.live.delete(session);
     this.passive.delete(session);
   }
@@ -109,8 +125,7 @@ export class HeartbeatHost {
   sweep(): number {
     const now = this.opts.now();
     let n = 0;
-    for (const [id, actor] of this.live) {
-      const c = actor.getSnapshot().context;
+    for (const [id, c] of this.live) {
       if (c.expiresAt <= now) {
         this.remove(id);
         this.opts.onExpired?.(c);
@@ -136,51 +151,35 @@ export class HeartbeatHost {
   /** Sessions whose appId, userId or licenseId is `value` (revocations), without waking any. */
   sessionsWhere(key: ContextKey, value: string): string[] {
     const out = this.passive.sessionsWhere(key, value);
-    for (const [id, a] of this.live) if (a.getSnapshot().context[key] === value) out.push(id);
+    for (const [id, c] of this.live) if (c[key] === value) out.push(id);
     return out;
   }
 
   countWhere(key: ContextKey, value: string): number {
     let n = this.passive.countWhere(key, value);
-    for (const a of this.live.values()) if (a.getSnapshot().context[key] === value) n++;
+    for (const c of this.live.values()) if (c[key] === value) n++;
     return n;
   }
 
-  /** Every session's context (tests; each passivated one is decoded). */
+  /** Every session's context (tests; each packed one is decoded). */
   contexts(): HeartbeatContext[] {
-    return [...[...this.live.values()].map((a) => a.getSnapshot().context), ...this.passive.contexts()];
+    return [...this.live.values(), ...this.passive.contexts()];
   }
 
   close(): void {
     if (this.sweeper) clearInterval(this.sweeper);
-    for (const a of this.live.values()) a.stop();
     this.live.clear();
     this.passive.clear();
   }
 
-  private wake(session: string): Actor<typeof heartbeatMachine> | undefined {
-    const live = this.live.get(session);
-    if (live) return live;
-    const c = this.passive.take(session);
-    if (!c) return undefined;
-    // A restored snapshot ignores input; the typing still asks for one.
-    const actor = createActor(heartbeatMachine, {
-      snapshot: heartbeatMachine.resolveState({ value: 'alive', context: c }),
-      input: undefined as unknown as HeartbeatInput,
-    });
-    actor.start();
-    return actor;
-  }
-
-  /** Marks the actor most recently used and passivates the least recently used past the cap. */
-  private touch(session: string, actor: Actor<typeof heartbeatMachine>): void {
+  /** Marks the session most recently used and packs the least recently used past the cap. */
+  private touch(session: string, c: HeartbeatContext): void {
     this.live.delete(session);
-    this.live.set(session, actor);
+    this.live.set(session, c);
     while (this.live.size > this.maxLive) {
-      const [oldest, a] = this.live.entries().next().value as [string, Actor<typeof heartbeatMachine>];
+      const [oldest, old] = this.live.entries().next().value as [string, HeartbeatContext];
       this.live.delete(oldest);
-      this.passive.put(a.getSnapshot().context, this.groupOf(oldest));
-      a.stop();
+      this.passive.put(old, this.groupOf(oldest));
     }
   }
 }

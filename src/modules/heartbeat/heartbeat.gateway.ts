@@ -5,7 +5,7 @@
 // answer with its proof and its audit note. Kills deactivate the client session.
 import type { Logger } from 'pino';
 import { AppError, ValidationError } from '../../errors.js';
-import { hmacSha256, randomHex } from '../../platform/crypto/index.js';
+import { hmacSha256Base64, randomHex } from '../../platform/crypto/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { NotOwner, shardOf, type ShardNode } from '../../platform/cluster/cluster-node.js';
 import { outcome } from '../client/index.js';
@@ -20,7 +20,7 @@ import type {
 } from '../client/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
 import { beatInterval } from './beat-interval.js';
-import { hwidHash, sessionAlive } from './heartbeat.machine.js';
+import { hwidHash, sessionAlive, type KillReason } from './heartbeat.machine.js';
 import { HeartbeatRefusals } from './heartbeat-refusals.js';
 import type { BeatCounts } from './beat-counts.js';
 import {
@@ -38,7 +38,7 @@ function newHeartbeatToken(): string {
 }
 
 export function startProof(session: string, systemId: string, token: string): string {
-  return hmacSha256(session, `kwhs1\n${systemId}\n${token}`).toString('base64');
+  return hmacSha256Base64(session, `kwhs1\n${systemId}\n${token}`);
 }
 
 export function beatProof(
@@ -48,7 +48,7 @@ export function beatProof(
   newToken: string,
   beatCount: number,
 ): string {
-  return hmacSha256(previousToken, `kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`).toString('base64');
+  return hmacSha256Base64(previousToken, `kwhb1\n${session}\n${beatIndex}\n${newToken}\n${beatCount}`);
 }
 
 interface HeartbeatGatewayDeps {
@@ -93,23 +93,36 @@ export class HeartbeatGateway {
    * or cluster hop; only when the shard is elsewhere, or moved away meanwhile (`NotOwner`), does the
    * cluster node find the owner and forward the call.
    */
-  private async route<K extends keyof HeartbeatOps & string>(
+  private route<K extends keyof HeartbeatOps & string>(
     session: string,
     op: K,
     args: HeartbeatOps[K]['args'],
-    here: () => Promise<HeartbeatOps[K]['result']>,
-  ): Promise<HeartbeatOps[K]['result']> {
+    here: () => HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']>,
+  ): HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']> {
     const shard = shardOf(session);
-    if (this.d.node.fenceOf(shard) !== undefined) {
-      try {
-        const result = await here();
-        this.d.node.noteLocal();
-        return result;
-      } catch (err) {
-        if (!(err instanceof NotOwner)) throw err;
-      }
+    const elsewhere = () => this.d.node.route(shard, op, args, async () => here());
+    if (this.d.node.fenceOf(shard) === undefined) return elsewhere();
+    let result: HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']>;
+    try {
+      result = here();
+    } catch (err) {
+      if (!(err instanceof NotOwner)) throw err;
+      return elsewhere();
     }
-    return this.d.node.route(shard, op, args, here);
+    if (!(result instanceof Promise)) {
+      this.d.node.noteLocal();
+      return result;
+    }
+    return result.then(
+      (r) => {
+        this.d.node.noteLocal();
+        return r;
+      },
+      (err: unknown) => {
+        if (!(err instanceof NotOwner)) throw err;
+        return elsewhere();
+      },
+    );
   }
 
   /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */
@@ -119,25 +132,30 @@ export class HeartbeatGateway {
   }
 
   start(call: ClientCall<StartRequest>): Promise<ClientOutcome> {
-    return outcome((note) => this.budgeted(call, note, () => this.runStart(call, note)));
+    return outcome(async (note) => this.budgeted(call, note, () => this.runStart(call, note)));
   }
 
   /**
    * Runs a start or a beat within the session's and the IP's refusal budget (PROTOCOL 11.26): over
    * it, 429 before any work; a refusal is counted and audited at most once a minute per session.
+   * Synchronous when `run` is and nothing was refused lately.
    */
-  private async budgeted<T>(call: ClientCall<unknown>, note: AuditNote, run: () => Promise<T>): Promise<T> {
-    const session = call.session!.token;
+  private budgeted<T>(call: ClientCall<unknown>, note: AuditNote, run: () => T | Promise<T>): T | Promise<T> {
     try {
-      const over = this.refusals.check(session, call.ip);
-      if (over) await over;
-      return await run();
+      const over = this.refusals.check(call.session!.token, call.ip);
+      const result = over ? over.then(run) : run();
+      return result instanceof Promise ? result.catch((err: unknown) => this.refused(call, note, err)) : result;
     } catch (err) {
-      if (err instanceof AppError || err instanceof ValidationError) {
-        if (!(await this.refusals.refused(session, call.ip))) note.skip = true;
-      }
-      throw err;
+      return this.refused(call, note, err);
     }
+  }
+
+  /** Counts a refusal against the budget (audited only when it is the first in its minute), then rethrows. */
+  private async refused(call: ClientCall<unknown>, note: AuditNote, err: unknown): Promise<never> {
+    if (err instanceof AppError || err instanceof ValidationError) {
+      if (!(await this.refusals.refused(call.session!.token, call.ip))) note.skip = true;
+    }
+    throw err;
   }
 
   private async runStart(call: ClientCall<StartRequest>, note: AuditNote) {
@@ -205,11 +223,12 @@ export class HeartbeatGateway {
     }
   }
 
-  beat(call: ClientCall<BeatRequest>): Promise<ClientOutcome> {
+  /** Synchronous end to end when this worker owns the session and needs no write to be waited for. */
+  beat(call: ClientCall<BeatRequest>): ClientOutcome | Promise<ClientOutcome> {
     return outcome((note) => this.budgeted(call, note, () => this.runBeat(call, note)));
   }
 
-  private async runBeat(call: ClientCall<BeatRequest>, note: AuditNote) {
+  private runBeat(call: ClientCall<BeatRequest>, note: AuditNote) {
     const s = call.session!;
     const b = call.body;
     const args: BeatArgs = {
@@ -227,7 +246,18 @@ export class HeartbeatGateway {
         newToken: newHeartbeatToken(),
       },
     };
-    const r = await this.route(s.token, 'hb.beat', args, () => this.d.owner.beatHere(args));
+    const r = this.route(s.token, 'hb.beat', args, () => this.d.owner.beatHere(args));
+    return r instanceof Promise
+      ? r.then((r) => this.answerBeat(call, note, args, r))
+      : this.answerBeat(call, note, args, r);
+  }
+
+  private answerBeat(
+    call: ClientCall<BeatRequest>,
+    note: AuditNote,
+    args: BeatArgs,
+    r: HeartbeatOps['hb.beat']['result'],
+  ): { body: Record<string, unknown> } | Promise<{ body: Record<string, unknown> }> {
     const v = r.verdict;
     if (!v) {
       note.detail = '403 beat refused: no live heartbeat session';
@@ -237,20 +267,8 @@ export class HeartbeatGateway {
       note.detail = `403 beat refused: ${REJECT_TEXT[v.reason]}`;
       throw new AppError('heartbeat_rejected');
     }
-    if (v.kind === 'killed') {
-      note.action = 'heartbeat.kill';
-      note.detail = `Session killed: ${KILL_TEXT[v.reason]}`;
-      const current = await this.d.sessions.get(s.token);
-      if (current) await this.d.sessions.deactivate(s.token, current);
-      this.d.owner.killed(s.token);
-      await this.d.events.publish('heartbeat.kill', call.app.row.id, {
-        reason: v.reason,
-        ip: call.ip,
-        user_id: r.userId,
-        license_id: r.licenseId,
-      });
-      throw new AppError('heartbeat_rejected');
-    }
+    if (v.kind === 'killed') return this.killedByBeat(call, note, v.reason, r);
+    const b = call.body;
     if (v.kind === 'accepted') this.d.beats?.count(call.app.row.id, r.licenseId, r.userId, args.beat.now);
     if (v.kind === 'accepted' && v.drift) {
       note.level = 'warning';
@@ -259,20 +277,41 @@ export class HeartbeatGateway {
       // Accepted beats are counted in metrics, not written one by one to the audit log.
       note.skip = true;
     }
-    return {
-      body: {
-        success: true,
-        new_token: r.token,
-        beat_count: r.beatCount,
-        proof: beatProof(r.previousToken, s.token, b.beat_index, r.token, r.beatCount),
-        ...(await this.graceOf(call)),
-      },
+    const body = {
+      success: true,
+      new_token: r.token,
+      beat_count: r.beatCount,
+      proof: beatProof(r.previousToken, call.session!.token, b.beat_index, r.token, r.beatCount),
     };
+    const grace = this.graceOf(call);
+    return grace ? grace.then((g) => ({ body: { ...body, ...g } })) : { body };
   }
 
-  private graceOf(call: ClientCall<unknown>): Promise<{ grace_until?: string }> {
+  private async killedByBeat(
+    call: ClientCall<BeatRequest>,
+    note: AuditNote,
+    reason: KillReason,
+    r: HeartbeatOps['hb.beat']['result'],
+  ): Promise<never> {
+    const token = call.session!.token;
+    note.action = 'heartbeat.kill';
+    note.detail = `Session killed: ${KILL_TEXT[reason]}`;
+    const current = await this.d.sessions.get(token);
+    if (current) await this.d.sessions.deactivate(token, current);
+    this.d.owner.killed(token);
+    await this.d.events.publish('heartbeat.kill', call.app.row.id, {
+      reason,
+      ip: call.ip,
+      user_id: r.userId,
+      license_id: r.licenseId,
+    });
+    throw new AppError('heartbeat_rejected');
+  }
+
+  /** The answer's grace (PROTOCOL 12.6); undefined when the application grants none (nothing to wait for). */
+  private graceOf(call: ClientCall<unknown>): Promise<{ grace_until?: string }> | undefined {
     const app = call.app.row;
-    if (!this.d.grace || app.grace_hours <= 0) return Promise.resolve({});
+    if (!this.d.grace || app.grace_hours <= 0) return undefined;
     return this.d.grace(app, call.session!.record);
   }
 

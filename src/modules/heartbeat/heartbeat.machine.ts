@@ -132,6 +132,39 @@ function verdictOf(context: HeartbeatContext, beat: BeatInput): ReturnType<typeo
   return verdict;
 }
 
+type Accepted = { kind: 'accepted'; drift: boolean; warnings: number };
+
+/** What an accepted beat changes: the machine's assignment on its `accepted` branch. */
+function acceptedChanges(context: HeartbeatContext, b: BeatInput, v: Accepted) {
+  const first = context.beatCount === 0;
+  return {
+    token: b.newToken,
+    lastBeatIndex: b.beatIndex,
+    beatCount: context.beatCount + 1,
+    warnings: v.warnings,
+    lastBeatAt: b.now,
+    expiresAt: b.now + expiryWindowMs(context.beatInterval),
+    // The first beat sets the baseline the later ones are compared with.
+    codeHash: first ? (b.codeHash?.toLowerCase() ?? null) : context.codeHash,
+    codeSize: first ? (b.codeSize ?? null) : context.codeSize,
+    last: v.drift ? ACCEPTED_LATE : ACCEPTED,
+  };
+}
+const ACCEPTED: BeatVerdict = Object.freeze({ kind: 'accepted', drift: false });
+const ACCEPTED_LATE: BeatVerdict = Object.freeze({ kind: 'accepted', drift: true });
+
+/**
+ * The BEAT transition of an alive session that judgeBeat accepts, without the interpreter: the
+ * machine's first BEAT branch has guard `accepted`, no target and acceptedChanges() as its only
+ * action, so its next context is this one. It is the steady load (every 30 s per client); any other
+ * event (a refused or killing beat, STOP, KILL) returns undefined and goes through the machine.
+ * heartbeat.machine.test.ts runs random event sequences through both and compares.
+ */
+export function acceptedBeat(c: HeartbeatContext, b: BeatInput): HeartbeatContext | undefined {
+  const v = judgeBeat(c, b);
+  return v.kind === 'accepted' ? { ...c, ...acceptedChanges(c, b, v as Accepted) } : undefined;
+}
+
 export interface HeartbeatInput {
   appId: string;
   session: string;
@@ -184,23 +217,9 @@ export const heartbeatMachine = setup({
         BEAT: [
           {
             guard: 'accepted',
-            actions: assign(({ context, event }) => {
-              const b = event.beat;
-              const v = verdictOf(context, b) as { kind: 'accepted'; drift: boolean; warnings: number };
-              const first = context.beatCount === 0;
-              return {
-                token: b.newToken,
-                lastBeatIndex: b.beatIndex,
-                beatCount: context.beatCount + 1,
-                warnings: v.warnings,
-                lastBeatAt: b.now,
-                expiresAt: b.now + expiryWindowMs(context.beatInterval),
-                // The first beat sets the baseline the later ones are compared with.
-                codeHash: first ? (b.codeHash?.toLowerCase() ?? null) : context.codeHash,
-                codeSize: first ? (b.codeSize ?? null) : context.codeSize,
-                last: { kind: 'accepted' as const, drift: v.drift },
-              };
-            }),
+            actions: assign(({ context, event }) =>
+              acceptedChanges(context, event.beat, verdictOf(context, event.beat) as Accepted),
+            ),
           },
           // Wrong, stale or malformed token, or a replay: refused without moving anything (PROTOCOL 11.13).
           {

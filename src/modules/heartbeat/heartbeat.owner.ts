@@ -92,6 +92,16 @@ export interface SeatClaimOutcome {
   /** Sessions ended to make room (kick_oldest). */
   kicked: { session: string; userId: string | null }[];
 }
+const NO_HEARTBEAT: BeatOutcome = Object.freeze({
+  verdict: null,
+  token: '',
+  beatCount: 0,
+  warnings: 0,
+  previousToken: '',
+  userId: null,
+  licenseId: null,
+});
+
 /** Why the owner ends a session from outside a beat. */
 type OuterKill = Extract<KillReason, 'revoked' | 'session_limit'>;
 
@@ -160,14 +170,14 @@ export class HeartbeatOwner {
       groupOf: shardOf,
       onExpired: (c) => {
         // A lease lost a moment ago makes this write fail: the next owner's sweeper removes it.
-        void this.persist(c.session, null).catch(() => undefined);
+        void this.persistQuietly(c.session, null);
         this.seats.releaseLater(c.licenseId, c.session);
         d.log.debug({ appId: c.appId }, 'heartbeat.expired');
       },
     });
     d.node.onShards({ acquired: (shard) => this.shardAcquired(shard), released: (shard) => this.shardReleased(shard) });
     d.node.handle('hb.start', (a) => this.startHere(a));
-    d.node.handle('hb.beat', (a) => this.beatHere(a));
+    d.node.handle('hb.beat', async (a) => this.beatHere(a));
     d.node.handle('hb.stop', (a) => this.stopHere(a));
     d.node.handle('hb.kill', (a) => this.killOwned(a.session, a.reason));
     this.seats = new SeatKeeper({
@@ -290,15 +300,31 @@ export class HeartbeatOwner {
     }
   }
 
-  /** Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is gone. */
-  private async persist(session: string, c: HeartbeatContext | null): Promise<void> {
+  /**
+   * Writes (or deletes) a session's state under the shard's fence; throws NotOwner when the lease is
+   * gone. Without Redis it only marks the session for the checkpoint and returns nothing to wait for.
+   */
+  private persist(session: string, c: HeartbeatContext | null): Promise<void> | undefined {
     const shard = shardOf(session);
     const fence = this.d.node.fenceOf(shard);
     if (fence === undefined) throw new NotOwner(shard);
     if (!this.durable) {
       this.changed?.add(session);
-      return;
+      return undefined;
     }
+    return this.write(session, shard, fence, c);
+  }
+
+  /** persist() for a removal nobody waits on: a lease lost meanwhile leaves it to the next owner's sweeper. */
+  private async persistQuietly(session: string, c: HeartbeatContext | null): Promise<void> {
+    try {
+      await this.persist(session, c);
+    } catch {
+      // NotOwner or no answer: settle() or the next owner takes it from here
+    }
+  }
+
+  private async write(session: string, shard: number, fence: number, c: HeartbeatContext | null): Promise<void> {
     let ok: boolean;
     try {
       ok = await this.d.coordinator.fencedHashSet(
@@ -344,26 +370,43 @@ export class HeartbeatOwner {
     return { ok: true };
   }
 
-  async beatHere(a: BeatArgs): Promise<BeatOutcome> {
+  /**
+   * A beat on this owner. Synchronous unless a write has to be waited for (with Redis): a beat
+   * on a session this worker owns, alone, takes no promise from the frame to the answer.
+   */
+  beatHere(a: BeatArgs): BeatOutcome | Promise<BeatOutcome> {
     this.owns(a.session);
     // The sweeper runs every second; a beat past the deadline must not slip through in between.
     const deadline = this.host.deadline(a.session);
     if (deadline !== undefined && deadline <= this.d.now()) {
       this.host.remove(a.session);
-      await this.persist(a.session, null);
+      const gone = this.persist(a.session, null);
+      if (gone) return gone.then(() => this.beatNow(a));
     }
+    return this.beatNow(a);
+  }
+
+  private beatNow(a: BeatArgs): BeatOutcome | Promise<BeatOutcome> {
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
-    if (!r)
-      return { verdict: null, token: '', beatCount: 0, warnings: 0, previousToken: '', userId: null, licenseId: null };
-    try {
-      if (r.verdict.kind === 'accepted') await this.persist(a.session, r.context);
-      else if (r.verdict.kind === 'killed') await this.persist(a.session, null);
-    } catch (err) {
-      // Not durable, so it did not happen: the session goes back to what it was, and the client,
-      // answered 503, sends the same beat again (a moved shard was dropped whole already).
+    if (!r) return NO_HEARTBEAT;
+    // Not durable, so it did not happen: the session goes back to what it was, and the client,
+    // answered 503, sends the same beat again (a moved shard was dropped whole already).
+    const undo = (err: unknown): never => {
       if (!(err instanceof NotOwner)) this.host.restore(r.before);
       throw err;
+    };
+    let written: Promise<void> | undefined;
+    try {
+      if (r.verdict.kind === 'accepted') written = this.persist(a.session, r.context);
+      else if (r.verdict.kind === 'killed') written = this.persist(a.session, null);
+    } catch (err) {
+      undo(err);
     }
+    if (written) return written.then(() => this.beatDone(a, r), undo);
+    return this.beatDone(a, r);
+  }
+
+  private beatDone(a: BeatArgs, r: NonNullable<ReturnType<HeartbeatHost['send']>>): BeatOutcome {
     if (r.verdict.kind === 'killed') this.seats.releaseLater(r.before.licenseId, a.session);
     return {
       verdict: r.verdict,
@@ -399,7 +442,7 @@ export class HeartbeatOwner {
     for (const session of sessions) {
       const r = this.host.send(session, { type: 'KILL', reason });
       if (!r) continue;
-      await this.persist(session, null).catch(() => undefined);
+      await this.persistQuietly(session, null);
       if (reason !== 'session_limit') this.seats.releaseLater(r.before.licenseId, session);
       this.d.log.info({ appId: r.before.appId, reason: KILL_TEXT[reason] }, 'heartbeat.kill');
       this.d.audit.write({

@@ -16,7 +16,7 @@ import {
   constantTimeEqual,
   ed25519Sign,
   hkdfSha256Salted,
-  hmacSha256,
+  hmacSha256Into,
   sha256,
   x25519,
   x25519PublicKey,
@@ -139,17 +139,27 @@ export function buildHello(
   return { text, transcript, keys: deriveKeys(shared, transcript) };
 }
 
-/** MAC(32) || payload. */
-export function sealFrame(key: Uint8Array, payload: Uint8Array): Buffer {
-  return Buffer.concat([hmacSha256(key, payload), payload]);
+/** MAC(32) || payload, in one buffer (a string payload is written as UTF-8 straight into it). */
+export function sealFrame(key: Uint8Array, payload: string | Uint8Array): Buffer {
+  const bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+  const frame = Buffer.allocUnsafe(MAC_BYTES + bytes);
+  if (typeof payload === 'string') frame.write(payload, MAC_BYTES, 'utf8');
+  else frame.set(payload, MAC_BYTES);
+  hmacSha256Into(frame, key, frame.subarray(MAC_BYTES));
+  return frame;
 }
 
-/** The payload (a copy) when the MAC verifies, else null. */
-export function openFrame(key: Uint8Array, frame: Uint8Array): Buffer | null {
+const macScratch = Buffer.alloc(MAC_BYTES);
+
+/**
+ * The payload when the MAC verifies, else null: a view of `frame`, valid only as long as the frame
+ * is (a uWS message buffer: until its handler returns).
+ */
+export function verifyFrame(key: Uint8Array, frame: Uint8Array): Buffer | null {
   if (frame.byteLength <= MAC_BYTES) return null;
-  const payload = frame.subarray(MAC_BYTES);
-  if (!constantTimeEqual(hmacSha256(key, payload), frame.subarray(0, MAC_BYTES))) return null;
-  return Buffer.from(payload);
+  const payload = Buffer.from(frame.buffer, frame.byteOffset + MAC_BYTES, frame.byteLength - MAC_BYTES);
+  hmacSha256Into(macScratch, key, payload);
+  return constantTimeEqual(macScratch, frame.subarray(0, MAC_BYTES)) ? payload : null;
 }
 
 export type ClientMessage =

@@ -46,7 +46,7 @@ import {
   CHANNEL_PATH,
   CLOSE,
   KEY_FORMAT,
-  openFrame,
+  verifyFrame,
   parseClientMessage,
   REVOKE_DETAIL,
   sealFrame,
@@ -167,17 +167,18 @@ export class ClientChannel {
   /** The worker is shutting down: no new calls, connections end once their calls in flight are answered. */
   private closing = false;
   private readonly open: (input: ClientInput) => Promise<Reply>;
-  private readonly calls: Record<ChannelOp, (input: ClientInput) => Promise<Reply>>;
+  private readonly calls: Record<ChannelOp, (input: ClientInput) => Reply | Promise<Reply>>;
   /** Counters for /metrics. */
   pushed = 0;
   dropped = 0;
 
   constructor(private readonly d: ClientChannelDeps) {
-    this.open = clientCallRunner(
+    const open = clientCallRunner(
       d.client,
       { action: 'client.channel', schema: OpenBody, identifiesBy: 'session', disabledDetail: 'plain' },
       (call) => this.opening(call),
     );
+    this.open = async (input) => open(input);
     const spec = { identifiesBy: 'session', disabledDetail: 'plain' } as const;
     this.calls = {
       'heartbeat/start': clientCallRunner(
@@ -446,7 +447,7 @@ export class ClientChannel {
     if (c.closed) return;
     // The ArrayBuffer is only valid during this callback: verified and parsed before returning.
     if (!isBinary) return this.end(c, CLOSE.protocol, 'binary frames only');
-    const payload = openFrame(this.slots.c2s(c.slot), new Uint8Array(message));
+    const payload = verifyFrame(this.slots.c2s(c.slot), new Uint8Array(message));
     if (!payload) return this.end(c, CLOSE.protocol, 'bad MAC');
     const m = parseClientMessage(payload, c.inSeq + 1);
     if (typeof m === 'string') return this.end(c, CLOSE.protocol, m);
@@ -455,27 +456,56 @@ export class ClientChannel {
     if (this.closing) return this.end(c, CLOSE.goingAway, 'server shutting down');
     if (c.inflight >= this.limits.maxInFlight) return this.end(c, CLOSE.protocol, 'too many calls in flight');
     c.inflight++;
-    c.queue = c.queue
-      .then(() => this.handle(c, m))
-      .catch((err: unknown) => {
-        this.d.log.error({ err }, 'channel.call_failed');
-        this.end(c, CLOSE.serverError, 'internal error');
-      })
-      .finally(() => {
-        c.inflight--;
-      });
+    if (c.inflight > 1) {
+      c.queue = c.queue
+        .then(() => this.handle(c, m))
+        .then(
+          () => this.settled(c),
+          (err: unknown) => this.callFailed(c, err),
+        );
+      return;
+    }
+    // Nothing in flight: the call runs now, inside this handler (its answer is corked with it), and
+    // one that needs nothing waited for (a beat on this worker's own session) ends here too.
+    let running: void | Promise<void>;
+    try {
+      running = this.handle(c, m);
+    } catch (err) {
+      return this.callFailed(c, err);
+    }
+    if (running) {
+      c.queue = running.then(
+        () => this.settled(c),
+        (err: unknown) => this.callFailed(c, err),
+      );
+    } else this.settled(c);
   }
 
-  private async handle(c: Conn, m: Extract<ClientMessage, { type: 'call' }>): Promise<void> {
+  private settled(c: Conn): void {
+    c.inflight--;
+  }
+
+  private callFailed(c: Conn, err: unknown): void {
+    c.inflight--;
+    this.d.log.error({ err }, 'channel.call_failed');
+    this.end(c, CLOSE.serverError, 'internal error');
+  }
+
+  private handle(c: Conn, m: Extract<ClientMessage, { type: 'call' }>): void | Promise<void> {
     if (c.closed) return; // nobody would read the answer: a beat is never applied unanswered
     // A beat uses the session bound at the upgrade; a start or stop (one per heartbeat) reads it
     // afresh, so a start after a new activation on this session claims the seat of its new key.
-    const reply = await this.calls[m.op]({
+    const reply = this.calls[m.op]({
       ip: c.ip,
       nonce: c.clientKey,
       body: () => ({ ...m.body, session: c.session }),
       bound: m.op === 'heartbeat' ? c.record : undefined,
     });
+    if (reply instanceof Promise) return reply.then((r) => this.answer(c, m, r));
+    this.answer(c, m, reply);
+  }
+
+  private answer(c: Conn, m: Extract<ClientMessage, { type: 'call' }>, reply: Reply): void {
     if (reply.status === 200 && m.op !== 'heartbeat/stop') {
       if (m.op === 'heartbeat/start') {
         const started = JSON.parse(reply.body.toString()) as { beat_interval?: number };
@@ -487,7 +517,7 @@ export class ClientChannel {
     const head =
       `{"seq":${c.outSeq + 1},"type":"reply","re":${m.seq},"status":${reply.status},` +
       `${retry ? `"retry_after":${Number(retry)},` : ''}"body":`;
-    // The reply body is already JSON bytes: framed as they are, not decoded and encoded again.
+    // The reply body is already JSON: framed as it is, not decoded and encoded again.
     this.sendRaw(
       c,
       typeof reply.body === 'string'
@@ -509,8 +539,7 @@ export class ClientChannel {
     // build does not close by itself although closeOnBackpressureLimit is set.
     const ws = c.ws;
     if (
-      ws.send(sealFrame(this.slots.s2c(c.slot), typeof payload === 'string' ? Buffer.from(payload) : payload), true) ===
-        2 ||
+      ws.send(sealFrame(this.slots.s2c(c.slot), payload), true) === 2 ||
       ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
     ) {
       this.dropped++;

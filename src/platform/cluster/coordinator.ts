@@ -20,6 +20,11 @@ export interface Coordinator {
   /** A fixed-window limiter shared by every worker (rate-limiter-flexible). */
   limiter(opts: LimiterOptions): RateLimiterAbstract;
   get(key: string): Promise<Buffer | null>;
+  /**
+   * What get() would answer, when this implementation knows it without waiting (one process: its
+   * memory); undefined when only get() can tell (Redis). Hot paths try it first and skip a promise.
+   */
+  peek(key: string): Buffer | null | undefined;
   set(key: string, value: Buffer, ttlMs: number): Promise<void>;
   /** Stores only when the key is absent; true when this call stored it (a nonce ledger, a claim). */
   setIfAbsent(key: string, value: Buffer, ttlMs: number): Promise<boolean>;

@@ -110,6 +110,10 @@ export class LocalCoordinator implements Coordinator {
   }
 
   async get(key: string) {
+    return this.peek(key);
+  }
+
+  peek(key: string): Buffer | null {
     const s = this.live(key);
     return s === undefined ? null : valueOf(s);
   }

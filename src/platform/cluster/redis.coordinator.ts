@@ -238,6 +238,11 @@ export class RedisCoordinator implements Coordinator {
     return this.redis.getBuffer(this.k(key));
   }
 
+  /** Redis is only known by asking: always get(). */
+  peek(): undefined {
+    return undefined;
+  }
+
   async set(key: string, value: Buffer, ttlMs: number) {
     await this.redis.set(this.k(key), value, 'PX', Math.max(1, Math.ceil(ttlMs)));
   }

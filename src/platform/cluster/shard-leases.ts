@@ -20,8 +20,15 @@ export function fnv1a(s: string): number {
   return h >>> 0;
 }
 
+let lastId: string | undefined;
+let lastShard = 0;
+
+/** The shard of a session or key id. A beat asks for its session's several times in a row: the last answer is kept. */
 export function shardOf(id: string): number {
-  return fnv1a(id) % SHARD_COUNT;
+  if (id === lastId) return lastShard;
+  lastShard = fnv1a(id) % SHARD_COUNT;
+  lastId = id;
+  return lastShard;
 }
 
 /** A member's score for a shard: the first 48 bits of SHA-256(`<member>#<shard>`), evenly spread. */

@@ -1,35 +1,127 @@
 // Every cryptographic primitive Keywarden uses lives here: Ed25519, X25519, Argon2id, secretbox
 // (XSalsa20-Poly1305), randomness and constant-time compares from sodium-native; HMAC-SHA256,
 // HMAC-SHA1 (TOTP, RFC 6238), HKDF-SHA256, SHA-256 and AES-256-CBC from node:crypto (sodium-native 5
-// exposes no HMAC-SHA256, HMAC-SHA1 or HKDF and libsodium has no AES-CBC).
+// exposes no HMAC-SHA256 with a key of any length, HMAC-SHA1 or HKDF, and libsodium has no AES-CBC).
+import * as nodeCrypto from 'node:crypto';
 import { createCipheriv, createHash, createHmac, hkdfSync } from 'node:crypto';
 import sodium from 'sodium-native';
 
+// Small draws come from a pool filled 4 KiB at a time: libsodium asks the kernel (getrandom) on
+// every call, and a system call per heartbeat token cost more than the rest of the token. Each
+// pooled byte is handed out once and wiped as it leaves; the pool never leaves this module.
+const POOL_BYTES = 4096;
+const POOLED_MAX = 64;
+const pool = Buffer.allocUnsafeSlow(POOL_BYTES);
+let poolAt = POOL_BYTES;
+
+/** The offset in `pool` of `n` (<= POOLED_MAX) fresh random bytes, which the caller reads before any other draw. */
+function draw(n: number): number {
+  if (poolAt + n > POOL_BYTES) {
+    sodium.randombytes_buf(pool);
+    poolAt = 0;
+  }
+  const at = poolAt;
+  poolAt += n;
+  return at;
+}
+
 export function randomBytes(n: number): Buffer {
   const b = Buffer.allocUnsafe(n);
-  sodium.randombytes_buf(b);
+  if (n > POOLED_MAX) {
+    sodium.randombytes_buf(b);
+    return b;
+  }
+  const at = draw(n);
+  pool.copy(b, 0, at, at + n);
+  pool.fill(0, at, at + n);
   return b;
+}
+
+function randomString(bytes: number, encoding: 'hex' | 'base64url'): string {
+  if (bytes > POOLED_MAX) return randomBytes(bytes).toString(encoding);
+  const at = draw(bytes);
+  const s = pool.toString(encoding, at, at + bytes);
+  pool.fill(0, at, at + bytes);
+  return s;
 }
 
 /** URL-safe random token: `bytes` random bytes, base64url without padding. */
 export function randomToken(bytes = 32): string {
-  return randomBytes(bytes).toString('base64url');
+  return randomString(bytes, 'base64url');
 }
 
 export function randomHex(bytes: number): string {
-  return randomBytes(bytes).toString('hex');
+  return randomString(bytes, 'hex');
 }
+
+/**
+ * node:crypto's one-shot hash, no Hash object per call. Node.js 20.10 and 20.11 lack it: read off
+ * the namespace, since a named import of a missing export would fail to load.
+ */
+const oneShot = (nodeCrypto as { hash?: typeof nodeCrypto.hash }).hash;
 
 export function sha256(data: string | Uint8Array): Buffer {
   return createHash('sha256').update(data).digest();
 }
 
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return oneShot ? oneShot('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
+}
+
+// HMAC-SHA256 (RFC 2104) as two one-shot SHA-256 calls (node:crypto's `hash`, OpenSSL's SHA-256)
+// on scratch blocks: the heartbeat proofs and the channel's frame MACs take three per beat, and an
+// Hmac object costs more than the hashing for inputs this short. Longer keys or data, and Node.js
+// builds before 20.12 (no `hash`), take the Hmac object: same result.
+const SHA256_BLOCK = 64;
+const HMAC_SCRATCH_DATA = 2048;
+/** (key ^ ipad) || data */
+const hmacInner = Buffer.allocUnsafeSlow(SHA256_BLOCK + HMAC_SCRATCH_DATA);
+/** (key ^ opad) || inner hash */
+const hmacOuter = Buffer.allocUnsafeSlow(SHA256_BLOCK + 32);
+
+/** The outer block of HMAC(key, data), ready to hash; false when the scratch cannot take them. */
+function hmacBlocks(key: string | Uint8Array, data: string | Uint8Array): boolean {
+  if (!oneShot) return false;
+  const keyBytes = typeof key === 'string' ? Buffer.byteLength(key) : key.byteLength;
+  const dataBytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+  if (keyBytes > SHA256_BLOCK || dataBytes > HMAC_SCRATCH_DATA) return false;
+  if (typeof key === 'string') hmacOuter.write(key, 0, 'utf8');
+  else hmacOuter.set(key, 0);
+  hmacOuter.fill(0, keyBytes, SHA256_BLOCK);
+  for (let i = 0; i < SHA256_BLOCK; i++) {
+    const k = hmacOuter[i]!;
+    hmacInner[i] = k ^ 0x36;
+    hmacOuter[i] = k ^ 0x5c;
+  }
+  if (typeof data === 'string') hmacInner.write(data, SHA256_BLOCK, 'utf8');
+  else hmacInner.set(data, SHA256_BLOCK);
+  hmacOuter.write(oneShot('sha256', hmacInner.subarray(0, SHA256_BLOCK + dataBytes), 'binary'), SHA256_BLOCK, 'latin1');
+  // No key material stays behind in the inner block; the outer one is wiped once hashed.
+  hmacInner.fill(0, 0, SHA256_BLOCK);
+  return true;
+}
+
+function hmacOuterHash(encoding: 'binary' | 'base64'): string {
+  const mac = oneShot!('sha256', hmacOuter, encoding);
+  hmacOuter.fill(0, 0, SHA256_BLOCK);
+  return mac;
 }
 
 export function hmacSha256(key: string | Uint8Array, data: string | Uint8Array): Buffer {
-  return createHmac('sha256', key).update(data).digest();
+  const mac = Buffer.allocUnsafe(32);
+  hmacSha256Into(mac, key, data);
+  return mac;
+}
+
+/** HMAC-SHA256 of `data` written into out[0..32] (a frame's MAC field, say). */
+export function hmacSha256Into(out: Buffer, key: string | Uint8Array, data: string | Uint8Array): void {
+  if (hmacBlocks(key, data)) out.write(hmacOuterHash('binary'), 0, 'latin1');
+  else out.set(createHmac('sha256', key).update(data).digest());
+}
+
+/** HMAC-SHA256 as base64 (the heartbeat proofs). */
+export function hmacSha256Base64(key: string | Uint8Array, data: string | Uint8Array): string {
+  return hmacBlocks(key, data) ? hmacOuterHash('base64') : createHmac('sha256', key).update(data).digest('base64');
 }
 
 /** HMAC-SHA512: only where a foreign contract fixes it (shops' fulfilment webhooks, PROTOCOL 14.6). */

@@ -26,7 +26,8 @@ export interface Reply {
   stream?: AsyncIterator<string | Buffer>;
 }
 
-export type RouteHandler = (req: IncomingRequest) => Promise<Reply>;
+/** A route's handler; one that needs nothing waited for may answer synchronously. */
+export type RouteHandler = (req: IncomingRequest) => Reply | Promise<Reply>;
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 

@@ -99,6 +99,9 @@ const UWS_METHOD: Record<Method, 'get' | 'post' | 'put' | 'patch' | 'del'> = {
   delete: 'del',
 };
 
+/** The body of a request that has none: shared, never written to. */
+const NO_BODY = Buffer.alloc(0);
+
 function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 }
@@ -293,33 +296,49 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
       const bodyless = method === 'get' || method === 'delete';
       const announcedTooLarge = !bodyless && declared !== undefined && declared > limit;
-      let bodyPromise: Promise<Buffer | 'too_large' | 'aborted'>;
-      if (bodyless) bodyPromise = Promise.resolve(Buffer.alloc(0));
-      else if (announcedTooLarge)
-        bodyPromise = Promise.resolve('too_large' as const); // answered unread, then closed
-      else {
-        const reading = readBody(res, limit);
-        cancelBody = reading.cancel;
-        bodyPromise = reading.body;
-      }
       let closeAfter = announcedTooLarge;
-
       inflight.count++;
-      bodyPromise
-        .then((body) => {
-          if (body === 'aborted') return undefined;
+      let done = false;
+      const end = () => {
+        if (done) return;
+        done = true;
+        finishOne();
+      };
+      const failed = (err: unknown) => opts.log.error({ err, path }, 'http.reply_failed');
+      const deliver = (reply: Reply): void | Promise<void> => {
+        const noted = () => opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
+        const sending = send(res, aborted, reply, closeAfter);
+        if (sending) return sending.then(noted);
+        noted();
+      };
+      // The body is all here (synchronously, in the onData callback of its last chunk, or at once
+      // when there is none): the handler runs, and a reply it has at once is written at once.
+      const respond = (body: Buffer | 'too_large' | 'aborted'): void => {
+        try {
+          if (body === 'aborted') return end();
           if (body === 'too_large') closeAfter = true;
           const incoming: IncomingRequest = { method, path, query, headers, ip, params, body };
-          return handler(incoming);
-        })
-        .catch((err: unknown) => errorReply(err, opts.log, { path }))
-        .then(async (reply) => {
-          if (!reply) return;
-          await send(res, aborted, reply, closeAfter);
-          opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
-        })
-        .catch((err: unknown) => opts.log.error({ err, path }, 'http.reply_failed'))
-        .finally(finishOne);
+          let reply: Reply | Promise<Reply>;
+          try {
+            reply = handler(incoming);
+          } catch (err) {
+            reply = errorReply(err, opts.log, { path });
+          }
+          const sent =
+            reply instanceof Promise
+              ? reply.catch((err: unknown) => errorReply(err, opts.log, { path })).then(deliver)
+              : deliver(reply);
+          if (sent) void sent.catch(failed).finally(end);
+          else end();
+        } catch (err) {
+          failed(err);
+          end();
+        }
+      };
+      if (bodyless) respond(NO_BODY);
+      else if (announcedTooLarge)
+        respond('too_large'); // answered unread, then closed
+      else cancelBody = readBody(res, limit, respond);
     });
   }
 
@@ -376,28 +395,31 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
  * Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end.
  * `cancel` (from onAborted) settles it as 'aborted': a cut upload never delivers its last chunk.
  */
-function readBody(
-  res: UwsResponse,
-  limit: number,
-): { body: Promise<Buffer | 'too_large' | 'aborted'>; cancel: () => void } {
-  let settle: (v: Buffer | 'too_large' | 'aborted') => void = () => undefined;
-  const body = new Promise<Buffer | 'too_large' | 'aborted'>((resolve) => {
-    settle = resolve;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    res.onData((chunk, isLast) => {
-      if (!tooLarge) {
-        size += chunk.byteLength;
-        if (size > limit) {
-          tooLarge = true;
-          chunks.length = 0;
-        } else if (chunk.byteLength > 0) {
-          chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses this memory after the callback
-        }
+/**
+ * Reads a body of at most `limit` bytes and hands it to `done` once (from the callback of its last
+ * chunk); the returned function hands over 'aborted' instead when the response is aborted first.
+ */
+function readBody(res: UwsResponse, limit: number, done: (body: Buffer | 'too_large' | 'aborted') => void): () => void {
+  let settled = false;
+  const settle = (v: Buffer | 'too_large' | 'aborted') => {
+    if (settled) return;
+    settled = true;
+    done(v);
+  };
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let tooLarge = false;
+  res.onData((chunk, isLast) => {
+    if (!tooLarge) {
+      size += chunk.byteLength;
+      if (size > limit) {
+        tooLarge = true;
+        chunks.length = 0;
+      } else if (chunk.byteLength > 0) {
+        chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses this memory after the callback
       }
-      if (isLast) resolve(tooLarge ? 'too_large' : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-    });
+    }
+    if (isLast) settle(tooLarge ? 'too_large' : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   });
-  return { body, cancel: () => settle('aborted') };
+  return () => settle('aborted');
 }

@@ -55,13 +55,35 @@ function nulIssue(value: unknown, where: string): ValidationIssue | undefined {
   return undefined;
 }
 
+/** Values still to look at (reused: the walk is synchronous, and every call leaves it empty). */
+const pending: unknown[] = [];
+
+/** Whether any string or key in `value` holds U+0000: the common answer (no) without building locations. */
+function hasNul(value: unknown): boolean {
+  let found = false;
+  pending.push(value);
+  while (pending.length > 0 && !found) {
+    const v = pending.pop();
+    if (typeof v === 'string') found = v.includes('\0');
+    else if (Array.isArray(v)) for (let i = 0; i < v.length; i++) pending.push(v[i]);
+    else if (typeof v === 'object' && v !== null) {
+      for (const key in v) {
+        if (key.includes('\0')) found = true;
+        pending.push((v as Record<string, unknown>)[key]);
+      }
+    }
+  }
+  pending.length = 0;
+  return found;
+}
+
 export function compile<T extends TSchema>(schema: T): Validator<T> {
   const check = TypeCompiler.Compile(schema);
   return {
     schema,
     parse(value, where = 'body') {
       if (!check.Check(value)) throw new ValidationError(issuesOf(check, value, where));
-      const nul = nulIssue(value, where);
+      const nul = hasNul(value) ? nulIssue(value, where) : undefined;
       if (nul) throw new ValidationError([nul]);
       return value;
     },

@@ -217,7 +217,7 @@ describe('the host with packed passivated sessions', () => {
     expect(host.send('s1', { type: 'BEAT', beat: beat(1) })?.verdict).toEqual({ kind: 'accepted', drift: false });
     const live = structuredClone(host.peek('s1')!);
     host.create(input(2)); // s1 is passivated
-    expect(host.liveActors).toBe(1);
+    expect(host.unpacked).toBe(1);
     expect(host.peek('s1')).toStrictEqual(live);
     expect(host.deadline('s1')).toBe(live.expiresAt);
     // Woken by its next beat: the baseline (code_size 77) and the token chain hold.
@@ -237,7 +237,7 @@ describe('the host with packed passivated sessions', () => {
     for (const n of [1, 2, 3, 4, 5]) host.create(input(n));
     now += 30_000;
     host.send('s1', { type: 'BEAT', beat: beat(1, { now }) }); // s1 live again, deadline moved on
-    expect(host.liveActors).toBe(2);
+    expect(host.unpacked).toBe(2);
     now += 31_000; // past every deadline but s1's
     expect(host.sweep()).toBe(4);
     expect(expired.sort()).toEqual(['s2', 's3', 's4', 's5']);

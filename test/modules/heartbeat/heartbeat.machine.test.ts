@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { pack, unpack } from 'msgpackr';
 import {
@@ -263,14 +264,110 @@ describe('heartbeat host', () => {
     const host = new HeartbeatHost({ now: () => now, maxLive: 2 });
     for (const s of ['s1', 's2', 's3']) host.create({ ...input, session: s });
     expect(host.size).toBe(3);
-    expect(host.liveActors).toBe(2);
+    expect(host.unpacked).toBe(2);
     const r = host.send('s1', { type: 'BEAT', beat: beat() });
     expect(r?.verdict.kind).toBe('accepted');
-    expect(host.liveActors).toBe(2);
+    expect(host.unpacked).toBe(2);
     expect(host.peek('s1')?.beatCount).toBe(1);
     now += 61_000;
     expect(host.sweep()).toBe(3);
     expect(host.size).toBe(0);
     host.close();
+  });
+});
+
+describe('the host against the machine', () => {
+  // The host applies an accepted beat without the interpreter (acceptedBeat) and runs the machine
+  // for everything else, packing and unpacking sessions on the way; a plain XState actor is the
+  // reference. Any event sequence must leave both with the same verdicts and the same context.
+  const hex32 = (n: number) => 'TT' + n.toString(16).padStart(32, '0');
+  type Step =
+    | {
+        type: 'BEAT';
+        token: 'current' | 'stale' | 'junk';
+        index: number;
+        dt: number;
+        system: boolean;
+        code: number;
+        size: number;
+        debug: boolean;
+        pinned: boolean;
+      }
+    | { type: 'STOP'; right: boolean }
+    | { type: 'KILL' };
+  const step: fc.Arbitrary<Step> = fc.oneof(
+    {
+      weight: 8,
+      arbitrary: fc.record({
+        type: fc.constant('BEAT' as const),
+        token: fc.constantFrom(
+          'current' as const,
+          'current' as const,
+          'current' as const,
+          'stale' as const,
+          'junk' as const,
+        ),
+        index: fc.integer({ min: -1, max: 2 }),
+        dt: fc.constantFrom(1_000, 10_000, 24_000, 26_000, 40_000),
+        system: fc.boolean(),
+        code: fc.constantFrom(0, 0, 0, 1, 2),
+        size: fc.constantFrom(0, 0, 0, 1, -1),
+        debug: fc.constantFrom(false, false, false, true),
+        pinned: fc.constantFrom(false, false, false, true),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('STOP' as const), right: fc.boolean() }) },
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('KILL' as const) }) },
+  );
+
+  it('gives the verdicts and contexts of a plain actor for any sequence of events', () => {
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 40 }), fc.boolean(), (steps, packed) => {
+        let now = T0;
+        const host = new HeartbeatHost({ now: () => now, maxLive: 1 });
+        const reference = createActor(heartbeatMachine, { input }).start();
+        host.create(input);
+        let issued = 1;
+        for (const s of steps) {
+          // Another session passes through, so the session under test is packed and woken.
+          if (packed) host.create({ ...input, session: `other-${issued}` });
+          const c = reference.getSnapshot().context;
+          let event: Parameters<typeof host.send>[1];
+          if (s.type === 'BEAT') {
+            now += s.dt;
+            event = {
+              type: 'BEAT',
+              beat: {
+                now,
+                token: s.token === 'current' ? c.token : s.token === 'stale' ? hex32(issued + 1_000) : 'TTxyz',
+                systemId: s.system ? input.systemId : 'other-system',
+                beatIndex: c.lastBeatIndex + s.index,
+                ...(s.code === 0 ? { codeHash: 'ABCDEF12' } : s.code === 1 ? { codeHash: 'ffff0000' } : {}),
+                ...(s.size === 0 ? { codeSize: 4096 } : s.size === 1 ? { codeSize: 8192 } : {}),
+                debuggerDetected: s.debug,
+                pinnedHash: s.pinned ? 'abcdef12' : '',
+                injectionDetection: true,
+                newToken: hex32(++issued),
+              },
+            };
+          } else if (s.type === 'STOP') event = { type: 'STOP', token: s.right ? c.token : hex32(999_999) };
+          else event = { type: 'KILL', reason: 'revoked' };
+          const got = host.send(input.session, event);
+          reference.send(event);
+          const want = reference.getSnapshot();
+          expect(got?.verdict).toEqual(want.context.last);
+          expect(got?.before).toEqual(c);
+          if (want.status === 'done') {
+            expect(got?.context).toBeNull();
+            expect(host.has(input.session)).toBe(false);
+            break;
+          }
+          expect(got?.context).toEqual(want.context);
+          expect(host.peek(input.session)).toEqual(want.context);
+        }
+        host.close();
+      }),
+      { numRuns: 300 },
+    );
   });
 });

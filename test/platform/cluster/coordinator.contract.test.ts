@@ -53,6 +53,27 @@ for (const [name, enabled, make] of implementations) {
       expect(await c.get('k1')).toBeNull();
     });
 
+    it('peek answers what get answers, or undefined when it cannot tell without asking', async () => {
+      const agrees = async (key: string) => {
+        const peeked = c.peek(key);
+        if (peeked !== undefined) expect(peeked?.toString() ?? null).toBe((await c.get(key))?.toString() ?? null);
+        return peeked;
+      };
+      await agrees('p1');
+      await c.set('p1', Buffer.from('one'), 60_000);
+      await agrees('p1');
+      await c.set('p1', Buffer.from('two'), 60_000);
+      await agrees('p1');
+      await c.del('p1');
+      await agrees('p1');
+      // One process knows its memory: it must answer rather than defer every read to get().
+      if (c.kind === 'local') {
+        await c.set('p2', Buffer.from('known'), 60_000);
+        expect(c.peek('p2')?.toString()).toBe('known');
+        expect(c.peek('p3')).toBeNull();
+      }
+    });
+
     it('expires values after their TTL', async () => {
       await c.set('short', Buffer.from('x'), 30);
       await new Promise((r) => setTimeout(r, 80)); // the TTL itself is the event under test
