@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { ensureServerBuild } from '../scripts/build.mjs';
 
 export const here = path.dirname(fileURLToPath(import.meta.url));
 export const root = path.resolve(here, '..');
@@ -85,6 +86,20 @@ export function buildKwload(): string {
     );
   fs.renameSync(tmp, out);
   return out;
+}
+
+/**
+ * The service and the ceiling as production runs them: compiled by tsc, no TypeScript loader (a
+ * loader's transform adds work to every closure a request creates, which would be measured too).
+ * The service's dist/ is built by scripts/build.mjs when stale (as `npm start` does); the ceiling,
+ * with the src/ modules it imports, into bench/.build/ceiling/. Returns both entry points.
+ */
+export async function compiledEntryPoints(): Promise<{ server: string; ceiling: string }> {
+  const server = await ensureServerBuild({ root, log: progress });
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  const r = spawnSync(process.execPath, [tsc, '-p', path.join(here, 'tsconfig.ceiling.json')], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`tsc could not compile the ceiling server: ${r.stdout}${r.stderr}`);
+  return { server, ceiling: path.join(here, '.build', 'ceiling', 'bench', 'ceiling-server.js') };
 }
 
 /** The generator's result line (see bench/gen/kwload.c). Latencies in microseconds. */

@@ -14,6 +14,7 @@ import { pino } from 'pino';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/platform/db/embedded-postgres.js';
 import {
   buildKwload,
+  compiledEntryPoints,
   channelCapable,
   cmdline,
   coresText,
@@ -356,6 +357,7 @@ function rowOf(id: string, workload: string, m: Measured, ceiling: number | unde
 
 async function main(): Promise<void> {
   buildKwload();
+  const entry = await compiledEntryPoints();
   progress(`server logs in ${logDir}${CPU_PROF ? `, CPU profiles in ${path.join(logDir, 'profiles')}` : ''}`);
   progress(`${quick ? 'quick' : 'full'} run on ${machine()}; ${CONNS} connections on ${GEN_THREADS} generator threads`);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-'));
@@ -394,7 +396,7 @@ async function main(): Promise<void> {
     const prof = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(logDir, 'profiles')}`] : [];
     const child = start(
       process.execPath,
-      [...nodeFlags, ...prof, '--import', 'tsx', 'src/cli.ts', 'serve'],
+      [...nodeFlags, ...prof, entry.server, 'serve'],
       env,
       `keywarden-${workers}w-${port}`,
     );
@@ -441,7 +443,7 @@ async function main(): Promise<void> {
       const port = await freePort();
       const child = start(
         process.execPath,
-        ['--import', 'tsx', 'bench/ceiling-server.ts'],
+        [entry.ceiling],
         { PORT: String(port) },
         'ceiling',
       );

@@ -498,7 +498,11 @@ export class ClientChannel {
     const reply = this.calls[m.op]({
       ip: c.ip,
       nonce: c.clientKey,
-      body: () => ({ ...m.body, session: c.session }),
+      // The message's body is this call's own (parsed from the frame): the session goes into it.
+      body: () => {
+        m.body.session = c.session;
+        return m.body;
+      },
       bound: m.op === 'heartbeat' ? c.record : undefined,
     });
     if (reply instanceof Promise) return reply.then((r) => this.answer(c, m, r));

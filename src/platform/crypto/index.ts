@@ -164,6 +164,7 @@ export function shortHashInto(out: Uint8Array, data: Uint8Array, key: Uint8Array
  * copy, so the time spent does not depend on where the first difference is.
  */
 export function constantTimeEqual(a: string | Uint8Array, b: string | Uint8Array): boolean {
+  if (typeof a === 'string' && typeof b === 'string') return stringsEqual(a, b);
   const ab = typeof a === 'string' ? Buffer.from(a) : a;
   const bb = typeof b === 'string' ? Buffer.from(b) : b;
   if (ab.byteLength !== bb.byteLength) {
@@ -172,6 +173,17 @@ export function constantTimeEqual(a: string | Uint8Array, b: string | Uint8Array
   }
   if (ab.byteLength === 0) return true;
   return sodium.sodium_memcmp(ab, bb);
+}
+
+/**
+ * Two strings compared code unit by code unit with no early exit (a token per heartbeat: no
+ * buffers to encode). Unequal lengths compare `a` with itself first, as above.
+ */
+function stringsEqual(a: string, b: string): boolean {
+  const other = a.length === b.length ? b : a;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ other.charCodeAt(i);
+  return diff === 0 && other === b;
 }
 
 // ---- secretbox (XSalsa20-Poly1305): secrets stored encrypted at rest ------------------------

@@ -60,16 +60,21 @@ const pending: unknown[] = [];
 
 /** Whether any string or key in `value` holds U+0000: the common answer (no) without building locations. */
 function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
   let found = false;
-  pending.push(value);
+  // Strings are looked at where they are found; only objects and arrays wait in `pending`.
+  const look = (v: unknown) => {
+    if (typeof v === 'string') found ||= v.includes('\0');
+    else if (typeof v === 'object' && v !== null) pending.push(v);
+  };
+  look(value);
   while (pending.length > 0 && !found) {
-    const v = pending.pop();
-    if (typeof v === 'string') found = v.includes('\0');
-    else if (Array.isArray(v)) for (let i = 0; i < v.length; i++) pending.push(v[i]);
-    else if (typeof v === 'object' && v !== null) {
+    const v = pending.pop() as object;
+    if (Array.isArray(v)) for (let i = 0; i < v.length && !found; i++) look(v[i]);
+    else {
       for (const key in v) {
         if (key.includes('\0')) found = true;
-        pending.push((v as Record<string, unknown>)[key]);
+        look((v as Record<string, unknown>)[key]);
       }
     }
   }

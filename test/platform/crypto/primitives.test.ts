@@ -1,9 +1,11 @@
-// The primitives the hot path builds by hand: HMAC-SHA256 on sodium's SHA-256 must equal
-// node:crypto's for every key and data length (both sides of the 64-byte key block and of the
-// scratch size, strings in UTF-8), and the pooled random draws must never hand a byte out twice.
+// The primitives the hot path builds by hand: HMAC-SHA256 on one-shot SHA-256 must equal
+// node:crypto's Hmac for every key and data length (both sides of the 64-byte key block and of the
+// scratch size, strings in UTF-8), the pooled random draws must never hand a byte out twice, and the
+// string compare must agree with plain equality.
 import { createHmac, randomBytes as nodeRandomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
+  constantTimeEqual,
   hmacSha256,
   hmacSha256Base64,
   randomBytes,
@@ -84,5 +86,22 @@ describe('hmacSha256Base64', () => {
       ['k', 'd'.repeat(3000)],
     ] as const)
       expect(hmacSha256Base64(key, data)).toBe(createHmac('sha256', key).update(data).digest('base64'));
+  });
+});
+
+describe('constantTimeEqual', () => {
+  it('compares strings, buffers and both mixed by content', () => {
+    const t = 'TT0123456789abcdef0123456789abcdef';
+    expect(constantTimeEqual(t, `${t.slice(0, 20)}${t.slice(20)}`)).toBe(true);
+    expect(constantTimeEqual(t, `${t.slice(0, 33)}0`)).toBe(false);
+    expect(constantTimeEqual(t, `X${t.slice(1)}`)).toBe(false);
+    expect(constantTimeEqual(t, t.slice(0, 33))).toBe(false);
+    expect(constantTimeEqual(t.slice(0, 33), t)).toBe(false);
+    expect(constantTimeEqual('', '')).toBe(true);
+    expect(constantTimeEqual('', 'a')).toBe(false);
+    expect(constantTimeEqual('clé', 'clé')).toBe(true);
+    expect(constantTimeEqual('clé', 'cle')).toBe(false);
+    expect(constantTimeEqual(Buffer.from('clé'), 'clé')).toBe(true);
+    expect(constantTimeEqual('abc', Buffer.from('abd'))).toBe(false);
   });
 });
