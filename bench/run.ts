@@ -441,12 +441,7 @@ async function main(): Promise<void> {
     if (want('ceiling')) {
       progress('(a) ceiling: bare uWebSockets.js + JSON + HMAC proof + Ed25519');
       const port = await freePort();
-      const child = start(
-        process.execPath,
-        [entry.ceiling],
-        { PORT: String(port) },
-        'ceiling',
-      );
+      const child = start(process.execPath, [entry.ceiling], { PORT: String(port) }, 'ceiling');
       ceilingPid = child.pid;
       await until(
         'ceiling',

@@ -45,8 +45,8 @@ export interface Config {
   /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
   readonly faultAfterClaimMs: number;
   /**
-   * HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept as live XState actors per worker; the rest
-   * are passivated.
+   * HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept unpacked per worker (the most recently
+   * active); the rest are packed.
    */
   readonly heartbeatMaxLiveActors: number;
   /**

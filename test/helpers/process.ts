@@ -59,14 +59,34 @@ export function spawnServer(
   return Object.assign(listening, { child, stop });
 }
 
-/** A port that was free a moment ago on 127.0.0.1 (for a server this test starts). */
-export function freePort(): Promise<number> {
+/**
+ * A port free now on 127.0.0.1, for a server this test starts later. Drawn below Linux's ephemeral
+ * range (32768-60999 by default): the kernel hands ports of that range to every outgoing connection
+ * and every listen(0), so one chosen there can be taken by any socket opened in between (a CI run once
+ * lost an affinity port that way). Below it only an explicit bind can take it.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port)) return port;
+  }
+  return listenPort(0);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return listenPort(port).then(
+    () => true,
+    () => false,
+  );
+}
+
+function listenPort(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
+    srv.listen(port, '127.0.0.1', () => {
+      const bound = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(bound));
     });
   });
 }
