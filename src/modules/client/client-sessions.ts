@@ -120,14 +120,15 @@ export class ClientSessions {
   }
 
   async get(token: unknown): Promise<ClientSession | null> {
-    const known = this.peek(token);
-    if (known !== undefined) return known;
-    const raw = await this.coordinator.get(this.key(token as string));
+    if (typeof token !== 'string' || !SESSION_FORMAT.test(token)) return null;
+    const key = this.key(token);
+    const peeked = this.coordinator.peek(key);
+    const raw = peeked === undefined ? await this.coordinator.get(key) : peeked;
     if (raw) return unpack(raw) as ClientSession;
-    const claims = this.claims(token as string);
+    const claims = this.claims(token);
     if (!claims) return null;
     if (!claims.keyed) return unactivated(claims, null);
-    const encKey = await this.keys.get(token as string);
+    const encKey = await this.keys.get(token);
     return encKey ? unactivated(claims, encKey) : null;
   }
 

@@ -100,14 +100,13 @@ export class HeartbeatGateway {
     here: () => HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']>,
   ): HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']> {
     const shard = shardOf(session);
-    const elsewhere = () => this.d.node.route(shard, op, args, async () => here());
-    if (this.d.node.fenceOf(shard) === undefined) return elsewhere();
+    if (this.d.node.fenceOf(shard) === undefined) return this.forward(shard, op, args, here);
     let result: HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']>;
     try {
       result = here();
     } catch (err) {
       if (!(err instanceof NotOwner)) throw err;
-      return elsewhere();
+      return this.forward(shard, op, args, here);
     }
     if (!(result instanceof Promise)) {
       this.d.node.noteLocal();
@@ -120,9 +119,19 @@ export class HeartbeatGateway {
       },
       (err: unknown) => {
         if (!(err instanceof NotOwner)) throw err;
-        return elsewhere();
+        return this.forward(shard, op, args, here);
       },
     );
+  }
+
+  /** Lets the cluster node find the shard's owner and send it the operation (this worker, if it is). */
+  private forward<K extends keyof HeartbeatOps & string>(
+    shard: number,
+    op: K,
+    args: HeartbeatOps[K]['args'],
+    here: () => HeartbeatOps[K]['result'] | Promise<HeartbeatOps[K]['result']>,
+  ): Promise<HeartbeatOps[K]['result']> {
+    return this.d.node.route(shard, op, args, async () => here());
   }
 
   /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */

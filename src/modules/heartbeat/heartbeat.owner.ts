@@ -389,21 +389,29 @@ export class HeartbeatOwner {
   private beatNow(a: BeatArgs): BeatOutcome | Promise<BeatOutcome> {
     const r = this.host.send(a.session, { type: 'BEAT', beat: a.beat });
     if (!r) return NO_HEARTBEAT;
-    // Not durable, so it did not happen: the session goes back to what it was, and the client,
-    // answered 503, sends the same beat again (a moved shard was dropped whole already).
-    const undo = (err: unknown): never => {
-      if (!(err instanceof NotOwner)) this.host.restore(r.before);
-      throw err;
-    };
     let written: Promise<void> | undefined;
     try {
       if (r.verdict.kind === 'accepted') written = this.persist(a.session, r.context);
       else if (r.verdict.kind === 'killed') written = this.persist(a.session, null);
     } catch (err) {
-      undo(err);
+      this.undo(r, err);
     }
-    if (written) return written.then(() => this.beatDone(a, r), undo);
+    if (written)
+      return written.then(
+        () => this.beatDone(a, r),
+        (err: unknown) => this.undo(r, err),
+      );
     return this.beatDone(a, r);
+  }
+
+  /**
+   * A beat whose outcome could not be made durable did not happen: the session goes back to what it
+   * was, and the client, answered 503, sends the same beat again (a moved shard was dropped whole
+   * already). Rethrows.
+   */
+  private undo(r: NonNullable<ReturnType<HeartbeatHost['send']>>, err: unknown): never {
+    if (!(err instanceof NotOwner)) this.host.restore(r.before);
+    throw err;
   }
 
   private beatDone(a: BeatArgs, r: NonNullable<ReturnType<HeartbeatHost['send']>>): BeatOutcome {

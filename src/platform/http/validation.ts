@@ -60,26 +60,25 @@ const pending: unknown[] = [];
 
 /** Whether any string or key in `value` holds U+0000: the common answer (no) without building locations. */
 function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\0');
-  let found = false;
-  // Strings are looked at where they are found; only objects and arrays wait in `pending`.
-  const look = (v: unknown) => {
-    if (typeof v === 'string') found ||= v.includes('\0');
-    else if (typeof v === 'object' && v !== null) pending.push(v);
-  };
-  look(value);
+  let found = holdsNul(value);
   while (pending.length > 0 && !found) {
     const v = pending.pop() as object;
-    if (Array.isArray(v)) for (let i = 0; i < v.length && !found; i++) look(v[i]);
+    if (Array.isArray(v)) for (let i = 0; i < v.length && !found; i++) found = holdsNul(v[i]);
     else {
       for (const key in v) {
-        if (key.includes('\0')) found = true;
-        look((v as Record<string, unknown>)[key]);
+        if (key.includes('\0') || holdsNul((v as Record<string, unknown>)[key])) found = true;
       }
     }
   }
   pending.length = 0;
   return found;
+}
+
+/** A string is looked at where it is found; an object or array waits in `pending`. */
+function holdsNul(v: unknown): boolean {
+  if (typeof v === 'string') return v.includes('\0');
+  if (typeof v === 'object' && v !== null) pending.push(v);
+  return false;
 }
 
 export function compile<T extends TSchema>(schema: T): Validator<T> {
