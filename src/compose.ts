@@ -293,7 +293,7 @@ function createDomain(s: Services): Domain {
   const licenseOps = new LicenseOpsRepository(s.sql);
   const devices = new DeviceRepository(s.sql);
   const licenses = new LicenseHost(
-    licenseEffects(licenseOps, s.repos.keyTouches, devices, { now, afterClaimMs: s.config.faultAfterClaimMs }),
+    licenseEffects(licenseOps, s.repos.keyTouches, { now, afterClaimMs: s.config.faultAfterClaimMs }),
     { log, now },
   );
   const events = new EventBus(s.coordinator, now, log);
@@ -390,6 +390,7 @@ function createDomain(s: Services): Domain {
     ),
     geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log }),
     devices,
+    touches: s.repos.keyTouches,
     trials: new TrialRepository(s.sql),
     signing: () => s.secrets.signing,
   });

@@ -41,6 +41,8 @@ import type { DeviceHolderKind, DeviceRepository } from './device.repository.js'
 import type { TrialRepository } from './trial.repository.js';
 import { offlineFile } from './offline-file.js';
 import { deviceLimit } from './license-policy.js';
+import { KeyIds } from './key-ids.js';
+import type { KeyTouchesRepository } from './key-touches.repository.js';
 
 /** PROTOCOL 12.4: trial keys look like this. */
 const TRIAL_MASK = 'TRIAL-****-****-****';
@@ -62,6 +64,8 @@ interface ActivationServiceDeps {
   screenshots: ScreenshotStore;
   geo: ActivationGeo;
   devices: DeviceRepository;
+  /** Write-behind of a held device's last-seen. */
+  touches: Pick<KeyTouchesRepository, 'seen'>;
   trials: TrialRepository;
   /** The active response-signing key: offline license files are signed with it (PROTOCOL 12.5). */
   signing: () => ResponseSigningKey;
@@ -89,9 +93,11 @@ const LOCKOUT_COUNTED = new Set(['license_invalid', 'license_used', 'username_ta
 
 export class ActivationService {
   private readonly lockout: Lockout;
+  private readonly keyIds: KeyIds;
 
   constructor(private readonly d: ActivationServiceDeps) {
     this.lockout = d.lockout ?? clientLockout(d.coordinator);
+    this.keyIds = new KeyIds((appId, keyHash) => d.licenseOps.idByHash(appId, keyHash));
   }
 
   init(call: ClientCall<InitRequest>): Promise<ClientOutcome> {
@@ -305,17 +311,31 @@ export class ActivationService {
     const shot = this.d.screenshots.decode(b.screenshot);
     if (app.keys_paused) throw new AppError('license_paused');
     await this.requireHeartbeat(call);
-    const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, b.license));
-    if (!licenseId) throw new AppError('license_invalid');
     const hwid = b.hwid.toLowerCase();
-    const v = await this.d.licenses.run(licenseId, {
-      kind: 'activate',
+    const op = {
+      kind: 'activate' as const,
       appId: app.id,
       hwid,
       ip: call.ip,
       hwidLock: app.hwid_lock,
       maxDevices: app.max_devices,
-    });
+    };
+    const keyHash = licenseHash(this.d.licenseHashKey, b.license);
+    let key = await this.keyIds.find(app.id, keyHash);
+    if (!key) throw new AppError('license_invalid');
+    let v: Record<string, unknown>;
+    try {
+      v = await this.d.licenses.run(key.id, op);
+    } catch (err) {
+      // A remembered id whose key was deleted since: the key string may live on under a new id.
+      if (!key.remembered || !(err instanceof AppError) || err.code !== 'license_invalid') throw err;
+      this.keyIds.forget(app.id, keyHash);
+      const again = await this.keyIds.find(app.id, keyHash);
+      if (!again || again.id === key.id) throw err;
+      key = again;
+      v = await this.d.licenses.run(key.id, op);
+    }
+    const licenseId = key.id;
     note.resellerId = (v.resellerId as string | null) ?? null;
     await this.keyDevice(call, licenseId, hwid, v, { key_preview: keyPreview(b.license) });
     await this.d.sessions.activate(session.token, session.record, { licenseId, hwid });
@@ -367,7 +387,7 @@ export class ActivationService {
   ): Promise<void> {
     if (v.licenseOnly !== true) return;
     if (v.deviceHeld === true) {
-      await this.d.devices.seen('key', licenseId, hwid, new Date(this.d.now()));
+      await this.d.touches.seen(licenseId, hwid, new Date(this.d.now()));
       return;
     }
     const admitted = await this.admitDevice(call, 'key', licenseId, hwid, {

@@ -102,12 +102,6 @@ export class DeviceRepository {
     });
   }
 
-  /** A held device's last use (the answer does not wait for it to be admitted again). */
-  async seen(kind: DeviceHolderKind, id: string, hwid: string, now: Date): Promise<void> {
-    const t = TABLES[kind];
-    await this.sql.run(`update ${t.table} set last_seen = ? where ${t.column} = ? and hwid = ?`, [now, id, hwid]);
-  }
-
   /** Devices of many holders at once, oldest first: the listings' `devices`. */
   async of(kind: DeviceHolderKind, ids: readonly string[]): Promise<Map<string, Device[]>> {
     const out = new Map<string, Device[]>();

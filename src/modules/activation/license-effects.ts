@@ -6,7 +6,6 @@ import type { LicenseEffects } from './license-host.js';
 import type { Decision, RegisterOp } from './license.machine.js';
 import type { LicenseOpsRepository } from './license-ops.repository.js';
 import type { KeyTouchesRepository } from './key-touches.repository.js';
-import type { DeviceRepository } from './device.repository.js';
 import { deviceLimit, isLicenseOnly, judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
 
 interface LicenseEffectOptions {
@@ -21,14 +20,13 @@ const orNull = (s: string | null) => (s === null ? null : new Date(s));
 export function licenseEffects(
   repo: LicenseOpsRepository,
   touches: KeyTouchesRepository,
-  devices: Pick<DeviceRepository, 'facts'>,
   opts: LicenseEffectOptions,
 ): LicenseEffects {
   return {
     async decide({ licenseId, op }): Promise<Decision> {
-      const key = await repo.load(licenseId);
       const now = opts.now();
       if (op.kind === 'register') {
+        const key = await repo.load(licenseId);
         const v = judgeRegister(key);
         if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
         return {
@@ -43,8 +41,10 @@ export function licenseEffects(
           },
         };
       }
-      const facts =
-        key?.status === 'used' && isLicenseOnly(key) ? await devices.facts('key', licenseId, op.hwid) : undefined;
+      // One round trip: the key, and what its devices say of this HWID (used only when they count).
+      const read = await repo.loadWithDevice(licenseId, op.hwid);
+      const key = read?.key;
+      const facts = key?.status === 'used' && isLicenseOnly(key) ? read!.device : undefined;
       const v = judgeActivate(key, op, now, facts);
       if (!v.ok) return { kind: 'refuse', code: v.code, status: key?.status ?? 'unknown' };
       const value = {

@@ -1,11 +1,17 @@
 // Hosts license-key actors in this worker: one actor per key id, created on demand, fed one
 // operation at a time from a per-key queue, passivated when idle, capped in number.
+// An `activate` operation (every `license` call: the hot one) runs the machine's activate branch
+// as a plain function, activateLane below, on the same queue and with the same effects, and
+// never makes an actor: the machine keeps the model (a property test drives both with the same
+// scripted effects and compares every step); register operations run on the actor.
 import { createActor, fromPromise, waitFor, type Actor } from 'xstate';
 import type { Logger } from 'pino';
-import { AppError } from '../../errors.js';
+import { AppError, type ErrorCode } from '../../errors.js';
 import {
   isResting,
+  LICENSE_MAX_ATTEMPTS,
   licenseMachine,
+  type ActivateOp,
   type Decision,
   type DecideInput,
   type FinaliseOutput,
@@ -25,8 +31,49 @@ export interface LicenseEffects {
   touchUsed(input: WriteInput): Promise<boolean>;
 }
 
+type LaneOutcome =
+  { ok: true; value: Record<string, unknown> } | { ok: false; code: ErrorCode | 'internal'; cause?: unknown };
+
+/**
+ * The machine's activate branch, step for step: deciding -> decided -> activatingUnused or
+ * touchingUsed -> settled, deciding again after a conditional write that missed (at most
+ * LICENSE_MAX_ATTEMPTS decisions); a step that throws is `internal` (with its cause). An activate
+ * operation starts from rest, where the context holds no claim, so writes see `claimedFrom` null
+ * and `stamp` 0, as the machine's writeInput gives them.
+ */
+export async function activateLane(
+  effects: Pick<LicenseEffects, 'decide' | 'activateUnused' | 'touchUsed'>,
+  licenseId: string,
+  op: ActivateOp,
+  failed: (step: string, err: unknown) => void = () => undefined,
+): Promise<LaneOutcome> {
+  for (let attempts = 1; ; attempts++) {
+    let decision: Decision;
+    try {
+      decision = await effects.decide({ licenseId, op });
+    } catch (err) {
+      failed('decide', err);
+      return { ok: false, code: 'internal', cause: err };
+    }
+    if (decision.kind === 'refuse') return { ok: false, code: decision.code };
+    // The policy never answers an activation with a claim; the machine would start one.
+    if (decision.kind === 'claim') throw new Error('license policy answered an activation with a claim');
+    const step = decision.kind === 'activate_unused' ? 'activateUnused' : 'touchUsed';
+    let wrote: boolean;
+    try {
+      wrote = await effects[step]({ licenseId, op, stamp: 0, decision, claimedFrom: null });
+    } catch (err) {
+      failed(step, err);
+      return { ok: false, code: 'internal', cause: err };
+    }
+    if (wrote) return { ok: true, value: decision.value };
+    if (attempts >= LICENSE_MAX_ATTEMPTS) return { ok: false, code: 'license_in_progress' };
+  }
+}
+
 interface Entry {
-  actor: Actor<typeof licenseMachine>;
+  /** Made for the first register operation; activations need none. */
+  actor: Actor<typeof licenseMachine> | undefined;
   /** The queue: each operation starts when the previous one settled. */
   tail: Promise<unknown>;
   queued: number;
@@ -56,7 +103,7 @@ export class LicenseHost {
   private readonly failures = new Map<string, unknown>();
 
   constructor(
-    effects: LicenseEffects,
+    private readonly effects: LicenseEffects,
     private readonly opts: LicenseHostOptions,
   ) {
     this.idleMs = opts.idleMs ?? 30_000;
@@ -90,38 +137,55 @@ export class LicenseHost {
     return this.entries.size;
   }
 
-  /** Runs `op` on the key's actor after every operation queued before it; throws the outcome's AppError. */
+  /** Runs `op` on the key after every operation queued before it; throws the outcome's AppError. */
   async run(licenseId: string, op: LicenseOp): Promise<Record<string, unknown>> {
     let entry = this.entries.get(licenseId);
     if (!entry) {
       if (this.entries.size >= this.maxActors) this.passivate(0);
-      const actor = createActor(this.machine, { input: { licenseId } });
-      actor.start();
-      entry = { actor, tail: Promise.resolve(), queued: 0, lastUsed: this.opts.now() };
+      entry = { actor: undefined, tail: Promise.resolve(), queued: 0, lastUsed: this.opts.now() };
       this.entries.set(licenseId, entry);
     }
     const e = entry;
-    const opId = ++this.seq;
     e.queued++;
-    const result = e.tail.then(async () => {
-      e.actor.send({ type: 'OPERATE', opId, op });
-      const snap = await waitFor(e.actor, (s) => isResting(s) && s.context.lastOutcome?.opId === opId);
-      return snap.context.lastOutcome!;
-    });
+    const result = e.tail.then(() =>
+      op.kind === 'activate' ? this.activate(licenseId, op) : this.operate(e, licenseId, op),
+    );
     e.tail = result.catch(() => undefined);
     try {
-      const outcome = await result;
-      const cause = this.failures.get(licenseId);
-      this.failures.delete(licenseId);
-      if (!outcome.ok)
-        throw outcome.code === 'internal'
-          ? (cause ?? new Error(`license operation ${op.kind} failed`))
-          : new AppError(outcome.code);
-      return outcome.value;
+      return await result;
     } finally {
       e.queued--;
       e.lastUsed = this.opts.now();
     }
+  }
+
+  private async activate(licenseId: string, op: ActivateOp): Promise<Record<string, unknown>> {
+    const outcome = await activateLane(this.effects, licenseId, op, (step, err) =>
+      this.opts.log.error({ err, licenseId, op: op.kind, step }, 'license.effect_failed'),
+    );
+    if (outcome.ok) return outcome.value;
+    throw outcome.code === 'internal'
+      ? (outcome.cause ?? new Error(`license operation ${op.kind} failed`))
+      : new AppError(outcome.code);
+  }
+
+  private async operate(e: Entry, licenseId: string, op: LicenseOp): Promise<Record<string, unknown>> {
+    if (!e.actor) {
+      e.actor = createActor(this.machine, { input: { licenseId } });
+      e.actor.start();
+    }
+    const actor = e.actor;
+    const opId = ++this.seq;
+    actor.send({ type: 'OPERATE', opId, op });
+    const snap = await waitFor(actor, (s) => isResting(s) && s.context.lastOutcome?.opId === opId);
+    const outcome = snap.context.lastOutcome!;
+    const cause = this.failures.get(licenseId);
+    this.failures.delete(licenseId);
+    if (!outcome.ok)
+      throw outcome.code === 'internal'
+        ? (cause ?? new Error(`license operation ${op.kind} failed`))
+        : new AppError(outcome.code);
+    return outcome.value;
   }
 
   /** Stops actors with nothing queued that have been idle at least `minIdleMs`. */
@@ -130,7 +194,7 @@ export class LicenseHost {
     let stopped = 0;
     for (const [id, e] of this.entries) {
       if (e.queued === 0 && e.lastUsed <= cutoff) {
-        e.actor.stop();
+        e.actor?.stop();
         this.entries.delete(id);
         stopped++;
       }
@@ -140,7 +204,7 @@ export class LicenseHost {
 
   close(): void {
     clearInterval(this.sweeper);
-    for (const e of this.entries.values()) e.actor.stop();
+    for (const e of this.entries.values()) e.actor?.stop();
     this.entries.clear();
   }
 }

@@ -5,6 +5,8 @@
 // Nothing here decides an answer to a client: methods report what the database did.
 import type { DurationUnit, LicenseStatus } from '../../platform/db/entities/index.js';
 import { toDate, type Sql } from '../../platform/db/sql.js';
+import type { DeviceFacts } from './device.repository.js';
+import { ReadBatcher } from '../../platform/db/read-batcher.js';
 
 /** A stored key as the license policy reads it. */
 export interface StoredKey {
@@ -36,6 +38,25 @@ interface KeyRow {
   entitlements: string[];
 }
 
+const KEY_COLUMNS = `k.status, k.used_by, k.user_id, k.hwid, k.level, k.duration_value, k.duration_unit,
+  k.expires_at, k.reseller_id, k.max_devices, k.entitlements`;
+
+function storedKey(k: KeyRow): StoredKey {
+  return {
+    status: k.status,
+    usedBy: k.used_by,
+    userId: k.user_id,
+    hwid: k.hwid,
+    level: k.level,
+    durationValue: k.duration_value,
+    durationUnit: k.duration_unit,
+    expiresAt: toDate(k.expires_at),
+    resellerId: k.reseller_id,
+    maxDevices: k.max_devices,
+    entitlements: [...k.entitlements].sort(),
+  };
+}
+
 /** The same rule as license-policy isClaimable, as the condition of the claim itself (PROTOCOL 11.10). */
 const CLAIMABLE = `(status = 'unused'
   or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
@@ -62,41 +83,63 @@ class Rollback extends Error {
   }
 }
 
+interface KeyWithDevice {
+  key: StoredKey;
+  device: DeviceFacts;
+}
+
 export class LicenseOpsRepository {
+  private readonly keyReads = new ReadBatcher<readonly [string, string], KeyWithDevice | undefined>((asked) =>
+    this.loadManyWithDevice(asked),
+  );
+
   constructor(private readonly sql: Sql) {}
 
   /** Finds a key of an app by its keyed hash: the id its actor is keyed by. */
   async idByHash(appId: string, keyHash: string): Promise<string | undefined> {
-    return (
-      await this.sql.one<{ id: string }>('select id from license_keys where app_id = ? and key_hash = ?', [
-        appId,
-        keyHash,
-      ])
-    )?.id;
+    const r = await this.sql.prepared<{ id: string }>(
+      'select id from license_keys where app_id = $1 and key_hash = $2',
+      [appId, keyHash],
+    );
+    return r.rows[0]?.id;
   }
 
   async load(id: string): Promise<StoredKey | undefined> {
-    const k = await this.sql.one<KeyRow>(
-      `select status, used_by, user_id, hwid, level, duration_value, duration_unit, expires_at, reseller_id,
-         max_devices, entitlements
-       from license_keys where id = ?`,
-      [id],
+    const r = await this.sql.prepared<KeyRow>(`select ${KEY_COLUMNS} from license_keys k where k.id = $1`, [id]);
+    return r.rows[0] && storedKey(r.rows[0]);
+  }
+
+  /**
+   * The key and, in the same round trip, what its own devices say of `hwid` (PROTOCOL 12.1: only
+   * a license-only key's devices count; the caller decides whether they do). Reads of one
+   * event-loop turn share one statement (ReadBatcher).
+   */
+  loadWithDevice(id: string, hwid: string): Promise<KeyWithDevice | undefined> {
+    return this.keyReads.load([id, hwid]);
+  }
+
+  private async loadManyWithDevice(
+    asked: readonly (readonly [string, string])[],
+  ): Promise<(KeyWithDevice | undefined)[]> {
+    const r = await this.sql.prepared<
+      KeyRow & { i: string; bound: string; known: boolean | null; held: boolean | null }
+    >(
+      `select q.i, ${KEY_COLUMNS}, d.bound, d.known, d.held
+       from unnest($1::uuid[], $2::text[]) with ordinality as q(id, hwid, i)
+       join license_keys k on k.id = q.id
+       cross join lateral (
+         select count(*) filter (where bound) as bound, bool_or(hwid = q.hwid) as known,
+           bool_or(hwid = q.hwid and bound) as held
+         from key_devices where license_id = k.id) d`,
+      [asked.map(([id]) => id), asked.map(([, hwid]) => hwid)],
     );
-    return (
-      k && {
-        status: k.status,
-        usedBy: k.used_by,
-        userId: k.user_id,
-        hwid: k.hwid,
-        level: k.level,
-        durationValue: k.duration_value,
-        durationUnit: k.duration_unit,
-        expiresAt: toDate(k.expires_at),
-        resellerId: k.reseller_id,
-        maxDevices: k.max_devices,
-        entitlements: [...k.entitlements].sort(),
-      }
-    );
+    const out = new Array<KeyWithDevice | undefined>(asked.length);
+    for (const row of r.rows)
+      out[Number(row.i) - 1] = {
+        key: storedKey(row),
+        device: { known: row.known === true, held: row.held === true, bound: Number(row.bound) },
+      };
+    return out;
   }
 
   /** A key's expiry (null: none, or the key is gone). */

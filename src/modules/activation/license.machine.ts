@@ -6,13 +6,14 @@
 // asked through `decide`), every write a conditional UPDATE (license-ops.repository.ts), so the
 // database stays the arbiter across processes and this actor makes one key's operations take turns
 // within a worker. A conditional write that finds the key changed makes it decide again (at most
-// MAX_ATTEMPTS times). The context is plain data; snapshots carry LICENSE_SNAPSHOT_VERSION.
+// LICENSE_MAX_ATTEMPTS times). The context is plain data; snapshots carry LICENSE_SNAPSHOT_VERSION.
 import { assign, fromPromise, setup } from 'xstate';
 import type { ErrorCode } from '../../errors.js';
 import type { LicenseStatus } from '../../platform/db/entities/index.js';
 
 const LICENSE_SNAPSHOT_VERSION = 2;
-const MAX_ATTEMPTS = 3;
+/** Decisions an operation may take when its conditional writes keep missing. */
+export const LICENSE_MAX_ATTEMPTS = 3;
 
 export interface RegisterOp {
   kind: 'register';
@@ -24,7 +25,7 @@ export interface RegisterOp {
   hwidLock: boolean;
 }
 
-interface ActivateOp {
+export interface ActivateOp {
   kind: 'activate';
   appId: string;
   hwid: string;
@@ -123,7 +124,7 @@ export const licenseMachine = setup({
     claims: ({ context }) => context.work?.decision?.kind === 'claim',
     activatesUnused: ({ context }) => context.work?.decision?.kind === 'activate_unused',
     wrote: (_, ok: boolean) => ok,
-    mayRetry: ({ context }) => (context.work?.attempts ?? MAX_ATTEMPTS) < MAX_ATTEMPTS,
+    mayRetry: ({ context }) => (context.work?.attempts ?? LICENSE_MAX_ATTEMPTS) < LICENSE_MAX_ATTEMPTS,
     isUnused: ({ context }) => context.status === 'unused',
     isPending: ({ context }) => context.status === 'pending',
     isUsed: ({ context }) => context.status === 'used',

@@ -209,15 +209,16 @@ export class AuditRepository {
   }
 
   private async insert(batch: AuditInput[]): Promise<void> {
-    const values: unknown[] = [];
     const locations = await Promise.all(
       batch.map((e) => {
         const ip = e.ip ?? e.actor?.ip;
         return e.location !== undefined || !ip ? e.location : this.locate(ip).catch(() => '');
       }),
     );
+    // One array per column: the statement's text is the same for every batch, so it is prepared once.
+    const cols: unknown[][] = Array.from({ length: 14 }, () => new Array<unknown>(batch.length));
     for (const [i, e] of batch.entries()) {
-      values.push(
+      const row = [
         e.appId,
         e.at,
         e.level ?? 'info',
@@ -232,19 +233,19 @@ export class AuditRepository {
         e.actor?.tokenId ?? null,
         e.userAgent === undefined ? null : text(e.userAgent).slice(0, 256),
         e.resellerId ?? null,
-      );
+      ];
+      for (let c = 0; c < row.length; c++) cols[c]![i] = row[c];
     }
-    // Typed placeholders: VALUES rows are otherwise read as text.
-    const row = '(?::uuid, ?::timestamptz, ?, ?, ?, ?, ?, ?, ?::uuid, ?, ?, ?::uuid, ?, ?::uuid)';
-    await this.sql.run(
+    await this.sql.prepared(
       `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
          actor_role, token_id, user_agent, reseller_id)
-       select v.* from (values ${batch.map(() => row).join(',')})
+       select v.* from unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+           $7::text[], $8::text[], $9::uuid[], $10::text[], $11::text[], $12::uuid[], $13::text[], $14::uuid[])
          as v(app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username, actor_role,
            token_id, user_agent, reseller_id)
        -- an entry for an application deleted meanwhile is dropped instead of failing the batch
        where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
-      values,
+      cols,
     );
   }
 

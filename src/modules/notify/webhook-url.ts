@@ -4,8 +4,8 @@ import { BlockList, isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { validationError } from '../../errors.js';
 
-const PRIVATE = new BlockList();
-for (const [net, bits] of [
+/** IPv4 ranges that are not public, as [first address, prefix length]. */
+const PRIVATE_V4: readonly (readonly [string, number])[] = [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
   ['100.64.0.0', 10],
@@ -20,8 +20,40 @@ for (const [net, bits] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const)
-  PRIVATE.addSubnet(net, bits, 'ipv4');
+];
+
+/**
+ * A dotted quad as an unsigned 32-bit number; -1 unless it is four decimal octets of 0-255 with no
+ * leading zero: exactly the strings node's isIP calls IPv4.
+ */
+function ipv4Number(ip: string): number {
+  let n = 0;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < ip.length; i++) {
+    const c = ip.charCodeAt(i);
+    if (c === 46) {
+      if (digits === 0 || ++dots > 3) return -1;
+      n = n * 256 + octet;
+      octet = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && digits < 3 && !(digits > 0 && octet === 0)) {
+      octet = octet * 10 + (c - 48);
+      if (octet > 255) return -1;
+      digits++;
+    } else return -1;
+  }
+  return dots === 3 && digits > 0 ? n * 256 + octet : -1;
+}
+
+/** The ranges as [first, last] numbers: a client address is checked on every activation (geolocation). */
+const PRIVATE_V4_SPANS = PRIVATE_V4.map(([net, bits]) => {
+  const first = ipv4Number(net);
+  return [first, first + 2 ** (32 - bits) - 1] as const;
+});
+
+const PRIVATE_V6 = new BlockList();
 for (const [net, bits] of [
   ['::', 128],
   ['::1', 128],
@@ -31,14 +63,18 @@ for (const [net, bits] of [
   ['2001:db8::', 32],
   ['64:ff9b::', 96],
 ] as const) {
-  PRIVATE.addSubnet(net, bits, 'ipv6');
+  PRIVATE_V6.addSubnet(net, bits, 'ipv6');
 }
 
 export function isPublicAddress(ip: string): boolean {
-  const v = isIP(ip);
-  if (v === 0) return false;
-  if (v === 6 && ip.toLowerCase().startsWith('::ffff:')) return isPublicAddress(ip.slice(7));
-  return !PRIVATE.check(ip, v === 6 ? 'ipv6' : 'ipv4');
+  const n = ipv4Number(ip);
+  if (n >= 0) {
+    for (const [first, last] of PRIVATE_V4_SPANS) if (n >= first && n <= last) return false;
+    return true;
+  }
+  if (isIP(ip) !== 6) return false;
+  if (ip.toLowerCase().startsWith('::ffff:')) return isPublicAddress(ip.slice(7));
+  return !PRIVATE_V6.check(ip, 'ipv6');
 }
 
 export async function assertWebhookUrl(raw: string, allowPrivate: boolean, field = 'webhook'): Promise<URL> {

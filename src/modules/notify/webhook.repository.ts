@@ -2,6 +2,7 @@
 // account whose records the event is about, and the owner's; with the secrets that sign them.
 import type { Permissions, StoredRole } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
+import { ReadBatcher } from '../../platform/db/read-batcher.js';
 
 interface WebhookCandidates {
   app_name: string;
@@ -16,16 +17,31 @@ interface WebhookCandidates {
 }
 
 export class WebhookRepository {
+  /** Asked on every client event (most apps have no webhook): the turn's questions share one statement. */
+  private readonly reads = new ReadBatcher<readonly [string, string | null], WebhookCandidates | undefined>((asked) =>
+    this.candidatesMany(asked),
+  );
+
   constructor(private readonly sql: Sql) {}
 
   candidates(appId: string, memberId: string | null): Promise<WebhookCandidates | undefined> {
-    return this.sql.one<WebhookCandidates>(
-      `select a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
+    return this.reads.load([appId, memberId]);
+  }
+
+  private async candidatesMany(
+    asked: readonly (readonly [string, string | null])[],
+  ): Promise<(WebhookCandidates | undefined)[]> {
+    const r = await this.sql.prepared<WebhookCandidates & { i: string }>(
+      `select q.i, a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
               m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role,
               m.permissions as member_permissions, m.email as member_email
-       from applications a join accounts o on o.id = a.owner_id left join accounts m on m.id = ?
-       where a.id = ?`,
-      [memberId, appId],
+       from unnest($1::uuid[], $2::uuid[]) with ordinality as q(app_id, member_id, i)
+       join applications a on a.id = q.app_id join accounts o on o.id = a.owner_id
+       left join accounts m on m.id = q.member_id`,
+      [asked.map(([appId]) => appId), asked.map(([, memberId]) => memberId)],
     );
+    const out = new Array<WebhookCandidates | undefined>(asked.length);
+    for (const { i, ...row } of r.rows) out[Number(i) - 1] = row;
+    return out;
   }
 }

@@ -8,7 +8,7 @@ import {
   type Decision,
   type FinaliseOutput,
 } from '../../../src/modules/activation/license.machine.js';
-import { LicenseHost, type LicenseEffects } from '../../../src/modules/activation/license-host.js';
+import { activateLane, LicenseHost, type LicenseEffects } from '../../../src/modules/activation/license-host.js';
 import { AppError } from '../../../src/errors.js';
 
 const activate = {
@@ -189,5 +189,82 @@ describe('license host', () => {
     await expect(host.run('k', register)).rejects.toEqual(new AppError('license_used'));
     expect(host.passivate(0)).toBe(1);
     host.close();
+  });
+});
+
+describe('the activate lane against the machine', () => {
+  // Scripted effects: each step takes the script's next answer for it; both runs see the same script
+  // and must make the same calls, in the same order, and end with the same outcome.
+  type Answer<T> = { value: T } | { fail: string };
+  interface Script {
+    decisions: Answer<Decision>[];
+    writes: Answer<boolean>[];
+  }
+  function scripted(script: Script, calls: string[]): LicenseEffects {
+    let d = 0;
+    let w = 0;
+    const next = <T>(list: Answer<T>[], i: number): T => {
+      const a = list[i];
+      if (!a) throw new Error('script ran out');
+      if ('fail' in a) throw new Error(a.fail);
+      return a.value;
+    };
+    return effects({
+      decide: async (input) => {
+        calls.push(`decide ${JSON.stringify(input)}`);
+        return next(script.decisions, d++);
+      },
+      activateUnused: async (input) => {
+        calls.push(`activateUnused ${JSON.stringify(input)}`);
+        return next(script.writes, w++);
+      },
+      touchUsed: async (input) => {
+        calls.push(`touchUsed ${JSON.stringify(input)}`);
+        return next(script.writes, w++);
+      },
+    });
+  }
+  let seed = 11;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  const decision = (): Answer<Decision> => {
+    switch (rand(6)) {
+      case 0:
+        return { fail: 'decide failed' };
+      case 1:
+        return {
+          value: {
+            kind: 'refuse',
+            code: (['license_banned', 'hwid_mismatch', 'license_expired'] as const)[rand(3)]!,
+            status: (['used', 'banned', 'unknown'] as const)[rand(3)]!,
+          },
+        };
+      case 2:
+      case 3:
+        return { value: { kind: 'activate_unused', value: { level: rand(9) }, expiresAt: rand(2) ? null : 'x' } };
+      default:
+        return { value: { kind: 'touch_used', value: { level: rand(9) }, deferrable: rand(2) === 1 } };
+    }
+  };
+  const write = (): Answer<boolean> => (rand(7) === 0 ? { fail: 'write failed' } : { value: rand(3) === 0 });
+
+  it('makes the same calls and ends with the same outcome for 400 random scripts', async () => {
+    for (let n = 0; n < 400; n++) {
+      const script: Script = {
+        decisions: Array.from({ length: 4 }, decision),
+        writes: Array.from({ length: 4 }, write),
+      };
+      const viaMachine: string[] = [];
+      const { snap } = await operate(scripted(script, viaMachine), activate);
+      const viaLane: string[] = [];
+      const lane = await activateLane(scripted(script, viaLane), 'k1', activate);
+      expect(viaLane, JSON.stringify(script)).toEqual(viaMachine);
+      const { opId: _, ...machineOutcome } = snap.context.lastOutcome!;
+      const { cause, ...laneOutcome } = lane as typeof lane & { cause?: unknown };
+      expect(laneOutcome, JSON.stringify(script)).toEqual(machineOutcome);
+      if (!lane.ok && lane.code === 'internal') expect(cause).toBeInstanceOf(Error);
+    }
   });
 });

@@ -1,4 +1,5 @@
 // Which webhook targets are public, pinned directly and fast (the mutation run executes it per mutant).
+import { BlockList, isIP } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { assertWebhookUrl, isPublicAddress } from '../../../src/modules/notify/webhook-url.js';
 import { AppError, ValidationError } from '../../../src/errors.js';
@@ -56,6 +57,61 @@ describe('webhook targets', () => {
       ['', false],
     ];
     for (const [ip, expected] of cases) expect(isPublicAddress(ip), ip).toBe(expected);
+  });
+
+  it('reads IPv4 exactly as node does: every range edge, random addresses and near-addresses', () => {
+    // The reference: node's own parser and BlockList over the same ranges.
+    const ranges: [string, number][] = [
+      ['0.0.0.0', 8],
+      ['10.0.0.0', 8],
+      ['100.64.0.0', 10],
+      ['127.0.0.0', 8],
+      ['169.254.0.0', 16],
+      ['172.16.0.0', 12],
+      ['192.0.0.0', 24],
+      ['192.0.2.0', 24],
+      ['192.168.0.0', 16],
+      ['198.18.0.0', 15],
+      ['198.51.100.0', 24],
+      ['203.0.113.0', 24],
+      ['224.0.0.0', 4],
+      ['240.0.0.0', 4],
+    ];
+    const reference = new BlockList();
+    for (const [net, bits] of ranges) reference.addSubnet(net, bits, 'ipv4');
+    const expected = (ip: string) => isIP(ip) === 4 && !reference.check(ip, 'ipv4');
+    const quad = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+    const samples: string[] = [];
+    for (const [net, bits] of ranges) {
+      const first = net.split('.').reduce((a, o) => a * 256 + Number(o), 0);
+      const last = first + 2 ** (32 - bits) - 1;
+      for (const n of [first - 1, first, first + 1, last - 1, last, last + 1])
+        if (n >= 0 && n < 2 ** 32) samples.push(quad(n));
+    }
+    let seed = 7;
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let i = 0; i < 5000; i++) samples.push(quad(Math.floor(rand() * 2 ** 32)));
+    samples.push(
+      '01.2.3.4',
+      '1.02.3.4',
+      '1.2.3.00',
+      '1.2.3.0',
+      '256.1.1.1',
+      '1.2.3',
+      '1.2.3.4.5',
+      '1..2.3',
+      '.1.2.3',
+      '1.2.3.',
+      '1.2.3.4 ',
+      ' 1.2.3.4',
+      '1.2.3.-4',
+      '1.2.3.1000',
+      '0.0.0.0',
+      '255.255.255.255',
+      '1.2.3.4\0',
+      '١.2.3.4',
+    );
+    for (const ip of samples) expect(isPublicAddress(ip), ip).toBe(expected(ip));
   });
 
   const rejected = async (raw: string, allowPrivate = false, field?: string) => {
