@@ -138,6 +138,10 @@ describe('the audit log keeps every valid entry of a batch', () => {
     const marker = `batch-${Date.now()}`;
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} one` });
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} nul \u0000 inside` });
+    // A lone surrogate (JSON.parse lets a client send one) is stored as U+FFFD, not refused.
+    audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} lone \ud800 \udc00x` });
+    // An action cut at 64 characters through a surrogate pair.
+    audit.write({ appId: f.app.id, action: `${'a'.repeat(63)}\u{1F600}`, detail: `${marker} cut` });
     audit.write({
       appId: f.app.id,
       action: 'test.batch',
@@ -149,7 +153,13 @@ describe('the audit log keeps every valid entry of a batch', () => {
     const rows = await f.sql<{ detail: string }>('select detail from audit_log where detail like $1 order by id', [
       `${marker}%`,
     ]);
-    expect(rows.map((r) => r.detail)).toEqual([`${marker} one`, `${marker} nul \uFFFD inside`, `${marker} two`]);
+    expect(rows.map((r) => r.detail)).toEqual([
+      `${marker} one`,
+      `${marker} nul \uFFFD inside`,
+      `${marker} lone \uFFFD \uFFFDx`,
+      `${marker} cut`,
+      `${marker} two`,
+    ]);
   });
 });
 

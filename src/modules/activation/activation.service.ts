@@ -100,11 +100,12 @@ export class ActivationService {
     this.keyIds = new KeyIds((appId, keyHash) => d.licenseOps.idByHash(appId, keyHash));
   }
 
-  init(call: ClientCall<InitRequest>): Promise<ClientOutcome> {
+  /** Answered synchronously when the session needs no stored response key (no enc_key). */
+  init(call: ClientCall<InitRequest>): ClientOutcome | Promise<ClientOutcome> {
     return outcome((note) => this.runInit(call, note));
   }
 
-  private async runInit(call: ClientCall<InitRequest>, note: AuditNote) {
+  private runInit(call: ClientCall<InitRequest>, note: AuditNote) {
     const app = call.app.row;
     const b = call.body;
     const version = b.version ?? '1.0';
@@ -135,12 +136,15 @@ export class ActivationService {
     }
     // The key is derived once, with the api_secret the client opened the session with.
     const responseKey = b.enc_key ? responseEncryptionKey(b.enc_key, app.api_secret) : null;
-    const session = await this.d.sessions.create(app.id, responseKey);
-    note.detail = `Session opened (version ${version})`;
-    return {
-      body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } },
-      responseKey,
+    const opened = (session: string) => {
+      note.detail = `Session opened (version ${version})`;
+      return {
+        body: { success: true, session, app: { name: app.name, version: app.version, hwid_lock: app.hwid_lock } },
+        responseKey,
+      };
     };
+    const session = this.d.sessions.create(app.id, responseKey);
+    return typeof session === 'string' ? opened(session) : session.then(opened);
   }
 
   register(call: ClientCall<RegisterRequest>): Promise<ClientOutcome> {

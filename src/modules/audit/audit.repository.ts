@@ -91,8 +91,20 @@ const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 
 /** PostgreSQL text cannot hold U+0000: an entry quoting client input keeps it readable instead of failing. */
-function text(v: string | undefined): string {
-  return v === undefined ? '' : v.includes('\0') ? v.replaceAll('\0', '\uFFFD') : v;
+/** ES2024's String.prototype.isWellFormed/toWellFormed (Node 20 has them; the compiler's lib is older). */
+type WellFormed = { isWellFormed(): boolean; toWellFormed(): string };
+
+/**
+ * Free text as PostgreSQL stores it: U+0000 and lone surrogates (JSON.parse lets a client send
+ * either) become U+FFFD, as UTF-8 encoding would turn the surrogates anyway; left in, the batch's
+ * JSON would not convert to text and the entry would be lost.
+ */
+function text(v: string | undefined, max?: number): string {
+  if (v === undefined) return '';
+  // Cut before mending: a cut through a surrogate pair leaves a lone one.
+  const cut = max !== undefined && v.length > max ? v.slice(0, max) : v;
+  const s = cut.includes('\0') ? cut.replaceAll('\0', '\uFFFD') : cut;
+  return (s as unknown as WellFormed).isWellFormed() ? s : (s as unknown as WellFormed).toWellFormed();
 }
 
 export class AuditRepository {
@@ -215,37 +227,34 @@ export class AuditRepository {
         return e.location !== undefined || !ip ? e.location : this.locate(ip).catch(() => '');
       }),
     );
-    // One array per column: the statement's text is the same for every batch, so it is prepared once.
-    const cols: unknown[][] = Array.from({ length: 14 }, () => new Array<unknown>(batch.length));
-    for (const [i, e] of batch.entries()) {
-      const row = [
-        e.appId,
-        e.at,
-        e.level ?? 'info',
-        text(e.action).slice(0, 64),
-        text(e.detail),
-        text(e.ip ?? e.actor?.ip).slice(0, 64),
-        text(locations[i]),
-        text(e.screen),
-        e.actor?.id ?? null,
-        e.actor ? text(e.actor.username).slice(0, 32) : null,
-        e.actor?.role ?? null,
-        e.actor?.tokenId ?? null,
-        e.userAgent === undefined ? null : text(e.userAgent).slice(0, 256),
-        e.resellerId ?? null,
-      ];
-      for (let c = 0; c < row.length; c++) cols[c]![i] = row[c];
-    }
+    // The batch travels as one JSON array of rows (JSON.stringify is native; pg's array encoding
+    // escapes every element in JavaScript), and the statement's text is the same for every batch,
+    // so it is prepared once per connection.
+    const rows = batch.map((e, i) => [
+      e.appId,
+      e.at,
+      e.level ?? 'info',
+      text(e.action, 64),
+      text(e.detail),
+      text(e.ip ?? e.actor?.ip, 64),
+      text(locations[i]),
+      text(e.screen),
+      e.actor?.id ?? null,
+      e.actor ? text(e.actor.username, 32) : null,
+      e.actor?.role ?? null,
+      e.actor?.tokenId ?? null,
+      e.userAgent === undefined ? null : text(e.userAgent, 256),
+      e.resellerId ?? null,
+    ]);
     await this.sql.prepared(
       `insert into audit_log (app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
          actor_role, token_id, user_agent, reseller_id)
-       select v.* from unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
-           $7::text[], $8::text[], $9::uuid[], $10::text[], $11::text[], $12::uuid[], $13::text[], $14::uuid[])
-         as v(app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username, actor_role,
-           token_id, user_agent, reseller_id)
+       select (r->>0)::uuid, (r->>1)::timestamptz, r->>2, r->>3, r->>4, r->>5, r->>6, r->>7, (r->>8)::uuid, r->>9,
+         r->>10, (r->>11)::uuid, r->>12, (r->>13)::uuid
+       from jsonb_array_elements($1::jsonb) as r
        -- an entry for an application deleted meanwhile is dropped instead of failing the batch
-       where v.app_id is null or exists (select 1 from applications a where a.id = v.app_id)`,
-      cols,
+       where r->>0 is null or exists (select 1 from applications a where a.id = (r->>0)::uuid)`,
+      [JSON.stringify(rows)],
     );
   }
 

@@ -63,6 +63,14 @@ export class ClientAppCache {
     for (const l of this.changeListeners) l(appId);
   }
 
+  /** The app as getByApiKey would answer it from the cache without waiting; undefined when it must be loaded. */
+  peekByApiKey(apiKey: string): CachedApp | null | undefined {
+    if (!API_KEY_FORMAT.test(apiKey)) return null;
+    const hit = this.idByApiKey.get(apiKey);
+    if (!hit || this.now() - hit.at >= APP_CACHE_TTL_MS) return undefined;
+    return hit.id ? this.peekById(hit.id) : null;
+  }
+
   async getByApiKey(apiKey: string): Promise<CachedApp | null> {
     if (!API_KEY_FORMAT.test(apiKey)) return null;
     const hit = this.idByApiKey.get(apiKey);

@@ -11,7 +11,7 @@ import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { CachedApp, ClientAppCache } from './client-app-cache.js';
 import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { AuditNote, ClientCall, ClientOutcome } from './client-call.js';
-import { consumeOrThrow } from '../../platform/limits/lockout.js';
+import { consumeNowOrThrow, consumeOrThrow } from '../../platform/limits/lockout.js';
 import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
 import {
   NONCE_FORMAT,
@@ -119,15 +119,26 @@ export function clientHandler<S extends TSchema>(
       ip: req.ip,
       nonce,
       signed: req,
-      body: spec.limiter
-        ? async () => {
-            await consumeOrThrow(spec.limiter!, req.ip, rateLimited);
-            return restBody(req);
-          }
-        : () => restBody(req),
+      body: limitedBody(spec.limiter, req),
     });
     const signed = (r: Reply) => signReply(r, deps.signingKey(), req.method, req.path, nonce, deps.now());
     return reply instanceof Promise ? reply.then(signed) : signed(reply);
+  };
+}
+
+/** The body after the caller's address budget: without waiting where the limiter counts in this process. */
+function limitedBody(limiter: RequestLimiter | undefined, req: IncomingRequest): () => unknown {
+  if (!limiter) return () => restBody(req);
+  if (limiter.consumeNow) {
+    const now = limiter as Required<RequestLimiter>;
+    return () => {
+      consumeNowOrThrow(now, req.ip, rateLimited);
+      return restBody(req);
+    };
+  }
+  return async () => {
+    await consumeOrThrow(limiter, req.ip, rateLimited);
+    return restBody(req);
   };
 }
 
@@ -138,6 +149,13 @@ function restBody(req: IncomingRequest): unknown {
   if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
     throw new AppError('payload_too_large');
   return raw;
+}
+
+/** The body's api_key (init); 400 when it is missing or cannot be one. */
+function apiKeyOf(obj: Record<string, unknown>): string {
+  if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128)
+    throw validationError('api_key', 'api_key is required', 'missing');
+  return obj.api_key;
 }
 
 /** The body of a call whose body is not an object (then every field is missing). */
@@ -203,10 +221,7 @@ export function clientCallRunner<S extends TSchema>(
     let app: CachedApp | null;
     let session: ClientCall<unknown>['session'] = null;
     if (spec.identifiesBy === 'api_key') {
-      if (typeof obj.api_key !== 'string' || obj.api_key.length === 0 || obj.api_key.length > 128) {
-        throw validationError('api_key', 'api_key is required', 'missing');
-      }
-      app = await deps.apps.getByApiKey(obj.api_key);
+      app = await deps.apps.getByApiKey(apiKeyOf(obj));
       if (!app) throw new AppError('app_not_found');
     } else {
       const bound = input.bound;
@@ -259,15 +274,27 @@ export function clientCallRunner<S extends TSchema>(
     let reply: Reply | Promise<Reply>;
     try {
       const read = input.body();
-      const now = read instanceof Promise || spec.identifiesBy !== 'session' ? undefined : sessionNow(input, read);
-      const app = now ? deps.apps.peekById(now.session.record.appId) : undefined;
-      if (now && app && !(app.row.require_signature && input.signed)) {
-        // Everything at hand: the same steps as gated(), none of which waits.
-        st.raw = read;
-        st.obj = now.obj;
-        st.about = now.session.token;
-        reply = admitted(input, st, app, now.session);
-      } else reply = gated(input, st, read);
+      if (read instanceof Promise) reply = gated(input, st, read);
+      else if (spec.identifiesBy === 'session') {
+        const now = sessionNow(input, read);
+        const app = now ? deps.apps.peekById(now.session.record.appId) : undefined;
+        if (now && app && !(app.row.require_signature && input.signed)) {
+          // Everything at hand: the same steps as gated(), none of which waits.
+          st.raw = read;
+          st.obj = now.obj;
+          st.about = now.session.token;
+          reply = admitted(input, st, app, now.session);
+        } else reply = gated(input, st, read);
+      } else {
+        const obj = isObject(read) ? read : EMPTY;
+        const app = deps.apps.peekByApiKey(apiKeyOf(obj));
+        if (app === null) throw new AppError('app_not_found');
+        if (app && !(app.row.require_signature && input.signed)) {
+          st.raw = read;
+          st.obj = obj;
+          reply = admitted(input, st, app, null);
+        } else reply = gated(input, st, read);
+      }
     } catch (err) {
       return failed(input, st, err);
     }

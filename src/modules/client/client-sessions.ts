@@ -98,13 +98,18 @@ export class ClientSessions {
    * Opens an unactivated session: a sealed token, plus the response key when there is one.
    * Throws 503 `Service unavailable` (Retry-After) when the response keys are at their bound.
    */
-  async create(appId: string, encKey: Buffer | null): Promise<string> {
-    if (encKey) this.keys.ensureRoom();
+  create(appId: string, encKey: Buffer | null): string | Promise<string> {
     const createdAt = this.now();
+    // Without a response key nothing is stored: the sealed token is the whole session.
+    return encKey ? this.createKeyed(appId, encKey, createdAt) : this.draw(appId, createdAt, false);
+  }
+
+  private async createKeyed(appId: string, encKey: Buffer, createdAt: number): Promise<string> {
+    this.keys.ensureRoom();
     // A fingerprint clash in the key store is a 2^-64 event; the bound only guards the loop.
     for (let attempt = 0; attempt < 4; attempt++) {
-      const token = this.draw(appId, createdAt, encKey !== null);
-      if (!encKey || (await this.keys.put(token, encKey, createdAt))) return token;
+      const token = this.draw(appId, createdAt, true);
+      if (await this.keys.put(token, encKey, createdAt)) return token;
     }
     throw new Error('no free session token fingerprint in 4 draws');
   }

@@ -16,7 +16,10 @@ import type { Coordinator } from '../cluster/coordinator.js';
 import { SHORT_HASH_KEY_BYTES, randomBytes, shortHashInto } from '../crypto/index.js';
 
 /** What the client gate needs of a limiter: rate-limiter-flexible's consume() contract. */
-export type RequestLimiter = Pick<RateLimiterAbstract, 'consume'>;
+export type RequestLimiter = Pick<RateLimiterAbstract, 'consume'> & {
+  /** consume() answered at once, where the limiter keeps its counts in this process: throws what consume() rejects with. */
+  consumeNow?(key: string, points?: number): RateLimiterRes;
+};
 
 /** Addresses each limiter tracks at most within one window (1 minute for client calls). */
 const MAX_TRACKED_ADDRESSES = 1_000_000;
@@ -76,17 +79,22 @@ export class CompactRateLimiter implements RequestLimiter {
 
   consume(key: string | number, points = 1): Promise<RateLimiterRes> {
     try {
-      return this.take(String(key), points);
+      return Promise.resolve(this.take(String(key), points));
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  consumeNow(key: string, points = 1): RateLimiterRes {
+    return this.take(key, points);
   }
 
   private tick(): number {
     return Math.floor((this.o.now() - this.base) / TICK_MS);
   }
 
-  private take(key: string, points: number): Promise<RateLimiterRes> {
+  /** The key's window after `points` more; throws the RateLimiterRes when past the limit (as consume() rejects). */
+  private take(key: string, points: number): RateLimiterRes {
     shortHashInto(this.hash, Buffer.from(key), this.hashKey);
     const h0 = this.hash.readUInt32LE(0);
     const hi = (this.hash.readUInt32LE(4) & 0xffff_0000) >>> 0;
@@ -99,7 +107,8 @@ export class CompactRateLimiter implements RequestLimiter {
       // The stored end is a tick past the window (below); the wait announced never exceeds the window.
       const msLeft = Math.min((t[found + 2]! - now) * TICK_MS, this.o.duration * 1000);
       const res = new RateLimiterRes(Math.max(this.o.points - consumed, 0), msLeft, consumed, false);
-      return consumed > this.o.points ? Promise.reject(res) : Promise.resolve(res);
+      if (consumed > this.o.points) throw res;
+      return res;
     }
     // claim() may rebuild the table: read it only afterwards.
     const slot = found >= 0 ? found : this.claim(h0, now);
@@ -109,7 +118,8 @@ export class CompactRateLimiter implements RequestLimiter {
     // +1: a window never ends before its full duration (ticks are whole tenths).
     t[slot + 2] = now + this.windowTicks + 1;
     const res = new RateLimiterRes(Math.max(this.o.points - points, 0), this.o.duration * 1000, points, true);
-    return points > this.o.points ? Promise.reject(res) : Promise.resolve(res);
+    if (points > this.o.points) throw res;
+    return res;
   }
 
   /** The key's slot (an offset into the table), or -1. */

@@ -45,6 +45,20 @@ export class Lockout {
   }
 }
 
+/** consumeOrThrow without waiting, for a limiter that counts in this process (consumeNow). */
+export function consumeNowOrThrow(
+  limiter: { consumeNow(key: string, points?: number): RateLimiterRes },
+  key: string,
+  onLimited: (retryAfterSeconds: number) => Error,
+): void {
+  try {
+    limiter.consumeNow(key, 1);
+  } catch (res) {
+    if (res instanceof Error) throw res;
+    throw onLimited((res as RateLimiterRes).msBeforeNext / 1000);
+  }
+}
+
 /** A per-key request budget: throws 429 `Rate limit exceeded` with Retry-After past it. */
 export async function consumeOrThrow(
   limiter: Pick<RateLimiterAbstract, 'consume'>,

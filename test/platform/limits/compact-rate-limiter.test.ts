@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import { CompactRateLimiter } from '../../../src/platform/limits/compact-rate-limiter.js';
-import { consumeOrThrow } from '../../../src/platform/limits/lockout.js';
+import { consumeNowOrThrow, consumeOrThrow } from '../../../src/platform/limits/lockout.js';
 import { AppError, rateLimited } from '../../../src/errors.js';
 
 let t = 1_800_000_000_000;
@@ -22,6 +22,12 @@ describe('compact rate limiter', () => {
     expect((refused as RateLimiterRes).msBeforeNext).toBeLessThanOrEqual(40_100);
     const err = await consumeOrThrow(l, '198.51.100.7', rateLimited).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'rate_limited', status: 429, headers: { 'Retry-After': '41' } });
+    // The same window answered without a promise (the client gate's synchronous lane).
+    expect(() => consumeNowOrThrow(l, '198.51.100.7', rateLimited)).toThrow(
+      expect.objectContaining({ code: 'rate_limited', headers: { 'Retry-After': '41' } }),
+    );
+    expect(() => l.consumeNow('198.51.100.7')).toThrow(expect.objectContaining({ consumedPoints: 34 }));
+    expect(l.consumeNow('198.51.100.10').remainingPoints).toBe(29);
     // Other addresses have their own windows.
     await l.consume('198.51.100.8');
     t += 40_200;
