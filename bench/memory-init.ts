@@ -18,6 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { freePort, freshDatabase } from './lib.js';
+import { withMallocDefaults } from '../src/supervisor.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name: string, fallback: string) =>
@@ -87,7 +88,8 @@ async function main(): Promise<void> {
   const base = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
-    env: {
+    // As `npm start` runs it (glibc malloc settings included).
+    env: withMallocDefaults({
       ...process.env,
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -99,7 +101,7 @@ async function main(): Promise<void> {
       GEOIP_DB: 'off',
       OWNER_USERNAME: OWNER.username,
       OWNER_PASSWORD: OWNER.password,
-    },
+    }),
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   try {

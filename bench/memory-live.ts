@@ -22,6 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { fileURLToPath } from 'node:url';
+import { withMallocDefaults } from '../src/supervisor.js';
 
 const self = fileURLToPath(import.meta.url);
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -30,7 +31,8 @@ if (!gc) {
   const r = spawnSync(
     process.execPath,
     ['--expose-gc', '--max-old-space-size=8192', '--import', 'tsx', self, ...process.argv.slice(2)],
-    { stdio: 'inherit' },
+    // As `npm start` runs it (glibc malloc settings included).
+    { stdio: 'inherit', env: withMallocDefaults(process.env) },
   );
   process.exit(r.status ?? 1);
 }

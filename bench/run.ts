@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/platform/db/embedded-postgres.js';
+import { MALLOC_DEFAULTS } from '../src/supervisor.js';
 import {
   buildKwload,
   compiledEntryPoints,
@@ -391,6 +392,8 @@ async function main(): Promise<void> {
       DATABASE_URL: db.url,
       REDIS_URL: '',
     };
+    // As `npm start` runs it (package.json), unless this shell says otherwise.
+    for (const [name, value] of Object.entries(MALLOC_DEFAULTS)) env[name] = process.env[name] ?? value;
     if (workers > 1)
       Object.assign(env, { WORKERS: String(workers), REDIS_URL: redisUrl!, REDIS_PREFIX: `kwbench${Date.now()}:` });
     const prof = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(logDir, 'profiles')}`] : [];

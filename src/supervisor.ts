@@ -15,6 +15,27 @@ import {
 
 const RESPAWN_DELAY_MS = 1_000;
 
+/**
+ * glibc malloc settings every Keywarden process should run with (`npm start` and the systemd
+ * units set them; workers get them from here unless set otherwise). glibc reads them once, at the
+ * first allocation, so they cannot be set from inside a running process. With glibc's defaults a
+ * server that has set up 100,000 sessions kept 1.2 KB per session of freed native memory (the
+ * allocator's per-thread arenas and a heap top it never trimmed): RSS per live session 1,345 B
+ * at 100,000, of which V8 held about 520. Two arenas and a fixed trim threshold return it; the
+ * bench measured no throughput cost (docs/operations.md "Memory").
+ */
+export const MALLOC_DEFAULTS: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_TRIM_THRESHOLD_: '131072',
+};
+
+/** `env` with MALLOC_DEFAULTS for what it does not set itself. */
+export function withMallocDefaults(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const [name, value] of Object.entries(MALLOC_DEFAULTS)) out[name] ??= value;
+  return out;
+}
+
 interface Supervisor {
   stop(): Promise<void>;
 }
@@ -39,7 +60,12 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
     const child = spawn(process.execPath, [...process.execArgv, cli, 'worker'], {
       // The IPC channel carries nothing: its closing tells the worker that this process is gone.
       stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, DATABASE_URL: databaseUrl, WORKERS: '1', KW_WORKER_INDEX: String(index) },
+      env: withMallocDefaults({
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        WORKERS: '1',
+        KW_WORKER_INDEX: String(index),
+      }),
     });
     children.set(index, child);
     child.once('exit', (code, signal) => {

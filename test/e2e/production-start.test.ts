@@ -174,6 +174,11 @@ describe('npm run build and npm start', () => {
           tree.filter((x) => /esbuild|tsx/.test(`${x.comm} ${x.cmdline}`)),
           JSON.stringify(tree),
         ).toEqual([]);
+        // The workers run with the glibc malloc settings (src/supervisor.ts MALLOC_DEFAULTS).
+        for (const w of workers) {
+          const environ = fs.readFileSync(`/proc/${w.pid}/environ`, 'utf8').split('\0');
+          expect(environ).toEqual(expect.arrayContaining(['MALLOC_ARENA_MAX=2', 'MALLOC_TRIM_THRESHOLD_=131072']));
+        }
         p.child.kill('SIGTERM');
         expect(await p.exited, p.log()).toBe(0);
         expect(p.log()).toContain('"msg":"cluster.stopped"');

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ImportedKey } from './keys.import.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
+import { ReadBatcher } from '../../platform/db/read-batcher.js';
 import { AppError } from '../../errors.js';
 import type { Device } from '../activation/index.js';
 
@@ -80,16 +81,31 @@ export const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_i
   duration_unit, duration_days, created_at, last_login, expires_at, pending_since, note, reseller_id, created_by,
   activation_geo, last_geo, known_countries, screenshot_path, max_sessions, max_devices, entitlements`;
 
+interface SeatPolicy {
+  maxSessions: number | null;
+  resellerId: string | null;
+}
+
 export class LicenseRepository {
+  /** Heartbeat starts of one event-loop turn (a fleet reconnecting) share one statement. */
+  private readonly seatReads = new ReadBatcher<string, SeatPolicy | null>((ids) => this.seatPolicies(ids));
+
   constructor(private readonly sql: Sql) {}
 
   /** What a heartbeat start needs of its key (PROTOCOL 12.2); null when the key is gone. */
-  async seatPolicy(id: string): Promise<{ maxSessions: number | null; resellerId: string | null } | null> {
-    const r = await this.sql.one<{ max_sessions: number | null; reseller_id: string | null }>(
-      'select max_sessions, reseller_id from license_keys where id = ?',
-      [id],
+  seatPolicy(id: string): Promise<SeatPolicy | null> {
+    return this.seatReads.load(id);
+  }
+
+  private async seatPolicies(ids: readonly string[]): Promise<(SeatPolicy | null)[]> {
+    const r = await this.sql.prepared<{ i: string; max_sessions: number | null; reseller_id: string | null }>(
+      `select q.i, k.max_sessions, k.reseller_id
+       from unnest($1::uuid[]) with ordinality as q(id, i) join license_keys k on k.id = q.id`,
+      [ids],
     );
-    return r ? { maxSessions: r.max_sessions, resellerId: r.reseller_id } : null;
+    const out = new Array<SeatPolicy | null>(ids.length).fill(null);
+    for (const row of r.rows) out[Number(row.i) - 1] = { maxSessions: row.max_sessions, resellerId: row.reseller_id };
+    return out;
   }
 
   /** Which of these key hashes the application has already. */
