@@ -122,7 +122,8 @@ interface Conn {
   interval: number;
   /** No accepted beat by then: closed (4008). */
   deadline: number;
-  queue: Promise<void>;
+  /** The tail of the calls in flight; null while none is (most of a connection's life). */
+  queue: Promise<void> | null;
   inflight: number;
   closed: boolean;
   /** The app version an update_required was pushed for. */
@@ -215,7 +216,7 @@ export class ClientChannel {
     this.unlisten?.();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.conns].map((c) => c.queue)),
+      Promise.allSettled([...this.conns].map((c) => c.queue ?? undefined)),
       new Promise((resolve) => (timer = setTimeout(resolve, 5_000))),
     ]);
     clearTimeout(timer);
@@ -389,7 +390,7 @@ export class ClientChannel {
       inSeq: 0,
       interval: o.interval,
       deadline: now + expiryWindowMs(o.interval),
-      queue: Promise.resolve(),
+      queue: null,
       inflight: 0,
       closed: false,
       updateNotified: null,
@@ -457,7 +458,7 @@ export class ClientChannel {
     if (c.inflight >= this.limits.maxInFlight) return this.end(c, CLOSE.protocol, 'too many calls in flight');
     c.inflight++;
     if (c.inflight > 1) {
-      c.queue = c.queue
+      c.queue = (c.queue ?? Promise.resolve())
         .then(() => this.handle(c, m))
         .then(
           () => this.settled(c),
@@ -482,11 +483,11 @@ export class ClientChannel {
   }
 
   private settled(c: Conn): void {
-    c.inflight--;
+    if (--c.inflight === 0) c.queue = null;
   }
 
   private callFailed(c: Conn, err: unknown): void {
-    c.inflight--;
+    if (--c.inflight === 0) c.queue = null;
     this.d.log.error({ err }, 'channel.call_failed');
     this.end(c, CLOSE.serverError, 'internal error');
   }
@@ -564,7 +565,8 @@ export class ClientChannel {
       case 'revoke':
         for (const c of this.targets(p.target)) {
           // A kill made by this connection's own beat is announced after that beat's reply.
-          if (p.reason === 'session_killed' && c.inflight > 0) void c.queue.then(() => this.revoke(c, p.reason));
+          if (p.reason === 'session_killed' && c.inflight > 0)
+            void (c.queue ?? Promise.resolve()).then(() => this.revoke(c, p.reason));
           else this.revoke(c, p.reason);
         }
         break;
