@@ -7,7 +7,7 @@
 // read from the heartbeat sessions themselves (SPEC "Session alive"), so stop, kill and expiry free a
 // seat even when their release never reached the table. Without Redis the table is rebuilt from
 // the heartbeat sessions the restart checkpoint brought back.
-import { pack, unpack } from 'msgpackr';
+import { unpack } from 'msgpackr';
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
@@ -46,9 +46,31 @@ interface Held {
   context: HeartbeatContext | undefined;
 }
 
+/**
+ * A key's seat table as stored: a marker byte, the number of records (u32 LE), then one record per
+ * claim: the session's length (u8), the session (latin1) and when it was claimed (f64 LE, ms). A
+ * session's later record supersedes its earlier one, so a claim on an unlimited key appends its record
+ * (a copy of the bytes, no decoding) and the next tidying writes the table afresh. Tables written
+ * before this layout are msgpack arrays [session, at, ...] and are still read.
+ */
+const TABLE_MARK = 0xf1;
+const HEADER = 5;
+
 function decodeTable(raw: Buffer | null): Table {
   const t: Table = new Map();
-  if (!raw) return t;
+  if (!raw || raw.length === 0) return t;
+  if (raw[0] !== TABLE_MARK) return decodeLegacy(raw);
+  for (let at = HEADER; at < raw.length;) {
+    const len = raw[at]!;
+    if (at + 1 + len + 8 > raw.length) throw new Error('seat table truncated');
+    t.set(raw.toString('latin1', at + 1, at + 1 + len), raw.readDoubleLE(at + 1 + len));
+    at += 1 + len + 8;
+  }
+  return t;
+}
+
+function decodeLegacy(raw: Buffer): Table {
+  const t: Table = new Map();
   const flat = unpack(raw) as unknown;
   if (!Array.isArray(flat)) return t;
   for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -58,11 +80,70 @@ function decodeTable(raw: Buffer | null): Table {
   return t;
 }
 
+function record(session: string, at: number): Buffer {
+  // Session tokens are 43 characters of base64url (client-sessions.ts); the length byte holds 255.
+  const len = session.length;
+  if (len > 255) throw new Error('seat table: a session token longer than 255 characters');
+  const b = Buffer.allocUnsafe(1 + len + 8);
+  b[0] = len;
+  b.write(session, 1, 'latin1');
+  b.writeDoubleLE(at, 1 + len);
+  return b;
+}
+
 function encodeTable(t: Table): Buffer | null {
   if (t.size === 0) return null;
-  const flat: (string | number)[] = [];
-  for (const [s, at] of t) flat.push(s, at);
-  return pack(flat);
+  const header = Buffer.alloc(HEADER);
+  header[0] = TABLE_MARK;
+  header.writeUInt32LE(t.size, 1);
+  const parts: Buffer[] = [header];
+  for (const [s, at] of t) parts.push(record(s, at));
+  return Buffer.concat(parts);
+}
+
+/** Records in a stored table (a superseded claim counts too); undefined for a legacy table. */
+function recordsIn(raw: Buffer | null): number | undefined {
+  if (!raw || raw.length === 0) return 0;
+  return raw[0] === TABLE_MARK && raw.length >= HEADER ? raw.readUInt32LE(1) : undefined;
+}
+
+/**
+ * Tables this process allocated, with room after their records: an append writes there instead of
+ * copying the table into a new buffer each claim (a site license's table is tens of KB, and
+ * reallocating it per start left that much freed memory behind per start). Only a table whose
+ * memory is its own is ever written past its end: Node's small buffers share a pool.
+ */
+const roomy = new WeakSet<ArrayBufferLike>();
+
+/** The stored table with one more record; whether it held `session` already (its record superseded). */
+function appended(raw: Buffer | null, session: string, at: number): { table: Buffer; had: boolean } {
+  const rec = record(session, at);
+  if (!raw || raw.length === 0) return { table: encodeTable(new Map([[session, at]]))!, had: false };
+  // Walk the records: a session's record is its length byte and its characters at a record's start.
+  const had = holds(raw, rec.subarray(0, 1 + rec[0]!));
+  const length = raw.length + rec.length;
+  let table: Buffer;
+  if (roomy.has(raw.buffer) && raw.byteOffset + length <= raw.buffer.byteLength) {
+    // Past the stored view's end: nobody reads there (a write that fails leaves that room unused).
+    table = Buffer.from(raw.buffer, raw.byteOffset, length);
+  } else {
+    table = Buffer.allocUnsafeSlow(Math.max(Math.ceil(length * 1.25), 1024)).subarray(0, length);
+    roomy.add(table.buffer);
+    raw.copy(table);
+  }
+  rec.copy(table, raw.length);
+  // In place when the table has room: the stored view sees the new count before the write lands,
+  // which only moves its next tidying one claim earlier should the write be refused.
+  table.writeUInt32LE(raw.readUInt32LE(1) + 1, 1);
+  return { table, had };
+}
+
+/** Whether a table's records include one for the session whose length byte and bytes are `head`. */
+function holds(raw: Buffer, head: Buffer): boolean {
+  for (let at = HEADER; at < raw.length; at += 1 + raw[at]! + 8) {
+    if (raw[at] === head[0] && raw.compare(head, 1, head.length, at + 1, at + head.length) === 0) return true;
+  }
+  return false;
 }
 
 export class SeatKeeper {
@@ -146,8 +227,15 @@ export class SeatKeeper {
     return fence;
   }
 
+  private readRaw(licenseId: string): Promise<Buffer | null> {
+    return this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId);
+  }
+
   private async read(licenseId: string): Promise<Table> {
-    const raw = await this.d.coordinator.hashGet(seatsOf(shardOf(licenseId)), licenseId);
+    return this.decoded(licenseId, await this.readRaw(licenseId));
+  }
+
+  private decoded(licenseId: string, raw: Buffer | null): Table {
     try {
       return decodeTable(raw);
     } catch (err) {
@@ -158,7 +246,11 @@ export class SeatKeeper {
     }
   }
 
-  private async write(licenseId: string, fence: number, t: Table): Promise<void> {
+  private write(licenseId: string, fence: number, t: Table): Promise<void> {
+    return this.writeRaw(licenseId, fence, encodeTable(t));
+  }
+
+  private async writeRaw(licenseId: string, fence: number, table: Buffer | null): Promise<void> {
     const shard = shardOf(licenseId);
     const ok = await this.d.coordinator.fencedHashSet(
       this.d.node.leaseName(shard),
@@ -166,7 +258,7 @@ export class SeatKeeper {
       fence,
       seatsOf(shard),
       licenseId,
-      encodeTable(t),
+      table,
     );
     if (!ok) throw new NotOwner(shard);
   }
@@ -175,8 +267,16 @@ export class SeatKeeper {
     this.fence(a.licenseId);
     return this.queued(a.licenseId, async () => {
       const fence = this.fence(a.licenseId);
-      const t = await this.read(a.licenseId);
+      const raw = await this.readRaw(a.licenseId);
       const now = this.d.now();
+      // An unlimited key between two tidyings: the claim is appended, nothing is decoded.
+      const records = recordsIn(raw);
+      if (a.max <= 0 && records !== undefined && records < 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16) {
+        const { table, had } = appended(raw, a.session, now);
+        await this.writeRaw(a.licenseId, fence, table);
+        return { added: !had, kicked: [] };
+      }
+      const t = this.decoded(a.licenseId, raw);
       if (t.has(a.session) && !(a.max > 0 && t.size > a.max)) {
         // A restart of a session that holds its seat already (its heartbeat ended without a release).
         t.set(a.session, now);

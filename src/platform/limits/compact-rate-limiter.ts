@@ -17,7 +17,7 @@ import { SHORT_HASH_KEY_BYTES, randomBytes, shortHashInto } from '../crypto/inde
 
 /** What the client gate needs of a limiter: rate-limiter-flexible's consume() contract. */
 export type RequestLimiter = Pick<RateLimiterAbstract, 'consume'> & {
-  /** consume() answered at once, where the limiter keeps its counts in this process: throws what consume() rejects with. */
+  /** consume() answered at once where the counts are in this process: throws what consume() rejects with. */
   consumeNow?(key: string, points?: number): RateLimiterRes;
 };
 

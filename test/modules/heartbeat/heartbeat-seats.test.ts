@@ -3,6 +3,7 @@
 // a session that is no longer alive, end users counting against their key, live_sessions on key
 // rows, the settings' validation, and the kill's audit line, live event and webhook.
 import fs from 'node:fs/promises';
+import { pack } from 'msgpackr';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { TestClock } from '../../helpers/clock.js';
 import { openChannel } from '../../helpers/channel-client.js';
 import { Subscriber } from '../../helpers/live-subscriber.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+import { shardOf } from '../../../src/platform/cluster/cluster-node.js';
 
 let t: TestServer;
 let receiver: WebhookReceiver<{ path: string; body: string }>;
@@ -242,6 +244,49 @@ describe('an unlimited key (max_sessions 0, the default)', () => {
     // SPEC unchanged: the late session's next beat is accepted (with a drift warning).
     expect((await beat(late, 2)).status).toBe(200);
     expect((await keyRow(f)).live_sessions).toBe(18);
+  });
+});
+
+describe('the stored seat table', () => {
+  const tableOf = async (licenseId: string) =>
+    t.server.services.coordinator.hashGet(`seats:${shardOf(licenseId)}`, licenseId);
+  const keyId = async (f: AppFixture) =>
+    (await f.sql<{ id: string }>('select id from license_keys where app_id = $1', [f.app.id]))[0]!.id;
+
+  it('a table of the previous layout (msgpack) still counts against the bound, and the next write replaces it', async () => {
+    const f = await appFixture(t, { max_sessions: 2, heartbeat_interval: 5 });
+    const [key] = await f.keys(1);
+    const first = await started(f, key!);
+    const id = await keyId(f);
+    // As the previous build stored it: [session, claimed at, ...]; a claim without a session counts 15 s.
+    const now = clock.now();
+    await t.server.services.coordinator.hashSet(
+      `seats:${shardOf(id)}`,
+      id,
+      pack([first.session, now, 'x'.repeat(43), now]),
+    );
+    expect((await start(await activated(f, key!))).body).toEqual(LIMIT);
+    expect((await tableOf(id))![0]).toBe(0xf1);
+    clock.advance(16_000); // the claim that never started lapses; the first session is no longer alive either
+    expect((await start(await activated(f, key!))).status).toBe(200);
+  });
+
+  it("an unlimited key's table takes appended claims past a tidy; a stop frees one seat", async () => {
+    const f = await appFixture(t, { heartbeat_interval: 5 });
+    const [key] = await f.keys(1);
+    const seats = [];
+    for (let i = 0; i < 40; i++) seats.push(await started(f, key!));
+    expect((await keyRow(f)).live_sessions).toBe(40);
+    const id = await keyId(f);
+    const table = (await tableOf(id))!;
+    // Rewritten by the tidy at 16 records (the next at 48), appended before and after: one record a seat.
+    expect(table[0]).toBe(0xf1);
+    expect(table.readUInt32LE(1)).toBe(40);
+    expect(table.length).toBe(5 + 40 * (1 + 43 + 8));
+    // A session that stops gives its seat back; the others keep theirs.
+    const s = seats[0]!;
+    expect((await s.c.post('/api/client/heartbeat/stop', { session: s.session, token: s.token })).status).toBe(200);
+    expect((await keyRow(f)).live_sessions).toBe(39);
   });
 });
 
