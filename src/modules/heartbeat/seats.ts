@@ -115,12 +115,16 @@ function recordsIn(raw: Buffer | null): number | undefined {
  */
 const roomy = new WeakSet<ArrayBufferLike>();
 
-/** The stored table with one more record; whether it held `session` already (its record superseded). */
-function appended(raw: Buffer | null, session: string, at: number): { table: Buffer; had: boolean } {
+/**
+ * The stored table with one more record, and whether it held `session` already (its record is then
+ * superseded); undefined when the stored table is malformed (the caller reads it the long way).
+ */
+function appended(raw: Buffer | null, session: string, at: number): { table: Buffer; had: boolean } | undefined {
   const rec = record(session, at);
   if (!raw || raw.length === 0) return { table: encodeTable(new Map([[session, at]]))!, had: false };
   // Walk the records: a session's record is its length byte and its characters at a record's start.
   const had = holds(raw, rec.subarray(0, 1 + rec[0]!));
+  if (had === undefined) return undefined;
   const length = raw.length + rec.length;
   let table: Buffer;
   if (roomy.has(raw.buffer) && raw.byteOffset + length <= raw.buffer.byteLength) {
@@ -139,8 +143,9 @@ function appended(raw: Buffer | null, session: string, at: number): { table: Buf
 }
 
 /** Whether a table's records include one for the session whose length byte and bytes are `head`. */
-function holds(raw: Buffer, head: Buffer): boolean {
+function holds(raw: Buffer, head: Buffer): boolean | undefined {
   for (let at = HEADER; at < raw.length; at += 1 + raw[at]! + 8) {
+    if (at + 1 + raw[at]! + 8 > raw.length) return undefined; // a record cut short: not a table to append to
     if (raw[at] === head[0] && raw.compare(head, 1, head.length, at + 1, at + head.length) === 0) return true;
   }
   return false;
@@ -271,10 +276,13 @@ export class SeatKeeper {
       const now = this.d.now();
       // An unlimited key between two tidyings: the claim is appended, nothing is decoded.
       const records = recordsIn(raw);
-      if (a.max <= 0 && records !== undefined && records < 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16) {
-        const { table, had } = appended(raw, a.session, now);
-        await this.writeRaw(a.licenseId, fence, table);
-        return { added: !had, kicked: [] };
+      const next =
+        a.max <= 0 && records !== undefined && records < 2 * (this.prunedSize.get(a.licenseId) ?? 0) + 16
+          ? appended(raw, a.session, now)
+          : undefined;
+      if (next) {
+        await this.writeRaw(a.licenseId, fence, next.table);
+        return { added: !next.had, kicked: [] };
       }
       const t = this.decoded(a.licenseId, raw);
       if (t.has(a.session) && !(a.max > 0 && t.size > a.max)) {

@@ -271,6 +271,18 @@ describe('the stored seat table', () => {
     expect((await start(await activated(f, key!))).status).toBe(200);
   });
 
+  it('a malformed table is dropped, not appended to: the start succeeds and the table is written afresh', async () => {
+    const f = await appFixture(t, { heartbeat_interval: 5 });
+    const [key] = await f.keys(1);
+    await started(f, key!);
+    const id = await keyId(f);
+    // A count of 5 and a record cut short after its length byte.
+    await t.server.services.coordinator.hashSet(`seats:${shardOf(id)}`, id, Buffer.from([0xf1, 5, 0, 0, 0, 43, 65]));
+    expect((await start(await activated(f, key!))).status).toBe(200);
+    const table = (await tableOf(id))!;
+    expect([table[0], table.readUInt32LE(1), table.length]).toEqual([0xf1, 1, 5 + 1 + 43 + 8]);
+  });
+
   it("an unlimited key's table takes appended claims past a tidy; a stop frees one seat", async () => {
     const f = await appFixture(t, { heartbeat_interval: 5 });
     const [key] = await f.keys(1);
