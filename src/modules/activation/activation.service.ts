@@ -324,22 +324,14 @@ export class ActivationService {
       hwidLock: app.hwid_lock,
       maxDevices: app.max_devices,
     };
-    const keyHash = licenseHash(this.d.licenseHashKey, b.license);
-    let key = await this.keyIds.find(app.id, keyHash);
+    const key = await this.keyIds.run(
+      app.id,
+      licenseHash(this.d.licenseHashKey, b.license),
+      (id) => this.d.licenses.run(id, op),
+      (err) => err instanceof AppError && err.code === 'license_invalid',
+    );
     if (!key) throw new AppError('license_invalid');
-    let v: Record<string, unknown>;
-    try {
-      v = await this.d.licenses.run(key.id, op);
-    } catch (err) {
-      // A remembered id whose key was deleted since: the key string may live on under a new id.
-      if (!key.remembered || !(err instanceof AppError) || err.code !== 'license_invalid') throw err;
-      this.keyIds.forget(app.id, keyHash);
-      const again = await this.keyIds.find(app.id, keyHash);
-      if (!again || again.id === key.id) throw err;
-      key = again;
-      v = await this.d.licenses.run(key.id, op);
-    }
-    const licenseId = key.id;
+    const { id: licenseId, value: v } = key;
     note.resellerId = (v.resellerId as string | null) ?? null;
     await this.keyDevice(call, licenseId, hwid, v, { key_preview: keyPreview(b.license) });
     await this.d.sessions.activate(session.token, session.record, { licenseId, hwid });

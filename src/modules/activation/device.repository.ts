@@ -39,17 +39,33 @@ interface DeviceRow {
 
 const iso = (d: Date | string) => toDate(d)!.toISOString();
 
+/** The aggregates DeviceFacts is read from, over one holder's device rows; `hwid` is an SQL expression. */
+export function deviceFactsSql(hwid: string): string {
+  return `count(*) filter (where bound) as bound, bool_or(hwid = ${hwid}) as known,
+    bool_or(hwid = ${hwid} and bound) as held`;
+}
+
+export interface DeviceFactsRow {
+  bound: string | null;
+  known: boolean | null;
+  held: boolean | null;
+}
+
+/** DeviceFacts from the columns of deviceFactsSql (a holder without devices: none known, none bound). */
+export function deviceFactsOf(r: DeviceFactsRow | undefined): DeviceFacts {
+  return { known: r?.known === true, held: r?.held === true, bound: Number(r?.bound ?? 0) };
+}
+
 export class DeviceRepository {
   constructor(private readonly sql: Sql) {}
 
   async facts(kind: DeviceHolderKind, id: string, hwid: string): Promise<DeviceFacts> {
     const t = TABLES[kind];
-    const r = await this.sql.one<{ bound: string; known: boolean | null; held: boolean | null }>(
-      `select count(*) filter (where bound) as bound, bool_or(hwid = ?) as known, bool_or(hwid = ? and bound) as held
-       from ${t.table} where ${t.column} = ?`,
+    const r = await this.sql.one<DeviceFactsRow>(
+      `select ${deviceFactsSql('?')} from ${t.table} where ${t.column} = ?`,
       [hwid, hwid, id],
     );
-    return { known: r?.known === true, held: r?.held === true, bound: Number(r?.bound ?? 0) };
+    return deviceFactsOf(r);
   }
 
   /**

@@ -8,37 +8,44 @@
 
 const MAX_ENTRIES = 100_000;
 
-interface FoundKey {
-  id: string;
-  /** From memory: the key may have been deleted since (see forget). */
-  remembered: boolean;
-}
-
 export class KeyIds {
   private readonly ids = new Map<string, string>();
 
-  constructor(
-    private readonly lookup: (appId: string, keyHash: string) => Promise<string | undefined>,
-    private readonly maxEntries = MAX_ENTRIES,
-  ) {}
+  constructor(private readonly lookup: (appId: string, keyHash: string) => Promise<string | undefined>) {}
 
-  get size(): number {
-    return this.ids.size;
-  }
-
-  async find(appId: string, keyHash: string): Promise<FoundKey | undefined> {
+  /**
+   * Runs `run` with the key's id (undefined when the app has no such key). A remembered id that
+   * names no key any more (`gone(err)` for what `run` threw) is forgotten and looked up again,
+   * once: the same key string may live on under a new id.
+   */
+  async run<T>(
+    appId: string,
+    keyHash: string,
+    run: (id: string) => Promise<T>,
+    gone: (err: unknown) => boolean,
+  ): Promise<{ id: string; value: T } | undefined> {
     const name = `${appId}:${keyHash}`;
-    const id = this.ids.get(name);
-    if (id !== undefined) return { id, remembered: true };
+    const remembered = this.ids.get(name);
+    if (remembered !== undefined) {
+      try {
+        return { id: remembered, value: await run(remembered) };
+      } catch (err) {
+        if (!gone(err)) throw err;
+        this.ids.delete(name);
+        const again = await this.lookup(appId, keyHash);
+        if (again === undefined || again === remembered) throw err;
+        this.remember(name, again);
+        return { id: again, value: await run(again) };
+      }
+    }
     const found = await this.lookup(appId, keyHash);
     if (found === undefined) return undefined;
-    if (this.ids.size >= this.maxEntries) this.ids.delete(this.ids.keys().next().value!);
-    this.ids.set(name, found);
-    return { id: found, remembered: false };
+    this.remember(name, found);
+    return { id: found, value: await run(found) };
   }
 
-  /** Forgets a remembered id that named no key. */
-  forget(appId: string, keyHash: string): void {
-    this.ids.delete(`${appId}:${keyHash}`);
+  private remember(name: string, id: string): void {
+    if (this.ids.size >= MAX_ENTRIES) this.ids.delete(this.ids.keys().next().value!);
+    this.ids.set(name, id);
   }
 }

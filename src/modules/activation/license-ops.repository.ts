@@ -5,7 +5,7 @@
 // Nothing here decides an answer to a client: methods report what the database did.
 import type { DurationUnit, LicenseStatus } from '../../platform/db/entities/index.js';
 import { toDate, type Sql } from '../../platform/db/sql.js';
-import type { DeviceFacts } from './device.repository.js';
+import { deviceFactsOf, deviceFactsSql, type DeviceFacts, type DeviceFactsRow } from './device.repository.js';
 import { ReadBatcher } from '../../platform/db/read-batcher.js';
 
 /** A stored key as the license policy reads it. */
@@ -121,24 +121,15 @@ export class LicenseOpsRepository {
   private async loadManyWithDevice(
     asked: readonly (readonly [string, string])[],
   ): Promise<(KeyWithDevice | undefined)[]> {
-    const r = await this.sql.prepared<
-      KeyRow & { i: string; bound: string; known: boolean | null; held: boolean | null }
-    >(
+    const r = await this.sql.prepared<KeyRow & DeviceFactsRow & { i: string }>(
       `select q.i, ${KEY_COLUMNS}, d.bound, d.known, d.held
        from unnest($1::uuid[], $2::text[]) with ordinality as q(id, hwid, i)
        join license_keys k on k.id = q.id
-       cross join lateral (
-         select count(*) filter (where bound) as bound, bool_or(hwid = q.hwid) as known,
-           bool_or(hwid = q.hwid and bound) as held
-         from key_devices where license_id = k.id) d`,
+       cross join lateral (select ${deviceFactsSql('q.hwid')} from key_devices where license_id = k.id) d`,
       [asked.map(([id]) => id), asked.map(([, hwid]) => hwid)],
     );
     const out = new Array<KeyWithDevice | undefined>(asked.length);
-    for (const row of r.rows)
-      out[Number(row.i) - 1] = {
-        key: storedKey(row),
-        device: { known: row.known === true, held: row.held === true, bound: Number(row.bound) },
-      };
+    for (const row of r.rows) out[Number(row.i) - 1] = { key: storedKey(row), device: deviceFactsOf(row) };
     return out;
   }
 

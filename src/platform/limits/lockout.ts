@@ -54,9 +54,13 @@ export function consumeNowOrThrow(
   try {
     limiter.consumeNow(key, 1);
   } catch (res) {
-    if (res instanceof Error) throw res;
-    throw onLimited((res as RateLimiterRes).msBeforeNext / 1000);
+    throw refusal(res, onLimited);
   }
+}
+
+/** What a limiter's refusal becomes: its own error, or `onLimited` with the wait it announced. */
+function refusal(res: unknown, onLimited: (retryAfterSeconds: number) => Error): Error {
+  return res instanceof Error ? res : onLimited((res as RateLimiterRes).msBeforeNext / 1000);
 }
 
 /** A per-key request budget: throws 429 `Rate limit exceeded` with Retry-After past it. */
@@ -68,7 +72,6 @@ export async function consumeOrThrow(
   try {
     await limiter.consume(key, 1);
   } catch (res) {
-    if (res instanceof Error) throw res;
-    throw onLimited((res as RateLimiterRes).msBeforeNext / 1000);
+    throw refusal(res, onLimited);
   }
 }
