@@ -49,10 +49,12 @@ const MAX_LIVE = arg('max-live', '1000');
 const SNAPSHOT = process.argv.includes('--snapshot');
 const CHANNEL = process.argv.includes('--channel');
 const KEEP = process.argv.includes('--keep');
+/** --redis: the server coordinates through Redis (REDIS_URL, default the local one), as a cluster's worker does. */
+const REDIS = process.argv.includes('--redis');
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const OWNER = { username: 'benchowner', password: 'bench-pass-1' };
 const HWID = 'bench-hwid-000000000000001';
-const KEYS = 64;
+const KEYS = Number(arg('keys', '64'));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Sample {
@@ -149,7 +151,8 @@ const config = loadConfig(
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     DATABASE_URL: db.url,
-    REDIS_URL: '',
+    REDIS_URL: REDIS ? (process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') : '',
+    REDIS_PREFIX: `kwbenchlive${process.pid}:`,
     LOG_LEVEL: 'warn',
     TRUSTED_PROXIES: '127.0.0.1',
     OWNER_USERNAME: OWNER.username,

@@ -27,7 +27,8 @@ export async function commandsOf(
       return started();
     }
     if (args[1] === `${marker}:end`) return ended();
-    if (recording && source !== 'lua' && args.some((a) => a.startsWith(prefix))) seen.push(args);
+    // includes, not startsWith: a batch script's keys travel inside its one packed argument.
+    if (recording && source !== 'lua' && args.some((a) => a.includes(prefix))) seen.push(args);
   };
   monitor.on('monitor', listener);
   try {

@@ -74,6 +74,12 @@ interface ClientRouteSpec<S extends TSchema> {
   identifiesBy: 'api_key' | 'session';
   /** SPEC: heartbeat endpoints answer exactly `Application disabled`; others the app's disabled_message. */
   disabledDetail: 'message' | 'plain';
+  /**
+   * The call needs of its session only that it exists and its app (a beat: the session's owner
+   * decides the rest), so a record this worker read for an earlier such call stands for the lookup
+   * (ClientSessions.recentOrGet).
+   */
+  recentSession?: boolean;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -185,6 +191,9 @@ export function clientCallRunner<S extends TSchema>(
   fn: ClientFn<S>,
 ): (input: ClientInput) => Reply | Promise<Reply> {
   const validator = compile(spec.schema);
+  const sessions = deps.sessions;
+  const peekSession = spec.recentSession ? sessions.recentOrPeek.bind(sessions) : sessions.peek.bind(sessions);
+  const getSession = spec.recentSession ? sessions.recentOrGet.bind(sessions) : sessions.get.bind(sessions);
   /** After the session or api_key and the app: the checks, the schema, the service, the reply. */
   const admitted = (input: ClientInput, st: CallState, app: CachedApp, session: ClientCall<unknown>['session']) => {
     st.app = app;
@@ -208,7 +217,7 @@ export function clientCallRunner<S extends TSchema>(
   const sessionNow = (input: ClientInput, raw: unknown) => {
     const obj = isObject(raw) ? raw : EMPTY;
     const bound = input.bound;
-    const record = bound && deps.sessions.isActivated(bound) ? bound : deps.sessions.peek(obj.session);
+    const record = bound && sessions.isActivated(bound) ? bound : peekSession(obj.session);
     if (record === null) throw new AppError('session_invalid');
     return record && { session: { token: obj.session as string, record }, obj };
   };
@@ -225,7 +234,7 @@ export function clientCallRunner<S extends TSchema>(
       if (!app) throw new AppError('app_not_found');
     } else {
       const bound = input.bound;
-      const record = bound && deps.sessions.isActivated(bound) ? bound : await deps.sessions.get(obj.session);
+      const record = bound && sessions.isActivated(bound) ? bound : await getSession(obj.session);
       if (!record) throw new AppError('session_invalid');
       session = { token: obj.session as string, record };
       st.about = session.token;

@@ -22,6 +22,8 @@ const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
  * hits with probability 1/W.
  */
 export const AFFINITY_DRAWS = 16;
+/** Records of activated sessions a worker of a cluster keeps for beats (docs/decisions.md). */
+const RECENT_RECORDS = 100_000;
 
 export interface ClientSession {
   appId: string;
@@ -79,6 +81,13 @@ export class ClientSessions {
   private readonly codec: SessionTokenCodec;
   /** Response keys of unactivated enc_key sessions. */
   readonly keys: UnactivatedKeys;
+  /**
+   * With Redis: the decoded records of activated sessions that beats looked up on this worker, oldest
+   * first (at most RECENT_RECORDS). Only a beat takes its record from here (recentOrPeek, recentOrGet):
+   * it needs of the record only that it exists and which app it is of, neither of which a later write
+   * changes; the heartbeat itself is decided by its owner. One process has every record in memory.
+   */
+  private readonly recent: Map<string, ClientSession> | undefined;
 
   constructor(private readonly d: ClientSessionsDeps) {
     this.coordinator = d.coordinator;
@@ -88,6 +97,7 @@ export class ClientSessions {
       d.coordinator.kind === 'local'
         ? new CompactKeyStore(d.limit, SESSION_TTL_MS, d.now)
         : new CoordinatorKeyStore(d.coordinator, d.limit, SESSION_TTL_MS, d.now);
+    if (d.coordinator.kind !== 'local') this.recent = new Map();
   }
 
   private key(token: string): string {
@@ -151,6 +161,39 @@ export class ClientSessions {
     return claims.keyed ? undefined : unactivated(claims, null);
   }
 
+  /**
+   * For a beat: the record a beat on this worker read while its activation lasts, else peek(). A
+   * record is never deleted before its activation ends (deactivated, it expires with it), so a
+   * remembered one exists in the store at least as long.
+   */
+  recentOrPeek(token: unknown): ClientSession | null | undefined {
+    const hit = this.remembered(token);
+    return hit ?? this.peek(token);
+  }
+
+  /** For a beat: recentOrPeek(), else get(), remembering an activated record. */
+  async recentOrGet(token: unknown): Promise<ClientSession | null> {
+    const hit = this.remembered(token);
+    if (hit) return hit;
+    const record = await this.get(token);
+    const recent = this.recent;
+    if (recent && record && this.isActivated(record)) {
+      if (recent.size >= RECENT_RECORDS) recent.delete(recent.keys().next().value!);
+      recent.set(token as string, record);
+    }
+    return record;
+  }
+
+  private remembered(token: unknown): ClientSession | undefined {
+    const recent = this.recent;
+    if (!recent || typeof token !== 'string') return undefined;
+    const hit = recent.get(token);
+    if (hit === undefined) return undefined;
+    if (this.isActivated(hit)) return hit;
+    recent.delete(token);
+    return undefined;
+  }
+
   /** The claims of a sealed token this deployment wrote, inside its 24 hours; null otherwise. */
   private claims(token: string): TokenClaims | null {
     const claims = this.codec.open(token);
@@ -174,6 +217,7 @@ export class ClientSessions {
       hwid: who.hwid.toLowerCase(),
     };
     await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
+    this.recent?.delete(token);
     return next;
   }
 
@@ -185,6 +229,7 @@ export class ClientSessions {
       pack(next),
       Math.max(1, (s.activatedAt ?? s.createdAt) + SESSION_TTL_MS - this.now()),
     );
+    this.recent?.delete(token);
   }
 
   /** True while the activation is inside the 24-hour window. */

@@ -196,7 +196,7 @@ export class HeartbeatGateway {
         token,
         beat_interval: interval,
         proof: startProof(s.token, call.body.system_id, token),
-        ...(await this.graceOf(call)),
+        ...(await this.graceOf(call, s.record)),
       },
     };
   }
@@ -292,7 +292,8 @@ export class HeartbeatGateway {
       beat_count: r.beatCount,
       proof: beatProof(r.previousToken, call.session!.token, b.beat_index, r.token, r.beatCount),
     };
-    const grace = this.graceOf(call);
+    // The grace of the key (or user) the heartbeat session was started with, as its owner holds it.
+    const grace = this.graceOf(call, r);
     return grace ? grace.then((g) => ({ body: { ...body, ...g } })) : { body };
   }
 
@@ -318,10 +319,13 @@ export class HeartbeatGateway {
   }
 
   /** The answer's grace (PROTOCOL 12.6); undefined when the application grants none (nothing to wait for). */
-  private graceOf(call: ClientCall<unknown>): Promise<{ grace_until?: string }> | undefined {
+  private graceOf(
+    call: ClientCall<unknown>,
+    of: { userId: string | null; licenseId: string | null },
+  ): Promise<{ grace_until?: string }> | undefined {
     const app = call.app.row;
     if (!this.d.grace || app.grace_hours <= 0) return undefined;
-    return this.d.grace(app, call.session!.record);
+    return this.d.grace(app, of);
   }
 
   stop(call: ClientCall<StopRequest>): Promise<ClientOutcome> {

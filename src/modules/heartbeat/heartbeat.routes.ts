@@ -25,7 +25,13 @@ export function heartbeatRoutes(router: Router, { gate, heartbeats }: HeartbeatR
     doc: clientDoc('One heartbeat', BeatBody),
     handler: clientHandler(
       gate,
-      { action: 'client.heartbeat', schema: BeatBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      {
+        action: 'client.heartbeat',
+        schema: BeatBody,
+        identifiesBy: 'session',
+        disabledDetail: 'plain',
+        recentSession: true,
+      },
       (c) => heartbeats.beat(c),
     ),
   });

@@ -16,15 +16,19 @@ end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 return fence`;
-// Renewals, grouped like the fenced writes below: item n has KEYS[2n-1] (its lease), KEYS[2n] (its
-// fence counter) and ARGV[3n-2..3n] ("<holder>:<fence>", TTL, fence); one result per item.
+// Renewals, grouped like the fenced writes below: ARGV[1] is the items as one msgpack array, five
+// values an item: its lease, its fence counter, "<holder>:<fence>", TTL, fence; one result per item.
 // An expired lease nobody was granted since (the fence counter still equals ours) is renewed too:
 // no other holder can have written under it. A stalled owner keeps its shards instead of dropping them.
+// (The keys travel inside the argument, not in KEYS: Redis Cluster, which needs them declared, is not
+// supported; a script call with thousands of arguments cost more to build and parse than the keys
+// and values packed as one.)
 const RENEW_BATCH = `
+local items = cmsgpack.unpack(ARGV[1])
 local out = {}
-for n = 1, #KEYS / 2 do
-  local lease, counter = KEYS[2 * n - 1], KEYS[2 * n]
-  local value, ttl, fence = ARGV[3 * n - 2], ARGV[3 * n - 1], ARGV[3 * n]
+for n = 1, #items / 5 do
+  local a = 5 * (n - 1)
+  local lease, counter, value, ttl, fence = items[a + 1], items[a + 2], items[a + 3], items[a + 4], items[a + 5]
   local cur = redis.call('GET', lease)
   if cur == value then
     out[n] = redis.call('PEXPIRE', lease, ttl)
@@ -39,35 +43,38 @@ return out`;
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
-// Group commit of fenced writes: ARGV[1] is the group's deadline (ms, Redis's clock); item i has
-// KEYS[2i-1] (its lease), KEYS[2i] (its hash) and ARGV[4i-2..4i+1] (expected "<holder>:<fence>",
-// field, '1' to delete, value). Each item's lease is checked on its own (read once per lease per
-// call); one result per item, 1 written, 0 refused, -1 too late. A script runs atomically, so a batch
-// becomes visible at once. Too late: the call ran after its caller gave up on it (a stalled Redis, or
-// the client's queue sent again after a reconnect). The caller answered 503 and kept the state it
-// had; written now, the stored state would be one step ahead of the owner's, and whoever loads the
-// shard next would refuse the client's retry.
+// Group commit of fenced writes: ARGV[1] is the group's deadline (ms, Redis's clock); ARGV[2] the
+// items as one msgpack array, five values an item: its lease, the expected "<holder>:<fence>", its
+// hash, the field, the value (false: delete the field). Each item's lease is checked on its own (read
+// once per lease per call); one result per item, 1 written, 0 refused, -1 too late. A script runs
+// atomically, so a batch becomes visible at once. Too late: the call ran after its caller gave up on
+// it (a stalled Redis, or the client's queue sent again after a reconnect). The caller answered 503
+// and kept the state it had; written now, the stored state would be one step ahead of the owner's,
+// and whoever loads the shard next would refuse the client's retry.
 const FENCED_HSET_BATCH = `
+local items = cmsgpack.unpack(ARGV[2])
+local count = #items / 5
 local t = redis.call('TIME')
 local out = {}
 if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
-  for n = 1, #KEYS / 2 do out[n] = -1 end
+  for n = 1, count do out[n] = -1 end
   return out
 end
 local leases = {}
-for n = 1, #KEYS / 2 do
-  local lease = KEYS[2 * n - 1]
-  local a = 4 * (n - 1) + 1
+for n = 1, count do
+  local a = 5 * (n - 1)
+  local lease = items[a + 1]
   local cur = leases[lease]
   if cur == nil then
     cur = redis.call('GET', lease)
     leases[lease] = cur
   end
-  if cur == ARGV[a + 1] then
-    if ARGV[a + 3] == '1' then
-      redis.call('HDEL', KEYS[2 * n], ARGV[a + 2])
+  if cur == items[a + 2] then
+    local value = items[a + 5]
+    if value == false then
+      redis.call('HDEL', items[a + 3], items[a + 4])
     else
-      redis.call('HSET', KEYS[2 * n], ARGV[a + 2], ARGV[a + 4])
+      redis.call('HSET', items[a + 3], items[a + 4], value)
     end
     out[n] = 1
   else
@@ -123,7 +130,7 @@ class CoordinatorWriteLate extends Error {
 const MAX_GROUP = 512;
 
 type Reply = Promise<unknown>;
-type BatchScript = (numKeys: number, ...keysThenArgs: (string | Buffer | number)[]) => Reply;
+type BatchScript = (numKeys: number, ...args: (string | Buffer | number)[]) => Reply;
 /** The scripts above as commands (ioredis defineCommand: EVALSHA, the text sent once per connection). */
 interface Scripts {
   kwAcquire(lease: string, fence: string, holder: string, ttlMs: number): Reply;
@@ -133,19 +140,46 @@ interface Scripts {
   kwMemberRound(hash: string, id: string, address: string, ttlMs: number): Reply;
 }
 
-/** One item of a grouped script call: its keys and arguments. */
-interface Item {
-  keys: string[];
-  args: (string | Buffer | number)[];
+/** One item of a grouped script call: its five values, in the script's order. */
+type Item = [string, string, string, string | number, string | Buffer | false | number];
+
+/**
+ * The values as one MessagePack array for a script's `cmsgpack.unpack`. Redis's cmsgpack knows no
+ * `bin` type (msgpackr writes Buffers so), so bytes go as `str`: Lua strings are bytes either way.
+ */
+function packForScript(values: readonly (string | Buffer | number | false)[]): Buffer {
+  let size = 5;
+  for (const v of values)
+    size += typeof v === 'string' ? 5 + Buffer.byteLength(v) : Buffer.isBuffer(v) ? 5 + v.length : 5;
+  const out = Buffer.allocUnsafe(size);
+  out[0] = 0xdd;
+  out.writeUInt32BE(values.length, 1);
+  let at = 5;
+  for (const v of values) {
+    if (v === false) out[at++] = 0xc2;
+    else if (typeof v === 'number') {
+      if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new RangeError(`not a u32: ${v}`);
+      out[at] = 0xce;
+      out.writeUInt32BE(v, at + 1);
+      at += 5;
+    } else {
+      const n = typeof v === 'string' ? out.write(v, at + 5) : v.copy(out, at + 5);
+      out[at] = 0xdb;
+      out.writeUInt32BE(n, at + 1);
+      at += 5 + n;
+    }
+  }
+  return out.subarray(0, at);
 }
 
 /**
  * Collects the items issued in one event-loop turn and sends them as one call of a batch script
- * (`MAX_GROUP` items at most each). Every caller's promise settles with its own item's result, and
- * only once that call has returned.
+ * (`MAX_GROUP` items at most each), packed into one msgpack argument. Every caller's promise settles
+ * with its own item's result, and only once that call has returned.
  */
 class TurnBatch {
-  private items: { item: Item; resolve: (r: number) => void; reject: (err: unknown) => void }[] = [];
+  private items: Item[] = [];
+  private waiting: { resolve: (r: number) => void; reject: (err: unknown) => void }[] = [];
 
   constructor(
     private readonly script: () => BatchScript,
@@ -157,20 +191,27 @@ class TurnBatch {
     return new Promise<number>((resolve, reject) => {
       // setImmediate, not nextTick: it runs after the poll phase, so it gathers every request read in it.
       if (this.items.length === 0) setImmediate(() => this.flush());
-      this.items.push({ item, resolve, reject });
+      this.items.push(item);
+      this.waiting.push({ resolve, reject });
     });
   }
 
   flush(): void {
-    const all = this.items;
+    const items = this.items;
+    const waiting = this.waiting;
     this.items = [];
-    for (let i = 0; i < all.length; i += MAX_GROUP) {
-      const group = all.slice(i, i + MAX_GROUP);
-      const keys = group.flatMap((g) => g.item.keys);
-      const args = group.flatMap((g) => g.item.args);
-      this.script()(keys.length, ...keys, ...this.head(), ...args).then(
-        (r) => group.forEach((g, n) => g.resolve(Number((r as unknown[])[n]))),
-        (err: unknown) => group.forEach((g) => g.reject(err)),
+    this.waiting = [];
+    for (let i = 0; i < items.length; i += MAX_GROUP) {
+      const group = waiting.slice(i, i + MAX_GROUP);
+      const values: Item[number][] = [];
+      for (let j = i; j < i + group.length; j++) values.push(...items[j]!);
+      this.script()(0, ...this.head(), packForScript(values)).then(
+        (r) => {
+          for (let n = 0; n < group.length; n++) group[n]!.resolve(Number((r as unknown[])[n]));
+        },
+        (err: unknown) => {
+          for (const g of group) g.reject(err);
+        },
       );
     }
   }
@@ -294,10 +335,13 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
-    const r = await this.renewals.add({
-      keys: [this.k(`lease:${name}`), this.k(`fence:${name}`)],
-      args: [`${holder}:${fence}`, Math.ceil(ttlMs), String(fence)],
-    });
+    const r = await this.renewals.add([
+      this.k(`lease:${name}`),
+      this.k(`fence:${name}`),
+      `${holder}:${fence}`,
+      Math.ceil(ttlMs),
+      String(fence),
+    ]);
     return r === 1;
   }
 
@@ -326,10 +370,13 @@ export class RedisCoordinator implements Coordinator {
     field: string,
     value: Buffer | null,
   ): Promise<boolean> {
-    const r = await this.writes.add({
-      keys: [this.k(`lease:${lease}`), this.k(hash)],
-      args: [`${holder}:${fence}`, field, value === null ? '1' : '0', value ?? ''],
-    });
+    const r = await this.writes.add([
+      this.k(`lease:${lease}`),
+      `${holder}:${fence}`,
+      this.k(hash),
+      field,
+      value ?? false,
+    ]);
     if (r === -1) throw new CoordinatorWriteLate();
     return r === 1;
   }

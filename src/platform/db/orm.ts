@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { ENTITIES } from './entities/index.js';
 import { MIGRATIONS } from './migrations/index.js';
 import type { DbTarget } from './embedded-postgres.js';
+import { scopeAsyncContexts } from './async-context.js';
 // CommonJS without statically detectable named exports: import the default under real Node ESM.
 import pgConnectionString from 'pg-connection-string';
 import pg from 'pg';
@@ -49,6 +50,8 @@ interface OrmOptions {
 }
 
 export async function initOrm({ url, poolMax = 10, logger }: OrmOptions): Promise<Orm> {
+  // The ORM's AsyncLocalStorage contexts cost every promise of the process only while it works.
+  scopeAsyncContexts();
   return MikroORM.init({
     // Always explicit parts: MikroORM's own URL parsing drops `?host=` (a socket directory).
     ...connectionParts(typeof url === 'string' ? parseDatabaseUrl(url) : url),

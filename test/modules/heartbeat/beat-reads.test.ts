@@ -1,8 +1,8 @@
 // What a beat reads from Redis (issue 26), watched with MONITOR. The realtime channel binds its session
-// at the upgrade: a beat on it is served without reading the session's record again (a REST beat reads
-// it), while a heartbeat start on the channel still reads the record afresh (a new activation of the
-// session may have changed its key). The refusal budget (PROTOCOL 11.26) is read only for a session or
-// an address this worker refused in the window.
+// at the upgrade: a beat on it is served without reading the session's record again; a REST beat reads
+// it once per worker and then takes the record it read, while a heartbeat start or stop still reads the
+// record afresh (a new activation of the session may have changed its key). The refusal budget
+// (PROTOCOL 11.26) is read only for a session or an address this worker refused in the window.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,7 +53,7 @@ describe.skipIf(!hasRedis)('what a beat reads from Redis', () => {
     return seen.filter((a) => a[0]!.toLowerCase() === 'get' && a[1] === `${prefix}sess:${session}`).length;
   }
 
-  it('a beat on the channel reads no session record; the same beat over REST does', async () => {
+  it('a beat on the channel reads no session record; over REST only the first beat on a worker does', async () => {
     const { ip, c, session } = await activated();
     const ch = await openLiveChannel(t.base, session, { ip });
     let token = '';
@@ -71,17 +71,25 @@ describe.skipIf(!hasRedis)('what a beat reads from Redis', () => {
       }
     });
     expect(channelReads).toBe(0);
-    const restReads = await recordReads(session, async () => {
+    const restBeat = async (i: number) => {
       const r = await c.post('/api/client/heartbeat', {
         session,
         token,
         system_id: SYS,
-        beat_index: 4,
+        beat_index: i,
         code_hash: HASH,
       });
       expect(r.status).toBe(200);
+      token = r.body.new_token;
+    };
+    // A REST beat reads the record the first time on this worker, then takes the one it read.
+    expect(await recordReads(session, () => restBeat(4))).toBe(1);
+    expect(await recordReads(session, () => restBeat(5))).toBe(0);
+    // A stop (like a start) reads it afresh: a new activation may have changed it.
+    const stopReads = await recordReads(session, async () => {
+      expect((await c.post('/api/client/heartbeat/stop', { session, token })).status).toBe(200);
     });
-    expect(restReads).toBe(1);
+    expect(stopReads).toBe(1);
     ch.close();
   });
 
