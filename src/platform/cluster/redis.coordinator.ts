@@ -247,6 +247,9 @@ export class RedisCoordinator implements Coordinator {
       enableOfflineQueue: true,
       lazyConnect: false,
       enableAutoPipelining: true,
+      // The group calls gather a turn already (TurnBatch, flushed in setImmediate): they go out at once
+      // instead of waiting for the auto-pipeline's own setImmediate, a loop iteration later.
+      autoPipeliningIgnoredCommands: ['kwFencedHsetBatch', 'kwRenewBatch'],
       commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
     });
     // ioredis reconnects by itself; an error event without a listener would crash the process.
