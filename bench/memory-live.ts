@@ -1,4 +1,4 @@
-// `npx tsx bench/memory-live.ts [--n=20000] [--channel] [--snapshot [--keep]] [--max-live=1000]`
+// `npx tsx bench/memory-live.ts [--n=20000] [--channel] [--snapshot [--keep]] [--max-live=1000] [--keys=64] [--redis]`
 // Where the memory of live heartbeat sessions goes (target: at most 2 KB a session). Starts one
 // Keywarden server in this process (no Redis; re-executed with --expose-gc), creates N live
 // heartbeat sessions through the real HTTP API with the bench's generator (`kwload --mode setup`:
@@ -10,6 +10,8 @@
 // what remains (the per-address limiters, caches) is the last row.
 // --snapshot also writes a heap snapshot before and after the sessions and prints the difference
 // by constructor (bytes per session), the finest breakdown V8 gives.
+// --redis runs the server on Redis (REDIS_URL, default the local one) as a cluster's worker does (the
+// records then live in Redis, not in this process); --keys sets how many keys the sessions share.
 // --channel makes each session a client connected to the realtime channel (`kwload --mode ws-hold`:
 // init -> license -> upgrade -> heartbeat/start on the channel), held open while memory is read;
 // the first part taken away is then the connections (closed by the clients).
