@@ -283,6 +283,18 @@ describe('the stored seat table', () => {
     expect([table[0], table.readUInt32LE(1), table.length]).toEqual([0xf1, 1, 5 + 1 + 43 + 8]);
   });
 
+  it('an unlimited key: a second start of a live session (409) finds its appended record and keeps its seat', async () => {
+    const f = await appFixture(t, { heartbeat_interval: 5 });
+    const [key] = await f.keys(1);
+    const seats = [];
+    for (let i = 0; i < 5; i++) seats.push(await started(f, key!));
+    // Found among the records: the claim took nothing new, so the refused start gives nothing back.
+    expect((await start(seats[2]!)).status).toBe(409);
+    // The next claim on the key queues behind whatever that start released.
+    await started(f, key!);
+    expect((await keyRow(f)).live_sessions).toBe(6);
+  });
+
   it("an unlimited key's table takes appended claims past a tidy; a stop frees one seat", async () => {
     const f = await appFixture(t, { heartbeat_interval: 5 });
     const [key] = await f.keys(1);
