@@ -153,7 +153,8 @@ function holds(raw: Buffer, head: Buffer): boolean | undefined {
   const c2 = head[2];
   for (let at = HEADER; at < raw.length; at += 1 + raw[at]! + 8) {
     if (at + 1 + raw[at]! + 8 > raw.length) return undefined; // a record cut short: not a table to append to
-    if (raw[at] !== len || raw[at + 1] !== c1 || raw[at + 2] !== c2) continue;
+    // (A session shorter than two characters has fewer to compare: the rest would be the timestamp.)
+    if (raw[at] !== len || (len > 0 && raw[at + 1] !== c1) || (len > 1 && raw[at + 2] !== c2)) continue;
     if (raw.compare(head, 1, head.length, at + 1, at + head.length) === 0) return true;
   }
   return false;
