@@ -46,7 +46,7 @@ export interface Config {
   readonly faultAfterClaimMs: number;
   /**
    * HEARTBEAT_MAX_LIVE_ACTORS (extra): heartbeat sessions kept unpacked per worker (the most recently
-   * active); the rest are packed.
+   * started or refused); the rest are packed, and an accepted beat updates a packed one in place.
    */
   readonly heartbeatMaxLiveActors: number;
   /**

@@ -1,9 +1,10 @@
 // Hosts the heartbeat sessions of this worker. A session is the context of an alive
 // heartbeatMachine (the other states are final, and a session that reaches one is removed), so
-// the host keeps contexts, not running actors: recently active ones as objects (at most `maxLive`),
+// the host keeps contexts, not running actors: recently started ones as objects (at most `maxLive`),
 // the rest packed in heartbeat-passive.ts (about 250 bytes). An accepted beat, the steady load, is
-// the machine's accepted branch applied directly (acceptedBeat); every other event runs the machine
-// itself on an actor restored from the context for that one event. A sweeper evicts sessions past
+// the machine's accepted branch applied directly (acceptedBeat), to a packed session in its slot;
+// every other event runs the machine itself on an actor restored from the context for that one
+// event (and leaves the session unpacked). A sweeper evicts sessions past
 // their deadline. Sessions are grouped (by shard) so a group can be dropped at once.
 import { createActor } from 'xstate';
 import {
@@ -92,13 +93,18 @@ export class HeartbeatHost {
 
   /** Delivers one event to the session; undefined when there is no such session. */
   send(session: string, event: HeartbeatEvent): EventResult | undefined {
-    const before = this.live.get(session) ?? this.passive.take(session);
+    const unpacked = this.live.get(session);
+    const before = unpacked ?? this.passive.get(session);
     if (!before) return undefined;
     const accepted = event.type === 'BEAT' ? acceptedBeat(before, event.beat) : undefined;
     if (accepted) {
-      this.touch(session, accepted);
+      // A packed session stays packed, rewritten in place: a fleet's beats (each session once in
+      // 30-300 s) would otherwise unpack one session and pack another every time.
+      if (unpacked) this.touch(session, accepted);
+      else this.passive.put(accepted, this.groupOf(session));
       return { verdict: accepted.last!, context: accepted, before };
     }
+    if (!unpacked) this.passive.delete(session);
     // A restored snapshot ignores input; the typing still asks for one.
     const actor = createActor(heartbeatMachine, {
       snapshot: heartbeatMachine.resolveState({ value: 'alive', context: before }),

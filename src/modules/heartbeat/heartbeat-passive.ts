@@ -235,14 +235,34 @@ export class PassiveContexts {
     return this.irregular.get(session)?.c.expiresAt;
   }
 
-  /** Stores (or replaces) a context; `group` is the list it is threaded into (its shard). */
+  /**
+   * Stores (or replaces) a context; `group` is the list it is threaded into (its shard). A session
+   * that has a slot in that group already is rewritten in place (an accepted beat of a packed session:
+   * no slot released and claimed, no list or map touched).
+   */
   put(c: HeartbeatContext, group: number): void {
+    const held = this.slots.get(c.session);
+    const fits = this.fits(c, group);
+    if (held !== undefined && fits && this.u32[held * U + U_GROUP] === group) {
+      this.write(held, c);
+      return;
+    }
     this.delete(c.session);
-    if (!this.fits(c, group)) {
+    if (!fits) {
       this.irregular.set(c.session, { c: { ...c }, group });
       return;
     }
     const slot = this.claim();
+    this.u32[slot * U + U_APP] = this.u32[slot * U + U_CODE_HASH] = 0; // write() releases what a slot held
+    this.write(slot, c);
+    this.u32[slot * U + U_GROUP] = group;
+    this.link(slot, group);
+    this.sessionOf[slot] = c.session;
+    this.slots.set(c.session, slot);
+  }
+
+  /** Every field of `c` but its session and group into `slot`; fits() has checked them all. */
+  private write(slot: number, c: HeartbeatContext): void {
     const f = slot * F;
     const u = slot * U;
     const b = slot * B;
@@ -268,16 +288,12 @@ export class PassiveContexts {
     this.f64[f + F_STARTED] = c.startedAt;
     this.f64[f + F_EXPIRES] = c.expiresAt;
     this.f64[f + F_CODE_SIZE] = c.codeSize ?? 0;
-    this.u32[u + U_APP] = this.strings.ref(c.appId);
-    this.u32[u + U_CODE_HASH] = c.codeHash === null ? 0 : this.strings.ref(c.codeHash);
+    this.u32[u + U_APP] = this.intern(this.u32[u + U_APP]!, c.appId);
+    this.u32[u + U_CODE_HASH] = this.intern(this.u32[u + U_CODE_HASH]!, c.codeHash);
     this.u32[u + U_INTERVAL] = c.beatInterval;
     this.u32[u + U_WARNINGS] = c.warnings;
     this.u32[u + U_FLAGS] = flags;
-    this.u32[u + U_GROUP] = group;
-    this.link(slot, group);
-    this.sessionOf[slot] = c.session;
     this.systemIdOf[slot] = c.systemId;
-    this.slots.set(c.session, slot);
   }
 
   /** Removes and returns the context (to wake it). */
@@ -422,6 +438,14 @@ export class PassiveContexts {
       hwidHash: flags & HAS_HWID ? hwidHashAt(this.bytes, b + B_HWID) : null,
       last: last === 0 ? null : { ...VERDICTS[last - 1]! },
     };
+  }
+
+  /** The interned id of `s` for a slot that held `held` (0: none): unchanged, or the new one counted first. */
+  private intern(held: number, s: string | null): number {
+    if (held !== 0 && this.strings.value(held) === s) return held;
+    const id = s === null ? 0 : this.strings.ref(s);
+    this.strings.unref(held);
+    return id;
   }
 
   private scan(key: ContextKey, value: string, found: (session: string) => void): void {

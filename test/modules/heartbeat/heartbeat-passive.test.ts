@@ -144,8 +144,14 @@ describe('packed passivated contexts', () => {
       const n = rnd(10_000);
       const session = `session-${n}`;
       if (op === 'put') {
-        const c = context(n, { expiresAt: now + 1 + rnd(100_000), licenseId: rnd(50) === 0 ? `odd-${n}` : uuid(n) });
-        const group = rnd(8);
+        // A session put again into its own group is rewritten in place (its appId and code hash may change).
+        const c = context(n, {
+          expiresAt: now + 1 + rnd(100_000),
+          licenseId: rnd(50) === 0 ? `odd-${n}` : uuid(n),
+          appId: `app-${rnd(4)}`,
+          codeHash: rnd(3) === 0 ? null : `hash-${rnd(3)}`,
+        });
+        const group = rnd(2) ? n % 8 : rnd(8);
         p.put(c, group);
         model.set(session, { c, group });
       } else if (op === 'delete') {
@@ -236,7 +242,7 @@ describe('the host with packed passivated sessions', () => {
     const host = new HeartbeatHost({ now: () => now, maxLive: 2, onExpired: (c) => expired.push(c.session) });
     for (const n of [1, 2, 3, 4, 5]) host.create(input(n));
     now += 30_000;
-    host.send('s1', { type: 'BEAT', beat: beat(1, { now }) }); // s1 live again, deadline moved on
+    host.send('s1', { type: 'BEAT', beat: beat(1, { now }) }); // s1 (packed) has its deadline moved on
     expect(host.unpacked).toBe(2);
     now += 31_000; // past every deadline but s1's
     expect(host.sweep()).toBe(4);
