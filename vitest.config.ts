@@ -1,8 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Two groups: the in-process suites run in parallel first; then the end-to-end suites, which
-// start real server processes (a cluster of three among them), run one file at a time so they
-// never compete with each other for the two cores.
+// Two groups (docs/testing.md): the in-process suites first, two files at a time in workers that keep
+// their loaded modules between files (isolate: false; each file still builds its own servers and
+// databases); then the end-to-end suites, which start real server processes (a cluster of three among
+// them) and toolchains, also two files at a time: they mostly wait on servers, timers and compilers,
+// and none of them asserts a speed.
 export default defineConfig({
   test: {
     globalSetup: ['test/helpers/global-setup.ts'],
@@ -23,6 +25,7 @@ export default defineConfig({
             'web/**/*.test.ts',
           ],
           maxWorkers: 2,
+          isolate: false,
           sequence: { groupOrder: 0 },
         },
       },
@@ -36,8 +39,7 @@ export default defineConfig({
             'test/web/**/*.test.ts',
             'test/deploy/**/*.test.ts',
           ],
-          fileParallelism: false,
-          maxWorkers: 1,
+          maxWorkers: 2,
           sequence: { groupOrder: 1 },
         },
       },

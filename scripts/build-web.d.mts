@@ -4,5 +4,5 @@ export declare const WEB: string;
 export declare const WEB_DIST: string;
 type Log = (message: string) => void;
 export declare function webStaleReason(web?: string): Promise<string | undefined>;
-export declare function buildWeb(opts?: { web?: string; reason?: string; log?: Log }): Promise<void>;
+export declare function buildWeb(opts?: { web?: string; reason?: string; log?: Log; ifStale?: boolean }): Promise<void>;
 export declare function ensureWebBuild(log?: Log): Promise<string>;

@@ -80,12 +80,16 @@ function runVite(web, outDir) {
   }
   return new Promise((resolve, reject) => {
     // Diagnostics go to our stderr: stdout stays free for the server's JSON log under `npm start`.
-    const child = spawn(process.execPath, [viteBin, 'build', '--outDir', outDir, '--emptyOutDir', '--logLevel', 'warn'], {
-      cwd: web,
-      // Always the production build of React: a caller's NODE_ENV (vitest sets `test`) must not leak in.
-      env: { ...process.env, NODE_ENV: 'production' },
-      stdio: ['ignore', 2, 2],
-    });
+    const child = spawn(
+      process.execPath,
+      [viteBin, 'build', '--outDir', outDir, '--emptyOutDir', '--logLevel', 'warn'],
+      {
+        cwd: web,
+        // Always the production build of React: a caller's NODE_ENV (vitest sets `test`) must not leak in.
+        env: { ...process.env, NODE_ENV: 'production' },
+        stdio: ['ignore', 2, 2],
+      },
+    );
     child.once('error', reject);
     child.once('exit', (code, signal) => {
       if (code === 0) resolve();
@@ -95,7 +99,12 @@ function runVite(web, outDir) {
 }
 
 /** Builds into a private directory, stamps it, then swaps it in place of web/dist. */
-export async function buildWeb({ web = WEB, reason = 'requested', log = (m) => console.error(m) } = {}) {
+export async function buildWeb({
+  web = WEB,
+  reason = 'requested',
+  log = (m) => console.error(m),
+  ifStale = false,
+} = {}) {
   const dist = path.join(web, 'dist');
   const tmp = path.join(web, `.dist-tmp-${process.pid}`);
   const old = path.join(web, `.dist-old-${process.pid}`);
@@ -107,6 +116,12 @@ export async function buildWeb({ web = WEB, reason = 'requested', log = (m) => c
     await runVite(web, tmp);
     await fs.writeFile(path.join(tmp, STAMP), `${stampTime.toISOString()}\n`);
     await fs.utimes(path.join(tmp, STAMP), stampTime, stampTime);
+    // Another process (a test file running beside this one) swapped a fresh build in meanwhile: it
+    // stays, so a server of that process never finds web/dist gone between the two renames below.
+    if (ifStale && (await webStaleReason(web)) === undefined) {
+      log('keywarden: web/dist was built meanwhile by another process; keeping it');
+      return;
+    }
     await fs.rename(dist, old).catch((err) => {
       if (err.code !== 'ENOENT') throw err;
     });
@@ -134,9 +149,11 @@ export function ensureWebBuild(log) {
         try {
           await fs.access(WEB, fs.constants.W_OK);
         } catch (err) {
-          throw new Error(`web/dist is stale (${reason}) and ${WEB} is not writable here (${err.code}): run \`npm run build:web\` there as its owner`);
+          throw new Error(
+            `web/dist is stale (${reason}) and ${WEB} is not writable here (${err.code}): run \`npm run build:web\` there as its owner`,
+          );
         }
-        await buildWeb({ reason, ...(log ? { log } : {}) });
+        await buildWeb({ reason, ifStale: true, ...(log ? { log } : {}) });
       }
       return WEB_DIST;
     } finally {

@@ -172,10 +172,13 @@ describe('embedded PostgreSQL killed under a running server', () => {
       expect(outageLines.length, JSON.stringify((logs.body as { detail: string }[]).map((l) => l.detail))).toBe(
         failed.length,
       );
-      // The call that succeeded once the database was back (a license or a register, whichever came).
+      // The calls that succeeded (a license or a register, whichever came): the one once the database was
+      // back, and on a loaded machine one that was answered before the killed server had gone.
+      const succeeded = calls.filter((p) => p.status === 200).length;
+      expect(succeeded).toBeGreaterThanOrEqual(1);
       expect(
         (logs.body as { detail: string }[]).filter((l) => /^License activated$|^User u\d+ registered$/.test(l.detail)),
-      ).toHaveLength(1);
+      ).toHaveLength(succeeded);
       const msgs = messages(server.output);
       expect(msgs.filter((m) => m.startsWith('db.embedded.died'))).toHaveLength(3);
       expect(msgs.filter((m) => m === 'db.embedded.restarted')).toHaveLength(3);

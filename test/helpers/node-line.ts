@@ -52,8 +52,18 @@ export function fetchNodeRelease(release: string): { node?: string; why?: string
     const untar = spawnSync('tar', ['-xzf', path.join(tmp, tgz), '-C', tmp, 'package/bin/node'], { encoding: 'utf8' });
     if (untar.status !== 0) return { why: `tar: ${untar.stderr.trim()}` };
     if (!(fs.existsSync(node) && runs(node, release))) {
-      fs.rmSync(dir, { recursive: true, force: true });
-      fs.renameSync(path.join(tmp, 'package'), dir);
+      // A copy that does not run is moved aside, not removed where it is: another test file fetching
+      // at the same time may just have renamed its own good copy in, which is then kept.
+      const ignore = (codes: string[], f: () => void) => {
+        try {
+          f();
+        } catch (err) {
+          if (!codes.includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        }
+      };
+      if (fs.existsSync(dir) && !runs(node, release))
+        ignore(['ENOENT'], () => fs.renameSync(dir, path.join(tmp, 'stale')));
+      ignore(['EEXIST', 'ENOTEMPTY'], () => fs.renameSync(path.join(tmp, 'package'), dir));
     }
     return runs(node, release) ? { node } : { why: `${node} does not run here` };
   } finally {
