@@ -66,6 +66,7 @@ const ALL = [
   'ceiling',
   'hb1',
   'wshb1',
+  'packed1',
   'init',
   'license',
   'login',
@@ -378,7 +379,11 @@ async function main(): Promise<void> {
     return { url: (await freshDatabase(adminUrl!, name)).url, name };
   };
 
-  const serve = async (workers: number, nodeFlags: string[] = []): Promise<Server> => {
+  const serve = async (
+    workers: number,
+    nodeFlags: string[] = [],
+    extraEnv: Record<string, string> = {},
+  ): Promise<Server> => {
     const port = await freePort();
     const db = await freshDb();
     const env: Record<string, string> = {
@@ -391,6 +396,7 @@ async function main(): Promise<void> {
       OWNER_PASSWORD: OWNER.password,
       DATABASE_URL: db.url,
       REDIS_URL: '',
+      ...extraEnv,
     };
     // As `npm start` runs it (package.json), unless this shell says otherwise.
     for (const [name, value] of Object.entries(MALLOC_DEFAULTS)) env[name] = process.env[name] ?? value;
@@ -527,6 +533,41 @@ async function main(): Promise<void> {
       await stop(single);
     }
 
+    // A fleet's worker: past HEARTBEAT_MAX_LIVE_ACTORS (1,000) sessions most are packed, and a beat reads
+    // and rewrites its packed slot. With the limit at 1 every one of the 64 connections' sessions is.
+    if (want('packed1')) {
+      const packed = await serve(1, [], { HEARTBEAT_MAX_LIVE_ACTORS: '1' });
+      const f = await fixture(packed.base);
+      const base = ['--api-key', f.apiKey, '--license', f.licenses.join(',')];
+      const note = 'HEARTBEAT_MAX_LIVE_ACTORS=1: every session packed, as most are on a worker of a fleet';
+      progress('(b) signed heartbeats, every session packed, one worker');
+      const m = await measure(packed.port, packed, ['--mode', 'hb', ...base]);
+      const vsUnpacked = (x: Measured, id: string) => relativeCpu(x, id, "an unpacked session's");
+      rows.push(
+        rowOf(
+          'hbpacked1',
+          '(b) signed heartbeats, every session packed, 1 worker',
+          m,
+          ceiling,
+          [note, vsUnpacked(m, 'hb1')].filter(Boolean).join('; '),
+        ),
+      );
+      if (channelCapable()) {
+        progress('(g) channel heartbeats, every session packed, one worker');
+        const w = await measure(packed.port, packed, ['--mode', 'ws-hb', ...base]);
+        rows.push(
+          rowOf(
+            'wshbpacked1',
+            '(g) channel heartbeats (WebSocket), every session packed, 1 worker',
+            w,
+            ceiling,
+            [note, vsUnpacked(w, 'wshb1')].filter(Boolean).join('; '),
+          ),
+        );
+      }
+      await stop(packed);
+    }
+
     if (want('memory')) for (const n of MEMORY_POINTS) await memoryPoint(serve, stop, n);
     if (want('initmem')) for (const n of INIT_MEMORY_POINTS) await initMemoryPoint(serve, stop, n);
     if (want('wsmem') && channelCapable()) {
@@ -594,11 +635,11 @@ async function survive(id: string, run: () => Promise<void>): Promise<void> {
 }
 
 /** A channel row's server CPU per beat as a share of its REST twin's (the target: at most a third). */
-function relativeCpu(m: Measured, restId: string): string {
+function relativeCpu(m: Measured, restId: string, what = "the REST beat's"): string {
   const rest = rows.find((r) => r.id === restId)?.cpu_ms_per_1k;
   const total = Object.values(m.cpu).reduce((a, b) => a + b, 0);
   const ours = m.k.ok > 0 ? (total * 1e6) / m.k.ok : undefined;
-  return rest && ours ? `server CPU per beat ${(ours / rest).toFixed(2)} x the REST beat's (${restId})` : '';
+  return rest && ours ? `server CPU per beat ${(ours / rest).toFixed(2)} x ${what} (${restId})` : '';
 }
 
 function forwarded(m: Measured): string {
