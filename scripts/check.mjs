@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// The static checks of `npm test` (npm run check): ESLint and Prettier, then the three TypeScript
-// checks of `npm run typecheck`, all at once. Each runs in its own process; their outputs are
-// printed one after another, whole, as each ends, and the script fails when any of them failed.
-// On the two cores of a CI machine this takes about 60% of running them one by one (each is
-// single-threaded for most of its run).
+// The static checks, the one list of them: `npm run check` (the first half of `npm test`) runs all,
+// `npm run lint` the group `lint` (ESLint, Prettier), `npm run typecheck` the group `typecheck` (src/
+// against both uWebSockets.js builds' definitions, the dashboard). The checks chosen run at once, each
+// in its own process; their outputs are printed one after another, whole, as each ends, and the script
+// fails when any of them failed. On the two cores of a CI machine all five take about 60% of running
+// them one by one (each is single-threaded for most of its run).
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,14 +13,20 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bin = (name) => path.join(ROOT, 'node_modules', '.bin', name);
 
 const CHECKS = [
-  ['eslint', bin('eslint'), ['src']],
-  ['prettier', bin('prettier'), ['--check', 'src', 'test', 'web/src', 'sdk/typescript', 'bench', 'loadtest']],
-  ['tsc', bin('tsc'), ['--noEmit']],
-  ['tsc (uws-legacy)', bin('tsc'), ['--noEmit', '-p', 'tsconfig.uws-legacy.json']],
-  ['web typecheck', 'npm', ['run', '--silent', 'typecheck', '-w', 'web']],
+  ['lint', 'eslint', bin('eslint'), ['src']],
+  ['lint', 'prettier', bin('prettier'), ['--check', 'src', 'test', 'web/src', 'sdk/typescript', 'bench', 'loadtest']],
+  ['typecheck', 'tsc', bin('tsc'), ['--noEmit']],
+  ['typecheck', 'tsc (uws-legacy)', bin('tsc'), ['--noEmit', '-p', 'tsconfig.uws-legacy.json']],
+  ['typecheck', 'web typecheck', 'npm', ['run', '--silent', 'typecheck', '-w', 'web']],
 ];
+const groups = process.argv.slice(2);
+const unknown = groups.filter((g) => !CHECKS.some(([group]) => group === g));
+if (unknown.length > 0) {
+  console.error(`unknown group: ${unknown.join(', ')} (lint, typecheck)`);
+  process.exit(2);
+}
 
-function run([name, cmd, args]) {
+function run([, name, cmd, args]) {
   const started = Date.now();
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -37,5 +44,6 @@ function run([name, cmd, args]) {
   });
 }
 
-const results = await Promise.all(CHECKS.map(run));
+const chosen = CHECKS.filter(([group]) => groups.length === 0 || groups.includes(group));
+const results = await Promise.all(chosen.map(run));
 process.exit(results.every(Boolean) ? 0 : 1);

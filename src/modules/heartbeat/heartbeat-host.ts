@@ -101,7 +101,7 @@ export class HeartbeatHost {
       // A packed session stays packed, rewritten in place: a fleet's beats (each session once in
       // 30-300 s) would otherwise unpack one session and pack another every time.
       if (unpacked) this.touch(session, accepted);
-      else this.passive.put(accepted, this.groupOf(session));
+      else if (!this.passive.update(accepted)) this.passive.put(accepted, this.groupOf(session));
       return { verdict: accepted.last!, context: accepted, before };
     }
     if (!unpacked) this.passive.delete(session);

@@ -235,20 +235,10 @@ export class PassiveContexts {
     return this.irregular.get(session)?.c.expiresAt;
   }
 
-  /**
-   * Stores (or replaces) a context; `group` is the list it is threaded into (its shard). A session
-   * that has a slot in that group already is rewritten in place (an accepted beat of a packed session:
-   * no slot released and claimed, no list or map touched).
-   */
+  /** Stores (or replaces) a context; `group` is the list it is threaded into (its shard). */
   put(c: HeartbeatContext, group: number): void {
-    const held = this.slots.get(c.session);
-    const fits = this.fits(c, group);
-    if (held !== undefined && fits && this.u32[held * U + U_GROUP] === group) {
-      this.write(held, c);
-      return;
-    }
     this.delete(c.session);
-    if (!fits) {
+    if (!this.fits(c, group)) {
       this.irregular.set(c.session, { c: { ...c }, group });
       return;
     }
@@ -296,11 +286,15 @@ export class PassiveContexts {
     this.systemIdOf[slot] = c.systemId;
   }
 
-  /** Removes and returns the context (to wake it). */
-  take(session: string): HeartbeatContext | undefined {
-    const c = this.get(session);
-    if (c) this.delete(session);
-    return c;
+  /**
+   * Rewrites the slot of a packed session in place, in its group (an accepted beat: no slot released
+   * and claimed, no list or map changed); false when the session has no slot or `c` does not fit one.
+   */
+  update(c: HeartbeatContext): boolean {
+    const slot = this.slots.get(c.session);
+    if (slot === undefined || !this.fits(c, this.u32[slot * U + U_GROUP]!)) return false;
+    this.write(slot, c);
+    return true;
   }
 
   delete(session: string): boolean {

@@ -81,9 +81,9 @@ describe('packed passivated contexts', () => {
       expect(p.expiresAt(c.session)).toBe(c.expiresAt);
     }
     expect(Object.is(p.get('session-14')!.lastBeatIndex, -0)).toBe(true);
-    // take() hands it back once.
-    expect(p.take('session-3')).toStrictEqual(cases[3]);
-    expect(p.take('session-3')).toBeUndefined();
+    // Deleted, it is gone.
+    expect(p.delete('session-3')).toBe(true);
+    expect(p.get('session-3')).toBeUndefined();
     expect(p.has('session-3')).toBe(false);
     expect(p.size).toBe(cases.length - 1);
   });
@@ -144,21 +144,30 @@ describe('packed passivated contexts', () => {
       const n = rnd(10_000);
       const session = `session-${n}`;
       if (op === 'put') {
-        // A session put again into its own group is rewritten in place (its appId and code hash may change).
+        // Its appId and code hash vary, so an update in place (below) changes interned strings.
         const c = context(n, {
           expiresAt: now + 1 + rnd(100_000),
           licenseId: rnd(50) === 0 ? `odd-${n}` : uuid(n),
           appId: `app-${rnd(4)}`,
           codeHash: rnd(3) === 0 ? null : `hash-${rnd(3)}`,
         });
-        const group = rnd(2) ? n % 8 : rnd(8);
-        p.put(c, group);
-        model.set(session, { c, group });
+        const old = model.get(session);
+        if (old && rnd(2)) {
+          // Rewritten in place when both the stored context and the new one fit a slot; else left alone.
+          const inPlace = !old.c.licenseId!.startsWith('odd-') && !c.licenseId!.startsWith('odd-');
+          expect(p.update(c)).toBe(inPlace);
+          if (inPlace) model.set(session, { c, group: old.group });
+          expect(p.get(session)).toStrictEqual(model.get(session)!.c);
+        } else {
+          const group = rnd(8);
+          p.put(c, group);
+          model.set(session, { c, group });
+        }
       } else if (op === 'delete') {
         expect(p.delete(session)).toBe(model.delete(session));
       } else if (op === 'take') {
-        expect(p.take(session)).toStrictEqual(model.get(session)?.c);
-        model.delete(session);
+        expect(p.get(session)).toStrictEqual(model.get(session)?.c);
+        expect(p.delete(session)).toBe(model.delete(session));
       } else if (op === 'sweep') {
         now += filling ? rnd(100) : rnd(20_000);
         const expected = [...model].filter(([, e]) => e.c.expiresAt <= now).map(([s]) => s);
