@@ -29,6 +29,7 @@ const OWNED = [
   { name: 'uWebSockets.js', owner: 'src/platform/http' },
   { name: 'sodium-native', owner: 'src/platform/crypto' },
   { name: 'ioredis', owner: 'src/platform/cluster' },
+  { name: 'koffi', owner: 'src/platform/runtime' },
   { name: '@mikro-orm/postgresql', owner: 'src/platform/db' },
   { name: '@mikro-orm/migrations', owner: 'src/platform/db' },
   { name: '@mikro-orm/knex', owner: 'src/platform/db' },

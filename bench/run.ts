@@ -784,6 +784,7 @@ async function memoryPoint(serve: Serve, stop: (s: Server) => Promise<void>, n: 
       `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
       `setup ${fmt(auth.duration_s + k.duration_s)} s: init and license ${fmt(auth.duration_s)} s (${fmt(auth.ok_rps)}/s), then heartbeat/start ${fmt(k.duration_s)} s (${fmt(k.ok_rps)}/s)`,
       auth.prep_fail + k.prep_fail ? `${auth.prep_fail + k.prep_fail} failed calls` : '',
+      trimNote(before.m, after.m),
     ]
       .filter(Boolean)
       .join('; '),
@@ -831,6 +832,7 @@ async function initMemoryPoint(serve: Serve, stop: (s: Server) => Promise<void>,
       `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
       `${fmt(k.duration_s, 1)} s`,
       k.prep_fail ? `**${k.prep_fail} failed calls**` : '',
+      trimNote(before.m, after.m),
     ]
       .filter(Boolean)
       .join('; '),
@@ -910,6 +912,7 @@ async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<voi
         `${fmt(connected)} connected, ${fmt(live)} live sessions`,
         `RSS ${fmt(before.rss / 2 ** 20)} -> ${fmt(after.rss / 2 ** 20)} MiB`,
         `setup ${fmt(setup)} s (init, license, upgrade, heartbeat/start)`,
+        trimNote(before.m, after.m),
         `${holds.length} generator process${holds.length > 1 ? 'es' : ''}`,
       ]
         .filter(Boolean)
@@ -919,6 +922,15 @@ async function channelMemoryPoint(serve: Serve, stop: (s: Server) => Promise<voi
     await Promise.allSettled(holds.map((h) => h.stop()));
     await stop(s);
   }
+}
+
+/** The workers' malloc_trim calls between two samples (MEMORY_TRIM_MS), and their time. */
+function trimNote(before: Metrics[], after: Metrics[]): string {
+  const d = (k: string) => sumOf(after, k) - sumOf(before, k);
+  const trims = d('keywarden_memory_trims_total');
+  return trims > 0
+    ? `${fmt(trims)} malloc_trim calls, ${((d('keywarden_memory_trim_seconds_total') * 1000) / trims).toFixed(1)} ms each`
+    : '';
 }
 
 const pct = (sorted: number[], p: number): number =>

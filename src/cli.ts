@@ -68,9 +68,15 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   if (asWorker && process.connected) process.once('disconnect', () => onSignal('SIGTERM'));
   // A background task's rejected promise is a bug to log, not a reason to take every client down.
   process.on('unhandledRejection', (err) => log.error({ err }, 'process.unhandled_rejection'));
-  // Benchmarks start workers with --expose-gc and ask for a collection before a memory sample.
+  // Benchmarks start workers with --expose-gc and ask for a collection before a memory sample, and
+  // for the trim that follows one within MEMORY_TRIM_MS anyway.
   const gc = (globalThis as { gc?: () => void }).gc;
-  if (gc) process.on('SIGUSR2', () => gc());
+  const trim = 'services' in server ? server.services.memoryTrim : null;
+  if (gc)
+    process.on('SIGUSR2', () => {
+      gc();
+      trim?.trimNow();
+    });
 }
 
 /**

@@ -26,6 +26,7 @@ import { mountDashboard } from './platform/http/static.js';
 import type { Reply } from './platform/http/types.js';
 import { createHttpServer, loadUws, type HttpServer } from './platform/http/uws.js';
 import { addressLimiter } from './platform/limits/compact-rate-limiter.js';
+import { startMallocTrim, type MallocTrimmer } from './platform/runtime/malloc-trim.js';
 import {
   AccessSignal,
   AccountRepository,
@@ -124,6 +125,8 @@ export interface Services {
   readonly secrets: Secrets;
   /** GEOIP_DB lookups (activation geo, log locations). */
   readonly geo: GeoLocator;
+  /** Gives freed C-heap memory back after full collections (MEMORY_TRIM_MS); null when off or impossible here. */
+  readonly memoryTrim: MallocTrimmer | null;
   /** Closes the coordinator, the database pool and (last) the embedded PostgreSQL. Idempotent. */
   close(): Promise<void>;
 }
@@ -193,6 +196,13 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       keyTouches: new KeyTouchesRepository(sql, log),
       entitlements: new EntitlementRepository(sql),
     };
+    const memoryTrim =
+      config.memoryTrimMs > 0
+        ? startMallocTrim({
+            minIntervalMs: config.memoryTrimMs,
+            onTrim: (seconds) => log.debug({ ms: Math.round(seconds * 1e4) / 10 }, 'memory.trimmed'),
+          })
+        : null;
     let closing: Promise<void> | undefined;
     const o = orm;
     const c = coordinator;
@@ -206,8 +216,10 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       coordinator: c,
       secrets,
       geo,
+      memoryTrim,
       close: () =>
         (closing ??= (async () => {
+          memoryTrim?.stop();
           await repos.audit.flush();
           repos.audit.close();
           await repos.keyTouches.close();
@@ -567,6 +579,19 @@ export interface App {
 function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
   const g = (name: string, help: string, read: () => number) => metrics.gauge(name, help, read);
   g('keywarden_process_pid', "This worker's process id (tells workers sharing a port apart)", () => process.pid);
+  if (s.memoryTrim) {
+    const trim = s.memoryTrim;
+    metrics.counter(
+      'keywarden_memory_trims_total',
+      'Free C-heap pages given back after full collections',
+      () => trim.trims,
+    );
+    metrics.counter(
+      'keywarden_memory_trim_seconds_total',
+      'Time the event loop spent giving them back',
+      () => trim.seconds,
+    );
+  }
   g('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
   g('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
   g('keywarden_cluster_forwarded_total', 'Actor operations sent to the owning worker', () => domain.node.forwarded);

@@ -104,6 +104,21 @@ export class Metrics {
     });
   }
 
+  /** A counter read at scrape time from a running total (what a module counts without prom-client). */
+  counter(name: string, help: string, read: () => number): void {
+    let told = 0;
+    new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        const now = read();
+        if (now > told) this.inc(now - told);
+        told = now;
+      },
+    });
+  }
+
   observe(route: string, method: string, status: number, startedAt: bigint): void {
     this.observeSeconds(route, method, status, Number(process.hrtime.bigint() - startedAt) / 1e9);
   }
