@@ -201,7 +201,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
     screenshotStoreBytes: int(env, 'SCREENSHOT_STORE_MB', 1024, 1, 10_000_000) * 1024 * 1024,
     stateCheckpointMs: int(env, 'STATE_CHECKPOINT_MS', 1000, 0, 3_600_000),
-    memoryTrimMs: int(env, 'MEMORY_TRIM_MS', 10_000, 0, 3_600_000),
+    memoryTrimMs: int(env, 'MEMORY_TRIM_MS', 30_000, 0, 3_600_000),
     geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),
     webhookDiscordHosts: list(env.WEBHOOK_DISCORD_HOSTS).map((h) => h.toLowerCase()),
     webhookRetryMs: env.WEBHOOK_RETRY_MS
