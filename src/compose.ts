@@ -203,6 +203,10 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
             onTrim: (seconds) => log.debug({ ms: Math.round(seconds * 1e4) / 10 }, 'memory.trimmed'),
           })
         : null;
+    if (config.memoryTrimMs > 0 && !memoryTrim)
+      log.info(
+        'memory.trim_unavailable: no glibc malloc_trim to call here; freed C-heap memory stays with the process',
+      );
     let closing: Promise<void> | undefined;
     const o = orm;
     const c = coordinator;
