@@ -392,12 +392,10 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
 }
 
 /**
- * Aggregates the body up to `limit` bytes; past it, keeps reading (and dropping) to the end.
- * `cancel` (from onAborted) settles it as 'aborted': a cut upload never delivers its last chunk.
- */
-/**
  * Reads a body of at most `limit` bytes and hands it to `done` once (from the callback of its last
- * chunk); the returned function hands over 'aborted' instead when the response is aborted first.
+ * chunk); past the limit it keeps reading, and dropping, to the end ('too_large'). The returned
+ * function hands over 'aborted' instead when the response is aborted first: a cut upload never
+ * delivers its last chunk.
  */
 function readBody(res: UwsResponse, limit: number, done: (body: Buffer | 'too_large' | 'aborted') => void): () => void {
   let settled = false;
