@@ -9,7 +9,7 @@
 // calls it. Where it cannot (not glibc, no koffi build for the platform) nothing is trimmed and the
 // server runs as before.
 import { createRequire } from 'node:module';
-import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
+import { PerformanceObserver, constants, performance, type PerformanceObserverEntryList } from 'node:perf_hooks';
 
 /**
  * How long after a full collection its trim waits: V8 frees dead ArrayBuffers' memory on a background
@@ -18,8 +18,13 @@ import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
  */
 export const TRIM_AFTER_COLLECTION_MS = 250;
 
-/** A 'gc' performance entry (Node's typings leave its detail out). */
-type GcEntry = PerformanceEntry & { detail?: { kind?: number } };
+/** Whether a delivery of 'gc' entries holds a full (mark-compact) collection. */
+export function hasFullCollection(list: PerformanceObserverEntryList): boolean {
+  // Node's typings leave a gc entry's detail out.
+  return list
+    .getEntries()
+    .some((e) => (e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
+}
 
 /** libc's `int malloc_trim(size_t pad)`: 1 when memory was given back. */
 type TrimCall = (pad: number) => number;
@@ -81,9 +86,7 @@ export function startMallocTrim(opts: MallocTrimOptions, trim = loadMallocTrim()
     opts.onTrim?.(took);
   };
   const observer = new PerformanceObserver((list) => {
-    if (waiting) return;
-    const major = list.getEntries().some((e) => (e as GcEntry).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
-    if (!major) return;
+    if (waiting || !hasFullCollection(list)) return;
     waiting = setTimeout(
       run,
       Math.max(TRIM_AFTER_COLLECTION_MS, last + opts.minIntervalMs - performance.now()),
