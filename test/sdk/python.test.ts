@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 
 const PYTHON = '/usr/bin/python3';
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/python');
@@ -276,6 +277,22 @@ print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.t
     },
     240_000,
   );
+
+  it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
+    const k = lastKey();
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: PYTHON,
+      args: [
+        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.py'),
+        h.env.KW_CONFIG_PLAIN!,
+        k,
+        'py-expiry-hwid-0001',
+      ],
+      cwd: tmp,
+      env: { ...PY_ENV, PYTHONPATH: SDK_DIR },
+    });
+    expectExpiredOnTime(r);
+  }, 90_000);
 
   it('the downloaded zip runs its example as the README says', async () => {
     const dir = path.join(tmp, 'zip');
