@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { runCommand as run, type CommandResult as Run } from '../helpers/command.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/cpp');
 const works = (cmd: string, args: string[]) => {
@@ -308,6 +309,33 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(outdated.out).toMatch(/keywarden error \[update_required\]/);
     expect(outdated.out).toMatch(/version 2\.0 is required: https:\/\/example\.com\/download\/2\.0/);
   }, 120_000);
+
+  it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
+    const exe = path.join(tmp, 'expiry-watch');
+    const compiled = await run(
+      'g++',
+      [
+        '-std=c++17',
+        '-o',
+        exe,
+        `-I${path.join(SDK_DIR, 'include')}`,
+        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.cpp'),
+        path.join(build, 'libkeywarden.a'),
+        '-lcurl',
+        '-lsodium',
+        '-pthread',
+      ],
+      { cwd: tmp, timeoutMs: 300_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    const k = plainKey(3);
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: exe,
+      args: [h.env.KW_CONFIG_PLAIN!, k, 'cpp-expiry-hwid-0001'],
+      cwd: tmp,
+    });
+    expectExpiredOnTime(r);
+  }, 360_000);
 
   it('cmake --install of the full build: find_package(keywarden CONFIG) and pkg-config consumers (C++ and C ABI) run', async () => {
     const done = await installAndConsume(build, path.join(tmp, 'prefix-full'), h.env.KW_CONFIG_PLAIN!, true);
