@@ -126,7 +126,7 @@ class FakeKeywarden:
         self.offline_days = 0
         self.grace_seconds: Optional[int] = None
         # The keys' expires_at; past it (enforce_expiry) beats are refused as the server's expiry kill does.
-        self.expires_at = "2027-01-02T03:04:05.678Z"
+        self.expires_at = "2099-01-02T03:04:05.678Z"
         self.enforce_expiry = False
 
     # --- configuration -------------------------------------------------------------------------
@@ -286,7 +286,7 @@ class FakeKeywarden:
         ents = sorted(self.entitlements.get(body["license"], []))
         self.users[body["username"]] = {"password": body["password"], "level": self.keys[body["license"]]["level"], "entitlements": ents}
         s["activated"] = True
-        user = {"username": body["username"], "level": 3, "expires_at": "2027-01-02T03:04:05.678Z"}
+        user = {"username": body["username"], "level": 3, "expires_at": "2099-01-02T03:04:05.678Z"}
         return self.ok(req, body, self.granted({"message": "Registered", "user": user, "entitlements": ents}))
 
     def _login(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:

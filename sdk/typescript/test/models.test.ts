@@ -40,7 +40,7 @@ class Fake {
   after: ((path: string, res: TransportResponse) => TransportResponse) | undefined;
   graceSeconds: number | undefined;
   /** The keys' expires_at; past it (enforceExpiry) beats are refused as the server's expiry kill does. */
-  expiresAt = '2027-01-02T03:04:05.678Z';
+  expiresAt = '2099-01-02T03:04:05.678Z';
   enforceExpiry = false;
   trialHours = 0;
   offlineDays = 0;
