@@ -332,7 +332,9 @@ type channelLink struct {
 	backlog  []linkEvent
 }
 
-func newChannelLink(c *Client, session string) *channelLink { return &channelLink{c: c, session: session} }
+func newChannelLink(c *Client, session string) *channelLink {
+	return &channelLink{c: c, session: session}
+}
 
 func (l *channelLink) attach(sink func(linkEvent)) {
 	l.mu.Lock()

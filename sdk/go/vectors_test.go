@@ -123,12 +123,12 @@ func TestVectorsProofs(t *testing.T) {
 			Proof    string `json:"proof"`
 		} `json:"start"`
 		Beat []struct {
-			Previous  string `json:"previous_token"`
-			Session   string `json:"session"`
-			Index     int64  `json:"beat_index"`
-			NewToken  string `json:"new_token"`
-			Count     int64  `json:"beat_count"`
-			Proof     string `json:"proof"`
+			Previous string `json:"previous_token"`
+			Session  string `json:"session"`
+			Index    int64  `json:"beat_index"`
+			NewToken string `json:"new_token"`
+			Count    int64  `json:"beat_count"`
+			Proof    string `json:"proof"`
 		} `json:"beat"`
 	}
 	loadVectors(t, "proofs.json", &v)
