@@ -30,15 +30,17 @@ type channelReply struct {
 }
 
 type channelConn struct {
-	c        *Client
-	ws       *wsConn
-	s2c, c2s []byte
-	mu       sync.Mutex
-	out, in  int64
-	pending  map[int64]chan channelReply
-	closed   bool
-	onPush   func(push)
-	onClose  func(code int, err *Error)
+	c         *Client
+	ws        *wsConn
+	s2c, c2s  []byte
+	mu        sync.Mutex
+	out, in   int64
+	pending   map[int64]chan channelReply
+	closed    bool
+	closeCode int
+	closeErr  *Error
+	onPush    func(push)
+	onClose   func(code int, err *Error)
 }
 
 func (cc *channelConn) open() bool {
@@ -295,6 +297,7 @@ func (cc *channelConn) finish(code int, err *Error) {
 		return
 	}
 	cc.closed = true
+	cc.closeCode, cc.closeErr = code, err
 	onClose := cc.onClose
 	pending := cc.pending
 	cc.pending = map[int64]chan channelReply{}
@@ -405,11 +408,11 @@ func (l *channelLink) connect() bool {
 	conn.mu.Lock()
 	conn.onPush = func(p push) { l.emit(linkEvent{push: &p}) }
 	conn.onClose = func(code int, e *Error) { l.closed(conn, code, e) }
-	closed := conn.closed
+	closed, code, cerr := conn.closed, conn.closeCode, conn.closeErr
 	conn.mu.Unlock()
 	l.emit(linkEvent{state: "open"})
 	if closed { // refused a frame right behind the hello, before onClose was set
-		l.closed(conn, 1006, nil)
+		l.closed(conn, code, cerr)
 	}
 	return l.ready()
 }

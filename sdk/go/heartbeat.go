@@ -602,6 +602,31 @@ func (h *Heartbeat) expiredRefusal(e *Error) *Error {
 	return x
 }
 
+// probeExpiry tells an expiry kill from any other: the server ends an expired key's session and its
+// activation (PROTOCOL 12.8), and a REST beat learns only `rejected`; the same activation on the same
+// session answers the expiry itself ("License expired"). Asked once, when a beat is refused; any other
+// answer leaves the kill as it was.
+func (h *Heartbeat) probeExpiry(session string) *Error {
+	h.c.mu.Lock()
+	a := h.c.lastActivation
+	h.c.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.c.timeout)
+	defer cancel()
+	var err *Error
+	if a.license != "" {
+		_, err = h.c.call(ctx, "license", map[string]any{"session": session, "license": a.license, "hwid": a.hwid})
+	} else {
+		_, err = h.c.call(ctx, "login", map[string]any{"session": session, "username": a.username, "password": a.password, "hwid": a.hwid})
+	}
+	if err != nil && err.Code == CodeExpired {
+		return err
+	}
+	return nil
+}
+
 func (h *Heartbeat) beatOnce() {
 	h.mu.Lock()
 	index := h.lastIndex + 1
@@ -643,10 +668,18 @@ func (h *Heartbeat) beatOnce() {
 		refused := err.Code == CodeHeartbeatKilled && err.Status == 403
 		lostSession := refused && afterOutage && h.opts.Reauth && !spent
 		if finalCodes[err.Code] && !lostSession {
+			if refused {
+				if x := h.probeExpiry(session); x != nil {
+					h.kill(x, StateExpired)
+					return
+				}
+			}
 			h.kill(err, StateKilled)
 			return
 		}
-		lost := !(err.NotSent || err.Code == CodeRateLimited || err.Code == CodeLockedOut)
+		// Not processed: never sent, refused before the beat was looked at (429), or a verified 503 (the
+		// service draining for a restart or without its database): the same index and token go again.
+		lost := !(err.NotSent || err.Code == CodeRateLimited || err.Code == CodeLockedOut || (err.Status == 503 && err.Detail == "Service unavailable"))
 		h.mu.Lock()
 		if lostSession {
 			h.outageReauthSpent = true
@@ -726,8 +759,11 @@ func (h *Heartbeat) failed(e *Error, lost, wantsReauth bool) bool {
 			h.state = StateDegraded
 		}
 	}
-	goingOffline := covered && !h.compromised && !h.offlineTold
-	graceOver := unreach && !covered && h.offlineTold && until != 0
+	// Grace never covers an expiry (PROTOCOL 12.8): past the license's own expiry nothing of grace is told.
+	exp := h.c.LicenseExpiresAt()
+	expiredNow := unreach && exp != nil && !h.c.ServerNow().Before(*exp)
+	goingOffline := covered && !h.compromised && !h.offlineTold && !expiredNow
+	graceOver := unreach && !covered && h.offlineTold && until != 0 && !expiredNow
 	if goingOffline {
 		h.offlineTold = true
 	}
@@ -748,11 +784,9 @@ func (h *Heartbeat) failed(e *Error, lost, wantsReauth bool) bool {
 		h.c.log.Printf("keywarden.heartbeat.compromised: %d verification failures in a row", failures)
 		h.emit(Event{Kind: EventCompromised, Err: e, VerificationFailures: failures, LastBeatAt: last})
 	}
-	if unreach {
-		if exp := h.c.LicenseExpiresAt(); exp != nil && !h.c.ServerNow().Before(*exp) {
-			h.kill(newError(CodeExpired, "expired: the license expired at %s while the service could not be reached", exp.Format(time.RFC3339)), StateExpired)
-			return false
-		}
+	if expiredNow {
+		h.kill(newError(CodeExpired, "expired: the license expired at %s while the service could not be reached", exp.Format(time.RFC3339)), StateExpired)
+		return false
 	}
 	return reauth
 }

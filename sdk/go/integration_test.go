@@ -757,3 +757,58 @@ func TestIntegrationDevicesAndSeats(t *testing.T) {
 	hb2 := must(second.StartHeartbeat(ctx, HeartbeatOptions{SystemID: b, CodeHash: code, ChannelOff: true, DebuggerDetected: func() bool { return false }}))
 	hb2.Stop()
 }
+
+// --- PROTOCOL 12.8: a license that expires while running -------------------------------------------
+
+// expire asks test/sdk/go.test.ts to move the key's expires_at to ms from now (in the database).
+func expire(t *testing.T, k string, ms int) {
+	t.Helper()
+	if status, b := post(t, os.Getenv("KW_GO_CONTROL_URL")+"/expire", map[string]any{"key": k, "ms": ms}, nil); status != 200 {
+		t.Fatalf("expire: %d %s", status, b)
+	}
+}
+
+func checkExpired(t *testing.T, hb *Heartbeat, ev *events, c *Client) {
+	t.Helper()
+	x := ev.wait(t, EventExpired, 1, 10*time.Second)[0]
+	k := ev.wait(t, EventKilled, 1, 5*time.Second)[0]
+	if x.Err.Code != CodeExpired || k.Err.Code != CodeExpired || hb.State() != StateExpired || c.GraceUntil() != nil {
+		t.Fatalf("%+v %+v %s: %s", x.Err, k.Err, hb.State(), ev.summary())
+	}
+	if s := ev.wait(t, EventStopped, 1, 5*time.Second)[0]; s.Reason != "killed" {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestIntegrationExpiryPushedOnTheChannel(t *testing.T) {
+	needServer(t)
+	c, k := channelClient(t, "pass")
+	hb, ev := start(t, c, HeartbeatOptions{SystemID: "sdk-go-expiry-channel", Interval: time.Minute})
+	if !hb.OnChannel() {
+		t.Fatalf("not on the channel: %s", ev.summary())
+	}
+	began := time.Now()
+	expire(t, k, 1000)
+	checkExpired(t, hb, ev, c)
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("the expiry took %v", took)
+	}
+	if r := ev.of(EventRevoked); len(r) != 1 || r[0].Reason != "expired" {
+		t.Fatalf("%s", ev.summary())
+	}
+}
+
+func TestIntegrationExpiryOverREST(t *testing.T) {
+	needServer(t)
+	k := key(t, "PLAIN")
+	c := newClient(t, "PLAIN", WithHTTPClient(&http.Client{Transport: forwardedFor{ip: randomIP()}}))
+	must(c.Init(ctx))
+	must(c.ActivateLicense(ctx, k, hwid("expiry-rest")))
+	hb, ev := start(t, c, HeartbeatOptions{SystemID: "sdk-go-expiry-rest", Interval: 300 * time.Millisecond, ChannelOff: true, Reauth: true})
+	ev.wait(t, EventBeat, 1, 10*time.Second)
+	expire(t, k, 500)
+	checkExpired(t, hb, ev, c)
+	if len(ev.of(EventRevoked)) != 0 || len(ev.of(EventRecovered)) != 0 {
+		t.Fatalf("%s", ev.summary())
+	}
+}

@@ -20,6 +20,7 @@ import { Api } from '../helpers/http.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
 import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
+import pg from 'pg';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/go');
 const hasGo = requireToolchain(
@@ -37,22 +38,129 @@ const GO_ENV = { GOPROXY: 'off', GOFLAGS: '-buildvcs=false', GOTOOLCHAIN: 'local
 const go = (args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }) =>
   runCommand('go', args, { ...o, env: { ...GO_ENV, ...o.env } });
 
-/** The PLAIN key the devices-and-seats test uses: 2 devices, 1 concurrent session. */
-async function seatKey(h: SdkHarness, key: string): Promise<void> {
+/**
+ * A `keywarden serve` child process on a fixed port, its own database and data directory, that the
+ * Go tests restart with a signal (KW_RESTART_*), plus an app with keys and its keywarden.json.
+ */
+async function startRestartable(dir: string) {
+  const db = await createTestDatabase();
+  const dataDir = fs.mkdtempSync(path.join(dir, 'restart-data-'));
+  const env = {
+    DATABASE_URL: db.url,
+    DATA_DIR: dataDir,
+    PORT: String(await freePort()),
+    OWNER_USERNAME: OWNER.username,
+    OWNER_PASSWORD: OWNER.password,
+  };
+  let server: ServerProcess = await spawnServer(env);
+  const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
+  const app = (await owner.post('/apps', { name: 'SDK RESTART' })).body;
+  await owner.patch(`/apps/${app.id}`, { hwid_lock: true, heartbeat_interval: 5 });
+  const keys = (await owner.post(`/apps/${app.id}/licenses`, { amount: 2, duration: 30, unit: 'days', level: 1 })).body;
+  const published = (
+    (await (await fetch(`${server.base}/api/client/keys`)).json()) as { keys: { kid: string; public_key: string }[] }
+  ).keys;
+  const config = path.join(dir, 'keywarden-restart.json');
+  fs.writeFileSync(
+    config,
+    JSON.stringify(
+      clientConfig(
+        {
+          name: app.name,
+          apiKey: app.api_key,
+          apiSecret: app.api_secret,
+          version: app.version,
+          requireSignature: false,
+        },
+        published,
+        server.base,
+      ),
+    ),
+  );
+  const restarts: string[] = [];
+  return {
+    env: { KW_RESTART_CONFIG: config, KW_RESTART_KEYS: keys.map((k: { key: string }) => k.key).join(',') },
+    restarts,
+    async restart(signal: NodeJS.Signals) {
+      const code = await server.stop(signal);
+      restarts.push(`${signal}:${code}`);
+      server = await spawnServer(env);
+    },
+    output: () => server.output.join('\n'),
+    async close() {
+      await server.stop('SIGKILL');
+      await db.drop();
+    },
+  };
+}
+
+/**
+ * What the Go tests ask of this process: POST /expire {"key", "ms"} moves a PLAIN key's expires_at
+ * (in the harness server's database, as the server's own expiry tests do); POST /restart {"signal"}
+ * restarts the child server and answers once it listens again.
+ */
+async function startControl(h: SdkHarness, restartable: Awaited<ReturnType<typeof startRestartable>>) {
+  const sql = new pg.Client({ connectionString: h.server.databaseUrl });
+  await sql.connect();
   const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
   const api = new Api(h.env.KW_BASE_URL!, h.env.KW_OWNER_TOKEN!);
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const reply = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const act = async () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, any>;
+        if (req.url === '/expire') {
+          const id = await licenseId(api, appId, String(body.key));
+          await sql.query('update license_keys set expires_at = $1 where id = $2', [
+            new Date(Date.now() + Number(body.ms)),
+            id,
+          ]);
+        } else if (req.url === '/restart' && (body.signal === 'SIGTERM' || body.signal === 'SIGKILL')) {
+          await restartable.restart(body.signal);
+        } else {
+          return reply(404, { error: 'POST /expire or /restart' });
+        }
+        reply(200, { ok: true });
+      };
+      act().catch((err: Error) => reply(500, { error: err.message }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      await new Promise<void>((r) => server.close(() => r()));
+      await sql.end();
+    },
+  };
+}
+
+async function licenseId(api: Api, appId: string, key: string): Promise<string> {
   const items = (await api.get(`/api/apps/${appId}/licenses?q=${encodeURIComponent(key.slice(-4))}`)).body.items as {
     id: string;
     key_preview: string;
   }[];
-  const hit = items.find((l) => l.key_preview === `${key.slice(0, 4)}****${key.slice(-4)}`)!;
-  const r = await api.patch(`/api/licenses/${hit.id}`, { max_devices: 2, max_sessions: 1 });
+  const hit = items.find((l) => l.key_preview === `${key.slice(0, 4)}****${key.slice(-4)}`);
+  if (!hit) throw new Error(`no license ${key.slice(0, 4)}****`);
+  return hit.id;
+}
+
+/** The PLAIN key the devices-and-seats test uses: 2 devices, 1 concurrent session. */
+async function seatKey(h: SdkHarness, key: string): Promise<void> {
+  const appId = (JSON.parse(h.env.KW_APP_IDS!) as Record<string, string>).PLAIN!;
+  const api = new Api(h.env.KW_BASE_URL!, h.env.KW_OWNER_TOKEN!);
+  const r = await api.patch(`/api/licenses/${await licenseId(api, appId, key)}`, { max_devices: 2, max_sessions: 1 });
   if (r.status !== 200) throw new Error(`seat key: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
 describe.skipIf(!hasGo)('Go SDK against the server', () => {
   let h: SdkHarness;
   let tmp: string;
+  let restartable: Awaited<ReturnType<typeof startRestartable>> | undefined;
+  let control: Awaited<ReturnType<typeof startControl>> | undefined;
   const lastKey = () => {
     const keys = h.env.KW_KEYS_PLAIN!.split(',');
     const k = keys.pop()!;
@@ -64,18 +172,24 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-go-'));
     // The server harness starts while Go compiles (the build is a child process).
     const harness = startSdkHarness().then((started) => (h = started));
+    const child = startRestartable(tmp).then((started) => (restartable = started));
     try {
       const built = await go(['build', './...'], { cwd: SDK_DIR, timeoutMs: 170_000 });
       if (built.code !== 0) throw new Error(`go build failed:\n${built.out}`);
       const vet = await go(['vet', './...'], { cwd: SDK_DIR, timeoutMs: 170_000 });
       if (vet.code !== 0) throw new Error(`go vet failed:\n${vet.out}`);
     } finally {
-      await harness;
+      await Promise.allSettled([harness, child]);
     }
+    await Promise.all([harness, child]);
     await seatKey(h, (h.env.KW_GO_SEAT_KEY = lastKey()));
+    control = await startControl(h, restartable!);
+    Object.assign(h.env, restartable!.env, { KW_GO_CONTROL_URL: control.url });
   }, 240_000);
 
   afterAll(async () => {
+    await control?.close();
+    await restartable?.close();
     await h?.close();
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
@@ -116,8 +230,19 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
       'TestIntegrationChannelAbsentBeatsOverREST',
       'TestIntegrationChannelDroppedThenBack',
       'TestIntegrationDevicesAndSeats',
+      'TestIntegrationExpiryPushedOnTheChannel',
+      'TestIntegrationExpiryOverREST',
+      'TestModelsTrialOncePerDevice',
+      'TestModelsOfflineFileRoundTripTamperingRefused',
+      'TestModelsGraceAcrossARealServerRestart',
+      'TestModelsGraceNeverCoversAnExpiry',
+      'TestRestartSurvived/SIGTERM',
+      'TestRestartSurvived/SIGKILL',
     ])
       passed(name);
+    // The restarts really happened: SIGTERM exits 0 after writing the sessions, SIGKILL is a crash.
+    expect(restartable!.restarts).toEqual(['SIGTERM:0', 'SIGKILL:null']);
+    expect(restartable!.output()).toMatch(/state\.restored/);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64'])
       passed(`TestIntegrationTamper/${mode}`);
   }, 300_000);
