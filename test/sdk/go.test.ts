@@ -270,4 +270,28 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
     expect(outdated.out).toMatch(/failed: update_required/);
     expect(outdated.out).toMatch(/download 2\.0 from https:\/\/example\.com\/download\/2\.0/);
   }, 240_000);
+
+  it('the downloaded zip builds, tests and runs its example as the README says', async () => {
+    const root = await downloadSdkZip(h.env, 'go', path.join(tmp, 'zip'));
+    for (const f of ['README.md', 'go.mod', 'keywarden.json', 'client.go', 'examples/activate/main.go'])
+      expect(fs.existsSync(path.join(root, f)), f).toBe(true);
+    const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+    expect(readme).toContain('go run ./examples/activate <LICENSE-KEY>');
+    // README quick start, from the unzipped folder: nothing to install, no arguments but the key.
+    const r = await go(['run', './examples/activate', lastKey()], { cwd: root, timeoutMs: 120_000 });
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toMatch(/connected to SDK PLAIN/);
+    expect(r.out).toMatch(/beat 3 verified/);
+    expect(r.out).toMatch(/heartbeat stopped/);
+    // Its own tests pass outside the repository (no vectors, no server: those skip).
+    const vet = await go(['vet', './...'], { cwd: root, timeoutMs: 120_000 });
+    expect(vet.code, vet.out).toBe(0);
+    const t = await go(['test', '-count=1', './...'], {
+      cwd: root,
+      env: { KW_BASE_URL: '', KW_VECTORS_DIR: '', KW_REQUIRE_INTEGRATION: '', KW_REQUIRE_VECTORS: '' },
+      timeoutMs: 120_000,
+    });
+    expect(t.code, t.out).toBe(0);
+    expect(t.out).toMatch(/^ok\s+keywarden\s/m);
+  }, 240_000);
 });
