@@ -145,10 +145,12 @@ type Heartbeat struct {
 	lastUnreachable      *Error
 	listeners            map[EventKind][]*func(Event)
 
-	wake    chan struct{}
-	events  chan Event
-	done    chan struct{}
-	started bool
+	wake     chan struct{}
+	evMu     sync.Mutex // guards sending on events against closing it
+	evClosed bool
+	events   chan Event
+	done     chan struct{}
+	started  bool
 }
 
 // StartHeartbeat opens a heartbeat session (its proof checked) and beats until stopped or killed.
@@ -381,13 +383,23 @@ func (h *Heartbeat) finish(last Event, started bool) {
 		close(h.done)
 		return
 	}
-	h.emit(last)
+	h.evMu.Lock()
+	defer h.evMu.Unlock()
+	if h.evClosed {
+		return
+	}
+	h.events <- last
+	h.evClosed = true
 	close(h.events)
 }
 
+// emit queues an event for the delivering goroutine; after the last one nothing more is told.
 func (h *Heartbeat) emit(e Event) {
-	defer func() { _ = recover() }() // the stream is closed: the heartbeat has ended
-	h.events <- e
+	h.evMu.Lock()
+	defer h.evMu.Unlock()
+	if !h.evClosed {
+		h.events <- e
+	}
 }
 
 func (h *Heartbeat) deliver() {

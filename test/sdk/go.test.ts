@@ -196,9 +196,11 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
 
   it('passes its unit and integration tests (every vector, every tamper mode refused)', async () => {
     const env = { ...h.env, KW_REQUIRE_INTEGRATION: '1', KW_REQUIRE_VECTORS: '1' };
-    const r = await go(['test', '-count=1', '-v', '-timeout', '280s', '.'], {
+    // KW_GO_RACE=1 (needs gcc): the same run under the race detector, for work on the SDK.
+    const race = process.env.KW_GO_RACE === '1' ? ['-race'] : [];
+    const r = await go(['test', ...race, '-count=1', '-v', '-timeout', '280s', '.'], {
       cwd: SDK_DIR,
-      env,
+      env: race.length ? { ...env, CGO_ENABLED: '1' } : env,
       timeoutMs: 290_000,
     });
     if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out);
