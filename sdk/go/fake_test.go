@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,5 +288,24 @@ func TestMachineHWIDFormula(t *testing.T) {
 	}
 	if h := sha256Hex([]byte("kwhwid1\nsalt\nabc-def")); h != HWIDFor("salt", "abc-def") {
 		t.Fatal(h)
+	}
+}
+
+func TestPlatformMachineIDParsers(t *testing.T) {
+	ioreg := `+-o J316sAP  <class IOPlatformExpertDevice>
+    "IOPlatformUUID" = "A1B2C3D4-0000-1111-2222-333344445555"`
+	if m := ioregUUID.FindStringSubmatch(ioreg); m == nil || m[1] != "A1B2C3D4-0000-1111-2222-333344445555" {
+		t.Fatalf("ioreg: %v", m)
+	}
+	reg := "\r\nHKEY_LOCAL_MACHINE\\SOFTWARE\\Microsoft\\Cryptography\r\n    MachineGuid    REG_SZ    6f1c2a9e-4b7d-4c1a-9e55-0a1b2c3d4e5f\r\n"
+	if m := machineGUID.FindStringSubmatch(reg); m == nil || m[1] != "6f1c2a9e-4b7d-4c1a-9e55-0a1b2c3d4e5f" {
+		t.Fatalf("reg: %v", m)
+	}
+	if runtime.GOOS == "linux" {
+		if b, err := os.ReadFile("/etc/machine-id"); err == nil && strings.TrimSpace(string(b)) != "" {
+			if RawMachineID() != strings.TrimSpace(string(b)) || MachineHWID("s") != HWIDFor("s", string(b)) {
+				t.Fatal("the Linux machine id")
+			}
+		}
 	}
 }

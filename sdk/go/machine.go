@@ -2,20 +2,53 @@ package keywarden
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"os"
+	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Machine identity and integrity helpers. The raw machine id never leaves the machine: what is sent is
 // sha256("kwhwid1\n" + salt + "\n" + lower(trim(id))), so two vendors (different salts) cannot correlate
 // their users and a leaked hwid does not reveal the id. The same formula in every SDK.
 
-// RawMachineID is the platform's machine id (Linux /etc/machine-id; elsewhere "" for now).
+var (
+	ioregUUID   = regexp.MustCompile(`"IOPlatformUUID"\s*=\s*"([^"]+)"`)
+	machineGUID = regexp.MustCompile(`MachineGuid\s+REG_SZ\s+(\S+)`)
+)
+
+// command runs a platform tool for its output, bounded in time; "" when it fails.
+func command(name string, args ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+// RawMachineID is the platform's machine id, as every SDK reads it: Windows MachineGuid (the 64-bit
+// registry view), macOS IOPlatformUUID, Linux /etc/machine-id.
 func RawMachineID() string {
+	switch runtime.GOOS {
+	case "windows":
+		if m := machineGUID.FindStringSubmatch(command("reg", "query", `HKLM\SOFTWARE\Microsoft\Cryptography`, "/v", "MachineGuid", "/reg:64")); m != nil {
+			return m[1]
+		}
+		return ""
+	case "darwin":
+		if m := ioregUUID.FindStringSubmatch(command("ioreg", "-rd1", "-c", "IOPlatformExpertDevice")); m != nil {
+			return m[1]
+		}
+		return ""
+	}
 	for _, f := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
 		if b, err := os.ReadFile(f); err == nil {
 			if s := strings.TrimSpace(string(b)); s != "" {

@@ -261,7 +261,7 @@ func TestRestartSurvived(t *testing.T) {
 			hb, ev := start(t, c, HeartbeatOptions{SystemID: "sdk-go-restart-" + signal, Interval: 3 * time.Second, Reauth: true})
 			session := hb.Session()
 			ev.wait(t, EventBeat, 1, 10*time.Second)
-			time.Sleep(1500 * time.Millisecond) // past the server's 1 s checkpoint, before the next beat
+			time.Sleep(2 * time.Second) // past the server's 1 s checkpoint, before the next beat (3 s)
 			n := len(ev.of(EventBeat))
 			if status, b := post(t, os.Getenv("KW_GO_CONTROL_URL")+"/restart", map[string]any{"signal": signal}, nil); status != 200 {
 				t.Fatalf("restart: %d %s", status, b)
