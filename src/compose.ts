@@ -299,6 +299,9 @@ export function dashboardAuthDeps(s: Services, access?: AccessSignal): Dashboard
     audit: s.repos.audit,
     // An API token's app_ids are applications its creator reaches (an app's visibility lives in apps/).
     reachableApps: async (p) => (await s.repos.apps.list(scopeOf(p))).map((a) => a.id),
+    // PROTOCOL 11.36: the account's own applications, before a token's app_ids narrow them.
+    reachesApp: async ({ token: _narrowedBy, ...account }, appId) => s.repos.apps.reaches(scopeOf(account), appId),
+    recordApp: (kind, id) => s.repos.apps.appOfRecord(kind, id),
     // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
     trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
   };

@@ -24,7 +24,8 @@ import { ApiTokens, TOKEN_PREFIX } from './api-tokens.service.js';
 import type { ApiTokenRepository } from './api-token.repository.js';
 import { TwoFactorService } from './two-factor.service.js';
 import type { TwoFactorRepository } from './two-factor.repository.js';
-import { assertTokenAllows } from './token-scopes.js';
+import { assertTokenAllows, assertTokenApp } from './token-scopes.js';
+import { assertReachable, namedRecord, type RecordReach } from './cross-owner.js';
 
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 export const SESSION_COOKIE = 'kw_session';
@@ -51,6 +52,10 @@ export interface DashboardAuthDeps {
   now: () => number;
   /** Ids of the applications a principal reaches now (an API token's app_ids must be among them). */
   reachableApps: (p: Principal) => Promise<readonly string[]>;
+  /** Whether the principal's account (not narrowed by a token) reaches an application (PROTOCOL 11.36). */
+  reachesApp: (p: Principal, appId: string) => Promise<boolean>;
+  /** The application a key, end user, blacklist entry or product belongs to; null when there is none. */
+  recordApp: RecordReach['appOf'];
   /** Account-level audit entries (sign-ins, second factor, tokens). */
   audit?: AuditWriter;
   /** Live streams re-check their subscribers after a sign-out or a password change. */
@@ -235,8 +240,24 @@ export class DashboardAuth {
   }
 
   /**
-   * What every authenticated dashboard call passes after authentication: an API token only within
-   * its scopes and app_ids; a member whose owner requires a second factor it lacks only to
+   * The first check after authentication (PROTOCOL 11.36): a path naming an application, or a record
+   * inside one, the caller's account does not reach answers that record's 404, before `admit` or a
+   * handler could answer 403; one of an app outside an API token's app_ids then answers 403.
+   */
+  async reach(p: Principal, path: string): Promise<void> {
+    const named = namedRecord(path);
+    if (!named) return;
+    const appId = await assertReachable(named, {
+      appOf: this.d.recordApp,
+      reaches: (id) => this.d.reachesApp(p, id),
+    });
+    // A record of this tree in an app outside a token's app_ids: 403 (PROTOCOL 13.1), before its body is read.
+    assertTokenApp(p, appId);
+  }
+
+  /**
+   * What every authenticated dashboard call passes after authentication and `reach`: an API token
+   * only within its scopes and app_ids; a member whose owner requires a second factor it lacks only to
    * /api/auth/* (where it sets one up).
    */
   admit(p: Principal, method: string, path: string): void {

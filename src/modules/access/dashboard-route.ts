@@ -1,5 +1,5 @@
 // The dashboard pipeline, written once: 413 -> cross-site check (403) -> authentication (401)
-// -> admission (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON
+// -> reach (404: a record of an application outside the account's, PROTOCOL 11.36) -> admission (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON
 // (400) -> schema (422) -> handler. Handlers get a typed context and return a value (sent as 200
 // JSON) or a Reply.
 //
@@ -150,6 +150,7 @@ export function dashboardHandler<B extends TSchema | undefined = undefined, Q ex
       const token = bearerToken(req.headers);
       principal = token ? await opts.auth.authenticate(token, { ip: req.ip }) : null;
       if (!principal) throw new AppError('not_authenticated');
+      await opts.auth.reach(principal, req.path);
       opts.auth.admit(principal, req.method, req.path);
     }
     const parsedBody = body ? body.parse(parseJson(req.body)) : undefined;

@@ -49,12 +49,16 @@ const APP_PATH = /^(?:\/api)?\/apps\/([^/]+)(?:\/|$)/;
 
 /**
  * Whether a token principal may call `method path`: the route's scope must be granted and an
- * application named in the path must be among the token's app_ids. Sign-in sessions pass.
+ * application named in the path must be among the token's app_ids, and a token with app_ids creates
+ * no application. Sign-in sessions pass.
  */
 export function assertTokenAllows(p: Principal, method: string, path: string): void {
   if (!p.token) return;
   const scope = routeScope(method, path);
   if (scope === null || !p.token.scopes.includes(scope)) throw new AppError('token_scope');
+  // PROTOCOL 11.37: a token limited to some applications cannot make another one.
+  if (p.token.appIds && method.toLowerCase() === 'post' && /^(?:\/api)?\/apps\/?$/.test(path))
+    throw new AppError('token_scope');
   const appId = APP_PATH.exec(path)?.[1];
   if (appId !== undefined) assertTokenApp(p, appId);
 }

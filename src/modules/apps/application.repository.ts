@@ -91,6 +91,24 @@ export class ApplicationRepository {
     return entity;
   }
 
+  /** Whether an app is inside a scope: one indexed read, without the ORM (every dashboard call naming a record asks). */
+  async reaches(scope: AppScope, id: string): Promise<boolean> {
+    const where = oneInScope(scope, id);
+    if (!where) return false;
+    const row =
+      'ownerId' in where
+        ? await this.sql.one('select 1 from applications where id = ? and owner_id = ?', [id, where.ownerId])
+        : await this.sql.one('select 1 from applications where id = ?', [id]);
+    return row !== undefined;
+  }
+
+  /** The application a key, end user, blacklist entry or product belongs to; null when there is none. */
+  async appOfRecord(kind: 'license' | 'user' | 'ban' | 'product', id: string): Promise<string | null> {
+    const table = { license: 'license_keys', user: 'end_users', ban: 'blacklist_entries', product: 'products' }[kind];
+    const row = await this.sql.one<{ app_id: string }>(`select app_id from ${table} where id = ?`, [id]);
+    return row?.app_id ?? null;
+  }
+
   list(scope: AppScope): Promise<Application[]> {
     return this.orm.em.fork().find(ApplicationSchema, scopeWhere(scope), { orderBy: { createdAt: 'asc' } });
   }

@@ -417,6 +417,7 @@ export class LiveHub {
           refuseTokenInQuery(query);
           const principal = token ? await this.d.auth.authenticate(token, { ip }) : null;
           if (!principal || !token) throw new AppError('not_authenticated');
+          await this.d.auth.reach(principal, route);
           this.d.auth.admit(principal, 'get', route);
           const w = this.watch({
             token,

@@ -117,8 +117,15 @@ export class TeamService {
   private async assertAssignable(p: Principal, appIds: readonly string[]): Promise<string[]> {
     const unique = [...new Set(appIds)];
     const visible = new Set((await this.d.repos.apps.list(scopeOf(p))).map((a) => a.id));
-    if (unique.some((id) => !visible.has(id))) throw new AppError('permission_denied');
-    return unique;
+    const outside = unique.filter((id) => !visible.has(id));
+    if (outside.length === 0) return unique;
+    // PROTOCOL 11.36: an app outside the caller's tree does not exist for it (404); one of its own
+    // tree it was not given is refused (403).
+    const tree =
+      p.role === 'developer' ? ({ kind: 'all' } as const) : ({ kind: 'owner', ownerId: p.account.ownerId } as const);
+    for (const id of outside)
+      if (!(await this.d.repos.apps.findInScope(tree, id.toLowerCase()))) throw new AppError('app_not_found');
+    throw new AppError('permission_denied');
   }
 
   async create(p: Principal, b: TeamCreate): Promise<Account> {

@@ -167,7 +167,9 @@ describe('what a token reaches', () => {
     const [keyB] = (await owner.post(`/api/apps/${appB}/licenses`, { amount: 1, duration: 1 })).body;
     const reset = await as.post(`/api/licenses/${keyB.id}/reset-hwid`);
     expect([reset.status, reset.body]).toEqual([403, SCOPE_DENIED]);
-    expect((await as.get(`/api/apps/${rivalApp}`)).status).toBe(403); // outside app_ids, whoever's it is
+    // Another owner's app does not exist for this tree, app_ids or not (PROTOCOL 11.36).
+    const rivals = await as.get(`/api/apps/${rivalApp}`);
+    expect([rivals.status, rivals.body]).toEqual([404, { detail: 'Application not found' }]);
     const [keyA] = (await as.post(`/api/apps/${appA}/licenses`, { amount: 1, duration: 1 })).body;
     expect(keyA.key).toBeDefined();
   });

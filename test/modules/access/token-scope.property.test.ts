@@ -51,6 +51,9 @@ const make = {
   async ban(): Promise<string> {
     return (await owner.post(`/api/apps/${appA}/bans`, { type: 'hwid', value: `prop-${unique()}` })).body.id;
   },
+  async product(): Promise<string> {
+    return (await owner.post(`/api/apps/${appA}/products`, { name: `p${unique()}`, duration: 30 })).body.id;
+  },
   async member(): Promise<string> {
     return (await owner.post('/api/team', { username: `pm${unique()}`, password: 'member-pass-1' })).body.id;
   },
@@ -67,9 +70,11 @@ async function fill(pattern: string): Promise<string> {
         ? await make.user()
         : /^\/api\/bans\/:id/.test(pattern)
           ? await make.ban()
-          : /^\/api\/team\/:id/.test(pattern)
-            ? await make.member()
-            : randomUUID();
+          : /^\/api\/products\/:id/.test(pattern)
+            ? await make.product()
+            : /^\/api\/team\/:id/.test(pattern)
+              ? await make.member()
+              : randomUUID();
   path = path.replace(':id', id).replace(':lang', 'python');
   return path.replace(/:[A-Za-z_]+/g, () => randomUUID());
 }
@@ -105,8 +110,8 @@ function bodyFor(method: string, pattern: string): unknown {
   return method === 'get' || method === 'delete' ? undefined : {};
 }
 
-/** Routes whose records live in an application (its id in the path, or a key, user or ban of it). */
-const TOUCHES_APP = /^\/api\/(apps\/:id|licenses|users|bans)(\/|$)/;
+/** Routes whose records live in an application (its id in the path, or a key, user, ban or product of it). */
+const TOUCHES_APP = /^\/api\/(apps\/:id|licenses|users|bans|products)(\/|$)/;
 
 beforeAll(async () => {
   t = await startTestServer();
