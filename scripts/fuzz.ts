@@ -1,7 +1,9 @@
-// Long fuzz mode: `npm run fuzz -- --requests 100000 [--seed N] [--concurrency 8]`.
+// Long fuzz mode: `npm run fuzz -- --requests 100000 [--seed N] [--concurrency 8] [--burst 120 --rounds 5]`.
 // Starts a real server (embedded PostgreSQL in a temporary DATA_DIR unless DATABASE_URL is set),
 // runs the OpenAPI-generated fuzzer of test/fuzz against it, prints the statuses seen and the
-// server's RSS along the way, and exits 1 on any 5xx, hang over 2 s or unsigned client response.
+// server's RSS along the way, then the hostile phase of test/fuzz/hostile.ts (parallel bursts, lying
+// Content-Lengths, credentials revoked in flight), and exits 1 on any 5xx, hang over 2 s, unsigned
+// client response, server crash or logged unhandled rejection / uncaught exception.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,9 +11,10 @@ import { parseArgs } from 'node:util';
 import { spawnServer } from '../test/helpers/process.js';
 import { fuzz } from '../test/fuzz/openapi-fuzzer.js';
 import { prepareTarget, rssOf } from '../test/fuzz/target.js';
+import { hostile } from '../test/fuzz/hostile.js';
 
 const { values } = parseArgs({
-  options: { requests: { type: 'string', default: '100000' }, seed: { type: 'string', default: String(Date.now() % 1e9) }, concurrency: { type: 'string', default: '8' } },
+  options: { requests: { type: 'string', default: '100000' }, seed: { type: 'string', default: String(Date.now() % 1e9) }, concurrency: { type: 'string', default: '8' }, burst: { type: 'string', default: '120' }, rounds: { type: 'string', default: '5' } },
 });
 const count = Number(values.requests);
 const seed = Number(values.seed);
@@ -42,6 +45,19 @@ try {
     for (const f of failures) console.error(JSON.stringify(f));
   } else {
     console.log(`no 5xx, no hang, every client response signed; server RSS ${mb()}`);
+  }
+  const report = await hostile(ctx, { burst: Number(values.burst), rounds: Number(values.rounds), hangMs: 2_000, owner });
+  console.log(`hostile phase: ${report.requests} requests`, Object.fromEntries(report.outcomes));
+  const log = server.output.join('\n');
+  if (server.child.exitCode !== null) report.failures.push(`the server exited with ${server.child.exitCode}`);
+  if (/process\.unhandled_rejection|uncaughtException|Uncaught/.test(log))
+    report.failures.push('the server logged an unhandled rejection or an uncaught exception');
+  if (report.failures.length > 0) {
+    code = 1;
+    console.error(`hostile phase: ${report.failures.length} failure(s):`);
+    for (const f of report.failures) console.error(f);
+  } else {
+    console.log(`hostile phase: no 5xx, no hang, no crash; server RSS ${mb()}`);
   }
 } finally {
   await server.stop('SIGTERM');

@@ -1,5 +1,7 @@
 // A seeded fuzz run generated from /api/openapi.json against a real server process:
-// zero 5xx, zero answers slower than 2 s, every /api/client/ response signed, RSS flat.
+// zero 5xx, zero answers slower than 2 s, every /api/client/ response signed, RSS flat. Then its
+// hostile phase (test/fuzz/hostile.ts): parallel bursts, lying Content-Lengths on raw sockets and
+// credentials revoked in flight, with zero 5xx and zero crashes as the pass condition.
 // The long mode is `npm run fuzz -- --requests 100000` (scripts/fuzz.ts).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +13,7 @@ import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { spawnServer, type ServerProcess, type StartingServer } from '../helpers/process.js';
 import { fuzz } from '../fuzz/openapi-fuzzer.js';
 import { prepareTarget, rssOf } from '../fuzz/target.js';
+import { hostile } from '../fuzz/hostile.js';
 
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 3000);
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
@@ -127,4 +130,24 @@ describe('fuzzing every route from the OpenAPI document', () => {
     expect((await fetch(`${server.base}/healthz`)).status).toBe(200);
     expect(server.output.join('\n')).not.toMatch(/http\.handler_threw|ws\.handler_threw|http\.unhandled_error/);
   }, 120_000);
+
+  // Last: its wrong guesses reach attempt limits (each round from addresses of its own).
+  it('answers parallel bursts, lying Content-Lengths and credentials revoked in flight without a 5xx or a crash', async () => {
+    const { ctx } = await prepareTarget(server.base, OWNER);
+    const report = await hostile(ctx, { burst: 60, rounds: 2, hangMs: 10_000, owner: OWNER });
+    const summary = JSON.stringify([...report.outcomes]);
+    expect(report.failures, summary).toEqual([]);
+    expect(report.requests).toBeGreaterThan(1_000);
+    // The bursts reached the limits they are aimed at, so the run exercised them (429s were answered).
+    expect(
+      [...report.outcomes].some(([k, n]) => k.startsWith('burst dashboard password 429') && n > 0),
+      summary,
+    ).toBe(true);
+    // No crash: the process is up, serves, and logged no unhandled rejection or uncaught exception.
+    expect(server.child.exitCode, server.output.slice(-20).join('\n')).toBeNull();
+    expect((await fetch(`${server.base}/healthz`)).status).toBe(200);
+    expect(server.output.join('\n')).not.toMatch(
+      /process\.unhandled_rejection|uncaughtException|Uncaught|http\.handler_threw|ws\.handler_threw|http\.unhandled_error/,
+    );
+  }, 90_000);
 });
