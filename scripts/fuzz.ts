@@ -46,7 +46,7 @@ try {
   } else {
     console.log(`no 5xx, no hang, every client response signed; server RSS ${mb()}`);
   }
-  const report = await hostile(ctx, { burst: Number(values.burst), rounds: Number(values.rounds), hangMs: 2_000, owner });
+  const report = await hostile(ctx, { burst: Number(values.burst), rounds: Number(values.rounds), hangMs: 10_000, owner });
   console.log(`hostile phase: ${report.requests} requests`, Object.fromEntries(report.outcomes));
   const log = server.output.join('\n');
   if (server.child.exitCode !== null) report.failures.push(`the server exited with ${server.child.exitCode}`);

@@ -221,18 +221,36 @@ async function revokeInFlight(
     ws.once('close', () => resolve());
   });
 
-  const inFlight = Array.from({ length: opts.burst }, (_, i) =>
-    call(
-      `${what} in flight`,
-      i % 2 === 0
-        ? fetchStatus(`/api/apps/${ctx.appId}/licenses`, { method: 'GET', token })
-        : fetchStatus(`/api/apps/${ctx.appId}/licenses`, { method: 'POST', token, json: { amount: 1, duration: 1 } }),
-    ),
-  );
+  // Requests keep coming (a burst's worth at once) until the revocation is done and every sender has
+  // been answered once after it: some are checked before it, some straddle it, some follow it.
+  let answered = 0;
+  let revokedAt = 0;
+  let quarter!: () => void;
+  const quarterAnswered = new Promise<void>((resolve) => (quarter = resolve));
+  const sender = async (n: number) => {
+    for (let i = 0; i < 50; i++) {
+      const after = revokedAt > 0;
+      await call(
+        `${what} in flight`,
+        (n + i) % 2 === 0
+          ? fetchStatus(`/api/apps/${ctx.appId}/licenses`, { method: 'GET', token })
+          : fetchStatus(`/api/apps/${ctx.appId}/licenses`, {
+              method: 'POST',
+              token,
+              json: { amount: 1, duration: 1 },
+            }),
+      );
+      if (++answered >= opts.burst / 4) quarter();
+      if (after) return;
+    }
+  };
+  const senders = Array.from({ length: opts.burst }, (_, n) => sender(n));
+  await quarterAnswered;
   const revoked = await revoke();
+  revokedAt = Date.now();
   report.requests++;
   if (revoked.status >= 300) report.failures.push(`${what}: revoking answered ${revoked.status}`);
-  await Promise.all(inFlight);
+  await Promise.all(senders);
   await call(`${what} after`, fetchStatus('/api/apps', { method: 'GET', token }));
   const sseOutcome = await sseEnded;
   report.outcomes.set(
@@ -253,11 +271,16 @@ async function revokeInFlight(
 async function drain(res: Response, hangMs: number): Promise<string> {
   const reader = res.body!.getReader();
   // The stream lives until the revocation; the bound is generous and only catches a stream left open.
-  const timer = setTimeout(() => void reader.cancel('still open'), hangMs * 2);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    void reader.cancel('still open');
+  }, hangMs * 2);
   try {
     for (;;) {
       const { done } = await reader.read();
-      if (done) return 'ended';
+      // A cancelled reader reads as done too: only an end the server made counts.
+      if (done) return timedOut ? 'still open' : 'ended';
     }
   } catch (err) {
     return `failed: ${(err as Error).message}`;
