@@ -79,14 +79,17 @@ describe('team', () => {
     ).toBe(409);
   });
 
-  it('rule 8: assigning an app the caller cannot assign is 403', async () => {
+  it("rule 8: assigning an app the caller cannot assign is 403; another owner's app is 404", async () => {
     await createAccount(t, { username: 'otherowner', password: 'other-pass-1' });
     const other = await new Api(t.base).signIn('otherowner', 'other-pass-1');
     const foreign = (await other.post('/apps', { name: 'Foreign' })).body.id;
-    expect(
-      (await owner.post('/api/team', { username: 'grabber', password: 'member-pass-1', allowed_apps: [foreign] }))
-        .status,
-    ).toBe(403);
+    // PROTOCOL 11.36: an app of another tree does not exist for this one.
+    const grab = await owner.post('/api/team', {
+      username: 'grabber',
+      password: 'member-pass-1',
+      allowed_apps: [foreign],
+    });
+    expect([grab.status, grab.body]).toEqual([404, { detail: 'Application not found' }]);
     const admin = await member(owner, { role: 'admin', allowed_apps: [appA] });
     const adminApi = await admin.api();
     expect(
