@@ -346,13 +346,35 @@ public final class Channel {
                 ws.terminate();
                 return new Opened(null, e, true);
             }
+            Connection conn = new Connection(client, ws, k[0], k[1]);
+            // Frames that came with the hello are judged before the connection is used: one that does not verify
+            // (a frame injected from another connection) refuses the connection before any call is sent on it.
             try {
-                ws.sock.setSoTimeout(0);
+                while (!conn.closed && ws.in.available() > 0) {
+                    Message m = ws.read();
+                    if (m == null) {
+                        ws.terminate();
+                        conn.finish(ws.closeCode, null);
+                    } else {
+                        conn.receive(m);
+                    }
+                }
             } catch (IOException e) {
                 ws.terminate();
-                return new Opened(null, KeywardenException.network(ErrorCode.NETWORK, "channel: " + e.getMessage(), false), true);
+                conn.finish(1006, null);
             }
-            Connection conn = new Connection(client, ws, k[0], k[1]);
+            if (!conn.closed) {
+                try {
+                    ws.sock.setSoTimeout(0); // from here the reader thread waits as long as the connection lives
+                } catch (IOException e) {
+                    ws.terminate();
+                    conn.finish(1006, null);
+                }
+            }
+            if (conn.closed) {
+                KeywardenException why = conn.closeError != null ? conn.closeError : KeywardenException.network(ErrorCode.NETWORK, "channel: closed right after the hello", false);
+                return new Opened(null, why, true);
+            }
             return new Opened(conn, null, true);
         }
 
