@@ -12,7 +12,7 @@ import {
   verifyPassword,
 } from '../../platform/crypto/index.js';
 import { toDate } from '../../platform/db/sql.js';
-import type { Lockout } from '../../platform/limits/lockout.js';
+import type { Attempt, Lockout } from '../../platform/limits/lockout.js';
 import type { ActivationService, DeviceRepository } from '../activation/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
@@ -80,10 +80,20 @@ export class PortalService {
     const byUser = input.license === undefined;
     const username = byUser ? input.username.normalize('NFC') : '';
     const lockKeys = [`${app.id}:ip:${ip}`, ...(byUser ? [`${app.id}:u:${username.toLowerCase()}`] : [])];
-    await this.lockout.check(lockKeys);
+    // PROTOCOL 11.31: the attempt is reserved before the credentials are checked.
+    return this.lockout.attempt(lockKeys, (attempt) => this.signIn(app, input, ip, username, attempt));
+  }
+
+  private async signIn(
+    app: NonNullable<Awaited<ReturnType<PortalRepository['appByApiKey']>>>,
+    input: PortalLogin,
+    ip: string,
+    username: string,
+    attempt: Attempt,
+  ): Promise<{ token: string }> {
     let session: PortalSessionRow | null = null;
     let who = '';
-    if (!byUser) {
+    if (input.license !== undefined) {
       const key = await this.d.repo.licenseByHash(app.id, licenseHash(this.d.licenseHashKey, input.license));
       // A key bound to an end user signs in with that user's name and password, never alone.
       if (key && key.status !== 'banned' && key.user_id === null && key.used_by === 'license-only')
@@ -105,7 +115,7 @@ export class PortalService {
       who = `user ${username}`;
     }
     if (!session) {
-      await this.lockout.fail(lockKeys);
+      attempt.fail();
       this.d.audit.write({
         appId: app.id,
         action: 'portal.login_failed',
@@ -247,11 +257,12 @@ export class PortalService {
     if (!user) throw new AppError('portal_users_only');
     assertPasswordBytes(password);
     const lockKeys = [`${user.app_id}:u:${user.username.toLowerCase()}`, `${user.app_id}:ip:${ip}`];
-    await this.lockout.check(lockKeys);
-    if (!(await verifyPassword(user.password_hash, current))) {
-      await this.lockout.fail(lockKeys);
-      throw new AppError('current_password_wrong');
-    }
+    await this.lockout.attempt(lockKeys, async (attempt) => {
+      if (!(await verifyPassword(user.password_hash, current))) {
+        attempt.fail();
+        throw new AppError('current_password_wrong');
+      }
+    });
     await this.d.repo.setPassword(user.id, await hashPassword(password));
     this.d.audit.write({
       appId: user.app_id,
