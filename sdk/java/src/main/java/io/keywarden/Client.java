@@ -378,6 +378,15 @@ public final class Client {
         return e != null && serverNow() * 1000 >= e.toEpochMilli();
     }
 
+    /**
+     * True when the last activation's expiry is at most {@code slackSeconds} ahead of the server-corrected clock: the
+     * offset is learned from whole-second timestamps, so the clock may lag the server's by a second or more.
+     */
+    boolean licenseExpiredWithin(double slackSeconds) {
+        Instant e = licenseExpiresAt;
+        return e != null && (serverNow() + slackSeconds) * 1000 >= e.toEpochMilli();
+    }
+
     void noteRefusal(Integer status) {
         if (Grace.isRefusal(status) && grace.untilMs() != null) {
             log.log(System.Logger.Level.INFO, "keywarden.grace.ended: a verified " + status + " refusal");

@@ -35,6 +35,11 @@ public final class Heartbeat {
 
     private static final Set<ErrorCode> FINAL = Set.of(ErrorCode.HEARTBEAT_KILLED, ErrorCode.BANNED, ErrorCode.EXPIRED,
             ErrorCode.APP_DISABLED, ErrorCode.INVALID_KEY, ErrorCode.HWID_MISMATCH, ErrorCode.UPDATE_REQUIRED, ErrorCode.KEY_USED);
+    /**
+     * A beat refused this close to (or after) the license's known expiry is the expiry's kill (PROTOCOL 12.8): the
+     * clock offset is learned to the second and the server ends the session within a second of expires_at.
+     */
+    private static final double EXPIRY_SLACK_SECONDS = 3;
     private static final Set<ErrorCode> NOT_PROCESSED = Set.of(ErrorCode.RATE_LIMITED, ErrorCode.LOCKED_OUT);
 
     private record Registered(Class<? extends HeartbeatEvent> type, Listener<HeartbeatEvent> listener) {}
@@ -120,6 +125,13 @@ public final class Heartbeat {
         HeartbeatState s = state;
         if (s == HeartbeatState.OFFLINE && !client.isGraceActive()) return HeartbeatState.DEGRADED;
         return s;
+    }
+
+    /** The current token (the tests compare it with the server's checkpoint). */
+    String currentToken() {
+        synchronized (lock) {
+            return token;
+        }
     }
 
     /** When the last beat verified (the verified heartbeat/start before the first beat). */
@@ -405,7 +417,7 @@ public final class Heartbeat {
         } catch (RuntimeException err) {
             if (ended) return; // ended meanwhile (revoked, killed, stopped): no degradation
             KeywardenException e = asError(err);
-            if (refusedBeat(e) && client.licenseExpired()) {
+            if (refusedBeat(e) && client.licenseExpiredWithin(EXPIRY_SLACK_SECONDS)) {
                 // PROTOCOL 12.8: the server ends a session whose key expired; its next beat is refused.
                 kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getLicenseExpiresAt()), HeartbeatState.EXPIRED);
                 return;
