@@ -97,6 +97,24 @@ final class IntegrationTests {
         throw new AssertionError("no license " + preview);
     }
 
+    /** An application of its own on the harness server: its id, one key (30 days) and its config. */
+    record Fresh(String id, String key, Config config) {}
+
+    static Fresh freshApp(Map<String, Object> settings) throws Exception {
+        Map<String, Object> app = Json.obj(owner("POST", "/apps", Map.of("name", "java " + System.nanoTime())));
+        String id = (String) app.get("id");
+        owner("PATCH", "/apps/" + id, settings);
+        String k = (String) Json.obj(((List<?>) owner("POST", "/apps/" + id + "/licenses", Map.of("amount", 1L, "duration", 30L, "unit", "days"))).get(0)).get("key");
+        HttpResponse<String> keys = HTTP.send(HttpRequest.newBuilder(URI.create(env("KW_BASE_URL") + "/api/client/keys")).build(), HttpResponse.BodyHandlers.ofString());
+        Map<String, Object> cfg = new java.util.LinkedHashMap<>();
+        cfg.put("format", 1L);
+        cfg.put("base_url", env("KW_BASE_URL"));
+        cfg.put("api_key", app.get("api_key"));
+        cfg.put("version", "1.0");
+        cfg.put("response_keys", Json.obj(Json.parse(keys.body())).get("keys"));
+        return new Fresh(id, k, Config.fromMap(cfg));
+    }
+
     static void notice(String label, String message) throws Exception {
         owner("POST", "/api/apps/" + jsonMap("KW_APP_IDS", label) + "/notice", Map.of("message", message));
     }
@@ -307,6 +325,21 @@ final class IntegrationTests {
             check(!hb.isRunning(), "ended");
             check(ev.all(HeartbeatEvent.Degraded.class).isEmpty(), "no degraded beat");
         });
+        integration(t, "channel: update_required and a notice are pushed to the running heartbeat", () -> {
+            Fresh f = freshApp(Map.of("heartbeat_interval", 5L));
+            Client c = new Client(f.config());
+            c.init();
+            c.activateLicense(f.key(), HWID_A);
+            Events ev = new Events();
+            Heartbeat hb = start(c, fast().systemId("sdk-java-push").interval(Duration.ofSeconds(60)), ev);
+            check(hb.isOnChannel(), "on the channel");
+            owner("PATCH", "/apps/" + f.id(), Map.of("force_update", true, "version", "2.0", "update_url", "https://example.com/2.0", "update_message", "Get 2.0"));
+            HeartbeatEvent.UpdateRequired u = ev.first(HeartbeatEvent.UpdateRequired.class);
+            eq(List.of("2.0", "https://example.com/2.0", "Get 2.0"), List.of(u.latestVersion(), u.updateUrl(), u.message()), "update_required");
+            owner("POST", "/api/apps/" + f.id() + "/notice", Map.of("message", "Hello from the vendor"));
+            eq("Hello from the vendor", ev.first(HeartbeatEvent.Notice.class).message(), "notice");
+            hb.stop();
+        });
         integration(t, "channel: a hello with a forged signature is refused (bad_signature); the beats go on over REST", () -> {
             Client c = through("hello", key("PLAIN"), HWID_A);
             Events ev = new Events();
@@ -493,18 +526,10 @@ final class IntegrationTests {
         });
         integration(t, "models: floating seats: a start over max_sessions is session_limit; kick_oldest ends the oldest (PROTOCOL 12.2)", () -> {
             requireModels();
-            Map<String, Object> app = Json.obj(owner("POST", "/apps", Map.of("name", "java seats " + System.nanoTime())));
-            String id = (String) app.get("id");
-            owner("PATCH", "/apps/" + id, Map.of("hwid_lock", false, "heartbeat_interval", 5L, "max_sessions", 1L, "session_overflow", "reject"));
-            String k = (String) Json.obj(((List<?>) owner("POST", "/apps/" + id + "/licenses", Map.of("amount", 1L, "duration", 30L, "unit", "days"))).get(0)).get("key");
-            HttpResponse<String> keys = HTTP.send(HttpRequest.newBuilder(URI.create(env("KW_BASE_URL") + "/api/client/keys")).build(), HttpResponse.BodyHandlers.ofString());
-            Map<String, Object> cfg = new java.util.LinkedHashMap<>();
-            cfg.put("format", 1L);
-            cfg.put("base_url", env("KW_BASE_URL"));
-            cfg.put("api_key", app.get("api_key"));
-            cfg.put("version", "1.0");
-            cfg.put("response_keys", Json.obj(Json.parse(keys.body())).get("keys"));
-            Config config = Config.fromMap(cfg);
+            Fresh f = freshApp(Map.of("hwid_lock", false, "heartbeat_interval", 5L, "max_sessions", 1L, "session_overflow", "reject"));
+            String id = f.id();
+            String k = f.key();
+            Config config = f.config();
             Client a = new Client(config);
             a.init();
             a.activateLicense(k, "sdk-java-seat-a");

@@ -353,6 +353,90 @@ final class UnitTests {
             e = throwsKw(c::init);
             eq("unsigned", e.getReasonName(), "unsigned 200");
         });
+        t.test("unit/transport: refused connection is not sent; a silent server times out on time; an oversized answer is refused", () -> {
+            java.net.ServerSocket closed = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
+            int port = closed.getLocalPort();
+            closed.close();
+            DefaultTransport tr = new DefaultTransport(1024);
+            Transport.Request req = new Transport.Request("POST", "http://127.0.0.1:" + port + "/api/client/init", Map.of(), new byte[0], 2000);
+            try {
+                tr.send(req);
+                throw new AssertionError("a closed port answered");
+            } catch (TransportException e) {
+                check(!e.isSent(), "nothing was sent: " + e.getMessage());
+            }
+            com.sun.net.httpserver.HttpServer srv = com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 8);
+            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            srv.createContext("/slow", x -> {
+                try {
+                    release.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                x.close();
+            });
+            srv.createContext("/big", x -> {
+                x.sendResponseHeaders(200, 4096);
+                x.getResponseBody().write(new byte[4096]);
+                x.close();
+            });
+            srv.createContext("/chunked", x -> {
+                x.getResponseHeaders().add("X-Response-Kid", "k1");
+                x.sendResponseHeaders(200, 0);
+                x.getResponseBody().write("{\"a\":1}".getBytes(StandardCharsets.UTF_8));
+                x.close();
+            });
+            srv.setExecutor(java.util.concurrent.Executors.newCachedThreadPool(r -> {
+                Thread th = new Thread(r);
+                th.setDaemon(true);
+                return th;
+            }));
+            srv.start();
+            try {
+                String base = "http://127.0.0.1:" + srv.getAddress().getPort();
+                long t0 = System.nanoTime();
+                try {
+                    tr.send(new Transport.Request("POST", base + "/slow", Map.of(), new byte[] {1}, 700));
+                    throw new AssertionError("a silent server answered");
+                } catch (TransportException e) {
+                    long ms = (System.nanoTime() - t0) / 1_000_000;
+                    check(e.isTimeout() && e.isSent(), "a timeout after sending: " + e.getMessage());
+                    check(ms >= 650 && ms < 2500, "ended at the deadline: " + ms + " ms");
+                }
+                try {
+                    tr.send(new Transport.Request("POST", base + "/big", Map.of(), new byte[0], 2000));
+                    throw new AssertionError("4096 bytes passed a 1024 byte limit");
+                } catch (TransportException e) {
+                    check(e.getMessage().contains("larger than 1024"), e.getMessage());
+                }
+                Transport.Response r = tr.send(new Transport.Request("POST", base + "/chunked", Map.of(), new byte[0], 2000));
+                eq("{\"a\":1}", new String(r.body(), StandardCharsets.UTF_8), "a chunked body");
+                eq("k1", r.headers().get("x-response-kid"), "headers lower-cased");
+                // Through the client: a timeout is a typed error, never anything else.
+                Client c = new Client(Config.parse("{\"format\":1,\"base_url\":\"" + base + "/slow\",\"api_key\":\"k\",\"response_keys\":[{\"kid\":\"k1\",\"public_key\":\"" + Base64.getEncoder().encodeToString(new byte[32]) + "\"}]}"),
+                        ClientOptions.builder().timeout(java.time.Duration.ofMillis(500)).build());
+                eq(ErrorCode.TIMEOUT, throwsKw(c::init).getCode(), "timeout");
+            } finally {
+                release.countDown();
+                srv.stop(0);
+            }
+        });
+        t.test("unit/client: hostile answers are verification errors (malformed), never anything else", () -> {
+            Fake f = new Fake();
+            Client c = f.client(null);
+            for (String body : List.of("not json", "[1,2]", "{\"success\":false}", "{\"success\":true}", "{\"success\":true,\"session\":5,\"app\":{}}",
+                    "[".repeat(5000), "{\"success\":true,\"session\":\"s\",\"app\":{\"name\":\"x\"},\"\u0000\":1")) {
+                f.raw = body;
+                KeywardenException e = throwsKw(c::init);
+                eq("malformed", e.getReasonName(), "reason for " + body.substring(0, Math.min(30, body.length())));
+            }
+            f.raw = null;
+            c.init();
+            f.raw = "{\"success\":true,\"level\":\"3\"}";
+            eq("malformed", throwsKw(() -> c.activateLicense("K", "h")).getReasonName(), "level as a string");
+            f.raw = "{\"success\":true,\"level\":3,\"entitlements\":[1]}";
+            eq("malformed", throwsKw(() -> c.activateLicense("K", "h")).getReasonName(), "entitlements not strings");
+        });
         t.test("unit/client: loadOffline records the clock and refuses a clock rolled back", () -> {
             Map<String, Object> v = vector("offline.json");
             Map<String, Object> valid = list(v.get("cases")).get(0);
@@ -485,6 +569,8 @@ final class UnitTests {
         volatile String detail = "";
         volatile int unsentFailures;
         volatile String expiresAt = "2099-01-01T00:00:00.000Z";
+        /** A body sent instead of the usual answer (signed all the same). */
+        volatile String raw;
 
         Fake() throws Exception {
             kp = java.security.KeyPairGenerator.getInstance("Ed25519").generateKeyPair();
@@ -538,7 +624,7 @@ final class UnitTests {
             } else {
                 out.put("success", true);
             }
-            byte[] body = Json.write(out).getBytes(StandardCharsets.UTF_8);
+            byte[] body = (raw != null ? raw : Json.write(out)).getBytes(StandardCharsets.UTF_8);
             String ts = Long.toString(System.currentTimeMillis() / 1000);
             String msg = Crypto.responseMessage("k1", "POST", path, status, ts, req.headers().get("X-Nonce"), body);
             String sig;
