@@ -161,6 +161,20 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
     expect(ex.out).toMatch(/license ok: level 3, expires 20\d\d-/);
     expect(ex.out).toMatch(/beat 3 verified \(count 3\)/);
     expect(ex.out).toMatch(/heartbeat stopped/);
+    // The zip's own test program runs too (the vectors are not in the zip: those skip; the rest pass).
+    const unit = await run(
+      'java',
+      [
+        ...JAVA_OPTS,
+        '-cp',
+        ['build/keywarden.jar', 'build/keywarden-tests.jar'].join(path.delimiter),
+        'io.keywarden.Main',
+        'unit',
+      ],
+      { cwd: root, env: { KW_VECTORS_DIR: '' }, timeoutMs: 60_000 },
+    );
+    expect(unit.code, unit.out).toBe(0);
+    expect(unit.out).toMatch(/^\d+ passed, 0 failed, \d+ skipped$/m);
     // The calls after init (REST, and the channel's upgrade) sent back the worker the answers named.
     const echoes = await affinityEchoes(h.env);
     expect(echoes.echoed - echoesBefore.echoed).toBeGreaterThanOrEqual(2);
@@ -301,7 +315,7 @@ describe.skipIf(!hasJdk)('Java SDK through real restarts and an expiry', () => {
       [path.join(build, 'keywarden.jar'), path.join(build, 'keywarden-tests.jar')].join(path.delimiter),
       tmp,
     );
-    await sc.ask(`start r ${config} ${keys[0]} sdk-java-restart-1 on 1000`, /^r started expires=20\d\d-/);
+    await sc.ask(`start r ${config} ${keys[0]} sdk-java-restart-1 on 2000`, /^r started expires=20\d\d-/);
     let seen = (await sc.wait(/^r Beat 2 2 true$/)).at;
     const beatsAfter = async (n: number) => {
       for (let i = 0; i < n; i++) seen = (await sc!.wait(/^r Beat \d+ \d+ /, seen + 1, 90_000)).at;

@@ -605,23 +605,28 @@ public final class Channel {
                 s = session;
             }
             Opened o = Connection.connect(client, s);
+            KeywardenException refused = null;
             synchronized (lock) {
                 if (off || !s.equals(session)) {
                     if (o.conn() != null) o.conn().close(1000);
                     return false;
                 }
                 if (o.conn() == null) {
-                    KeywardenException err = o.error();
-                    client.log.log(System.Logger.Level.DEBUG, "keywarden.channel.unavailable: " + err.getMessage());
-                    ErrorCode c = err.getCode();
+                    refused = o.error();
+                    client.log.log(System.Logger.Level.DEBUG, "keywarden.channel.unavailable: " + refused.getMessage());
+                    ErrorCode c = refused.getCode();
                     boolean transient_ = c == ErrorCode.NETWORK || c == ErrorCode.TIMEOUT || c == ErrorCode.VERIFICATION || c == ErrorCode.RATE_LIMITED || c == ErrorCode.SERVER;
                     if (!o.offered() || !transient_) off = true;
-                    else retry(err.getRetryAfter());
-                    deliver(k -> k.state("closed", null, err));
-                    return false;
+                    else retry(refused.getRetryAfter());
+                } else {
+                    attempts = 0;
+                    conn = o.conn();
                 }
-                attempts = 0;
-                conn = o.conn();
+            }
+            if (refused != null) { // told outside the lock: a listener may call back into the link
+                KeywardenException err = refused;
+                deliver(k -> k.state("closed", null, err));
+                return false;
             }
             Connection c = o.conn();
             c.onPush = p -> deliver(k -> k.push(p));
