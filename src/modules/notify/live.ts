@@ -234,6 +234,11 @@ export class LiveHub {
       who: { token: string; principal: Principal } | null;
       watcher: Watcher | null;
       msgpack: boolean;
+      /**
+       * False once the socket closed or was ended: a subscribe's continuation (or any later send)
+       * must then touch nothing, since uWS throws on a closed socket.
+       */
+      open: boolean;
     }
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
@@ -284,7 +289,7 @@ export class LiveHub {
                 // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
                 const msgpack = protocols.includes('msgpack');
                 // The watcher is made in open(), once there is a socket to send on and close.
-                const data: WsData = { who: { token, principal }, watcher: null, msgpack };
+                const data: WsData = { who: { token, principal }, watcher: null, msgpack, open: false };
                 res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
               });
             },
@@ -296,20 +301,20 @@ export class LiveHub {
         const who = data.who;
         data.who = null;
         if (!who) return ws.end(1011, 'Internal error');
-        let open = true;
+        data.open = true;
         data.watcher = this.watch({
           token: who.token,
           route: '/api/ws',
           principal: who.principal,
           single: false,
           send: (frame) => {
-            if (!open) return;
+            if (!data.open) return;
             if (data.msgpack) ws.send(pack(frame), true);
             else ws.send(JSON.stringify(frame), false);
           },
           end: (reason) => {
-            if (!open) return;
-            open = false;
+            if (!data.open) return;
+            data.open = false;
             ws.end(1008, reason);
           },
         });
@@ -346,6 +351,7 @@ export class LiveHub {
       }),
       close: guard.socket('close', (ws: UwsSocket<WsData>) => {
         const data = ws.getUserData();
+        data.open = false;
         if (data.watcher) this.forget(data.watcher);
       }),
     });

@@ -17,7 +17,7 @@ import type { ActivationService, DeviceRepository } from '../activation/index.js
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
-import type { PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
+import type { PortalApp, PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
 
 export const PORTAL_SESSION_TTL_MS = 86_400_000;
 const MAX_PASSWORD_BYTES = 72;
@@ -148,6 +148,21 @@ export class PortalService {
     return { key, user };
   }
 
+  /**
+   * PROTOCOL 11.34: a portal session follows its key. Reading (`me`) still shows a banned, expired or
+   * paused key; every write answers SPEC's license error for that state, in the order `license`
+   * checks them.
+   */
+  private async writer(s: PortalSessionRow): Promise<{ key: PortalLicense; user: PortalUser | null; app: PortalApp }> {
+    const { key, user } = await this.customer(s);
+    const app = await this.d.repo.appById(s.app_id);
+    if (!app) throw new AppError('not_authenticated');
+    if (app.keys_paused) throw new AppError('license_paused');
+    if (key.status === 'banned') throw new AppError('license_banned');
+    if (computedStatus(key, this.d.now()) === 'expired') throw new AppError('license_expired');
+    return { key, user, app };
+  }
+
   private async nextResetAt(licenseId: string, cooldownHours: number): Promise<Date | null> {
     const last = await this.d.repo.lastReset(licenseId);
     if (!last || cooldownHours === 0) return null;
@@ -191,9 +206,7 @@ export class PortalService {
    * device: only the sessions activated from it), starts the cooldown.
    */
   async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
-    const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
-    if (!app) throw new AppError('not_authenticated');
+    const { key, user, app } = await this.writer(s);
     const held = (await this.devices(key, user)).map((d) => d.hwid);
     const one = hwid === undefined ? undefined : held.find((h) => h === hwid || h === hwid.toLowerCase());
     if (hwid !== undefined && one === undefined) throw new AppError('device_not_found');
@@ -234,9 +247,7 @@ export class PortalService {
 
   /** PROTOCOL 14.3: an offline file (12.5) for one of the customer's devices; audit `portal.offline`. */
   async offlineFile(s: PortalSessionRow, hwid: string, ip: string): Promise<{ success: true; license_file: string }> {
-    const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
-    if (!app) throw new AppError('not_authenticated');
+    const { key, user, app } = await this.writer(s);
     const { file } = await this.d.offline.offlineFileFor(
       app,
       { licenseId: key.id, userId: user?.id ?? null, username: user?.username ?? null },
@@ -253,7 +264,7 @@ export class PortalService {
   }
 
   async changePassword(s: PortalSessionRow, current: string, password: string, ip: string): Promise<void> {
-    const { user } = await this.customer(s);
+    const { user } = await this.writer(s);
     if (!user) throw new AppError('portal_users_only');
     assertPasswordBytes(password);
     const lockKeys = [`${user.app_id}:u:${user.username.toLowerCase()}`, `${user.app_id}:ip:${ip}`];
