@@ -10,10 +10,12 @@ out="$(mkdir -p "${1:-$here/build}" && cd "${1:-$here/build}" && pwd)"
 command -v javac >/dev/null || { echo "build.sh: javac not found (Debian: apt install default-jdk-headless)" >&2; exit 1; }
 rm -rf "$out/classes" "$out/test-classes" "$out/examples"
 mkdir -p "$out/classes" "$out/test-classes" "$out/examples"
-javac --release 17 -encoding UTF-8 -Xlint:all -Werror -d "$out/classes" $(find "$here/src/main/java" -name '*.java' | sort)
+mapfile -t main < <(find "$here/src/main/java" -name '*.java' | sort)
+javac --release 17 -encoding UTF-8 -Xlint:all -Werror -d "$out/classes" "${main[@]}"
 jar --create --file "$out/keywarden.jar" -C "$out/classes" .
 if [ -d "$here/src/test/java" ]; then
-  javac --release 17 -encoding UTF-8 -cp "$out/keywarden.jar" -d "$out/test-classes" $(find "$here/src/test/java" -name '*.java' | sort)
+  mapfile -t tests < <(find "$here/src/test/java" -name '*.java' | sort)
+  javac --release 17 -encoding UTF-8 -cp "$out/keywarden.jar" -d "$out/test-classes" "${tests[@]}"
   jar --create --file "$out/keywarden-tests.jar" --main-class io.keywarden.Main -C "$out/test-classes" .
 fi
 javac --release 17 -encoding UTF-8 -cp "$out/keywarden.jar" -d "$out/examples" "$here"/examples/*.java
