@@ -64,6 +64,8 @@ public final class Heartbeat {
     private long count;
     private boolean needsReauth;
     private volatile boolean ended;
+    /** A revocation was pushed: it ends the heartbeat, so a beat it cut short is no degradation. */
+    private volatile boolean revoking;
     private volatile HeartbeatState state = HeartbeatState.HEALTHY;
     private volatile Instant lastVerified = Instant.now();
     private int verificationFailures;
@@ -277,6 +279,7 @@ public final class Heartbeat {
         if (ended) return;
         switch (p.type()) {
             case "revoked" -> {
+                revoking = true; // before the connection's close fails the beat in flight
                 Thread t = new Thread(() -> revoked(p), "keywarden-revoked");
                 t.setDaemon(true);
                 t.start();
@@ -415,7 +418,7 @@ public final class Heartbeat {
             newToken = (String) nt;
             newCount = c;
         } catch (RuntimeException err) {
-            if (ended) return; // ended meanwhile (revoked, killed, stopped): no degradation
+            if (ended || revoking) return; // ended meanwhile (revoked, killed, stopped): no degradation
             KeywardenException e = asError(err);
             if (refusedBeat(e) && client.licenseExpiredWithin(EXPIRY_SLACK_SECONDS)) {
                 // PROTOCOL 12.8: the server ends a session whose key expired; its next beat is refused.

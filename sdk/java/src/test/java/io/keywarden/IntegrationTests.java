@@ -319,7 +319,7 @@ final class IntegrationTests {
             long ms = (System.nanoTime() - t0) / 1_000_000;
             eq("license_banned", r.reason(), "reason");
             check(ms < 1000, "revoked " + ms + " ms after the ban");
-            System.out.println("  ban pushed over the channel: revoked " + ms + " ms after the dashboard's answer");
+            System.out.println("  ban pushed over the channel: revoked " + ms + " ms after the ban was sent");
             eq(ErrorCode.HEARTBEAT_KILLED, ev.first(HeartbeatEvent.Killed.class).error().getCode(), "killed");
             eq(HeartbeatState.REVOKED, hb.getState(), "state");
             check(!hb.isRunning(), "ended");
