@@ -151,9 +151,18 @@ public final class Client {
         return Machine.selfHash();
     }
 
-    /** The expiry of the last verified activation (null: lifetime, or none yet). */
-    public Instant getLicenseExpiresAt() {
+    /**
+     * When the license (an end user's: the user) expires, from the last verified license, login, register or trial
+     * answer; null for a lifetime key or before any activation. A running heartbeat reports the license expired once
+     * the server ends its session then (PROTOCOL 12.8).
+     */
+    public Instant getExpiresAt() {
         return licenseExpiresAt;
+    }
+
+    /** A beat was accepted well after the known expiry: the key was extended (its new date unknown). */
+    void forgetExpiry() {
+        licenseExpiresAt = null;
     }
 
     boolean usesDefaultTransport() {
@@ -373,7 +382,7 @@ public final class Client {
     }
 
     /** True once the (server-corrected) clock has reached the last activation's expires_at. */
-    public boolean licenseExpired() {
+    boolean licenseExpired() {
         Instant e = licenseExpiresAt;
         return e != null && serverNow() * 1000 >= e.toEpochMilli();
     }

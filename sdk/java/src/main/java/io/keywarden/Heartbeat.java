@@ -39,7 +39,9 @@ public final class Heartbeat {
      * A beat refused this close to (or after) the license's known expiry is the expiry's kill (PROTOCOL 12.8): the
      * clock offset is learned to the second and the server ends the session within a second of expires_at.
      */
-    private static final double EXPIRY_SLACK_SECONDS = 3;
+    private static final double EXPIRY_SLACK_SECONDS = 2;
+    /** How long after the known expiry the heartbeat beats at the latest, so a REST client learns the end on time. */
+    private static final long EXPIRY_CHECK_MILLIS = 1000;
     private static final Set<ErrorCode> NOT_PROCESSED = Set.of(ErrorCode.RATE_LIMITED, ErrorCode.LOCKED_OUT);
 
     private record Registered(Class<? extends HeartbeatEvent> type, Listener<HeartbeatEvent> listener) {}
@@ -298,12 +300,12 @@ public final class Heartbeat {
             beatLock.unlock();
         }
         String detail = p.detail() == null ? "" : String.valueOf(p.detail());
-        emit(new HeartbeatEvent.Revoked(p.reason(), detail));
-        if ("expired".equals(p.reason())) {
-            kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired (" + detail + ")"), HeartbeatState.EXPIRED);
-        } else {
-            kill(new KeywardenException(ErrorCode.HEARTBEAT_KILLED, "heartbeat_killed: revoked (" + p.reason() + "): " + detail), HeartbeatState.REVOKED);
+        if ("expired".equals(p.reason())) { // PROTOCOL 12.8: Expired, then Killed with code expired
+            kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired while running (" + detail + ")"), HeartbeatState.EXPIRED);
+            return;
         }
+        emit(new HeartbeatEvent.Revoked(p.reason(), detail));
+        kill(new KeywardenException(ErrorCode.HEARTBEAT_KILLED, "heartbeat_killed: revoked (" + p.reason() + "): " + detail), HeartbeatState.REVOKED);
     }
 
     // --- the loop ------------------------------------------------------------------------------------
@@ -314,6 +316,12 @@ public final class Heartbeat {
         if (state == HeartbeatState.OFFLINE && until != null) {
             // Wake when the grace period ends, so the state leaves offline and GraceExpired is told on time.
             delay = Math.min(delay, Math.max(0, (long) Math.ceil(until - client.serverNow() * 1000)));
+        }
+        Instant expiry = client.getExpiresAt();
+        if (expiry != null) {
+            // The license expires before the next beat: beat just after, so the end is known on time over REST too.
+            long toExpiry = expiry.toEpochMilli() - (long) (client.serverNow() * 1000);
+            if (toExpiry >= 0) delay = Math.min(delay, toExpiry + EXPIRY_CHECK_MILLIS);
         }
         return delay;
     }
@@ -415,6 +423,9 @@ public final class Heartbeat {
                 throw KeywardenException.verification(VerificationReason.BAD_PROOF, "beat proof does not verify");
             }
             client.grace.note(r);
+            if (client.licenseExpiredWithin(-(EXPIRY_CHECK_MILLIS / 1000.0) - EXPIRY_SLACK_SECONDS)) {
+                client.forgetExpiry(); // accepted well after it: the key was extended meanwhile
+            }
             newToken = (String) nt;
             newCount = c;
         } catch (RuntimeException err) {
@@ -422,7 +433,7 @@ public final class Heartbeat {
             KeywardenException e = asError(err);
             if (refusedBeat(e) && client.licenseExpiredWithin(EXPIRY_SLACK_SECONDS)) {
                 // PROTOCOL 12.8: the server ends a session whose key expired; its next beat is refused.
-                kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getLicenseExpiresAt()), HeartbeatState.EXPIRED);
+                kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getExpiresAt()), HeartbeatState.EXPIRED);
                 return;
             }
             boolean reauthOn = opts.reauth;
@@ -435,7 +446,7 @@ public final class Heartbeat {
                 return;
             }
             if (unreachable(e) && client.licenseExpired()) {
-                kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getLicenseExpiresAt() + " (grace never covers an expiry)"), HeartbeatState.EXPIRED);
+                kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getExpiresAt() + " (grace never covers an expiry)"), HeartbeatState.EXPIRED);
                 return;
             }
             boolean lost = !(e.isNotSent() || NOT_PROCESSED.contains(e.getCode()));
@@ -532,6 +543,10 @@ public final class Heartbeat {
             emit(new HeartbeatEvent.Recovered(started.session()));
         } catch (RuntimeException err) {
             KeywardenException e = asError(err);
+            if (unreachable(e) && client.licenseExpired()) {
+                kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getExpiresAt() + " (grace never covers an expiry)"), HeartbeatState.EXPIRED);
+                return;
+            }
             if (FINAL.contains(e.getCode())) {
                 // The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
                 kill(e, e.getCode() == ErrorCode.EXPIRED ? HeartbeatState.EXPIRED : HeartbeatState.KILLED);
@@ -550,7 +565,7 @@ public final class Heartbeat {
             lock.notifyAll();
         }
         if (link != null) link.close();
-        if (how == HeartbeatState.EXPIRED) emit(new HeartbeatEvent.Expired(client.getLicenseExpiresAt(), error));
+        if (how == HeartbeatState.EXPIRED) emit(new HeartbeatEvent.Expired(client.getExpiresAt(), error));
         emit(new HeartbeatEvent.Killed(error));
         emit(new HeartbeatEvent.Stopped("killed"));
         finished.countDown();

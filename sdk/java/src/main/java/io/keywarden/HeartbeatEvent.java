@@ -29,12 +29,16 @@ public sealed interface HeartbeatEvent {
     /** The loop has ended: reason "stop" or "killed". */
     record Stopped(String reason) implements HeartbeatEvent {}
 
-    /** Pushed on the realtime channel: key, user or app revoked (reason as the server sent it); Killed follows. */
+    /**
+     * Pushed on the realtime channel: key, user or app revoked (reason as the server sent it); Killed follows. An
+     * expiry is told as {@link Expired} instead.
+     */
     record Revoked(String reason, String detail) implements HeartbeatEvent {}
 
     /**
-     * The license reached its expiry while running (PROTOCOL 12.8: pushed as revoked with reason "expired", or the
-     * next beat refused after the expiry). Final; Killed (code {@code expired}) follows. {@code expiresAt} may be null.
+     * The license (or end user) reached its expiry while running (PROTOCOL 12.8: pushed on the channel as revoked with
+     * reason "expired", or a beat refused, or no answer at all, after the known expiry). Final; Killed (code
+     * {@code expired}) follows. {@code expiresAt} is the expiry the client knew, may be null.
      */
     record Expired(Instant expiresAt, KeywardenException error) implements HeartbeatEvent {}
 

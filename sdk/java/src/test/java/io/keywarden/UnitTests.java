@@ -509,6 +509,37 @@ final class UnitTests {
             }
             eq(HeartbeatState.STOPPED, hb.getState(), "stopped");
         });
+        t.test("unit/heartbeat: a beat right after the known expiry tells a REST client on time; a beat accepted well after it means an extension", () -> {
+            Fake f = new Fake();
+            Client c = f.client(null);
+            c.init();
+            long expiry = System.currentTimeMillis() + 1500;
+            f.expiresAt = java.time.Instant.ofEpochMilli(expiry).toString();
+            f.rejectFrom = expiry;
+            c.activateLicense("KEY", "hw");
+            java.util.concurrent.LinkedBlockingQueue<HeartbeatEvent> events = new java.util.concurrent.LinkedBlockingQueue<>();
+            long t0 = System.currentTimeMillis();
+            Heartbeat hb = c.startHeartbeat(HeartbeatOptions.builder().systemId("sys").codeHash("ab").interval(java.time.Duration.ofSeconds(60))
+                    .debuggerDetected(() -> false).channel(false).listener(events::add).build());
+            HeartbeatEvent.Expired ex = waitFor(events, HeartbeatEvent.Expired.class, 10_000);
+            check(System.currentTimeMillis() - t0 < 6000, "told within seconds of the expiry, not at the next 60 s beat");
+            eq(java.time.Instant.ofEpochMilli(expiry), ex.expiresAt(), "the known expiry");
+            eq(HeartbeatState.EXPIRED, hb.getState(), "expired");
+            // The same, but the server goes on accepting (the key was extended): the heartbeat goes on.
+            Fake g = new Fake();
+            Client d = g.client(null);
+            d.init();
+            g.expiresAt = java.time.Instant.ofEpochMilli(System.currentTimeMillis() + 500).toString();
+            d.activateLicense("KEY", "hw");
+            java.util.concurrent.LinkedBlockingQueue<HeartbeatEvent> ev2 = new java.util.concurrent.LinkedBlockingQueue<>();
+            Heartbeat hb2 = d.startHeartbeat(HeartbeatOptions.builder().systemId("sys").codeHash("ab").interval(java.time.Duration.ofMillis(400))
+                    .debuggerDetected(() -> false).channel(false).listener(ev2::add).build());
+            long end = System.currentTimeMillis() + 15_000;
+            while (d.getExpiresAt() != null && System.currentTimeMillis() < end) waitFor(ev2, HeartbeatEvent.Beat.class, 5000);
+            eq(null, d.getExpiresAt(), "forgotten: extended");
+            eq(HeartbeatState.HEALTHY, hb2.getState(), "beats on");
+            hb2.stop();
+        });
         t.test("unit/heartbeat: expiry while running is reported as expired, never covered by grace (PROTOCOL 12.8)", () -> {
             Fake f = new Fake();
             AtomicReference<Long> clock = new AtomicReference<>(System.currentTimeMillis());
@@ -569,6 +600,8 @@ final class UnitTests {
         volatile String detail = "";
         volatile int unsentFailures;
         volatile String expiresAt = "2099-01-01T00:00:00.000Z";
+        /** Beats from this moment (epoch ms) are refused as rejected (the server's kill at the expiry). */
+        volatile long rejectFrom = Long.MAX_VALUE;
         /** A body sent instead of the usual answer (signed all the same). */
         volatile String raw;
 
@@ -595,6 +628,12 @@ final class UnitTests {
             Map<String, Object> in = Json.parseObject(new String(req.body(), StandardCharsets.UTF_8));
             Map<String, Object> out = new LinkedHashMap<>();
             String grace = java.time.Instant.now().plusSeconds(3600).toString();
+            int status = this.status;
+            String detail = this.detail;
+            if (path.endsWith("/heartbeat") && System.currentTimeMillis() >= rejectFrom) {
+                status = 403;
+                detail = "rejected";
+            }
             if (status != 200) {
                 out.put("detail", detail);
             } else if (path.endsWith("/init")) {
