@@ -158,6 +158,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       [
         { name: `response_signing:${secrets.signing.kid}`, setting: 'RESPONSE_SIGNING_KEY', key: secrets.signingSeed },
         { name: 'license_hash', setting: 'LICENSE_HASH_KEY', key: secrets.licenseHashKey },
+        { name: 'two_factor', setting: 'TWO_FACTOR_KEY', key: secrets.twoFactorKey },
       ],
       new Date(clock.now()),
     );

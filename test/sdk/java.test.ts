@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 import { runCommand as run } from '../helpers/command.js';
 import pg from 'pg';
 import { Api } from '../helpers/http.js';
@@ -125,6 +126,24 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64'])
       expect(r.out).toMatch(new RegExp(`^ok   integration/tamper: ${mode} is refused \\(`, 'm'));
   }, 300_000);
+
+  it('a key that expires while the program beats on the channel is reported Expired within about a second', async () => {
+    const k = h.env.KW_KEYS_PLAIN!.split(',').at(-2)!; // the test program takes keys from the front, the zip test the last
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: 'java',
+      args: [
+        ...JAVA_OPTS,
+        '-cp',
+        path.join(build, 'keywarden.jar'),
+        path.resolve(SDK_DIR, '../../test/sdk/programs/ExpiryWatch.java'),
+        h.env.KW_CONFIG_PLAIN!,
+        k,
+        'java-expiry-hwid-0001',
+      ],
+      cwd: tmp,
+    });
+    expectExpiredOnTime(r);
+  }, 120_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');

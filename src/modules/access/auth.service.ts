@@ -130,6 +130,7 @@ export class DashboardAuth {
     sessionId: string | null,
     ip: string | undefined,
     token?: TokenGrant,
+    expiresAt?: Date | null,
   ): Promise<Principal> {
     const role = effectiveRole(account, this.d.developerEmails);
     if (
@@ -147,6 +148,7 @@ export class DashboardAuth {
       sessionId,
       ...(ip ? { ip } : {}),
       ...(token ? { token } : {}),
+      ...(expiresAt ? { expiresAt: expiresAt.getTime() } : {}),
       ...(twoFactorMissing ? { twoFactorMissing } : {}),
     };
   }
@@ -221,7 +223,7 @@ export class DashboardAuth {
     if (!found || !found.account.enabled) return null;
     if (!opts.recheck && now.getTime() - found.lastSeenAt.getTime() > SEEN_GAP_MS)
       this.d.repos.sessions.touch(found.sessionId, now).catch(() => undefined); // a lost "last seen" costs nothing
-    return this.principalOf(found.account, found.sessionId, opts.ip);
+    return this.principalOf(found.account, found.sessionId, opts.ip, undefined, found.expiresAt);
   }
 
   private async authenticateApiToken(token: string, opts: { ip?: string; recheck?: boolean }) {
@@ -229,7 +231,7 @@ export class DashboardAuth {
     if (!found) throw new AppError('token_invalid');
     const account = await this.d.repos.accounts.findById(found.accountId);
     if (!account?.enabled) throw new AppError('token_invalid');
-    return this.principalOf(account, null, opts.ip, found.grant);
+    return this.principalOf(account, null, opts.ip, found.grant, found.expiresAt);
   }
 
   /**

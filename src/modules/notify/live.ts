@@ -59,7 +59,12 @@ interface Watcher {
   send(frame: Record<string, unknown>): void;
   /** Ends the stream (revoked access); the transport's close handler calls `this.forget`. */
   end(reason: string): void;
+  /** Checks the stream again when its credential expires (PROTOCOL 11.35: closed within 1 s). */
+  expiry?: NodeJS.Timeout | undefined;
 }
+
+/** The longest delay a timer takes (about 24.8 days); a later expiry is armed by a later re-check. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 interface LiveDeps {
   log: Logger;
@@ -143,7 +148,20 @@ export class LiveHub {
   private watch(w: Omit<Watcher, 'apps'>): Watcher {
     const watcher: Watcher = { ...w, apps: new Map() };
     this.watchers.add(watcher);
+    this.armExpiry(watcher);
     return watcher;
+  }
+
+  /** Re-checks the stream the moment its credential expires (the re-check then ends it). */
+  private armExpiry(w: Watcher): void {
+    clearTimeout(w.expiry);
+    w.expiry = undefined;
+    const at = w.principal.expiresAt;
+    if (at === undefined) return;
+    const ms = Math.max(0, at - Date.now()) + 10;
+    if (ms > MAX_TIMER_MS) return;
+    w.expiry = setTimeout(() => void this.recheck(w), ms);
+    w.expiry.unref();
   }
 
   /** Subscribes a stream to an app; subscribing twice to one app is one subscription. */
@@ -165,6 +183,7 @@ export class LiveHub {
 
   /** The transport's close handler: the stream is gone. */
   private forget(w: Watcher): void {
+    clearTimeout(w.expiry);
     this.watchers.delete(w);
     for (const appId of [...w.apps.keys()]) this.unsubscribe(w, appId);
   }
@@ -205,6 +224,7 @@ export class LiveHub {
       return;
     }
     w.principal = principal;
+    this.armExpiry(w);
     for (const appId of [...w.apps.keys()]) {
       try {
         const scope = await this.scopeFor(principal, appId);
