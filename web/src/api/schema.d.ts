@@ -1506,7 +1506,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript, go or java (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;
@@ -5546,7 +5546,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript, go or java (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;
