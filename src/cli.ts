@@ -9,7 +9,7 @@ import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { createServices, dashboardAuthDeps } from './compose.js';
 import { startServer } from './main.js';
-import { superviseWorkers } from './supervisor.js';
+import { EX_CONFIG, superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
 import { KeyMismatchError } from './platform/db/key-fingerprints.js';
@@ -41,7 +41,14 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   log.info({ node: process.versions.node, uws: UWS_BUILDS[uwsBuildInUse()].release }, 'server.runtime');
   const server =
     !asWorker && config.workers > 1
-      ? { shutdown: (await superviseWorkers(config, log)).stop }
+      ? {
+          shutdown: (
+            await superviseWorkers(config, log, {
+              // A worker refused to start (logged): the group stops, and a unit manager sees why.
+              onRefused: () => process.exit(EX_CONFIG),
+            })
+          ).stop,
+        }
       : await startServer(config, { log });
   // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
   // signals are ignored and a watchdog bounds the whole shutdown instead.
@@ -194,11 +201,34 @@ async function main(argv: string[]): Promise<number> {
   return 2;
 }
 
+/**
+ * A worker that refuses to start for a reason starting it again cannot cure (its configuration, keys
+ * that differ from the deployment's, a runtime no uWebSockets.js build serves) tells its supervisor
+ * why over the IPC channel and exits with EX_CONFIG: the supervisor logs that one line and stops the
+ * group instead of starting the worker again. Elsewhere (no supervisor) it prints the reason itself.
+ */
+function refuseAsWorker(err: unknown): boolean {
+  const refusal = err instanceof ConfigError || err instanceof KeyMismatchError || err instanceof UwsUnavailableError;
+  if (!refusal || process.argv[2] !== 'worker' || !process.send || !process.connected) return false;
+  const reason = err instanceof ConfigError ? `configuration error: ${err.message}` : err.message;
+  try {
+    process.send({ refused: reason }, (sendErr: Error | null) => {
+      if (sendErr) console.error(reason);
+      process.exit(EX_CONFIG);
+    });
+  } catch {
+    console.error(reason);
+    process.exit(EX_CONFIG);
+  }
+  return true;
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code >= 0) process.exit(code);
   },
   (err: unknown) => {
+    if (refuseAsWorker(err)) return;
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
     else if (err instanceof DataDirBusyError || err instanceof UwsUnavailableError || err instanceof KeyMismatchError)
       console.error(err.message);
