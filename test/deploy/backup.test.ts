@@ -86,7 +86,7 @@ afterAll(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
-describe('keywarden backup and restore', () => {
+describe('keywarden backup and restore', { timeout: 180_000 }, () => {
   it('backs up while the server runs; a key made afterwards is not in the snapshot', async () => {
     const a = servers[0]!;
     const r = cli(['backup', '--out', file], { DATA_DIR: dirA });
