@@ -130,42 +130,55 @@ export async function ensureBaseImage(log: (m: string) => void): Promise<{ ref: 
   return { ref, ms: Date.now() - started };
 }
 
-/** `buildah bud` of the repository's Dockerfile on `base`; the build's output goes to `logFile`. */
+function bud(repo: string, args: string[], logFile: string): Promise<void> {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(
+    'buildah',
+    [
+      ...STORAGE(),
+      'bud',
+      '--isolation',
+      'chroot',
+      '--layers',
+      // the Docker format keeps HEALTHCHECK (OCI images have no such field)
+      '--format',
+      'docker',
+      ...args,
+      repo,
+    ],
+    { stdio: ['ignore', out, out] },
+  );
+  return new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      fs.closeSync(out);
+      if (code === 0) return resolve();
+      const tail = fs.readFileSync(logFile, 'utf8').split('\n').slice(-30).join('\n');
+      reject(new Error(`buildah bud failed (exit ${code}); the end of ${logFile}:\n${tail}`));
+    });
+  });
+}
+
+/**
+ * `buildah bud` of the repository's Dockerfile on `base`; the build's output goes to `logFile`.
+ * The stages `deps` and `build` get tags of their own, so that after the build every image nobody
+ * names any more (earlier builds' layers) can be pruned while the cache of each stage stays.
+ */
 export async function buildImage(repo: string, base: string, tag: string, logFile: string): Promise<number> {
   const started = Date.now();
-  const out = fs.openSync(logFile, 'w');
-  try {
-    const child = spawn(
-      'buildah',
-      [
-        ...STORAGE(),
-        'bud',
-        '--isolation',
-        'chroot',
-        '--layers',
-        // the Docker format keeps HEALTHCHECK (OCI images have no such field)
-        '--format',
-        'docker',
-        '--build-arg',
-        `BASE_IMAGE=${base}`,
-        '--tag',
-        tag,
-        repo,
-      ],
-      { stdio: ['ignore', out, out] },
-    );
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', resolve);
-    });
-    if (code !== 0) {
-      const tail = fs.readFileSync(logFile, 'utf8').split('\n').slice(-30).join('\n');
-      throw new Error(`buildah bud failed (exit ${code}); the end of ${logFile}:\n${tail}`);
-    }
-  } finally {
-    fs.closeSync(out);
+  fs.writeFileSync(logFile, '');
+  const common = ['--build-arg', `BASE_IMAGE=${base}`];
+  for (const stage of ['deps', 'build'])
+    await bud(repo, [...common, '--target', stage, '--tag', `${tag}-${stage}`], logFile);
+  await bud(repo, [...common, '--tag', tag], logFile);
+  const ms = Date.now() - started;
+  // Without this the cache would grow by the final layers of every build whose sources changed.
+  // (one level of parents per round: a pruned image's parent may be prunable only then)
+  for (let round = 0; round < 20; round++) {
+    const removed = await buildah(['rmi', '--prune']).catch(() => '');
+    if (removed === '') break;
   }
-  return Date.now() - started;
+  return ms;
 }
 
 export interface ImageConfig {
