@@ -21,13 +21,7 @@ import {
   runningEmbeddedPostgres,
   startEmbeddedPostgres,
 } from './platform/db/embedded-postgres.js';
-import {
-  BackupError,
-  dataDirNotEmpty,
-  readBackupHeader,
-  restoreDatabase,
-  writeBackup,
-} from './platform/db/backup.js';
+import { BackupError, dataDirNotEmpty, readBackupHeader, restoreDatabase, writeBackup } from './platform/db/backup.js';
 import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
 
 const USAGE = `usage:
