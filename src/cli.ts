@@ -178,12 +178,22 @@ async function secretsCommand(config: Config, sub: string | undefined, args: str
 
 /** `backup --out FILE`: a consistent snapshot of the database plus the shared keys (platform/db/backup.ts). */
 async function backupCommand(config: Config, args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { out: { type: 'string' } } });
-  if (!values.out) {
+  let out: string | undefined;
+  try {
+    out = parseArgs({ args, options: { out: { type: 'string' } } }).values.out;
+  } catch {
+    out = undefined; // an unknown option: the usage says what there is
+  }
+  if (!out) {
     console.error(USAGE);
     return 2;
   }
-  const out = path.resolve(values.out);
+  out = path.resolve(out);
+  try {
+    fs.accessSync(path.dirname(out), fs.constants.W_OK);
+  } catch (err) {
+    throw new BackupError(`cannot write ${out}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
   // The keys first: a DATA_DIR that never ran a server has none, and then nothing is started.
   const secrets = await exportSecrets(config);

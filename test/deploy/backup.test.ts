@@ -168,6 +168,10 @@ describe('keywarden backup and restore', { timeout: 180_000 }, () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/is not a complete Keywarden backup|is not a Keywarden backup/);
     expect(cli(['backup'], { DATA_DIR: dirB }).status).toBe(2);
+    expect(cli(['backup', '--output', file], { DATA_DIR: dirB }).status).toBe(2);
+    const unwritable = cli(['backup', '--out', path.join(tmp, 'no-such-dir', 'x.backup')], { DATA_DIR: dirB });
+    expect(unwritable.status).toBe(1);
+    expect(unwritable.stderr).toMatch(/^keywarden backup: cannot write .*x\.backup: ENOENT/);
   });
 
   it('restores into the empty database of DATABASE_URL, row for row', async () => {
