@@ -79,6 +79,7 @@ import {
 import { ActivationGeo, GeoLocator, GeoRepository, locationText } from './modules/geo/index.js';
 import {
   BeatCounts,
+  ExpiryWatch,
   HeartbeatGateway,
   HeartbeatOwner,
   heartbeatRoutes,
@@ -157,6 +158,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       [
         { name: `response_signing:${secrets.signing.kid}`, setting: 'RESPONSE_SIGNING_KEY', key: secrets.signingSeed },
         { name: 'license_hash', setting: 'LICENSE_HASH_KEY', key: secrets.licenseHashKey },
+        { name: 'two_factor', setting: 'TWO_FACTOR_KEY', key: secrets.twoFactorKey },
       ],
       new Date(clock.now()),
     );
@@ -375,6 +377,16 @@ function createDomain(s: Services): Domain {
     beats: beatCounts,
   });
   events.on((e) => heartbeatOwner.onEvent(e));
+  const users = new EndUserRepository(s.sql);
+  // PROTOCOL 12.8: the worker holding shard 0 announces expiries; every owner ends its sessions.
+  const expiryWatch = new ExpiryWatch({
+    now,
+    log,
+    events,
+    keys: s.repos.licenses,
+    users,
+    isLeader: () => node.fenceOf(0) !== undefined,
+  });
   // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
   const checkpoint = local
     ? new StateCheckpoint(new ProcessStateRepository(s.sql), [local, heartbeatOwner], {
@@ -392,7 +404,7 @@ function createDomain(s: Services): Domain {
     heartbeats,
     licenses: routeLicenses(node, licenses),
     licenseOps,
-    users: new EndUserRepository(s.sql),
+    users,
     audit: s.repos.audit,
     licenseHashKey: s.secrets.licenseHashKey,
     events,
@@ -533,6 +545,7 @@ function createDomain(s: Services): Domain {
       if (local) await heartbeatOwner.seats.rebuild(heartbeatOwner.host.contexts());
       checkpoint?.start();
       heartbeatOwner.startSweeper();
+      expiryWatch.start();
       beatCounts.start(BEAT_FLUSH_MS);
       fulfil.start();
       portal.start();
@@ -548,6 +561,7 @@ function createDomain(s: Services): Domain {
     },
     async stop() {
       clearInterval(noncePurge);
+      expiryWatch.stop();
       if (freezeToggle) process.off('SIGUSR2', freezeToggle);
       fulfil.stop();
       portal.stop();

@@ -1,4 +1,4 @@
-// Hosts of one deployment share RESPONSE_SIGNING_KEY and LICENSE_HASH_KEY. The first host to start
+// Hosts of one deployment share RESPONSE_SIGNING_KEY, LICENSE_HASH_KEY and TWO_FACTOR_KEY. The first host to start
 // records a keyed fingerprint of each in PostgreSQL (never the key); a host started with other keys
 // refuses to start and says what to copy; `keywarden secrets export` / `import` carry them.
 import { spawnSync } from 'node:child_process';
@@ -44,7 +44,7 @@ describe('keys shared by every host', () => {
       fingerprint: string;
     }[];
     await client.end();
-    expect(rows.map((r) => r.name)).toEqual(['license_hash', 'response_signing:k1']);
+    expect(rows.map((r) => r.name)).toEqual(['license_hash', 'response_signing:k1', 'two_factor']);
     const licenseKey = fs.readFileSync(path.join(dirs[0]!, 'secrets', 'license-hash.key'), 'utf8').trim();
     const seed = fs.readFileSync(path.join(dirs[0]!, 'secrets', 'response-signing-k1.seed'), 'utf8').trim();
     for (const r of rows) {
@@ -84,5 +84,19 @@ describe('keys shared by every host', () => {
 
     const again = await spawnServer(env(1));
     await again.stop('SIGTERM');
+
+    // PROTOCOL 11.40: every shared secret is fingerprinted, the two-factor key too. The same signing
+    // and license keys with another TWO_FACTOR_KEY: refused, naming that one alone as differing.
+    const otherTwoFactor = await spawnServer({
+      ...env(1),
+      TWO_FACTOR_KEY: Buffer.alloc(32, 7).toString('base64'),
+    }).then(
+      () => 'started',
+      (e: unknown) => String(e),
+    );
+    expect(otherTwoFactor).toContain('server exited (1) before listening');
+    expect(otherTwoFactor).toContain('TWO_FACTOR_KEY (fingerprint');
+    expect(otherTwoFactor).not.toContain('LICENSE_HASH_KEY (fingerprint');
+    expect(otherTwoFactor).not.toContain('RESPONSE_SIGNING_KEY (fingerprint');
   }, 120_000);
 });

@@ -80,6 +80,35 @@ describe('refused beats and starts are budgeted (60 a minute per session, 600 pe
     const last = sessions[10]!;
     expect((await last.c.post('/api/client/heartbeat', wrongBeat(last.session, 1))).status).toBe(429);
   }, 60_000);
+
+  it('calls for unknown sessions count against the address (PROTOCOL 11.39): 1,000 starts, 600 x 401, then 429', async () => {
+    const f = await appFixture(t);
+    const c = f.client(nextIp());
+    const real = await f.session(c); // a real session's token, altered: unknown, same shape
+    const statuses: number[] = [];
+    for (let round = 0; round < 10; round++) {
+      statuses.push(
+        ...(await Promise.all(
+          Array.from({ length: 100 }, async (_, i) => {
+            const session = `${real.slice(0, -6)}${String(round * 100 + i).padStart(6, '0')}`;
+            const r = await c.post('/api/client/heartbeat/start', { session, system_id: 'abuse-system' });
+            return r.status;
+          }),
+        )),
+      );
+    }
+    // 600 a minute; a round in flight when the budget runs out may finish (the budget is read, not reserved).
+    const unknown = statuses.filter((s) => s === 401).length;
+    expect(unknown).toBeGreaterThanOrEqual(600);
+    expect(unknown).toBeLessThanOrEqual(700);
+    expect(statuses.slice(700).every((s) => s === 429)).toBe(true);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
+    // Signed (ClientApi verifies), with Retry-After, and beats of the same address are held back too.
+    const limited = await c.post('/api/client/heartbeat', wrongBeat(real, 1));
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ detail: 'Rate limit exceeded' });
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+  }, 60_000);
 });
 
 /** A tiny valid PNG header followed by `size` bytes of `fill`: a distinct image per fill. */

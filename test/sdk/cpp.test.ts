@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { runCommand as run, type CommandResult as Run } from '../helpers/command.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/cpp');
 const works = (cmd: string, args: string[]) => {
@@ -115,6 +116,89 @@ async function buildZip(env: Record<string, string>, dir: string, signal: AbortS
     signal,
   });
   return { root, configured, built };
+}
+
+const CONSUMER_DIR = path.join(SDK_DIR, 'tests/consumer');
+/** The consumer's output: every program connects with the configuration (init) and says so. */
+const CONNECTED = /connected to SDK PLAIN \(version 1\.0\)/;
+
+/**
+ * `cmake --install <build> --prefix <prefix>`, then the consumer project (tests/consumer) built with
+ * find_package(keywarden CONFIG REQUIRED) against that prefix, and consumer.cpp (and consumer_c.c when
+ * withC) compiled by hand from `pkg-config --cflags --libs`; each program runs against the server.
+ */
+async function installAndConsume(build: string, prefix: string, config: string, withC: boolean): Promise<string[]> {
+  const done: string[] = [];
+  const ok = (r: Run, what: string) => {
+    expect(r.code, `${what}:\n${r.out}`).toBe(0);
+    done.push(what);
+  };
+  ok(await run('cmake', ['--install', build, '--prefix', prefix], { cwd: os.tmpdir(), timeoutMs: 60_000 }), 'install');
+  const cmakeDir = path.join(prefix, 'lib/cmake/keywarden');
+  for (const f of ['keywardenConfig.cmake', 'keywardenConfigVersion.cmake', 'keywardenTargets.cmake'])
+    expect(fs.existsSync(path.join(cmakeDir, f)), f).toBe(true);
+  // The C ABI's targets and .pc are installed exactly when keywarden_c was built.
+  expect(fs.existsSync(path.join(cmakeDir, 'keywardenCTargets.cmake'))).toBe(withC);
+  expect(fs.existsSync(path.join(prefix, 'lib/pkgconfig/keywarden_c.pc'))).toBe(withC);
+
+  const consumer = path.join(prefix, '..', `${path.basename(prefix)}-consumer`);
+  ok(
+    await run(
+      'cmake',
+      [
+        '-S',
+        CONSUMER_DIR,
+        '-B',
+        consumer,
+        ...generator,
+        `-DCMAKE_PREFIX_PATH=${prefix}`,
+        `-DWITH_C=${withC ? 'ON' : 'OFF'}`,
+      ],
+      { cwd: os.tmpdir(), timeoutMs: 120_000 },
+    ),
+    'find_package configure',
+  );
+  ok(await run('cmake', ['--build', consumer, '-j2'], { cwd: os.tmpdir(), timeoutMs: 300_000 }), 'find_package build');
+  const runs: [string, string][] = [[path.join(consumer, 'consumer'), 'find_package consumer']];
+  if (withC) runs.push([path.join(consumer, 'consumer_c'), 'find_package C consumer']);
+
+  const pcEnv = { PKG_CONFIG_PATH: path.join(prefix, 'lib/pkgconfig') };
+  const flags = async (pkg: string) => {
+    const r = await run('pkg-config', ['--cflags', '--libs', pkg], { cwd: os.tmpdir(), env: pcEnv, timeoutMs: 10_000 });
+    ok(r, `pkg-config ${pkg}`);
+    return r.out.trim().split(/\s+/);
+  };
+  const pcCpp = path.join(consumer, 'pc-consumer');
+  ok(
+    await run(
+      'g++',
+      ['-std=c++17', '-o', pcCpp, path.join(CONSUMER_DIR, 'consumer.cpp'), ...(await flags('keywarden'))],
+      {
+        cwd: os.tmpdir(),
+        timeoutMs: 300_000,
+      },
+    ),
+    'pkg-config build',
+  );
+  runs.push([pcCpp, 'pkg-config consumer']);
+  if (withC) {
+    const pcC = path.join(consumer, 'pc-consumer-c');
+    const rpath = `-Wl,-rpath,${path.join(prefix, 'lib')}`;
+    ok(
+      await run('gcc', ['-o', pcC, path.join(CONSUMER_DIR, 'consumer_c.c'), ...(await flags('keywarden_c')), rpath], {
+        cwd: os.tmpdir(),
+        timeoutMs: 120_000,
+      }),
+      'pkg-config C build',
+    );
+    runs.push([pcC, 'pkg-config C consumer']);
+  }
+  for (const [exe, what] of runs) {
+    const r = await run(exe, [config], { cwd: os.tmpdir(), timeoutMs: 60_000 });
+    expect(r.out, what).toMatch(CONNECTED);
+    ok(r, what);
+  }
+  return done;
 }
 
 describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the server', () => {
@@ -226,6 +310,38 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(outdated.out).toMatch(/version 2\.0 is required: https:\/\/example\.com\/download\/2\.0/);
   }, 120_000);
 
+  it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
+    const exe = path.join(tmp, 'expiry-watch');
+    const compiled = await run(
+      'g++',
+      [
+        '-std=c++17',
+        '-o',
+        exe,
+        `-I${path.join(SDK_DIR, 'include')}`,
+        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.cpp'),
+        path.join(build, 'libkeywarden.a'),
+        '-lcurl',
+        '-lsodium',
+        '-pthread',
+      ],
+      { cwd: tmp, timeoutMs: 300_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    const k = plainKey(3);
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: exe,
+      args: [h.env.KW_CONFIG_PLAIN!, k, 'cpp-expiry-hwid-0001'],
+      cwd: tmp,
+    });
+    expectExpiredOnTime(r);
+  }, 360_000);
+
+  it('cmake --install of the full build: find_package(keywarden CONFIG) and pkg-config consumers (C++ and C ABI) run', async () => {
+    const done = await installAndConsume(build, path.join(tmp, 'prefix-full'), h.env.KW_CONFIG_PLAIN!, true);
+    expect(done).toContain('pkg-config C consumer');
+  }, 600_000);
+
   it('the downloaded zip builds from source as its README says and its example activates a key and beats', async () => {
     const { root, configured: c, built: b } = await zip!;
     for (const f of [
@@ -256,5 +372,13 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(ex.out).toMatch(/license ok: level 3/);
     expect(ex.out).toMatch(/beat 3 verified/);
     expect(ex.out).toMatch(/heartbeat stopped/);
-  }, 720_000);
+    // After the quick start (one target built), `cmake --install` works and what it installs is usable.
+    const done = await installAndConsume(
+      path.join(root, 'build'),
+      path.join(tmp, 'prefix-zip'),
+      h.env.KW_CONFIG_PLAIN!,
+      false,
+    );
+    expect(done).toContain('pkg-config consumer');
+  }, 900_000);
 });

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import { runCommand as run } from '../helpers/command.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
 const found = (cmd: string, args: string[]) => {
@@ -168,6 +169,31 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     ])
       expect(r.out).toContain(`ok   ${name} (`);
   }, 300_000);
+
+  it('a key that expires while the program beats on the channel is reported Expired within about a second', async () => {
+    const exe = path.join(build, 'ExpiryWatch.exe');
+    const source = path.resolve(SDK_DIR, '../../test/sdk/programs/ExpiryWatch.cs');
+    const compiled = await run(
+      'mcs',
+      [
+        '-nologo',
+        '-target:exe',
+        `-out:${exe}`,
+        `-r:${path.join(build, 'Keywarden.dll')}`,
+        '-r:System.Net.Http.dll',
+        source,
+      ],
+      { cwd: tmp, timeoutMs: 120_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    const k = h.env.KW_KEYS_PLAIN!.split(',').at(-2)!; // the test program takes keys from the front, the zip test the last
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: 'mono',
+      args: [exe, h.env.KW_CONFIG_PLAIN!, k, 'cs-expiry-hwid-0001'],
+      cwd: build,
+    });
+    expectExpiredOnTime(r);
+  }, 120_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');

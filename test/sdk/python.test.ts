@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
 
 const PYTHON = '/usr/bin/python3';
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/python');
@@ -33,6 +34,10 @@ const hasPackaging =
     works(['-c', 'import setuptools, pip, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)']),
   );
 
+// The venv install needs the venv module with ensurepip (Debian: python3-venv).
+const hasVenv =
+  hasPackaging && requireToolchain('python3-venv (python3 -m venv with pip)', works(['-c', 'import venv, ensurepip']));
+
 /** Never writes __pycache__ into the repository; never lets a user site-packages leak in. */
 const PY_ENV = { PYTHONDONTWRITEBYTECODE: '1', PYTHONNOUSERSITE: '1', PYTHONUNBUFFERED: '1' };
 
@@ -42,8 +47,16 @@ interface Run {
 }
 /** Asynchronously: the server runs in this process and must keep answering while the child runs. */
 function run(args: string[], o: { cwd: string; env?: Record<string, string>; timeoutMs: number }): Promise<Run> {
+  return runExe(PYTHON, args, o);
+}
+/** Another executable (a venv's python or pip), with the same environment rules. */
+function runExe(
+  exe: string,
+  args: string[],
+  o: { cwd: string; env?: Record<string, string>; timeoutMs: number },
+): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON, args, { cwd: o.cwd, env: { ...process.env, ...PY_ENV, ...o.env } });
+    const child = spawn(exe, args, { cwd: o.cwd, env: { ...process.env, ...PY_ENV, ...o.env } });
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
@@ -227,6 +240,59 @@ print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.t
     },
     240_000,
   );
+
+  it.skipIf(!hasVenv)(
+    "installs into a --system-site-packages venv with the README's command, nothing from an index",
+    async () => {
+      const src = path.join(tmp, 'venv-src');
+      copySdk(src);
+      const readme = fs.readFileSync(path.join(src, 'README.md'), 'utf8');
+      const command = '.venv/bin/pip install --no-build-isolation --no-index .';
+      expect(readme).toContain('python3 -m venv --system-site-packages .venv');
+      expect(readme).toContain(command);
+      const venv = await run(['-m', 'venv', '--system-site-packages', path.join(src, '.venv')], {
+        cwd: src,
+        timeoutMs: 120_000,
+      });
+      expect(venv.code, venv.out).toBe(0);
+      const vpy = path.join(src, '.venv/bin/python');
+      // No index can be reached (--no-index; a proxy or config pointing at one is ignored too).
+      const noIndex = { PIP_CONFIG_FILE: os.devNull, PIP_INDEX_URL: 'http://127.0.0.1:9/simple', PIP_NO_INPUT: '1' };
+      const [pip, ...pipArgs] = command.split(' ');
+      const installed = await runExe(path.join(src, pip!), pipArgs, { cwd: src, env: noIndex, timeoutMs: 180_000 });
+      expect(installed.code, installed.out).toBe(0);
+      expect(installed.out).toMatch(/Successfully installed keywarden-/);
+      // Used from elsewhere: the venv's own copy, which connects to the server.
+      const r = await runExe(
+        vpy,
+        [
+          '-c',
+          'import os, keywarden; assert "/.venv/" in keywarden.__file__, keywarden.__file__; ' +
+            'print("app", keywarden.Client.from_config(os.environ["KW_CONFIG_PLAIN"]).init().name)',
+        ],
+        { cwd: tmp, env: h.env, timeoutMs: 60_000 },
+      );
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toContain('app SDK PLAIN');
+    },
+    240_000,
+  );
+
+  it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
+    const k = lastKey();
+    const r = await runExpiryWatch(h, 'PLAIN', k, {
+      cmd: PYTHON,
+      args: [
+        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.py'),
+        h.env.KW_CONFIG_PLAIN!,
+        k,
+        'py-expiry-hwid-0001',
+      ],
+      cwd: tmp,
+      env: { ...PY_ENV, PYTHONPATH: SDK_DIR },
+    });
+    expectExpiredOnTime(r);
+  }, 90_000);
 
   it('the downloaded zip runs its example as the README says', async () => {
     const dir = path.join(tmp, 'zip');

@@ -25,6 +25,7 @@ import { startChannelTamperProxy, type ChannelTamperMode } from '../helpers/chan
 import { Api } from '../helpers/http.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
 import { pendingModels } from '../helpers/models-harness.js';
+import { expireKeyIn } from '../helpers/sdk-expiry.js';
 
 const nodeLine22 = node22();
 let h: SdkHarness;
@@ -485,6 +486,34 @@ describe('TypeScript SDK on the realtime channel', () => {
     expect(Date.now() - t0).toBeLessThan(1000);
     expect((await killed).error.code).toBe('heartbeat_killed');
     expect(hb.running).toBe(false);
+  });
+
+  it('a key that expires while beating on the channel is reported expired within about a second, no beat after', async () => {
+    const k = key('PLAIN');
+    const c = plain({ baseUrl: pass.url });
+    await c.init();
+    await c.activateLicense(k, HWID_A);
+    const hb = await c.startHeartbeat('sdk-ts-expiry-01', 'abcdef0123456789', {
+      intervalMs: 300,
+      debuggerDetected: () => false,
+    });
+    expect(hb.onChannel).toBe(true);
+    await events(hb, 'beat');
+    const beatsAt: number[] = [];
+    hb.on('beat', () => beatsAt.push(Date.now()));
+    const revoked: unknown[] = [];
+    hb.on('revoked', (e) => revoked.push(e));
+    const expired = new Promise<number>((resolve) => hb.once('expired', () => resolve(Date.now())));
+    const killed = new Promise<{ error: KeywardenError }>((resolve) => hb.once('killed', resolve));
+    const at = await expireKeyIn(h, 'PLAIN', k, 1500);
+    const reportedAt = await expired;
+    expect(reportedAt - at).toBeGreaterThanOrEqual(0);
+    expect(reportedAt - at).toBeLessThan(1500);
+    expect((await killed).error.code).toBe('expired');
+    expect(hb.state).toBe('expired');
+    expect(hb.running).toBe(false);
+    expect(revoked).toEqual([]);
+    expect(beatsAt.filter((t) => t > reportedAt)).toEqual([]);
   });
 
   it('surfaces update_required and notice as events while the heartbeat goes on', async () => {

@@ -55,6 +55,7 @@ struct Client::Impl {
   std::optional<Activation> lastActivation;
   // PROTOCOL 12: only verified answers move these (guarded by mu).
   std::optional<std::int64_t> graceUntilMs;  // the latest verified grace_until
+  std::optional<std::int64_t> expiryMs;      // the license's (or end user's) expires_at of the last verified activation
   std::vector<std::string> entitlements;     // sorted
   std::string stateFileOption;
   std::shared_ptr<detail::ClockRecord> clockRecord;
@@ -68,6 +69,9 @@ struct Client::Impl {
   void noteRefusal(int status);
   bool graceActive() const;
   std::optional<std::int64_t> graceUntil() const;
+  std::optional<std::int64_t> expiry() const;
+  /** A beat was accepted well after the known expiry: the key was extended (its new date is not known). */
+  void forgetExpiry();
 
   void log(LogLevel level, const std::string& event, const std::string& message) const noexcept;
   std::int64_t localNowMs() const;

@@ -9,7 +9,12 @@
 // goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
 // Pushes of the realtime channel are queued by the channel's threads and handled on the heartbeat's.
 // While the service cannot be reached and the grace period (PROTOCOL 12.6) covers now, the state is
-// `offline` (onOffline once per outage); once the grace is over onGraceExpired is called.
+// `offline` (onOffline once per outage); once the grace is over onGraceExpired is called, and state()
+// reads `degraded` from the moment the grace ends.
+// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry
+// of the last verified activation, the heartbeat beats at most kExpiryCheck after it, so a REST client learns
+// it on time too; a refusal then (or no answer at all) is `expired`; a beat accepted well after it means the
+// key was extended. The local clock alone never ends a heartbeat the server still accepts.
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -45,6 +50,14 @@ bool notProcessed(ErrorCode c) { return c == ErrorCode::rate_limited || c == Err
 /** The service could not be reached or could not answer: a connection error, a timeout, a 5xx. */
 bool unreachable(const Error& e) { return e.code() == ErrorCode::network || e.code() == ErrorCode::timeout || e.status() >= 500; }
 
+/** How long after the known expiry the heartbeat beats at the latest (the server ends the session within 1 s). */
+constexpr std::int64_t kExpiryCheckMs = 1000;
+/**
+ * The clock learned from the server is exact to the second: a beat refused up to this long before the known
+ * expiry is the expiry too; a beat accepted this long after it (plus kExpiryCheckMs) means the key was extended.
+ */
+constexpr std::int64_t kExpirySlackMs = 1000;
+
 }  // namespace
 
 const char* to_string(HeartbeatState state) noexcept {
@@ -54,6 +67,7 @@ const char* to_string(HeartbeatState state) noexcept {
     case HeartbeatState::degraded: return "degraded";
     case HeartbeatState::compromised: return "compromised";
     case HeartbeatState::revoked: return "revoked";
+    case HeartbeatState::expired: return "expired";
     case HeartbeatState::killed: return "killed";
     case HeartbeatState::stopped: return "stopped";
   }
@@ -129,7 +143,27 @@ struct Heartbeat::Impl {
       auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, *until - client->serverNowMs()));
       if (end < next) next = end;
     }
+    // The license expires before the next beat: beat just after, so the end is known on time over REST too.
+    auto expiry = client->expiry();
+    if (expiry) {
+      std::int64_t toExpiry = *expiry - client->serverNowMs();
+      if (toExpiry >= 0) {
+        auto check = std::chrono::steady_clock::now() + std::chrono::milliseconds(toExpiry + kExpiryCheckMs);
+        if (check < next) next = check;
+      }
+    }
     return next;
+  }
+
+  /** The known expiry is less than marginMs away or has passed (server-corrected clock). */
+  bool pastExpiry(std::int64_t marginMs) const {
+    auto expiry = client->expiry();
+    return expiry && client->serverNowMs() + marginMs >= *expiry;
+  }
+
+  /** The license expired: onExpired, then onKilled with code expired. */
+  void expire(const std::string& detail) {
+    kill(Error(ErrorCode::expired, "expired: the license expired while running (" + detail + ")"), HeartbeatState::expired);
   }
 
   bool wantsReauth() const { return o.reauth || static_cast<bool>(o.reauthWith); }
@@ -215,7 +249,9 @@ struct Heartbeat::Impl {
       return;
     }
     const detail::ChannelPush& p = *e.push;
-    if (p.type == "revoked") {
+    if (p.type == "revoked" && p.reason == "expired") {
+      expire(p.detail.empty() ? std::string("expired") : p.detail);
+    } else if (p.type == "revoked") {
       emit(&HeartbeatOptions::onRevoked, RevokedEvent{p.reason, p.detail}, "revoked");
       Error k(ErrorCode::heartbeat_killed, "heartbeat_killed: revoked (" + p.reason + "): " + p.detail);
       kill(k, HeartbeatState::revoked);
@@ -265,6 +301,8 @@ struct Heartbeat::Impl {
       if (!detail::constantTimeEquals(proof, detail::beatProof(previous, s, index, newToken, beatCount)))
         throw detail::verificationError("bad_proof", "beat proof does not verify");
       client->noteGrace(r);
+      // Accepted well after it: the key was extended meanwhile (its new expiry is not known here).
+      if (pastExpiry(-(kExpiryCheckMs + kExpirySlackMs))) client->forgetExpiry();
       {
         std::lock_guard<std::mutex> lk(mu);
         token = newToken;
@@ -290,6 +328,10 @@ struct Heartbeat::Impl {
         lostSession = e.code() == ErrorCode::heartbeat_killed && e.status() == 403 && afterOutage && wantsReauth() && !outageReauthSpent;
         if (lostSession) outageReauthSpent = true;
       }
+      // Past the known expiry a refused beat is the server's end of it, and no answer grants no grace.
+      if ((e.code() == ErrorCode::heartbeat_killed && e.status() == 403 && pastExpiry(kExpirySlackMs)) ||
+          (unreachable(e) && pastExpiry(0)))
+        return expire(e.what());
       if (isFinal(e.code()) && !lostSession) return kill(e, HeartbeatState::killed);
       bool lost = !(e.notSent() || notProcessed(e.code()));
       {
@@ -367,6 +409,7 @@ struct Heartbeat::Impl {
       client->log(LogLevel::info, "keywarden.heartbeat.recovered", "new heartbeat session opened");
       emit(&HeartbeatOptions::onRecovered, RecoveredEvent{started.session}, "recovered");
     } catch (const Error& e) {
+      if (unreachable(e) && pastExpiry(0)) return expire(e.what());
       // The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
       if (isFinal(e.code())) return kill(e, HeartbeatState::killed);
       failed(e, true, true);
@@ -376,15 +419,23 @@ struct Heartbeat::Impl {
   }
 
   void kill(const Error& e, HeartbeatState how) {
-    client->endGrace();  // every kill is a verified refusal or revocation
+    client->endGrace();  // every kill is a verified refusal, a revocation or an expiry: no grace after it
+    const bool expired = e.code() == ErrorCode::expired;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (ended) return;
       ended = true;
       wasKilled = true;
-      state = how;
+      state = expired ? HeartbeatState::expired : how;
     }
     if (link) link->close();
+    if (expired) {
+      auto ms = client->expiry();
+      std::optional<TimePoint> at;
+      if (ms) at = detail::timeFromMs(*ms);
+      client->log(LogLevel::warn, "keywarden.heartbeat.expired", "the license expired while running");
+      emit(&HeartbeatOptions::onExpired, ExpiredEvent{at, e.what()}, "expired");
+    }
     client->log(LogLevel::error, "keywarden.heartbeat.killed", e.what());
     emit(&HeartbeatOptions::onKilled, KilledEvent{e}, "killed");
     emit(&HeartbeatOptions::onStopped, StoppedEvent{"killed"}, "stopped");
@@ -496,8 +547,18 @@ std::int64_t Heartbeat::lastIndex() const noexcept {
 
 HeartbeatState Heartbeat::state() const noexcept {
   if (!impl_) return HeartbeatState::stopped;
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  return impl_->state;
+  HeartbeatState s;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    s = impl_->state;
+  }
+  // Offline lasts exactly as long as the grace: past graceUntil it reads degraded, before the next beat fails.
+  try {
+    if (s == HeartbeatState::offline && !impl_->client->graceActive()) return HeartbeatState::degraded;
+  } catch (...) {
+    // the clock cannot throw in practice; the recorded state stands
+  }
+  return s;
 }
 
 TimePoint Heartbeat::lastBeatAt() const noexcept {
@@ -555,6 +616,7 @@ void Heartbeat::onOffline(std::function<void(const OfflineEvent&)> fn) { replace
 void Heartbeat::onGraceExpired(std::function<void(const GraceExpiredEvent&)> fn) {
   replace(impl_, &HeartbeatOptions::onGraceExpired, std::move(fn));
 }
+void Heartbeat::onExpired(std::function<void(const ExpiredEvent&)> fn) { replace(impl_, &HeartbeatOptions::onExpired, std::move(fn)); }
 
 bool Heartbeat::waitForBeats(std::int64_t n, std::chrono::milliseconds timeout) const {
   if (!impl_) return false;

@@ -264,6 +264,9 @@ kw_status kw_heartbeat_start(kw_client* c, const char* systemId, const char* cod
     o.onGraceExpired = [cb, ms](const keywarden::GraceExpiredEvent& e) {
       if (cb.on_grace_expired) cb.on_grace_expired(cb.user, ms(e.graceUntil));
     };
+    o.onExpired = [cb, ms](const keywarden::ExpiredEvent& e) {
+      if (cb.on_expired) cb.on_expired(cb.user, e.expiresAt ? ms(*e.expiresAt) : 0);
+    };
     if (cb.debugger_detected) o.debuggerDetected = [cb] { return cb.debugger_detected(cb.user) != 0; };
     o.onBeat = [cb](const keywarden::BeatEvent& e) {
       if (cb.on_beat) cb.on_beat(cb.user, e.index, e.count);

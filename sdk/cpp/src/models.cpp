@@ -63,9 +63,29 @@ bool Client::Impl::graceActive() const {
 std::vector<std::string> Client::Impl::activated(const nlohmann::json& r) {
   auto ents = detail::entitlementsOf(r);
   noteGrace(r);
+  // The license's expires_at (license, trial) or the end user's (login, register: user.expires_at).
+  std::optional<std::int64_t> expires;
+  auto it = r.find("expires_at");
+  if (it != r.end() && it->is_string()) {
+    expires = detail::parseUtcMs(it->get<std::string>());
+  } else if (auto user = r.find("user"); user != r.end() && user->is_object()) {
+    auto ue = user->find("expires_at");
+    if (ue != user->end() && ue->is_string()) expires = detail::parseUtcMs(ue->get<std::string>());
+  }
   std::lock_guard<std::mutex> lk(mu);
   entitlements = ents;
+  expiryMs = expires;
   return ents;
+}
+
+std::optional<std::int64_t> Client::Impl::expiry() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return expiryMs;
+}
+
+void Client::Impl::forgetExpiry() {
+  std::lock_guard<std::mutex> lk(mu);
+  expiryMs.reset();
 }
 
 TrialInfo Client::trial(const std::string& hwid) {
@@ -147,5 +167,11 @@ std::optional<TimePoint> Client::graceUntil() const {
 }
 
 bool Client::graceActive() const { return impl_->graceActive(); }
+
+std::optional<TimePoint> Client::expiresAt() const {
+  auto ms = impl_->expiry();
+  if (!ms) return std::nullopt;
+  return detail::timeFromMs(*ms);
+}
 
 }  // namespace keywarden

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -143,6 +144,18 @@ std::string isoAt(std::int64_t unixSeconds) {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
   return buf;
 }
+
+/** ISO 8601 UTC with the milliseconds of `unixMs`. */
+std::string isoAtMs(std::int64_t unixMs) {
+  std::string s = isoAt(unixMs / 1000);
+  char ms[8];
+  std::snprintf(ms, sizeof ms, "%03d", static_cast<int>(unixMs % 1000));
+  return s.replace(s.size() - 4, 3, ms);
+}
+
+std::int64_t realNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 HttpResponse FakeServer::signedAnswer(const FakeRequest& req, int status, const std::string& body,
@@ -200,7 +213,9 @@ HttpResponse FakeServer::answer(const FakeRequest& req) {
   } else if (req.path == "/api/client/license") {
     if (str("license") == "KEY-UNKNOWN") return fail(400, "Invalid license key");
     out = {{"success", true}, {"message", "License activated"}, {"level", 3}, {"entitlements", entitlements}};
-    out["expires_at"] = lifetimeLicense.load() ? nlohmann::json() : nlohmann::json("2030-01-02T03:04:05.678Z");
+    out["expires_at"] = lifetimeLicense.load() ? nlohmann::json()
+                        : expiresAtMs.load() ? nlohmann::json(isoAtMs(expiresAtMs.load()))
+                                             : nlohmann::json("2030-01-02T03:04:05.678Z");
     activatedHwid_ = d::lowerAscii(str("hwid"));
   } else if (req.path == "/api/client/register" || req.path == "/api/client/login") {
     if (req.path == "/api/client/login" && failLogin) return fail(401, "Invalid username or password");
@@ -241,6 +256,7 @@ HttpResponse FakeServer::answer(const FakeRequest& req) {
       token_.clear();
       return fail(403, "rejected");
     }
+    if (enforceExpiry && expiresAtMs.load() && realNowMs() + clockOffsetSeconds * 1000 >= expiresAtMs.load()) return fail(403, "rejected");
     std::string previous = token_;
     token_ = "TT" + d::toHex(d::sha256Raw(d::randomToken(16))).substr(0, 32);
     lastIndex_ = index;

@@ -26,6 +26,7 @@ struct HeartbeatEvents {
   std::vector<std::string> log;
   std::vector<keywarden::DegradedEvent> degraded;
   std::optional<keywarden::Error> killedWith;
+  std::optional<keywarden::ExpiredEvent> expiredWith;
 
   void add(const std::string& s) {
     {
@@ -68,6 +69,14 @@ struct HeartbeatEvents {
       add("killed");
     };
     o.onStopped = [this](const keywarden::StoppedEvent& e) { add("stopped " + e.reason); };
+    o.onExpired = [this](const keywarden::ExpiredEvent& e) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        expiredWith = e;
+      }
+      add("expired");
+    };
+    o.onRevoked = [this](const keywarden::RevokedEvent& e) { add("revoked " + e.reason); };
     return o;
   }
 };

@@ -72,6 +72,10 @@ class FakeServer : public keywarden::Transport {
   std::atomic<bool> spoilBeatProof{false};
   std::atomic<bool> failLogin{false};
   std::atomic<bool> lifetimeLicense{false};
+  // The license's expires_at (unix ms; 0: 2030-01-02T03:04:05.678Z). With enforceExpiry, beats past it are refused
+  // as the server's expiry kill does (PROTOCOL 12.8).
+  std::atomic<std::int64_t> expiresAtMs{0};
+  std::atomic<bool> enforceExpiry{false};
   // PROTOCOL 12.
   std::atomic<std::int64_t> graceSeconds{-1};  // >= 0: answers carry grace_until = now + this
   std::atomic<int> trialHours{0};              // 0: trials off

@@ -414,3 +414,126 @@ KW_TEST(models_hb_refusal, "models heartbeat/without grace only degraded; a bad 
   CHECK(ev.waitFor("killed", 5s));
   CHECK(!c.graceUntil());
 }
+
+KW_TEST(models_hb_offline_ends_with_grace, "models heartbeat/state leaves offline the moment graceUntil passes, before any beat fails") {
+  FakeServer f;
+  f.graceSeconds = 60;
+  TempDir dir;
+  std::atomic<std::int64_t> shift{0};
+  auto c = activated(f, dir, &shift);
+  std::atomic<bool> down{false};
+  outage(f, down);
+  kwtest::HeartbeatEvents ev;
+  auto o = ev.options(20ms);
+  keywarden::Heartbeat* self = nullptr;
+  std::vector<std::string> seen;
+  o.onOffline = [&](const keywarden::OfflineEvent&) {
+    // On the heartbeat's thread, inside the failed beat: no other beat can run meanwhile.
+    seen.push_back(keywarden::to_string(self->state()));
+    shift = 61 * 1000;
+    seen.push_back(keywarden::to_string(self->state()));
+    ev.add("offline");
+  };
+  auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
+  self = &hb;
+  down = true;
+  CHECK(ev.waitFor("offline", 5s));
+  {
+    std::lock_guard<std::mutex> lk(ev.mu);
+    CHECK_EQ(seen.size(), static_cast<std::size_t>(2));
+    if (seen.size() == 2) {
+      CHECK_EQ(seen[0], std::string("offline"));
+      CHECK_EQ(seen[1], std::string("degraded"));
+    }
+  }
+  CHECK(!c.graceActive());
+  hb.stop();
+}
+
+namespace {
+std::int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+KW_TEST(models_expiry_refused, "models expiry/a beat refused after the known expiry is expired (killed with code expired), on time over REST, no grace") {
+  FakeServer f;
+  f.graceSeconds = 3600;
+  f.expiresAtMs = nowMs() + 300;
+  f.enforceExpiry = true;
+  TempDir dir;
+  auto c = activated(f, dir);
+  CHECK(c.expiresAt() && std::chrono::duration_cast<std::chrono::milliseconds>(c.expiresAt()->time_since_epoch()).count() == f.expiresAtMs.load());
+  kwtest::HeartbeatEvents ev;
+  auto o = ev.options(60s);  // a beat a minute: only the beat just after the expiry can tell it within seconds
+  o.channel = false;
+  auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
+  CHECK(ev.waitFor("expired", 5s));
+  const std::int64_t late = nowMs() - f.expiresAtMs.load();
+  CHECK_MSG(late >= 0 && late < 2500, "expired " + std::to_string(late) + " ms after the expiry");
+  CHECK(hb.waitUntilEnded(5s));
+  CHECK(hb.state() == keywarden::HeartbeatState::expired);
+  CHECK(!hb.running());
+  {
+    std::lock_guard<std::mutex> lk(ev.mu);
+    CHECK(ev.killedWith && ev.killedWith->code() == ErrorCode::expired);
+    CHECK(ev.expiredWith && ev.expiredWith->expiresAt == c.expiresAt());
+  }
+  CHECK(!c.graceUntil());
+  for (const auto& l : ev.snapshot()) CHECK_MSG(l.rfind("beat ", 0) != 0 && l.rfind("revoked", 0) != 0, l);
+}
+
+KW_TEST(models_expiry_unreachable, "models expiry/no answer after the known expiry is expired too (the grace never covers an expiry)") {
+  FakeServer f;
+  f.graceSeconds = 3600;
+  f.expiresAtMs = nowMs() + 300;
+  TempDir dir;
+  auto c = activated(f, dir);
+  std::atomic<bool> down{false};
+  outage(f, down);
+  kwtest::HeartbeatEvents ev;
+  auto o = ev.options(60s);
+  o.channel = false;
+  auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
+  down = true;
+  CHECK(ev.waitFor("expired", 5s));
+  CHECK(hb.waitUntilEnded(5s));
+  CHECK(hb.state() == keywarden::HeartbeatState::expired);
+  CHECK(!c.graceActive());
+}
+
+KW_TEST(models_expiry_plain_kill_and_extended, "models expiry/a refusal long before the known expiry is a plain kill; beats accepted well after it go on") {
+  {
+    FakeServer f;
+    TempDir dir;
+    auto c = activated(f, dir);
+    kwtest::HeartbeatEvents ev;
+    auto o = ev.options(20ms);
+    o.channel = false;
+    auto hb = c.startHeartbeat("system-0001", "code-hash-0001", o);
+    CHECK(hb.waitForBeats(1, 5s));
+    f.hook = [](const FakeRequest& q, FakeServer& s) -> std::optional<HttpResponse> {
+      if (q.path == "/api/client/heartbeat") return s.signedAnswer(q, 403, R"({"detail":"rejected"})");
+      return std::nullopt;
+    };
+    CHECK(ev.waitFor("killed", 5s));
+    CHECK(hb.state() == keywarden::HeartbeatState::killed);
+    CHECK(!ev.has("expired"));
+  }
+  FakeServer f;
+  f.expiresAtMs = nowMs() + 200;
+  TempDir dir;
+  auto c = activated(f, dir);
+  kwtest::HeartbeatEvents ev;
+  auto o = ev.options(400ms);
+  o.channel = false;
+  auto hb = c.startHeartbeat("system-0002", "code-hash-0001", o);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::int64_t n = 1;
+  while (c.expiresAt() && std::chrono::steady_clock::now() < deadline) hb.waitForBeats(n++, 5s);
+  CHECK_MSG(!c.expiresAt(), "the known expiry is forgotten once beats are accepted well after it");
+  CHECK(hb.waitForBeats(n + 1, 5s));
+  CHECK(hb.state() == keywarden::HeartbeatState::healthy);
+  CHECK(!ev.has("expired"));
+  hb.stop();
+}

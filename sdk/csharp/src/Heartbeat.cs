@@ -8,10 +8,14 @@
 //   Killed     the server ended it (debugger, revoked, banned...): final
 //   Stopped    the loop has ended (Stop or Killed)
 //   Revoked, UpdateRequired, Notice, Channel: pushed on the realtime channel (Killed follows Revoked)
+//   Expired    the license (or end user) expired while running (PROTOCOL 12.8): pushed on the channel as
+//              `revoked` with reason `expired`, or a beat refused (or unreachable) after the known expiry;
+//              Killed follows with code Expired. The grace period never covers an expiry.
 //   Offline    the service cannot be reached (network, timeout, 5xx) and the grace period (PROTOCOL 12.6)
 //              covers now: the license stays valid until GraceUntil (state Offline)
 //   GraceExpired still unreachable and the grace period is over: the program decides; the heartbeat goes
-//              on trying. Every failed beat still raises Degraded.
+//              on trying. Every failed beat still raises Degraded. State leaves Offline the moment
+//              GraceUntil passes, without waiting for a beat.
 // With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 // server offers it, and over REST whenever it is down; the token chain is the same on both.
 // A beat that certainly never reached the server is sent again with the same index and token
@@ -24,6 +28,11 @@
 // is a server that lost the session meanwhile (a restart): with re-authentication on it
 // re-authenticates once and goes on; if that fails (the key was banned meanwhile), Killed carries
 // that call's own error.
+// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
+// expiry of the last verified activation (KeywardenClient.ExpiresAt), the heartbeat beats at most
+// ExpiryCheck after it, so a REST client learns it on time too; a refusal then (or no answer at all)
+// is Expired; a beat accepted well after it means the key was extended. The local clock alone never
+// ends a heartbeat the server still accepts.
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -54,6 +63,8 @@ namespace Keywarden
         Compromised,
         /// <summary>Ended: the server pushed `revoked`.</summary>
         Revoked,
+        /// <summary>Ended: the license (or end user) expired while running (PROTOCOL 12.8).</summary>
+        Expired,
         /// <summary>Ended: the server killed it, or a final error.</summary>
         Killed,
         /// <summary>Ended: Stop was called.</summary>
@@ -126,6 +137,15 @@ namespace Keywarden
         /// <summary>license_banned, license_deleted, user_banned, user_deleted, hwid_reset, app_disabled, app_deleted, blacklisted, session_killed.</summary>
         public string Reason { get; internal set; }
         /// <summary>The server's text.</summary>
+        public string Detail { get; internal set; }
+    }
+
+    /// <summary>Expired event data: the license (or end user) expired while running; Killed follows.</summary>
+    public sealed class HeartbeatExpiredEventArgs : EventArgs
+    {
+        /// <summary>The expiry the client knew from its last verified activation, or null.</summary>
+        public DateTimeOffset? ExpiresAt { get; internal set; }
+        /// <summary>The server's text, or what ended the heartbeat.</summary>
         public string Detail { get; internal set; }
     }
 
@@ -218,6 +238,13 @@ namespace Keywarden
             KeywardenErrorCode.InvalidKey, KeywardenErrorCode.HwidMismatch, KeywardenErrorCode.UpdateRequired, KeywardenErrorCode.KeyUsed,
         };
         /// <summary>Answers given before the beat was processed: the same beat may be sent again.</summary>
+        /// <summary>How long after the known expiry the heartbeat beats at the latest (the server ends the session within 1 s).</summary>
+        internal static readonly TimeSpan ExpiryCheck = TimeSpan.FromSeconds(1);
+        /// <summary>
+        /// The clock learned from the server is exact to the second: a beat refused up to this long before the known
+        /// expiry is the expiry too; a beat accepted this long after it (plus ExpiryCheck) means the key was extended.
+        /// </summary>
+        private static readonly TimeSpan ExpirySlack = TimeSpan.FromSeconds(1);
         private static readonly HashSet<KeywardenErrorCode> NotProcessed = new HashSet<KeywardenErrorCode>
         {
             KeywardenErrorCode.RateLimited, KeywardenErrorCode.LockedOut,
@@ -257,6 +284,8 @@ namespace Keywarden
         public event EventHandler<HeartbeatStoppedEventArgs> Stopped;
         /// <summary>Pushed: the key, user or app was revoked (Killed follows).</summary>
         public event EventHandler<HeartbeatRevokedEventArgs> Revoked;
+        /// <summary>The license (or end user) expired while running: final, Killed (code Expired) follows.</summary>
+        public event EventHandler<HeartbeatExpiredEventArgs> Expired;
         /// <summary>Pushed: force_update is on and this version is outdated.</summary>
         public event EventHandler<HeartbeatUpdateRequiredEventArgs> UpdateRequired;
         /// <summary>Pushed: a message from the vendor's dashboard.</summary>
@@ -290,8 +319,26 @@ namespace Keywarden
         public string Session { get { lock (_gate) return _session; } }
         /// <summary>True between a successful start and the end (stop or kill).</summary>
         public bool Running { get { lock (_gate) return _started && !_ended; } }
-        /// <summary>Healthy, Offline, Degraded, Compromised, or how it ended: Revoked, Killed, Stopped.</summary>
-        public HeartbeatState State { get { lock (_gate) return _state; } }
+        /// <summary>
+        /// Healthy, Offline, Degraded, Compromised, or how it ended: Revoked, Expired, Killed, Stopped. Offline lasts
+        /// exactly as long as the grace: past GraceUntil it reads Degraded at once.
+        /// </summary>
+        public HeartbeatState State
+        {
+            get
+            {
+                HeartbeatState s;
+                lock (_gate) s = _state;
+                return s == HeartbeatState.Offline && !_client.GraceActive() ? HeartbeatState.Degraded : s;
+            }
+        }
+
+        /// <summary>The known expiry is less than margin away or has passed (server-corrected clock).</summary>
+        private bool PastExpiry(TimeSpan margin)
+        {
+            var at = _client.ExpiresAt;
+            return at.HasValue && _client.ServerNow() + margin >= at.Value;
+        }
         /// <summary>When the last beat verified (the verified heartbeat/start before the first beat), local clock.</summary>
         public DateTimeOffset LastBeatAt { get { lock (_gate) return _lastVerified; } }
         /// <summary>True while the beats travel on the realtime channel.</summary>
@@ -335,16 +382,25 @@ namespace Keywarden
             KeywardenClient.Block(() => StartAsync());
         }
 
+        private HeartbeatState RawState { get { lock (_gate) return _state; } }
+
         private TimeSpan Period()
         {
             var p = _o.Interval ?? TimeSpan.FromSeconds(BeatInterval);
             if (p <= TimeSpan.Zero) p = TimeSpan.FromSeconds(1);
             var until = _client.GraceState.Until;
-            if (State == HeartbeatState.Offline && until.HasValue)
+            if (RawState == HeartbeatState.Offline && until.HasValue)
             {
                 // Offline, wake when the grace period ends, so GraceExpired is told on time.
                 var left = until.Value - _client.ServerNow();
                 if (left < p) p = left > TimeSpan.Zero ? left : TimeSpan.Zero;
+            }
+            var expiry = _client.ExpiresAt;
+            if (expiry.HasValue)
+            {
+                // The license expires before the next beat: beat just after, so the end is known on time over REST too.
+                var toExpiry = expiry.Value - _client.ServerNow();
+                if (toExpiry >= TimeSpan.Zero && toExpiry + ExpiryCheck < p) p = toExpiry + ExpiryCheck;
             }
             return p;
         }
@@ -356,6 +412,24 @@ namespace Keywarden
             if (p == null)
             {
                 Raise(Channel, new HeartbeatChannelEventArgs { State = e.State, CloseCode = e.CloseCode, Error = e.Error }, "channel");
+                return;
+            }
+            if (p.Type == "revoked" && p.Reason == "expired")
+            {
+                // As revoked below, but the program is told the license expired (PROTOCOL 12.8).
+                Task.Run(async () =>
+                {
+                    await _beatLock.WaitAsync().ConfigureAwait(false);
+                    try
+                    {
+                        lock (_gate) if (_ended) return;
+                        Expire(string.IsNullOrEmpty(p.Detail) ? "expired" : p.Detail, null);
+                    }
+                    finally
+                    {
+                        _beatLock.Release();
+                    }
+                });
                 return;
             }
             switch (p.Type)
@@ -492,6 +566,8 @@ namespace Keywarden
                 if (!KeywardenCrypto.ProofEquals(proof, KeywardenCrypto.BeatProof(previous, session, index, newToken, count.Value)))
                     throw KeywardenException.VerificationFailed(VerificationReason.BadProof, "beat proof does not verify");
                 _client.GraceState.Note(r);
+                // Accepted well after it: the key was extended meanwhile (its new expiry is not known here).
+                if (PastExpiry(-(ExpiryCheck + ExpirySlack))) _client.ForgetExpiry();
                 lock (_gate)
                 {
                     _token = newToken;
@@ -518,6 +594,13 @@ namespace Keywarden
                     lostSession = e.Code == KeywardenErrorCode.HeartbeatKilled && e.Status == 403 && _afterOutage && ReauthEnabled
                         && !_outageReauthSpent;
                     if (lostSession) _outageReauthSpent = true;
+                }
+                // Past the known expiry a refused beat is the server's end of it, and no answer grants no grace.
+                if ((e.Code == KeywardenErrorCode.HeartbeatKilled && e.Status == 403 && PastExpiry(ExpirySlack))
+                    || (Unreachable(e) && PastExpiry(TimeSpan.Zero)))
+                {
+                    Expire(e.Message, e);
+                    return false;
                 }
                 if (Final.Contains(e.Code) && !lostSession) { Kill(e, HeartbeatState.Killed); return false; }
                 var lost = !(e.NotSent || NotProcessed.Contains(e.Code));
@@ -606,6 +689,7 @@ namespace Keywarden
             }
             catch (KeywardenException e)
             {
+                if (Unreachable(e) && PastExpiry(TimeSpan.Zero)) { Expire(e.Message, e); return; }
                 // The call's own error (e.g. Banned: the key was banned meanwhile), not a generic one.
                 if (Final.Contains(e.Code)) { Kill(e, HeartbeatState.Killed); return; }
                 Failed(e, true, true);
@@ -617,18 +701,31 @@ namespace Keywarden
             }
         }
 
+        /// <summary>The license expired: Expired, then Killed with code Expired.</summary>
+        private void Expire(string detail, KeywardenException cause)
+        {
+            Kill(new KeywardenException(KeywardenErrorCode.Expired, "expired: the license expired while running (" + detail + ")", cause), HeartbeatState.Expired);
+        }
+
         private void Kill(KeywardenException error, HeartbeatState state)
         {
-            _client.GraceState.End(); // every kill is a verified refusal or revocation
+            _client.GraceState.End(); // every kill is a verified refusal, a revocation or an expiry: no grace after it
+            var expired = error.Code == KeywardenErrorCode.Expired;
             lock (_gate)
             {
                 if (_ended) return;
                 _ended = true;
-                _state = state;
+                _state = expired ? HeartbeatState.Expired : state;
             }
             _stop.Cancel();
             var link = _link;
             if (link != null) link.Close();
+            if (expired)
+            {
+                var at = _client.ExpiresAt;
+                _client.Log(KeywardenLogLevel.Warn, "keywarden.heartbeat.expired the license expired (" + (at.HasValue ? at.Value.ToString("o") : "date unknown") + ")");
+                Raise(Expired, new HeartbeatExpiredEventArgs { ExpiresAt = at, Detail = error.Message }, "expired");
+            }
             Raise(Killed, new HeartbeatKilledEventArgs { Error = error }, "killed");
             Raise(Stopped, new HeartbeatStoppedEventArgs { Reason = HeartbeatStopReason.Killed }, "stopped");
         }

@@ -15,6 +15,8 @@ namespace Keywarden
         private readonly Grace _grace = new Grace();
         private readonly string _stateFileOption;
         private IList<string> _entitlements = NoEntitlements;
+        /// <summary>The license's (or end user's) expires_at from the last verified activation answer (unix ms).</summary>
+        private long? _expiryMs;
         private ClockRecord _clockRecord;
 
         /// <summary>
@@ -42,6 +44,25 @@ namespace Keywarden
         }
 
         internal Grace GraceState { get { return _grace; } }
+
+        /// <summary>
+        /// When the license (an end user's: the user) expires, from the last verified license, login, register or
+        /// trial answer; null for a lifetime key or before any activation. A running heartbeat raises Expired once
+        /// the server ends its session then (PROTOCOL 12.8).
+        /// </summary>
+        public DateTimeOffset? ExpiresAt
+        {
+            get
+            {
+                lock (_gate) return _expiryMs.HasValue ? Utc.FromMs(_expiryMs.Value) : (DateTimeOffset?)null;
+            }
+        }
+
+        /// <summary>A beat was accepted well after the known expiry: the key was extended (its new date is not known).</summary>
+        internal void ForgetExpiry()
+        {
+            lock (_gate) _expiryMs = null;
+        }
 
         // ---- trial ---------------------------------------------------------------------------
 
@@ -150,11 +171,17 @@ namespace Keywarden
             return list.Cast<string>().Distinct().OrderBy(e => e, StringComparer.Ordinal).ToList().AsReadOnly();
         }
 
-        /// <summary>Books a verified activation answer: its entitlements and its grace.</summary>
+        /// <summary>Books a verified activation answer: its entitlements, its grace and its expiry.</summary>
         private IList<string> Activated(IDictionary<string, object> r)
         {
             var ents = EntitlementsOf(r);
-            lock (_gate) _entitlements = ents;
+            var user = Json.GetObject(r, "user");
+            var expires = Json.GetString(r, "expires_at") ?? (user != null ? Json.GetString(user, "expires_at") : null);
+            lock (_gate)
+            {
+                _entitlements = ents;
+                _expiryMs = Utc.ParseMs(expires);
+            }
             _grace.Note(r);
             return ents;
         }

@@ -68,6 +68,7 @@ namespace Keywarden.Tests
         public readonly EventLog<HeartbeatStoppedEventArgs> Stopped = new EventLog<HeartbeatStoppedEventArgs>();
         public readonly EventLog<HeartbeatCompromisedEventArgs> Compromised = new EventLog<HeartbeatCompromisedEventArgs>();
         public readonly EventLog<HeartbeatRevokedEventArgs> Revoked = new EventLog<HeartbeatRevokedEventArgs>();
+        public readonly EventLog<HeartbeatExpiredEventArgs> Expired = new EventLog<HeartbeatExpiredEventArgs>();
         public readonly EventLog<HeartbeatNoticeEventArgs> Notices = new EventLog<HeartbeatNoticeEventArgs>();
         public readonly EventLog<HeartbeatChannelEventArgs> Channel = new EventLog<HeartbeatChannelEventArgs>();
 
@@ -80,6 +81,7 @@ namespace Keywarden.Tests
             hb.Stopped += (s, e) => Stopped.Add(e);
             hb.Compromised += (s, e) => Compromised.Add(e);
             hb.Revoked += (s, e) => Revoked.Add(e);
+            hb.Expired += (s, e) => Expired.Add(e);
             hb.Notice += (s, e) => Notices.Add(e);
             hb.Channel += (s, e) => Channel.Add(e);
         }

@@ -21,6 +21,9 @@ namespace Keywarden.Tests
         public int? GraceSeconds;
         public int TrialHours, OfflineDays;
         public bool Outage; // heartbeat calls fail like a connection reset
+        /// <summary>The keys' expires_at; past it (EnforceExpiry) beats are refused as the server's expiry kill does.</summary>
+        public string ExpiresAt = "2030-01-02T03:04:05.000Z";
+        public bool EnforceExpiry;
         public Func<TransportRequest, string, TransportResponse> Intercept;
         private readonly Dictionary<string, string> _trials = new Dictionary<string, string>(); // hwid -> key
         private readonly Dictionary<string, string> _sessionKey = new Dictionary<string, string>();
@@ -88,7 +91,7 @@ namespace Keywarden.Tests
                         _keyHwid[key] = ((string)b["hwid"]).ToLowerInvariant();
                         return Task.FromResult(Ok(req, new Dictionary<string, object>
                         {
-                            { "message", "ok" }, { "level", 3L }, { "expires_at", "2030-01-02T03:04:05.000Z" },
+                            { "message", "ok" }, { "level", 3L }, { "expires_at", ExpiresAt },
                             { "entitlements", ents.OrderBy(e => e, StringComparer.Ordinal).Cast<object>().ToList() },
                         }));
                     }
@@ -128,6 +131,9 @@ namespace Keywarden.Tests
                     case "heartbeat/start":
                     case "heartbeat":
                     {
+                        if (endpoint == "heartbeat" && EnforceExpiry
+                            && DateTimeOffset.UtcNow >= DateTimeOffset.Parse(ExpiresAt, CultureInfo.InvariantCulture, DateTimeStyles.AssumeUniversal))
+                            return Task.FromResult(Fail(req, 403, "rejected"));
                         var res = Inner.Answer(req, endpoint);
                         if (res.Status != 200) return Task.FromResult(res);
                         var body = (Dictionary<string, object>)Json.Parse(Encoding.UTF8.GetString(res.Body));
@@ -379,6 +385,95 @@ namespace Keywarden.Tests
                 Assert.True(!c.GraceActive(), "over");
                 Assert.Equal(HeartbeatState.Degraded, hb.State);
                 await hb.StopAsync();
+            }));
+
+            r.Unit("models heartbeat: State leaves Offline the moment GraceUntil passes, before any beat fails", () => InDir(async dir =>
+            {
+                var shift = TimeSpan.Zero;
+                var s = new ModelsServer { GraceSeconds = 60 };
+                var c = await Activated(s, dir, o => o.Clock = () => DateTimeOffset.UtcNow + shift);
+                var hb = c.CreateHeartbeat("system-0001", HeartbeatFixture.Code, HeartbeatFixture.Options(TimeSpan.FromMilliseconds(20), o => o.Channel = HeartbeatChannelMode.Off));
+                var seen = new List<HeartbeatState>();
+                var offline = new EventLog<HeartbeatOfflineEventArgs>();
+                hb.Offline += (x, e) =>
+                {
+                    // On the loop, inside the failed beat: no other beat can run meanwhile.
+                    seen.Add(hb.State);
+                    shift = TimeSpan.FromSeconds(61);
+                    seen.Add(hb.State);
+                };
+                hb.Offline += (x, e) => offline.Add(e);
+                await hb.StartAsync();
+                s.Outage = true;
+                await offline.Wait(1, Wait, "offline");
+                Assert.Equal("Offline,Degraded", string.Join(",", seen));
+                Assert.True(!c.GraceActive(), "over");
+                await hb.StopAsync();
+            }));
+
+            r.Unit("models expiry: a beat refused after the known expiry is Expired (Killed with code Expired), on time over REST, no grace", () => InDir(async dir =>
+            {
+                var s = new ModelsServer { GraceSeconds = 3600, EnforceExpiry = true };
+                s.ExpiresAt = ModelsServer.Iso(DateTimeOffset.UtcNow.AddMilliseconds(300));
+                var c = await Activated(s, dir);
+                Assert.Equal(s.ExpiresAt, ModelsServer.Iso(c.ExpiresAt.Value));
+                // A beat a minute: only the beat just after the expiry can tell it within seconds.
+                var hb = c.CreateHeartbeat("system-0001", HeartbeatFixture.Code, HeartbeatFixture.Options(TimeSpan.FromSeconds(60), o => o.Channel = HeartbeatChannelMode.Off));
+                var ev = new HeartbeatEvents(hb);
+                await hb.StartAsync();
+                var x = (await ev.Expired.Wait(1, Wait, "expired"))[0];
+                var late = DateTimeOffset.UtcNow - c.ExpiresAt.Value;
+                Assert.Equal(c.ExpiresAt, x.ExpiresAt);
+                Assert.True(late >= TimeSpan.Zero && late < TimeSpan.FromMilliseconds(2500), "told " + late.TotalMilliseconds + " ms after the expiry");
+                Assert.Equal(KeywardenErrorCode.Expired, (await ev.Killed.Wait(1, Wait, "killed"))[0].Error.Code);
+                Assert.Equal(HeartbeatState.Expired, hb.State);
+                Assert.True(!hb.Running, "ended");
+                Assert.True(c.GraceUntil == null, "no grace after an expiry");
+                Assert.Equal(0, ev.Beats.Items.Count);
+                Assert.Equal(0, ev.Revoked.Items.Count);
+            }));
+
+            r.Unit("models expiry: no answer after the known expiry is Expired too (the grace never covers an expiry)", () => InDir(async dir =>
+            {
+                var s = new ModelsServer { GraceSeconds = 3600 };
+                s.ExpiresAt = ModelsServer.Iso(DateTimeOffset.UtcNow.AddMilliseconds(300));
+                var c = await Activated(s, dir);
+                var hb = c.CreateHeartbeat("system-0001", HeartbeatFixture.Code, HeartbeatFixture.Options(TimeSpan.FromSeconds(60), o => o.Channel = HeartbeatChannelMode.Off));
+                var ev = new HeartbeatEvents(hb);
+                await hb.StartAsync();
+                s.Outage = true;
+                Assert.Equal(KeywardenErrorCode.Expired, (await ev.Killed.Wait(1, Wait, "killed"))[0].Error.Code);
+                Assert.Equal(HeartbeatState.Expired, hb.State);
+                Assert.True(!c.GraceActive(), "no grace");
+            }));
+
+            r.Unit("models expiry: a refusal long before the known expiry is a plain kill; beats accepted well after it go on", () => InDir(async dir =>
+            {
+                var s = new ModelsServer();
+                var c = await Activated(s, dir);
+                var hb = c.CreateHeartbeat("system-0001", HeartbeatFixture.Code, HeartbeatFixture.Options(TimeSpan.FromMilliseconds(20), o => o.Channel = HeartbeatChannelMode.Off));
+                var ev = new HeartbeatEvents(hb);
+                await hb.StartAsync();
+                await ev.Beats.Wait(1, Wait, "beat");
+                s.Intercept = (req, ep) => ep == "heartbeat" ? Fake.Answer(req, 403, "{\"detail\":\"rejected\"}") : null;
+                Assert.Equal(KeywardenErrorCode.HeartbeatKilled, (await ev.Killed.Wait(1, Wait, "killed"))[0].Error.Code);
+                Assert.Equal(HeartbeatState.Killed, hb.State);
+                Assert.Equal(0, ev.Expired.Items.Count);
+
+                var e = new ModelsServer();
+                e.ExpiresAt = ModelsServer.Iso(DateTimeOffset.UtcNow.AddMilliseconds(200));
+                var c2 = await Activated(e, dir);
+                var hb2 = c2.CreateHeartbeat("system-0002", HeartbeatFixture.Code, HeartbeatFixture.Options(TimeSpan.FromMilliseconds(400), o => o.Channel = HeartbeatChannelMode.Off));
+                var ev2 = new HeartbeatEvents(hb2);
+                await hb2.StartAsync();
+                var deadline = DateTimeOffset.UtcNow.AddSeconds(10);
+                while (c2.ExpiresAt != null && DateTimeOffset.UtcNow < deadline)
+                    await ev2.Beats.Wait(ev2.Beats.Items.Count + 1, Wait, "beat");
+                Assert.True(c2.ExpiresAt == null, "the known expiry is forgotten once beats are accepted well after it");
+                await ev2.Beats.Wait(ev2.Beats.Items.Count + 1, Wait, "beat");
+                Assert.Equal(HeartbeatState.Healthy, hb2.State);
+                Assert.Equal(0, ev2.Expired.Items.Count);
+                await hb2.StopAsync();
             }));
 
             r.Unit("models heartbeat: without grace unreachable is only Degraded; a bad proof extends nothing; a refusal ends the grace", () => InDir(async dir =>

@@ -25,7 +25,7 @@ from .error_table import ERROR_ENTRIES, FALLBACK_CODE, STATUS_FALLBACKS
 from .errors import KeywardenError, code_for, error_from_answer
 from .heartbeat import (
     BeatEvent, ChannelEvent, CompromisedEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent,
-    RevokedEvent, StoppedEvent, UpdateRequiredEvent, OfflineEvent, GraceExpiredEvent,
+    RevokedEvent, StoppedEvent, UpdateRequiredEvent, OfflineEvent, GraceExpiredEvent, ExpiredEvent,
 )
 from .offline import OfflineLicense, default_state_file, verify_license_file
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
@@ -40,7 +40,7 @@ __all__ = [
     "__version__",
     "Client", "AsyncClient", "ClientOptions", "LoggerLike",
     "AppInfo", "UserInfo", "LicenseInfo", "TrialInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
-    "OfflineLicense", "OfflineReason", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent",
+    "OfflineLicense", "OfflineReason", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent", "ExpiredEvent",
     "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
     "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
     "KeywardenError", "ErrorCode", "VerificationReason", "code_for", "error_from_answer",

@@ -206,6 +206,10 @@ class AsyncClient:
     def grace_active(self) -> bool:
         return self.client.grace_active()
 
+    @property
+    def expires_at(self) -> Optional[datetime]:
+        return self.client.expires_at
+
     async def call(self, endpoint: str, body: Mapping[str, Any]) -> Dict[str, Any]:
         return await self._run(self.client.call, endpoint, body)
 
@@ -227,6 +231,7 @@ class AsyncClient:
         on_stopped: Optional[AsyncListener] = None,
         on_offline: Optional[AsyncListener] = None,
         on_grace_expired: Optional[AsyncListener] = None,
+        on_expired: Optional[AsyncListener] = None,
     ) -> AsyncHeartbeat:
         """As :meth:`Client.start_heartbeat`; a ``reauth`` callable runs on a worker thread and
         receives the synchronous client."""
@@ -239,6 +244,7 @@ class AsyncClient:
         for event, cb in (
             ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
             ("killed", on_killed), ("stopped", on_stopped), ("offline", on_offline), ("grace_expired", on_grace_expired),
+            ("expired", on_expired),
         ):
             if cb is not None:
                 ahb.on(event, cb)

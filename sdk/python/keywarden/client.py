@@ -239,6 +239,7 @@ class Client(LicensingModels):
         on_stopped: Optional["Listener"] = None,
         on_offline: Optional["Listener"] = None,
         on_grace_expired: Optional["Listener"] = None,
+        on_expired: Optional["Listener"] = None,
     ) -> "Heartbeat":
         """Opens a heartbeat session (its proof checked) and beats on a daemon thread until
         stopped or killed. ``system_id`` defaults to the machine hwid, ``code_hash`` to
@@ -250,6 +251,7 @@ class Client(LicensingModels):
         for event, cb in (
             ("beat", on_beat), ("degraded", on_degraded), ("compromised", on_compromised), ("recovered", on_recovered),
             ("killed", on_killed), ("stopped", on_stopped), ("offline", on_offline), ("grace_expired", on_grace_expired),
+            ("expired", on_expired),
         ):
             if cb is not None:
                 hb.on(event, cb)

@@ -12,6 +12,10 @@ Events (listeners get one argument, the event object):
     killed     KilledEvent(error)                         the server ended it (debugger, revoked, banned...): final
     stopped    StoppedEvent(reason)                       the loop has ended ("stop" or "killed")
     revoked    RevokedEvent(reason, detail)               pushed on the realtime channel: key, user or app revoked; killed follows
+    expired    ExpiredEvent(expires_at, detail)           the license (or end user) expired while running (PROTOCOL 12.8):
+                                                          pushed on the channel as ``revoked`` with reason ``expired``, or
+                                                          a beat refused (or unreachable) after the known expiry; killed
+                                                          follows with code ``expired``. The grace never covers an expiry.
     update_required UpdateRequiredEvent(message, latest_version, update_url)  pushed: this version is outdated
     notice     NoticeEvent(message, at)                   pushed: a message from the vendor's dashboard
     channel    ChannelEvent(state, code, error)           the realtime channel opened ("open") or closed ("closed")
@@ -19,7 +23,8 @@ Events (listeners get one argument, the event object):
                                                           the grace period (PROTOCOL 12.6) covers now: the license
                                                           stays valid until grace_until
     grace_expired GraceExpiredEvent(grace_until, error)   still unreachable, and the grace period is over: the
-                                                          program decides (lock, stop); the heartbeat goes on trying
+                                                          program decides (lock, stop); the heartbeat goes on trying.
+                                                          ``state`` leaves "offline" the moment grace_until passes.
 
 With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 server offers it and over REST whenever it is down: one token chain on both. Pushes and channel
@@ -36,8 +41,14 @@ is a server that lost the session meanwhile (a restart): with ``reauth`` the hea
 re-authenticates once and goes on; if that fails (the key was banned meanwhile), ``killed`` carries
 that call's own error.
 
+Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
+expiry of the last verified activation (``Client.expires_at``), the heartbeat beats at most
+EXPIRY_CHECK seconds after it, so a REST client learns it on time too; a refusal then (or no answer
+at all) is reported as ``expired``; a beat accepted well after it means the key was extended. The
+local clock alone never ends a heartbeat the server still accepts.
+
 ``state`` is "healthy", "offline" (unreachable, within the grace period), "degraded", "compromised",
-or how it ended: "revoked", "killed", "stopped". Every failed beat still emits ``degraded``.
+or how it ended: "revoked", "expired", "killed", "stopped". Every failed beat still emits ``degraded``.
 """
 from __future__ import annotations
 
@@ -59,16 +70,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Heartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
-    "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "OfflineEvent", "GraceExpiredEvent", "EVENTS", "STATES",
+    "RevokedEvent", "ExpiredEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent", "OfflineEvent", "GraceExpiredEvent", "EVENTS", "STATES",
     "Listener",
 ]
 
 Listener = Callable[[Any], Any]
 EVENTS = (
     "beat", "degraded", "compromised", "recovered", "killed", "stopped", "revoked", "update_required", "notice", "channel",
-    "offline", "grace_expired",
+    "offline", "grace_expired", "expired",
 )
-STATES = ("healthy", "offline", "degraded", "compromised", "revoked", "killed", "stopped")
+STATES = ("healthy", "offline", "degraded", "compromised", "revoked", "expired", "killed", "stopped")
+# How long after the known expiry the heartbeat beats at the latest (the server ends the session within 1 s).
+EXPIRY_CHECK = 1.0
+# The clock learned from the server is exact to the second: a beat refused up to this long before the known
+# expiry is the expiry too; a beat accepted this long after it (plus EXPIRY_CHECK) means the key was extended.
+EXPIRY_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,13 @@ class StoppedEvent:
 @dataclass(frozen=True)
 class RevokedEvent:
     reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ExpiredEvent:
+    expires_at: Optional[datetime]
+    """The expiry the client knew from its last verified activation (UTC), or None."""
     detail: str
 
 
@@ -261,8 +284,17 @@ class Heartbeat:
 
     @property
     def state(self) -> str:
-        """"healthy", "offline", "degraded", "compromised", or how it ended: "revoked", "killed", "stopped"."""
-        return self._state
+        """"healthy", "offline", "degraded", "compromised", or how it ended: "revoked", "expired", "killed",
+        "stopped". Offline lasts exactly as long as the grace: past grace_until it reads "degraded" at once."""
+        state = self._state
+        if state == "offline" and not self._client.grace_active():
+            return "degraded"
+        return state
+
+    def _past_expiry(self, margin: float = 0.0) -> bool:
+        """The known expiry is less than ``margin`` seconds away or has passed (server-corrected clock)."""
+        ms = self._client._expiry_ms
+        return ms is not None and self._client.server_now() + margin >= ms / 1000
 
     @property
     def last_beat_at(self) -> datetime:
@@ -339,7 +371,9 @@ class Heartbeat:
             self._emit("channel", ChannelEvent(payload["state"], payload.get("code"), payload.get("error")))
             return
         p: "Push" = payload
-        if p.type == "revoked":
+        if p.type == "revoked" and p.reason == "expired":
+            threading.Thread(target=self._expired_push, args=(p,), name="keywarden-expired", daemon=True).start()
+        elif p.type == "revoked":
             threading.Thread(target=self._revoked, args=(p,), name="keywarden-revoked", daemon=True).start()
         elif p.type == "update_required":
             self._emit("update_required", UpdateRequiredEvent(p.message, p.latest_version, p.update_url))
@@ -357,6 +391,21 @@ class Heartbeat:
             "revoked",
         )
 
+    def _expired_push(self, p: "Push") -> None:
+        with self._beat_lock:
+            if self._ended:
+                return
+        self._expire(str(p.detail or "expired"))
+
+    def _expire(self, detail: str, cause: Optional[KeywardenError] = None) -> None:
+        """The license expired: ``expired``, then ``killed`` with code ``expired``."""
+        self._kill(
+            KeywardenError(
+                ErrorCode.EXPIRED, f"expired: the license expired while running ({detail})",
+                status=cause.status if cause is not None else None, detail=detail,
+            )
+        )
+
     # --- the loop ----------------------------------------------------------------------------
     def _next_delay(self) -> float:
         delay = self._period if self._period is not None else float(self._interval)
@@ -364,6 +413,12 @@ class Heartbeat:
         if self._state == "offline" and until is not None:
             # Wake when the grace period ends, so grace_expired is told on time.
             delay = min(delay, max(0.0, until / 1000 - self._client.server_now()))
+        expiry = self._client._expiry_ms
+        if expiry is not None:
+            # The license expires before the next beat: beat just after, so the end is known on time over REST too.
+            to_expiry = expiry / 1000 - self._client.server_now()
+            if to_expiry >= 0:
+                delay = min(delay, to_expiry + EXPIRY_CHECK)
         return delay
 
     def _run(self) -> None:
@@ -400,10 +455,16 @@ class Heartbeat:
             if not proof_equals(r.get("proof"), beat_proof(previous, self._session, index, new_token, count)):
                 raise verification_error(VerificationReason.BAD_PROOF, "beat proof does not verify")
             self._client._grace.note(r)
+            if self._past_expiry(-EXPIRY_CHECK - EXPIRY_SLACK):
+                self._client._forget_expiry()  # accepted well after it: the key was extended meanwhile
         except Exception as err:  # noqa: BLE001
             if self._ended:
                 return  # ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
             e = _as_error(err)
+            # Past the known expiry a refused beat is the server's end of it, and no answer grants no grace.
+            if (_refused_beat(e) and self._past_expiry(EXPIRY_SLACK)) or (_unreachable(e) and self._past_expiry()):
+                self._expire(e.message, e)
+                return
             reauth_on = self._reauth is not None and self._reauth is not False
             # A server that came back without this session answers `rejected`: worth one re-authentication.
             lost_session = _refused_beat(e) and self._after_outage and reauth_on and not self._outage_reauth_spent
@@ -500,6 +561,9 @@ class Heartbeat:
             self._emit("recovered", RecoveredEvent(started.session))
         except Exception as err:  # noqa: BLE001
             e = _as_error(err)
+            if _unreachable(e) and self._past_expiry():
+                self._expire(e.message, e)
+                return
             if e.code in FINAL:
                 # The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
                 self._kill(e)
@@ -507,15 +571,20 @@ class Heartbeat:
             self._failed(e, True, True)
 
     def _kill(self, error: KeywardenError, state: str = "killed") -> None:
-        self._client._grace.end()  # every kill is a verified refusal or revocation
+        self._client._grace.end()  # every kill is a verified refusal, a revocation or an expiry: no grace after it
+        expired = error.code == ErrorCode.EXPIRED
         with self._lock:
             if self._ended:
                 return
             self._ended = True
-            self._state = state
+            self._state = "expired" if expired else state
         self._wake.set()
         if self._link is not None:
             self._link.close()
+        if expired:
+            at = self._client.expires_at
+            self._client.log.warning("keywarden.heartbeat.expired: the license expired (%s)", at.isoformat() if at else "date unknown")
+            self._emit("expired", ExpiredEvent(at, str(error.detail if error.detail is not None else error.message)))
         self._emit("killed", KilledEvent(error))
         self._emit("stopped", StoppedEvent("killed"))
         self._finished.set()

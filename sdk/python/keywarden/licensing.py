@@ -50,6 +50,7 @@ class LicensingModels:
 
     def _init_models(self) -> None:
         self._grace = Grace()
+        self._expiry_ms: Optional[int] = None
         self._entitlements: Tuple[str, ...] = ()
         self._clock_record: Optional[ClockRecord] = None
 
@@ -64,11 +65,29 @@ class LicensingModels:
         return code in self._entitlements
 
     def _activated(self, answer: Mapping[str, Any]) -> Tuple[str, ...]:
-        """Books a verified activation answer: its entitlements and its grace."""
+        """Books a verified activation answer: its entitlements, its grace and its expiry."""
         ents = entitlements_of(answer)
         self._entitlements = ents
         self._grace.note(answer)
+        user = answer.get("user")
+        expires = answer.get("expires_at")
+        if expires is None and isinstance(user, Mapping):
+            expires = user.get("expires_at")
+        self._expiry_ms = parse_utc_ms(expires)
         return ents
+
+    # --- expiry ------------------------------------------------------------------------------
+    @property
+    def expires_at(self) -> Optional[datetime]:
+        """When the license (an end user's: the user) expires (UTC), from the last verified license,
+        login, register or trial answer; None for a lifetime key or before any activation. A running
+        heartbeat reports ``expired`` once the server ends its session then (PROTOCOL 12.8)."""
+        ms = self._expiry_ms
+        return datetime_from_ms(ms) if ms is not None else None
+
+    def _forget_expiry(self) -> None:
+        """A beat was accepted well after the known expiry: the key was extended (date unknown)."""
+        self._expiry_ms = None
 
     # --- grace -------------------------------------------------------------------------------
     @property

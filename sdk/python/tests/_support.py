@@ -82,6 +82,11 @@ def iso(unix_seconds: float) -> str:
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 
 
+def parse_iso(text: str) -> float:
+    """Unix seconds of PROTOCOL 1's form."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -120,6 +125,9 @@ class FakeKeywarden:
         self.trials: Dict[str, str] = {}  # hwid -> trial key
         self.offline_days = 0
         self.grace_seconds: Optional[int] = None
+        # The keys' expires_at; past it (enforce_expiry) beats are refused as the server's expiry kill does.
+        self.expires_at = "2099-01-02T03:04:05.678Z"
+        self.enforce_expiry = False
 
     # --- configuration -------------------------------------------------------------------------
     def config(self, **extra: Any) -> Dict[str, Any]:
@@ -226,7 +234,7 @@ class FakeKeywarden:
         s["activated"] = True
         s["key"] = body["license"]
         return self.ok(req, body, self.granted({
-            "message": "License activated", "level": k["level"], "expires_at": "2027-01-02T03:04:05.678Z",
+            "message": "License activated", "level": k["level"], "expires_at": self.expires_at,
             "entitlements": sorted(self.entitlements.get(body["license"], [])),
         }))
 
@@ -278,7 +286,7 @@ class FakeKeywarden:
         ents = sorted(self.entitlements.get(body["license"], []))
         self.users[body["username"]] = {"password": body["password"], "level": self.keys[body["license"]]["level"], "entitlements": ents}
         s["activated"] = True
-        user = {"username": body["username"], "level": 3, "expires_at": "2027-01-02T03:04:05.678Z"}
+        user = {"username": body["username"], "level": 3, "expires_at": "2099-01-02T03:04:05.678Z"}
         return self.ok(req, body, self.granted({"message": "Registered", "user": user, "entitlements": ents}))
 
     def _login(self, req: TransportRequest, body: Dict[str, Any]) -> TransportResponse:
@@ -314,6 +322,8 @@ class FakeKeywarden:
             del self.heartbeats[session]
             return self.fail(req, 403, "rejected")
         if not hmac.compare_digest(body.get("token", ""), hb["token"]) or body["beat_index"] <= hb["last"]:
+            return self.fail(req, 403, "rejected")
+        if self.enforce_expiry and time.time() + self.shift >= parse_iso(self.expires_at):
             return self.fail(req, 403, "rejected")
         previous = hb["token"]
         hb["token"] = "TT" + secrets.token_hex(16)

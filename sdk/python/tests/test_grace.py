@@ -9,8 +9,8 @@ import unittest
 from typing import Any, Dict, List
 
 import _support
-from _support import Collector, FakeKeywarden
-from keywarden import Client, ErrorCode, GraceExpiredEvent, OfflineEvent, TransportError
+from _support import Collector, FakeKeywarden, iso
+from keywarden import Client, ErrorCode, ExpiredEvent, GraceExpiredEvent, OfflineEvent, TransportError
 
 SYSTEM = "system-id-0001"
 CODE = "abcdef0123456789"
@@ -92,6 +92,34 @@ class OfflineState(unittest.TestCase):
         self.assertEqual(len(expired.items), 1)
         hb.stop()
 
+    def test_offline_ends_the_moment_the_grace_does_before_any_beat_fails(self) -> None:
+        fake = FakeKeywarden()
+        fake.grace_seconds = 60
+        outage = Outage(fake)
+        clock = Clock()
+        c = activated(fake, clock=clock)
+        seen: List[str] = []
+        hb_box: List[Any] = []
+
+        def on_offline(_: Any) -> None:
+            # On the heartbeat thread, inside the failed beat: no other beat can run meanwhile.
+            hb = hb_box[0]
+            seen.append(hb.state)
+            clock.shift = 61
+            seen.append(hb.state)
+
+        offline = Collector()
+        hb = c.prepare_heartbeat(SYSTEM, CODE, interval=0.01, debugger_detected=lambda: False)
+        hb_box.append(hb)
+        hb.on("offline", on_offline)
+        hb.on("offline", offline)
+        hb.start()
+        outage.on.set()
+        offline.wait_for(1)
+        self.assertEqual(seen, ["offline", "degraded"])
+        self.assertFalse(c.grace_active())
+        hb.stop()
+
     def test_unreachable_without_grace_is_only_degraded(self) -> None:
         fake = FakeKeywarden()
         outage = Outage(fake)
@@ -167,6 +195,71 @@ class OnlyVerifiedAnswersCount(unittest.TestCase):
         self.assertIsNone(c.grace_until)
         self.assertFalse(c.grace_active())
         self.assertTrue(hb.wait(5))
+
+
+class ExpiryWhileRunning(unittest.TestCase):
+    """PROTOCOL 12.8 over REST: the server ends the session at expires_at; the heartbeat reports it."""
+
+    def running(self, fake: FakeKeywarden, in_seconds: float, interval: float) -> Any:
+        fake.expires_at = iso(time.time() + in_seconds)
+        c = activated(fake)
+        self.assertEqual(c.expires_at.timestamp() if c.expires_at else None, _support.parse_iso(fake.expires_at))
+        ev = {name: Collector() for name in ("beat", "expired", "killed", "revoked")}
+        hb = c.start_heartbeat(SYSTEM, CODE, interval=interval, debugger_detected=lambda: False,
+                               **{f"on_{k}": v for k, v in ev.items() if k != "revoked"})
+        hb.on("revoked", ev["revoked"])
+        return c, hb, ev
+
+    def test_a_beat_refused_after_the_known_expiry_is_expired_on_time_with_no_grace(self) -> None:
+        fake = FakeKeywarden()
+        fake.grace_seconds = 3600
+        fake.enforce_expiry = True
+        # A beat a minute: only the beat just after the expiry can tell it within seconds.
+        c, hb, ev = self.running(fake, 0.3, 60)
+        e = ev["expired"].wait_for(1)[0]
+        late = time.time() - _support.parse_iso(fake.expires_at)
+        self.assertIsInstance(e, ExpiredEvent)
+        self.assertEqual(e.expires_at, c.expires_at)
+        self.assertGreaterEqual(late, 0)
+        self.assertLess(late, 2.5)
+        self.assertEqual(ev["killed"].wait_for(1)[0].error.code, ErrorCode.EXPIRED)
+        self.assertTrue(hb.wait(5))
+        self.assertEqual(hb.state, "expired")
+        self.assertIsNone(c.grace_until)
+        self.assertEqual(ev["beat"].items, [])
+        self.assertEqual(ev["revoked"].items, [])
+
+    def test_no_answer_after_the_known_expiry_is_expired_too(self) -> None:
+        fake = FakeKeywarden()
+        fake.grace_seconds = 3600
+        outage = Outage(fake)
+        c, hb, ev = self.running(fake, 0.3, 60)
+        outage.on.set()
+        self.assertEqual(ev["killed"].wait_for(1)[0].error.code, ErrorCode.EXPIRED)
+        self.assertEqual(hb.state, "expired")
+        self.assertFalse(c.grace_active())
+
+    def test_a_refusal_long_before_the_known_expiry_is_a_plain_kill(self) -> None:
+        fake = FakeKeywarden()
+        c, hb, ev = self.running(fake, 3600, 0.02)
+        ev["beat"].wait_for(1)
+        fake.heartbeats.clear()
+        self.assertEqual(ev["killed"].wait_for(1)[0].error.code, ErrorCode.HEARTBEAT_KILLED)
+        self.assertEqual(hb.state, "killed")
+        self.assertEqual(ev["expired"].items, [])
+
+    def test_beats_accepted_well_after_the_known_expiry_go_on_and_forget_it(self) -> None:
+        fake = FakeKeywarden()
+        c, hb, ev = self.running(fake, 0.2, 0.4)
+        deadline = time.time() + 10
+        while c.expires_at is not None and time.time() < deadline:
+            ev["beat"].wait_for(len(ev["beat"].items) + 1)
+        self.assertIsNone(c.expires_at)
+        self.assertGreaterEqual(time.time() - _support.parse_iso(fake.expires_at), 1.5)
+        ev["beat"].wait_for(len(ev["beat"].items) + 1)
+        self.assertEqual(hb.state, "healthy")
+        self.assertEqual(ev["expired"].items, [])
+        hb.stop()
 
 
 if __name__ == "__main__":

@@ -128,6 +128,8 @@ export class Client {
   lastActivation: Activation | undefined;
   /** @internal The grace period (PROTOCOL 12.6), shared with the heartbeats. */
   readonly grace = new Grace();
+  /** The license's (or end user's) expires_at from the last verified activation answer (unix ms). */
+  private expiryMs: number | undefined;
   private ents: string[] = [];
   private readonly stateFileOption: string | undefined;
   private clockRecord: ClockRecord | undefined;
@@ -326,12 +328,28 @@ export class Client {
     return this.clockRecord;
   }
 
-  /** Books a verified activation answer: its entitlements and its grace. */
+  /** Books a verified activation answer: its entitlements, its grace and its expiry. */
   private activated(r: Record<string, unknown>): string[] {
     const entitlements = entitlementsOf(r);
     this.ents = entitlements;
     this.grace.note(r);
+    const user = r.user as Record<string, unknown> | undefined;
+    this.expiryMs = parseUtcMs(r.expires_at ?? user?.expires_at);
     return [...entitlements];
+  }
+
+  /**
+   * When the license (an end user's: the user) expires, from the last verified license, login, register or
+   * trial answer; null for a lifetime key or before any activation. A running heartbeat reports `expired`
+   * once the server ends its session at that time (PROTOCOL 12.8).
+   */
+  get expiresAt(): Date | null {
+    return this.expiryMs === undefined ? null : new Date(this.expiryMs);
+  }
+
+  /** @internal The known expiry was extended on the server (a beat was accepted after it): forget it. */
+  forgetExpiry(): void {
+    this.expiryMs = undefined;
   }
 
   /** @internal A verified refusal (also one that came over the realtime channel) ends the grace at once. */

@@ -9,13 +9,17 @@
 //   'killed'    {error}                   the server ended it (debugger, revoked, banned...): final
 //   'stopped'   {reason}                  the loop has ended ('stop' or 'killed')
 //   'revoked'   {reason, detail}          pushed on the realtime channel: key, user or app revoked; 'killed' follows
+//   'expired'   {expiresAt, detail}       the license (or end user) expired while running (PROTOCOL 12.8): pushed on the
+//               channel as `revoked` with reason `expired`, or a beat refused (or unreachable) after the known
+//               expiry; 'killed' follows with code 'expired'. The grace period never covers an expiry.
 //   'update_required' {message, latestVersion, updateUrl}  pushed: force_update is on and this version is outdated
 //   'notice'    {message, at}             pushed: a message from the vendor's dashboard
 //   'channel'   {state, close?, error?}   the realtime channel opened ('open') or closed ('closed'); beats then use REST
 //   'offline'   {error, graceUntil}       the service cannot be reached (network, timeout, 5xx) and the grace period
 //               (PROTOCOL 12.6) covers now: the license stays valid until graceUntil (state 'offline')
 //   'grace_expired' {graceUntil, error}   still unreachable and the grace period is over: the program decides; the
-//               heartbeat goes on trying. Every failed beat still emits 'degraded'.
+//               heartbeat goes on trying. Every failed beat still emits 'degraded'. `state` leaves 'offline' the
+//               moment graceUntil passes, without waiting for a beat.
 // With the default transport the beats travel on the realtime channel (GET /api/client/ws) when the
 // server offers it, and over REST whenever it is down; the token chain is the same on both.
 // A beat that certainly never reached the server is sent again with the same index and token.
@@ -26,6 +30,10 @@
 // A beat refused as `rejected` (403) right after the service was unreachable (network, timeout, 5xx)
 // is a server that lost the session meanwhile (a restart): with `reauth` it re-authenticates once and
 // goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
+// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry of the
+// last verified activation, the heartbeat beats at most EXPIRY_CHECK_MS after it, so a REST client learns it on
+// time too; a refusal then (or no answer at all) is reported as `expired`, an accepted beat means the key was
+// extended. The local clock alone never ends a heartbeat the server still accepts.
 import { EventEmitter } from 'node:events';
 import type { ChannelLink, LinkEvent } from './channel.js';
 import type { Client } from './client.js';
@@ -50,9 +58,10 @@ export interface HeartbeatOptions {
 /**
  * healthy: the last beat verified; offline: the service cannot be reached and the grace period covers
  * now; degraded: the last beat failed (see lastBeatAt); compromised: `compromisedAfter` verification
- * failures in a row; revoked, killed, stopped: ended.
+ * failures in a row; revoked, expired (the license expired while running), killed, stopped: ended.
  */
-export type HeartbeatState = 'healthy' | 'offline' | 'degraded' | 'compromised' | 'revoked' | 'killed' | 'stopped';
+export type HeartbeatState =
+  'healthy' | 'offline' | 'degraded' | 'compromised' | 'revoked' | 'expired' | 'killed' | 'stopped';
 
 export interface BeatEvent {
   index: number;
@@ -74,6 +83,12 @@ export interface CompromisedEvent {
 }
 export interface RevokedEvent {
   reason: string;
+  detail: string;
+}
+/** The license (or end user) expired while running; the heartbeat has ended ('killed' follows). */
+export interface ExpiredEvent {
+  /** The expiry the client knew from its last verified activation, or null. */
+  expiresAt: Date | null;
   detail: string;
 }
 export interface UpdateRequiredEvent {
@@ -107,6 +122,13 @@ const FINAL: ReadonlySet<ErrorCode> = new Set([
   'update_required',
   'key_used',
 ]);
+/** How long after the known expiry the heartbeat beats at the latest (the server ends the session within 1 s). */
+export const EXPIRY_CHECK_MS = 1000;
+/**
+ * The clock learned from the server is exact to the second (X-Response-Timestamp), so a beat refused up to this
+ * long before the known expiry is the expiry too; a beat accepted this long after it means the key was extended.
+ */
+const EXPIRY_SLACK_MS = 1000;
 /** Answers given before the beat was processed: the same beat may be sent again. */
 const NOT_PROCESSED: ReadonlySet<ErrorCode> = new Set(['rate_limited', 'locked_out']);
 
@@ -169,9 +191,17 @@ export class Heartbeat extends EventEmitter {
     link?.attach((e) => this.onLink(e));
   }
 
-  /** healthy, offline, degraded, compromised, or how it ended: revoked, killed, stopped. */
+  /** healthy, offline, degraded, compromised, or how it ended: revoked, expired, killed, stopped. */
   get state(): HeartbeatState {
+    // Offline lasts exactly as long as the grace: past graceUntil it reads degraded, before the next beat fails.
+    if (this.current === 'offline' && !this.client.graceActive()) return 'degraded';
     return this.current;
+  }
+
+  /** The known expiry is less than `marginMs` away or has passed (server-corrected clock). */
+  private pastExpiry(marginMs = 0): boolean {
+    const at = this.client.expiresAt;
+    return at !== null && this.client.serverNow() + marginMs >= at.getTime();
   }
 
   /** When the last beat verified (the verified heartbeat/start before the first beat). */
@@ -195,7 +225,9 @@ export class Heartbeat extends EventEmitter {
       return;
     }
     const p = e.push;
-    if (p.type === 'revoked') {
+    if (p.type === 'revoked' && p.reason === 'expired') {
+      setImmediate(() => this.expire(p.detail));
+    } else if (p.type === 'revoked') {
       // A reply that came in the same read (the beat whose refusal caused this) is settled first.
       setImmediate(() => {
         if (this.ended) return;
@@ -256,6 +288,10 @@ export class Heartbeat extends EventEmitter {
     // Offline, wake when the grace period ends, so grace_expired is told on time.
     if (this.current === 'offline' && until !== undefined)
       delay = Math.min(delay, Math.max(0, until - this.client.serverNow()));
+    // The license expires before the next beat: beat just after, so the end is known on time over REST too.
+    const expiry = this.client.expiresAt;
+    const toExpiry = expiry === null ? -1 : expiry.getTime() - this.client.serverNow();
+    if (toExpiry >= 0) delay = Math.min(delay, toExpiry + EXPIRY_CHECK_MS);
     this.timer = setTimeout(() => {
       this.inflight = this.tick().finally(() => {
         this.inflight = undefined;
@@ -294,6 +330,8 @@ export class Heartbeat extends EventEmitter {
       if (!proofEquals(r.proof, beatProof(previous, this.session, index, r.new_token, r.beat_count)))
         throw verificationError('bad_proof', 'beat proof does not verify');
       this.client.grace.note(r);
+      // Accepted well after it: the key was extended meanwhile (its new expiry is not known here).
+      if (this.pastExpiry(-EXPIRY_CHECK_MS - EXPIRY_SLACK_MS)) this.client.forgetExpiry();
       this.token = r.new_token;
       this.lastIndex = index;
       this.count = r.beat_count;
@@ -308,6 +346,9 @@ export class Heartbeat extends EventEmitter {
     } catch (err) {
       if (this.ended) return; // ended meanwhile (revoked, killed, stopped): this beat's failure is no degradation
       const e = asKeywardenError(err);
+      // Past the known expiry a refused beat is the server's end of it, and no answer grants no grace.
+      if ((refusedBeat(e) && this.pastExpiry(EXPIRY_SLACK_MS)) || (unreachable(e) && this.pastExpiry()))
+        return this.expire(e.message, e);
       const reauthOn = this.o.reauth !== undefined && this.o.reauth !== false;
       // A server that came back without this session answers `rejected`: worth one re-authentication.
       const lostSession = refusedBeat(e) && this.afterOutage && reauthOn && !this.outageReauthSpent;
@@ -396,19 +437,36 @@ export class Heartbeat extends EventEmitter {
       this.safeEmit('recovered', { session: started.session });
     } catch (err) {
       const e = asKeywardenError(err);
+      if (this.pastExpiry() && unreachable(e)) return this.expire(e.message, e);
       // The call's own error (e.g. banned: the key was banned meanwhile), not a generic one.
       if (FINAL.has(e.code)) return this.kill(e);
       this.failed(e, true, true);
     }
   }
 
+  /** The license expired: 'expired', then 'killed' with code `expired`. */
+  private expire(detail: string, cause?: KeywardenError): void {
+    if (this.ended) return;
+    this.kill(
+      new KeywardenError('expired', `expired: the license expired while running (${detail})`, {
+        detail,
+        ...(cause ? { status: cause.status, cause } : {}),
+      }),
+    );
+  }
+
   private kill(error: KeywardenError, state: 'killed' | 'revoked' = 'killed'): void {
     if (this.ended) return;
-    this.client.grace.end(); // every kill is a verified refusal or revocation
+    this.client.grace.end(); // every kill is a verified refusal, a revocation or an expiry: no grace after it
     this.ended = true;
-    this.current = state;
+    this.current = error.code === 'expired' ? 'expired' : state;
     if (this.timer) clearTimeout(this.timer);
     this.link?.close();
+    if (error.code === 'expired') {
+      const at = this.client.expiresAt;
+      this.client.log.warn?.('keywarden.heartbeat.expired', { expiresAt: at?.toISOString() ?? null });
+      this.safeEmit('expired', { expiresAt: at, detail: String(error.detail ?? error.message) } satisfies ExpiredEvent);
+    }
     this.safeEmit('killed', { error });
     this.safeEmit('stopped', { reason: 'killed' });
   }

@@ -19,6 +19,7 @@ export type {
   DegradedEvent,
   CompromisedEvent,
   RevokedEvent,
+  ExpiredEvent,
   UpdateRequiredEvent,
   NoticeEvent,
   OfflineEvent,

@@ -12,6 +12,7 @@ import {
   defaultStateFile,
   KeywardenError,
   TransportError,
+  type ExpiredEvent,
   type GraceExpiredEvent,
   type Heartbeat,
   type KeywardenConfig,
@@ -38,6 +39,9 @@ class Fake {
   /** Replaces an answer on the way out. */
   after: ((path: string, res: TransportResponse) => TransportResponse) | undefined;
   graceSeconds: number | undefined;
+  /** The keys' expires_at; past it (enforceExpiry) beats are refused as the server's expiry kill does. */
+  expiresAt = '2099-01-02T03:04:05.678Z';
+  enforceExpiry = false;
   trialHours = 0;
   offlineDays = 0;
   trials = new Map<string, string>();
@@ -108,7 +112,7 @@ class Fake {
           this.granted({
             message: 'ok',
             level: k.level,
-            expires_at: '2027-01-02T03:04:05.678Z',
+            expires_at: this.expiresAt,
             entitlements: [...k.entitlements].sort(),
           }),
         ];
@@ -168,6 +172,7 @@ class Fake {
       heartbeat: (b) => {
         const hb = this.sessions.get(b.session)?.hb;
         if (!hb || hb.token !== b.token || b.beat_index <= hb.last) return fail(403, 'rejected');
+        if (this.enforceExpiry && Date.now() >= Date.parse(this.expiresAt)) return fail(403, 'rejected');
         const previous = hb.token;
         hb.token = `TT${randomBytes(16).toString('hex')}`;
         hb.last = b.beat_index;
@@ -487,6 +492,25 @@ describe('grace period in a running heartbeat', () => {
     await hb.stop();
   });
 
+  it('leaves offline the moment grace_until passes, before any beat fails', async () => {
+    let shift = 0;
+    const f = new Fake();
+    f.graceSeconds = 60;
+    const { c, hb } = await running(f, () => Date.now() + shift);
+    const seen: string[] = [];
+    const offline = events(hb, 'offline');
+    hb.once('offline', () => {
+      seen.push(hb.state);
+      shift = 61_000; // synchronously, inside the failed beat: no beat can run before the next line
+      seen.push(hb.state);
+    });
+    f.outage = reset;
+    await offline;
+    expect(seen).toEqual(['offline', 'degraded']);
+    expect(c.graceActive()).toBe(false);
+    await hb.stop();
+  });
+
   it('unreachable without grace is only degraded', async () => {
     const f = new Fake();
     const { hb } = await running(f);
@@ -516,5 +540,83 @@ describe('grace period in a running heartbeat', () => {
     f.handlers.heartbeat = () => [403, { detail: 'rejected' }];
     await killed;
     expect(c.graceUntil).toBeNull();
+  });
+});
+
+describe('expiry while running (PROTOCOL 12.8)', () => {
+  /** A heartbeat on a key that expires `inMs` from now, beating every `intervalMs`. */
+  const running = async (f: Fake, inMs: number, intervalMs: number) => {
+    f.expiresAt = iso(Date.now() + inMs);
+    const c = client(f);
+    await c.init();
+    await c.activateLicense('KEY-GOOD-0001', HWID);
+    expect(c.expiresAt?.toISOString()).toBe(f.expiresAt);
+    const hb = await c.startHeartbeat('system-0001', 'c0dec0dec0de', { intervalMs, debuggerDetected: () => false });
+    const beats: number[] = [];
+    hb.on('beat', () => beats.push(Date.now()));
+    return { c, hb, beats };
+  };
+  const reset = new TransportError('network', true, 'connection reset');
+
+  it('a beat refused after the known expiry is expired (killed with code expired), on time over REST, no grace', async () => {
+    const f = new Fake();
+    f.graceSeconds = 3600;
+    f.enforceExpiry = true;
+    // A beat a minute: only the beat just after the expiry can tell it within seconds.
+    const { c, hb, beats } = await running(f, 300, 60_000);
+    const expired = events<ExpiredEvent>(hb, 'expired');
+    const killed = events<{ error: KeywardenError }>(hb, 'killed');
+    const [ev] = await expired;
+    const at = Date.now();
+    expect(ev!.expiresAt?.toISOString()).toBe(f.expiresAt);
+    expect(at - Date.parse(f.expiresAt)).toBeGreaterThanOrEqual(0);
+    expect(at - Date.parse(f.expiresAt)).toBeLessThan(2500);
+    const [k] = await killed;
+    expect(k!.error.code).toBe('expired');
+    expect(hb.state).toBe('expired');
+    expect(hb.running).toBe(false);
+    expect(c.graceUntil).toBeNull();
+    expect(beats).toEqual([]);
+  });
+
+  it('no answer after the known expiry is expired too: the grace never covers an expiry', async () => {
+    const f = new Fake();
+    f.graceSeconds = 3600;
+    const { c, hb } = await running(f, 300, 60_000);
+    const revoked: unknown[] = [];
+    hb.on('revoked', (e) => revoked.push(e));
+    f.outage = reset;
+    const [k] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect(k!.error.code).toBe('expired');
+    expect(hb.state).toBe('expired');
+    expect(c.graceActive()).toBe(false);
+    expect(revoked).toEqual([]);
+  });
+
+  it('a refusal long before the known expiry is a plain kill, not an expiry', async () => {
+    const f = new Fake();
+    const { hb } = await running(f, 3600_000, 20);
+    await events(hb, 'beat');
+    const expired: unknown[] = [];
+    hb.on('expired', (e) => expired.push(e));
+    f.handlers.heartbeat = () => [403, { detail: 'rejected' }];
+    const [k] = await events<{ error: KeywardenError }>(hb, 'killed');
+    expect(k!.error.code).toBe('heartbeat_killed');
+    expect(hb.state).toBe('killed');
+    expect(expired).toEqual([]);
+  });
+
+  it('beats accepted well after the known expiry (the key was extended) go on, and the expiry is forgotten', async () => {
+    const f = new Fake();
+    const { c, hb, beats } = await running(f, 200, 400);
+    const expired: unknown[] = [];
+    hb.on('expired', (e) => expired.push(e));
+    while (c.expiresAt !== null) await events(hb, 'beat');
+    expect(Date.now() - Date.parse(f.expiresAt)).toBeGreaterThanOrEqual(1500);
+    await events(hb, 'beat');
+    expect(hb.state).toBe('healthy');
+    expect(expired).toEqual([]);
+    expect(beats.length).toBeGreaterThanOrEqual(5);
+    await hb.stop();
   });
 });

@@ -42,6 +42,22 @@ export class AccountRepository {
     return [accountId, ...rows.map((r) => r.id)];
   }
 
+  /**
+   * Whose audit entries the account may read (PROTOCOL 11.32): its subtree as it is now, and every
+   * deleted member that was below it when it was deleted. Never used to authorize an action.
+   */
+  async auditScopeIds(accountId: string): Promise<string[]> {
+    const [live, gone] = await Promise.all([
+      this.subtreeIds(accountId),
+      this.orm.em
+        .getConnection()
+        .execute<{ id: string }[]>(`select id from deleted_accounts where ancestor_ids @> jsonb_build_array(?::text)`, [
+          accountId,
+        ]),
+    ]);
+    return [...live, ...gone.map((r) => r.id)];
+  }
+
   findByUsername(username: string): Promise<Account | null> {
     return this.orm.em.fork().findOne(AccountSchema, { username });
   }

@@ -138,7 +138,7 @@ export class ApiTokens {
     token: string,
     ip: string,
     recheck = false,
-  ): Promise<{ accountId: string; grant: TokenGrant } | null> {
+  ): Promise<{ accountId: string; grant: TokenGrant; expiresAt: Date | null } | null> {
     if (!TOKEN_FORMAT.test(token)) return null;
     const t = await this.d.repo.findByHash(this.hash(token));
     const now = new Date(this.d.now());
@@ -150,6 +150,7 @@ export class ApiTokens {
     return {
       accountId: t.accountId,
       grant: { id: t.id, scopes: t.scopes as TokenScope[], appIds: t.appIds },
+      expiresAt: t.expiresAt,
     };
   }
 }

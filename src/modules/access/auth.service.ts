@@ -16,7 +16,7 @@ import type { AccountRepository } from './account.repository.js';
 import type { SessionRepository } from './session.repository.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { ConfigError } from '../../config.js';
-import { Lockout } from '../../platform/limits/lockout.js';
+import { Attempt, attempt, Lockout } from '../../platform/limits/lockout.js';
 import { actorOf, effectiveRole, type AuditWriter, type Principal, type TokenGrant } from './principal.js';
 import { assertPasswordPolicy } from './password-policy.js';
 import type { AccessSignal } from './access-signal.js';
@@ -130,6 +130,7 @@ export class DashboardAuth {
     sessionId: string | null,
     ip: string | undefined,
     token?: TokenGrant,
+    expiresAt?: Date | null,
   ): Promise<Principal> {
     const role = effectiveRole(account, this.d.developerEmails);
     if (
@@ -147,6 +148,7 @@ export class DashboardAuth {
       sessionId,
       ...(ip ? { ip } : {}),
       ...(token ? { token } : {}),
+      ...(expiresAt ? { expiresAt: expiresAt.getTime() } : {}),
       ...(twoFactorMissing ? { twoFactorMissing } : {}),
     };
   }
@@ -156,14 +158,29 @@ export class DashboardAuth {
     from: CallerOrigin,
   ): Promise<{ token: string; principal: Principal }> {
     const key = input.username.toLowerCase();
-    await Promise.all([this.lockout.check([key]), this.ipLockout.check([from.ip])]);
+    // PROTOCOL 11.31: the attempt is reserved against the name and the address before it is checked.
+    return attempt(
+      [
+        [this.lockout, [key]],
+        [this.ipLockout, [from.ip]],
+      ],
+      (a) => this.signIn(input, from, key, a),
+    );
+  }
+
+  private async signIn(
+    input: { username: string; password: string; otp?: string | undefined },
+    from: CallerOrigin,
+    key: string,
+    attempt: Attempt,
+  ): Promise<{ token: string; principal: Principal }> {
     const account = await this.d.repos.accounts.findByUsername(input.username);
     // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
     const ok = account
       ? await verifyPassword(account.passwordHash, input.password)
       : await burnPasswordCheck(input.password);
     if (!account || !ok || !account.enabled) {
-      await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([from.ip])]);
+      attempt.fail();
       this.d.log.info({ username: key, ip: from.ip }, 'dashboard.login_failed');
       if (account) this.record('auth.login_failed', account, from, 'Wrong password', 'warning');
       throw new AppError('invalid_credentials');
@@ -173,7 +190,7 @@ export class DashboardAuth {
       // The password was right: asking for the code is not a failed attempt (PROTOCOL 13.2).
       if (!input.otp?.trim()) throw new AppError('two_factor_code_required');
       if (!(await this.twoFactor.verify(account, input.otp))) {
-        await Promise.all([this.lockout.fail([key]), this.ipLockout.fail([from.ip])]);
+        attempt.fail();
         this.d.log.info({ username: key, ip: from.ip }, 'dashboard.login_failed');
         this.record('auth.login_failed', account, from, 'Wrong two-factor code', 'warning');
         throw new AppError('two_factor_login_invalid');
@@ -206,7 +223,7 @@ export class DashboardAuth {
     if (!found || !found.account.enabled) return null;
     if (!opts.recheck && now.getTime() - found.lastSeenAt.getTime() > SEEN_GAP_MS)
       this.d.repos.sessions.touch(found.sessionId, now).catch(() => undefined); // a lost "last seen" costs nothing
-    return this.principalOf(found.account, found.sessionId, opts.ip);
+    return this.principalOf(found.account, found.sessionId, opts.ip, undefined, found.expiresAt);
   }
 
   private async authenticateApiToken(token: string, opts: { ip?: string; recheck?: boolean }) {
@@ -214,7 +231,7 @@ export class DashboardAuth {
     if (!found) throw new AppError('token_invalid');
     const account = await this.d.repos.accounts.findById(found.accountId);
     if (!account?.enabled) throw new AppError('token_invalid');
-    return this.principalOf(account, null, opts.ip, found.grant);
+    return this.principalOf(account, null, opts.ip, found.grant, found.expiresAt);
   }
 
   /**
@@ -265,21 +282,25 @@ export class DashboardAuth {
    */
   async disableTwoFactor(p: Principal, password: string, code: string, from: CallerOrigin): Promise<void> {
     const key = p.account.username.toLowerCase();
-    await this.lockout.check([key]);
-    if (!this.twoFactor.isOn(p.account)) throw new AppError('two_factor_off');
-    if (!(await verifyPassword(p.account.passwordHash, password))) {
-      await this.lockout.fail([key]);
-      throw new AppError('current_password_wrong');
-    }
-    if (!(await this.twoFactor.verify(p.account, code))) {
-      await this.lockout.fail([key]);
-      this.record('auth.2fa.failed', p, from, 'Wrong two-factor code while turning two-factor off', 'warning');
-      throw new AppError('two_factor_code_invalid');
-    }
+    await this.lockout.attempt([key], (a) => this.checkSecondFactor(p, password, code, from, a));
     await this.twoFactor.clear(p.account.id);
     await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
     this.record('auth.2fa.disabled', p, from, 'Two-factor sign-in disabled; other sessions signed out', 'warning');
     this.d.access?.changed();
+  }
+
+  /** The password and code that turn two-factor off, as one reserved attempt of the name's lockout. */
+  private async checkSecondFactor(p: Principal, password: string, code: string, from: CallerOrigin, attempt: Attempt) {
+    if (!this.twoFactor.isOn(p.account)) throw new AppError('two_factor_off');
+    if (!(await verifyPassword(p.account.passwordHash, password))) {
+      attempt.fail();
+      throw new AppError('current_password_wrong');
+    }
+    if (!(await this.twoFactor.verify(p.account, code))) {
+      attempt.fail();
+      this.record('auth.2fa.failed', p, from, 'Wrong two-factor code while turning two-factor off', 'warning');
+      throw new AppError('two_factor_code_invalid');
+    }
   }
 
   /** Creates the owner `username` unless an account of that name exists; returns whether it created one. */

@@ -26,6 +26,8 @@ export interface Principal {
   readonly twoFactorMissing?: boolean;
   /** The address the call came from (audit entries of what it changes). */
   readonly ip?: string;
+  /** When the credential (sign-in session or API token) stops being valid, ms; absent: never. */
+  readonly expiresAt?: number;
 }
 
 /** Who did something, as audit entries record it (PROTOCOL 13.3). */

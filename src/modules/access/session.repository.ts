@@ -38,12 +38,12 @@ export class SessionRepository {
   async findLive(
     tokenHash: string,
     now: Date,
-  ): Promise<{ sessionId: string; lastSeenAt: Date; account: Account } | null> {
+  ): Promise<{ sessionId: string; lastSeenAt: Date; expiresAt: Date; account: Account } | null> {
     const em = this.orm.em.fork();
     const s = await em.findOne(DashboardSessionSchema, { tokenHash, expiresAt: { $gt: now } });
     if (!s) return null;
     const account = await em.findOne(AccountSchema, { id: s.accountId });
-    return account ? { sessionId: s.id, lastSeenAt: s.lastSeenAt, account } : null;
+    return account ? { sessionId: s.id, lastSeenAt: s.lastSeenAt, expiresAt: s.expiresAt, account } : null;
   }
 
   /** Records activity (the Security page's "last seen"); callers write it at most once a minute. */

@@ -30,7 +30,7 @@ import type { AuditRepository } from '../audit/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { toDate } from '../../platform/db/sql.js';
-import { Lockout } from '../../platform/limits/lockout.js';
+import { Lockout, reserve } from '../../platform/limits/lockout.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
 import type { Image, ScreenshotStore } from './screenshots.js';
 import { alertReasons, type ActivationGeo, type Sighting } from '../geo/index.js';
@@ -152,7 +152,7 @@ export class ActivationService {
   }
 
   private async runRegister(call: ClientCall<RegisterRequest>, note: AuditNote) {
-    const { app, session, hwid, lockKeys, username } = await this.accountCall(call, 'license_paused');
+    const { app, session, hwid, attempt, username } = await this.accountCall(call, 'license_paused');
     const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     try {
@@ -209,8 +209,10 @@ export class ActivationService {
         responseKey: responseKeyOf(session.record, call.app.row.api_secret),
       };
     } catch (err) {
-      if (err instanceof AppError && LOCKOUT_COUNTED.has(err.code)) await this.lockout.fail(lockKeys);
+      if (err instanceof AppError && LOCKOUT_COUNTED.has(err.code)) attempt.fail();
       throw err;
+    } finally {
+      await attempt.settle();
     }
   }
 
@@ -219,7 +221,20 @@ export class ActivationService {
   }
 
   private async runLogin(call: ClientCall<LoginRequest>, note: AuditNote) {
-    const { app, session, hwid, lockKeys, username } = await this.accountCall(call, 'login_paused');
+    const account = await this.accountCall(call, 'login_paused');
+    try {
+      return await this.loginChecked(call, note, account);
+    } finally {
+      await account.attempt.settle();
+    }
+  }
+
+  /** A login past its reserved attempt (PROTOCOL 11.31): a failure marks it, the caller settles it. */
+  private async loginChecked(
+    call: ClientCall<LoginRequest>,
+    note: AuditNote,
+    { app, session, hwid, attempt, username }: Awaited<ReturnType<ActivationService['accountCall']>>,
+  ) {
     const b = call.body;
     const shot = this.d.screenshots.decode(b.screenshot);
     const user = await this.d.users.findForLogin(app.id, username);
@@ -247,7 +262,7 @@ export class ActivationService {
                   ? 'HWID mismatch'
                   : null;
     if (failure || !user) {
-      await this.lockout.fail(lockKeys);
+      attempt.fail();
       note.detail = `401 login of ${username} failed: ${failure}`;
       note.resellerId = user?.reseller_id ?? null;
       throw new AppError('invalid_credentials');
@@ -260,7 +275,7 @@ export class ActivationService {
       data: { user_id: user.id, username, license_id: user.license_id },
     });
     if (!admitted) {
-      await this.lockout.fail(lockKeys);
+      attempt.fail();
       note.detail = `401 login of ${username} failed: HWID mismatch`;
       note.resellerId = user.reseller_id;
       throw new AppError('invalid_credentials');
@@ -697,10 +712,16 @@ export class ActivationService {
     const username = endUserName(call.body.username);
     assertPasswordBytes(call.body.password);
     const lockKeys = [`${app.id}:u:${username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];
-    await this.lockout.check(lockKeys);
-    if (app.keys_paused) throw new AppError(pausedCode);
-    await this.requireHeartbeat(call);
-    return { app, session, hwid: call.body.hwid.toLowerCase(), lockKeys, username };
+    // PROTOCOL 11.31: reserved before anything is checked; the caller settles it however the call ends.
+    const attempt = await reserve([[this.lockout, lockKeys]]);
+    try {
+      if (app.keys_paused) throw new AppError(pausedCode);
+      await this.requireHeartbeat(call);
+    } catch (err) {
+      await attempt.settle();
+      throw err;
+    }
+    return { app, session, hwid: call.body.hwid.toLowerCase(), attempt, username };
   }
 
   /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */

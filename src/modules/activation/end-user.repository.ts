@@ -37,6 +37,21 @@ export class EndUserRepository {
     );
   }
 
+  /** Users (not banned) whose own expiry fell in [from, to): the expiry watch's read (heartbeat/expiry-watch.ts). */
+  async expiredBetween(from: Date, to: Date, limit: number) {
+    const rows = await this.sql.all<{
+      id: string;
+      app_id: string;
+      reseller_id: string | null;
+      expires_at: Date | string;
+    }>(
+      `select id, app_id, reseller_id, expires_at from end_users
+       where expires_at >= ? and expires_at < ? and not banned order by expires_at limit ?`,
+      [from, to, limit],
+    );
+    return rows.map((r) => ({ ...r, expires_at: new Date(r.expires_at) }));
+  }
+
   /** What an end user's offline file and grace are made of. */
   async grantOf(userId: string): Promise<{ banned: boolean; level: number; expiresAt: Date | null } | undefined> {
     const u = await this.sql.one<{ banned: boolean; level: number; expires_at: Date | string | null }>(

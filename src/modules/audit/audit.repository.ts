@@ -42,6 +42,8 @@ export interface AuditRow {
   token_id: string | null;
   user_agent: string | null;
   reseller_id: string | null;
+  /** The actor's account is gone (PROTOCOL 11.32). */
+  actor_deleted: boolean;
 }
 
 interface AuditQuery {
@@ -74,7 +76,8 @@ interface AccountAuditQuery {
 }
 
 const COLUMNS = `id::text as id, app_id, at, level, action, detail, ip, location, screen, actor_id, actor_username,
-  actor_role, token_id, user_agent, reseller_id`;
+  actor_role, token_id, user_agent, reseller_id,
+  (actor_id is not null and not exists (select 1 from accounts a where a.id = audit_log.actor_id)) as actor_deleted`;
 
 /**
  * Listings run newest first by (at, id); `before` is the id of the last entry seen and stands for its

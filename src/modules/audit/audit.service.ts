@@ -47,7 +47,9 @@ export class AuditLog {
   async logs(p: Principal, appId: string, q: LogsFilter): Promise<AuditRow[]> {
     requirePermission(p, 'view_auth_logs');
     await this.d.apps.visible(p, appId);
-    const resellerIds = await resellerScope(this.d.accounts, p);
+    // Deleted members that were in the caller's subtree stay in scope (PROTOCOL 11.32).
+    const scoped = (await resellerScope(this.d.accounts, p)) !== undefined;
+    const resellerIds = scoped ? await this.d.accounts.auditScopeIds(p.account.id) : undefined;
     // Hiding is applied by the view (access/visibility.ts): hidden fields are absent (PROTOCOL 11.17).
     return this.d.audit.list({
       appId,
@@ -79,7 +81,7 @@ export class AuditLog {
   private async actorsOf(p: Principal): Promise<readonly string[] | undefined> {
     if (p.role === 'developer') return undefined;
     if (p.role === 'reseller') return [p.account.id];
-    return this.d.accounts.subtreeIds(p.account.id);
+    return this.d.accounts.auditScopeIds(p.account.id);
   }
 
   async account(

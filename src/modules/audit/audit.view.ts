@@ -11,6 +11,7 @@ function actorView(r: AuditRow) {
     username: r.actor_username,
     role: r.actor_role,
     ...(r.token_id ? { token_id: r.token_id } : {}),
+    ...(r.actor_deleted ? { deleted: true } : {}),
   };
 }
 

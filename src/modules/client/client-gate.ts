@@ -80,6 +80,14 @@ interface ClientRouteSpec<S extends TSchema> {
    * (ClientSessions.recentOrGet).
    */
   recentSession?: boolean;
+  /**
+   * Calls refused for an unknown or malformed session count against the caller's address, and an
+   * address past its budget is refused (429) before any lookup (PROTOCOL 11.39: the heartbeat calls).
+   */
+  unknownSessions?: {
+    checkIp(ip: string): Promise<void> | undefined;
+    refusedIp(ip: string): Promise<void>;
+  };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -265,6 +273,10 @@ export function clientCallRunner<S extends TSchema>(
     return reply;
   };
   const failed = (input: ClientInput, st: CallState, err: unknown): Reply => {
+    if (spec.unknownSessions && err instanceof AppError && err.code === 'session_invalid')
+      spec.unknownSessions
+        .refusedIp(input.ip)
+        .catch((e: unknown) => deps.log.warn({ err: e }, 'client.refusal_count_failed'));
     const reply = errorReply(err, deps.log, { action: spec.action });
     const audit = st.audit;
     if (err instanceof AppError || reply.status < 500) {
@@ -278,32 +290,37 @@ export function clientCallRunner<S extends TSchema>(
     }
     return finish(input, st, reply);
   };
+  /** The call from its body on (the rate limit and 400/413 come first, from `body`). */
+  const start = (input: ClientInput, st: CallState): Reply | Promise<Reply> => {
+    const read = input.body();
+    if (read instanceof Promise) return gated(input, st, read);
+    else if (spec.identifiesBy === 'session') {
+      const now = sessionNow(input, read);
+      const app = now ? deps.apps.peekById(now.session.record.appId) : undefined;
+      if (now && app && !(app.row.require_signature && input.signed)) {
+        // Everything at hand: the same steps as gated(), none of which waits.
+        st.raw = read;
+        st.obj = now.obj;
+        st.about = now.session.token;
+        return admitted(input, st, app, now.session);
+      } else return gated(input, st, read);
+    } else {
+      const obj = isObject(read) ? read : EMPTY;
+      const app = deps.apps.peekByApiKey(apiKeyOf(obj));
+      if (app === null) throw new AppError('app_not_found');
+      if (app && !(app.row.require_signature && input.signed)) {
+        st.raw = read;
+        st.obj = obj;
+        return admitted(input, st, app, null);
+      } else return gated(input, st, read);
+    }
+  };
   return (input) => {
     const st: CallState = { app: null, audit: {}, about: undefined, raw: undefined, obj: EMPTY };
     let reply: Reply | Promise<Reply>;
     try {
-      const read = input.body();
-      if (read instanceof Promise) reply = gated(input, st, read);
-      else if (spec.identifiesBy === 'session') {
-        const now = sessionNow(input, read);
-        const app = now ? deps.apps.peekById(now.session.record.appId) : undefined;
-        if (now && app && !(app.row.require_signature && input.signed)) {
-          // Everything at hand: the same steps as gated(), none of which waits.
-          st.raw = read;
-          st.obj = now.obj;
-          st.about = now.session.token;
-          reply = admitted(input, st, app, now.session);
-        } else reply = gated(input, st, read);
-      } else {
-        const obj = isObject(read) ? read : EMPTY;
-        const app = deps.apps.peekByApiKey(apiKeyOf(obj));
-        if (app === null) throw new AppError('app_not_found');
-        if (app && !(app.row.require_signature && input.signed)) {
-          st.raw = read;
-          st.obj = obj;
-          reply = admitted(input, st, app, null);
-        } else reply = gated(input, st, read);
-      }
+      const over = spec.unknownSessions?.checkIp(input.ip);
+      reply = over ? over.then(() => start(input, st)) : start(input, st);
     } catch (err) {
       return failed(input, st, err);
     }

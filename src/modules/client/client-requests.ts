@@ -2,10 +2,12 @@
 // OpenAPI with them, services take their Static<> types, so each shape is written once.
 // Client endpoints ignore unknown fields (PROTOCOL 1): no additionalProperties: false here.
 import { Type, type Static } from '@sinclair/typebox';
+import { PlainLine } from '../../platform/http/validation.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 const Session = Type.String({ minLength: 1, maxLength: 128 });
-const Hwid = Str(8, 256);
+// PROTOCOL 11.38: a HWID is plain text, so look-alike spellings cannot be new devices.
+const Hwid = PlainLine(8, 256);
 const InitIv = Type.Optional(Str(0, 64));
 // 3 MiB of image as base64 (4 MiB) plus a data: prefix and line breaks; the image itself is checked after.
 const Screenshot = Type.Optional(Type.String({ maxLength: 5 * 1024 * 1024 }));

@@ -53,6 +53,23 @@ export class HeartbeatRefusals {
     if (wait > 0) throw rateLimited(wait / 1000);
   }
 
+  /**
+   * PROTOCOL 11.39: a heartbeat call whose session is unknown or malformed has no session to budget;
+   * it counts against its address alone. Throws 429 when the address has used up its refusals.
+   */
+  checkIp(ip: string): Promise<void> | undefined {
+    if (!recent(this.refusedIps, ip, this.now())) return undefined;
+    return this.perIp.get(ip).then((i) => {
+      if (i && i.consumedPoints >= REFUSALS_PER_IP) throw rateLimited(i.msBeforeNext / 1000);
+    });
+  }
+
+  /** Counts one refusal of a call whose session is unknown against its address. */
+  async refusedIp(ip: string): Promise<void> {
+    mark(this.refusedIps, ip, this.now() + WINDOW_S * 1000);
+    await this.perIp.penalty(ip, 1);
+  }
+
   /** Counts one refusal; true when it should write an audit line (the session's first this minute). */
   async refused(session: string, ip: string): Promise<boolean> {
     const until = this.now() + WINDOW_S * 1000;

@@ -82,9 +82,11 @@ export class HeartbeatGateway {
     this.refusals = new HeartbeatRefusals(d.coordinator, d.now);
   }
 
-  /** Kills one session as revoked, on whichever worker owns it; false when it had none. */
-  async revoke(session: string): Promise<boolean> {
-    return (await this.route(session, 'hb.kill', { session }, () => this.d.owner.killOwned(session))) > 0;
+  /** Kills one session as revoked (or expired), on whichever worker owns it; false when it had none. */
+  async revoke(session: string, reason: Extract<KillReason, 'revoked' | 'expired'> = 'revoked'): Promise<boolean> {
+    return (
+      (await this.route(session, 'hb.kill', { session, reason }, () => this.d.owner.killOwned(session, reason))) > 0
+    );
   }
 
   /**

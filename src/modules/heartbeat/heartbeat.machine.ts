@@ -55,7 +55,15 @@ export interface BeatInput {
 }
 
 export type KillReason =
-  'system_id' | 'no_code_hash' | 'code_changed' | 'pinned_hash' | 'drift' | 'debugger' | 'revoked' | 'session_limit';
+  | 'system_id'
+  | 'no_code_hash'
+  | 'code_changed'
+  | 'pinned_hash'
+  | 'drift'
+  | 'debugger'
+  | 'revoked'
+  | 'session_limit'
+  | 'expired';
 export type RejectReason = 'token' | 'replay';
 
 export type BeatVerdict =

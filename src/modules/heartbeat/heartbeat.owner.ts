@@ -34,6 +34,7 @@ export const KILL_TEXT: Record<KillReason, string> = {
   debugger: 'debugger detected',
   revoked: 'license or user revoked',
   session_limit: 'session limit',
+  expired: 'expired',
 };
 export const REJECT_TEXT: Record<RejectReason, string> = {
   token: 'wrong, stale or malformed token',
@@ -103,7 +104,7 @@ const NO_HEARTBEAT: BeatOutcome = Object.freeze({
 });
 
 /** Why the owner ends a session from outside a beat. */
-type OuterKill = Extract<KillReason, 'revoked' | 'session_limit'>;
+type OuterKill = Extract<KillReason, 'revoked' | 'session_limit' | 'expired'>;
 
 /** The operations other workers ask of this one, with their plain-data arguments and results. */
 export interface HeartbeatOps extends OpMap {
@@ -494,8 +495,12 @@ export class HeartbeatOwner {
    */
   onEvent(e: LiveEvent): void {
     const sessions = this.revokedBy(e);
+    // PROTOCOL 12.8: an expiry ends its sessions as a kill of its own reason.
+    const reason = e.kind === 'license.expire' || e.kind === 'user.expire' ? 'expired' : 'revoked';
     if (sessions.length > 0)
-      void this.killHere(sessions).catch((err: unknown) => this.d.log.error({ err }, 'heartbeat.revoke_failed'));
+      void this.killHere(sessions, reason).catch((err: unknown) =>
+        this.d.log.error({ err }, 'heartbeat.revoke_failed'),
+      );
   }
 
   /** The sessions on this worker an event ends. */
@@ -504,9 +509,9 @@ export class HeartbeatOwner {
     const where = (key: ContextKey, value: unknown) =>
       typeof value === 'string' ? this.host.sessionsWhere(key, value) : [];
     if (e.kind === 'app.delete') return where('appId', e.app_id);
-    if (e.kind === 'license.delete' || (e.kind === 'license.ban' && d.banned === true))
+    if (e.kind === 'license.delete' || e.kind === 'license.expire' || (e.kind === 'license.ban' && d.banned === true))
       return where('licenseId', d.license_id);
-    if (e.kind === 'user.ban' && d.banned === true) return where('userId', d.user_id);
+    if (e.kind === 'user.expire' || (e.kind === 'user.ban' && d.banned === true)) return where('userId', d.user_id);
     const removal =
       e.kind === 'license.device_remove' ||
       e.kind === 'user.device_remove' ||

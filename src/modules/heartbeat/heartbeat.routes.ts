@@ -5,17 +5,25 @@ import type { HeartbeatGateway } from './heartbeat.gateway.js';
 
 interface HeartbeatRoutesDeps {
   gate: ClientDeps;
-  heartbeats: Pick<HeartbeatGateway, 'start' | 'beat' | 'stop'>;
+  heartbeats: Pick<HeartbeatGateway, 'start' | 'beat' | 'stop' | 'refusals'>;
 }
 
 export function heartbeatRoutes(router: Router, { gate, heartbeats }: HeartbeatRoutesDeps): void {
+  // PROTOCOL 11.39: calls for unknown sessions spend their address's refusal budget.
+  const unknownSessions = heartbeats.refusals;
   router.add({
     method: 'post',
     path: '/api/client/heartbeat/start',
     doc: clientDoc('Start a heartbeat session', StartBody),
     handler: clientHandler(
       gate,
-      { action: 'client.heartbeat.start', schema: StartBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      {
+        action: 'client.heartbeat.start',
+        schema: StartBody,
+        identifiesBy: 'session',
+        disabledDetail: 'plain',
+        unknownSessions,
+      },
       (c) => heartbeats.start(c),
     ),
   });
@@ -31,6 +39,7 @@ export function heartbeatRoutes(router: Router, { gate, heartbeats }: HeartbeatR
         identifiesBy: 'session',
         disabledDetail: 'plain',
         recentSession: true,
+        unknownSessions,
       },
       (c) => heartbeats.beat(c),
     ),
@@ -41,7 +50,13 @@ export function heartbeatRoutes(router: Router, { gate, heartbeats }: HeartbeatR
     doc: clientDoc('Stop a heartbeat session', StopBody),
     handler: clientHandler(
       gate,
-      { action: 'client.heartbeat.stop', schema: StopBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      {
+        action: 'client.heartbeat.stop',
+        schema: StopBody,
+        identifiesBy: 'session',
+        disabledDetail: 'plain',
+        unknownSessions,
+      },
       (c) => heartbeats.stop(c),
     ),
   });

@@ -1,6 +1,7 @@
 // The key generation body (SPEC key generation), as a TypeBox schema: the route validates and
 // documents with it, the generator takes its Static<> type.
 import { Type, type Static } from '@sinclair/typebox';
+import { PlainLine } from '../../platform/http/validation.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
@@ -54,4 +55,4 @@ export const PatchLicenseBody = Type.Object(
 export type LicensePatch = Static<typeof PatchLicenseBody>;
 
 /** PROTOCOL 12.5: the machine an offline file is issued for. */
-export const OfflineIssueBody = Type.Object({ hwid: Str(8, 256) }, { additionalProperties: false });
+export const OfflineIssueBody = Type.Object({ hwid: PlainLine(8, 256) }, { additionalProperties: false });

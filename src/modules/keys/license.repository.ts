@@ -93,6 +93,25 @@ export class LicenseRepository {
   constructor(private readonly sql: Sql) {}
 
   /** What a heartbeat start needs of its key (PROTOCOL 12.2); null when the key is gone. */
+  /**
+   * Activated keys that are not lifetime and whose expiry fell in [from, to): the expiry watch's
+   * read (heartbeat/expiry-watch.ts). `expires_at < to` is hasExpired's rule at the instant `to`.
+   */
+  async expiredBetween(from: Date, to: Date, limit: number) {
+    const rows = await this.sql.all<{
+      id: string;
+      app_id: string;
+      reseller_id: string | null;
+      expires_at: Date | string;
+    }>(
+      `select id, app_id, reseller_id, expires_at from license_keys
+       where expires_at >= ? and expires_at < ? and duration_days <> 0 and status in ('used', 'pending')
+       order by expires_at limit ?`,
+      [from, to, limit],
+    );
+    return rows.map((r) => ({ ...r, expires_at: new Date(r.expires_at) }));
+  }
+
   seatPolicy(id: string): Promise<SeatPolicy | null> {
     return this.seatReads.load(id);
   }

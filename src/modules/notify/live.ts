@@ -59,7 +59,12 @@ interface Watcher {
   send(frame: Record<string, unknown>): void;
   /** Ends the stream (revoked access); the transport's close handler calls `this.forget`. */
   end(reason: string): void;
+  /** Checks the stream again when its credential expires (PROTOCOL 11.35: closed within 1 s). */
+  expiry?: NodeJS.Timeout | undefined;
 }
+
+/** The longest delay a timer takes (about 24.8 days); a later expiry is armed by a later re-check. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 interface LiveDeps {
   log: Logger;
@@ -143,7 +148,20 @@ export class LiveHub {
   private watch(w: Omit<Watcher, 'apps'>): Watcher {
     const watcher: Watcher = { ...w, apps: new Map() };
     this.watchers.add(watcher);
+    this.armExpiry(watcher);
     return watcher;
+  }
+
+  /** Re-checks the stream the moment its credential expires (the re-check then ends it). */
+  private armExpiry(w: Watcher): void {
+    clearTimeout(w.expiry);
+    w.expiry = undefined;
+    const at = w.principal.expiresAt;
+    if (at === undefined) return;
+    const ms = Math.max(0, at - Date.now()) + 10;
+    if (ms > MAX_TIMER_MS) return;
+    w.expiry = setTimeout(() => void this.recheck(w), ms);
+    w.expiry.unref();
   }
 
   /** Subscribes a stream to an app; subscribing twice to one app is one subscription. */
@@ -165,6 +183,7 @@ export class LiveHub {
 
   /** The transport's close handler: the stream is gone. */
   private forget(w: Watcher): void {
+    clearTimeout(w.expiry);
     this.watchers.delete(w);
     for (const appId of [...w.apps.keys()]) this.unsubscribe(w, appId);
   }
@@ -205,6 +224,7 @@ export class LiveHub {
       return;
     }
     w.principal = principal;
+    this.armExpiry(w);
     for (const appId of [...w.apps.keys()]) {
       try {
         const scope = await this.scopeFor(principal, appId);
@@ -234,6 +254,11 @@ export class LiveHub {
       who: { token: string; principal: Principal } | null;
       watcher: Watcher | null;
       msgpack: boolean;
+      /**
+       * False once the socket closed or was ended: a subscribe's continuation (or any later send)
+       * must then touch nothing, since uWS throws on a closed socket.
+       */
+      open: boolean;
     }
     app.ws<WsData>('/api/ws', {
       maxBackpressure: MAX_BACKPRESSURE,
@@ -284,7 +309,7 @@ export class LiveHub {
                 // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
                 const msgpack = protocols.includes('msgpack');
                 // The watcher is made in open(), once there is a socket to send on and close.
-                const data: WsData = { who: { token, principal }, watcher: null, msgpack };
+                const data: WsData = { who: { token, principal }, watcher: null, msgpack, open: false };
                 res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
               });
             },
@@ -296,20 +321,20 @@ export class LiveHub {
         const who = data.who;
         data.who = null;
         if (!who) return ws.end(1011, 'Internal error');
-        let open = true;
+        data.open = true;
         data.watcher = this.watch({
           token: who.token,
           route: '/api/ws',
           principal: who.principal,
           single: false,
           send: (frame) => {
-            if (!open) return;
+            if (!data.open) return;
             if (data.msgpack) ws.send(pack(frame), true);
             else ws.send(JSON.stringify(frame), false);
           },
           end: (reason) => {
-            if (!open) return;
-            open = false;
+            if (!data.open) return;
+            data.open = false;
             ws.end(1008, reason);
           },
         });
@@ -346,6 +371,7 @@ export class LiveHub {
       }),
       close: guard.socket('close', (ws: UwsSocket<WsData>) => {
         const data = ws.getUserData();
+        data.open = false;
         if (data.watcher) this.forget(data.watcher);
       }),
     });

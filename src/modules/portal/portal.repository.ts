@@ -2,7 +2,7 @@
 // the customer's key and end user, the device reset with its cooldown claimed atomically.
 import type { Sql } from '../../platform/db/sql.js';
 
-interface PortalApp {
+export interface PortalApp {
   id: string;
   name: string;
   portal_enabled: boolean;
@@ -10,6 +10,8 @@ interface PortalApp {
   max_devices: number;
   hwid_lock: boolean;
   offline_days: number;
+  /** SPEC's pause of license validation: portal writes are refused while it is on (PROTOCOL 11.34). */
+  keys_paused: boolean;
 }
 
 export interface PortalLicense {
@@ -54,7 +56,8 @@ const LICENSE_COLUMNS = `id, app_id, key_preview, status, used_by, user_id, hwid
   last_login, created_at, reseller_id, max_devices, entitlements`;
 const USER_COLUMNS = `id, app_id, username, password_hash, hwid, banned, license_id, created_at, last_login,
   reseller_id`;
-const APP_COLUMNS = 'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices, hwid_lock, offline_days';
+const APP_COLUMNS =
+  'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices, hwid_lock, offline_days, keys_paused';
 
 export class PortalRepository {
   constructor(private readonly sql: Sql) {}

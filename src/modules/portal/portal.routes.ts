@@ -5,7 +5,7 @@
 // foreign Origin (login CSRF); callers without an Origin (scripts) are not browsers and pass.
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';
-import { compile, parseJson } from '../../platform/http/validation.js';
+import { PlainLine, compile, parseJson } from '../../platform/http/validation.js';
 import { jsonReply, type IncomingRequest, type Reply } from '../../platform/http/types.js';
 import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
@@ -31,13 +31,13 @@ const LoginBody = Type.Union([
   ),
 ]);
 const ResetBody = Type.Object(
-  { hwid: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })) },
+  { hwid: Type.Optional(PlainLine(1, 256)) },
   {
     additionalProperties: false,
   },
 );
 const OfflineBody = Type.Object(
-  { hwid: Type.String({ minLength: 1, maxLength: 256 }) },
+  { hwid: PlainLine(1, 256) },
   { additionalProperties: false },
 );
 const PasswordBody = Type.Object(

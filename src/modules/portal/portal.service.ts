@@ -12,12 +12,12 @@ import {
   verifyPassword,
 } from '../../platform/crypto/index.js';
 import { toDate } from '../../platform/db/sql.js';
-import type { Lockout } from '../../platform/limits/lockout.js';
+import type { Attempt, Lockout } from '../../platform/limits/lockout.js';
 import type { ActivationService, DeviceRepository } from '../activation/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
-import type { PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
+import type { PortalApp, PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
 
 export const PORTAL_SESSION_TTL_MS = 86_400_000;
 const MAX_PASSWORD_BYTES = 72;
@@ -80,10 +80,20 @@ export class PortalService {
     const byUser = input.license === undefined;
     const username = byUser ? input.username.normalize('NFC') : '';
     const lockKeys = [`${app.id}:ip:${ip}`, ...(byUser ? [`${app.id}:u:${username.toLowerCase()}`] : [])];
-    await this.lockout.check(lockKeys);
+    // PROTOCOL 11.31: the attempt is reserved before the credentials are checked.
+    return this.lockout.attempt(lockKeys, (attempt) => this.signIn(app, input, ip, username, attempt));
+  }
+
+  private async signIn(
+    app: NonNullable<Awaited<ReturnType<PortalRepository['appByApiKey']>>>,
+    input: PortalLogin,
+    ip: string,
+    username: string,
+    attempt: Attempt,
+  ): Promise<{ token: string }> {
     let session: PortalSessionRow | null = null;
     let who = '';
-    if (!byUser) {
+    if (input.license !== undefined) {
       const key = await this.d.repo.licenseByHash(app.id, licenseHash(this.d.licenseHashKey, input.license));
       // A key bound to an end user signs in with that user's name and password, never alone.
       if (key && key.status !== 'banned' && key.user_id === null && key.used_by === 'license-only')
@@ -105,7 +115,7 @@ export class PortalService {
       who = `user ${username}`;
     }
     if (!session) {
-      await this.lockout.fail(lockKeys);
+      attempt.fail();
       this.d.audit.write({
         appId: app.id,
         action: 'portal.login_failed',
@@ -136,6 +146,21 @@ export class PortalService {
     const user = s.user_id ? ((await this.d.repo.user(s.user_id)) ?? null) : null;
     if (!key || (s.user_id && (!user || user.license_id !== key.id))) throw new AppError('not_authenticated');
     return { key, user };
+  }
+
+  /**
+   * PROTOCOL 11.34: a portal session follows its key. Reading (`me`) still shows a banned, expired or
+   * paused key; every write answers SPEC's license error for that state, in the order `license`
+   * checks them.
+   */
+  private async writer(s: PortalSessionRow): Promise<{ key: PortalLicense; user: PortalUser | null; app: PortalApp }> {
+    const { key, user } = await this.customer(s);
+    const app = await this.d.repo.appById(s.app_id);
+    if (!app) throw new AppError('not_authenticated');
+    if (app.keys_paused) throw new AppError('license_paused');
+    if (key.status === 'banned') throw new AppError('license_banned');
+    if (computedStatus(key, this.d.now()) === 'expired') throw new AppError('license_expired');
+    return { key, user, app };
   }
 
   private async nextResetAt(licenseId: string, cooldownHours: number): Promise<Date | null> {
@@ -181,9 +206,7 @@ export class PortalService {
    * device: only the sessions activated from it), starts the cooldown.
    */
   async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
-    const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
-    if (!app) throw new AppError('not_authenticated');
+    const { key, user, app } = await this.writer(s);
     const held = (await this.devices(key, user)).map((d) => d.hwid);
     const one = hwid === undefined ? undefined : held.find((h) => h === hwid || h === hwid.toLowerCase());
     if (hwid !== undefined && one === undefined) throw new AppError('device_not_found');
@@ -224,9 +247,7 @@ export class PortalService {
 
   /** PROTOCOL 14.3: an offline file (12.5) for one of the customer's devices; audit `portal.offline`. */
   async offlineFile(s: PortalSessionRow, hwid: string, ip: string): Promise<{ success: true; license_file: string }> {
-    const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
-    if (!app) throw new AppError('not_authenticated');
+    const { key, user, app } = await this.writer(s);
     const { file } = await this.d.offline.offlineFileFor(
       app,
       { licenseId: key.id, userId: user?.id ?? null, username: user?.username ?? null },
@@ -243,15 +264,16 @@ export class PortalService {
   }
 
   async changePassword(s: PortalSessionRow, current: string, password: string, ip: string): Promise<void> {
-    const { user } = await this.customer(s);
+    const { user } = await this.writer(s);
     if (!user) throw new AppError('portal_users_only');
     assertPasswordBytes(password);
     const lockKeys = [`${user.app_id}:u:${user.username.toLowerCase()}`, `${user.app_id}:ip:${ip}`];
-    await this.lockout.check(lockKeys);
-    if (!(await verifyPassword(user.password_hash, current))) {
-      await this.lockout.fail(lockKeys);
-      throw new AppError('current_password_wrong');
-    }
+    await this.lockout.attempt(lockKeys, async (attempt) => {
+      if (!(await verifyPassword(user.password_hash, current))) {
+        attempt.fail();
+        throw new AppError('current_password_wrong');
+      }
+    });
     await this.d.repo.setPassword(user.id, await hashPassword(password));
     this.d.audit.write({
       appId: user.app_id,

@@ -56,6 +56,7 @@ export const REVOKE_DETAIL: Record<RevokeReason, string> = {
   app_deleted: 'Application deleted',
   blacklisted: 'Access denied',
   session_killed: 'Heartbeat session killed',
+  expired: 'License expired',
 };
 
 interface HelloFields {

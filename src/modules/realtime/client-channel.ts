@@ -636,7 +636,9 @@ export class ClientChannel {
     this.send(c, { type: 'revoked', reason, detail: REVOKE_DETAIL[reason] });
     this.end(c, CLOSE.revoked, reason);
     if (reason !== 'session_killed') {
-      this.d.push.endSession(c.session).catch((err: unknown) => this.d.log.warn({ err }, 'channel.end_session_failed'));
+      this.d.push
+        .endSession(c.session, reason === 'expired' ? 'expired' : 'revoked')
+        .catch((err: unknown) => this.d.log.warn({ err }, 'channel.end_session_failed'));
     }
   }
 }

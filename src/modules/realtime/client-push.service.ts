@@ -26,7 +26,8 @@ export type RevokeReason =
   | 'app_disabled'
   | 'app_deleted'
   | 'blacklisted'
-  | 'session_killed';
+  | 'session_killed'
+  | 'expired';
 
 /**
  * Whose connections a push is for. With `hwid` (lower-cased), only those of the key or user whose
@@ -90,6 +91,13 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
     case 'license.device_remove':
     case 'user.device_remove':
       if ('hwid' in device) add('hwid_reset', device);
+      break;
+    case 'license.expire':
+      // PROTOCOL 12.8: the key reached expires_at; `user.expire` below is an end user's own expiry.
+      add('expired');
+      break;
+    case 'user.expire':
+      if (user) out.push({ target: { appId, userId: user }, reason: 'expired' });
       break;
     case 'user.ban':
       if (d.banned === true && user) out.push({ target: { appId, userId: user }, reason: 'user_banned' });
@@ -197,8 +205,8 @@ export class ClientPushService {
    * After a pushed revocation: the heartbeat session ends wherever it lives (audited as a kill)
    * and the client session loses its activation, so only a new authentication continues.
    */
-  async endSession(session: string): Promise<void> {
-    await this.d.heartbeats.revoke(session);
+  async endSession(session: string, reason: 'revoked' | 'expired' = 'revoked'): Promise<void> {
+    await this.d.heartbeats.revoke(session, reason);
     const rec = await this.d.sessions.get(session);
     if (rec && rec.activatedAt !== null) await this.d.sessions.deactivate(session, rec);
   }

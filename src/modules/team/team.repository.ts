@@ -3,6 +3,16 @@ import type { Orm } from '../../platform/db/orm.js';
 import { AccountSchema, type Account } from '../../platform/db/entities/index.js';
 import type { AccountRepository } from '../access/index.js';
 
+/** A deleted account's tombstone: its name, role and every account above it (parent first). */
+const DELETED_SQL = `insert into deleted_accounts (id, username, role, ancestor_ids, deleted_at)
+  with recursive up(id, parent_id, depth) as (
+    select id, parent_id, 0 from accounts where id = ?
+    union all select a.id, a.parent_id, up.depth + 1 from accounts a join up on a.id = up.parent_id)
+  select a.id, a.username, a.role,
+    coalesce((select jsonb_agg(up.id::text order by up.depth) from up where up.id <> ?), '[]'::jsonb), now()
+  from accounts a where a.id = ?
+  on conflict (id) do nothing`;
+
 /** The largest balance the int4 column holds. */
 export const MAX_CREDITS = 2_147_483_647;
 
@@ -40,6 +50,8 @@ export class TeamRepository {
   async deleteAndAdopt(id: string, newParentId: string): Promise<number> {
     const em = this.orm.em.fork();
     return em.transactional(async (tx) => {
+      // PROTOCOL 11.32: the accounts above it are kept, so its audit entries stay theirs to read.
+      await tx.execute(DELETED_SQL, [id, id, id]);
       const moved = await tx.nativeUpdate(AccountSchema, { parentId: id }, { parentId: newParentId });
       await tx.nativeDelete(AccountSchema, { id });
       return moved;

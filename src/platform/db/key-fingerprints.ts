@@ -1,4 +1,5 @@
-// The keys every host of a deployment must share (the response-signing seed, the license-hash key)
+// The keys every host of a deployment must share (the response-signing seed, the license-hash key,
+// the two-factor key, and any added later: PROTOCOL 11.40)
 // are checked against the database at start: the first host records a keyed fingerprint of each
 // (HMAC-SHA256 under the key itself, of a fixed label: it tells keys apart and reveals nothing of
 // them), and a host whose key differs refuses to start. Without this, a host with other keys joins
@@ -9,7 +10,7 @@ import type { Sql } from './sql.js';
 const LABEL = 'keywarden deployment key fingerprint v1';
 
 interface DeploymentKeyInput {
-  /** `response_signing:<kid>` or `license_hash`. */
+  /** `response_signing:<kid>`, `license_hash` or `two_factor`. */
   name: string;
   /** The setting that carries it (the message names it). */
   setting: string;
@@ -45,6 +46,6 @@ export async function checkDeploymentKeys(sql: Sql, keys: readonly DeploymentKey
       `this host's keys differ from the ones this database was first used with: ${differ.join('; ')}. ` +
         'Every host of a deployment must share them: on a host that runs, `keywarden secrets export > keys.env`; ' +
         'copy keys.env here (securely) and run `keywarden secrets import < keys.env`, or set the same ' +
-        'RESPONSE_SIGNING_KEY and LICENSE_HASH_KEY on every host (docs/multi-host.md).',
+        `${keys.map((k) => k.setting).join(', ')} on every host (docs/multi-host.md).`,
     );
 }

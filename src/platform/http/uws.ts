@@ -238,6 +238,9 @@ function createGuard(opts: Pick<HttpServerOptions, 'log' | 'finishError'>): Guar
   };
 }
 
+/** A Content-Length uWS accepts: a decimal number of at most 9 digits. */
+const DECLARED_LENGTH = /^\d{1,9}$/;
+
 export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer {
   const guard = createGuard(opts);
   const app = uws.App();
@@ -277,6 +280,16 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
         // Shutting down: nothing below may run against a pool that is closing. The client retries
         // after Retry-After (on another worker, or on this service once it is back).
         const reply = errorReply(new AppError('unavailable', undefined, { 'Retry-After': '1' }), opts.log);
+        send(res, aborted, opts.finishError?.(method, path, headers['x-nonce'] ?? '', reply) ?? reply, true);
+        return;
+      }
+      // PROTOCOL 11.33 (docs/security.md "Declared lengths"): uWS closes the connection right after
+      // this callback on a Content-Length of 10 digits or more or one that is not a decimal number,
+      // whatever we answer. No handler may act on such a request (a DELETE would run to the end):
+      // it gets the 413 it would get anyway, which seldom leaves before the close.
+      const length = headers['content-length'];
+      if (length !== undefined && !DECLARED_LENGTH.test(length)) {
+        const reply = errorReply(new AppError('payload_too_large'), opts.log);
         send(res, aborted, opts.finishError?.(method, path, headers['x-nonce'] ?? '', reply) ?? reply, true);
         return;
       }

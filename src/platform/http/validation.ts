@@ -1,9 +1,22 @@
 // Request validation with TypeBox: the same schemas validate requests (compiled once, fast on the
 // hot path) and feed /api/openapi.json.
-import type { TSchema, Static } from '@sinclair/typebox';
+import { FormatRegistry, Type, type TSchema, type Static } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import { AppError, ValidationError, type ValidationIssue } from '../../errors.js';
+
+/**
+ * One line of plain text: no control or format character (Unicode Cc, Cf: zero-width characters and
+ * bidirectional marks included) and no whitespace at either end. Identifiers a client computes
+ * (a HWID) must be this, or two spellings that look alike would be two devices (PROTOCOL 11.38).
+ */
+const PLAIN_LINE = /^(?!\s)(?!.*\s$)[^\p{Cc}\p{Cf}]*$/su;
+FormatRegistry.Set('plain-line', (v) => PLAIN_LINE.test(v));
+
+/** A string of `min` to `max` characters in the `plain-line` format. */
+export function PlainLine(min: number, max: number) {
+  return Type.String({ minLength: min, maxLength: max, format: 'plain-line' });
+}
 
 interface Validator<T extends TSchema> {
   readonly schema: T;
@@ -23,6 +36,14 @@ function issuesOf<T extends TSchema>(check: TypeCheck<T>, value: unknown, where:
       loc.push(/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~'));
     if (e.type === ValueErrorType.ObjectAdditionalProperties) {
       issues.push({ loc, msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+      continue;
+    }
+    if (e.type === ValueErrorType.StringFormat && e.schema.format === 'plain-line') {
+      issues.push({
+        loc,
+        msg: 'Must not contain control or invisible characters, nor begin or end with whitespace',
+        type: 'value_error',
+      });
       continue;
     }
     issues.push({ loc, msg: e.message, type: snake(ValueErrorType[e.type] ?? 'value_error') });

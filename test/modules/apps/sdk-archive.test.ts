@@ -53,6 +53,35 @@ describe('SDK archive', () => {
     expect(readme).toContain('No `api_secret`');
   });
 
+  it('carries the Go module: go.mod, the package, its tests and example, without build outputs', async () => {
+    const f = await appFixture(t);
+    const { files } = await download(t.base, f.owner.token!, f.app.id, 'go');
+    const names = Object.keys(files);
+    for (const n of [
+      'go.mod',
+      'client.go',
+      'heartbeat.go',
+      'channel.go',
+      'x25519.go',
+      'offline.go',
+      'vectors_test.go',
+      'examples/activate/main.go',
+      'README.md',
+      'keywarden.json',
+    ]) {
+      expect(names, n).toContain(`svc_sdk_go/${n}`);
+    }
+    expect(strFromU8(files['svc_sdk_go/go.mod']!)).toMatch(/^module keywarden\n/);
+    expect(JSON.parse(strFromU8(files['svc_sdk_go/keywarden.json']!))).toMatchObject({
+      format: 1,
+      api_key: f.app.api_key,
+      app_id: f.app.id,
+    });
+    const readme = strFromU8(files['svc_sdk_go/README.md']!);
+    expect(readme).toMatch(/^# Keywarden Go SDK/);
+    expect(readme).toContain(`## This download: ${f.app.name} (go)`);
+  });
+
   it('writes keywarden.json format 1 with base_url from Host, pinned keys, and api_secret only under require_signature', async () => {
     const keys = ((await (await fetch(`${t.base}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
     const plain = await appFixture(t);
@@ -78,7 +107,7 @@ describe('SDK archive', () => {
 
   it('is byte-identical across downloads, for every language', async () => {
     const f = await appFixture(t);
-    for (const lang of ['python', 'csharp', 'cpp', 'typescript']) {
+    for (const lang of ['python', 'csharp', 'cpp', 'typescript', 'go']) {
       const a = await download(t.base, f.owner.token!, f.app.id, lang);
       const b = await download(t.base, f.owner.token!, f.app.id, lang);
       expect(Buffer.from(a.raw).equals(Buffer.from(b.raw)), lang).toBe(true);

@@ -1506,7 +1506,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp or typescript (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;
@@ -5538,7 +5538,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp or typescript (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;

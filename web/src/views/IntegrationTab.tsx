@@ -13,6 +13,7 @@ const SDKS = [
   ['python', 'Python'],
   ['csharp', 'C#'],
   ['cpp', 'C++'],
+  ['go', 'Go'],
 ] as const;
 
 /** The customer portal of this application (PROTOCOL 14.1): the api_key names it. */

@@ -330,6 +330,14 @@ struct RevokedEvent {
   std::string reason;
   std::string detail;
 };
+/**
+ * The license (or end user) expired while running (PROTOCOL 12.8): pushed on the channel as `revoked` with reason
+ * `expired`, or a beat refused (or unreachable) after the known expiry. onKilled follows with code expired.
+ */
+struct ExpiredEvent {
+  std::optional<TimePoint> expiresAt;  // the expiry the client knew from its last verified activation
+  std::string detail;
+};
 /** Pushed: force_update is on and this version is outdated. */
 struct UpdateRequiredEvent {
   std::string message;
@@ -361,10 +369,10 @@ struct ChannelEvent {
 /**
  * healthy: the last beat verified; offline: the service cannot be reached and the grace period covers
  * now; degraded: the last beat failed (see lastBeatAt); compromised: `compromisedAfter` verification
- * failures in a row; revoked, killed, stopped: ended.
+ * failures in a row; revoked, expired (the license expired while running), killed, stopped: ended.
  */
-enum class HeartbeatState { healthy, degraded, compromised, revoked, killed, stopped, offline };
-/** "healthy", "offline", "degraded", "compromised", "revoked", "killed", "stopped". */
+enum class HeartbeatState { healthy, degraded, compromised, revoked, killed, stopped, offline, expired };
+/** "healthy", "offline", "degraded", "compromised", "revoked", "expired", "killed", "stopped". */
 const char* to_string(HeartbeatState state) noexcept;
 struct KilledEvent {
   Error error;
@@ -412,6 +420,8 @@ struct HeartbeatOptions {
   std::function<void(const OfflineEvent&)> onOffline;
   /** The grace period ended while the service still cannot be reached (once). */
   std::function<void(const GraceExpiredEvent&)> onGraceExpired;
+  /** The license expired while running (final; onKilled with code expired follows). */
+  std::function<void(const ExpiredEvent&)> onExpired;
 };
 
 /**
@@ -469,6 +479,12 @@ class Client {
   std::optional<TimePoint> graceUntil() const;
   /** True while the (server-corrected) clock is before graceUntil(). */
   bool graceActive() const;
+  /**
+   * When the license (an end user's: the user) expires, from the last verified license, login, register or trial
+   * answer; nullopt for a lifetime key or before any activation. A running heartbeat reports `expired` once the
+   * server ends its session then (PROTOCOL 12.8).
+   */
+  std::optional<TimePoint> expiresAt() const;
   /** Where loadOffline keeps the latest time seen (Options::stateFile or defaultStateFile). */
   std::string stateFile() const;
 
@@ -519,7 +535,10 @@ class Heartbeat {
   std::int64_t beatCount() const noexcept;
   std::int64_t lastIndex() const noexcept;
   std::chrono::seconds beatInterval() const noexcept;
-  /** healthy, degraded, compromised, or how it ended: revoked, killed, stopped. */
+  /**
+   * healthy, offline, degraded, compromised, or how it ended: revoked, expired, killed, stopped. Offline lasts
+   * exactly as long as the grace: past graceUntil it reads degraded at once.
+   */
   HeartbeatState state() const noexcept;
   /** When the last beat verified (the verified heartbeat/start before the first beat). */
   TimePoint lastBeatAt() const noexcept;
@@ -544,6 +563,7 @@ class Heartbeat {
   void onChannel(std::function<void(const ChannelEvent&)> fn);
   void onOffline(std::function<void(const OfflineEvent&)> fn);
   void onGraceExpired(std::function<void(const GraceExpiredEvent&)> fn);
+  void onExpired(std::function<void(const ExpiredEvent&)> fn);
 
   struct Impl;
   explicit Heartbeat(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -142,6 +142,9 @@ typedef struct kw_heartbeat_callbacks {
   void (*on_offline)(void* user, const kw_error* error, int64_t grace_until_ms);
   /* still unreachable, and the grace period is over */
   void (*on_grace_expired)(void* user, int64_t grace_until_ms);
+  /* the license (or end user) expired while running (PROTOCOL 12.8); expires_at_ms: the expiry the client
+     knew (unix ms), 0 when unknown. on_killed follows with KW_ERR_EXPIRED */
+  void (*on_expired)(void* user, int64_t expires_at_ms);
 } kw_heartbeat_callbacks;
 
 typedef enum kw_heartbeat_state { KW_HB_RUNNING = 0, KW_HB_STOPPED = 1, KW_HB_KILLED = 2 } kw_heartbeat_state;
@@ -151,7 +154,7 @@ typedef enum kw_heartbeat_health {
   KW_HEALTH_HEALTHY = 0,
   KW_HEALTH_DEGRADED = 1,
   KW_HEALTH_COMPROMISED = 2,
-  KW_HEALTH_ENDED = 3, /* stopped, killed or revoked: see kw_heartbeat_get_state */
+  KW_HEALTH_ENDED = 3, /* stopped, killed, revoked or expired: see kw_heartbeat_get_state and kw_heartbeat_last_error */
   KW_HEALTH_OFFLINE = 4 /* the service cannot be reached and the grace period covers now (kw_grace_until) */
 } kw_heartbeat_health;
 

@@ -29,7 +29,7 @@ export const EndUserSchema = new EntitySchema<EndUser>({
   name: 'EndUser',
   tableName: 'end_users',
   uniques: [{ properties: ['appId', 'username'] }],
-  indexes: [{ properties: ['appId', 'createdAt'] }],
+  indexes: [{ properties: ['appId', 'createdAt'] }, { properties: ['expiresAt'] }],
   properties: {
     id: { type: 'uuid', primary: true },
     appId: { kind: 'm:1', entity: 'Application', mapToPk: true, fieldName: 'app_id', deleteRule: 'cascade' },

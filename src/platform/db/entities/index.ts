@@ -34,6 +34,7 @@ import { TrialSchema } from './trial.entity.js';
 import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } from './commerce.entity.js';
 import { DeploymentKeySchema } from './deployment-key.entity.js';
 import { BeatCountSchema } from './beat-count.entity.js';
+import { DeletedAccountSchema } from './deleted-account.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -58,4 +59,5 @@ export const ENTITIES = [
   PortalResetSchema,
   DeploymentKeySchema,
   BeatCountSchema,
+  DeletedAccountSchema,
 ];

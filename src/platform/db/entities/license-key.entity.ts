@@ -47,7 +47,7 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
   name: 'LicenseKey',
   tableName: 'license_keys',
   uniques: [{ properties: ['appId', 'keyHash'] }],
-  indexes: [{ properties: ['appId', 'createdAt'] }, { properties: ['status', 'pendingSince'] }],
+  indexes: [{ properties: ['appId', 'createdAt'] }, { properties: ['status', 'pendingSince'] }, { properties: ['expiresAt'] }],
   properties: {
     id: { type: 'uuid', primary: true },
     appId: { kind: 'm:1', entity: 'Application', mapToPk: true, fieldName: 'app_id', deleteRule: 'cascade' },

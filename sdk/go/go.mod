@@ -1,0 +1,3 @@
+module keywarden
+
+go 1.19
