@@ -91,7 +91,8 @@ export async function ensureBaseImage(log: (m: string) => void): Promise<{ ref: 
     if (!node.node) throw new Error(`Node.js ${NODE24_RELEASE}: ${node.why}`);
     const rootfs = path.join(work, 'rootfs');
     log(`debootstrap --variant=minbase ${SUITE} (once; cached afterwards)`);
-    await run('debootstrap', ['--variant=minbase', SUITE, rootfs, MIRROR], { maxBuffer: 64 << 20 });
+    // Low priority, like the build below: the suites beside it measure timeouts.
+    await run('nice', ['-n', '10', 'debootstrap', '--variant=minbase', SUITE, rootfs, MIRROR], { maxBuffer: 64 << 20 });
     // What slim images leave out.
     for (const d of ['usr/share/doc', 'usr/share/man', 'usr/share/info', 'var/cache/apt/archives', 'var/lib/apt/lists'])
       fs.rmSync(path.join(rootfs, d), { recursive: true, force: true });
@@ -133,8 +134,11 @@ export async function ensureBaseImage(log: (m: string) => void): Promise<{ ref: 
 function bud(repo: string, args: string[], logFile: string): Promise<void> {
   const out = fs.openSync(logFile, 'a');
   const child = spawn(
-    'buildah',
+    'nice',
     [
+      '-n',
+      '10',
+      'buildah',
       ...STORAGE(),
       'bud',
       '--isolation',
