@@ -2,7 +2,8 @@
 // PostgreSQL, a backup taken while it serves, a restore into a fresh DATA_DIR and a fresh server
 // there. Keys generated before the backup activate afterwards and the answers verify under the first
 // server's published key (the shared keys came along); a key made after the backup does not exist
-// there (one snapshot); non-empty targets and damaged files are refused with a message.
+// there; non-empty targets and damaged files are refused with a message. And the file is one
+// snapshot: a row committed while the backup waits on a locked table is in none of its tables.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, KeywardenError, type KeywardenConfig } from '../../sdk/typescript/src/index.js';
 import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
-import { createTestDatabase } from '../helpers/server.js';
+import { OWNER as TEST_OWNER, createTestDatabase, startTestServer } from '../helpers/server.js';
+import { writeBackup } from '../../src/platform/db/backup.js';
 import { Api } from '../helpers/http.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -192,6 +194,51 @@ describe('keywarden backup and restore', { timeout: 180_000 }, () => {
       expect(again.stderr).toMatch(/refusing to restore into a database that is not empty/);
     } finally {
       await db.drop();
+    }
+  });
+});
+
+describe('one snapshot', { timeout: 120_000 }, () => {
+  it('rows committed while the backup runs are in none of its tables', async () => {
+    // The backup reads applications and license_keys, then finds license_keys locked; meanwhile a
+    // device is bound to a key and committed. Read as one snapshot, key_devices (read after
+    // license_keys) does not have it; read table by table, it would.
+    const server = await startTestServer();
+    const locker = new pg.Client({ connectionString: server.databaseUrl });
+    const watcher = new pg.Client({ connectionString: server.databaseUrl });
+    try {
+      const owner = await new Api(server.base).signIn(TEST_OWNER.username, TEST_OWNER.password);
+      const app = await owner.post('/api/apps', { name: 'Snapshot App' });
+      await owner.post(`/api/apps/${app.body.id}/licenses`, { amount: 2, duration: 30, unit: 'days', level: 1 });
+      await locker.connect();
+      await watcher.connect();
+      await locker.query('begin');
+      await locker.query('lock table license_keys in access exclusive mode');
+      const out = path.join(tmp, 'snapshot.backup');
+      const backup = writeBackup(server.databaseUrl, { RESPONSE_SIGNING_KEY: 'k' }, out);
+      // the backup waits for license_keys: another process's state, looked at until it shows
+      for (;;) {
+        const waiting = await watcher.query(
+          `select 1 from pg_locks l join pg_class c on c.oid = l.relation
+            where c.relname = 'license_keys' and not l.granted`,
+        );
+        if (waiting.rowCount! > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await locker.query(
+        `insert into key_devices (license_id, hwid, first_seen, last_seen)
+         select id, 'snapshot-hwid', now(), now() from license_keys limit 1`,
+      );
+      await locker.query('commit');
+      const { rows } = await backup;
+      expect(rows.license_keys).toBe(2);
+      expect(rows.key_devices).toBe(0);
+      expect(zlib.gunzipSync(fs.readFileSync(out)).toString('utf8')).not.toContain('snapshot-hwid');
+      expect((await watcher.query('select count(*)::int as n from key_devices')).rows[0].n).toBe(1);
+    } finally {
+      await locker.end().catch(() => undefined);
+      await watcher.end().catch(() => undefined);
+      await server.close();
     }
   });
 });
