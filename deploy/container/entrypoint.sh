@@ -9,7 +9,7 @@ case "${1:-serve}" in
     node /app/dist/src/cli.js migrate
     exec node /app/dist/src/cli.js serve
     ;;
-  migrate | owner | developer | secrets | backup | restore | worker)
+  migrate | owner | developer | secrets | backup | restore | loadtest | worker)
     exec node /app/dist/src/cli.js "$@"
     ;;
   *)
