@@ -165,22 +165,34 @@ function bud(repo: string, args: string[], logFile: string): Promise<void> {
 
 /**
  * `buildah bud` of the repository's Dockerfile on `base`; the build's output goes to `logFile`.
- * The stages `deps` and `build` get tags of their own, so that after the build every image nobody
- * names any more (earlier builds' layers) can be pruned while the cache of each stage stays.
+ * Afterwards every untagged image this build did not use (earlier builds' layers) is removed, so
+ * the cache keeps the layers of each stage as last built and stops growing.
  */
 export async function buildImage(repo: string, base: string, tag: string, logFile: string): Promise<number> {
   const started = Date.now();
   fs.writeFileSync(logFile, '');
-  const common = ['--build-arg', `BASE_IMAGE=${base}`];
-  for (const stage of ['deps', 'build'])
-    await bud(repo, [...common, '--target', stage, '--tag', `${tag}-${stage}`], logFile);
-  await bud(repo, [...common, '--tag', tag], logFile);
+  await bud(repo, ['--build-arg', `BASE_IMAGE=${base}`, '--tag', tag], logFile);
   const ms = Date.now() - started;
-  // Without this the cache would grow by the final layers of every build whose sources changed.
-  // (one level of parents per round: a pruned image's parent may be prunable only then)
-  for (let round = 0; round < 20; round++) {
-    const removed = await buildah(['rmi', '--prune']).catch(() => '');
-    if (removed === '') break;
+  // Each step's image appears in the log as "--> <id>" or "--> Using cache <id>".
+  const used = [...fs.readFileSync(logFile, 'utf8').matchAll(/^--> (?:Using cache )?([0-9a-f]{11,64})\s*$/gm)].map(
+    (m) => m[1]!,
+  );
+  // (a removed image can leave its parent unused: a few rounds)
+  for (let round = 0; round < 5; round++) {
+    const images = JSON.parse(await buildah(['images', '--all', '--json', '--no-trunc'])) as {
+      id: string;
+      names: string[] | null;
+    }[];
+    const stale = images
+      .map((i) => ({ id: i.id.replace(/^sha256:/, ''), named: (i.names ?? []).length > 0 }))
+      .filter((i) => !i.named && !used.some((u) => i.id.startsWith(u)));
+    let removed = 0;
+    for (const i of stale)
+      removed += await buildah(['rmi', i.id]).then(
+        () => 1,
+        () => 0, // still the parent of an image in use
+      );
+    if (removed === 0) break;
   }
   return ms;
 }

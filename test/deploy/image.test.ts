@@ -6,8 +6,8 @@
 // by the TypeScript SDK (signature verified), SIGTERM to the init (the server drains and exits 0,
 // PostgreSQL stopped cleanly), and a second container on the same /data where that key still verifies
 // under the same published key. Costs on the 2-core CI machine under load: 6 minutes on a fresh machine
-// (the base image 1.5 min, the image 3.7 min), 70 s when the sources changed, 21 s when nothing did
-// (docs/deploy.md#how-ci-tests-the-image).
+// (the base image 1.5 min, the image 3.7 min), 70 to 100 s when the sources changed, 20 to 50 s when
+// nothing did (docs/deploy.md#how-ci-tests-the-image).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
