@@ -1,4 +1,5 @@
-// `keywarden` command line: serve | migrate | owner create | developer create | loadtest.
+// `keywarden` command line: serve | migrate | owner create | developer create | loadtest | secrets |
+// backup | restore.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -9,12 +10,18 @@ import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { createServices, dashboardAuthDeps } from './compose.js';
 import { startServer } from './main.js';
-import { superviseWorkers } from './supervisor.js';
+import { EX_CONFIG, superviseWorkers } from './supervisor.js';
 import { DashboardAuth } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
 import { KeyMismatchError } from './platform/db/key-fingerprints.js';
 import { SHARED_KEY_SETTINGS, SecretsError, exportSecrets, importSecrets } from './platform/crypto/secrets.js';
-import { DataDirBusyError, databaseUrl, runningEmbeddedPostgres } from './platform/db/embedded-postgres.js';
+import {
+  DataDirBusyError,
+  databaseUrl,
+  runningEmbeddedPostgres,
+  startEmbeddedPostgres,
+} from './platform/db/embedded-postgres.js';
+import { BackupError, dataDirNotEmpty, readBackupHeader, restoreDatabase, writeBackup } from './platform/db/backup.js';
 import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
 
 const USAGE = `usage:
@@ -24,7 +31,10 @@ const USAGE = `usage:
   keywarden developer create --username U --password-stdin   (email: first of DEVELOPER_EMAILS)
   keywarden loadtest --duration=S [--url=URL ...]   measure a deployment you own (docs/loadtest.md)
   keywarden secrets export > keys.env               print the keys every host must share (secret!)
-  keywarden secrets import [--force] < keys.env     store them in DATA_DIR/secrets (docs/multi-host.md)`;
+  keywarden secrets import [--force] < keys.env     store them in DATA_DIR/secrets (docs/multi-host.md)
+  keywarden backup --out FILE                       the database and the shared keys in one file (secret!),
+                                                    consistent while the server runs (docs/deploy.md)
+  keywarden restore FILE                            into an empty DATA_DIR, or the empty DATABASE_URL`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -41,7 +51,14 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   log.info({ node: process.versions.node, uws: UWS_BUILDS[uwsBuildInUse()].release }, 'server.runtime');
   const server =
     !asWorker && config.workers > 1
-      ? { shutdown: (await superviseWorkers(config, log)).stop }
+      ? {
+          shutdown: (
+            await superviseWorkers(config, log, {
+              // A worker refused to start (logged): the group stops, and a unit manager sees why.
+              onRefused: () => process.exit(EX_CONFIG),
+            })
+          ).stop,
+        }
       : await startServer(config, { log });
   // npm and tsx relay the terminal's signal, so one Ctrl-C can arrive more than once: later
   // signals are ignored and a watchdog bounds the whole shutdown instead.
@@ -166,6 +183,105 @@ async function secretsCommand(config: Config, sub: string | undefined, args: str
   return 2;
 }
 
+/** `backup --out FILE`: a consistent snapshot of the database plus the shared keys (platform/db/backup.ts). */
+async function backupCommand(config: Config, args: string[]): Promise<number> {
+  let out: string | undefined;
+  try {
+    out = parseArgs({ args, options: { out: { type: 'string' } } }).values.out;
+  } catch {
+    out = undefined; // an unknown option: the usage says what there is
+  }
+  if (!out) {
+    console.error(USAGE);
+    return 2;
+  }
+  out = path.resolve(out);
+  try {
+    fs.accessSync(path.dirname(out), fs.constants.W_OK);
+  } catch (err) {
+    throw new BackupError(`cannot write ${out}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+  const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
+  // The keys first: a DATA_DIR that never ran a server has none, and then nothing is started.
+  const secrets = await exportSecrets(config);
+  const attached = await withDatabase(config);
+  let own: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  if (!attached.databaseUrl) {
+    if (!fs.existsSync(path.join(config.dataDir, 'pg', 'PG_VERSION')))
+      throw new BackupError(`DATA_DIR ${config.dataDir} holds no database (and DATABASE_URL is not set)`);
+    own = await startEmbeddedPostgres(config.dataDir, log);
+  }
+  try {
+    const started = Date.now();
+    const { rows } = await writeBackup(attached.databaseUrl ?? own!.target, secrets, out);
+    const total = Object.values(rows).reduce((a, b) => a + b, 0);
+    process.stderr.write("keywarden: the backup holds the deployment's secret keys; store it like them\n");
+    console.log(
+      `backup written to ${out}: ${total} rows in ${Object.keys(rows).length} tables, ` +
+        `${fs.statSync(out).size} bytes, ${Date.now() - started} ms`,
+    );
+    return 0;
+  } finally {
+    await own?.stop();
+  }
+}
+
+/** `restore FILE`: into an empty DATA_DIR (embedded PostgreSQL) or the empty database of DATABASE_URL. */
+async function restoreCommand(config: Config, args: string[]): Promise<number> {
+  if (args.length !== 1 || !args[0]) {
+    console.error(USAGE);
+    return 2;
+  }
+  const file = path.resolve(args[0]);
+  const header = await readBackupHeader(file);
+  // Keys set in the environment win over DATA_DIR/secrets: they must be the backup's, or no host starts.
+  const set: Record<string, string | undefined> = {
+    RESPONSE_SIGNING_KEY: config.responseSigningKey,
+    LICENSE_HASH_KEY: config.licenseHashKey,
+    TWO_FACTOR_KEY: config.twoFactorKey,
+  };
+  for (const [name, value] of Object.entries(set))
+    if (value !== undefined && value !== header.secrets[name])
+      throw new BackupError(`${name} is set here to another key than the backup's: unset it, or set the backup's`);
+  const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
+  const started = Date.now();
+  let restored: Awaited<ReturnType<typeof restoreDatabase>>;
+  if (config.databaseUrl) {
+    restored = await restoreDatabase(file, config.databaseUrl, log);
+  } else {
+    const why = await dataDirNotEmpty(config.dataDir);
+    if (why) throw new BackupError(`refusing to restore into DATA_DIR ${config.dataDir}, which is not empty: ${why}`);
+    const made = ['pg', 'pg-run', 'pg-password', 'pg-runtime', 'secrets', 'keywarden.lock'];
+    try {
+      const embedded = await startEmbeddedPostgres(config.dataDir, log);
+      try {
+        restored = await restoreDatabase(file, embedded.target, log);
+      } finally {
+        await embedded.stop();
+      }
+    } catch (err) {
+      // Nothing of a half-restored database is left behind: the next attempt finds DATA_DIR empty again.
+      for (const part of made) fs.rmSync(path.join(config.dataDir, part), { recursive: true, force: true });
+      throw err;
+    }
+  }
+  const stored = await importSecrets(config, header.secrets, false);
+  const total = Object.values(restored.rows).reduce((a, b) => a + b, 0);
+  console.log(
+    `restored the backup of ${header.created_at}: ${total} rows in ${header.tables.length} tables, ` +
+      `${header.migrations.length} migrations, in ${Date.now() - started} ms`,
+  );
+  console.log(
+    stored.length > 0
+      ? `the deployment's keys were stored in ${path.join(config.dataDir, 'secrets')}` +
+          (config.databaseUrl
+            ? ' (hosts started without them set read them there: copy them with `keywarden secrets export`)'
+            : '')
+      : "the deployment's keys were already in place",
+  );
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
   if (cmd === 'loadtest') return loadtest(argv.slice(1)); // needs no server configuration
@@ -185,6 +301,10 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'secrets':
       return secretsCommand(config, sub, rest);
+    case 'backup':
+      return backupCommand(config, argv.slice(1));
+    case 'restore':
+      return restoreCommand(config, argv.slice(1));
     case 'owner':
     case 'developer':
       if (sub !== 'create') break;
@@ -194,15 +314,39 @@ async function main(argv: string[]): Promise<number> {
   return 2;
 }
 
+/**
+ * A worker that refuses to start for a reason starting it again cannot cure (its configuration, keys
+ * that differ from the deployment's, a runtime no uWebSockets.js build serves) tells its supervisor
+ * why over the IPC channel and exits with EX_CONFIG: the supervisor logs that one line and stops the
+ * group instead of starting the worker again. Elsewhere (no supervisor) it prints the reason itself.
+ */
+function refuseAsWorker(err: unknown): boolean {
+  const refusal = err instanceof ConfigError || err instanceof KeyMismatchError || err instanceof UwsUnavailableError;
+  if (!refusal || process.argv[2] !== 'worker' || !process.send || !process.connected) return false;
+  const reason = err instanceof ConfigError ? `configuration error: ${err.message}` : err.message;
+  try {
+    process.send({ refused: reason }, (sendErr: Error | null) => {
+      if (sendErr) console.error(reason);
+      process.exit(EX_CONFIG);
+    });
+  } catch {
+    console.error(reason);
+    process.exit(EX_CONFIG);
+  }
+  return true;
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code >= 0) process.exit(code);
   },
   (err: unknown) => {
+    if (refuseAsWorker(err)) return;
     if (err instanceof ConfigError) console.error(`configuration error: ${err.message}`);
     else if (err instanceof DataDirBusyError || err instanceof UwsUnavailableError || err instanceof KeyMismatchError)
       console.error(err.message);
     else if (err instanceof SecretsError) console.error(`keywarden secrets: ${err.message}`);
+    else if (err instanceof BackupError) console.error(`keywarden ${process.argv[2]}: ${err.message}`);
     else if (err instanceof ValidationError)
       console.error(err.issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('\n'));
     else console.error(err);

@@ -1,8 +1,10 @@
 // Cluster mode (WORKERS=N, needs REDIS_URL): this primary process starts the embedded PostgreSQL
 // when no DATABASE_URL is given, then runs N worker processes that each listen on the same PORT
 // (uWS listens with SO_REUSEPORT, so the kernel spreads connections over them). A worker that
-// dies is started again; SIGTERM/SIGINT stop every worker in order (each hands its shards over)
-// and the database last.
+// dies is started again, unless it refused to start for a reason a restart cannot cure (exit code
+// EX_CONFIG: its configuration, keys that differ from the deployment's): then the supervisor logs
+// that reason in one fatal line and stops the whole group. SIGTERM/SIGINT stop every worker in order
+// (each hands its shards over) and the database last.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -14,6 +16,13 @@ import {
 } from './platform/db/embedded-postgres.js';
 
 const RESPAWN_DELAY_MS = 1_000;
+
+/**
+ * The exit code of a worker (and then of the group) that refused to start for a configuration
+ * reason (sysexits.h EX_CONFIG). Starting it again would fail the same way: a unit manager can be
+ * told not to (systemd: RestartPreventExitStatus=78).
+ */
+export const EX_CONFIG = 78;
 
 /**
  * glibc malloc settings every Keywarden process should run with (`npm start` and the systemd
@@ -40,7 +49,14 @@ interface Supervisor {
   stop(): Promise<void>;
 }
 
-export async function superviseWorkers(config: Config, log: Logger): Promise<Supervisor> {
+export async function superviseWorkers(
+  config: Config,
+  log: Logger,
+  o: {
+    /** After a worker refused to start (logged, every worker stopped, the database too). */
+    onRefused: () => void;
+  },
+): Promise<Supervisor> {
   let embedded: EmbeddedPostgres | undefined;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
@@ -68,17 +84,34 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
       }),
     });
     children.set(index, child);
+    let refused: string | undefined;
+    child.on('message', (m: unknown) => {
+      if (m !== null && typeof m === 'object' && typeof (m as { refused?: unknown }).refused === 'string')
+        refused = (m as { refused: string }).refused;
+    });
     child.once('exit', (code, signal) => {
       children.delete(index);
       if (stopping) return;
+      if (code === EX_CONFIG) {
+        // One line for the group, whichever worker refused first; the others are stopped. Its reason
+        // may still be in the IPC channel when 'exit' fires: the channel's end comes after it.
+        const report = () => {
+          if (stopping) return;
+          log.fatal(
+            { worker: index, code, reason: refused ?? 'see the worker output above' },
+            `cluster.worker_refused: ${refused ?? 'a worker refused to start for a configuration reason'}; stopping every worker, not starting it again`,
+          );
+          void supervisor.stop().then(o.onRefused, o.onRefused);
+        };
+        if (child.connected) child.once('disconnect', report);
+        else report();
+        return;
+      }
       log.error({ worker: index, code, signal }, 'cluster.worker_died: starting it again');
       setTimeout(() => !stopping && startWorker(index), RESPAWN_DELAY_MS).unref();
     });
   };
-  for (let i = 0; i < config.workers; i++) startWorker(i);
-  log.info({ workers: config.workers, port: config.port }, 'cluster.started');
-
-  return {
+  const supervisor: Supervisor = {
     async stop() {
       stopping = true;
       await Promise.all(
@@ -95,4 +128,7 @@ export async function superviseWorkers(config: Config, log: Logger): Promise<Sup
       log.info('cluster.stopped');
     },
   };
+  for (let i = 0; i < config.workers; i++) startWorker(i);
+  log.info({ workers: config.workers, port: config.port }, 'cluster.started');
+  return supervisor;
 }

@@ -713,11 +713,13 @@ func (c *Client) once(ctx context.Context, endpoint string, body map[string]any)
 	}
 	res, herr := c.http.Do(req)
 	if herr != nil {
+		c.dropRoute()
 		return nil, transportError(path, herr, cctx), false
 	}
 	resBody, berr := io.ReadAll(io.LimitReader(res.Body, c.maxResponse+1))
 	res.Body.Close()
 	if berr != nil {
+		c.dropRoute()
 		e := transportError(path, berr, cctx)
 		e.NotSent = false
 		return nil, e, false
@@ -726,8 +728,14 @@ func (c *Client) once(ctx context.Context, endpoint string, body map[string]any)
 		return nil, newError(CodeNetwork, "network on %s: answer larger than %d bytes", path, c.maxResponse), false
 	}
 	status := res.StatusCode
+	gateway := status == 502 || status == 503 || status == 504
+	if gateway {
+		// Signed or not (a balancer's own answer is not), the worker the route names may be gone.
+		// Dropping a hint is all a forged answer could achieve: the next call is forwarded once.
+		c.dropRoute()
+	}
 	kid, ts, sig := res.Header.Get("X-Response-Kid"), res.Header.Get("X-Response-Timestamp"), res.Header.Get("X-Response-Signature")
-	if (status == 502 || status == 503 || status == 504) && kid == "" && ts == "" && sig == "" {
+	if gateway && kid == "" && ts == "" && sig == "" {
 		// A proxy in front saying the service is unreachable: believed for nothing, but not an attack either.
 		e := newError(CodeServer, "server: %d from a gateway (unsigned) on %s", status, path)
 		e.Status = status
@@ -751,7 +759,7 @@ func (c *Client) once(ctx context.Context, endpoint string, body map[string]any)
 			c.log.Printf("keywarden.clock.offset: %.1f s", off)
 		}
 	}
-	if r := res.Header.Get("X-Keywarden-Route"); r != "" {
+	if r := res.Header.Get("X-Keywarden-Route"); r != "" && !gateway {
 		c.route = r
 	}
 	learned := c.offset
@@ -779,6 +787,15 @@ func (c *Client) once(ctx context.Context, endpoint string, body map[string]any)
 		return nil, verificationError(ReasonMalformed, fmt.Sprintf("answer of %s lacks success: true", path)), false
 	}
 	return parsed, nil, false
+}
+
+// dropRoute forgets the route hint after a connection error, a timeout or a 502/503/504: the worker
+// it names may be gone, and without it the balancer sends the next call to any live worker, whose
+// answer names the session's new owner.
+func (c *Client) dropRoute() {
+	c.mu.Lock()
+	c.route = ""
+	c.mu.Unlock()
 }
 
 func parseObject(raw []byte, path string, status int) (map[string]any, *Error) {

@@ -57,8 +57,14 @@ export interface SiteOptions {
   upstreamPort: number | string;
   /** More workers in the round robin (their shared ports on 127.0.0.1, or `host:port`). */
   moreUpstreams?: (number | string)[];
-  /** Affinity: one map line and one upstream per worker (its own port, then `backup`; ports on 127.0.0.1 or `host:port`). */
-  routes?: { route: string; address: number | string; backup: number | string }[];
+  /**
+   * Affinity: one map line and one upstream per worker (`address`: its own port; ports on 127.0.0.1
+   * or `host:port`), written as the committed file's commented example says: a backup line there on
+   * the worker's own host becomes `hosts[host]`, one on another host becomes every other host's.
+   */
+  routes?: { route: string; address: number | string; host: string }[];
+  /** With routes: each host's shared port(s), by the name the routes use. */
+  hosts?: Record<string, (number | string)[]>;
   tlsPort: number;
   httpPort: number;
   cert: string;
@@ -93,17 +99,25 @@ export function renderSite(o: SiteOptions): string {
       '    #   a-0 keywarden_a_0;\n    #   a-1 keywarden_a_1;\n',
       o.routes.map((r) => `    ${r.route} ${name(r.route)};\n`).join(''),
     );
+    const example = upstreamExample(text);
+    const hosts = o.hosts ?? {};
     text += o.routes
-      .map(
-        (r) => `
-upstream ${name(r.route)} {
-    server ${hostPort(r.address)} max_fails=3 fail_timeout=5s;
-    server ${hostPort(r.backup)} backup;
-    keepalive 8;
-    keepalive_timeout 4s;
-}
-`,
-      )
+      .map((r) => {
+        const backups = example.backups.flatMap((b) =>
+          (b.sameHost ? [r.host] : Object.keys(hosts).filter((h) => h !== r.host)).flatMap((h) =>
+            (hosts[h] ?? []).map((a) => b.line.replace(EXAMPLE_ADDRESS, hostPort(a))),
+          ),
+        );
+        return [
+          '',
+          `upstream ${name(r.route)} {`,
+          example.primary.replace(EXAMPLE_ADDRESS, hostPort(r.address)),
+          ...backups,
+          ...example.rest,
+          '}',
+          '',
+        ].join('\n');
+      })
       .join('');
   }
   edit('listen 80;', `listen 127.0.0.1:${o.httpPort};`);
@@ -115,6 +129,36 @@ upstream ${name(r.route)} {
   if (o.httpVersion && o.httpVersion !== '1.1') edit('proxy_http_version 1.1;', `proxy_http_version ${o.httpVersion};`);
   if (o.readTimeout) edit('proxy_read_timeout    60s;', `proxy_read_timeout ${o.readTimeout};`);
   return text;
+}
+
+const EXAMPLE_ADDRESS = /10\.0\.0\.\d+:\d+/;
+
+/**
+ * The committed file's commented per-worker upstream (`#   upstream keywarden_a_0 { ... }`): its
+ * primary `server` line, its `backup` lines (each on the primary's host or on another one), and the rest.
+ */
+function upstreamExample(text: string): {
+  primary: string;
+  backups: { line: string; sameHost: boolean }[];
+  rest: string[];
+} {
+  const m = /^# {3}upstream keywarden_a_0 \{\n((?:# {3} {4}.*\n)+)# {3}\}$/m.exec(text);
+  if (!m) throw new Error('deploy/nginx/keywarden.conf changed: no commented upstream keywarden_a_0 example');
+  const lines = m[1]!
+    .trimEnd()
+    .split('\n')
+    .map((l) => l.slice(4));
+  const servers = lines.filter((l) => /^\s*server /.test(l));
+  const primary = servers.filter((l) => !/ backup;$/.test(l));
+  if (primary.length !== 1) throw new Error('deploy/nginx/keywarden.conf: the example upstream needs one primary');
+  const ip = (l: string) => EXAMPLE_ADDRESS.exec(l)?.[0].split(':')[0];
+  return {
+    primary: primary[0]!,
+    backups: servers
+      .filter((l) => / backup;$/.test(l))
+      .map((line) => ({ line, sameHost: ip(line) === ip(primary[0]!) })),
+    rest: lines.filter((l) => !/^\s*server /.test(l)),
+  };
 }
 
 export interface Nginx {

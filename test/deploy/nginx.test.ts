@@ -274,6 +274,24 @@ describe('the shipped balancer settings (deploy/nginx, deploy/caddy)', () => {
     expect(nginx).toMatch(/server 127\.0\.0\.1:8080 max_fails=3 fail_timeout=5s;/);
   });
 
+  it("send a dead host's routed calls to another host, never only to the same one", () => {
+    const hostOf = (a: string) => a.split(':')[0];
+    // nginx (run for real by nginx-affinity.test.ts): the example per-worker upstream.
+    const upstream = /^# {3}upstream keywarden_a_0 \{\n((?:# {3} {4}.*\n)+)/m.exec(nginx)?.[1] ?? '';
+    const servers = [...upstream.matchAll(/server (\S+)([^;]*);/g)].map((m) => ({
+      host: hostOf(m[1]!),
+      backup: / backup$/.test(m[2]!),
+    }));
+    const primary = servers.find((x) => !x.backup)!;
+    expect(servers.filter((x) => x.backup && x.host !== primary.host).length).toBeGreaterThan(0);
+    // Caddy: the example handle's upstreams, the first one up taken, a refused one tried on the next.
+    const handle = /^\s*#\s+reverse_proxy ((?:\S+:\d+ ?)+) \{\n((?:\s*#.*\n)+?)\s*#\s+\}\n\s*#\s+\}/m.exec(caddy);
+    const upstreams = (handle?.[1] ?? '').trim().split(' ');
+    expect(new Set(upstreams.map(hostOf)).size).toBeGreaterThan(1);
+    expect(handle?.[2]).toMatch(/lb_policy first/);
+    expect(handle?.[2]).toMatch(/lb_try_duration \d+s/);
+  });
+
   it('give the client channel its own long-timeout location', () => {
     const block = /location = \/api\/client\/ws \{([^}]*)\}/.exec(nginx)?.[1] ?? '';
     expect(block).toMatch(/proxy_read_timeout 1h;/);

@@ -1,5 +1,7 @@
 // `keywarden serve` with WORKERS=2: two worker processes share one port, see each other, split
-// the shards, and all stop in order on SIGTERM to the primary.
+// the shards, and all stop in order on SIGTERM to the primary. A worker that refuses to start for a
+// configuration reason stops the group with one fatal line, instead of being started again.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,6 +51,50 @@ describe.skipIf(!hasRedis)('WORKERS=2', () => {
     }
     expect(primary.output.join('\n')).toContain('cluster.stopped');
   }, 60_000);
+
+  it('a worker refusing its keys stops the group: one fatal line with the reason, exit 78, no restart', async () => {
+    const db = await createTestDatabase();
+    const keys = () => ({
+      RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
+      LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+      TWO_FACTOR_KEY: randomBytes(32).toString('base64'),
+    });
+    try {
+      // The deployment's keys are recorded by the first host to start...
+      const first = await spawnServer({ DATABASE_URL: db.url, DATA_DIR: dataDir, ...keys() });
+      await first.stop('SIGKILL'); // recorded before it listened
+      // ...and a group of two workers with other keys refuses to start.
+      const group = spawnServer({
+        WORKERS: '2',
+        PORT: String(await freePort()),
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        REDIS_PREFIX: `kwwr${Date.now()}:`,
+        DATA_DIR: dataDir,
+        ...keys(),
+      });
+      const said = await group.then(
+        () => 'listening',
+        (e: unknown) => String(e),
+      );
+      expect(said).toContain('server exited (78) before listening');
+      expect(group.child.exitCode).toBe(78);
+      const lines = said.split('\n');
+      const fatal = lines.filter((l) => l.includes('cluster.worker_refused'));
+      expect(fatal, said).toHaveLength(1);
+      expect(JSON.parse(fatal[0]!)).toMatchObject({ level: 60, code: 78 });
+      expect(fatal[0]).toContain('RESPONSE_SIGNING_KEY');
+      expect(fatal[0]).toContain('keywarden secrets export');
+      expect(said).not.toContain('cluster.worker_died');
+      // The reason is said once, by the supervisor, not again by every worker.
+      expect(
+        lines.filter((l) => l.includes('differ from the ones this database')),
+        said,
+      ).toHaveLength(1);
+    } finally {
+      await db.drop();
+    }
+  }, 90_000);
 
   it('workers whose primary was SIGKILLed leave instead of living on as orphans', async () => {
     const db = await createTestDatabase();

@@ -49,7 +49,8 @@ struct Client::Impl {
   std::optional<std::int64_t> offsetMs;  // server minus local, from the first verified answer
   std::string session;
   // The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on every
-  // call so a balancer routing on it reaches that worker. Trusted for nothing else.
+  // call so a balancer routing on it reaches that worker. Trusted for nothing else. Dropped after a
+  // connection error, a timeout or a 502/503/504: the worker it names may be gone.
   std::string route;
   InitOptions initOptions;
   std::optional<Activation> lastActivation;

@@ -162,9 +162,18 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
   }
 
   HttpResponse res;
+  // After a connection error, a timeout or a 502/503/504 (signed or not: a balancer's own answer is
+  // not) the worker the route names may be gone: without it the balancer picks a live worker next.
+  // Dropping a hint is all a forged answer could achieve: the next call is forwarded once.
+  auto dropRoute = [this] {
+    std::lock_guard<std::mutex> lk(mu);
+    route.clear();
+  };
+  const auto gateway = [](int status) { return status == 502 || status == 503 || status == 504; };
   try {
     res = transport->send(req);
-    if ((res.status == 502 || res.status == 503 || res.status == 504) && !res.headers.count("x-response-kid") &&
+    if (gateway(res.status)) dropRoute();
+    if (gateway(res.status) && !res.headers.count("x-response-kid") &&
         !res.headers.count("x-response-timestamp") && !res.headers.count("x-response-signature")) {
       // A proxy in front saying the service is unreachable: believed for nothing, but not an attack
       // either (whoever could forge it could as well cut the connection).
@@ -172,6 +181,7 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
           .withStatus(res.status);
     }
   } catch (const TransportError& t) {
+    dropRoute();
     ErrorCode code = t.kind() == TransportError::Kind::timeout ? ErrorCode::timeout : ErrorCode::network;
     Error e(code, std::string(to_string(code)) + " on " + path + ": " + t.what());
     e.withNotSent(!t.sent());
@@ -179,8 +189,10 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
   } catch (const Error&) {
     throw;
   } catch (const std::exception& x) {
+    dropRoute();
     throw Error(ErrorCode::network, "network on " + path + ": " + x.what());
   } catch (...) {
+    dropRoute();
     throw Error(ErrorCode::network, "network on " + path + ": the transport threw a non-standard exception");
   }
 
@@ -190,7 +202,8 @@ nlohmann::json Client::Impl::once(const std::string& endpoint, const nlohmann::j
     hadOffset = offsetMs.has_value();
   }
   verify(path, res, nonce);
-  if (auto named = res.headers.find("x-keywarden-route"); named != res.headers.end() && !named->second.empty()) {
+  if (auto named = res.headers.find("x-keywarden-route");
+      named != res.headers.end() && !named->second.empty() && !gateway(res.status)) {
     std::lock_guard<std::mutex> lk(mu);
     route = named->second;
   }

@@ -290,6 +290,58 @@ KW_TEST(transport_errors, "client/network, timeout and exotic transport failures
   CHECK_EQ(EXPECT_ERROR(f.client(o).init()).code(), ErrorCode::network);
 }
 
+KW_TEST(route_drop, "client/the route is dropped after a 502/503/504 (signed or not), a timeout or a connection error") {
+  using keywarden::TransportError;
+  FakeServer f;
+  // One step per call after init: an answer (status, the route it names, signed or not) or a failure on the way.
+  struct Step {
+    int status;
+    std::string route;
+    bool sign;
+    std::optional<TransportError::Kind> fail;
+  };
+  std::vector<Step> steps = {
+      {401, "a-0", true, {}},
+      {503, "a-0", true, {}},  // a signed 503: dropped, even though it names one
+      {401, "b-1", true, {}},
+      {502, "", false, {}},  // a balancer's own 502
+      {401, "b-1", true, {}},
+      {504, "b-1", true, {}},
+      {401, "b-0", true, {}},
+      {0, "", false, TransportError::Kind::timeout},
+      {401, "b-1", true, {}},
+      {0, "", false, TransportError::Kind::network},  // the connection dropped after the request left
+      {401, "b-0", true, {}},
+      {401, "", true, {}},
+  };
+  std::size_t next = 0;
+  f.hook = [&](const FakeRequest& r, FakeServer& s) -> std::optional<HttpResponse> {
+    if (r.path == "/api/client/init") return std::nullopt;
+    const Step& step = steps.at(next++);
+    if (step.fail) throw TransportError(*step.fail, true, "failed on the way");
+    if (!step.sign) {
+      HttpResponse plain;
+      plain.status = step.status;
+      plain.body = "<html>bad gateway</html>";
+      return plain;
+    }
+    std::map<std::string, std::string> extra;
+    if (!step.route.empty()) extra["x-keywarden-route"] = step.route;
+    return s.signedAnswer(r, step.status, R"({"detail":"x"})", extra);
+  };
+  auto c = f.client(fast());
+  c.init();
+  while (next < steps.size()) EXPECT_ERROR(c.activateLicense("KEY", "hwid"));
+  std::vector<std::string> sent;
+  for (const auto& r : f.requests()) {
+    auto h = r.headers.find("x-keywarden-route");
+    sent.push_back(h == r.headers.end() ? "-" : h->second);
+  }
+  std::string joined;
+  for (const auto& x : sent) joined += (joined.empty() ? "" : ",") + x;
+  CHECK_EQ(joined, std::string("-,-,a-0,-,b-1,-,b-1,-,b-0,-,b-1,-,b-0"));
+}
+
 KW_TEST(register_login, "client/registerUser logs in right after, and ignores that login's failure") {
   FakeServer f;
   auto c = f.client(fast());

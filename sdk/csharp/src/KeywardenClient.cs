@@ -50,7 +50,8 @@ namespace Keywarden
         private TimeSpan? _offset;
         private string _session;
         // The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on
-        // every call so a balancer routing on it reaches that worker. Trusted for nothing else.
+        // every call so a balancer routing on it reaches that worker. Trusted for nothing else. Dropped
+        // after a connection error, a timeout or a 502/503/504: the worker it names may be gone.
         private string _route;
         private InitOptions _initOptions = new InitOptions();
         private Activation _lastActivation;
@@ -424,8 +425,21 @@ namespace Keywarden
                 headers["x-signature"] = KeywardenCrypto.RequestSignature(Config.ApiSecret, KeywardenCrypto.CanonicalRequest("POST", path, ts, nonce, raw));
             }
             var request = new TransportRequest("POST", new Uri(BaseUrl + path), headers, raw, Timeout);
-            var res = await SendAsync(request, path, ct).ConfigureAwait(false);
-            if (GatewayStatuses.Contains(res.Status) && res.Header("X-Response-Kid") == null && res.Header("X-Response-Timestamp") == null
+            TransportResponse res;
+            try
+            {
+                res = await SendAsync(request, path, ct).ConfigureAwait(false);
+            }
+            catch (KeywardenException)
+            {
+                lock (_gate) _route = null; // let the balancer pick a live worker next time
+                throw;
+            }
+            var gateway = GatewayStatuses.Contains(res.Status);
+            // Signed or not (a balancer's own answer is not), the worker the route names may be gone.
+            // Dropping a hint is all a forged answer could achieve: the next call is forwarded once.
+            if (gateway) lock (_gate) _route = null;
+            if (gateway && res.Header("X-Response-Kid") == null && res.Header("X-Response-Timestamp") == null
                 && res.Header("X-Response-Signature") == null)
             {
                 // A proxy in front saying the service is unreachable: believed for nothing, but not an
@@ -437,7 +451,7 @@ namespace Keywarden
             lock (_gate) hadOffset = _offset.HasValue;
             VerifyAnswer(path, res, nonce);
             var named = res.Header("X-Keywarden-Route");
-            if (!string.IsNullOrEmpty(named)) lock (_gate) _route = named;
+            if (!string.IsNullOrEmpty(named) && !gateway) lock (_gate) _route = named;
 
             var parsed = ParseObject(res.Body);
             if (parsed == null)

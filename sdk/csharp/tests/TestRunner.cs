@@ -51,6 +51,7 @@ namespace Keywarden.Tests
             MachineTests.Register(r);
             TlsPinTests.Register(r);
             HostileTests.Register(r);
+            RouteTests.Register(r);
             HeartbeatUnitTests.Register(r);
             ModelsTests.Register(r);
             IntegrationTests.Register(r);

@@ -119,7 +119,8 @@ class Client(LicensingModels):
         self._offset: Optional[float] = None
         self._session: Optional[str] = None
         # The worker owning this session as the last answer named it (X-Keywarden-Route): sent back on
-        # every call so a balancer routing on it reaches that worker. Trusted for nothing else.
+        # every call so a balancer routing on it reaches that worker. Trusted for nothing else. Dropped
+        # after a connection error, a timeout or a 502/503/504: the worker it names may be gone.
         self._route: Optional[str] = None
         self._init_args: Dict[str, Optional[str]] = {}
         self.last_activation: Optional[Activation] = None
@@ -412,17 +413,23 @@ class Client(LicensingModels):
             res_body = bytes(res.body)
             res_headers = {str(k).lower(): str(v) for k, v in dict(res.headers).items()}
         except TransportError as e:
+            self._route = None  # the worker it names may be gone: let the balancer pick a live one
             kind = ErrorCode.TIMEOUT if e.kind == "timeout" else ErrorCode.NETWORK
             raise KeywardenError(kind, f"{kind.value} on {path}: {e}", not_sent=not e.sent) from e
         except Exception as e:  # noqa: BLE001 - a custom transport's own failure
+            self._route = None
             raise KeywardenError(ErrorCode.NETWORK, f"network on {path}: {type(e).__name__}: {e}") from e
+        if status in _GATEWAY_STATUSES:
+            # Signed or not (a balancer's own answer is not), the worker the route names may be gone.
+            # Dropping a hint is all a forged answer could achieve: the next call is forwarded once.
+            self._route = None
         if status in _GATEWAY_STATUSES and not any(h in res_headers for h in _SIGNATURE_HEADERS):
             # A proxy in front saying the service is unreachable: believed for nothing, but not an
             # attack either (whoever could forge it could as well cut the connection).
             raise KeywardenError(ErrorCode.SERVER, f"server: {status} from a gateway (unsigned) on {path}", status=status)
         had_offset = self._offset is not None
         self._verify(path, status, res_headers, res_body, n)
-        if res_headers.get("x-keywarden-route"):
+        if res_headers.get("x-keywarden-route") and status not in _GATEWAY_STATUSES:
             self._route = res_headers["x-keywarden-route"]
         parsed = self._parse(res_body, path, status)
         if status != 200:

@@ -127,6 +127,59 @@ class Encryption(unittest.TestCase):
         self.assertEqual(fake.bodies[0]["enc_key"], "client-enc")
 
 
+class RouteHint(unittest.TestCase):
+    def test_the_route_is_dropped_after_a_gateway_status_a_timeout_or_a_connection_error(self) -> None:
+        """X-Keywarden-Route goes back on every call until an answer is 502/503/504 (signed or not)
+        or the call fails on the way: then the next call carries none, so the balancer picks a live worker."""
+        from keywarden import TransportError, TransportResponse
+
+        fake = FakeKeywarden()
+
+        def named(status: int, route: Any):  # type: ignore[no-untyped-def]
+            def step(req):  # type: ignore[no-untyped-def]
+                if status == 200:
+                    res = fake(req)
+                    res.headers["x-keywarden-route"] = route
+                    return res
+                return fake.fail(req, status, "x", headers={"x-keywarden-route": route} if route else {})
+            return step
+
+        def unsigned_502(req):  # type: ignore[no-untyped-def]
+            return TransportResponse(status=502, headers={"content-type": "text/html"}, body=b"<html>502</html>")
+
+        def raising(kind: str):  # type: ignore[no-untyped-def]
+            def step(req):  # type: ignore[no-untyped-def]
+                raise TransportError(kind, True, kind)
+            return step
+
+        steps = [
+            named(200, "a-0"),  # init: the answer names the owner
+            named(503, "a-0"),  # a signed 503: dropped, even though it names one
+            named(401, "b-1"),
+            unsigned_502,  # a balancer's own 502
+            named(401, "b-1"),
+            named(504, "b-1"),
+            named(401, "b-0"),
+            raising("timeout"),
+            named(401, "b-1"),
+            raising("network"),  # a connection reset after the request left
+            named(401, "b-0"),
+            named(401, None),
+        ]
+        sent = []
+
+        def transport(req):  # type: ignore[no-untyped-def]
+            sent.append(req.headers.get("X-Keywarden-Route"))
+            return steps.pop(0)(req)
+
+        c = Client.from_config(fake.config(), transport=transport, retries=0)
+        c.init()
+        while steps:
+            with self.assertRaises(KeywardenError):
+                c.call("/license", {"session": c.session, "license": "KEY-NONE", "hwid": "h"})
+        self.assertEqual(sent, [None, "a-0", None, "b-1", None, "b-1", None, "b-0", None, "b-1", None, "b-0"])
+
+
 class Activation(unittest.TestCase):
     def test_license_level_and_expiry_as_datetime(self) -> None:
         fake = FakeKeywarden()

@@ -121,6 +121,9 @@ export class Client {
   /**
    * The worker that owns this session, as the last answer named it (X-Keywarden-Route): sent back on
    * every call so a balancer that routes on it reaches that worker directly. Not trusted for anything else.
+   * Dropped after a connection error, a timeout or a 502/503/504 (signed or not): the worker it names
+   * may be gone, and without it the balancer sends the next call to any live one, whose answer names
+   * the session's new owner.
    */
   private route: string | undefined;
   private initOptions: InitOptions = {};
@@ -517,6 +520,7 @@ export class Client {
         timeoutMs: this.timeoutMs,
       });
     } catch (err) {
+      this.route = undefined;
       const t = err instanceof TransportError ? err : undefined;
       const kind = t?.kind ?? 'network';
       throw new KeywardenError(kind, `${kind} on ${path}: ${(err as Error)?.message ?? String(err)}`, {
@@ -524,6 +528,9 @@ export class Client {
         cause: err,
       });
     }
+    // Signed or not (a balancer's own answer is not), the worker the route names may be gone. Dropping
+    // a hint is all a forged one could achieve: the next call is merely forwarded once.
+    if (GATEWAY.has(res.status)) this.route = undefined;
     if (
       GATEWAY.has(res.status) &&
       !res.headers['x-response-kid'] &&
@@ -539,7 +546,7 @@ export class Client {
     const hadOffset = this.offsetMs !== undefined;
     this.verify(path, res.status, res.headers, res.body, n);
     const route = res.headers['x-keywarden-route'];
-    if (route) this.route = route;
+    if (route && !GATEWAY.has(res.status)) this.route = route;
     let parsed: Record<string, unknown>;
     try {
       const v: unknown = JSON.parse(Buffer.from(res.body).toString('utf8'));

@@ -5,7 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { createHash, createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, KeywardenError, type KeywardenConfig, type Transport } from '../src/index.js';
+import { Client, KeywardenError, TransportError, type KeywardenConfig, type Transport } from '../src/index.js';
 
 const real = generateKeyPairSync('ed25519');
 const other = generateKeyPairSync('ed25519');
@@ -229,6 +229,72 @@ describe('against a fake server', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(requests - before).toBe(1);
     mode = 'good';
+  });
+
+  it('drops the route after a 502/503/504, signed or not, a timeout or a connection error', async () => {
+    // Each step: what the transport does with the next call; `sent` records the route each call carried.
+    const sent: (string | undefined)[] = [];
+    type Step = (req: Parameters<Transport>[0]) => Awaited<ReturnType<Transport>>;
+    const answer =
+      (status: number, route: string | undefined, sign = true): Step =>
+      (req) => {
+        const path = new URL(req.url).pathname;
+        const b =
+          status === 200
+            ? JSON.stringify({ success: true, session: 'S'.repeat(43), app: { name: 'fake' } })
+            : '{"detail":"x"}';
+        return {
+          status,
+          headers: {
+            'content-type': 'application/json',
+            ...(sign ? signed(path, status, b, req.headers['x-nonce']!) : {}),
+            ...(route ? { 'x-keywarden-route': route } : {}),
+          },
+          body: Buffer.from(b),
+        };
+      };
+    const fail =
+      (kind: 'timeout' | 'network'): Step =>
+      () => {
+        throw new TransportError(kind, true, kind);
+      };
+    const steps: Step[] = [
+      answer(200, 'a-0'), // init: the answer names the owner
+      answer(503, 'a-0'), // a signed 503: dropped, even though it names one
+      answer(401, 'b-1'),
+      answer(502, undefined, false), // a balancer's own 502
+      answer(401, 'b-1'),
+      answer(504, 'b-1'),
+      answer(401, 'b-0'),
+      fail('timeout'),
+      answer(401, 'b-1'),
+      fail('network'), // a connection reset after the request left
+      answer(401, 'b-0'),
+      answer(401, undefined),
+    ];
+    const c = Client.fromConfig(config(), {
+      retries: 0,
+      transport: async (req) => {
+        sent.push(req.headers['x-keywarden-route']);
+        return steps.shift()!(req);
+      },
+    });
+    await c.init();
+    while (steps.length > 0) await c.call('/license', { session: c.session }).catch(() => undefined);
+    expect(sent).toEqual([
+      undefined,
+      'a-0',
+      undefined,
+      'b-1',
+      undefined,
+      'b-1',
+      undefined,
+      'b-0',
+      undefined,
+      'b-1',
+      undefined,
+      'b-0',
+    ]);
   });
 
   it('turns a throwing custom transport into a network error', async () => {

@@ -106,7 +106,7 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
     unprefixed: true,
     doc: {
       summary:
-        'Download the client SDK for python, csharp, cpp, typescript or go ' +
+        'Download the client SDK for python, csharp, cpp, typescript, go or java ' +
         '(svc_sdk_<lang>.zip: library source, example, keywarden.json)',
       tag: 'apps',
       auth: 'dashboard',

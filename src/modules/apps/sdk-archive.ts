@@ -12,7 +12,7 @@ import { strToU8, zip, type AsyncZippable } from 'fflate';
 import type { Application } from '../../platform/db/entities/index.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 
-export const SDK_LANGS = ['python', 'csharp', 'cpp', 'typescript', 'go'] as const;
+export const SDK_LANGS = ['python', 'csharp', 'cpp', 'typescript', 'go', 'java'] as const;
 type SdkLang = (typeof SDK_LANGS)[number];
 
 export function isSdkLang(v: string): v is SdkLang {

@@ -44,6 +44,8 @@ const JSON_HEADERS: Record<string, string> = Object.freeze({ 'Content-Type': 'ap
 
 /** The header naming the worker that owns a call's session; SDKs send back the last one they got. */
 const ROUTE_HEADER = 'X-Keywarden-Route';
+/** Answers that carry no route: the balancer should pick any live worker for the next call. */
+const ROUTE_LESS = new Set([502, 503, 504]);
 
 /**
  * Balancer affinity: every answer about a session names the worker that owns the session's shard,
@@ -255,7 +257,9 @@ export function clientCallRunner<S extends TSchema>(
     return admitted(input, st, app, session);
   };
   const finish = (input: ClientInput, st: CallState, reply: Reply): Reply => {
-    const route = st.about === undefined ? undefined : deps.affinity?.routeOf(st.about);
+    // A 502-504 (the owner could not be reached or answered too late) names no worker: the one this
+    // worker knows may be the one that is gone, and the SDKs drop their route on such an answer.
+    const route = st.about === undefined || ROUTE_LESS.has(reply.status) ? undefined : deps.affinity?.routeOf(st.about);
     if (route !== undefined) reply.headers = { ...reply.headers, [ROUTE_HEADER]: route };
     const app = st.app;
     const audit = st.audit;

@@ -36,10 +36,7 @@ const ResetBody = Type.Object(
     additionalProperties: false,
   },
 );
-const OfflineBody = Type.Object(
-  { hwid: PlainLine(1, 256) },
-  { additionalProperties: false },
-);
+const OfflineBody = Type.Object({ hwid: PlainLine(1, 256) }, { additionalProperties: false });
 const PasswordBody = Type.Object(
   {
     current_password: Type.String({ minLength: 1, maxLength: 1024 }),

@@ -72,6 +72,12 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   readonly id: string = randomUUID();
   private readonly membership: Membership;
   private readonly leases: ShardLeases;
+  /**
+   * The worker that last answered a call forwarded for a shard: the route an answer names when the
+   * holder cache has already let the entry go (a shard still moving is cached for one tick only,
+   * shorter than a call that waited through a failover). A hint, possibly stale: at worst one forward.
+   */
+  private readonly answeredBy = new Map<number, string>();
   private readonly rpc: Rpc<Ops>;
   private timer: NodeJS.Timeout | undefined;
   private leaving = false;
@@ -262,7 +268,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
    * (its own shards, and holders looked up recently); undefined when unknown or without routes.
    */
   routeOf(shard: number): string | undefined {
-    const holder = this.leases.knownHolder(shard);
+    const holder = this.leases.knownHolder(shard) ?? this.answeredBy.get(shard);
     return holder === undefined ? undefined : this.membership.routeOf(holder);
   }
 
@@ -294,7 +300,9 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
         }
         if (owner) {
           this.forwarded++;
-          return await this.callOwner(shard, owner, op, args, deadline);
+          const result = await this.callOwner(shard, owner, op, args, deadline);
+          this.answeredBy.set(shard, owner);
+          return result;
         }
       } catch (err) {
         if (!(err instanceof NotOwner) && !(err instanceof OwnerMoved)) throw err;

@@ -53,6 +53,41 @@ describe('SDK archive', () => {
     expect(readme).toContain('No `api_secret`');
   });
 
+  it('carries the Java library source, example, build.sh, pom.xml and a filled keywarden.json, deterministically', async () => {
+    const keys = ((await (await fetch(`${t.base}/api/client/keys`)).json()) as { keys: unknown[] }).keys;
+    const f = await appFixture(t, { require_signature: true });
+    const { raw, files } = await download(t.base, f.owner.token!, f.app.id, 'java');
+    const names = Object.keys(files);
+    for (const n of [
+      'src/main/java/io/keywarden/Client.java',
+      'src/main/java/io/keywarden/Heartbeat.java',
+      'src/main/java/io/keywarden/Channel.java',
+      'src/test/java/io/keywarden/UnitTests.java',
+      'examples/Activate.java',
+      'build.sh',
+      'pom.xml',
+      'README.md',
+      'keywarden.json',
+    ])
+      expect(names, n).toContain(`svc_sdk_java/${n}`);
+    expect(names.filter((n) => /\/(build|target)\//.test(n) || /\.(class|jar)$/.test(n))).toEqual([]);
+    expect(JSON.parse(strFromU8(files['svc_sdk_java/keywarden.json']!))).toEqual({
+      format: 1,
+      base_url: t.base,
+      app_name: f.app.name,
+      api_key: f.app.api_key,
+      version: f.app.version,
+      response_keys: keys,
+      app_id: f.app.id,
+      api_secret: f.app.api_secret,
+    });
+    const readme = strFromU8(files['svc_sdk_java/README.md']!);
+    expect(readme).toMatch(/^# Keywarden SDK for Java/);
+    expect(readme).toContain(`## This download: ${f.app.name} (java)`);
+    const again = await download(t.base, f.owner.token!, f.app.id, 'java');
+    expect(Buffer.from(again.raw).equals(Buffer.from(raw))).toBe(true);
+  });
+
   it('carries the Go module: go.mod, the package, its tests and example, without build outputs', async () => {
     const f = await appFixture(t);
     const { files } = await download(t.base, f.owner.token!, f.app.id, 'go');

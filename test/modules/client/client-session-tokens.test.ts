@@ -148,13 +148,14 @@ describe.skipIf(!hasRedis)('two workers in cluster mode', () => {
     const db = await createTestDatabase();
     drop = db.drop;
     // Workers of one deployment share their secrets (one DATA_DIR, or these options): the signing
-    // seed, and with it the session-token key, and the license-hash key.
+    // seed, and with it the session-token key, the license-hash key and the two-factor key.
     const env = {
       REDIS_URL,
       REDIS_PREFIX: `kwst${randomBytes(4).toString('hex')}:`,
       TRUSTED_PROXIES: '127.0.0.1',
       RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
       LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+      TWO_FACTOR_KEY: randomBytes(32).toString('base64'),
     };
     workers = [
       await startTestServer(env, { databaseUrl: db.url }),

@@ -28,6 +28,7 @@ describe.skipIf(!hasRedis)('heartbeat sessions moving between workers', () => {
       REDIS_PREFIX: `kwh${randomBytes(4).toString('hex')}:`,
       RESPONSE_SIGNING_KEY: randomBytes(32).toString('base64'),
       LICENSE_HASH_KEY: randomBytes(32).toString('base64'),
+      TWO_FACTOR_KEY: randomBytes(32).toString('base64'),
     };
     workers = [
       await startTestServer(env, { databaseUrl: db.url }),

@@ -1506,7 +1506,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript, go or java (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;
@@ -2573,6 +2573,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                         init_iv?: string;
                         license: string;
@@ -2630,6 +2631,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                         init_iv?: string;
                         password: string;
@@ -2688,6 +2690,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                         init_iv?: string;
                         session: string;
@@ -2743,6 +2746,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                         init_iv?: string;
                         license: string;
@@ -2802,6 +2806,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                         init_iv?: string;
                         session: string;
@@ -3302,6 +3307,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                     };
                 };
@@ -3698,6 +3704,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                     };
                 };
@@ -3887,6 +3894,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid?: string;
                     };
                 };
@@ -5538,7 +5546,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the client SDK for python, csharp, cpp, typescript or go (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
+        /** Download the client SDK for python, csharp, cpp, typescript, go or java (svc_sdk_<lang>.zip: library source, example, keywarden.json) */
         get: {
             parameters: {
                 query?: never;
@@ -5953,6 +5961,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: plain-line */
                         hwid: string;
                     };
                 };

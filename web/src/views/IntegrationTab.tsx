@@ -14,6 +14,7 @@ const SDKS = [
   ['csharp', 'C#'],
   ['cpp', 'C++'],
   ['go', 'Go'],
+  ['java', 'Java / Kotlin'],
 ] as const;
 
 /** The customer portal of this application (PROTOCOL 14.1): the api_key names it. */

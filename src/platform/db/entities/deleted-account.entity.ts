@@ -5,7 +5,7 @@ import { EntitySchema } from '@mikro-orm/core';
  * so the audit entries it made stay visible to everyone who saw them (an owner, the admins above it)
  * and can be shown with the actor marked deleted. Never read for authorization.
  */
-export interface DeletedAccount {
+interface DeletedAccount {
   id: string;
   username: string;
   role: string;

@@ -47,7 +47,11 @@ export const LicenseKeySchema = new EntitySchema<LicenseKey>({
   name: 'LicenseKey',
   tableName: 'license_keys',
   uniques: [{ properties: ['appId', 'keyHash'] }],
-  indexes: [{ properties: ['appId', 'createdAt'] }, { properties: ['status', 'pendingSince'] }, { properties: ['expiresAt'] }],
+  indexes: [
+    { properties: ['appId', 'createdAt'] },
+    { properties: ['status', 'pendingSince'] },
+    { properties: ['expiresAt'] },
+  ],
   properties: {
     id: { type: 'uuid', primary: true },
     appId: { kind: 'm:1', entity: 'Application', mapToPk: true, fieldName: 'app_id', deleteRule: 'cascade' },
