@@ -589,9 +589,12 @@ public final class Client {
         try {
             res = transport.send(new Transport.Request("POST", baseUrl + path, headers, raw, timeoutMillis));
         } catch (TransportException e) {
+            // The route named a worker that may be gone: the next call lets the balancer choose (docs/multi-host.md).
+            route = null;
             ErrorCode kind = e.isTimeout() ? ErrorCode.TIMEOUT : ErrorCode.NETWORK;
             throw KeywardenException.network(kind, kind + " on " + path + ": " + e.getMessage(), !e.isSent());
         } catch (RuntimeException e) { // a custom transport's own failure
+            route = null;
             throw KeywardenException.network(ErrorCode.NETWORK, "network on " + path + ": " + e, false);
         }
         Map<String, String> resHeaders = new LinkedHashMap<>();
@@ -599,14 +602,17 @@ public final class Client {
         byte[] resBody = res.body() != null ? res.body() : new byte[0];
         int status = res.status();
         boolean signed = resHeaders.containsKey("x-response-kid") || resHeaders.containsKey("x-response-timestamp") || resHeaders.containsKey("x-response-signature");
-        if ((status == 502 || status == 503 || status == 504) && !signed) {
+        boolean gateway = status == 502 || status == 503 || status == 504;
+        // A 502-504 (signed or not) names no worker to come back to: the hint is dropped, any route it names ignored.
+        if (gateway) route = null;
+        if (gateway && !signed) {
             // A proxy in front saying the service is unreachable: believed for nothing, but no attack either.
             throw new KeywardenException(ErrorCode.SERVER, "server: " + status + " from a gateway (unsigned) on " + path, status, null, null, null, null, null, false, null);
         }
         boolean hadOffset = offset != null;
         verify(path, status, resHeaders, resBody, n);
         String newRoute = resHeaders.get("x-keywarden-route");
-        if (newRoute != null && !newRoute.isEmpty()) route = newRoute;
+        if (!gateway && newRoute != null && !newRoute.isEmpty()) route = newRoute;
         Map<String, Object> parsed = parseAnswer(resBody, path, status);
         if (status != 200) {
             noteRefusal(status);

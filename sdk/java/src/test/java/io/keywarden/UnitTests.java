@@ -353,6 +353,36 @@ final class UnitTests {
             e = throwsKw(c::init);
             eq("unsigned", e.getReasonName(), "unsigned 200");
         });
+        t.test("unit/client: the route hint is dropped after a connection error, a timeout or a 502-504 (docs/multi-host.md)", () -> {
+            Fake f = new Fake();
+            Client c = f.client(null);
+            f.routeName = "a-0";
+            c.init();
+            // One failing call per step: {status, route named, unsigned?, failure}.
+            Object[][] steps = {
+                {503, "a-0", false, null},
+                {401, "b-1", false, null},
+                {502, null, true, null},
+                {401, "b-1", false, null},
+                {504, "b-1", false, null},
+                {401, "b-0", false, null},
+                {0, null, false, new TransportException(true, true, "timeout")},
+                {401, "b-1", false, null},
+                {0, null, false, new TransportException(false, true, "reset after sending")},
+                {401, "b-0", false, null},
+                {401, null, false, null},
+            };
+            for (Object[] st : steps) {
+                f.status = (Integer) st[0] == 0 ? 200 : (Integer) st[0];
+                f.detail = "Invalid license key";
+                f.routeName = (String) st[1];
+                f.unsigned = (Boolean) st[2];
+                f.failNext = (TransportException) st[3];
+                throwsKw(() -> c.activateLicense("KEY", "hw"));
+            }
+            java.util.ArrayList<String> sent = new java.util.ArrayList<>(f.routesSent);
+            eq(java.util.Arrays.asList(null, "a-0", null, "b-1", null, "b-1", null, "b-0", null, "b-1", null, "b-0"), sent, "routes carried");
+        });
         t.test("unit/transport: refused connection is not sent; a silent server times out on time; an oversized answer is refused", () -> {
             java.net.ServerSocket closed = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
             int port = closed.getLocalPort();
@@ -596,6 +626,12 @@ final class UnitTests {
         volatile boolean flip;
         volatile boolean unsigned;
         volatile boolean down;
+        /** The route the next answers name (x-keywarden-route); null: none. */
+        volatile String routeName;
+        /** A transport failure for the next call: after sending it (a connection error) or a timeout. */
+        volatile TransportException failNext;
+        /** The routes the calls carried, in order (null: none). */
+        final List<String> routesSent = new java.util.concurrent.CopyOnWriteArrayList<>();
         volatile int status = 200;
         volatile String detail = "";
         volatile int unsentFailures;
@@ -624,6 +660,12 @@ final class UnitTests {
                 throw new TransportException(false, false, "refused");
             }
             if (down) throw new TransportException(false, false, "refused");
+            routesSent.add(req.headers().get("X-Keywarden-Route"));
+            TransportException fail = failNext;
+            if (fail != null) {
+                failNext = null;
+                throw fail;
+            }
             String path = java.net.URI.create(req.url()).getPath();
             Map<String, Object> in = Json.parseObject(new String(req.body(), StandardCharsets.UTF_8));
             Map<String, Object> out = new LinkedHashMap<>();
@@ -677,6 +719,7 @@ final class UnitTests {
             }
             if (flip) body[body.length - 2] ^= 1;
             Map<String, String> h = new LinkedHashMap<>();
+            if (routeName != null) h.put("x-keywarden-route", routeName);
             if (!unsigned) {
                 h.put("x-response-kid", "k1");
                 h.put("x-response-timestamp", ts);
