@@ -99,7 +99,8 @@ export async function superviseWorkers(
           if (stopping) return;
           log.fatal(
             { worker: index, code, reason: refused ?? 'see the worker output above' },
-            `cluster.worker_refused: ${refused ?? 'a worker refused to start for a configuration reason'}; stopping every worker, not starting it again`,
+            `cluster.worker_refused: ${refused ?? 'a worker refused to start for a configuration reason'}; ` +
+              'stopping every worker, not starting it again',
           );
           void supervisor.stop().then(o.onRefused, o.onRefused);
         };

@@ -1,7 +1,7 @@
 // The dashboard pipeline, written once: 413 -> cross-site check (403) -> authentication (401)
-// -> reach (404: a record of an application outside the account's, PROTOCOL 11.36) -> admission (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON
-// (400) -> schema (422) -> handler. Handlers get a typed context and return a value (sent as 200
-// JSON) or a Reply.
+// -> reach (404: a record of an application outside the account's, PROTOCOL 11.36) -> admission
+// (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON (400) -> schema
+// (422) -> handler. Handlers get a typed context and return a value (sent as 200 JSON) or a Reply.
 //
 // API tokens (`kwt_`, PROTOCOL 13.1) count only in the Authorization header: one in a cookie is an
 // unknown session, and one in a query string is refused (401) before anything else, since a URL

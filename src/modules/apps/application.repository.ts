@@ -91,7 +91,7 @@ export class ApplicationRepository {
     return entity;
   }
 
-  /** Whether an app is inside a scope: one indexed read, without the ORM (every dashboard call naming a record asks). */
+  /** Whether an app is inside a scope: one indexed read, without the ORM (every call naming a record asks). */
   async reaches(scope: AppScope, id: string): Promise<boolean> {
     const where = oneInScope(scope, id);
     if (!where) return false;

@@ -256,7 +256,8 @@ export async function restoreDatabase(
   const unknown = header.migrations.filter((m) => !known.includes(m));
   if (unknown.length > 0)
     throw new BackupError(
-      `the backup was made by a newer Keywarden (migration ${unknown[0]} is unknown here): restore it with that version or later`,
+      `the backup was made by a newer Keywarden (migration ${unknown[0]} is unknown here): ` +
+        'restore it with that version or later',
     );
   if (header.migrations.some((m, i) => known[i] !== m))
     throw new BackupError(
