@@ -38,7 +38,6 @@ interface ExpiryWatchDeps {
   users: ExpirySource;
   /** Whether this worker is the one that looks now. */
   isLeader: () => boolean;
-  everyMs?: number;
 }
 
 /** Rows read per look; a larger backlog is taken over the next looks (the window resumes after the last one). */
@@ -51,14 +50,12 @@ export class ExpiryWatch {
   private from: { keys: number; users: number } | undefined;
   /** Records of the last look's final instant, so a batch cut there is not published twice. */
   private seen = { keys: new Set<string>(), users: new Set<string>() };
-  /** Expiries published (tests, metrics). */
-  published = 0;
 
   constructor(private readonly d: ExpiryWatchDeps) {}
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick(), this.d.everyMs ?? EXPIRY_SCAN_MS);
+    this.timer = setInterval(() => void this.tick(), EXPIRY_SCAN_MS);
     this.timer.unref();
   }
 
@@ -67,8 +64,8 @@ export class ExpiryWatch {
     this.timer = undefined;
   }
 
-  /** One look (the timer's; tests call it directly). */
-  async tick(): Promise<void> {
+  /** One look, on the timer. */
+  private async tick(): Promise<void> {
     if (this.running) return;
     if (!this.d.isLeader()) {
       this.from = undefined; // a later lead looks back again: another worker may have missed a moment
@@ -109,7 +106,6 @@ export class ExpiryWatch {
         expires_at: r.expires_at.toISOString(),
       };
       await this.d.events.publish(kind, r.app_id, data, r.reseller_id);
-      this.published++;
     }
     this.seen[source] = atNext;
     return next;
