@@ -92,7 +92,14 @@ import {
   LicenseRepository,
   keysRoutes,
 } from './modules/keys/index.js';
-import { EventBus, LiveHub, WebhookRepository, WebhookService } from './modules/notify/index.js';
+import {
+  DeliveryRepository,
+  EventBus,
+  LiveHub,
+  WebhookRepository,
+  WebhookService,
+  deliveriesRoutes,
+} from './modules/notify/index.js';
 import { ClientChannel, ClientPushService, channelRoutes } from './modules/realtime/index.js';
 import { PortalRepository, PortalService, portalRoutes } from './modules/portal/index.js';
 import { systemRoutes } from './modules/system/index.js';
@@ -275,6 +282,7 @@ interface Domain {
   auditLog: AuditLog;
   team: TeamService;
   webhooks: WebhookService;
+  deliveries: DeliveryRepository;
   events: EventBus;
   /** Tells live streams on every worker to re-check what their subscribers may see. */
   access: AccessSignal;
@@ -319,8 +327,11 @@ function createDomain(s: Services): Domain {
   );
   const events = new EventBus(s.coordinator, now, log);
   const access = new AccessSignal(s.coordinator, log);
+  const deliveries = new DeliveryRepository(s.sql);
   const webhooks = new WebhookService({
     targets: new WebhookRepository(s.sql),
+    deliveries,
+    secretOf: async (accountId) => (await s.repos.accounts.findById(accountId))?.webhookSecret ?? null,
     audit: s.repos.audit,
     log,
     now,
@@ -529,6 +540,7 @@ function createDomain(s: Services): Domain {
       new TeamRepository(s.orm, s.repos.accounts),
     ),
     webhooks,
+    deliveries,
     node,
     async start() {
       await appCache.start();
@@ -773,6 +785,12 @@ export function createApp(s: Services): App {
   commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
   portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
   teamRoutes(router, { auth: d.auth, team: d.team });
+  deliveriesRoutes(router, {
+    auth: d.auth,
+    deliveries: d.deliveries,
+    webhooks: d.webhooks,
+    subtreeIds: (id) => s.repos.accounts.subtreeIds(id),
+  });
   const live = new LiveHub({
     log: s.log,
     auth: d.auth,

@@ -5,3 +5,5 @@ export { LiveHub } from './live.js';
 export { assertWebhookUrl, isPublicAddress } from './webhook-url.js';
 export { WebhookRepository } from './webhook.repository.js';
 export { WebhookService } from './webhooks.service.js';
+export { DeliveryRepository } from './delivery.repository.js';
+export { deliveriesRoutes } from './deliveries.routes.js';

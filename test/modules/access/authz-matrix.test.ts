@@ -214,6 +214,7 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/account/sessions', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/account/sign-ins', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/audit', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/account/webhook/deliveries', reseller: 'allow', rival: 'allowed' },
 ];
 
 /** Routes outside the matrix, and why. */
@@ -227,6 +228,7 @@ const EXCLUDED: Record<string, string> = {
   'DELETE /api/tokens/{id}': 'who may revoke depends on whose token it is; tested in api-tokens.test.ts',
   'DELETE /api/account/sessions/{id}': 'ends one of the caller’s own sessions; tested in account-security.test.ts',
   'GET /api/apps/{id}/events': 'SSE; tested in live.test.ts',
+  'POST /api/webhook-deliveries/{id}/redeliver': 'whose delivery it is decides; tested in notify/deliveries.test.ts',
   'GET /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'PATCH /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'DELETE /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',

@@ -25,6 +25,7 @@ import type {
   Stats,
   Timeseries,
   TwoFactorSetup,
+  WebhookDelivery,
 } from './responses.js';
 
 type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> = paths[P][M] extends {
@@ -225,6 +226,13 @@ export const security = {
   endSession: (sessionId: string) => unwrap<unknown>(api.DELETE('/api/account/sessions/{id}', id(sessionId))),
   signIns: () => unwrap<SignIn[]>(api.GET('/api/account/sign-ins')),
   audit: (query: AuditQuery) => unwrap<AuditEntry[]>(api.GET('/api/audit', { params: { query } })),
+};
+
+export const webhooks = {
+  deliveries: (query: { account_id?: string; limit?: number; before?: string }) =>
+    unwrap<WebhookDelivery[]>(api.GET('/api/account/webhook/deliveries', { params: { query } })),
+  redeliver: (deliveryId: string) =>
+    unwrap<WebhookDelivery>(api.POST('/api/webhook-deliveries/{id}/redeliver', id(deliveryId))),
 };
 
 export const tokens = {

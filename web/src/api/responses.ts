@@ -314,6 +314,20 @@ export const SignInSchema = Type.Object({
 });
 export type SignIn = Static<typeof SignInSchema>;
 
+export const WebhookDeliverySchema = Type.Object({
+  id: Type.String(),
+  event: Type.String(),
+  event_id: Type.String(),
+  url: Type.String(),
+  attempt: Type.Number(),
+  status: Nullable(Type.Number()),
+  error: Nullable(Type.String()),
+  latency_ms: Type.Number(),
+  response_excerpt: Type.String(),
+  at: Iso,
+});
+export type WebhookDelivery = Static<typeof WebhookDeliverySchema>;
+
 export const StatsSchema = Type.Object({
   keys: Type.Object({
     total: Type.Number(),
