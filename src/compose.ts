@@ -29,6 +29,8 @@ import { addressLimiter } from './platform/limits/compact-rate-limiter.js';
 import { startMallocTrim, type MallocTrimmer } from './platform/runtime/malloc-trim.js';
 import {
   AccessSignal,
+  actorOf,
+  overseesAccount,
   AccountRepository,
   AccountSecurity,
   ApiTokenRepository,
@@ -92,6 +94,7 @@ import {
   LicenseRepository,
   keysRoutes,
 } from './modules/keys/index.js';
+import { createJobs, type Jobs } from './modules/jobs/index.js';
 import {
   DeliveryRepository,
   EventBus,
@@ -275,6 +278,7 @@ interface Domain {
   beatCounts: BeatCounts;
   activation: ActivationService;
   keys: KeysAdminService;
+  jobs: Jobs;
   generator: KeyGenerator;
   products: ProductsService;
   fulfil: FulfilService;
@@ -467,6 +471,22 @@ function createDomain(s: Services): Domain {
     apps,
     events,
   );
+  const jobs = createJobs({
+    sql: s.sql,
+    keys: {
+      matching: (p, appId, f) => keys.matchingLicenses(p, appId, f as Parameters<typeof keys.matchingLicenses>[2]),
+      extend: (p, id, x) => keys.extend(p, id, x.value, x.unit, x.subtract ?? false),
+      setBanned: (p, id, banned) => keys.banLicense(p, id, banned),
+      remove: (p, id) => keys.deleteLicense(p, id),
+      resetHwid: (p, id) => keys.resetLicenseHwid(p, id),
+    },
+    audit: s.repos.audit,
+    notify: (accountId, data) => events.publishAccount('job.progress', accountId, data),
+    actorOf,
+    mayView: (viewer, creatorId) => overseesAccount(viewer, creatorId, (id) => s.repos.accounts.subtreeIds(id)),
+    now,
+    log,
+  });
   const generator = new KeyGenerator({
     apps,
     licenses: s.repos.licenses,
@@ -519,6 +539,7 @@ function createDomain(s: Services): Domain {
     beatCounts,
     activation,
     keys,
+    jobs,
     generator,
     products: new ProductsService({ repo: commerce, apps, audit: s.repos.audit, sealKey: s.secrets.sealKey, now }),
     fulfil,
@@ -585,6 +606,7 @@ function createDomain(s: Services): Domain {
       // After the last request: what the sessions are now is what the next start continues from.
       await checkpoint?.stop();
       await webhooks.drain();
+      await jobs.drain();
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
       heartbeatOwner.close();
@@ -780,6 +802,7 @@ export function createApp(s: Services): App {
     now,
   });
   auditRoutes(router, { auth: d.auth, log: d.auditLog });
+  d.jobs.mount(router, d.auth);
   // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
   const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
   commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
@@ -789,7 +812,7 @@ export function createApp(s: Services): App {
     auth: d.auth,
     deliveries: d.deliveries,
     webhooks: d.webhooks,
-    subtreeIds: (id) => s.repos.accounts.subtreeIds(id),
+    mayRead: (p, accountId) => overseesAccount(p, accountId, (id) => s.repos.accounts.subtreeIds(id)),
   });
   const live = new LiveHub({
     log: s.log,

@@ -10,7 +10,15 @@ export { authRoutes } from './auth.routes.js';
 export { DashboardAuth, type DashboardAuthDeps } from './auth.service.js';
 export { bearerToken, dashboardHandler, fromOwnOrigin, headerToken, refuseTokenInQuery } from './dashboard-route.js';
 export { assertPasswordPolicy } from './password-policy.js';
-export { actorOf, type Actor, effectiveRole, type Principal, requirePermission, requireRole } from './principal.js';
+export {
+  actorOf,
+  type Actor,
+  effectiveRole,
+  overseesAccount,
+  type Principal,
+  requirePermission,
+  requireRole,
+} from './principal.js';
 export { resellerScope } from './record-scope.js';
 export { SessionRepository } from './session.repository.js';
 export { assertTokenApp, routeScope, TOKEN_SCOPES } from './token-scopes.js';

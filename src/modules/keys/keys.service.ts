@@ -129,6 +129,28 @@ export class KeysAdminService {
   }
 
   /**
+   * The keys a bulk job acts on (docs/api.md "Bulk jobs"): those the key listing would show the caller
+   * with these filters, or those among `ids` in the app and the caller's scope; newest first.
+   */
+  async matchingLicenses(
+    p: Principal,
+    appId: string,
+    f: { status?: StatusFilter | undefined; q?: string | undefined; ids?: readonly string[] | undefined },
+  ): Promise<{ id: string; key_preview: string }[]> {
+    requirePermission(p, 'view_keys');
+    await this.apps.visible(p, appId);
+    return this.repo.matchingIds({
+      appId,
+      scope: await this.scope(p),
+      status: f.status,
+      q: f.q,
+      keyHash: f.q ? licenseHash(this.d.licenseHashKey, f.q) : undefined,
+      ids: f.ids,
+      now: this.now(),
+    });
+  }
+
+  /**
    * Key rows with their holder's devices (PROTOCOL 12.1): a license-only key's own, a registered
    * key's end user's.
    */

@@ -22,8 +22,8 @@ interface DeliveriesRoutesDeps {
   auth: DashboardAuth;
   deliveries: DeliveryRepository;
   webhooks: WebhookService;
-  /** The account and every account below it. */
-  subtreeIds: (accountId: string) => Promise<string[]>;
+  /** Whether the caller may read the delivery log of that account (its own; an owner's tree). */
+  mayRead: (p: Principal, accountId: string) => Promise<boolean>;
 }
 
 function deliveryView(d: StoredDelivery) {
@@ -42,10 +42,7 @@ function deliveryView(d: StoredDelivery) {
 }
 
 export function deliveriesRoutes(router: Router, deps: DeliveriesRoutesDeps): void {
-  const { auth, deliveries, webhooks } = deps;
-  /** Whether the caller may read the delivery log of `accountId`: its own, or an owner's tree. */
-  const mayRead = async (p: Principal, accountId: string): Promise<boolean> =>
-    accountId === p.account.id || (p.role === 'owner' && (await deps.subtreeIds(p.account.id)).includes(accountId));
+  const { auth, deliveries, webhooks, mayRead } = deps;
 
   router.add({
     method: 'get',

@@ -60,10 +60,15 @@ export class EventBus {
   }
 
   /**
-   * An event about one account rather than an application (its credit balance): delivered to that
-   * account's open dashboard streams, whatever apps they watch. `kind` starts with `account.`.
+   * An event about one account rather than an application (its credit balance, its bulk jobs' progress):
+   * delivered to that account's open dashboard streams, whatever apps they watch. `kind` starts with
+   * `account.` or `job.`.
    */
-  publishAccount(kind: `account.${string}`, accountId: string, data: Record<string, unknown>): Promise<void> {
+  publishAccount(
+    kind: `account.${string}` | `job.${string}`,
+    accountId: string,
+    data: Record<string, unknown>,
+  ): Promise<void> {
     return this.publish(kind, '', { ...data, account_id: accountId });
   }
 

@@ -121,7 +121,7 @@ export class LiveHub {
   }
 
   private dispatch(e: LiveEvent): void {
-    if (e.kind.startsWith('account.')) {
+    if (e.kind.startsWith('account.') || e.kind.startsWith('job.')) {
       // About one account: every WebSocket it has open (an SSE stream watches one app's records).
       const event = { id: e.id, kind: e.kind, app_id: null, at: e.at, data: e.data };
       for (const w of this.watchers)

@@ -26,6 +26,7 @@ import type {
   Timeseries,
   TwoFactorSetup,
   WebhookDelivery,
+  Job,
 } from './responses.js';
 
 type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> = paths[P][M] extends {
@@ -171,6 +172,14 @@ export const licenses = {
         body,
       }),
     ),
+};
+
+/** Bulk jobs (docs/api.md "Bulk jobs"): one request for an action over many keys. */
+export const jobs = {
+  start: (appId: string, body: Body<'/api/apps/{id}/jobs', 'post'>) =>
+    unwrap<Job>(api.POST('/api/apps/{id}/jobs', { ...id(appId), body })),
+  get: (jobId: string) => unwrap<Job>(api.GET('/api/jobs/{id}', id(jobId))),
+  cancel: (jobId: string) => unwrap<Job>(api.POST('/api/jobs/{id}/cancel', id(jobId))),
 };
 
 export const users = {

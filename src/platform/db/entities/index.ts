@@ -36,6 +36,7 @@ import { DeploymentKeySchema } from './deployment-key.entity.js';
 import { BeatCountSchema } from './beat-count.entity.js';
 import { DeletedAccountSchema } from './deleted-account.entity.js';
 import { WebhookDeliverySchema } from './webhook-delivery.entity.js';
+import { JobSchema } from './job.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -62,4 +63,5 @@ export const ENTITIES = [
   BeatCountSchema,
   DeletedAccountSchema,
   WebhookDeliverySchema,
+  JobSchema,
 ];
