@@ -1,6 +1,8 @@
 // The house rules that a folder structure alone cannot keep (STYLE "The shape of the house"):
 // - platform/ knows no domain: it imports nothing from modules/;
 // - a module reaches another only through that module's index.ts (its public surface);
+// - modules import each other in one direction: MODULE_ORDER below, each only from modules before
+//   it (types too), and no import cycle inside a module either (import-x/no-cycle);
 // - each native or infrastructure package is imported by the one platform folder that owns it;
 // - no export that nothing imports (dead code that looks alive).
 // `npm test` runs `npm run lint` first, so CI enforces all of it.
@@ -13,6 +15,41 @@ const MODULES = fs
   .readdirSync(new URL('./src/modules', import.meta.url), { withFileTypes: true })
   .filter((e) => e.isDirectory())
   .map((e) => e.name);
+
+/**
+ * The declared module order (docs/architecture.md "Module map"): a module may import only modules
+ * listed before it, `import type` included. A module folder missing here fails the lint at once.
+ */
+const MODULE_ORDER = [
+  'access',
+  'audit',
+  'notify',
+  'geo',
+  'client',
+  'heartbeat',
+  'apps',
+  'keys',
+  'jobs',
+  'activation',
+  'commerce',
+  'portal',
+  'realtime',
+  'team',
+  'system',
+];
+const unlisted = MODULES.filter((m) => !MODULE_ORDER.includes(m));
+if (unlisted.length > 0) {
+  throw new Error(`eslint.config.js: add src/modules/${unlisted.join(', ')} to MODULE_ORDER (a module's place in it)`);
+}
+
+/** Module X may import module Y only when Y comes before X (no-restricted-paths sees `import type` too). */
+const orderZones = MODULE_ORDER.flatMap((target, i) =>
+  MODULE_ORDER.slice(i + 1).map((later) => ({
+    target: `./src/modules/${target}`,
+    from: `./src/modules/${later}`,
+    message: `modules/${target} comes before modules/${later} in MODULE_ORDER (eslint.config.js): it may not import it`,
+  })),
+);
 
 /** Module X may import module Y only through Y's index.ts. */
 const moduleZones = MODULES.flatMap((target) =>
@@ -54,6 +91,7 @@ export default tseslint.config(
           zones: [
             { target: './src/platform', from: './src/modules', message: 'platform/ imports no module' },
             ...moduleZones,
+            ...orderZones,
           ],
         },
       ],
@@ -80,6 +118,8 @@ export default tseslint.config(
         { paths: OWNED.map((p) => ({ name: p.name, message: `only ${p.owner} imports ${p.name}` })) },
       ],
       'import-x/no-duplicates': 'error',
+      // Value imports only: the rule skips `import type` (MODULE_ORDER's zones catch those between modules).
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },

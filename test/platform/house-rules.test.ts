@@ -1,6 +1,7 @@
 // The house rules the linter enforces (eslint.config.js, run by `npm test` on all of src/): each
 // is checked here against a planted violation, so a rule that stops working fails this test
 // instead of letting the violation through quietly.
+import fs from 'node:fs';
 import path from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -27,6 +28,39 @@ describe('house rules (eslint.config.js)', () => {
     ).not.toContainEqual(expect.stringMatching(/no-restricted-paths/));
   });
 
+  it('a module imports only modules before it in MODULE_ORDER, `import type` included', async () => {
+    // audit comes before apps: even a type from apps would point the dependency the wrong way.
+    expect(
+      await rulesBroken('src/modules/audit/probe.ts', "export type { AppsService } from '../apps/index.js';\n"),
+    ).toContainEqual(
+      expect.stringMatching(
+        /^import-x\/no-restricted-paths: .*modules\/audit comes before modules\/apps in MODULE_ORDER/,
+      ),
+    );
+    // keys comes after apps: allowed.
+    expect(
+      await rulesBroken('src/modules/keys/probe.ts', "export type { AppsService } from '../apps/index.js';\n"),
+    ).not.toContainEqual(expect.stringMatching(/MODULE_ORDER/));
+  });
+
+  it('no import cycle (two files that import each other)', async () => {
+    // The rule follows files on disk: both halves of the cycle are written, linted, then removed.
+    const dir = path.join(root, 'src/modules/keys');
+    const a = path.join(dir, `probe-cycle-a-${process.pid}.ts`);
+    const b = path.join(dir, `probe-cycle-b-${process.pid}.ts`);
+    const codeA = `import { b } from './probe-cycle-b-${process.pid}.js';\nexport const a = () => b;\n`;
+    fs.writeFileSync(a, codeA);
+    fs.writeFileSync(b, `import { a } from './probe-cycle-a-${process.pid}.js';\nexport const b = () => a;\n`);
+    try {
+      expect(await rulesBroken(path.relative(root, a), codeA)).toContainEqual(
+        expect.stringMatching(/^import-x\/no-cycle: Dependency cycle detected/),
+      );
+    } finally {
+      fs.rmSync(a, { force: true });
+      fs.rmSync(b, { force: true });
+    }
+  });
+
   it('platform/ imports no module', async () => {
     expect(
       await rulesBroken('src/platform/http/probe.ts', "export { scopeOf } from '../../modules/apps/index.js';\n"),
@@ -49,4 +83,5 @@ describe('house rules (eslint.config.js)', () => {
       ),
     ).not.toContainEqual(expect.stringMatching(/no-restricted-imports/));
   });
-}, 60_000);
+  // The first lint reads every file src/ imports (no-unused-modules, no-cycle): a minute or more on a busy machine.
+}, 180_000);

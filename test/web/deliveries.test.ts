@@ -41,7 +41,7 @@ describe.skipIf(!hasChromium)('web dashboard: webhook deliveries', () => {
     const [key] = await f.keys(1);
     const c = f.client();
     await c.post('/api/client/license', { session: await f.session(c), license: key, hwid: hwid('web-delivery') });
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
     expect(arrived).toHaveLength(2);
 
     const { page: p, errors } = await newPage(b);

@@ -16,6 +16,7 @@ import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
 import type { EventBus } from '../notify/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 /** Whether `v` is an absolute http(s) URL with a host: what outdated clients are sent in the 426. */
 function isHttpUrl(v: string): boolean {
@@ -83,6 +84,13 @@ interface AppsServiceDeps {
     audit: AuditRepository;
     accounts: AccountRepository;
     entitlements: EntitlementRepository;
+    /** Key and user counts per application: the keys module's (a port compose.ts fills). */
+    records: {
+      counts(
+        ids: readonly string[],
+        resellerIds?: readonly string[],
+      ): Promise<Map<string, { keys: number; users: number }>>;
+    };
   };
   allowPrivateWebhooks: boolean;
   log: Logger;
@@ -302,9 +310,9 @@ export class AppsService {
     p: Principal,
     ids: readonly string[],
   ): Promise<Map<string, { keys: number; users: number }> | undefined> {
-    if (p.role !== 'reseller') return this.d.repos.apps.counts(ids);
+    if (p.role !== 'reseller') return this.d.repos.records.counts(ids);
     if (p.account.permissions?.view_stats !== true) return undefined;
-    return this.d.repos.apps.counts(ids, await resellerScope(this.d.repos.accounts, p));
+    return this.d.repos.records.counts(ids, await resellerScope(this.d.repos.accounts, p));
   }
 
   /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */
@@ -322,7 +330,7 @@ export class AppsService {
         );
       value = ip;
     } else {
-      value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
+      value = normalizeHwid(value);
     }
     const why = reason.trim();
     const entry = await this.d.repos.blacklist.add(appId, type, value, why, p.account.id, this.now());

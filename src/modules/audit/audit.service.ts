@@ -5,12 +5,12 @@
 import type { AuditRepository, AuditRow } from './audit.repository.js';
 import { ValidationError } from '../../errors.js';
 import { requirePermission, resellerScope, type AccountRepository, type Principal } from '../access/index.js';
-import type { AppsService } from '../apps/index.js';
 
 interface AuditLogDeps {
   audit: AuditRepository;
   accounts: AccountRepository;
-  apps: Pick<AppsService, 'visible'>;
+  /** The apps module's check that the caller sees an application (404 otherwise): a port compose.ts fills. */
+  apps: { visible(p: Principal, appId: string): Promise<unknown> };
 }
 
 /** An application log's filters (GET /api/apps/{id}/logs). */

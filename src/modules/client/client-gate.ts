@@ -26,6 +26,7 @@ import { errorReply } from '../../platform/http/error-reply.js';
 import { DEFAULT_BODY_LIMIT } from '../../platform/http/router.js';
 import { compile, parseJson } from '../../platform/http/validation.js';
 import type { IncomingRequest, Reply, RouteHandler } from '../../platform/http/types.js';
+import { normalizeHwid } from './hwid.js';
 
 export interface ClientDeps {
   log: Logger;
@@ -209,7 +210,7 @@ export function clientCallRunner<S extends TSchema>(
     st.app = app;
     if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
     const hwid = st.obj.hwid;
-    if (typeof hwid === 'string' && app.blockedHwids.has(hwid.toLowerCase())) throw new AppError('access_denied');
+    if (typeof hwid === 'string' && app.blockedHwids.has(normalizeHwid(hwid))) throw new AppError('access_denied');
     if (!app.row.enabled) {
       throw new AppError(
         'app_disabled',

@@ -9,6 +9,7 @@ import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { shardOf } from '../../platform/cluster/cluster-node.js';
 import { SessionTokenCodec, type TokenClaims } from './session-token.js';
 import { CompactKeyStore, CoordinatorKeyStore, type UnactivatedKeys } from './unactivated-keys.js';
+import { normalizeHwid } from './hwid.js';
 
 export const SESSION_TTL_MS = 24 * 3600 * 1000;
 /** Coordinator keys of activated sessions (a single process checkpoints them across restarts). */
@@ -214,7 +215,7 @@ export class ClientSessions {
       username: who.username ?? null,
       userId: who.userId ?? null,
       licenseId: who.licenseId ?? null,
-      hwid: who.hwid.toLowerCase(),
+      hwid: normalizeHwid(who.hwid),
     };
     await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
     this.recent?.delete(token);

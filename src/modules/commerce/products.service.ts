@@ -15,6 +15,8 @@ const ORDER_LIST_LIMIT = 500;
 interface ProductsDeps {
   repo: CommerceRepository;
   apps: Pick<AppsService, 'visible'>;
+  /** The keys module's previews of keys by id (a port compose.ts fills). */
+  previews: (ids: readonly string[]) => Promise<ReadonlyMap<string, string>>;
   audit: AuditRepository;
   /** secretbox key of secrets at rest (Secrets.sealKey). */
   sealKey: Buffer;
@@ -155,7 +157,7 @@ export class ProductsService {
   async orders(p: Principal, appId: string) {
     await this.managed(p, appId);
     const rows = await this.d.repo.listOrders(appId, ORDER_LIST_LIMIT);
-    const previews = await this.d.repo.previews(rows.flatMap((r) => r.license_ids));
+    const previews = await this.d.previews(rows.flatMap((r) => r.license_ids));
     return rows.map((r) => orderView(r, previews));
   }
 }

@@ -21,7 +21,7 @@ interface JobsModuleDeps {
   log: Logger;
 }
 
-export interface Jobs {
+interface Jobs {
   mount(router: Router, auth: DashboardAuth): void;
   /** Waits for the jobs under way (shutdown, tests). */
   drain(): Promise<void>;

@@ -3,7 +3,8 @@
 import { toDate, type Sql } from '../../platform/db/sql.js';
 import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
-import type { Device, KeyTouchesRepository } from '../activation/index.js';
+import type { Device } from './device.repository.js';
+import type { KeyTouchesRepository } from './key-touches.repository.js';
 
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;
@@ -198,8 +199,8 @@ export class KeyAdminRepository {
     now: Date,
   ): Promise<{ extended: number; skipped: number } | 'out_of_range'> {
     return this.sql.transaction(async (tx) => {
-      const active =
-        "app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?";
+      // Active by the one rule (STATUS_SQL.active: `?` is now), and with an expiry to move (not lifetime).
+      const active = `app_id = ? and ${STATUS_SQL.active} and expires_at is not null and duration_days <> 0`;
       const checkParams: unknown[] = [appId, now];
       const latest = await this.sql.one<{ at: Date | string | null }>(
         `select max(expires_at) as at from license_keys where ${active}${scopeSql(scope, checkParams)}`,

@@ -9,13 +9,14 @@ import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { AppsService } from '../apps/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
-import type { ActivationService, DeviceRepository } from '../activation/index.js';
+import type { DeviceRepository } from './device.repository.js';
 import { checkedCodes } from './generate.service.js';
 import type { LicensePatch } from './keys.requests.js';
 import { durationMs, licenseHash } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
 import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 const USER_LIST_LIMIT = 2000;
 
@@ -32,6 +33,17 @@ interface SeriesQuery {
   to?: Date;
 }
 
+/** The activation module's offline files, as key administration calls them (a port compose.ts fills). */
+export interface OfflineIssuer {
+  offlineForKey(
+    app: { id: string; hwidLock: boolean; maxDevices: number; offlineDays: number },
+    licenseId: string,
+    hwid: string,
+    user: string | null,
+    ip: string,
+  ): Promise<{ file: string; resellerId: string | null }>;
+}
+
 /** What key and user administration uses, besides its repository (one composition root: compose.ts). */
 interface KeysAdminDeps {
   audit: AuditRepository;
@@ -41,7 +53,7 @@ interface KeysAdminDeps {
   now: () => number;
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
   /** Offline license files for air-gapped machines (PROTOCOL 12.5); the activation module binds and signs. */
-  offline: Pick<ActivationService, 'offlineForKey'>;
+  offline: OfflineIssuer;
   webhooks: Pick<WebhookService, 'notify'>;
 }
 
@@ -204,7 +216,7 @@ export class KeysAdminService {
   async removeLicenseDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const { row } = await this.license(p, id);
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     const removed = row.user_id
       ? await this.d.devices.remove('user', row.user_id, h)
       : await this.d.devices.remove('key', id, h);
@@ -223,7 +235,7 @@ export class KeysAdminService {
   async removeUserDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const u = await this.user(p, id);
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     if (!(await this.d.devices.remove('user', id, h))) throw new AppError('device_not_found');
     await this.record(
       p,
@@ -250,7 +262,7 @@ export class KeysAdminService {
       row.user_id ? row.used_by : null,
       row.ip,
     );
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     await this.record(
       p,
       row.app_id,

@@ -27,7 +27,6 @@ import {
   headerToken,
   refuseTokenInQuery,
 } from '../access/index.js';
-import type { AppsService } from '../apps/index.js';
 import type { EventBus, LiveEvent } from './events.js';
 import { errorReply } from '../../platform/http/error-reply.js';
 import {
@@ -69,7 +68,8 @@ const MAX_TIMER_MS = 2_147_483_647;
 interface LiveDeps {
   log: Logger;
   auth: DashboardAuth;
-  apps: Pick<AppsService, 'visible'>;
+  /** The apps module's check that the caller sees an application (404 otherwise): a port compose.ts fills. */
+  apps: { visible(p: Principal, appId: string): Promise<unknown> };
   events: EventBus;
   access: AccessSignal;
   accounts: Pick<AccountRepository, 'subtreeIds'>;

@@ -16,6 +16,7 @@ import type { CachedApp, ClientAppCache, ClientSessions } from '../client/index.
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
 import { actorOf, requireRole, type Principal } from '../access/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 export type RevokeReason =
   | 'license_banned'
@@ -71,7 +72,7 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
   const lic = typeof d.license_id === 'string' ? d.license_id : null;
   const user = typeof d.user_id === 'string' ? d.user_id : null;
   // A removal of one device names it; without it, every device of the key or user is meant.
-  const device = typeof d.hwid === 'string' ? { hwid: d.hwid.toLowerCase() } : {};
+  const device = typeof d.hwid === 'string' ? { hwid: normalizeHwid(d.hwid) } : {};
   const out: { target: PushTarget; reason: RevokeReason }[] = [];
   const add = (reason: RevokeReason, only: { hwid?: string } = {}) => {
     if (lic) out.push({ target: { appId, licenseId: lic, ...only }, reason });

@@ -69,7 +69,7 @@ describe('bulk jobs', () => {
       const b = before.find((x) => x.id === a.id)!;
       expect(new Date(a.expires_at).getTime() - new Date(b.expires_at).getTime()).toBe(2 * 86_400_000);
     }
-    await t.server.services.repos.audit.flush();
+    await t.server.services.audit.repository.flush();
     const log = (await f.owner.get(`/api/apps/${f.app.id}/logs?limit=100`)).body as {
       action: string;
       detail: string;

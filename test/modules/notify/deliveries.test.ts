@@ -96,7 +96,7 @@ describe('webhook deliveries', () => {
     const [key] = await f.keys(1);
     await activate(f, key!, 'd1');
     await receiver.arrived(before + 3);
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
     const r = await f.owner.get('/api/account/webhook/deliveries?limit=3');
     expect(r.status).toBe(200);
     expect(r.body.map((d: { attempt: number }) => d.attempt)).toEqual([3, 2, 1]);
@@ -134,7 +134,7 @@ describe('webhook deliveries', () => {
     const g = await appFixture(t, { webhook: 'http://127.0.0.1:1/closed' });
     const [key] = await g.keys(1);
     await activate(g, key!, 'd2');
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
     const rows = (await g.owner.get('/api/account/webhook/deliveries?limit=4')).body as Record<string, unknown>[];
     const closed = rows.filter((d) => d.url === 'http://127.0.0.1:1/closed');
     expect(closed).toHaveLength(4);
@@ -174,7 +174,7 @@ describe('webhook deliveries', () => {
     const seller = await new Api(t.base).signIn('deliveryseller', 'seller-pass-1');
     const key = (await seller.post(`/apps/${g.app.id}/licenses`, { amount: 1, duration: 1 })).body[0].key;
     await activate(g, key, 'd3');
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
 
     const own = (await seller.get('/api/account/webhook/deliveries')).body;
     expect(own.map((d: { url: string }) => d.url)).toEqual([`${receiver.url}/seller`]);
@@ -204,7 +204,7 @@ describe('webhook deliveries', () => {
     const before = receiver.arrivals.length;
     await activate(f, key!, 'd4');
     await receiver.arrived(before + 1);
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
     const owner = await new Api(t.base).signIn(OWNER.username, OWNER.password); // the old sign-in has lapsed
     const rows = (await owner.get('/api/account/webhook/deliveries?limit=1000')).body as { id: string }[];
     expect(rows).toHaveLength(1);

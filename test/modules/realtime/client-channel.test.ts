@@ -202,7 +202,7 @@ describe('calls on the channel and switching transports', () => {
       code_hash: HASH,
     });
     expect(b.status).toBe(200);
-    expect(t.server.app.domain.heartbeatOwner.host.peek(a.session)?.beatCount).toBe(1);
+    expect(t.server.app.domain.heartbeat.owner.host.peek(a.session)?.beatCount).toBe(1);
     ch.close();
   });
 
