@@ -14,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = 'scripts/cite-docs.mjs';
-const TEXT = /\.(ts|tsx|mts|js|mjs|cjs|py|cs|cpp|c|h|hpp|go|java|md|json|ya?ml|sh|html|css|txt)$|(^|\/)(run|Dockerfile)$/;
+const TEXT =
+  /\.(ts|tsx|mts|js|mjs|cjs|py|cs|cpp|c|h|hpp|go|java|md|json|ya?ml|sh|html|css|txt)$|(^|\/)(run|Dockerfile)$/;
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes. */
 export function slug(heading) {
@@ -68,6 +69,8 @@ export function rewrite(text, { md = false, rel = 'docs/', protocol = new Map(),
     return md && spec.has(name) ? `[${label}](${rel}spec.md#${spec.get(name)})` : label;
   };
 
+  // The SDKs' skip reason from before the server served the licensing models (also matched by regexes).
+  out = out.replace(/\bPROTOCOL 12 pending\b/g, 'licensing models pending');
   // PROTOCOL n.m (also "PROTOCOL.md section n", "PROTOCOL sections 3-6", a number on the next comment line).
   out = out.replace(
     /\bPROTOCOL(?:\.md)?(\s+(?:(?:\/\/\/?|#|\*)\s*)?)(?:sections?\s+)?(?:§\s*)?(\d+(?:\.\d+)?)/g,
@@ -80,15 +83,21 @@ export function rewrite(text, { md = false, rel = 'docs/', protocol = new Map(),
 
   // STYLE n[, m] and the one named section.
   out = out.replace(/\bSTYLE "The shape of the house"/g, () =>
-    md ? `[docs/architecture.md "Dependency rules"](${rel}architecture.md#dependency-rules)` : 'docs/architecture.md "Dependency rules"',
+    md
+      ? `[docs/architecture.md "Dependency rules"](${rel}architecture.md#dependency-rules)`
+      : 'docs/architecture.md "Dependency rules"',
   );
   out = out.replace(/\bSTYLE (\d+)/g, (_m, n) =>
-    md ? `[docs/architecture.md "House practices"](${rel}architecture.md#house-practices) ${n}` : `docs/architecture.md "House practices" ${n}`,
+    md
+      ? `[docs/architecture.md "House practices"](${rel}architecture.md#house-practices) ${n}`
+      : `docs/architecture.md "House practices" ${n}`,
   );
 
   // SPEC: the named forms, then the quoted headings, then the bare word.
   for (const [re, name, tail] of SPEC_NAMED) out = out.replace(re, (_m, g) => specRef(name) + tail(g ?? ''));
-  out = out.replace(/\bSPEC:? "([^"\n]+)"/g, (_m, name) => (spec.has(name) ? specRef(name) : `docs/spec.md: "${name}"`));
+  out = out.replace(/\bSPEC:? "([^"\n]+)"/g, (_m, name) =>
+    spec.has(name) ? specRef(name) : `docs/spec.md: "${name}"`,
+  );
   const bare = md ? `[docs/spec.md](${rel}spec.md)` : 'docs/spec.md';
   out = out.replace(/\bSPEC's\b/g, `${bare}'s`);
   out = out.replace(/\bSPEC\b(?![_.])/g, bare);
@@ -96,6 +105,48 @@ export function rewrite(text, { md = false, rel = 'docs/', protocol = new Map(),
   out = out.replace(/\bPROTOCOL's\b/g, "docs/protocol.md's");
   if (md) out = out.replace(/\bPROTOCOL\b(?![_.])/g, `[docs/protocol.md](${rel}protocol.md)`);
   return out;
+}
+
+const PRETTIER_DIRS = ['src/', 'test/', 'web/src/', 'sdk/typescript/', 'bench/', 'loadtest/'];
+const PRETTIER_EXT = /\.(ts|tsx|mts|js|mjs|cjs|md|json|ya?ml|css|html)$/;
+const MAX = 120; // prettier's printWidth, and test/platform/line-length.test.ts for src/
+const length = (line) => [...line].length;
+const COMMENT = /^(\s*(?:\/\/\/?|#|\*)\s?)(.*)$/;
+
+/**
+ * A citation is longer than what it replaces, so a comment line that fitted may not any more: its overflow
+ * moves to the start of the next line of the same comment (or a new one), as far as it has to. Only lines
+ * the rewrite made too long are touched; a one-line doc comment becomes a block first.
+ */
+export function rewrap(before, after) {
+  const old = before.split('\n');
+  const lines = after.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    if (length(lines[i]) <= MAX || old[i] === lines[i] || length(old[i] ?? '') > MAX) continue;
+    const block = /^(\s*)\/\*\* (.*) \*\/$/.exec(lines[i]);
+    if (block) {
+      lines.splice(i, 1, `${block[1]}/**`, `${block[1]} * ${block[2]}`, `${block[1]} */`);
+      old.splice(i, 1, '', '', '');
+      i++;
+    }
+    for (let j = i; length(lines[j]) > MAX; j++) {
+      const m = COMMENT.exec(lines[j]);
+      if (!m || /^\s*\/\*/.test(lines[j])) break;
+      const prefix = m[1];
+      const cut = m[2].lastIndexOf(' ', MAX - length(prefix));
+      if (cut <= 0) break;
+      const tail = m[2].slice(cut + 1);
+      lines[j] = prefix + m[2].slice(0, cut);
+      const next = COMMENT.exec(lines[j + 1] ?? '');
+      if (next && next[1] === prefix && next[2] !== '' && !/^(-|\d+\.|@|\*\/)/.test(next[2])) {
+        lines[j + 1] = `${prefix}${tail} ${next[2]}`;
+      } else {
+        lines.splice(j + 1, 0, prefix + tail);
+        old.splice(j + 1, 0, '');
+      }
+    }
+  }
+  return lines.join('\n');
 }
 
 function files() {
@@ -118,12 +169,21 @@ function main() {
     if (!/PROTOCOL|SPEC|STYLE/.test(text)) continue;
     const md = file.endsWith('.md');
     const rel = path.relative(path.dirname(full), path.join(ROOT, 'docs')) || '.';
-    const next = rewrite(text, { md, rel: `${rel.split(path.sep).join('/')}/`.replace(/^\.\//, ''), protocol, spec });
+    const cited = rewrite(text, { md, rel: `${rel.split(path.sep).join('/')}/`.replace(/^\.\//, ''), protocol, spec });
+    const next = md || file.endsWith('.json') ? cited : rewrap(text, cited);
     if (next === text) continue;
     changed.push(file);
     if (!check) fs.writeFileSync(full, next);
   }
   for (const f of changed) console.log(`${check ? 'would rewrite' : 'rewrote'} ${f}`);
+  // A longer citation can push a call past printWidth: let prettier lay out what it checks (`npm run lint`).
+  const pretty = changed.filter((f) => PRETTIER_DIRS.some((d) => f.startsWith(d)) && PRETTIER_EXT.test(f));
+  if (!check && pretty.length > 0) {
+    execFileSync(path.join(ROOT, 'node_modules', '.bin', 'prettier'), ['--write', ...pretty], {
+      cwd: ROOT,
+      stdio: 'ignore',
+    });
+  }
   if (check && changed.length > 0) process.exit(1);
 }
 
