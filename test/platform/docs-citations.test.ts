@@ -11,10 +11,9 @@ const TEXT =
   /\.(ts|tsx|mts|js|mjs|cjs|py|cs|cpp|c|h|hpp|go|java|md|json|ya?ml|sh|html|css|txt|toml)$|(^|\/)(run|Dockerfile)$/;
 // Built from parts so that this file does not name them itself.
 const FORBIDDEN = ['..' + '/shared', ...['PROTOCOL', 'SPEC', 'STYLE'].map((n) => `${n}.md`)];
-const PAGES = ['protocol', 'spec', 'architecture'] as const;
 // This file and the rewriting script name the old forms on purpose (planted input, patterns).
 const SELF = ['test/platform/docs-citations.test.ts', 'scripts/cite-docs.mjs'];
-type Page = (typeof PAGES)[number];
+type Page = 'protocol' | 'spec' | 'architecture';
 
 /** GitHub's anchor of a heading (what a `page.md#anchor` link needs). */
 function slug(heading: string): string {
