@@ -83,5 +83,26 @@ describe('house rules (eslint.config.js)', () => {
       ),
     ).not.toContainEqual(expect.stringMatching(/no-restricted-imports/));
   });
+
+  it('typescript-eslint also holds beyond src/: tests, dashboard, benchmarks, load tester, TypeScript SDK', async () => {
+    const unused = 'const left = 1;\nexport const used = 2;\n';
+    for (const file of [
+      'test/modules/keys/probe.test.ts',
+      'web/src/views/Probe.tsx',
+      'bench/probe.ts',
+      'loadtest/probe.ts',
+      'sdk/typescript/test/probe.test.ts',
+    ]) {
+      expect(await rulesBroken(file, unused), file).toContainEqual(
+        expect.stringMatching(/^@typescript-eslint\/no-unused-vars: 'left'/),
+      );
+    }
+    const loose = 'export const f = (x: any) => x;\n';
+    expect(await rulesBroken('web/src/lib/probe.ts', loose)).toContainEqual(
+      expect.stringMatching(/^@typescript-eslint\/no-explicit-any/),
+    );
+    // Tests read the server's JSON as `any` on purpose (eslint.config.js).
+    expect(await rulesBroken('test/modules/keys/probe.test.ts', loose)).toEqual([]);
+  });
   // The first lint reads every file src/ imports (no-unused-modules, no-cycle): a minute or more on a busy machine.
 }, 180_000);

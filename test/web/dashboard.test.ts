@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Locator, Page } from 'playwright-core';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../helpers/server.js';
 import { Api } from '../helpers/http.js';
-import { appFixture, type AppFixture } from '../helpers/fixture.js';
+import { appFixture } from '../helpers/fixture.js';
 import {
   DESKTOP,
   PHONE,

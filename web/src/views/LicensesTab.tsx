@@ -276,7 +276,7 @@ export function LicensesTab({ app }: { app: App }) {
         ],
       }),
     [actions, detailsLabel, menu.open],
-  ); // eslint-disable-line react-hooks/exhaustive-deps
+  ); // live.current is read when an item is chosen
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
   // "Created by" names members from the team list where the caller may read it (resellers get none).
   // A key of its own: the Team view always asks the server when it opens, so a session ended
