@@ -1,5 +1,6 @@
 // The client module's public surface: the client API's gate, sessions and shared request shapes.
 // Other modules and the composition root import only this file.
+export { type Admittee, refusalOf } from './admission.js';
 export { type CachedApp, ClientAppCache } from './client-app-cache.js';
 export { type AuditNote, type ClientCall, type ClientOutcome, outcome } from './client-call.js';
 export { clientCallRunner, clientHandler, noteEchoedRoute, type ClientDeps, type ClientInput } from './client-gate.js';

@@ -176,11 +176,17 @@ export class ClientChannel {
   constructor(private readonly d: ClientChannelDeps) {
     const open = clientCallRunner(
       d.client,
-      { action: 'client.channel', schema: OpenBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      {
+        action: 'client.channel',
+        schema: OpenBody,
+        identifiesBy: 'session',
+        disabledDetail: 'plain',
+        sessionDevice: true,
+      },
       (call) => this.opening(call),
     );
     this.open = async (input) => open(input);
-    const spec = { identifiesBy: 'session', disabledDetail: 'plain' } as const;
+    const spec = { identifiesBy: 'session', disabledDetail: 'plain', sessionDevice: true } as const;
     this.calls = {
       'heartbeat/start': clientCallRunner(
         d.client,
@@ -620,7 +626,7 @@ export class ClientChannel {
   }
 
   private judge(c: Conn, app: CachedApp | null): void {
-    const v = appVerdict(app, c);
+    const v = appVerdict(app, { ip: c.ip, hwid: c.record.hwid, version: c.version });
     if (v.kind === 'revoke') this.revoke(c, v.reason);
     else if (v.kind === 'update_required' && c.updateNotified !== v.version) {
       c.updateNotified = v.version;

@@ -12,7 +12,7 @@ import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinato
 import type { AuditRepository } from '../audit/index.js';
 import { sha256 } from '../../platform/crypto/index.js';
 import type { AppsService } from '../apps/index.js';
-import type { CachedApp, ClientAppCache, ClientSessions } from '../client/index.js';
+import { refusalOf, type Admittee, type CachedApp, type ClientAppCache, type ClientSessions } from '../client/index.js';
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
 import { actorOf, requireRole, type Principal } from '../access/index.js';
@@ -125,10 +125,11 @@ type AppVerdict =
       detail: { message: string; latest_version: string; update_url: string; force_update: true };
     };
 
-export function appVerdict(app: CachedApp | null, client: { ip: string; version: string }): AppVerdict {
+/** The client gate's admission (client/admission.ts) first, then the app's version. */
+export function appVerdict(app: CachedApp | null, client: Admittee & { version: string }): AppVerdict {
   if (!app) return { kind: 'revoke', reason: 'app_deleted' };
-  if (!app.row.enabled) return { kind: 'revoke', reason: 'app_disabled' };
-  if (app.blockedIps.has(client.ip)) return { kind: 'revoke', reason: 'blacklisted' };
+  const refusal = refusalOf(app, client);
+  if (refusal) return { kind: 'revoke', reason: refusal };
   if (app.row.force_update && client.version !== app.row.version) {
     return {
       kind: 'update_required',
