@@ -35,6 +35,27 @@ const OWNED = [
   { name: '@mikro-orm/knex', owner: 'src/platform/db' },
 ];
 
+/** A role name, as a principal's or an account's role is compared with it. */
+const ROLE_NAME = '/^(owner|admin|reseller|developer)$/';
+const ROLE_OPERAND = (side) => `:matches([${side}.property.name='role'], [${side}.name='role'])`;
+/** Outside modules/access nobody decides by role: the resource's policy (access/policies.ts) does. */
+const ROLE_CHECKS = [
+  ...['left', 'right'].map((side) => ({
+    selector:
+      `BinaryExpression[operator=/^[!=]==?$/]${ROLE_OPERAND(side)}` +
+      `[${side === 'left' ? 'right' : 'left'}.value=${ROLE_NAME}]`,
+    message: 'compare no role outside modules/access: ask the resource policy (access/policies.ts)',
+  })),
+  {
+    selector: "SwitchStatement[discriminant.property.name='role']",
+    message: 'switch on no role outside modules/access: ask the resource policy (access/policies.ts)',
+  },
+  {
+    selector: "CallExpression[callee.name='requireRole']",
+    message: 'list no roles outside modules/access: ask the resource policy (access/policies.ts)',
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'web/dist/**'] },
   {
@@ -82,6 +103,11 @@ export default tseslint.config(
       'import-x/no-duplicates': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/modules/access/**'],
+    rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS] },
   },
   // Each owner may import its own package.
   ...OWNED.map((p) => ({

@@ -49,4 +49,27 @@ describe('house rules (eslint.config.js)', () => {
       ),
     ).not.toContainEqual(expect.stringMatching(/no-restricted-imports/));
   });
+
+  it('outside modules/access nobody compares roles: the resource policy decides', async () => {
+    const policy = /^no-restricted-syntax: .*ask the resource policy \(access\/policies\.ts\)/;
+    expect(
+      await rulesBroken(
+        'src/modules/keys/probe.ts',
+        "export const sells = (p: { role: string }) => p.role === 'reseller';\n",
+      ),
+    ).toEqual([expect.stringMatching(policy)]);
+    expect(
+      await rulesBroken(
+        'src/modules/keys/probe.ts',
+        "import { requireRole, type Principal } from '../access/principal.js';\n" +
+          "export const f = (p: Principal) => requireRole(p, 'owner');\n",
+      ),
+    ).toContainEqual(expect.stringMatching(policy));
+    expect(
+      await rulesBroken(
+        'src/modules/access/probe.ts',
+        "export const sells = (p: { role: string }) => p.role === 'reseller';\n",
+      ),
+    ).toEqual([]);
+  });
 }, 60_000);

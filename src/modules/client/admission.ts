@@ -5,7 +5,7 @@
 import type { CachedApp } from './client-app-cache.js';
 
 /** Why the app refuses the client: `blacklisted` (its IP or its device) or `app_disabled`. */
-export type Refusal = 'blacklisted' | 'app_disabled';
+type Refusal = 'blacklisted' | 'app_disabled';
 
 export interface Admittee {
   ip: string;

@@ -15,7 +15,7 @@ import type { AppsService } from '../apps/index.js';
 import { refusalOf, type Admittee, type CachedApp, type ClientAppCache, type ClientSessions } from '../client/index.js';
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
-import { actorOf, requireRole, type Principal } from '../access/index.js';
+import { actorOf, appsPolicy, type Principal } from '../access/index.js';
 
 export type RevokeReason =
   | 'license_banned'
@@ -214,7 +214,7 @@ export class ClientPushService {
 
   /** POST /api/apps/{id}/notice: every live client of the app gets `message`, on every worker. */
   async notice(p: Principal, appId: string, message: string): Promise<void> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    appsPolicy.assertNotice(p);
     await this.d.apps.visible(p, appId);
     const at = new Date(this.d.now()).toISOString();
     await this.d.coordinator.publish(CHANNEL, pack({ t: 'notice', a: appId, m: message, at } satisfies Control));
