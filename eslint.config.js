@@ -29,6 +29,8 @@ const OWNED = [
   { name: 'uWebSockets.js', owner: 'src/platform/http' },
   { name: 'sodium-native', owner: 'src/platform/crypto' },
   { name: 'ioredis', owner: 'src/platform/cluster' },
+  // The encoding of what crosses a process: platform/cluster/names.ts re-exports it with every name.
+  { name: 'msgpackr', owner: 'src/platform/cluster' },
   { name: 'koffi', owner: 'src/platform/runtime' },
   { name: '@mikro-orm/postgresql', owner: 'src/platform/db' },
   { name: '@mikro-orm/migrations', owner: 'src/platform/db' },

@@ -43,6 +43,9 @@ describe('house rules (eslint.config.js)', () => {
       await rulesBroken('src/platform/db/probe.ts', "import { Redis } from 'ioredis';\nexport const r = Redis;\n"),
     ).toContainEqual(expect.stringMatching(/only src\/platform\/cluster imports ioredis/));
     expect(
+      await rulesBroken('src/modules/notify/probe.ts', "import { pack } from 'msgpackr';\nexport const p = pack;\n"),
+    ).toContainEqual(expect.stringMatching(/only src\/platform\/cluster imports msgpackr/));
+    expect(
       await rulesBroken(
         'src/platform/crypto/probe.ts',
         "import sodium from 'sodium-native';\nexport const s = sodium;\n",

@@ -14,7 +14,7 @@
 // the kw_session cookie or a sign-in token in `?token=`.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
-import { pack, unpack } from 'msgpackr';
+import { pack, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Principal, DashboardAuth, AccessSignal, AccountRepository } from '../access/index.js';

@@ -6,7 +6,7 @@
 // - `notice`: a text the dashboard sends to every live client of an application.
 // Control messages between workers (a kill, a channel taking over a session, a notice) travel on
 // one coordinator channel; session tokens never leave the worker, only their SHA-256.
-import { pack, unpack } from 'msgpackr';
+import { CHANNELS, pack, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
 import type { AuditRepository } from '../audit/index.js';
@@ -52,7 +52,7 @@ export type Push =
 /** May return a promise for `shutdown` (calls in flight finish first); other pushes are synchronous. */
 type PushListener = (p: Push) => void | Promise<void>;
 
-const CHANNEL = 'client.channel';
+const CHANNEL = CHANNELS.clientChannel;
 
 type Control =
   | { t: 'kill'; s: string }
