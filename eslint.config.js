@@ -58,6 +58,15 @@ const ROLE_CHECKS = [
   },
 ];
 
+/** Modules see no uWS: HttpServer to mount on, platform/http/sockets.ts for WebSockets and event streams. */
+const UWS_MESSAGE = 'modules see no uWS type: mount sockets and streams with platform/http/sockets.ts';
+const UWS_IMPORT = 'ImportDeclaration[source.value=/platform\\/http\\/uws\\.js$/]';
+const UWS_CHECKS = [
+  { selector: `${UWS_IMPORT} > ImportSpecifier[imported.name!='HttpServer']`, message: UWS_MESSAGE },
+  { selector: `${UWS_IMPORT} > ImportNamespaceSpecifier`, message: UWS_MESSAGE },
+  { selector: "TSImportType[argument.literal.value='uWebSockets.js']", message: UWS_MESSAGE },
+];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'web/dist/**'] },
   {
@@ -106,11 +115,14 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  // no-restricted-syntax: the last block matching a file sets its whole list.
+  { files: ['src/**/*.ts'], ignores: ['src/modules/**'], rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS] } },
   {
-    files: ['src/**/*.ts'],
+    files: ['src/modules/**/*.ts'],
     ignores: ['src/modules/access/**'],
-    rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS] },
+    rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS, ...UWS_CHECKS] },
   },
+  { files: ['src/modules/access/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...UWS_CHECKS] } },
   // Each owner may import its own package.
   ...OWNED.map((p) => ({
     files: [`${p.owner}/**/*.ts`],

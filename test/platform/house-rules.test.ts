@@ -53,6 +53,28 @@ describe('house rules (eslint.config.js)', () => {
     ).not.toContainEqual(expect.stringMatching(/no-restricted-imports/));
   });
 
+  it('modules see no uWS type: sockets and streams are platform/http/sockets.ts', async () => {
+    const uws = /^no-restricted-syntax: modules see no uWS type/;
+    expect(
+      await rulesBroken(
+        'src/modules/realtime/probe.ts',
+        "import { writeReply } from '../../platform/http/uws.js';\nexport const w = writeReply;\n",
+      ),
+    ).toContainEqual(expect.stringMatching(uws));
+    expect(
+      await rulesBroken(
+        'src/modules/notify/probe.ts',
+        "export type Ws = import('uWebSockets.js').WebSocket<unknown>;\n",
+      ),
+    ).toContainEqual(expect.stringMatching(uws));
+    expect(
+      await rulesBroken(
+        'src/modules/realtime/probe.ts',
+        "import type { HttpServer } from '../../platform/http/uws.js';\nexport type S = HttpServer;\n",
+      ),
+    ).toEqual([]);
+  });
+
   it('outside modules/access nobody compares roles: the resource policy decides', async () => {
     const policy = /^no-restricted-syntax: .*ask the resource policy \(access\/policies\.ts\)/;
     expect(

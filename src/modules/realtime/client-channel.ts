@@ -4,8 +4,8 @@
 // (client/client-gate.ts); each call on the channel goes through the same gate and services as its
 // REST twin, so the heartbeat rules, refusals and audit lines are those of PROTOCOL 6. The wire
 // format is client-channel.protocol.ts.
-// uWS rules kept here: `req` is copied before the first await and onAborted is registered first;
-// a message's ArrayBuffer is read before the handler returns; a closed socket is never touched.
+// The socket itself (uWS: upgrade, cork, backpressure) is platform/http/sockets.ts's: this file sees
+// a Socket and plain data only. A message's ArrayBuffer is read before the handler returns.
 // Limits: connections per IP (this worker), upgrades per IP per minute (cluster-wide), calls in
 // flight per connection, message size, and a bounded send buffer (uWS closes a slow reader).
 import { Type } from '@sinclair/typebox';
@@ -30,16 +30,8 @@ import type { ClientIpResolver } from '../../platform/http/client-ip.js';
 import { signReply } from '../../platform/http/client-signing.js';
 import { errorReply } from '../../platform/http/error-reply.js';
 import type { IncomingRequest, Reply } from '../../platform/http/types.js';
-import {
-  CLOSE_ON_BACKPRESSURE_LIMIT,
-  copyRequest,
-  writeReply,
-  type HttpServer,
-  type UwsRequest,
-  type UwsResponse,
-  type UwsSocket,
-  type UwsSocketContext,
-} from '../../platform/http/uws.js';
+import { mountSocket, type Socket, type SocketRequest, type Upgrade } from '../../platform/http/sockets.js';
+import type { HttpServer } from '../../platform/http/uws.js';
 import { KeySlots } from './key-slots.js';
 import {
   buildHello,
@@ -113,7 +105,7 @@ interface Conn {
   keys: ChannelKeys | null;
   slot: number;
   readonly openedAt: number;
-  ws: UwsSocket<UserData> | null;
+  socket: Socket | null;
   hello: string | null;
   /** The app as it was at the upgrade, judged once the connection is open. */
   app: CachedApp | null;
@@ -131,10 +123,6 @@ interface Conn {
 }
 
 const END_OBJECT = Buffer.from('}');
-
-interface UserData {
-  conn: Conn;
-}
 
 function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
   let s = m.get(k);
@@ -161,8 +149,6 @@ export class ClientChannel {
   private readonly pendingPerIp = new Map<string, number>();
   private readonly tickets = new Map<number, (o: Opened) => void>();
   private ticketSeq = 0;
-  /** The connection being upgraded (inside res.cork), to tell a close by uWS during it. */
-  private upgrading: Conn | null = null;
   private sweeper: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   /** The worker is shutting down: no new calls, connections end once their calls in flight are answered. */
@@ -293,37 +279,32 @@ export class ClientChannel {
   }
 
   mount(server: HttpServer): void {
-    const { app, guard } = server;
-    app.ws<UserData>(CHANNEL_PATH, {
+    mountSocket<Conn>(server, {
+      path: CHANNEL_PATH,
       maxPayloadLength: CHANNEL_MAX_PAYLOAD,
       maxBackpressure: CHANNEL_MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
-      idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
-      sendPingsAutomatically: true,
-      upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
-      open: guard.socket('open', (ws: UwsSocket<UserData>) => this.opened(ws)),
-      message: guard.socket('message', (ws: UwsSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
-        this.message(ws.getUserData().conn, message, isBinary),
-      ),
-      close: guard.socket('close', (ws: UwsSocket<UserData>, code: number) => this.closed(ws.getUserData().conn, code)),
+      idleTimeoutS: CHANNEL_TRANSPORT_IDLE_S,
+      dropSlowReaders: true,
+      upgrade: (req) => this.upgrade(req),
+      failed: (err) => errorReply(err, this.d.log, { route: CHANNEL_PATH }),
+      open: (socket, c) => this.opened(socket, c),
+      message: (c, message, isBinary) => this.message(c, message, isBinary),
+      close: (c, code, duringUpgrade) => this.closed(c, code, duringUpgrade),
     });
   }
 
-  private upgrade(res: UwsResponse, req: UwsRequest, context: UwsSocketContext): void {
-    // uWS: onAborted before any await; everything from req is copied now.
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    const { headers } = copyRequest(req);
-    const ip = this.d.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
+  /** The upgrade: the client gate, then the connection (its hello is sent once it opens). */
+  private upgrade(req: SocketRequest): Upgrade<Conn> | Promise<Upgrade<Conn>> {
+    const { headers } = req;
+    const ip = this.d.resolveIp(req.remote, headers['x-forwarded-for']);
     const nonce = headers['x-nonce'] ?? '';
     noteEchoedRoute(this.d.client.affinity, headers['x-keywarden-route']);
-    const finish = (reply: Reply) =>
-      writeReply(res, aborted, signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()));
+    const refuse = (reply: Reply) => ({
+      refuse: signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()),
+    });
     if (this.countFor(ip) >= this.limits.maxPerIp) {
       this.d.log.warn({ ip }, 'channel.too_many_connections');
-      return finish(errorReply(rateLimited(5), this.d.log));
+      return refuse(errorReply(rateLimited(5), this.d.log));
     }
     this.bump(this.pendingPerIp, ip, 1);
     const signed: IncomingRequest = {
@@ -340,7 +321,7 @@ export class ClientChannel {
     this.tickets.set(ticket, (o) => {
       opened = o;
     });
-    this.open({
+    return this.open({
       ip,
       nonce,
       signed,
@@ -349,27 +330,11 @@ export class ClientChannel {
         return { session: headers['x-session'] ?? '', version: headers['x-client-version'] ?? '1.0', ticket };
       },
     })
-      .then((reply) => {
-        if (reply.status !== 200 || !opened) return finish(reply);
-        if (aborted) return;
-        const o = opened;
-        const conn = this.connOf(o, ip, nonce);
-        this.upgrading = conn;
-        try {
-          res.cork(() => {
-            res.upgrade<UserData>(
-              { conn },
-              headers['sec-websocket-key'] ?? '',
-              '',
-              headers['sec-websocket-extensions'] ?? '',
-              context,
-            );
-          });
-        } finally {
-          this.upgrading = null;
-        }
+      .then((reply): Upgrade<Conn> => {
+        if (reply.status !== 200 || !opened) return refuse(reply);
+        return { accept: this.connOf(opened, ip, nonce) };
       })
-      .catch((err: unknown) => finish(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
+      .catch((err: unknown) => refuse(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
       .finally(() => {
         this.tickets.delete(ticket);
         this.bump(this.pendingPerIp, ip, -1);
@@ -389,7 +354,7 @@ export class ClientChannel {
       keys: o.hello.keys,
       slot: -1,
       openedAt: now,
-      ws: null,
+      socket: null,
       hello: o.hello.text,
       app: o.app,
       outSeq: 0,
@@ -403,9 +368,8 @@ export class ClientChannel {
     };
   }
 
-  private opened(ws: UwsSocket<UserData>): void {
-    const c = ws.getUserData().conn;
-    c.ws = ws;
+  private opened(socket: Socket, c: Conn): void {
+    c.socket = socket;
     c.slot = this.slots.take(c.keys!);
     c.keys = null;
     this.conns.add(c);
@@ -418,21 +382,21 @@ export class ClientChannel {
     this.bySession.set(c.key, c);
     if (older) this.end(older, CLOSE.superseded, 'superseded by a newer connection');
     this.d.push.attached(c.session, c.id, c.openedAt);
-    ws.send(c.hello!, false);
+    socket.send(c.hello!, false);
     c.hello = null;
     const app = c.app;
     c.app = null;
     this.judge(c, app);
   }
 
-  private closed(c: Conn, code: number): void {
+  private closed(c: Conn, code: number, duringUpgrade: boolean): void {
     // uWS's cork() can close a socket upgraded inside it, right after its open handler, when the
     // upgrade reallocated it in place (uNetworking/uWebSockets#1929, fixed upstream after the builds
     // we ship). Rare and harmless to state (no call was read on it); the client reconnects.
-    if (this.upgrading === c && code === 1006)
+    if (duringUpgrade && code === 1006)
       this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.closed_by_upgrade');
     c.closed = true;
-    c.ws = null;
+    c.socket = null;
     if (c.slot >= 0) this.slots.release(c.slot);
     c.slot = -1;
     this.conns.delete(c);
@@ -444,8 +408,8 @@ export class ClientChannel {
   }
 
   private end(c: Conn, code: number, reason: string): void {
-    if (c.closed || !c.ws) return;
-    c.ws.end(code, reason); // calls `closed` at once
+    if (c.closed || !c.socket) return;
+    c.socket.end(code, reason); // calls `closed` at once
   }
 
   // ---- client messages ------------------------------------------------------------------------
@@ -543,19 +507,14 @@ export class ClientChannel {
   }
 
   private sendRaw(c: Conn, payload: string | Buffer): void {
-    if (c.closed || !c.ws) return;
+    if (c.closed || !c.socket) return;
     c.outSeq++;
-    // 2: the message was dropped, the connection is over CHANNEL_MAX_BACKPRESSURE. A client that
-    // does not read is cut off (no close frame: it would queue behind the rest); the 20.30 uWS
-    // build does not close by itself although closeOnBackpressureLimit is set.
-    const ws = c.ws;
-    if (
-      ws.send(sealFrame(this.slots.s2c(c.slot), payload), true) === 2 ||
-      ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
-    ) {
+    // Not sent: the connection was over CHANNEL_MAX_BACKPRESSURE and is cut off (sockets.ts).
+    const appId = c.record.appId;
+    const ip = c.ip;
+    if (!c.socket.send(sealFrame(this.slots.s2c(c.slot), payload), true)) {
       this.dropped++;
-      this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.slow_client_dropped');
-      ws.close();
+      this.d.log.warn({ appId, ip }, 'channel.slow_client_dropped');
     }
   }
 
