@@ -18,14 +18,7 @@ import { outcome, BeatBody, StartBody, StopBody, clientCallRunner, noteEchoedRou
 import type { CachedApp, ClientCall, ClientDeps, ClientInput, ClientSession } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
-import {
-  appVerdict,
-  sessionKey,
-  type ClientPushService,
-  type Push,
-  type PushTarget,
-  type RevokeReason,
-} from './client-push.service.js';
+import { appVerdict, sessionKey, type ClientPushService, type Push, type RevokeReason } from './client-push.service.js';
 import type { ClientIpResolver } from '../../platform/http/client-ip.js';
 import { signReply } from '../../platform/http/client-signing.js';
 import { errorReply } from '../../platform/http/error-reply.js';
@@ -33,6 +26,7 @@ import type { IncomingRequest, Reply } from '../../platform/http/types.js';
 import { mountSocket, type Socket, type SocketRequest, type Upgrade } from '../../platform/http/sockets.js';
 import type { HttpServer } from '../../platform/http/uws.js';
 import { KeySlots } from './key-slots.js';
+import { ChannelConns, type Conn } from './channel-conns.js';
 import {
   buildHello,
   CHANNEL_PATH,
@@ -43,7 +37,6 @@ import {
   REVOKE_DETAIL,
   sealFrame,
   type BuiltHello,
-  type ChannelKeys,
   type ChannelOp,
   type ClientMessage,
 } from './client-channel.protocol.js';
@@ -89,64 +82,12 @@ interface Opened {
   hello: BuiltHello;
 }
 
-interface Conn {
-  readonly id: string;
-  readonly session: string;
-  readonly key: string;
-  /**
-   * The session bound at the upgrade: its app, user, key and HWID (lower-cased; null or absent when
-   * unknown) address pushes, and a beat on this connection needs no lookup of it (client-gate.ts).
-   */
-  readonly record: ClientSession;
-  readonly ip: string;
-  readonly clientKey: string;
-  readonly version: string;
-  /** The MAC keys until the connection opens; then they live in `slot` of the KeySlots (-1: none). */
-  keys: ChannelKeys | null;
-  slot: number;
-  readonly openedAt: number;
-  socket: Socket | null;
-  hello: string | null;
-  /** The app as it was at the upgrade, judged once the connection is open. */
-  app: CachedApp | null;
-  outSeq: number;
-  inSeq: number;
-  interval: number;
-  /** No accepted beat by then: closed (4008). */
-  deadline: number;
-  /** The tail of the calls in flight; null while none is (most of a connection's life). */
-  queue: Promise<void> | null;
-  inflight: number;
-  closed: boolean;
-  /** The app version an update_required was pushed for. */
-  updateNotified: string | null;
-}
-
 const END_OBJECT = Buffer.from('}');
-
-function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
-  let s = m.get(k);
-  if (!s) m.set(k, (s = new Set()));
-  s.add(v);
-}
-
-function removeFrom<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
-  const s = m.get(k);
-  if (!s) return;
-  s.delete(v);
-  if (s.size === 0) m.delete(k);
-}
 
 export class ClientChannel {
   readonly limits: ChannelLimits = { maxPerIp: 32, maxInFlight: 8 };
-  private readonly conns = new Set<Conn>();
+  private readonly conns = new ChannelConns();
   private readonly slots = new KeySlots();
-  private readonly byApp = new Map<string, Set<Conn>>();
-  private readonly byLicense = new Map<string, Set<Conn>>();
-  private readonly byUser = new Map<string, Set<Conn>>();
-  private readonly bySession = new Map<string, Conn>();
-  private readonly openPerIp = new Map<string, number>();
-  private readonly pendingPerIp = new Map<string, number>();
   private readonly tickets = new Map<number, (o: Opened) => void>();
   private ticketSeq = 0;
   private sweeper: NodeJS.Timeout | undefined;
@@ -192,7 +133,7 @@ export class ClientChannel {
 
   /** Connections open on this worker. */
   get size(): number {
-    return this.conns.size;
+    return this.conns.all.size;
   }
 
   start(): void {
@@ -208,11 +149,11 @@ export class ClientChannel {
     this.unlisten?.();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.conns].map((c) => c.queue ?? undefined)),
+      Promise.allSettled([...this.conns.all].map((c) => c.queue ?? undefined)),
       new Promise((resolve) => (timer = setTimeout(resolve, 5_000))),
     ]);
     clearTimeout(timer);
-    for (const c of [...this.conns]) this.end(c, CLOSE.goingAway, 'server shutting down');
+    for (const c of [...this.conns.all]) this.end(c, CLOSE.goingAway, 'server shutting down');
   }
 
   // ---- the upgrade: the client gate, then the signed hello ------------------------------------
@@ -268,16 +209,6 @@ export class ClientChannel {
     });
   }
 
-  private countFor(ip: string): number {
-    return (this.openPerIp.get(ip) ?? 0) + (this.pendingPerIp.get(ip) ?? 0);
-  }
-
-  private bump(m: Map<string, number>, ip: string, by: number): void {
-    const n = (m.get(ip) ?? 0) + by;
-    if (n <= 0) m.delete(ip);
-    else m.set(ip, n);
-  }
-
   mount(server: HttpServer): void {
     mountSocket<Conn>(server, {
       path: CHANNEL_PATH,
@@ -302,11 +233,11 @@ export class ClientChannel {
     const refuse = (reply: Reply) => ({
       refuse: signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()),
     });
-    if (this.countFor(ip) >= this.limits.maxPerIp) {
+    if (this.conns.countFor(ip) >= this.limits.maxPerIp) {
       this.d.log.warn({ ip }, 'channel.too_many_connections');
       return refuse(errorReply(rateLimited(5), this.d.log));
     }
-    this.bump(this.pendingPerIp, ip, 1);
+    this.conns.upgrading(ip, 1);
     const signed: IncomingRequest = {
       method: 'get',
       path: CHANNEL_PATH,
@@ -337,7 +268,7 @@ export class ClientChannel {
       .catch((err: unknown) => refuse(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
       .finally(() => {
         this.tickets.delete(ticket);
-        this.bump(this.pendingPerIp, ip, -1);
+        this.conns.upgrading(ip, -1);
       });
   }
 
@@ -372,14 +303,8 @@ export class ClientChannel {
     c.socket = socket;
     c.slot = this.slots.take(c.keys!);
     c.keys = null;
-    this.conns.add(c);
-    this.bump(this.openPerIp, c.ip, 1);
-    addTo(this.byApp, c.record.appId, c);
-    if (c.record.licenseId) addTo(this.byLicense, c.record.licenseId, c);
-    if (c.record.userId) addTo(this.byUser, c.record.userId, c);
     // One channel per session: a newer one (a reconnect) replaces an older one, here or elsewhere.
-    const older = this.bySession.get(c.key);
-    this.bySession.set(c.key, c);
+    const older = this.conns.add(c);
     if (older) this.end(older, CLOSE.superseded, 'superseded by a newer connection');
     this.d.push.attached(c.session, c.id, c.openedAt);
     socket.send(c.hello!, false);
@@ -399,12 +324,7 @@ export class ClientChannel {
     c.socket = null;
     if (c.slot >= 0) this.slots.release(c.slot);
     c.slot = -1;
-    this.conns.delete(c);
-    this.bump(this.openPerIp, c.ip, -1);
-    removeFrom(this.byApp, c.record.appId, c);
-    if (c.record.licenseId) removeFrom(this.byLicense, c.record.licenseId, c);
-    if (c.record.userId) removeFrom(this.byUser, c.record.userId, c);
-    if (this.bySession.get(c.key) === c) this.bySession.delete(c.key);
+    this.conns.remove(c);
   }
 
   private end(c: Conn, code: number, reason: string): void {
@@ -520,7 +440,7 @@ export class ClientChannel {
 
   private sweep(): void {
     const now = this.d.now();
-    for (const c of [...this.conns]) if (c.deadline <= now) this.end(c, CLOSE.idle, 'no heartbeat');
+    for (const c of [...this.conns.all]) if (c.deadline <= now) this.end(c, CLOSE.idle, 'no heartbeat');
   }
 
   // ---- pushes ---------------------------------------------------------------------------------
@@ -528,7 +448,7 @@ export class ClientChannel {
   private onPush(p: Push): void | Promise<void> {
     switch (p.kind) {
       case 'revoke':
-        for (const c of this.targets(p.target)) {
+        for (const c of this.conns.targets(p.target)) {
           // A kill made by this connection's own beat is announced after that beat's reply.
           if (p.reason === 'session_killed' && c.inflight > 0)
             void (c.queue ?? Promise.resolve()).then(() => this.revoke(c, p.reason));
@@ -536,16 +456,16 @@ export class ClientChannel {
         }
         break;
       case 'notice':
-        for (const c of [...(this.byApp.get(p.appId) ?? [])]) {
+        for (const c of this.conns.ofApp(p.appId)) {
           this.pushed++;
           this.send(c, { type: 'notice', message: p.message, at: p.at });
         }
         break;
       case 'app_changed':
-        if (this.byApp.has(p.appId)) void this.recheck(p.appId);
+        if (this.conns.hasApp(p.appId)) void this.recheck(p.appId);
         break;
       case 'supersede': {
-        const c = this.bySession.get(p.sessionKey);
+        const c = this.conns.ofSession(p.sessionKey);
         if (c && c.id !== p.conn && c.openedAt <= p.at)
           this.end(c, CLOSE.superseded, 'superseded by a newer connection');
         break;
@@ -553,24 +473,6 @@ export class ClientChannel {
       case 'shutdown':
         return this.stop();
     }
-  }
-
-  private targets(t: PushTarget): Conn[] {
-    if ('sessionKey' in t) {
-      const c = this.bySession.get(t.sessionKey);
-      return c ? [c] : [];
-    }
-    const set =
-      'licenseId' in t
-        ? this.byLicense.get(t.licenseId)
-        : 'userId' in t
-          ? this.byUser.get(t.userId)
-          : this.byApp.get(t.appId);
-    const hwid = 'hwid' in t ? t.hwid : undefined;
-    // A connection whose device is unknown may be on the removed one: it is revoked too.
-    return [...(set ?? [])].filter(
-      (c) => c.record.appId === t.appId && (hwid === undefined || !c.record.hwid || c.record.hwid === hwid),
-    );
   }
 
   private async recheck(appId: string): Promise<void> {
@@ -581,7 +483,7 @@ export class ClientChannel {
       this.d.log.warn({ err, appId }, 'channel.app_recheck_failed');
       return;
     }
-    for (const c of [...(this.byApp.get(appId) ?? [])]) this.judge(c, app);
+    for (const c of this.conns.ofApp(appId)) this.judge(c, app);
   }
 
   private judge(c: Conn, app: CachedApp | null): void {
