@@ -87,6 +87,15 @@ export const auditPolicy = {
   },
 };
 
+/** API tokens (PROTOCOL 13.1). */
+export const tokensPolicy = {
+  /** The caller's own token; an owner also any token of its tree, a developer any token. */
+  async mayRevoke(p: Principal, holder: string, ownerOf: (accountId: string) => Promise<string | null>) {
+    if (holder === p.account.id || crossesOwners(p)) return true;
+    return p.role === 'owner' && (await ownerOf(holder)) === p.account.id;
+  },
+};
+
 /** Team members (SPEC team rules). */
 export const teamPolicy = {
   /** Members the caller manages: none (reseller), every account (developer), its subtree (others). */
