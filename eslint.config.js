@@ -69,10 +69,42 @@ const OWNED = [
   { name: 'uWebSockets.js', owner: 'src/platform/http' },
   { name: 'sodium-native', owner: 'src/platform/crypto' },
   { name: 'ioredis', owner: 'src/platform/cluster' },
+  // The encoding of what crosses a process: platform/cluster/names.ts re-exports it with every name.
+  { name: 'msgpackr', owner: 'src/platform/cluster' },
   { name: 'koffi', owner: 'src/platform/runtime' },
   { name: '@mikro-orm/postgresql', owner: 'src/platform/db' },
   { name: '@mikro-orm/migrations', owner: 'src/platform/db' },
   { name: '@mikro-orm/knex', owner: 'src/platform/db' },
+];
+
+/** A role name, as a principal's or an account's role is compared with it. */
+const ROLE_NAME = '/^(owner|admin|reseller|developer)$/';
+const ROLE_OPERAND = (side) => `:matches([${side}.property.name='role'], [${side}.name='role'])`;
+/** Outside modules/access nobody decides by role: the resource's policy (access/policies.ts) does. */
+const ROLE_CHECKS = [
+  ...['left', 'right'].map((side) => ({
+    selector:
+      `BinaryExpression[operator=/^[!=]==?$/]${ROLE_OPERAND(side)}` +
+      `[${side === 'left' ? 'right' : 'left'}.value=${ROLE_NAME}]`,
+    message: 'compare no role outside modules/access: ask the resource policy (access/policies.ts)',
+  })),
+  {
+    selector: "SwitchStatement[discriminant.property.name='role']",
+    message: 'switch on no role outside modules/access: ask the resource policy (access/policies.ts)',
+  },
+  {
+    selector: "CallExpression[callee.name='requireRole']",
+    message: 'list no roles outside modules/access: ask the resource policy (access/policies.ts)',
+  },
+];
+
+/** Modules see no uWS: HttpServer to mount on, platform/http/sockets.ts for WebSockets and event streams. */
+const UWS_MESSAGE = 'modules see no uWS type: mount sockets and streams with platform/http/sockets.ts';
+const UWS_IMPORT = 'ImportDeclaration[source.value=/platform\\/http\\/uws\\.js$/]';
+const UWS_CHECKS = [
+  { selector: `${UWS_IMPORT} > ImportSpecifier[imported.name!='HttpServer']`, message: UWS_MESSAGE },
+  { selector: `${UWS_IMPORT} > ImportNamespaceSpecifier`, message: UWS_MESSAGE },
+  { selector: "TSImportType[argument.literal.value='uWebSockets.js']", message: UWS_MESSAGE },
 ];
 
 export default tseslint.config(
@@ -153,6 +185,14 @@ export default tseslint.config(
       '@typescript-eslint/await-thenable': 'error',
     },
   },
+  // no-restricted-syntax: the last block matching a file sets its whole list.
+  { files: ['src/**/*.ts'], ignores: ['src/modules/**'], rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS] } },
+  {
+    files: ['src/modules/**/*.ts'],
+    ignores: ['src/modules/access/**'],
+    rules: { 'no-restricted-syntax': ['error', ...ROLE_CHECKS, ...UWS_CHECKS] },
+  },
+  { files: ['src/modules/access/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...UWS_CHECKS] } },
   // Each owner may import its own package.
   ...OWNED.map((p) => ({
     files: [`${p.owner}/**/*.ts`],

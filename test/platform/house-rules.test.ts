@@ -77,6 +77,9 @@ describe('house rules (eslint.config.js)', () => {
       await rulesBroken('src/platform/db/probe.ts', "import { Redis } from 'ioredis';\nexport const r = Redis;\n"),
     ).toContainEqual(expect.stringMatching(/only src\/platform\/cluster imports ioredis/));
     expect(
+      await rulesBroken('src/modules/notify/probe.ts', "import { pack } from 'msgpackr';\nexport const p = pack;\n"),
+    ).toContainEqual(expect.stringMatching(/only src\/platform\/cluster imports msgpackr/));
+    expect(
       await rulesBroken(
         'src/platform/crypto/probe.ts',
         "import sodium from 'sodium-native';\nexport const s = sodium;\n",
@@ -103,6 +106,51 @@ describe('house rules (eslint.config.js)', () => {
     );
     // Tests read the server's JSON as `any` on purpose (eslint.config.js).
     expect(await rulesBroken('test/modules/keys/probe.test.ts', loose)).toEqual([]);
+  });
+
+  it('modules see no uWS type: sockets and streams are platform/http/sockets.ts', async () => {
+    const uws = /^no-restricted-syntax: modules see no uWS type/;
+    expect(
+      await rulesBroken(
+        'src/modules/realtime/probe.ts',
+        "import { writeReply } from '../../platform/http/uws.js';\nexport const w = writeReply;\n",
+      ),
+    ).toContainEqual(expect.stringMatching(uws));
+    expect(
+      await rulesBroken(
+        'src/modules/notify/probe.ts',
+        "export type Ws = import('uWebSockets.js').WebSocket<unknown>;\n",
+      ),
+    ).toContainEqual(expect.stringMatching(uws));
+    expect(
+      await rulesBroken(
+        'src/modules/realtime/probe.ts',
+        "import type { HttpServer } from '../../platform/http/uws.js';\nexport type S = HttpServer;\n",
+      ),
+    ).toEqual([]);
+  });
+
+  it('outside modules/access nobody compares roles: the resource policy decides', async () => {
+    const policy = /^no-restricted-syntax: .*ask the resource policy \(access\/policies\.ts\)/;
+    expect(
+      await rulesBroken(
+        'src/modules/keys/probe.ts',
+        "export const sells = (p: { role: string }) => p.role === 'reseller';\n",
+      ),
+    ).toEqual([expect.stringMatching(policy)]);
+    expect(
+      await rulesBroken(
+        'src/modules/keys/probe.ts',
+        "import { requireRole, type Principal } from '../access/principal.js';\n" +
+          "export const f = (p: Principal) => requireRole(p, 'owner');\n",
+      ),
+    ).toContainEqual(expect.stringMatching(policy));
+    expect(
+      await rulesBroken(
+        'src/modules/access/probe.ts',
+        "export const sells = (p: { role: string }) => p.role === 'reseller';\n",
+      ),
+    ).toEqual([]);
   });
   // The first lint reads every file src/ imports (no-unused-modules, no-cycle): a minute or more on a busy machine.
 }, 180_000);

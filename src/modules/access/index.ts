@@ -31,6 +31,7 @@ export {
   requireRole,
 } from './principal.js';
 export { resellerScope } from './record-scope.js';
+export { appsPolicy, auditPolicy, keysPolicy, productsPolicy, teamPolicy } from './policies.js';
 export { assertTokenApp, routeScope, TOKEN_SCOPES } from './token-scopes.js';
 export { browserOf } from './user-agent.js';
 export { FULL_SIGHT, type Sight, sightOf, sightOfAccount, visible, visibleColumns } from './visibility.js';

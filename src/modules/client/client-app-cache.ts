@@ -3,6 +3,7 @@
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
 import type { SessionOverflow } from '../../platform/db/entities/index.js';
+import { CHANNELS } from '../../platform/cluster/names.js';
 import { IpRangeSet } from '../../platform/http/ip-address.js';
 
 /** The fields of an application the client hot path needs (the apps module reads them in one indexed query). */
@@ -47,7 +48,7 @@ const APP_CACHE_TTL_MS = 2_000;
 const API_KEY_FORMAT = /^[0-9a-f]{32}$/;
 /** Lookups by api_key are remembered, misses included; a flood of random keys must not grow memory. */
 const MAX_API_KEY_ENTRIES = 10_000;
-const CHANNEL = 'app.changed';
+const CHANNEL = CHANNELS.appChanged;
 
 export interface CachedApp {
   row: ClientAppRow;

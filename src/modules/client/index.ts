@@ -15,6 +15,7 @@ import { NonceRepository } from './nonce.repository.js';
 
 export type { CachedApp, ClientAppCache, ClientAppRow } from './client-app-cache.js';
 export type { ClientSessions };
+export { type Admittee, refusalOf } from './admission.js';
 export { type AuditNote, type ClientCall, type ClientOutcome, outcome } from './client-call.js';
 export { clientCallRunner, clientHandler, noteEchoedRoute, type ClientDeps, type ClientInput } from './client-gate.js';
 export {

@@ -14,7 +14,7 @@ import { checkedCodes } from './generate.service.js';
 import type { LicensePatch } from './keys.requests.js';
 import { durationMs, licenseHash } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
+import { actorOf, keysPolicy, requirePermission, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
 import { normalizeHwid } from '../client/index.js';
 
@@ -184,7 +184,7 @@ export class KeysAdminService {
 
   /** PROTOCOL 15.2: level, note, max_devices, entitlements (resellers in scope need generate_keys). */
   async update(p: Principal, id: string, patch: LicensePatch): Promise<LicenseRow> {
-    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    keysPolicy.assertEdit(p);
     const { row } = await this.license(p, id);
     const entitlements =
       patch.entitlements === undefined ? undefined : await checkedCodes(this.apps, row.app_id, patch.entitlements);
@@ -252,7 +252,7 @@ export class KeysAdminService {
    * scope with generate_keys). The HWID is bound like a license-only activation; audit `license.offline`.
    */
   async issueOffline(p: Principal, id: string, hwid: string): Promise<{ license_file: string; row: LicenseRow }> {
-    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    keysPolicy.assertEdit(p);
     const { row } = await this.license(p, id);
     const app = await this.apps.visible(p, row.app_id);
     const { file } = await this.d.offline.offlineForKey(
@@ -281,7 +281,7 @@ export class KeysAdminService {
 
   /** Extend or subtract time: owners, admins and developers; never lifetime or never-activated keys. */
   async extend(p: Principal, id: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>, subtract: boolean) {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertChangeTime(p);
     const { row } = await this.license(p, id);
     if (row.duration_unit === 'lifetime' || row.duration_days === 0) throw new AppError('license_lifetime');
     if (!row.expires_at) throw new AppError('license_not_activated');
@@ -301,7 +301,7 @@ export class KeysAdminService {
   }
 
   async extendAll(p: Principal, appId: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>) {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertChangeTime(p);
     await this.apps.visible(p, appId);
     const result = await this.repo.extendActive(appId, await this.scope(p), durationMs(value, unit)!, this.now());
     if (result === 'out_of_range') throw outOfRange();
