@@ -28,7 +28,6 @@ export {
   overseesAccount,
   type Principal,
   requirePermission,
-  requireRole,
 } from './principal.js';
 export { resellerScope } from './record-scope.js';
 export { appsPolicy, auditPolicy, keysPolicy, productsPolicy, teamPolicy } from './policies.js';

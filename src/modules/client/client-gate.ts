@@ -27,7 +27,6 @@ import { errorReply } from '../../platform/http/error-reply.js';
 import { DEFAULT_BODY_LIMIT } from '../../platform/http/router.js';
 import { compile, parseJson } from '../../platform/http/validation.js';
 import type { IncomingRequest, Reply, RouteHandler } from '../../platform/http/types.js';
-import { normalizeHwid } from './hwid.js';
 
 export interface ClientDeps {
   log: Logger;
