@@ -28,8 +28,11 @@ const ROUTE_DEADLINE_MS = 12_000;
 const FRAME_GRACE_MS = 1_000;
 /** A local clock this far from the coordinator's is reported (start, /readyz, a warning). */
 export const MAX_CLOCK_SKEW_MS = 1_000;
-/** How often the clock offset to the coordinator is measured (in ticks). */
-const CLOCK_EVERY_TICKS = 10;
+/**
+ * How often the offset to the coordinator's clock is measured (in ticks): once a second, the ping
+ * interval of the direct links, so a step of the coordinator's own clock is followed within one.
+ */
+const CLOCK_EVERY_TICKS = 2;
 /** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
 const OWNER_CHECK_MS = 1_000;
 /**
@@ -83,8 +86,14 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   private leaving = false;
   private ticking: Promise<void> | undefined;
   private ticks = 0;
-  /** Coordinator clock minus local clock, ms (measured every CLOCK_EVERY_TICKS ticks). */
+  /** Coordinator clock minus local wall clock, ms (measured every CLOCK_EVERY_TICKS ticks; reported as skew). */
   private offsetMs = 0;
+  /**
+   * Coordinator clock minus this process's monotonic clock (performance.now()), ms: cluster time is
+   * read through it, so a step of this host's wall clock (NTP, an operator's `date -s`) never moves
+   * a deadline (docs/multi-host.md "Clocks"). Until measured: the wall clock's.
+   */
+  private monoOffsetMs = Date.now() - performance.now();
   private skewReported = false;
   /** Operations sent to another worker (the share of forwarded requests). */
   forwarded = 0;
@@ -108,7 +117,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   /** The coordinator's clock as this worker estimates it (deadlines in forwarded calls). */
   clusterNow(): number {
-    return Date.now() + this.offsetMs;
+    return performance.now() + this.monoOffsetMs;
   }
 
   /** Local clock minus the coordinator's, ms, as last measured (0 before the first measurement). */
@@ -171,6 +180,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     const remote = await this.coordinator.time();
     const rtt = performance.now() - t0;
     this.offsetMs = Math.round(remote - (before + rtt / 2));
+    this.monoOffsetMs = remote - (t0 + rtt / 2);
     const skewed = Math.abs(this.offsetMs) > MAX_CLOCK_SKEW_MS;
     if (skewed !== this.skewReported) {
       this.skewReported = skewed;

@@ -63,11 +63,8 @@ export interface ListenOptions {
 }
 
 export interface PeerHandlers {
-  /**
-   * A request frame from an authenticated peer: its reply frame (undefined: nothing to answer, the
-   * frame was dropped), or null when the frame is malformed.
-   */
-  request(frame: Buffer): Promise<Buffer | undefined> | null;
+  /** A request frame from an authenticated peer: its reply frame, or null when the frame is malformed. */
+  request(frame: Buffer): Promise<Buffer> | null;
   /** A reply frame on a connection this worker opened; false when it is malformed. */
   reply(frame: Buffer): boolean;
   /** The link to `peer` went down: frames written on it may never arrive nor be answered. */
@@ -414,7 +411,7 @@ export class PeerTransport {
         }
         const reply = this.handlers.request(frame);
         if (!reply) return refuse('malformed_frame');
-        void reply.then((r) => r && writeFrame(socket, r)).catch(() => undefined);
+        void reply.then((r) => writeFrame(socket, r)).catch(() => undefined);
       }
     });
   }
