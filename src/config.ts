@@ -80,6 +80,8 @@ export interface Config {
   readonly clusterPeerTimeoutMs: number;
   /** FAULT_PEER_FREEZE (tests only): SIGUSR2 toggles reading the connections other workers opened to this one. */
   readonly faultPeerFreeze: boolean;
+  /** FAULT_CLOCK_FILE (tests only): this process's wall clock runs the ms written in this file ahead (src/clock.ts). */
+  readonly faultClockFile: string | undefined;
   /**
    * AFFINITY_ROUTE (extra): this host's name for balancer affinity; worker i answers every client call
    * with `X-Keywarden-Route: <AFFINITY_ROUTE>-<i>` naming the worker that owns the session (unset: no header).
@@ -196,6 +198,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clusterAdvertiseHost,
     clusterPeerTimeoutMs: int(env, 'CLUSTER_PEER_TIMEOUT_MS', 3_000, 500, 60_000),
     faultPeerFreeze: env.FAULT_PEER_FREEZE === '1',
+    faultClockFile: env.FAULT_CLOCK_FILE || undefined,
     affinityRoute,
     affinityPort: affinityRoute === undefined ? 0 : affinityPort,
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
