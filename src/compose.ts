@@ -654,6 +654,11 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
     () => domain.node.resentCalls,
   );
   g(
+    'keywarden_cluster_version',
+    'The cluster protocol version every live member speaks (the lowest announced; rolling upgrades)',
+    () => domain.node.clusterVersion,
+  );
+  g(
     'keywarden_cluster_clock_skew_ms',
     "This host's clock minus the coordinator's (Redis TIME), ms; over 1000 is reported in /readyz",
     () => domain.node.clockSkewMs,

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
 import type { AppError } from '../../errors.js';
-import { Membership } from './membership.js';
+import { CLUSTER_VERSION, Membership } from './membership.js';
 import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
 import { Rpc, unavailable, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
@@ -46,6 +46,8 @@ interface ClusterNodeOptions {
   listen?: ListenOptions | undefined;
   /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
   route?: string | undefined;
+  /** The cluster version it announces (tests of mixed clusters); default CLUSTER_VERSION. */
+  version?: number | undefined;
 }
 
 /**
@@ -72,7 +74,8 @@ export interface ShardNode<Ops extends OpMap> {
 }
 
 export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
-  readonly id: string = randomUUID();
+  /** `v<CLUSTER_VERSION>.<uuid>`: the version travels with the id (membership.ts). */
+  readonly id: string;
   private readonly membership: Membership;
   private readonly leases: ShardLeases;
   /**
@@ -106,6 +109,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
+    this.id = `v${opts.version ?? CLUSTER_VERSION}.${randomUUID()}`;
     this.membership = new Membership(coordinator, this.id, opts.route);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
@@ -208,6 +212,18 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   get memberCount(): number {
     return this.membership.members.length;
+  }
+
+  /**
+   * The cluster version every live member speaks (the lowest announced). A change to the shard score
+   * or to an operation's shape is used only from the version that brings it on: `speaks(n)`.
+   */
+  get clusterVersion(): number {
+    return this.membership.version;
+  }
+
+  speaks(version: number): boolean {
+    return this.membership.version >= version;
   }
 
   /** Registers who loads a shard's state when this worker acquires it and drops it on release (before start). */
