@@ -71,7 +71,7 @@ async function serve(config: Config, asWorker = false): Promise<void> {
     setTimeout(() => {
       log.error('server.shutdown_timeout: forcing exit');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 30_000).unref();
+    }, config.shutdownTimeoutMs + config.drainLingerMs + 30_000).unref();
     server.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {

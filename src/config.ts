@@ -42,6 +42,11 @@ export interface Config {
   readonly redisPrefix: string;
   /** SHUTDOWN_TIMEOUT_MS (extra): how long in-flight requests may take to finish on shutdown. */
   readonly shutdownTimeoutMs: number;
+  /**
+   * DRAIN_LINGER_MS: on shutdown, how long open connections are still served (each answer closing its
+   * connection) after new ones are refused; above the balancer's upstream keep-alive timeout. 0: none.
+   */
+  readonly drainLingerMs: number;
   /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
   readonly faultAfterClaimMs: number;
   /**
@@ -189,6 +194,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel: opt(env, 'LOG_LEVEL') ?? 'info',
     redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    drainLingerMs: int(env, 'DRAIN_LINGER_MS', 0, 0, 60_000),
     faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
     heartbeatMaxLiveActors: int(env, 'HEARTBEAT_MAX_LIVE_ACTORS', 1_000, 1, 10_000_000),
     clientSessionLimit: int(env, 'CLIENT_SESSION_LIMIT', 1_000_000, 1, 100_000_000),
