@@ -46,7 +46,7 @@ interface ClusterNodeOptions {
   listen?: ListenOptions | undefined;
   /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
   route?: string | undefined;
-  /** The cluster version it announces (tests of mixed clusters); default CLUSTER_VERSION. */
+  /** The cluster version it announces (tests of mixed clusters; 1: as a build before versions); default CLUSTER_VERSION. */
   version?: number | undefined;
 }
 
@@ -109,7 +109,9 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
-    this.id = `v${opts.version ?? CLUSTER_VERSION}.${randomUUID()}`;
+    const version = opts.version ?? CLUSTER_VERSION;
+    // The baseline has no prefix: that is how builds from before versions name themselves.
+    this.id = version === 1 ? randomUUID() : `v${version}.${randomUUID()}`;
     this.membership = new Membership(coordinator, this.id, opts.route);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {

@@ -481,7 +481,7 @@ export class PeerTransport {
             pings = f.ping === 1;
             version = typeof f.cv === 'number' ? f.cv : 1;
             const mac = proof(secret, 'connector', f.nonce, nonce, this.id, peer);
-            writeFrame(socket, pack({ t: 'auth', id: this.id, cv: versionOf(this.id), nonce, mac }));
+            writeFrame(socket, pack({ t: 'auth', id: this.id, nonce, mac }));
             state = 'ok';
           } else if (state === 'ok') {
             if (!f || f.t !== 'ok' || !bytes(f.mac, 32) || !constantTimeEqual(f.mac, expected!)) return fail('bad_ok');
