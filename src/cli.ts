@@ -68,10 +68,13 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   const onSignal = (_sig: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    setTimeout(() => {
-      log.error('server.shutdown_timeout: forcing exit');
-      process.exit(1);
-    }, config.shutdownTimeoutMs + config.drainLingerMs + 30_000).unref();
+    setTimeout(
+      () => {
+        log.error('server.shutdown_timeout: forcing exit');
+        process.exit(1);
+      },
+      config.shutdownTimeoutMs + config.drainLingerMs + 30_000,
+    ).unref();
     server.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -205,18 +205,18 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     const tlsPort = await freePort();
     const [a, b] = [net.hosts[0]!, net.hosts[1]!];
     site = renderSite({
-        upstreamPort: `${a.address}:${SHARED_PORT}`,
-        moreUpstreams: [`${b.address}:${SHARED_PORT}`],
-        routes: [
-          { route: 'a-0', address: `${a.address}:${AFFINITY_PORT}`, host: 'a' },
-          { route: 'b-0', address: `${b.address}:${AFFINITY_PORT}`, host: 'b' },
-        ],
-        hosts: { a: [`${a.address}:${SHARED_PORT}`], b: [`${b.address}:${SHARED_PORT}`] },
-        tlsPort,
-        httpPort: await freePort(),
-        cert: cert.cert,
-        key: cert.key,
-      });
+      upstreamPort: `${a.address}:${SHARED_PORT}`,
+      moreUpstreams: [`${b.address}:${SHARED_PORT}`],
+      routes: [
+        { route: 'a-0', address: `${a.address}:${AFFINITY_PORT}`, host: 'a' },
+        { route: 'b-0', address: `${b.address}:${AFFINITY_PORT}`, host: 'b' },
+      ],
+      hosts: { a: [`${a.address}:${SHARED_PORT}`], b: [`${b.address}:${SHARED_PORT}`] },
+      tlsPort,
+      httpPort: await freePort(),
+      cert: cert.cert,
+      key: cert.key,
+    });
     nginx = await startNginx(site, tlsPort);
     base = `https://127.0.0.1:${tlsPort}`;
     globalThis.fetch = originFetch(base, cert.pem, '127.0.0.2', realFetch);
@@ -541,7 +541,9 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
         // marked down, a reload: nginx lets its pooled connections to the host go), stopped (SIGTERM:
         // it hands its shards over), started as the new release, whole cluster again, back in.
         const address = net.hosts[i]!.address;
-        await nginx.reload(site.replace(new RegExp(`(server ${address.replace(/\./g, '\\.')}:\\d+[^;]*)`, 'g'), '$1 down'));
+        await nginx.reload(
+          site.replace(new RegExp(`(server ${address.replace(/\./g, '\\.')}:\\d+[^;]*)`, 'g'), '$1 down'),
+        );
         await hosts[i]!.stop('SIGTERM');
         hosts[i] = await startHost(i);
         await untilFormed(hosts);
