@@ -44,10 +44,11 @@ const PARTITION_BOUND_MS = 5_000;
 /** A killed host's shards are served again within this (4 s lease TTL, a tick, loading the shard). */
 const FAILOVER_BOUND_MS = 15_000;
 /**
- * A restarted host holds its shards within this of its first log line (measured 2 to 3 s on a loaded
- * 2-core machine; docs/multi-host.md "Rejoining"). Generous, still far under the 19 s an operator saw.
+ * A restarted host holds its shards within this of its first log line (measured 2.4 to 4.5 s on a
+ * 2-core machine at a load average of 27; docs/multi-host.md "Rejoining"). Generous, still half the
+ * 19 s an operator saw.
  */
-const REJOIN_BOUND_MS = 6_000;
+const REJOIN_BOUND_MS = 10_000;
 const SHARED_PORT = 8080;
 const AFFINITY_PORT = 8100;
 const CLUSTER_PORT = 7400;
@@ -489,7 +490,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     return out;
   }
 
-  it('the killed host started again holds its shards within 6 s of its first line', async () => {
+  it('the killed host started again holds its shards within 10 s of its first line', async () => {
     const t0 = Date.now();
     const a = await startHost(0);
     const listening = Date.now() - t0;
