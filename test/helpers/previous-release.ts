@@ -13,14 +13,28 @@ export const PREVIOUS_RELEASE = 'e99770ed7fb0a9e50a9735b2e9f212783b0458bd';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
-/** Whether this checkout's history holds the pinned commit (a shallow clone may not). */
+const git = (...args: string[]) => execFileSync('git', ['-C', root, ...args], { stdio: 'ignore', timeout: 120_000 });
+
+/**
+ * Whether this checkout's history holds the pinned commit; a shallow clone that lacks it fetches it
+ * from its origin first.
+ */
 export function previousReleaseAvailable(): boolean {
+  const has = () => {
+    try {
+      git('cat-file', '-e', `${PREVIOUS_RELEASE}^{commit}`);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (has()) return true;
   try {
-    execFileSync('git', ['-C', root, 'cat-file', '-e', `${PREVIOUS_RELEASE}^{commit}`], { stdio: 'ignore' });
-    return true;
+    git('fetch', '--quiet', '--depth=1', 'origin', PREVIOUS_RELEASE);
   } catch {
     return false;
   }
+  return has();
 }
 
 /** The folder of the previous release, ready to run (built now when the cache has none). */
