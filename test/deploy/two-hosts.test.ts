@@ -141,6 +141,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
   });
 
   let shared: Record<string, string>;
+  let pgAway = false;
 
   /** Starts host i (this checkout, or `root`: another release); afterAll ends it whatever happens. */
   function startHost(i: number, root?: string): StartingServer {
@@ -180,7 +181,8 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     const target = socketDir?.startsWith('/')
       ? { path: path.join(socketDir, `.s.PGSQL.${u.port || 5432}`) }
       : { host: socketDir || u.hostname, port: Number(u.port || 5432) };
-    const pg = await tcpForward(net.gateway, target);
+    // While `pgAway`, every connection through the proxy is cut at its first bytes: PostgreSQL gone.
+    const pg = await tcpForward(net.gateway, target, () => pgAway);
     closers.push(pg.close);
     const databaseUrl = `postgresql://${u.username}:${u.password}@${net.gateway}:${pg.port}${u.pathname}`;
 
@@ -453,6 +455,52 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     // A frame judged expired is answered at once; nothing waits for the 12 s route deadline.
     expect(slowestMs).toBeLessThan(5_000);
     expect((await forwarded()) - forwardedBefore).toBeGreaterThan(0);
+    await untilAllBeat(15_000);
+    await noReplay();
+  }, 120_000);
+
+  it('PostgreSQL away: signed 503s for the calls that need it, served again within 5 s of its return', async () => {
+    // A client's init and license read and write PostgreSQL; beats live in Redis and go on.
+    const activate = async (n: number) => {
+      const c = new ClientApi(base);
+      c.extraHeaders['x-forwarded-for'] = `198.19.${n >> 8}.${n & 255}`;
+      const init = await c.post('/api/client/init', { api_key: appKey });
+      if (init.status !== 200) return init;
+      return c.post('/api/client/license', { session: init.body.session, license: keys[n], hwid: hwid(n) });
+    };
+    const signed503 = (r: { status: number; headers: Headers }) =>
+      r.status === 503 && r.headers.get('x-response-signature') !== null;
+    pgAway = true;
+    let refused = 0;
+    let beats = { ok: 0, unavailable: 0 };
+    try {
+      const t0 = performance.now();
+      while (performance.now() - t0 < 5_000) {
+        const answers = await Promise.all([0, 1, 2, 3].map((n) => activate(n)));
+        for (const r of answers) {
+          expect(signed503(r), `${r.status} ${JSON.stringify(r.body)}`).toBe(true);
+          refused++;
+        }
+        const b = await beatRound(clients.slice(0, 40));
+        beats = { ok: beats.ok + b.ok, unavailable: beats.unavailable + b.unavailable };
+      }
+    } finally {
+      pgAway = false;
+    }
+    const back = performance.now();
+    for (;;) {
+      const r = await activate(4);
+      if (r.status === 200) break;
+      expect(signed503(r), `${r.status} ${JSON.stringify(r.body)}`).toBe(true);
+      if (performance.now() - back > 30_000) throw new Error('PostgreSQL back 30 s, calls still refused');
+    }
+    const took = performance.now() - back;
+    // eslint-disable-next-line no-console
+    console.log(
+      `PostgreSQL away 5 s: ${refused} activations refused (all signed 503s), beats meanwhile ${beats.ok} ok / ` +
+        `${beats.unavailable} signed 503s; activations served again ${Math.round(took)} ms after its return`,
+    );
+    expect(took).toBeLessThan(5_000);
     await untilAllBeat(15_000);
     await noReplay();
   }, 120_000);
