@@ -48,7 +48,8 @@ export function createNotify({ sql, coordinator, ...webhookDeps }: NotifyDeps) {
         handler: notHere,
         doc: {
           summary:
-            'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; ' +
+            'WebSocket: send {"type":"subscribe","app_id"}; ' +
+            'receive {"type":"event","event":{id,kind,app_id,at,data}}; ' +
             'subprotocol msgpack for MessagePack frames',
           tag: 'live',
           auth: 'dashboard',
