@@ -21,8 +21,6 @@ import { createRealtime } from './modules/realtime/index.js';
 import { createTeam } from './modules/team/index.js';
 import type { Services } from './services.js';
 
-
-
 type ClusterOps = HeartbeatOps & LicenseOps;
 
 /** What sign-in needs; `reach` comes from the modules that own applications and records. */
