@@ -105,6 +105,7 @@ export function createDomain(s: Services) {
       keys: { expiredBetween: (...a) => keys.licenses.expiredBetween(...a) },
       users: { expiredBetween: (...a) => keys.users.expiredBetween(...a) },
     },
+    beatStore: { addBeats: (batch) => keys.beats.addBeats(batch) },
     isLeader: () => node.fenceOf(0) !== undefined,
   });
   const apps = createApps({
