@@ -4,7 +4,8 @@
 import type { Config } from './config.js';
 import type { Clock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
-import { createServices, type Services, createApp, type App } from './compose.js';
+import { createApp, type App } from './app.js';
+import { createServices, type Services } from './services.js';
 
 export interface RunningServer {
   readonly port: number;

@@ -21,14 +21,7 @@ import { twoFactorRoutes } from './two-factor.routes.js';
 export type { AccessSignal, AccountRepository, DashboardAuth, SessionRepository };
 export { bearerToken, dashboardHandler, fromOwnOrigin, headerToken, refuseTokenInQuery } from './dashboard-route.js';
 export { assertPasswordPolicy } from './password-policy.js';
-export {
-  actorOf,
-  type Actor,
-  effectiveRole,
-  overseesAccount,
-  type Principal,
-  requirePermission,
-} from './principal.js';
+export { actorOf, type Actor, effectiveRole, overseesAccount, type Principal, requirePermission } from './principal.js';
 export { resellerScope } from './record-scope.js';
 export { appsPolicy, auditPolicy, keysPolicy, productsPolicy, teamPolicy } from './policies.js';
 export { assertTokenApp, routeScope, TOKEN_SCOPES } from './token-scopes.js';

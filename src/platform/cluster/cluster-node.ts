@@ -12,6 +12,7 @@ import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
 import { Rpc, unavailable, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
+import type { Config } from '../../config.js';
 
 export { SHARD_COUNT, rendezvous, shardOf } from './shard-leases.js';
 export { NotOwner } from './wire-errors.js';
@@ -48,6 +49,31 @@ interface ClusterNodeOptions {
   route?: string | undefined;
   /** The cluster version it announces (tests of mixed clusters; 1: as a build before versions); default CLUSTER_VERSION. */
   version?: number | undefined;
+}
+
+/**
+ * A worker's node options from its configuration: with Redis it listens for direct calls on
+ * CLUSTER_PORT + WORKER_INDEX (0: any port); with AFFINITY_ROUTE it advertises its route.
+ */
+export function clusterNodeOptions(
+  config: Pick<
+    Config,
+    'clusterHost' | 'clusterPort' | 'workerIndex' | 'clusterAdvertiseHost' | 'clusterPeerTimeoutMs' | 'affinityRoute'
+  >,
+  coordination: 'redis' | 'local',
+): ClusterNodeOptions {
+  return {
+    listen:
+      coordination === 'redis'
+        ? {
+            host: config.clusterHost,
+            port: config.clusterPort === 0 ? 0 : config.clusterPort + config.workerIndex,
+            advertiseHost: config.clusterAdvertiseHost,
+            ackTimeoutMs: config.clusterPeerTimeoutMs,
+          }
+        : undefined,
+    route: config.affinityRoute === undefined ? undefined : `${config.affinityRoute}-${config.workerIndex}`,
+  };
 }
 
 /**
