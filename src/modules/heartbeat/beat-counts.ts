@@ -1,10 +1,11 @@
 // Accepted heartbeats per application and UTC hour, for the beats chart. Beats are not audited one by
 // one; the worker that accepts a beat adds one to an in-memory count (a Map increment, no promise on
 // the beat's path), keyed by the session's key and user, and every flush adds what it counted to
-// `beat_counts` (the keys module's table) with one upsert. The reseller a row belongs to is read from the key (or the user) at
-// flush time, so the chart is scoped like the other counts. Every worker flushes its own counts;
-// concurrent upserts add up (`beats = beat_counts.beats + excluded.beats`). A failed write keeps its
-// counts for the next flush; counts of an application deleted meanwhile are dropped.
+// `beat_counts` (the keys module's table) with one upsert. The reseller a row belongs to is read
+// from the key (or the user) at flush time, so the chart is scoped like the other counts. Every
+// worker flushes its own counts; concurrent upserts add up (`beats = beat_counts.beats +
+// excluded.beats`). A failed write keeps its counts for the next flush; counts of an application
+// deleted meanwhile are dropped.
 import type { Logger } from 'pino';
 
 const HOUR_MS = 3_600_000;
