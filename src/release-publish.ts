@@ -14,6 +14,9 @@ export const RELEASE_USAGE = `usage:
 
 class PublishError extends Error {}
 
+/** The largest Content-Length the server reads (9 digits; docs/security.md "Declared lengths"). */
+const MAX_DECLARED = 999_999_999;
+
 interface Target {
   file: string;
   platform?: string;
@@ -51,7 +54,8 @@ async function upload(base: string, token: string, releaseId: string, t: Target,
     headers: {
       authorization: `Bearer ${token}`,
       'content-type': 'application/octet-stream',
-      'content-length': String(size),
+      // uWS refuses a Content-Length of 10 digits: past that, the body goes chunked.
+      ...(size <= MAX_DECLARED ? { 'content-length': String(size) } : {}),
     },
     body: Readable.toWeb(createReadStream(t.file)) as ReadableStream,
     duplex: 'half',
