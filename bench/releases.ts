@@ -134,6 +134,9 @@ export async function releaseRows(t: Target, opts: { dir: string; quick: boolean
   const block = randomBytes(MIB);
   for (let i = 0; i < size / MIB; i++) fs.writeSync(out, block);
   fs.closeSync(out);
+  // nginx's worker runs as an unprivileged user: the folder (made 0700) and the file must be readable.
+  fs.chmodSync(opts.dir, 0o755);
+  fs.chmodSync(file, 0o644);
   const f = await releaseFixture(t, file);
   const offer = async () => {
     const r = await call(t.base, 'POST', '/api/client/releases/upgrade', { session: f.session, version: '1.0.0' });
