@@ -4,6 +4,7 @@
 // `expired_updates` rules, banned and deleted keys, encryption), download links (Range, ETag, expiry
 // on the server's clock, revocation) and the member download, API token scopes.
 import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto';
+import http from 'node:http';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -192,6 +193,29 @@ describe('releases on the dashboard', () => {
     );
     for (const a of ['release.create', 'release.publish', 'release.yank', 'release.delete'])
       expect(actions).toContain(a);
+  });
+});
+
+describe('an upload cut short', () => {
+  it('leaves nothing behind and the server serving', async () => {
+    const f = await appFixture(t);
+    const r = await release(f, { version: '1.0.0' });
+    const url = new URL(`${t.base}/api/releases/${r.id}/artifacts/cut.bin`);
+    await new Promise<void>((resolve) => {
+      const req = http.request(url, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${f.owner.token}`, 'content-length': String(4 * 1024 * 1024) },
+      });
+      req.on('error', () => resolve());
+      req.write(randomBytes(1024 * 1024), () => setTimeout(() => req.destroy(), 200));
+      req.on('close', () => resolve());
+    });
+    // The server noticed the abort and removed the partial file.
+    for (let i = 0; i < 50 && (await readdir(path.join(artifactDir, '.incoming'))).length > 0; i++)
+      await new Promise((res) => setTimeout(res, 100));
+    expect(await readdir(path.join(artifactDir, '.incoming'))).toEqual([]);
+    expect((await f.owner.get(`/api/releases/${r.id}`)).body.artifacts).toEqual([]);
+    expect((await upload(f, r.id, 'whole.bin', Buffer.from('ok'))).status).toBe(201);
   });
 });
 
