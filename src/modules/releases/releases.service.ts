@@ -116,7 +116,19 @@ function byPrecedence(a: ReleaseRow, b: ReleaseRow): number {
   return compareSemVer(parseSemVer(b.version)!, parseSemVer(a.version)!) || ms(b.created_at) - ms(a.created_at);
 }
 
+/** How long an app's published releases are read from memory by upgrade checks. */
+const SHELF_TTL_MS = 1000;
+/** Applications whose releases are kept at once (the oldest goes first). */
+const MAX_SHELVES = 10_000;
+
+interface Shelf {
+  releases: ReleaseRow[];
+  artifacts: Map<string, ArtifactRow[]>;
+}
+
 export class ReleasesService {
+  private readonly shelves = new Map<string, { at: number; shelf: Promise<Shelf> }>();
+
   constructor(private readonly d: ReleasesDeps) {}
 
   private async managed(p: Principal, appId: string): Promise<void> {
@@ -183,6 +195,7 @@ export class ReleasesService {
     const row = await this.release(p, id, true);
     const entitlements = patch.entitlements && (await checkedCodes(this.d.apps, row.app_id, patch.entitlements));
     const updated = await this.d.repo.update(id, { ...patch, ...(entitlements ? { entitlements } : {}) });
+    this.changed(row.app_id);
     if (!updated) throw new AppError('release_not_found');
     this.audit(p, row.app_id, 'release.update', `Release ${row.version} changed: ${Object.keys(patch).join(', ')}`);
     return this.view(updated);
@@ -203,6 +216,7 @@ export class ReleasesService {
     if (artifacts.length === 0)
       throw validationError('artifacts', 'A release needs at least one artifact to be published', 'value_error');
     const published = await this.d.repo.setStatus(id, 'draft', 'published', new Date(this.d.now()));
+    this.changed(row.app_id);
     if (!published) throw new AppError('release_published');
     this.audit(p, row.app_id, 'release.publish', `Release ${row.version} (${row.channel}) published`);
     const data = { release_id: id, version: row.version, channel: row.channel };
@@ -215,6 +229,7 @@ export class ReleasesService {
     const row = await this.release(p, id, true);
     const yanked =
       row.status === 'yanked' ? row : await this.d.repo.setStatus(id, row.status, 'yanked', new Date(this.d.now()));
+    this.changed(row.app_id);
     if (!yanked) throw new AppError('release_published'); // its status moved meanwhile: ask again
     if (row.status !== 'yanked')
       this.audit(p, row.app_id, 'release.yank', `Release ${row.version} yanked (was ${row.status})`);
@@ -322,24 +337,23 @@ export class ReleasesService {
       const running = parseSemVer(call.body.version);
       if (!running) throw validationError('version', 'Version must be a SemVer 2.0 version', 'value_error');
       const holder = { licenseId: s.licenseId, userId: s.userId };
-      const cutoff = await this.cutoff(holder, app.expired_updates);
+      const [cutoff, shelf] = await Promise.all([this.cutoff(holder, app.expired_updates), this.shelf(app.id)]);
       note.resellerId = cutoff.resellerId;
       const rank = rankOf(call.body.channel ?? 'stable');
       const platform = call.body.platform ?? 'any';
       const arch = call.body.arch ?? 'any';
       const fits = (a: ArtifactRow) =>
         (a.platform === platform || a.platform === 'any') && (a.arch === arch || a.arch === 'any');
-      const candidates = (await this.d.repo.published(app.id))
-        .filter(
-          (r) =>
-            rankOf(r.channel) <= rank &&
-            r.entitlements.every((c) => cutoff.entitlements.includes(c)) &&
-            (cutoff.until === null || (r.published_at !== null && ms(r.published_at) < cutoff.until)) &&
-            compareSemVer(parseSemVer(r.version)!, running) > 0,
-        )
-        .sort(byPrecedence);
-      const artifacts = await this.d.repo.artifacts(candidates.map((r) => r.id));
-      const offer = candidates.find((r) => artifacts.some((a) => a.release_id === r.id && fits(a)));
+      // Highest first: the first release that passes every rule is the offer.
+      const offer = shelf.releases.find(
+        (r) =>
+          compareSemVer(parseSemVer(r.version)!, running) > 0 &&
+          rankOf(r.channel) <= rank &&
+          r.entitlements.every((c) => cutoff.entitlements.includes(c)) &&
+          (cutoff.until === null || (r.published_at !== null && ms(r.published_at) < cutoff.until)) &&
+          (shelf.artifacts.get(r.id) ?? []).some(fits),
+      );
+      const artifacts = offer ? (shelf.artifacts.get(offer.id) ?? []) : [];
       note.detail = offer ? `Update ${offer.version} offered (running ${call.body.version})` : 'No update';
       if (!offer) return { body: { success: true, upgrade: null }, responseKey: responseKeyOf(call) };
       const base = this.d.publicUrl ?? `http://${call.host ?? 'localhost'}`;
@@ -352,24 +366,49 @@ export class ReleasesService {
             channel: offer.channel,
             notes: offer.notes,
             published_at: iso(offer.published_at),
-            artifacts: artifacts
-              .filter((a) => a.release_id === offer.id && fits(a))
-              .map((a) => ({
-                filename: a.filename,
-                platform: a.platform,
-                arch: a.arch,
-                size: Number(a.size),
-                sha512: a.sha512,
-                signature: a.signature,
-                kid: a.kid,
-                url: `${base}/api/dl/${this.d.links.issue({ artifactId: a.id, ...holder, expiresAt })}`,
-                url_expires_at: new Date(expiresAt).toISOString(),
-              })),
+            artifacts: artifacts.filter(fits).map((a) => ({
+              filename: a.filename,
+              platform: a.platform,
+              arch: a.arch,
+              size: Number(a.size),
+              sha512: a.sha512,
+              signature: a.signature,
+              kid: a.kid,
+              url: `${base}/api/dl/${this.d.links.issue({ artifactId: a.id, ...holder, expiresAt })}`,
+              url_expires_at: new Date(expiresAt).toISOString(),
+            })),
           },
         },
         responseKey: responseKeyOf(call),
       };
     });
+  }
+
+  /**
+   * An app's published releases (highest first) and their artifacts, as upgrade checks read them:
+   * kept SHELF_TTL_MS, and dropped at once on this worker when a release of the app changes. Another
+   * worker's change is seen within SHELF_TTL_MS; a link of a release yanked meanwhile is refused
+   * anyway (the download reads the release again).
+   */
+  private async shelf(appId: string) {
+    const now = this.d.now();
+    const kept = this.shelves.get(appId);
+    if (kept && now - kept.at < SHELF_TTL_MS) return kept.shelf;
+    const shelf = (async () => {
+      const releases = (await this.d.repo.published(appId)).sort(byPrecedence);
+      const artifacts = new Map<string, ArtifactRow[]>();
+      for (const a of await this.d.repo.artifacts(releases.map((r) => r.id)))
+        artifacts.set(a.release_id, [...(artifacts.get(a.release_id) ?? []), a]);
+      return { releases, artifacts };
+    })();
+    this.shelves.set(appId, { at: now, shelf });
+    shelf.catch(() => this.shelves.delete(appId));
+    if (this.shelves.size > MAX_SHELVES) this.shelves.delete(this.shelves.keys().next().value!);
+    return shelf;
+  }
+
+  private changed(appId: string): void {
+    this.shelves.delete(appId);
   }
 
   /**
