@@ -1,6 +1,7 @@
 // The dashboard's Releases tab in a real Chromium against a real server: a draft created with an
 // entitlement picked from the catalogue, a multi-MB artifact uploaded as the raw file with a progress
-// bar (the server's hashes checked against the file's), publish and yank each after a confirmation.
+// bar (the server's hashes checked against the file's), publish and yank each after a confirmation,
+// and the application's expired_updates rule set in Settings.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -44,13 +45,22 @@ describe.skipIf(!hasChromium)('dashboard Releases tab', () => {
     await card.getByText('draft', { exact: true }).waitFor();
 
     // Upload: the progress bar shows while the raw file goes up; then the artifact is listed.
-    const sawProgress = page.waitForSelector('progress', { timeout: 60_000 }).then(() => true);
+    // A fast loopback upload may show its bar for a moment only: the page notes every <progress> added.
+    await page.evaluate(() => {
+      const w = window as unknown as { progressSeen: number };
+      w.progressSeen = 0;
+      new MutationObserver((records) => {
+        for (const r of records)
+          for (const n of r.addedNodes)
+            if (n instanceof HTMLElement && (n.tagName === 'PROGRESS' || n.querySelector('progress'))) w.progressSeen++;
+      }).observe(document.body, { childList: true, subtree: true });
+    });
     await card.getByLabel('Artifact file').setInputFiles(file);
     await card.getByLabel('Platform').fill('linux');
     await card.getByLabel('Arch').fill('x64');
     await card.getByRole('button', { name: 'Upload' }).click();
-    expect(await sawProgress).toBe(true);
     await card.getByRole('link', { name: 'app-3.0.0.tar.gz' }).waitFor({ timeout: 60_000 });
+    expect(await page.evaluate(() => (window as unknown as { progressSeen: number }).progressSeen)).toBeGreaterThan(0);
     const [rel] = (await f.owner.get(`/api/apps/${f.app.id}/releases`)).body;
     expect(rel).toMatchObject({ version: '3.0.0', channel: 'beta', notes: 'Big one', entitlements: ['pro'] });
     expect(rel.artifacts[0]).toMatchObject({
@@ -75,6 +85,12 @@ describe.skipIf(!hasChromium)('dashboard Releases tab', () => {
     await page.getByRole('dialog').getByRole('button', { name: 'Yank' }).click();
     await card.getByText('yanked', { exact: true }).waitFor();
     expect((await f.owner.get(`/api/releases/${rel.id}`)).body.status).toBe('yanked');
+    // The expiry rule is an application setting.
+    await page.goto(`${t.base}/dashboard/apps/${f.app.id}/settings`);
+    await page.getByLabel('Updates after a key expires').selectOption('maintain');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Settings saved').waitFor();
+    expect((await f.owner.get(`/api/apps/${f.app.id}`)).body.expired_updates).toBe('maintain');
     expect(errors.filter((e) => !/^Failed to load resource/.test(e))).toEqual([]);
     await page.context().close();
   }, 180_000);
