@@ -14,19 +14,23 @@ import { appFixture, type AppFixture } from '../../helpers/fixture.js';
 import { decryptEnc, hwid } from '../../helpers/client.js';
 import { TestClock } from '../../helpers/clock.js';
 import { Subscriber } from '../../helpers/live-subscriber.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 let t: TestServer;
 let artifactDir: string;
+let receiver: WebhookReceiver<{ path: string; body: string }>;
 const clock = new TestClock();
 beforeAll(async () => {
   artifactDir = await mkdtemp(path.join(tmpdir(), 'kw-artifacts-'));
+  receiver = await startWebhookReceiver();
   t = await startTestServer(
-    { TRUSTED_PROXIES: '127.0.0.1', ARTIFACT_DIR: artifactDir, ARTIFACT_MAX_MB: '8' },
+    { TRUSTED_PROXIES: '127.0.0.1', ARTIFACT_DIR: artifactDir, ARTIFACT_MAX_MB: '8', ALLOW_PRIVATE_WEBHOOKS: '1' },
     { clock },
   );
 });
 afterAll(async () => {
   await t.close();
+  await receiver.close();
   await rm(artifactDir, { recursive: true, force: true });
 });
 
@@ -221,7 +225,7 @@ describe('an upload cut short', () => {
 
 describe('changes to a release', () => {
   it('PATCH changes notes, channel, entitlements; a draft artifact is removed; publishing is a live event', async () => {
-    const f = await appFixture(t);
+    const f = await appFixture(t, { webhook: `${receiver.url}/release-hook` });
     const r = await release(f, { version: '4.0.0' }, [
       ['keep.bin', Buffer.from('k')],
       ['drop.bin', Buffer.from('d')],
@@ -241,6 +245,13 @@ describe('changes to a release', () => {
     expect((await f.owner.post(`/api/releases/${r.id}/publish`)).status).toBe(200);
     const e = await sub.next((x) => x.type === 'event' && x.event.kind === 'release.published');
     expect(e.event.data).toEqual({ release_id: r.id, version: '4.0.0', channel: 'rc' });
+    // ...and a webhook.
+    const hit = await receiver.nextHit((h) => h.path === '/release-hook' && h.body.includes('release.published'));
+    expect(JSON.parse(hit.body)).toMatchObject({
+      event: 'release.published',
+      app_id: f.app.id,
+      data: { release_id: r.id, version: '4.0.0', channel: 'rc' },
+    });
     sub.close();
   });
 });
