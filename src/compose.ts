@@ -775,13 +775,15 @@ export function createApp(s: Services): App {
   portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
   teamRoutes(router, { auth: d.auth, team: d.team });
   createReleases({
-    ...{ sql: s.sql, audit: s.repos.audit, log: s.log, now, publicUrl: s.config.publicUrl },
-    ...{
-      artifactDir: s.config.artifactDir,
-      maxBytes: s.config.artifactMaxBytes,
-      events: d.events,
-      webhooks: d.webhooks,
-    },
+    sql: s.sql,
+    audit: s.repos.audit,
+    log: s.log,
+    now,
+    publicUrl: s.config.publicUrl,
+    artifactDir: s.config.artifactDir,
+    maxBytes: s.config.artifactMaxBytes,
+    events: d.events,
+    webhooks: d.webhooks,
     apps: {
       visible: (p, id) => d.apps.visible(p, id),
       entitlementCodes: (id) => d.apps.entitlementCodes(id),
