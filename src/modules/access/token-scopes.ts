@@ -30,6 +30,8 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/(audit|ws)(\/|$)/, 'logs'],
   [/^\/api\/apps\/[^/]+\/(logs|events)(\/|$)/, 'logs'],
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
+  // Bulk jobs act on keys (docs/api.md "Bulk jobs").
+  [/^\/api\/(apps\/[^/]+\/)?jobs(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
   [/^\/api\/(apps\/[^/]+\/)?releases(\/|$)/, 'releases'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],

@@ -12,7 +12,7 @@ import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import { BodyStreamError, type BodyStream } from '../../platform/http/body-stream.js';
 import { fileReply } from '../../platform/http/file-reply.js';
 import type { IncomingRequest, Reply } from '../../platform/http/types.js';
-import { actorOf, requireRole, type Principal } from '../access/index.js';
+import { actorOf, releasesPolicy, type Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { outcome, type ClientCall, type ClientOutcome } from '../client/index.js';
 import { checkedCodes } from '../keys/index.js';
@@ -133,7 +133,7 @@ export class ReleasesService {
 
   private async managed(p: Principal, appId: string): Promise<void> {
     await this.d.apps.visible(p, appId);
-    requireRole(p, 'owner', 'admin', 'developer');
+    releasesPolicy.assertManage(p);
   }
 
   /** A release of an app the caller sees (404 otherwise); with `manage`, only for managers. */
@@ -143,7 +143,7 @@ export class ReleasesService {
     await this.d.apps.visible(p, row.app_id).catch((err: unknown) => {
       throw err instanceof AppError && err.code === 'token_scope' ? err : new AppError('release_not_found');
     });
-    if (manage) requireRole(p, 'owner', 'admin', 'developer');
+    if (manage) releasesPolicy.assertManage(p);
     return row;
   }
 

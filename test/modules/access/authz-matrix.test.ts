@@ -85,6 +85,22 @@ const make = {
   async lang() {
     return 'python';
   },
+  /** A draft release with one artifact (`{file}`), so it can be published (docs/releases.md). */
+  async release() {
+    const r = await owner.post(`/api/apps/${appId}/releases`, {
+      version: `1.0.0-m${Math.random().toString(36).slice(2)}`,
+    });
+    if (r.status !== 201) throw new Error(`release setup: ${JSON.stringify(r.body)}`);
+    const u = await owner.call('PUT', `/api/releases/${r.body.id}/artifacts/${await make.file()}`, undefined, {
+      rawBody: Buffer.from('matrix artifact'),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    if (u.status !== 201) throw new Error(`artifact setup: ${JSON.stringify(u.body)}`);
+    return r.body.id as string;
+  },
+  async file() {
+    return 'matrix.bin';
+  },
   /** An admin directly under the owner (subscription targets). */
   async subadmin() {
     const r = await owner.post('/api/team', {
@@ -126,6 +142,8 @@ const ROWS: Row[] = [
   { method: 'GET', path: '/api/apps/{app}/bans', reseller: 'view_blocked_ips' },
   { method: 'DELETE', path: '/api/bans/{ban}', reseller: 'deny' },
   { method: 'GET', path: '/api/apps/{app}/licenses', reseller: 'view_keys' },
+  // A job reads its keys as the listing does; each key then needs the single action's permission (jobs.test.ts).
+  { method: 'POST', path: '/api/apps/{app}/jobs', body: { action: 'reset_hwid', filter: {} }, reseller: 'view_keys' },
   { method: 'POST', path: '/api/licenses/{lic}/extend', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/apps/{app}/licenses/extend-all', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/licenses/{lic}/reset-hwid', reseller: 'reset_hwid' },
@@ -214,6 +232,17 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/account/sessions', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/account/sign-ins', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/audit', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/account/webhook/deliveries', reseller: 'allow', rival: 'allowed' },
+  { method: 'POST', path: '/api/apps/{app}/releases', body: { version: '2.0.0-RANDOM' }, reseller: 'deny' },
+  { method: 'GET', path: '/api/apps/{app}/releases', reseller: 'allow' },
+  { method: 'GET', path: '/api/releases/{release}', reseller: 'allow' },
+  { method: 'PATCH', path: '/api/releases/{release}', body: { notes: 'matrix' }, reseller: 'deny' },
+  { method: 'DELETE', path: '/api/releases/{release}', reseller: 'deny' },
+  { method: 'POST', path: '/api/releases/{release}/publish', reseller: 'deny' },
+  { method: 'POST', path: '/api/releases/{release}/yank', reseller: 'deny' },
+  { method: 'PUT', path: '/api/releases/{release}/artifacts/{file}', body: { matrix: true }, reseller: 'deny' },
+  { method: 'GET', path: '/api/releases/{release}/artifacts/{file}', reseller: 'allow' },
+  { method: 'DELETE', path: '/api/releases/{release}/artifacts/{file}', reseller: 'deny' },
 ];
 
 /** Routes outside the matrix, and why. */
@@ -227,6 +256,9 @@ const EXCLUDED: Record<string, string> = {
   'DELETE /api/tokens/{id}': 'who may revoke depends on whose token it is; tested in api-tokens.test.ts',
   'DELETE /api/account/sessions/{id}': 'ends one of the caller’s own sessions; tested in account-security.test.ts',
   'GET /api/apps/{id}/events': 'SSE; tested in live.test.ts',
+  'GET /api/jobs/{id}': 'whose job it is decides; tested in jobs/jobs.test.ts',
+  'POST /api/jobs/{id}/cancel': 'whose job it is decides; tested in jobs/jobs.test.ts',
+  'POST /api/webhook-deliveries/{id}/redeliver': 'whose delivery it is decides; tested in notify/deliveries.test.ts',
   'GET /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'PATCH /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'DELETE /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',

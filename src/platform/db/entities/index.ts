@@ -35,6 +35,9 @@ import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } fr
 import { DeploymentKeySchema } from './deployment-key.entity.js';
 import { BeatCountSchema } from './beat-count.entity.js';
 import { DeletedAccountSchema } from './deleted-account.entity.js';
+import { WebhookDeliverySchema } from './webhook-delivery.entity.js';
+import { JobSchema } from './job.entity.js';
+import { ReleaseArtifactSchema, ReleaseDownloadMarkSchema, ReleaseSchema } from './release.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -60,4 +63,9 @@ export const ENTITIES = [
   DeploymentKeySchema,
   BeatCountSchema,
   DeletedAccountSchema,
+  WebhookDeliverySchema,
+  JobSchema,
+  ReleaseSchema,
+  ReleaseArtifactSchema,
+  ReleaseDownloadMarkSchema,
 ];
