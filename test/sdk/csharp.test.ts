@@ -16,6 +16,7 @@ import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from
 import { requireToolchain } from '../helpers/toolchain.js';
 import { runCommand as run } from '../helpers/command.js';
 import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
 const found = (cmd: string, args: string[]) => {
@@ -194,6 +195,37 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     });
     expectExpiredOnTime(r);
   }, 120_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads (UpdateException)', async () => {
+    const exe = path.join(build, 'Update.exe');
+    const compiled = await run(
+      'mcs',
+      [
+        '-nologo',
+        '-target:exe',
+        `-out:${exe}`,
+        `-r:${path.join(build, 'Keywarden.dll')}`,
+        '-r:System.Net.Http.dll',
+        path.resolve(SDK_DIR, '../../test/sdk/programs/Update.cs'),
+      ],
+      { cwd: tmp, timeoutMs: 120_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    try {
+      const k = h.env.KW_KEYS_PLAIN!.split(',').at(-3)!; // -1 and -2 are the zip's and the expiry test's
+      const r = await run('mono', [exe, u.config, k, 'cs-update-hwid-0001', dir], {
+        cwd: build,
+        env: { KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) },
+        timeoutMs: 120_000,
+      });
+      expectUpdateRun(r, u, dir, 'UpdateException');
+    } finally {
+      await u.close();
+    }
+  }, 240_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');
