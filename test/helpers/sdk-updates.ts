@@ -41,7 +41,9 @@ export interface PublishedUpdate {
 }
 
 /** Proxies to the server that spoil a download: `flip` one byte (same length), `truncate` the last KiB. */
-async function startDownloadTamperProxies(base: string): Promise<{ urls: Record<string, string>; close(): Promise<void> }> {
+async function startDownloadTamperProxies(
+  base: string,
+): Promise<{ urls: Record<string, string>; close(): Promise<void> }> {
   const target = new URL(base);
   const servers: http.Server[] = [];
   const urls: Record<string, string> = {};
@@ -103,7 +105,8 @@ export async function publishUpdate(h: SdkHarness, dir: string): Promise<Publish
   const sha512 = createHash('sha512').update(bytes).digest('hex');
   expect(up.body.sha512).toBe(sha512);
   const published = await owner.post(`/api/releases/${created.body.id}/publish`, {});
-  if (published.status !== 200) throw new Error(`publish refused: ${published.status} ${JSON.stringify(published.body)}`);
+  if (published.status !== 200)
+    throw new Error(`publish refused: ${published.status} ${JSON.stringify(published.body)}`);
   const config = path.join(dir, 'keywarden-updates.json');
   const plain = JSON.parse(fs.readFileSync(h.env.KW_CONFIG_PLAIN!, 'utf8')) as Record<string, unknown>;
   fs.writeFileSync(config, JSON.stringify({ ...plain, app_id: appId }, null, 2) + '\n');
@@ -145,7 +148,14 @@ export function expectUpdateRun(
   expect(fs.readdirSync(dir).filter((f) => !fs.statSync(path.join(dir, f)).isDirectory())).toEqual(['app.bin']);
   const tampered = Object.fromEntries(step('tamper').map((l) => [l.mode, l]));
   expect(tampered, r.out).toEqual({
-    flip: { step: 'tamper', mode: 'flip', error: errorType, reason: 'sha512_mismatch', code: 'verification', files: [] },
+    flip: {
+      step: 'tamper',
+      mode: 'flip',
+      error: errorType,
+      reason: 'sha512_mismatch',
+      code: 'verification',
+      files: [],
+    },
     truncate: {
       step: 'tamper',
       mode: 'truncate',

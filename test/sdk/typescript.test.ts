@@ -839,7 +839,12 @@ describe('updates (docs/releases.md)', () => {
         step: 'offer',
         version: offer.version,
         channel: offer.channel,
-        artifacts: offer.artifacts.map((a) => ({ filename: a.filename, platform: a.platform, arch: a.arch, size: a.size })),
+        artifacts: offer.artifacts.map((a) => ({
+          filename: a.filename,
+          platform: a.platform,
+          arch: a.arch,
+          size: a.size,
+        })),
       });
       const art = offer.artifacts[0]!;
       const seen: [number, number][] = [];
@@ -855,10 +860,12 @@ describe('updates (docs/releases.md)', () => {
         const d = path.join(dir, mode);
         fs.mkdirSync(d);
         const url = new URL(art.url);
-        const e = await c.downloadUpdate({ ...art, url: base + url.pathname + url.search }, path.join(d, 'app.bin')).then(
-          () => undefined,
-          (x: unknown) => x,
-        );
+        const e = await c
+          .downloadUpdate({ ...art, url: base + url.pathname + url.search }, path.join(d, 'app.bin'))
+          .then(
+            () => undefined,
+            (x: unknown) => x,
+          );
         say(
           e instanceof UpdateError
             ? { step: 'tamper', mode, error: e.name, reason: e.reason, code: e.code, files: fs.readdirSync(d).sort() }

@@ -486,7 +486,8 @@ export class Client {
   }
 
   private requireAppId(): string {
-    if (!this.config.app_id) throw new TypeError('keywarden config: app_id missing (release artifacts are signed for it)');
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (release artifacts are signed for it)');
     return this.config.app_id;
   }
 

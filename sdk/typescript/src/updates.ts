@@ -62,7 +62,10 @@ export function artifactMessage(appId: string, version: string, filename: string
 }
 
 /** Throws UpdateError `unknown_kid` or `bad_signature` unless the artifact's signature holds. */
-export function verifyArtifact(keys: PinnedKeys, a: Omit<Artifact, 'url' | 'urlExpiresAt' | 'platform' | 'arch'>): void {
+export function verifyArtifact(
+  keys: PinnedKeys,
+  a: Omit<Artifact, 'url' | 'urlExpiresAt' | 'platform' | 'arch'>,
+): void {
   const key = keys.get(a.kid);
   if (!key) throw new UpdateError('unknown_kid', `${a.filename} is signed by unpinned key ${JSON.stringify(a.kid)}`);
   const sig = decodeSignature(a.signature);
