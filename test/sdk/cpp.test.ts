@@ -209,6 +209,27 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   let zip: Promise<ZipBuild> | undefined;
   const stopZip = new AbortController();
   // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
+  /** Compiles test/sdk/programs/<name>.cpp against the test build's static library; returns the executable. */
+  const compileProgram = async (name: string) => {
+    const exe = path.join(tmp, name);
+    const compiled = await run(
+      'g++',
+      [
+        '-std=c++17',
+        '-o',
+        exe,
+        `-I${path.join(SDK_DIR, 'include')}`,
+        path.resolve(SDK_DIR, `../../test/sdk/programs/${name}.cpp`),
+        path.join(build, 'libkeywarden.a'),
+        '-lcurl',
+        '-lsodium',
+        '-pthread',
+      ],
+      { cwd: tmp, timeoutMs: 300_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    return exe;
+  };
   const plainKey = (fromEnd: number) => {
     const k = h.env.KW_KEYS_PLAIN!.split(',');
     return k[k.length - 1 - fromEnd]!;
@@ -312,23 +333,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   }, 120_000);
 
   it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
-    const exe = path.join(tmp, 'expiry-watch');
-    const compiled = await run(
-      'g++',
-      [
-        '-std=c++17',
-        '-o',
-        exe,
-        `-I${path.join(SDK_DIR, 'include')}`,
-        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.cpp'),
-        path.join(build, 'libkeywarden.a'),
-        '-lcurl',
-        '-lsodium',
-        '-pthread',
-      ],
-      { cwd: tmp, timeoutMs: 300_000 },
-    );
-    expect(compiled.code, compiled.out).toBe(0);
+    const exe = await compileProgram('expiry-watch');
     const k = plainKey(3);
     const r = await runExpiryWatch(h, 'PLAIN', k, {
       cmd: exe,
@@ -339,23 +344,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   }, 360_000);
 
   it('finds a published update, downloads its exact bytes and refuses tampered downloads (UpdateError)', async () => {
-    const exe = path.join(tmp, 'update');
-    const compiled = await run(
-      'g++',
-      [
-        '-std=c++17',
-        '-o',
-        exe,
-        `-I${path.join(SDK_DIR, 'include')}`,
-        path.resolve(SDK_DIR, '../../test/sdk/programs/update.cpp'),
-        path.join(build, 'libkeywarden.a'),
-        '-lcurl',
-        '-lsodium',
-        '-pthread',
-      ],
-      { cwd: tmp, timeoutMs: 300_000 },
-    );
-    expect(compiled.code, compiled.out).toBe(0);
+    const exe = await compileProgram('update');
     const dir = path.join(tmp, 'update-dir');
     fs.mkdirSync(dir);
     const u = await publishUpdate(h, tmp);
