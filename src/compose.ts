@@ -95,6 +95,7 @@ import {
 import { EventBus, LiveHub, WebhookRepository, WebhookService } from './modules/notify/index.js';
 import { ClientChannel, ClientPushService, channelRoutes } from './modules/realtime/index.js';
 import { PortalRepository, PortalService, portalRoutes } from './modules/portal/index.js';
+import { createReleases, releaseAppOf } from './modules/releases/index.js';
 import { systemRoutes } from './modules/system/index.js';
 import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js';
 
@@ -301,7 +302,7 @@ export function dashboardAuthDeps(s: Services, access?: AccessSignal): Dashboard
     reachableApps: async (p) => (await s.repos.apps.list(scopeOf(p))).map((a) => a.id),
     // PROTOCOL 11.36: the account's own applications, before a token's app_ids narrow them.
     reachesApp: async ({ token: _narrowedBy, ...account }, appId) => s.repos.apps.reaches(scopeOf(account), appId),
-    recordApp: (kind, id) => s.repos.apps.appOfRecord(kind, id),
+    recordApp: (kind, id) => (kind === 'release' ? releaseAppOf(s.sql, id) : s.repos.apps.appOfRecord(kind, id)),
     // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
     trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
   };
@@ -773,6 +774,23 @@ export function createApp(s: Services): App {
   commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
   portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
   teamRoutes(router, { auth: d.auth, team: d.team });
+  createReleases({
+    ...{ sql: s.sql, audit: s.repos.audit, log: s.log, now, publicUrl: s.config.publicUrl },
+    ...{
+      artifactDir: s.config.artifactDir,
+      maxBytes: s.config.artifactMaxBytes,
+      events: d.events,
+      webhooks: d.webhooks,
+    },
+    apps: {
+      visible: (p, id) => d.apps.visible(p, id),
+      entitlementCodes: (id) => d.apps.entitlementCodes(id),
+      expiredUpdates: async (id) => (await d.appCache.getById(id))?.row.expired_updates,
+    },
+    standing: (holder) => d.activation.licenseStanding(holder),
+    signing: () => s.secrets.signing,
+    sessionTokenKey: s.secrets.sessionTokenKey,
+  }).mount(router, { auth: d.auth, gate, limit: clientLimiter(s.coordinator, now) });
   const live = new LiveHub({
     log: s.log,
     auth: d.auth,

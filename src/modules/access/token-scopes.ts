@@ -16,10 +16,12 @@ export const TOKEN_SCOPES = [
   'logs:read',
   'team:read',
   'team:write',
+  'releases:read',
+  'releases:write',
 ] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
-type Resource = 'apps' | 'licenses' | 'users' | 'logs' | 'team';
+type Resource = 'apps' | 'licenses' | 'users' | 'logs' | 'team' | 'releases';
 
 /** First match wins: a path under an app names the narrower resource before the app itself. */
 const RESOURCES: readonly [RegExp, Resource | null][] = [
@@ -29,6 +31,7 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/apps\/[^/]+\/(logs|events)(\/|$)/, 'logs'],
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
+  [/^\/api\/(apps\/[^/]+\/)?releases(\/|$)/, 'releases'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],
 ];
 

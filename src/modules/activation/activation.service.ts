@@ -540,6 +540,30 @@ export class ActivationService {
   }
 
   /**
+   * What update offers and downloads need of a session's license (docs/releases.md): gone, banned
+   * (the key, or the end user holding it), or its expiry (null: never) and entitlements.
+   */
+  async licenseStanding(holder: {
+    licenseId: string;
+    userId: string | null;
+  }): Promise<
+    | { state: 'deleted' | 'banned' }
+    | { state: 'ok'; expiresAt: Date | null; entitlements: string[]; resellerId: string | null }
+  > {
+    const key = await this.d.licenseOps.load(holder.licenseId);
+    if (!key) return { state: 'deleted' };
+    const user = holder.userId ? await this.d.users.grantOf(holder.userId) : undefined;
+    if (key.status === 'banned' || (holder.userId && (!user || user.banned))) return { state: 'banned' };
+    const lifetime = !user && key.durationUnit === 'lifetime';
+    return {
+      state: 'ok',
+      expiresAt: lifetime ? null : user ? user.expiresAt : key.expiresAt,
+      entitlements: [...key.entitlements],
+      resellerId: key.resellerId,
+    };
+  }
+
+  /**
    * PROTOCOL 12.5: the signed file for a machine the license (or its end user) already holds: the
    * client's offline call and the customer portal's. A deleted key is unknown (`license_invalid`);
    * banned and expired answer as `license` does; a HWID not among the holder's devices is a mismatch.

@@ -1,5 +1,5 @@
 import type { Orm } from '../../platform/db/orm.js';
-import { ApplicationSchema, type Application, type SessionOverflow } from '../../platform/db/entities/index.js';
+import { ApplicationSchema, type Application, type ExpiredUpdates, type SessionOverflow } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 
 /** Which applications a caller may see: every app, one owner's apps, or an allowed list inside one tree. */
@@ -70,13 +70,14 @@ export interface ClientAppRow {
   trial_level: number;
   offline_days: number;
   grace_hours: number;
+  expired_updates: ExpiredUpdates;
 }
 
 const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock,
   require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
   expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret, max_devices,
-  trial_hours, trial_level, offline_days, grace_hours`;
+  trial_hours, trial_level, offline_days, grace_hours, expired_updates`;
 
 export class ApplicationRepository {
   constructor(

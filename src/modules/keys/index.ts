@@ -1,6 +1,6 @@
 // The keys module's public surface: license keys and end users on the dashboard.
 // Other modules and the composition root import only this file.
-export { KeyGenerator, settleKeySpec } from './generate.service.js';
+export { checkedCodes, KeyGenerator, settleKeySpec } from './generate.service.js';
 export { KeyAdminRepository } from './key-admin.repository.js';
 export { keysRoutes } from './keys.routes.js';
 export { KeysAdminService } from './keys.service.js';
