@@ -208,7 +208,6 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   let tmp: string;
   let zip: Promise<ZipBuild> | undefined;
   const stopZip = new AbortController();
-  // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
   /** Compiles test/sdk/programs/<name>.cpp against the test build's static library; returns the executable. */
   const compileProgram = async (name: string) => {
     const exe = path.join(tmp, name);
@@ -230,6 +229,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
     expect(compiled.code, compiled.out).toBe(0);
     return exe;
   };
+  // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
   const plainKey = (fromEnd: number) => {
     const k = h.env.KW_KEYS_PLAIN!.split(',');
     return k[k.length - 1 - fromEnd]!;
