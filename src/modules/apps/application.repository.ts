@@ -1,5 +1,10 @@
 import type { Orm } from '../../platform/db/orm.js';
-import { ApplicationSchema, type Application, type ExpiredUpdates, type SessionOverflow } from '../../platform/db/entities/index.js';
+import {
+  ApplicationSchema,
+  type Application,
+  type ExpiredUpdates,
+  type SessionOverflow,
+} from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 
 /** Which applications a caller may see: every app, one owner's apps, or an allowed list inside one tree. */

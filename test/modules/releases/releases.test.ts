@@ -4,6 +4,7 @@
 // `expired_updates` rules, banned and deleted keys, encryption), download links (Range, ETag, expiry
 // on the server's clock, revocation) and the member download, API token scopes.
 import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto';
+import http from 'node:http';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { startTestServer, type TestServer } from '../../helpers/server.js';
 import { appFixture, type AppFixture } from '../../helpers/fixture.js';
 import { decryptEnc, hwid } from '../../helpers/client.js';
 import { TestClock } from '../../helpers/clock.js';
+import { Subscriber } from '../../helpers/live-subscriber.js';
 
 let t: TestServer;
 let artifactDir: string;
@@ -191,6 +193,55 @@ describe('releases on the dashboard', () => {
     );
     for (const a of ['release.create', 'release.publish', 'release.yank', 'release.delete'])
       expect(actions).toContain(a);
+  });
+});
+
+describe('an upload cut short', () => {
+  it('leaves nothing behind and the server serving', async () => {
+    const f = await appFixture(t);
+    const r = await release(f, { version: '1.0.0' });
+    const url = new URL(`${t.base}/api/releases/${r.id}/artifacts/cut.bin`);
+    await new Promise<void>((resolve) => {
+      const req = http.request(url, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${f.owner.token}`, 'content-length': String(4 * 1024 * 1024) },
+      });
+      req.on('error', () => resolve());
+      req.write(randomBytes(1024 * 1024), () => setTimeout(() => req.destroy(), 200));
+      req.on('close', () => resolve());
+    });
+    // The server noticed the abort and removed the partial file.
+    for (let i = 0; i < 50 && (await readdir(path.join(artifactDir, '.incoming'))).length > 0; i++)
+      await new Promise((res) => setTimeout(res, 100));
+    expect(await readdir(path.join(artifactDir, '.incoming'))).toEqual([]);
+    expect((await f.owner.get(`/api/releases/${r.id}`)).body.artifacts).toEqual([]);
+    expect((await upload(f, r.id, 'whole.bin', Buffer.from('ok'))).status).toBe(201);
+  });
+});
+
+describe('changes to a release', () => {
+  it('PATCH changes notes, channel, entitlements; a draft artifact is removed; publishing is a live event', async () => {
+    const f = await appFixture(t);
+    const r = await release(f, { version: '4.0.0' }, [
+      ['keep.bin', Buffer.from('k')],
+      ['drop.bin', Buffer.from('d')],
+    ]);
+    const p = await f.owner.patch(`/api/releases/${r.id}`, { notes: 'Later', channel: 'rc' });
+    expect(p.body).toMatchObject({ notes: 'Later', channel: 'rc', version: '4.0.0' });
+    expect((await f.owner.patch(`/api/releases/${r.id}`, { version: '5.0.0' })).status).toBe(422);
+    expect((await f.owner.patch(`/api/releases/${r.id}`, { entitlements: ['nope'] })).status).toBe(422);
+    expect((await f.owner.delete(`/api/releases/${r.id}/artifacts/drop.bin`)).status).toBe(200);
+    const gone = await f.owner.delete(`/api/releases/${r.id}/artifacts/drop.bin`);
+    expect([gone.status, gone.body]).toEqual([404, { detail: 'Artifact not found' }]);
+    expect(
+      (await f.owner.get(`/api/releases/${r.id}`)).body.artifacts.map((a: { filename: string }) => a.filename),
+    ).toEqual(['keep.bin']);
+    const sub = await Subscriber.open(t.base, f.owner.token!);
+    await sub.subscribe(f.app.id);
+    expect((await f.owner.post(`/api/releases/${r.id}/publish`)).status).toBe(200);
+    const e = await sub.next((x) => x.type === 'event' && x.event.kind === 'release.published');
+    expect(e.event.data).toEqual({ release_id: r.id, version: '4.0.0', channel: 'rc' });
+    sub.close();
   });
 });
 

@@ -11,9 +11,7 @@ export class Migration20261207100000Releases extends Migration {
     this.addSql(
       `create table if not exists "releases" ("id" uuid not null, "app_id" uuid not null, "version" varchar(255) not null, "channel" varchar(8) not null, "notes" text not null default '', "entitlements" jsonb not null default '[]', "status" varchar(16) not null default 'draft', "created_by" uuid null, "created_at" timestamptz not null, "published_at" timestamptz null, "yanked_at" timestamptz null, constraint "releases_pkey" primary key ("id"));`,
     );
-    this.addSql(
-      `alter table "releases" add constraint "releases_app_id_version_unique" unique ("app_id", "version");`,
-    );
+    this.addSql(`alter table "releases" add constraint "releases_app_id_version_unique" unique ("app_id", "version");`);
     this.addSql(`create index if not exists "releases_app_id_status_index" on "releases" ("app_id", "status");`);
     this.addSql(
       `alter table "releases" add constraint "releases_app_id_foreign" foreign key ("app_id") references "applications" ("id") on update cascade on delete cascade;`,
