@@ -7,9 +7,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import pino from 'pino';
-import { createApp } from '../../src/compose.js';
+import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import type { Services } from '../../src/compose.js';
+import type { Services } from '../../src/services.js';
 import { createAudit } from '../../src/modules/audit/index.js';
 
 export const SCHEMA_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/api/schema.d.ts');

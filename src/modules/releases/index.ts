@@ -26,12 +26,9 @@ interface CreateReleasesDeps extends Pick<
 }
 
 interface Releases {
+  /** The application of a release, for the dashboard's cross-owner reach (null: no such release). */
+  appOf(id: string): Promise<string | null>;
   mount(router: Router, deps: ReleasesRoutesDeps): void;
-}
-
-/** The application of a release, for the dashboard's cross-owner reach (null: no such release). */
-export function releaseAppOf(sql: Sql, id: string): Promise<string | null> {
-  return new ReleaseRepository(sql).appOf(id);
 }
 
 export function createReleases(d: CreateReleasesDeps): Releases {
@@ -43,6 +40,7 @@ export function createReleases(d: CreateReleasesDeps): Releases {
     links: new DownloadLinks(hkdfSha256(d.sessionTokenKey, 'keywarden download link v1', 32)),
   });
   return {
+    appOf: (id) => repo.appOf(id),
     mount: (router, deps) => releasesRoutes(router, service, deps, d.maxBytes),
   };
 }
