@@ -33,6 +33,7 @@ const MODULE_ORDER = [
   'apps',
   'keys',
   'jobs',
+  'releases',
   'activation',
   'commerce',
   'portal',

@@ -43,6 +43,7 @@ import {
   type Proc,
   type Row,
 } from './lib.js';
+import { releaseRows } from './releases.js';
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
@@ -77,6 +78,8 @@ const ALL = [
   'cluster2',
   'wspush',
   'cluster3',
+  'download',
+  'upgrade',
 ];
 const only =
   opt('only')?.split(',') ??
@@ -531,6 +534,16 @@ async function main(): Promise<void> {
         );
       }
       await stop(single);
+    }
+
+    // Releases: a large download against nginx, and the upgrade check's CPU (bench/releases.ts).
+    if (want('download') || want('upgrade')) {
+      const s = await serve(1);
+      const { token } = await post(s.base, '/api/auth/login', OWNER);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-bench-releases-'));
+      cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+      rows.push(...(await releaseRows({ base: s.base, pid: s.child.pid!, token }, { dir, quick, want })));
+      await stop(s);
     }
 
     // A fleet's worker: past HEARTBEAT_MAX_LIVE_ACTORS (1,000) sessions most are packed, and a beat reads

@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { hmacSha256, sha256, signingKeyFromSeed, x25519, x25519PublicKey } from '../src/platform/crypto/index.js';
+import { ed25519Sign, hmacSha256, sha256, signingKeyFromSeed, x25519, x25519PublicKey } from '../src/platform/crypto/index.js';
+import { createHash } from 'node:crypto';
 import { buildHello, deriveKeys, helloTranscript, sealFrame } from '../src/modules/realtime/client-channel.protocol.js';
 import { canonicalRequest, encryptBody, responseMessage, signReply } from '../src/platform/http/client-signing.js';
 import { beatProof, startProof } from '../src/modules/heartbeat/heartbeat.gateway.js';
@@ -260,6 +261,67 @@ function channel() {
   };
 }
 
+/** The message an artifact signature covers (docs/releases.md "Artifacts"). */
+const artifactMessage = (appId: string, version: string, filename: string, sha512Hex: string) =>
+  `kwart1.${appId}.${version}.${filename}.${sha512Hex}`;
+
+function artifacts() {
+  const k1 = { kid: 'k1', ...signingKeyFromSeed(seedOf('k1')) };
+  const k2 = { kid: 'k2', ...signingKeyFromSeed(seedOf('k2')) };
+  const k9 = { kid: 'k9', ...signingKeyFromSeed(seedOf('k9-not-pinned')) };
+  const appId = '6f1c2a9e-4b7d-4c1a-9e55-0a1b2c3d4e5f';
+  const sha512 = (b: Buffer) => createHash('sha512').update(b).digest('hex');
+  const file = Buffer.from('Keywarden test artifact ✓\n' + 'x'.repeat(200) + '\n', 'utf8');
+  const other = Buffer.from('another build\n', 'utf8');
+  const flipped = Buffer.from(file);
+  flipped[10]! ^= 0x01;
+  type Spec = {
+    name: string; key: typeof k1; kid?: string; version?: string; filename?: string; signedApp?: string;
+    signedVersion?: string; signedFilename?: string; signedSha?: string; signature?: string; offered?: Buffer;
+    downloaded?: Buffer; valid: boolean; reason?: string;
+  };
+  const specs: Spec[] = [
+    { name: 'valid', key: k1, valid: true },
+    { name: 'valid under the second pinned key, SemVer with pre-release and build', key: k2, version: '2.0.0-rc.1+build.5', filename: 'My_App-2.0.0.x86_64.tar.gz', valid: true },
+    { name: 'empty file', key: k1, offered: Buffer.alloc(0), valid: true },
+    { name: 'kid not pinned', key: k9, valid: false, reason: 'unknown_kid' },
+    { name: 'kid names k1 but a foreign key signed', key: k9, kid: 'k1', valid: false, reason: 'bad_signature' },
+    { name: 'signature not base64 of 64 bytes', key: k1, signature: '!!notbase64!!', valid: false, reason: 'bad_signature' },
+    { name: 'signed for another version', key: k1, signedVersion: '1.0.1', valid: false, reason: 'bad_signature' },
+    { name: 'signed for another application', key: k1, signedApp: '00000000-0000-4000-8000-000000000000', valid: false, reason: 'bad_signature' },
+    { name: 'signed for another filename', key: k1, signedFilename: 'app-linux-arm64.bin', valid: false, reason: 'bad_signature' },
+    { name: 'signed over another file', key: k1, signedSha: sha512(other), valid: false, reason: 'bad_signature' },
+    { name: 'download one byte short', key: k1, downloaded: file.subarray(0, file.length - 1), valid: false, reason: 'size_mismatch' },
+    { name: 'download one byte longer', key: k1, downloaded: Buffer.concat([file, Buffer.from('!')]), valid: false, reason: 'size_mismatch' },
+    { name: 'download of the same size, one byte flipped', key: k1, downloaded: flipped, valid: false, reason: 'sha512_mismatch' },
+  ];
+  const cases = specs.map((s) => {
+    const version = s.version ?? '1.1.0';
+    const filename = s.filename ?? 'app-linux-x64.bin';
+    const offered = s.offered ?? file;
+    const sha = sha512(offered);
+    const signed = artifactMessage(s.signedApp ?? appId, s.signedVersion ?? version, s.signedFilename ?? filename, s.signedSha ?? sha);
+    const signature = s.signature ?? b64(ed25519Sign(Buffer.from(signed, 'utf8'), s.key.secretKey));
+    return {
+      name: s.name, app_id: appId, version,
+      artifact: { filename, size: offered.length, sha512: sha, signature, kid: s.kid ?? s.key.kid },
+      message: artifactMessage(appId, version, filename, sha),
+      downloaded: b64(s.downloaded ?? offered),
+      valid: s.valid,
+      ...(s.reason ? { reason: s.reason } : {}),
+    };
+  });
+  return {
+    description: 'PROTOCOL 16.2/16.6. message = "kwart1." app_id "." version "." filename "." sha512 (lower-case hex of the file); '
+      + 'artifact.signature = base64(Ed25519(utf8(message))) by the pinned key `artifact.kid`. Judge `downloaded` (base64 of the bytes '
+      + 'a download produced) against the offered `artifact` of application `app_id`, release `version`, in this order: '
+      + 'unknown_kid (kid not pinned) -> bad_signature (not base64 of 64 bytes, or Ed25519 fails) -> size_mismatch -> sha512_mismatch.',
+    pinned_keys: [k1, k2].map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: b64(k.publicKey) })),
+    reasons: ['unknown_kid', 'bad_signature', 'size_mismatch', 'sha512_mismatch'],
+    cases,
+  };
+}
+
 /** File name -> exact file content. */
 export function buildVectors(): Record<string, string> {
   return {
@@ -269,6 +331,7 @@ export function buildVectors(): Record<string, string> {
     'encryption.json': json(encryption()),
     'errors.json': json(errors()),
     'channel.json': json(channel()),
+    'artifacts.json': json(artifacts()),
   };
 }
 

@@ -81,6 +81,7 @@ export function createApp(s: Services): App {
   d.portal.mount(router, { limiter: portalLimiter, trustedOrigins: auth.trustedOrigins });
   d.team.mount(router, auth);
   d.jobs.mount(router, auth);
+  d.releases.mount(router, { auth, gate, limit: d.client.limiter });
   d.notify.mountDeliveries(router, {
     auth,
     mayRead: (p, accountId) => overseesAccount(p, accountId, (id) => d.access.accounts.subtreeIds(id)),

@@ -1,5 +1,5 @@
 // `keywarden` command line: serve | migrate | owner create | developer create | loadtest | secrets |
-// backup | restore.
+// backup | restore | release publish.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,6 +25,7 @@ import {
 } from './platform/db/embedded-postgres.js';
 import { BackupError, dataDirNotEmpty, readBackupHeader, restoreDatabase, writeBackup } from './platform/db/backup.js';
 import { loadUws, uwsBuildInUse, UwsUnavailableError, UWS_BUILDS } from './platform/http/uws-loader.js';
+import { RELEASE_USAGE, releaseCommand } from './release-publish.js';
 
 const USAGE = `usage:
   keywarden serve                                   serve the API on PORT (default 8080)
@@ -36,7 +37,8 @@ const USAGE = `usage:
   keywarden secrets import [--force] < keys.env     store them in DATA_DIR/secrets (docs/multi-host.md)
   keywarden backup --out FILE                       the database and the shared keys in one file (secret!),
                                                     consistent while the server runs (docs/deploy.md)
-  keywarden restore FILE                            into an empty DATA_DIR, or the empty DATABASE_URL`;
+  keywarden restore FILE                            into an empty DATA_DIR, or the empty DATABASE_URL
+${RELEASE_USAGE.replace(/^usage:\n/, '')}`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -294,6 +296,7 @@ async function restoreCommand(config: Config, args: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
   if (cmd === 'loadtest') return loadtest(argv.slice(1)); // needs no server configuration
+  if (cmd === 'release') return releaseCommand(argv.slice(1), process.env); // a client of a deployment
   const config = loadConfig();
   switch (cmd) {
     case 'serve':

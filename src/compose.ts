@@ -19,6 +19,7 @@ import { createKeys } from './modules/keys/index.js';
 import { createNotify } from './modules/notify/index.js';
 import { createPortal } from './modules/portal/index.js';
 import { createRealtime } from './modules/realtime/index.js';
+import { createReleases } from './modules/releases/index.js';
 import { createTeam } from './modules/team/index.js';
 import type { Services } from './services.js';
 
@@ -56,11 +57,13 @@ export function createDomain(s: Services) {
       reachableApps: (p) => apps.reachableApps(p),
       reachesApp: (p, appId) => apps.reachesApp(p, appId),
       recordApp: (kind, id) =>
-        kind === 'ban'
-          ? apps.appOfBan(id)
-          : kind === 'product'
-            ? commerce.appOfProduct(id)
-            : keys.records.appOf(kind, id),
+        kind === 'release'
+          ? releases.appOf(id)
+          : kind === 'ban'
+            ? apps.appOfBan(id)
+            : kind === 'product'
+              ? commerce.appOfProduct(id)
+              : keys.records.appOf(kind, id),
     }),
   );
   const notify = createNotify({
@@ -135,6 +138,20 @@ export function createDomain(s: Services) {
     now,
     log,
   });
+  const releases = createReleases({
+    ...ctx,
+    publicUrl: config.publicUrl,
+    artifactDir: config.artifactDir,
+    maxBytes: config.artifactMaxBytes,
+    apps: {
+      visible: (p, id) => apps.service.visible(p, id),
+      entitlementCodes: (id) => apps.service.entitlementCodes(id),
+      expiredUpdates: async (id) => (await client.appCache.getById(id))?.row.expired_updates,
+    },
+    standing: (holder) => activation.service.licenseStanding(holder),
+    signing: () => secrets.signing,
+    sessionTokenKey: secrets.sessionTokenKey,
+  });
   const activation = createActivation({
     ...ctx,
     sessions: client.sessions,
@@ -197,6 +214,7 @@ export function createDomain(s: Services) {
     apps,
     keys,
     jobs,
+    releases,
     activation,
     commerce,
     portal,

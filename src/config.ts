@@ -98,6 +98,10 @@ export interface Config {
   readonly workerIndex: number;
   /** SCREENSHOT_STORE_MB: bound of the screenshot store; past it the oldest images are removed. */
   readonly screenshotStoreBytes: number;
+  /** ARTIFACT_DIR: where release artifacts live (every host of a deployment must see the same folder). */
+  readonly artifactDir: string;
+  /** ARTIFACT_MAX_MB: the largest artifact an upload may carry. */
+  readonly artifactMaxBytes: number;
   /**
    * STATE_CHECKPOINT_MS (extra): without Redis, how often client and heartbeat sessions changed since the
    * last checkpoint are written to PostgreSQL (a crash loses at most this much); 0 writes them on shutdown only.
@@ -173,10 +177,11 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const affinityPort = int(env, 'AFFINITY_PORT', 0, 0, 65535);
   if (affinityPort > 0 && affinityPort + workers - 1 > 65535)
     throw new ConfigError(`AFFINITY_PORT ${affinityPort} leaves no port for each of ${workers} workers`);
+  const dataDir = path.resolve(cwd, opt(env, 'DATA_DIR') ?? './data');
   const config: Config = {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: opt(env, 'HOST') ?? '0.0.0.0',
-    dataDir: path.resolve(cwd, opt(env, 'DATA_DIR') ?? './data'),
+    dataDir,
     databaseUrl: opt(env, 'DATABASE_URL'),
     redisUrl,
     workers,
@@ -209,6 +214,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     affinityPort: affinityRoute === undefined ? 0 : affinityPort,
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),
     screenshotStoreBytes: int(env, 'SCREENSHOT_STORE_MB', 1024, 1, 10_000_000) * 1024 * 1024,
+    artifactDir: path.resolve(cwd, opt(env, 'ARTIFACT_DIR') ?? path.join(dataDir, 'artifacts')),
+    artifactMaxBytes: int(env, 'ARTIFACT_MAX_MB', 1024, 1, 1_000_000) * 1024 * 1024,
     stateCheckpointMs: int(env, 'STATE_CHECKPOINT_MS', 1000, 0, 3_600_000),
     memoryTrimMs: int(env, 'MEMORY_TRIM_MS', 30_000, 0, 3_600_000),
     geoipDb: geoipDb(opt(env, 'GEOIP_DB'), cwd),

@@ -100,6 +100,13 @@ export const ERRORS = {
   portal_credentials_invalid: { status: 401, detail: 'Invalid credentials' },
   portal_reset_cooldown: { status: 429, detail: 'Device reset is on cooldown.' },
   portal_users_only: { status: 403, detail: 'Only customers who sign in with a name and password have one.' },
+  // releases and updates (docs/releases.md)
+  release_not_found: { status: 404, detail: 'Release not found' },
+  artifact_not_found: { status: 404, detail: 'Artifact not found' },
+  version_exists: { status: 409, detail: 'Version already exists' },
+  release_published: { status: 409, detail: 'Release already published' },
+  download_link_expired: { status: 403, detail: 'Download link expired' },
+  range_not_satisfiable: { status: 416, detail: 'Range not satisfiable' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;
@@ -171,6 +178,7 @@ const UNIQUE_CONFLICTS: Readonly<Record<string, ErrorCode>> = {
   accounts_username_unique: 'account_username_taken',
   accounts_email_unique: 'email_taken',
   end_users_app_id_username_unique: 'username_taken',
+  releases_app_id_version_unique: 'version_exists',
 };
 
 // PostgreSQL SQLSTATE classes 08 (connection exception) and 57P (operator intervention: shutdown,

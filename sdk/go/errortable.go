@@ -50,6 +50,9 @@ var errorEntries = []errorEntry{
 	{403, "Trial already used on this device.", CodeTrialUsed},
 	{403, "Offline licenses are not enabled for this application.", CodeOfflineDisabled},
 	{409, "Concurrent session limit reached", CodeSessionLimit},
+	// A download link (update downloads report these as *UpdateError download_failed).
+	{403, "Download link expired", CodeServer},
+	{416, "Range not satisfiable", CodeServer},
 }
 
 // Used when no entry matches: data-driven details (an app's disabled_message, the 426 object, any other 429).

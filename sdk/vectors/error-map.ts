@@ -149,4 +149,11 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   portal_reset_cooldown: null,
   portal_users_only: null,
   cross_site: null,
+  release_not_found: null,
+  artifact_not_found: null,
+  version_exists: null,
+  release_published: null,
+  // Answered on /api/dl/ (no /api/client/ signature): an SDK's download_update sees these.
+  download_link_expired: 'server',
+  range_not_satisfiable: 'server',
 };

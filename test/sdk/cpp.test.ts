@@ -24,6 +24,7 @@ import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from
 import { runCommand as run, type CommandResult as Run } from '../helpers/command.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/cpp');
 const works = (cmd: string, args: string[]) => {
@@ -207,6 +208,27 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   let tmp: string;
   let zip: Promise<ZipBuild> | undefined;
   const stopZip = new AbortController();
+  /** Compiles test/sdk/programs/<name>.cpp against the test build's static library; returns the executable. */
+  const compileProgram = async (name: string) => {
+    const exe = path.join(tmp, name);
+    const compiled = await run(
+      'g++',
+      [
+        '-std=c++17',
+        '-o',
+        exe,
+        `-I${path.join(SDK_DIR, 'include')}`,
+        path.resolve(SDK_DIR, `../../test/sdk/programs/${name}.cpp`),
+        path.join(build, 'libkeywarden.a'),
+        '-lcurl',
+        '-lsodium',
+        '-pthread',
+      ],
+      { cwd: tmp, timeoutMs: 300_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    return exe;
+  };
   // ctest's integration tests take keys from the front and the C smoke test the last one; these take from the end, before that.
   const plainKey = (fromEnd: number) => {
     const k = h.env.KW_KEYS_PLAIN!.split(',');
@@ -311,23 +333,7 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
   }, 120_000);
 
   it('a key that expires while the program beats on the channel is reported expired within about a second', async () => {
-    const exe = path.join(tmp, 'expiry-watch');
-    const compiled = await run(
-      'g++',
-      [
-        '-std=c++17',
-        '-o',
-        exe,
-        `-I${path.join(SDK_DIR, 'include')}`,
-        path.resolve(SDK_DIR, '../../test/sdk/programs/expiry-watch.cpp'),
-        path.join(build, 'libkeywarden.a'),
-        '-lcurl',
-        '-lsodium',
-        '-pthread',
-      ],
-      { cwd: tmp, timeoutMs: 300_000 },
-    );
-    expect(compiled.code, compiled.out).toBe(0);
+    const exe = await compileProgram('expiry-watch');
     const k = plainKey(3);
     const r = await runExpiryWatch(h, 'PLAIN', k, {
       cmd: exe,
@@ -335,6 +341,23 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       cwd: tmp,
     });
     expectExpiredOnTime(r);
+  }, 360_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads (UpdateError)', async () => {
+    const exe = await compileProgram('update');
+    const dir = path.join(tmp, 'update-dir');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    try {
+      const r = await run(exe, [u.config, plainKey(4), 'cpp-update-hwid-0001', dir], {
+        cwd: tmp,
+        env: { KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) },
+        timeoutMs: 120_000,
+      });
+      expectUpdateRun(r, u, dir, 'UpdateError');
+    } finally {
+      await u.close();
+    }
   }, 360_000);
 
   it('cmake --install of the full build: find_package(keywarden CONFIG) and pkg-config consumers (C++ and C ABI) run', async () => {

@@ -16,6 +16,7 @@ import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from
 import { requireToolchain } from '../helpers/toolchain.js';
 import { runCommand as run } from '../helpers/command.js';
 import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/csharp');
 const found = (cmd: string, args: string[]) => {
@@ -113,6 +114,25 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     tls = await startTlsProxy(h.env.KW_BASE_URL!, tmp);
   }, 240_000);
 
+  /** Compiles test/sdk/programs/<name>.cs against the built Keywarden.dll; returns the executable. */
+  const compileProgram = async (name: string) => {
+    const exe = path.join(build, `${name}.exe`);
+    const compiled = await run(
+      'mcs',
+      [
+        '-nologo',
+        '-target:exe',
+        `-out:${exe}`,
+        `-r:${path.join(build, 'Keywarden.dll')}`,
+        '-r:System.Net.Http.dll',
+        path.resolve(SDK_DIR, `../../test/sdk/programs/${name}.cs`),
+      ],
+      { cwd: tmp, timeoutMs: 120_000 },
+    );
+    expect(compiled.code, compiled.out).toBe(0);
+    return exe;
+  };
+
   afterAll(async () => {
     await tls?.close();
     await h?.close();
@@ -171,21 +191,7 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
   }, 300_000);
 
   it('a key that expires while the program beats on the channel is reported Expired within about a second', async () => {
-    const exe = path.join(build, 'ExpiryWatch.exe');
-    const source = path.resolve(SDK_DIR, '../../test/sdk/programs/ExpiryWatch.cs');
-    const compiled = await run(
-      'mcs',
-      [
-        '-nologo',
-        '-target:exe',
-        `-out:${exe}`,
-        `-r:${path.join(build, 'Keywarden.dll')}`,
-        '-r:System.Net.Http.dll',
-        source,
-      ],
-      { cwd: tmp, timeoutMs: 120_000 },
-    );
-    expect(compiled.code, compiled.out).toBe(0);
+    const exe = await compileProgram('ExpiryWatch');
     const k = h.env.KW_KEYS_PLAIN!.split(',').at(-2)!; // the test program takes keys from the front, the zip test the last
     const r = await runExpiryWatch(h, 'PLAIN', k, {
       cmd: 'mono',
@@ -194,6 +200,24 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     });
     expectExpiredOnTime(r);
   }, 120_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads (UpdateException)', async () => {
+    const exe = await compileProgram('Update');
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    try {
+      const k = h.env.KW_KEYS_PLAIN!.split(',').at(-3)!; // -1 and -2 are the zip's and the expiry test's
+      const r = await run('mono', [exe, u.config, k, 'cs-update-hwid-0001', dir], {
+        cwd: build,
+        env: { KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) },
+        timeoutMs: 120_000,
+      });
+      expectUpdateRun(r, u, dir, 'UpdateException');
+    } finally {
+      await u.close();
+    }
+  }, 240_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { runCommand } from '../helpers/command.js';
 import { requireToolchain } from '../helpers/toolchain.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 import { Api } from '../helpers/http.js';
 import { OWNER, createTestDatabase } from '../helpers/server.js';
 import { freePort, spawnServer, type ServerProcess } from '../helpers/process.js';
@@ -271,6 +272,30 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
     expect(outdated.code).toBe(1);
     expect(outdated.out).toMatch(/failed: update_required/);
     expect(outdated.out).toMatch(/download 2\.0 from https:\/\/example\.com\/download\/2\.0/);
+  }, 240_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads (*UpdateError)', async () => {
+    // The program is its own module that uses the SDK in place (a replace directive, nothing fetched).
+    const prog = path.join(tmp, 'update-program');
+    fs.mkdirSync(prog);
+    fs.copyFileSync(path.resolve(SDK_DIR, '../../test/sdk/programs/update.go'), path.join(prog, 'main.go'));
+    fs.writeFileSync(
+      path.join(prog, 'go.mod'),
+      `module updateprogram\n\ngo 1.19\n\nrequire keywarden v0.0.0\n\nreplace keywarden => ${SDK_DIR}\n`,
+    );
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    try {
+      const r = await go(['run', '.', u.config, lastKey(), 'go-update-hwid-0001', dir], {
+        cwd: prog,
+        env: { KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) },
+        timeoutMs: 180_000,
+      });
+      expectUpdateRun(r, u, dir, 'UpdateError');
+    } finally {
+      await u.close();
+    }
   }, 240_000);
 
   it('the downloaded zip builds, tests and runs its example as the README says', async () => {

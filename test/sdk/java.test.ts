@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 import { runCommand as run } from '../helpers/command.js';
 import pg from 'pg';
 import { Api } from '../helpers/http.js';
@@ -144,6 +145,32 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
     });
     expectExpiredOnTime(r);
   }, 120_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads (UpdateException)', async () => {
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    try {
+      const k = h.env.KW_KEYS_PLAIN!.split(',').at(-3)!; // -1 and -2 are the zip's and the expiry test's
+      const r = await run(
+        'java',
+        [
+          ...JAVA_OPTS,
+          '-cp',
+          path.join(build, 'keywarden.jar'),
+          path.resolve(SDK_DIR, '../../test/sdk/programs/Update.java'),
+          u.config,
+          k,
+          'java-update-hwid-0001',
+          dir,
+        ],
+        { cwd: tmp, env: { KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) }, timeoutMs: 120_000 },
+      );
+      expectUpdateRun(r, u, dir, 'UpdateException');
+    } finally {
+      await u.close();
+    }
+  }, 180_000);
 
   it('the downloaded zip builds as its README says and the example activates a key and beats', async () => {
     const dir = path.join(tmp, 'zip');

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { affinityEchoes, downloadSdkZip, startSdkHarness, type SdkHarness } from '../helpers/sdk-harness.js';
 import { requireToolchain } from '../helpers/toolchain.js';
 import { expectExpiredOnTime, runExpiryWatch } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate, type PublishedUpdate } from '../helpers/sdk-updates.js';
 
 const PYTHON = '/usr/bin/python3';
 const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sdk/python');
@@ -293,6 +294,21 @@ print(json.dumps({"app": app.name, "level": lic.level, "aware": lic.expires_at.t
     });
     expectExpiredOnTime(r);
   }, 90_000);
+
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads', async () => {
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u: PublishedUpdate = await publishUpdate(h, tmp);
+    try {
+      const r = await run(
+        [path.resolve(SDK_DIR, '../../test/sdk/programs/update.py'), u.config, lastKey(), 'py-update-hwid-0001', dir],
+        { cwd: tmp, env: { PYTHONPATH: SDK_DIR, KW_DL_TAMPER_URLS: JSON.stringify(u.tamperUrls) }, timeoutMs: 120_000 },
+      );
+      expectUpdateRun(r, u, dir, 'UpdateError');
+    } finally {
+      await u.close();
+    }
+  }, 180_000);
 
   it('the downloaded zip runs its example as the README says', async () => {
     const dir = path.join(tmp, 'zip');

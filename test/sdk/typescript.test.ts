@@ -16,6 +16,7 @@ import {
   defaultTransport,
   KeywardenError,
   TransportError,
+  UpdateError,
   type Heartbeat,
   type KeywardenConfig,
   type Transport,
@@ -26,6 +27,7 @@ import { Api } from '../helpers/http.js';
 import { node22, NODE22_RELEASE } from '../helpers/node-line.js';
 import { pendingModels } from '../helpers/models-harness.js';
 import { expireKeyIn } from '../helpers/sdk-expiry.js';
+import { expectUpdateRun, publishUpdate } from '../helpers/sdk-updates.js';
 
 const nodeLine22 = node22();
 let h: SdkHarness;
@@ -816,6 +818,66 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
       await hb.stop();
     }
   }, 240_000);
+});
+
+describe('updates (docs/releases.md)', () => {
+  // The steps of test/helpers/sdk-updates.ts's update program, run in this process.
+  it('finds a published update, downloads its exact bytes and refuses tampered downloads', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-update-'));
+    const dir = path.join(tmp, 'update');
+    fs.mkdirSync(dir);
+    const u = await publishUpdate(h, tmp);
+    const lines: string[] = [];
+    const say = (o: unknown) => lines.push(JSON.stringify(o));
+    try {
+      const c = Client.fromConfig(u.config);
+      await c.init();
+      await c.activateLicense(key('PLAIN'), 'ts-update-hwid-0001');
+      say({ step: 'none', upgrade: await c.checkUpdate('1.1.0', { platform: 'linux', arch: 'x64' }) });
+      const offer = (await c.checkUpdate('1.0.0', { channel: 'stable', platform: 'linux', arch: 'x64' }))!;
+      say({
+        step: 'offer',
+        version: offer.version,
+        channel: offer.channel,
+        artifacts: offer.artifacts.map((a) => ({
+          filename: a.filename,
+          platform: a.platform,
+          arch: a.arch,
+          size: a.size,
+        })),
+      });
+      const art = offer.artifacts[0]!;
+      const seen: [number, number][] = [];
+      const written = await c.downloadUpdate(art, path.join(dir, 'app.bin'), (got, total) => seen.push([got, total]));
+      say({
+        step: 'download',
+        path: written,
+        calls: seen.length,
+        last: seen.at(-1),
+        monotonic: seen.every((s, i) => i === 0 || s[0] > seen[i - 1]![0]),
+      });
+      for (const [mode, base] of Object.entries(u.tamperUrls).sort()) {
+        const d = path.join(dir, mode);
+        fs.mkdirSync(d);
+        const url = new URL(art.url);
+        const e = await c
+          .downloadUpdate({ ...art, url: base + url.pathname + url.search }, path.join(d, 'app.bin'))
+          .then(
+            () => undefined,
+            (x: unknown) => x,
+          );
+        say(
+          e instanceof UpdateError
+            ? { step: 'tamper', mode, error: e.name, reason: e.reason, code: e.code, files: fs.readdirSync(d).sort() }
+            : { step: 'tamper', mode, error: String(e) },
+        );
+      }
+      expectUpdateRun({ code: 0, out: lines.join('\n') }, u, dir, 'UpdateError');
+    } finally {
+      await u.close();
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe('the downloaded zip, as a new user would use it', () => {

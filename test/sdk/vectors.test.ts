@@ -201,4 +201,34 @@ describe('sdk/vectors', () => {
       );
     }
   });
+
+  it('artifacts.json: every download is accepted or refused for the reason it names (node:crypto)', () => {
+    const v = load('artifacts.json');
+    const pinned = new Map<string, string>(
+      v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]),
+    );
+    const judge = (c: any): string => {
+      const a = c.artifact;
+      const pub = pinned.get(a.kid);
+      if (!pub) return 'unknown_kid';
+      const message = `kwart1.${c.app_id}.${c.version}.${a.filename}.${a.sha512}`;
+      expect(c.message, c.name).toBe(message);
+      const sig = Buffer.from(a.signature, 'base64');
+      const key = createPublicKey({
+        key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub, 'base64').toString('base64url') },
+        format: 'jwk',
+      });
+      if (!/^[A-Za-z0-9+/]{86}==$/.test(a.signature) || !verify(null, Buffer.from(message, 'utf8'), key, sig))
+        return 'bad_signature';
+      const got = Buffer.from(c.downloaded, 'base64');
+      if (got.length !== a.size) return 'size_mismatch';
+      return createHash('sha512').update(got).digest('hex') === a.sha512 ? 'ok' : 'sha512_mismatch';
+    };
+    const seen = new Set<string>();
+    for (const c of v.cases) {
+      expect(judge(c), c.name).toBe(c.valid ? 'ok' : c.reason);
+      if (!c.valid) seen.add(c.reason);
+    }
+    expect([...seen].sort()).toEqual([...v.reasons].sort());
+  });
 });

@@ -9,7 +9,7 @@ import { Api } from '../helpers/http.js';
 import { OWNER } from '../helpers/server.js';
 import { hasChromium, launchChromium, newPage, screenshot, signIn, type Chromium } from './browser.js';
 
-const ALL_TABS = ['Licenses', 'Users', 'Security', 'Logs', 'Integration', 'Products', 'Settings'];
+const ALL_TABS = ['Licenses', 'Users', 'Security', 'Logs', 'Integration', 'Products', 'Releases', 'Settings'];
 
 describe.skipIf(!hasChromium)('web dashboard: roles, tabs and reseller prices', () => {
   let t: TestServer;

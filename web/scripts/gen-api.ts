@@ -7,9 +7,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import pino from 'pino';
-import { createApp } from '../../src/compose.js';
+import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import type { Services } from '../../src/compose.js';
+import type { Services } from '../../src/services.js';
+import { createAudit } from '../../src/modules/audit/index.js';
 
 export const SCHEMA_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/api/schema.d.ts');
 
@@ -35,15 +36,20 @@ function inertServices(): Services {
   const secrets = new Proxy(keys, {
     get: (t, key) => (key in t ? t[key as keyof typeof t] : inert),
   });
+  const log = pino({ level: 'silent' });
+  // The audit module is built with the services and mounts its own routes: a real one on inert SQL.
+  const audit = createAudit({ sql: inert as never, log, now: () => 0, locate: async () => '' });
   return new Proxy({}, {
     get: (_t, key) =>
       key === 'config'
         ? config
         : key === 'log'
-          ? pino({ level: 'silent' })
+          ? log
           : key === 'secrets'
             ? secrets
-            : inert,
+            : key === 'audit'
+              ? audit
+              : inert,
   }) as Services;
 }
 

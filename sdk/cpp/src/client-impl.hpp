@@ -40,6 +40,7 @@ struct Client::Impl {
   /** The realtime channel is used only with the default transport and no proxy (else every call keeps to REST). */
   bool channelCapable;
   std::string caBundle;
+  std::string proxy;
   std::shared_ptr<Transport> transport;
   detail::PinnedKeys keys;
   std::string encKey;

@@ -57,6 +57,7 @@ Client::Impl::Impl(Config c, Options o)
       clock(o.clock ? std::move(o.clock) : Clock([] { return std::chrono::system_clock::now(); })),
       channelCapable(!o.transport && o.proxy.empty()),  // before `transport` takes o.transport
       caBundle(o.caBundle),
+      proxy(o.proxy),
       transport(o.transport ? std::move(o.transport) : makeCurlTransport({o.proxy, o.caBundle})),
       encKey(std::move(o.encKey)),
       maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())),

@@ -72,6 +72,9 @@ const std::vector<ErrorTableEntry>& errorTable() {
       {403, "Trial already used on this device.", C::trial_used},
       {403, "Offline licenses are not enabled for this application.", C::offline_disabled},
       {409, "Concurrent session limit reached", C::session_limit},
+      // A download link (update downloads report these as UpdateError download_failed).
+      {403, "Download link expired", C::server},
+      {416, "Range not satisfiable", C::server},
   };
   return table;
 }

@@ -63,6 +63,9 @@ namespace Keywarden
             new Entry(403, "Trial already used on this device.", KeywardenErrorCode.TrialUsed),
             new Entry(403, "Offline licenses are not enabled for this application.", KeywardenErrorCode.OfflineDisabled),
             new Entry(409, "Concurrent session limit reached", KeywardenErrorCode.SessionLimit),
+            // A download link (update downloads report these as UpdateException DownloadFailed).
+            new Entry(403, "Download link expired", KeywardenErrorCode.Server),
+            new Entry(416, "Range not satisfiable", KeywardenErrorCode.Server),
         };
 
         private static readonly Dictionary<int, KeywardenErrorCode> Fallbacks = new Dictionary<int, KeywardenErrorCode>

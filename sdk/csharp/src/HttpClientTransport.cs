@@ -135,6 +135,31 @@ namespace Keywarden
             }
         }
 
+        /// <summary>
+        /// A GET whose body is left to the caller to stream (the update download): resolves once the
+        /// headers arrived within timeout. Failures are TransportExceptions, as for SendAsync.
+        /// </summary>
+        internal async Task<HttpResponseMessage> GetStreamingAsync(Uri url, TimeSpan timeout, CancellationToken cancellationToken)
+        {
+            using (var limit = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken))
+            {
+                limit.CancelAfter(timeout);
+                var message = new HttpRequestMessage(HttpMethod.Get, url);
+                try
+                {
+                    return await _http.SendAsync(message, HttpCompletionOption.ResponseHeadersRead, limit.Token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+                {
+                    throw new TransportException(TransportFailure.Timeout, true, "no answer within " + timeout.TotalMilliseconds + " ms");
+                }
+                catch (Exception e) when (!(e is OperationCanceledException))
+                {
+                    throw new TransportException(TransportFailure.Network, !NeverSent(e), Describe(e), e);
+                }
+            }
+        }
+
         private async Task<byte[]> ReadCapped(HttpContent content, CancellationToken ct)
         {
             var declared = content.Headers.ContentLength;

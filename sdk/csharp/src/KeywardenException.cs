@@ -132,6 +132,13 @@ namespace Keywarden
             Code = code;
         }
 
+        /// <summary>Keeps a refusing answer's status and detail on an error of a subclass.</summary>
+        internal void SetAnswer(int status, object detail)
+        {
+            Status = status;
+            Detail = detail;
+        }
+
         /// <summary>The snake_case name shared by every SDK and sdk/vectors/errors.json (`invalid_key`...).</summary>
         public string WireCode { get { return ErrorTable.WireName(Code); } }
 

@@ -29,6 +29,7 @@ from .heartbeat import (
 )
 from .offline import OfflineLicense, default_state_file, verify_license_file
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
+from .updates import Artifact, UpdateError, UpdateOffer, UpdateReason
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest, TransportResponse
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "OfflineLicense", "OfflineReason", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent", "ExpiredEvent",
     "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
     "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
+    "Artifact", "UpdateOffer", "UpdateError", "UpdateReason",
     "KeywardenError", "ErrorCode", "VerificationReason", "code_for", "error_from_answer",
     "ERROR_ENTRIES", "STATUS_FALLBACKS", "FALLBACK_CODE",
     "Config", "ConfigError", "ResponseKey", "load_config", "parse_config",

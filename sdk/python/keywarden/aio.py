@@ -21,6 +21,7 @@ from .client import AppInfo, Client, LicenseInfo, OptionsArg, TrialInfo, UserInf
 from .config import Config
 from .heartbeat import EVENTS, Heartbeat
 from .offline import OfflineLicense
+from .updates import Artifact, ProgressCallback, UpdateOffer
 
 __all__ = ["AsyncClient", "AsyncHeartbeat"]
 
@@ -191,6 +192,17 @@ class AsyncClient:
     async def load_offline(self, file: str, hwid: Optional[str] = None) -> OfflineLicense:
         """As :meth:`Client.load_offline` (it reads and writes the state file: an executor runs it)."""
         return await self._run(self.client.load_offline, file, hwid)
+
+    async def check_update(
+        self, version: str, channel: str = "stable", platform: str = "any", arch: str = "any"
+    ) -> Optional[UpdateOffer]:
+        return await self._run(self.client.check_update, version, channel, platform, arch)
+
+    async def download_update(
+        self, artifact: Artifact, target_path: "os.PathLike[str] | str", progress: Optional[ProgressCallback] = None
+    ) -> str:
+        """As :meth:`Client.download_update`; ``progress`` is called on the executor's thread."""
+        return await self._run(self.client.download_update, artifact, target_path, progress)
 
     @property
     def entitlements(self) -> Tuple[str, ...]:

@@ -28,6 +28,7 @@ from .models import (
     OptionsArg, TrialInfo, UserInfo, parse_options,
 )
 from .transport import DefaultTransport, Transport, TransportError, TransportRequest
+from .updates import Artifact, ProgressCallback, UpdateOffer, download_artifact, parse_offer
 from .verify import SignedAnswer, pin_keys, verify_response
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -346,6 +347,45 @@ class Client(LicensingModels):
             self.login(a.username, a.password, a.hwid)
         else:
             self.activate_license(a.key, a.hwid)
+
+    # --- updates (the server's docs/releases.md) ------------------------------------------------
+    def check_update(
+        self, version: str, channel: str = "stable", platform: str = "any", arch: str = "any"
+    ) -> Optional[UpdateOffer]:
+        """Asks for the newest release above ``version`` this activated key may install on
+        ``platform``/``arch`` (channel ``stable`` < ``rc`` < ``beta`` < ``alpha`` < ``dev``: a channel is
+        offered itself and everything more stable). Returns None, or the offer whose every artifact's
+        signature verified under the pinned keys (else an :class:`UpdateError`)."""
+        app_id = self._require_app_id()
+        r = self.call(
+            "releases/upgrade",
+            {"session": self._require_session(), "version": version, "channel": channel, "platform": platform, "arch": arch},
+        )
+        upgrade = r.get("upgrade")
+        if upgrade is None:
+            return None
+        if not isinstance(upgrade, dict):
+            raise verification_error(VerificationReason.MALFORMED, "upgrade answer is not an object")
+        try:
+            return parse_offer(upgrade, app_id, self._keys, _to_datetime)
+        except ValueError as e:
+            raise verification_error(VerificationReason.MALFORMED, str(e)) from None
+
+    def download_update(
+        self, artifact: Artifact, target_path: "os.PathLike[str] | str", progress: Optional[ProgressCallback] = None
+    ) -> str:
+        """Downloads ``artifact`` to ``target_path``: streamed into a temporary file in the same folder
+        (``progress(received, total)`` after each chunk), checked for size, SHA-512 and signature, then
+        renamed over the target. Any failure removes the temporary file, leaves the target untouched and
+        raises :class:`UpdateError`. The client's ``timeout`` bounds each connect and read, not the whole
+        download. Returns the target's absolute path."""
+        transport = self._transport if isinstance(self._transport, DefaultTransport) else DefaultTransport()
+        return download_artifact(self._keys, artifact, target_path, progress, transport, self.timeout)
+
+    def _require_app_id(self) -> str:
+        if not self.config.app_id:
+            raise ConfigError("keywarden config: app_id missing (release artifacts are signed for it)")
+        return self.config.app_id
 
     # --- the wire ----------------------------------------------------------------------------
     def _require_session(self) -> str:

@@ -52,6 +52,9 @@ ERROR_ENTRIES: Tuple[Tuple[int, str, ErrorCode], ...] = (
     (403, "Trial already used on this device.", ErrorCode.TRIAL_USED),
     (403, "Offline licenses are not enabled for this application.", ErrorCode.OFFLINE_DISABLED),
     (409, "Concurrent session limit reached", ErrorCode.SESSION_LIMIT),
+    # A download link (update downloads report these as UpdateError download_failed).
+    (403, "Download link expired", ErrorCode.SERVER),
+    (416, "Range not satisfiable", ErrorCode.SERVER),
 )
 
 # Used when no entry matches: data-driven details (an app's disabled_message, the 426 object,

@@ -15,6 +15,7 @@ import { defaultTransport, TransportError, type Transport } from './transport.js
 import { machineHwid, selfHash } from './machine.js';
 import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
 import { ChannelLink, type ChannelContext } from './channel.js';
+import { downloadArtifact, parseOffer, type Artifact, type ProgressCallback, type UpdateOffer } from './updates.js';
 
 export interface Logger {
   debug?(msg: string, fields?: Record<string, unknown>): void;
@@ -442,6 +443,52 @@ export class Client {
       serverNow: () => this.serverNow(),
       log: this.log,
     };
+  }
+
+  /**
+   * Asks for the newest release above `version` this activated key may install on `platform`/`arch`
+   * (channels stable < rc < beta < alpha < dev: a channel is offered itself and everything more
+   * stable). Resolves null, or the offer whose every artifact's signature verified under the pinned
+   * keys (else an UpdateError). Throws TypeError when the config has no app_id.
+   */
+  async checkUpdate(
+    version: string,
+    o: { channel?: string; platform?: string; arch?: string } = {},
+  ): Promise<UpdateOffer | null> {
+    const appId = this.requireAppId();
+    const r = await this.call('releases/upgrade', {
+      session: this.requireSession(),
+      version,
+      channel: o.channel ?? 'stable',
+      platform: o.platform ?? 'any',
+      arch: o.arch ?? 'any',
+    });
+    if (r.upgrade === null || r.upgrade === undefined) return null;
+    if (typeof r.upgrade !== 'object') throw verificationError('malformed', 'upgrade answer is not an object');
+    try {
+      return parseOffer(r.upgrade as Record<string, unknown>, appId, this.keys, toDate);
+    } catch (err) {
+      if (err instanceof TypeError) throw verificationError('malformed', err.message);
+      throw err;
+    }
+  }
+
+  /**
+   * Downloads `artifact` to `targetPath`: streamed into a temporary file in the same folder
+   * (`progress(received, total)` after each chunk), checked for size, SHA-512 and signature, then
+   * renamed over the target. Any failure removes the temporary file, leaves the target untouched and
+   * throws an UpdateError. `timeoutMs` bounds the connect and each pause of the stream, not the whole
+   * download; the download connects directly (the `proxy` and `transport` options are not used).
+   * Resolves with the target's absolute path.
+   */
+  downloadUpdate(artifact: Artifact, targetPath: string, progress?: ProgressCallback): Promise<string> {
+    return downloadArtifact(this.keys, artifact, targetPath, progress, this.timeoutMs);
+  }
+
+  private requireAppId(): string {
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (release artifacts are signed for it)');
+    return this.config.app_id;
   }
 
   private requireSession(): string {

@@ -43,6 +43,9 @@ export const ERROR_ENTRIES: readonly (readonly [number, string, ErrorCode])[] = 
   [403, 'Trial already used on this device.', 'trial_used'],
   [403, 'Offline licenses are not enabled for this application.', 'offline_disabled'],
   [409, 'Concurrent session limit reached', 'session_limit'],
+  // A download link (update downloads report these as UpdateError download_failed).
+  [403, 'Download link expired', 'server'],
+  [416, 'Range not satisfiable', 'server'],
 ];
 
 /** Used when no entry matches: data-driven details (disabled_message, the 426 object, other 429s). */

@@ -59,10 +59,17 @@ export type OfflineReason =
   | 'issued_in_future'
   | 'expired';
 
+/**
+ * Why an update (an offered artifact or its download) was refused (same strings in every SDK;
+ * sdk/vectors/artifacts.json): unknown_kid, bad_signature, size_mismatch, sha512_mismatch, and
+ * download_failed (the link refused, the connection failed, or the file could not be written).
+ */
+export type UpdateReason = 'unknown_kid' | 'bad_signature' | 'size_mismatch' | 'sha512_mismatch' | 'download_failed';
+
 export interface KeywardenErrorInit {
   status?: number;
   detail?: unknown;
-  reason?: VerificationReason | OfflineReason;
+  reason?: VerificationReason | OfflineReason | UpdateReason;
   retryAfter?: number;
   latestVersion?: string;
   updateUrl?: string;
@@ -77,8 +84,11 @@ export class KeywardenError extends Error {
   readonly status: number | undefined;
   /** The answer's `detail`, exactly as sent (string, 426 object or 422 array). */
   readonly detail: unknown;
-  /** For code `verification` a VerificationReason, for `offline_invalid` an OfflineReason. */
-  readonly reason: VerificationReason | OfflineReason | undefined;
+  /**
+   * For code `verification` a VerificationReason, for `offline_invalid` an OfflineReason; on an
+   * UpdateError an UpdateReason.
+   */
+  readonly reason: VerificationReason | OfflineReason | UpdateReason | undefined;
   /** Seconds, for `rate_limited` and `locked_out` (from Retry-After). */
   readonly retryAfter: number | undefined;
   /** For `update_required`. */

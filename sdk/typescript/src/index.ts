@@ -28,7 +28,9 @@ export type {
 export { ChannelConnection, ChannelLink, CHANNEL_PATH, verifyChannelHello, readChannelFrame } from './channel.js';
 export type { ChannelContext, ChannelPush, ChannelClose, OpenResult, LinkEvent } from './channel.js';
 export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.js';
-export type { ErrorCode, VerificationReason, OfflineReason } from './errors.js';
+export type { ErrorCode, VerificationReason, OfflineReason, UpdateReason } from './errors.js';
+export { UpdateError, artifactMessage } from './updates.js';
+export type { Artifact, UpdateOffer, ProgressCallback } from './updates.js';
 export { verifyLicenseFile, defaultStateFile, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS } from './offline.js';
 export type { OfflineLicense } from './offline.js';
 export { graceUntilOf } from './grace.js';

@@ -9,7 +9,7 @@
 import { AppError, type ErrorCode } from '../../errors.js';
 
 /** The records a dashboard path can name, each inside one application. */
-type NamedKind = 'app' | 'license' | 'user' | 'ban' | 'product';
+type NamedKind = 'app' | 'license' | 'user' | 'ban' | 'product' | 'release';
 
 /** First segment after /api (or unprefixed, PROTOCOL 1) -> what the next segment names. */
 const NAMED: readonly [RegExp, NamedKind, ErrorCode][] = [
@@ -18,6 +18,7 @@ const NAMED: readonly [RegExp, NamedKind, ErrorCode][] = [
   [/^(?:\/api)?\/users\/([^/]+)(?:\/|$)/, 'user', 'user_not_found'],
   [/^(?:\/api)?\/bans\/([^/]+)(?:\/|$)/, 'ban', 'ban_not_found'],
   [/^(?:\/api)?\/products\/([^/]+)(?:\/|$)/, 'product', 'product_not_found'],
+  [/^\/api\/releases\/([^/]+)(?:\/|$)/, 'release', 'release_not_found'],
 ];
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -23,7 +23,7 @@ export { bearerToken, dashboardHandler, fromOwnOrigin, headerToken, refuseTokenI
 export { assertPasswordPolicy } from './password-policy.js';
 export { actorOf, type Actor, effectiveRole, overseesAccount, type Principal, requirePermission } from './principal.js';
 export { resellerScope } from './record-scope.js';
-export { appsPolicy, auditPolicy, keysPolicy, productsPolicy, teamPolicy } from './policies.js';
+export { appsPolicy, auditPolicy, keysPolicy, productsPolicy, releasesPolicy, teamPolicy } from './policies.js';
 export { assertTokenApp, routeScope, TOKEN_SCOPES } from './token-scopes.js';
 export { browserOf } from './user-agent.js';
 export { FULL_SIGHT, type Sight, sightOf, sightOfAccount, visible, visibleColumns } from './visibility.js';

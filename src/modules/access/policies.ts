@@ -2,7 +2,6 @@
 // and hiding"; docs/architecture.md "Access"). Services and routes ask these and never compare roles
 // themselves (eslint.config.js refuses a comparison with a role name outside modules/access), so a
 // rule changes in one place. A check named assert* throws `permission_denied`; the rest answer.
-// Releases will get theirs here too.
 import type { Account, StoredRole } from '../../platform/db/entities/index.js';
 import { AppError } from '../../errors.js';
 import { requirePermission, requireRole, type Principal } from './principal.js';
@@ -78,6 +77,9 @@ export const keysPolicy = {
 
 /** Products of the shop: owners, admins, developers. */
 export const productsPolicy = { assertManage: assertManager };
+
+/** Releases and their artifacts (docs/releases.md): resellers may list them, managers change them. */
+export const releasesPolicy = { assertManage: assertManager };
 
 /** The audit log's account-level entries. */
 export const auditPolicy = {

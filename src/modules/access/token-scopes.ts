@@ -16,10 +16,12 @@ export const TOKEN_SCOPES = [
   'logs:read',
   'team:read',
   'team:write',
+  'releases:read',
+  'releases:write',
 ] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
-type Resource = 'apps' | 'licenses' | 'users' | 'logs' | 'team';
+type Resource = 'apps' | 'licenses' | 'users' | 'logs' | 'team' | 'releases';
 
 /** First match wins: a path under an app names the narrower resource before the app itself. */
 const RESOURCES: readonly [RegExp, Resource | null][] = [
@@ -31,6 +33,7 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   // Bulk jobs act on keys (docs/api.md "Bulk jobs").
   [/^\/api\/(apps\/[^/]+\/)?jobs(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
+  [/^\/api\/(apps\/[^/]+\/)?releases(\/|$)/, 'releases'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],
 ];
 

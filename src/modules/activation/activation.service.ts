@@ -75,6 +75,30 @@ export class ActivationService {
     return this.files.offlineForKey(...a);
   }
 
+  /**
+   * What update offers and downloads need of a session's license (docs/releases.md): gone, banned
+   * (the key, or the end user holding it), or its expiry (null: never) and entitlements.
+   */
+  async licenseStanding(holder: {
+    licenseId: string;
+    userId: string | null;
+  }): Promise<
+    | { state: 'deleted' | 'banned' }
+    | { state: 'ok'; expiresAt: Date | null; entitlements: string[]; resellerId: string | null }
+  > {
+    const key = await this.d.licenseOps.load(holder.licenseId);
+    if (!key) return { state: 'deleted' };
+    const user = holder.userId ? await this.d.users.grantOf(holder.userId) : undefined;
+    if (key.status === 'banned' || (holder.userId && (!user || user.banned))) return { state: 'banned' };
+    const lifetime = !user && key.durationUnit === 'lifetime';
+    return {
+      state: 'ok',
+      expiresAt: lifetime ? null : user ? user.expiresAt : key.expiresAt,
+      entitlements: [...key.entitlements],
+      resellerId: key.resellerId,
+    };
+  }
+
   /** PROTOCOL 12.6 for heartbeat answers: the grace of the session's license, or nothing. */
   async graceForSession(
     app: Pick<ClientAppRow, 'grace_hours'>,

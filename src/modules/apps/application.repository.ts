@@ -46,7 +46,7 @@ const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_messa
   require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
   expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret, max_devices,
-  trial_hours, trial_level, offline_days, grace_hours`;
+  trial_hours, trial_level, offline_days, grace_hours, expired_updates`;
 
 /** An application as the customer portal reads it. */
 export interface PortalApp {

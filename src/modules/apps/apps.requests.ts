@@ -1,7 +1,7 @@
 // Request bodies of the applications routes, as TypeBox schemas: the routes validate and document
 // with them (OpenAPI), the service takes their Static<> types, so each is written once.
 import { Type, type Static } from '@sinclair/typebox';
-import { KEY_COST_TIERS, SESSION_OVERFLOWS } from '../../platform/db/entities/index.js';
+import { EXPIRED_UPDATES, KEY_COST_TIERS, SESSION_OVERFLOWS } from '../../platform/db/entities/index.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 // PROTOCOL 11.18: free text takes up to 4,096 characters.
@@ -61,6 +61,8 @@ export const PatchAppBody = Type.Object(
     trial_level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     offline_days: Type.Optional(Type.Integer({ minimum: 0, maximum: 3650 })),
     grace_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 720 })),
+    // docs/releases.md "Expired licenses": what an expired key may still receive.
+    expired_updates: Type.Optional(Type.Union(EXPIRED_UPDATES.map((o) => Type.Literal(o)))),
     // PROTOCOL 14.1: the customer portal.
     portal_enabled: Type.Optional(Type.Boolean()),
     portal_reset_cooldown_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),

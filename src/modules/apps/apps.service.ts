@@ -73,6 +73,7 @@ const PATCH_FIELDS: Record<keyof AppPatch, keyof Application> = {
   trial_level: 'trialLevel',
   offline_days: 'offlineDays',
   grace_hours: 'graceHours',
+  expired_updates: 'expiredUpdates',
   portal_enabled: 'portalEnabled',
   portal_reset_cooldown_hours: 'portalResetCooldownHours',
 };
@@ -154,6 +155,7 @@ export class AppsService {
       trialLevel: 1,
       offlineDays: 0,
       graceHours: 0,
+      expiredUpdates: 'none',
       portalEnabled: false,
       portalResetCooldownHours: 24,
       apiKey: randomHex(16),

@@ -43,6 +43,7 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     trial_level: a.trialLevel,
     offline_days: a.offlineDays,
     grace_hours: a.graceHours,
+    expired_updates: a.expiredUpdates,
     portal_enabled: a.portalEnabled,
     portal_reset_cooldown_hours: a.portalResetCooldownHours,
     ...credentialsView(a, p),

@@ -2,7 +2,7 @@
 // per worker for a short time (APP_CACHE_TTL_MS) and invalidated at once on dashboard writes,
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
-import type { SessionOverflow } from '../../platform/db/entities/index.js';
+import type { ExpiredUpdates, SessionOverflow } from '../../platform/db/entities/index.js';
 import { CHANNELS } from '../../platform/cluster/names.js';
 import { IpRangeSet } from '../../platform/http/ip-address.js';
 
@@ -35,6 +35,7 @@ export interface ClientAppRow {
   trial_level: number;
   offline_days: number;
   grace_hours: number;
+  expired_updates: ExpiredUpdates;
 }
 
 /** The apps module's reads behind the cache: ports compose.ts fills. */

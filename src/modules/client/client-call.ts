@@ -16,6 +16,8 @@ export interface ClientCall<B> {
   /** The request's X-Nonce ('' when none was sent). */
   nonce: string;
   body: B;
+  /** The HTTP request's Host header (links a reply hands out when PUBLIC_URL is not set). */
+  host?: string | undefined;
 }
 
 /** What the audit line of a call records, and for which reseller; `skip`: no line (accepted beats). */

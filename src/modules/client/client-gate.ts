@@ -223,7 +223,7 @@ export function clientCallRunner<S extends TSchema>(
       );
     }
     const body = validator.parse(st.raw);
-    const result = fn({ app, session, ip: input.ip, nonce: input.nonce, body });
+    const result = fn({ app, session, ip: input.ip, nonce: input.nonce, body, host: input.signed?.headers.host });
     return result instanceof Promise ? result.then((r) => rendered(st, r)) : rendered(st, result);
   };
   /**

@@ -20,7 +20,7 @@ import { SightingsRepository } from './sightings.repository.js';
 import { keysRoutes } from './keys.routes.js';
 import { KeysAdminService, type OfflineIssuer } from './keys.service.js';
 
-export { settleKeySpec } from './generate.service.js';
+export { checkedCodes, settleKeySpec } from './generate.service.js';
 export { graceField } from './grace.js';
 export { DEFAULT_ALPHABET, durationMs, expandMask, keyPreview, licenseHash } from './license-keys.js';
 export { computedStatus, hasExpired } from './license-status.js';

@@ -34,6 +34,8 @@ interface Route {
   /** Also serve the path without its `/api` prefix (PROTOCOL 1). */
   unprefixed?: boolean;
   bodyLimit?: number;
+  /** The handler reads the body as it arrives (IncomingRequest.upload), up to bodyLimit. */
+  streamBody?: boolean;
   /** Served by another transport (WebSocket, SSE): listed in OpenAPI, not mounted here. */
   docOnly?: boolean;
   doc: RouteDoc;
@@ -65,9 +67,16 @@ export class Router {
     for (const r of this.routes) {
       if (r.docOnly) continue;
       const bodyLimit = r.bodyLimit ?? DEFAULT_BODY_LIMIT;
-      server.mount({ method: r.method, pattern: r.path, bodyLimit, handler: r.handler });
+      const streamBody = r.streamBody === true;
+      server.mount({ method: r.method, pattern: r.path, bodyLimit, streamBody, handler: r.handler });
       if (r.unprefixed)
-        server.mount({ method: r.method, pattern: r.path.replace(/^\/api/, ''), bodyLimit, handler: r.handler });
+        server.mount({
+          method: r.method,
+          pattern: r.path.replace(/^\/api/, ''),
+          bodyLimit,
+          streamBody,
+          handler: r.handler,
+        });
     }
   }
 

@@ -1,4 +1,6 @@
 // Transport-neutral request and reply: route handlers never see a uWS object (STYLE 1).
+import type { BodyStream } from './body-stream.js';
+import type { FileBody } from './file-reply.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -13,6 +15,8 @@ export interface IncomingRequest {
   readonly params: Readonly<Record<string, string>>;
   /** Raw body bytes, or 'too_large' when the body passed the route's limit (then not kept). */
   readonly body: Buffer | 'too_large';
+  /** A route mounted with `streamBody`: its body as it arrives (then `body` is empty). */
+  readonly upload?: BodyStream;
 }
 
 export interface Reply {
@@ -24,6 +28,8 @@ export interface Reply {
    * the client is behind, and ends the iterator (`return()`) when the client goes away.
    */
   stream?: AsyncIterator<string | Buffer>;
+  /** A file sent from disk (then `body` is unused; Content-Length is written from its length). */
+  file?: FileBody;
 }
 
 /** A route's handler; one that needs nothing waited for may answer synchronously. */

@@ -14,6 +14,8 @@ import type { ClientIpResolver } from './client-ip.js';
 import type { IncomingRequest, Method, Reply, RouteHandler } from './types.js';
 import { AppError } from '../../errors.js';
 import { errorReply } from './error-reply.js';
+import { streamBody, type BodyStream } from './body-stream.js';
+import { pumpFile } from './file-reply.js';
 import type { Uws } from './uws-loader.js';
 
 export { loadUws } from './uws-loader.js';
@@ -36,6 +38,8 @@ interface RouteMount {
   /** uWS pattern, e.g. `/api/apps/:id`. */
   pattern: string;
   bodyLimit: number;
+  /** Hand the body to the handler as it arrives (IncomingRequest.upload) instead of gathering it. */
+  streamBody?: boolean;
   handler: RouteHandler;
 }
 
@@ -262,6 +266,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   function send(res: UwsResponse, aborted: AbortState, reply: Reply, closeConnection: boolean): Promise<void> | void {
     const close = closeConnection || closing || lingering;
     if (reply.stream) return pumpStream(res, aborted, reply, close, opts.log);
+    if (reply.file) return pumpFile(res, aborted, reply, opts.log);
     writeReply(res, aborted.v, reply, close);
   }
 
@@ -324,7 +329,10 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
         finishOne();
       };
       const failed = (err: unknown) => opts.log.error({ err, path }, 'http.reply_failed');
+      // A streamed upload answered before its last byte: the rest is never read, the connection closes.
+      let streamed: BodyStream | undefined;
       const deliver = (reply: Reply): void | Promise<void> => {
+        if (streamed && !streamed.complete) closeAfter = true;
         const noted = () => opts.onReply?.(route?.pattern ?? 'unmatched', method, reply.status, startedAt);
         const sending = send(res, aborted, reply, closeAfter);
         if (sending) return sending.then(noted);
@@ -332,11 +340,20 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       };
       // The body is all here (synchronously, in the onData callback of its last chunk, or at once
       // when there is none): the handler runs, and a reply it has at once is written at once.
-      const respond = (body: Buffer | 'too_large' | 'aborted'): void => {
+      const respond = (body: Buffer | 'too_large' | 'aborted', upload?: BodyStream): void => {
         try {
           if (body === 'aborted') return end();
           if (body === 'too_large') closeAfter = true;
-          const incoming: IncomingRequest = { method, path, query, headers, ip, params, body };
+          const incoming: IncomingRequest = {
+            method,
+            path,
+            query,
+            headers,
+            ip,
+            params,
+            body,
+            ...(upload && { upload }),
+          };
           let reply: Reply | Promise<Reply>;
           try {
             reply = handler(incoming);
@@ -357,7 +374,13 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
       if (bodyless) respond(NO_BODY);
       else if (announcedTooLarge)
         respond('too_large'); // answered unread, then closed
-      else cancelBody = readBody(res, limit, respond);
+      else if (route?.streamBody) {
+        // The handler reads the body as it comes; a reply before its last byte closes the connection.
+        const upload = streamBody(res, limit);
+        cancelBody = upload.abort;
+        streamed = upload.body;
+        respond(NO_BODY, streamed);
+      } else cancelBody = readBody(res, limit, respond);
     });
   }
 

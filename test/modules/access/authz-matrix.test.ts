@@ -85,6 +85,22 @@ const make = {
   async lang() {
     return 'python';
   },
+  /** A draft release with one artifact (`{file}`), so it can be published (docs/releases.md). */
+  async release() {
+    const r = await owner.post(`/api/apps/${appId}/releases`, {
+      version: `1.0.0-m${Math.random().toString(36).slice(2)}`,
+    });
+    if (r.status !== 201) throw new Error(`release setup: ${JSON.stringify(r.body)}`);
+    const u = await owner.call('PUT', `/api/releases/${r.body.id}/artifacts/${await make.file()}`, undefined, {
+      rawBody: Buffer.from('matrix artifact'),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    if (u.status !== 201) throw new Error(`artifact setup: ${JSON.stringify(u.body)}`);
+    return r.body.id as string;
+  },
+  async file() {
+    return 'matrix.bin';
+  },
   /** An admin directly under the owner (subscription targets). */
   async subadmin() {
     const r = await owner.post('/api/team', {
@@ -217,6 +233,16 @@ const ROWS: Row[] = [
   { method: 'GET', path: '/api/account/sign-ins', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/audit', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/account/webhook/deliveries', reseller: 'allow', rival: 'allowed' },
+  { method: 'POST', path: '/api/apps/{app}/releases', body: { version: '2.0.0-RANDOM' }, reseller: 'deny' },
+  { method: 'GET', path: '/api/apps/{app}/releases', reseller: 'allow' },
+  { method: 'GET', path: '/api/releases/{release}', reseller: 'allow' },
+  { method: 'PATCH', path: '/api/releases/{release}', body: { notes: 'matrix' }, reseller: 'deny' },
+  { method: 'DELETE', path: '/api/releases/{release}', reseller: 'deny' },
+  { method: 'POST', path: '/api/releases/{release}/publish', reseller: 'deny' },
+  { method: 'POST', path: '/api/releases/{release}/yank', reseller: 'deny' },
+  { method: 'PUT', path: '/api/releases/{release}/artifacts/{file}', body: { matrix: true }, reseller: 'deny' },
+  { method: 'GET', path: '/api/releases/{release}/artifacts/{file}', reseller: 'allow' },
+  { method: 'DELETE', path: '/api/releases/{release}/artifacts/{file}', reseller: 'deny' },
 ];
 
 /** Routes outside the matrix, and why. */

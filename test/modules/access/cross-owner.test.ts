@@ -19,8 +19,9 @@ const NOT_FOUND: Record<string, string> = {
   users: 'User not found',
   bans: 'Blacklist entry not found',
   products: 'Product not found',
+  releases: 'Release not found',
 };
-const NAMES_RECORD = /^\/api\/(apps|licenses|users|bans|products)\/:id(\/|$)/;
+const NAMES_RECORD = /^\/api\/(apps|licenses|users|bans|products|releases)\/:id(\/|$)/;
 
 let t: TestServer;
 let owner: Api;
@@ -89,6 +90,7 @@ beforeAll(async () => {
   theirs.users = user!.id;
   theirs.bans = (await rival.post(`/api/apps/${appB}/bans`, { type: 'hwid', value: 'their-device' })).body.id;
   theirs.products = (await rival.post(`/api/apps/${appB}/products`, { name: 'Theirs', duration: 30 })).body.id;
+  theirs.releases = (await rival.post(`/api/apps/${appB}/releases`, { version: '1.0.0' })).body.id;
   for (const [kind, id] of Object.entries(theirs)) expect(id, `owner 2's ${kind}`).toMatch(/^[0-9a-f-]{36}$/);
 }, 120_000);
 afterAll(() => t.close());

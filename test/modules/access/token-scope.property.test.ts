@@ -54,6 +54,9 @@ const make = {
   async product(): Promise<string> {
     return (await owner.post(`/api/apps/${appA}/products`, { name: `p${unique()}`, duration: 30 })).body.id;
   },
+  async release(): Promise<string> {
+    return (await owner.post(`/api/apps/${appA}/releases`, { version: `1.0.0-p${unique()}` })).body.id;
+  },
   async member(): Promise<string> {
     return (await owner.post('/api/team', { username: `pm${unique()}`, password: 'member-pass-1' })).body.id;
   },
@@ -74,7 +77,9 @@ async function fill(pattern: string): Promise<string> {
             ? await make.product()
             : /^\/api\/team\/:id/.test(pattern)
               ? await make.member()
-              : randomUUID();
+              : /^\/api\/releases\/:id/.test(pattern)
+                ? await make.release()
+                : randomUUID();
   path = path.replace(':id', id).replace(':lang', 'python');
   return path.replace(/:[A-Za-z_]+/g, () => randomUUID());
 }
@@ -111,7 +116,7 @@ function bodyFor(method: string, pattern: string): unknown {
 }
 
 /** Routes whose records live in an application (its id in the path, or a key, user, ban or product of it). */
-const TOUCHES_APP = /^\/api\/(apps\/:id|licenses|users|bans|products)(\/|$)/;
+const TOUCHES_APP = /^\/api\/(apps\/:id|licenses|users|bans|products|releases)(\/|$)/;
 
 beforeAll(async () => {
   t = await startTestServer();
@@ -142,6 +147,7 @@ describe('the scope map', () => {
       auth: () => null,
       tokens: () => null,
       account: () => null,
+      releases: (m) => (m === 'get' ? 'releases:read' : 'releases:write'),
     };
     const routes = dashboardRoutes();
     expect(routes.length).toBeGreaterThan(40);

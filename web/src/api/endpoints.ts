@@ -1,6 +1,7 @@
 // Every call the dashboard makes, typed on both sides: the request by the generated OpenAPI paths,
 // the answer by responses.ts (checked against the real server by test/web/api-contract.test.ts).
 import { api, unwrap } from './client.js';
+import { ApiError, apiError } from './errors.js';
 import type { paths } from './schema.js';
 import type {
   Account,
@@ -141,6 +142,77 @@ export const products = {
   remove: (productId: string) => unwrap<unknown>(api.DELETE('/api/products/{id}', id(productId))),
   rotateSecret: (productId: string) => unwrap<Product>(api.POST('/api/products/{id}/rotate-secret', id(productId))),
   orders: (appId: string) => unwrap<Order[]>(api.GET('/api/apps/{id}/orders', id(appId))),
+};
+
+export type ReleaseInput = Body<'/api/apps/{id}/releases', 'post'>;
+
+/** An artifact of a release (docs/releases.md). */
+export interface Artifact {
+  id: string;
+  filename: string;
+  platform: string;
+  arch: string;
+  size: number;
+  sha256: string;
+  sha512: string;
+  downloads: number;
+}
+
+/** A release with its artifacts and download counts. */
+export interface Release {
+  id: string;
+  version: string;
+  channel: string;
+  notes: string;
+  entitlements: string[];
+  status: 'draft' | 'published' | 'yanked';
+  created_at: string;
+  published_at: string | null;
+  yanked_at: string | null;
+  downloads: number;
+  artifacts: Artifact[];
+}
+
+export const releases = {
+  list: (appId: string) => unwrap<Release[]>(api.GET('/api/apps/{id}/releases', id(appId))),
+  create: (appId: string, body: ReleaseInput) =>
+    unwrap<Release>(api.POST('/api/apps/{id}/releases', { ...id(appId), body })),
+  publish: (releaseId: string) => unwrap<Release>(api.POST('/api/releases/{id}/publish', id(releaseId))),
+  yank: (releaseId: string) => unwrap<Release>(api.POST('/api/releases/{id}/yank', id(releaseId))),
+  remove: (releaseId: string) => unwrap<unknown>(api.DELETE('/api/releases/{id}', id(releaseId))),
+  /**
+   * The raw file as a streamed PUT (never base64 in JSON): XMLHttpRequest, because fetch reports no
+   * upload progress. `onProgress` gets the share sent, 0 to 1.
+   */
+  upload: (
+    releaseId: string,
+    file: File,
+    target: { platform: string; arch: string },
+    onProgress: (f: number) => void,
+  ) =>
+    new Promise<Artifact>((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      const q = new URLSearchParams(target);
+      xhr.open('PUT', `/api/releases/${encodeURIComponent(releaseId)}/artifacts/${encodeURIComponent(file.name)}?${q}`);
+      xhr.withCredentials = true;
+      xhr.setRequestHeader('Content-Type', 'application/octet-stream');
+      xhr.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
+      xhr.onload = () => {
+        let body: unknown;
+        try {
+          body = JSON.parse(xhr.responseText);
+        } catch {
+          body = undefined;
+        }
+        if (xhr.status === 201) resolve(body as Artifact);
+        else reject(apiError(xhr.status, xhr.statusText, body, xhr.getResponseHeader('retry-after')));
+      };
+      xhr.onerror = () =>
+        reject(new ApiError(0, 'The server could not be reached. Check your connection and try again.'));
+      xhr.send(file);
+    }),
+  downloadUrl: (releaseId: string, filename: string) =>
+    `/api/releases/${encodeURIComponent(releaseId)}/artifacts/${encodeURIComponent(filename)}`,
 };
 
 export const licenses = {

@@ -80,6 +80,8 @@ export const AppSchema = Type.Object({
   beat_interval: Type.Integer(),
   max_sessions: Type.Optional(Type.Integer()),
   session_overflow: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('kick_oldest')])),
+  // docs/releases.md "Expired licenses".
+  expired_updates: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('maintain')])),
   portal_enabled: Type.Boolean(),
   portal_reset_cooldown_hours: Type.Integer(),
   // Licensing models (PROTOCOL 12).

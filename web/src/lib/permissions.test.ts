@@ -20,7 +20,16 @@ const reseller = (...keys: (keyof Permissions)[]): Caller => ({
 describe('tabs (SPEC Dashboard rule 2)', () => {
   it.each(['owner', 'admin', 'developer'] as const)('%s sees every tab, Licenses first', (role) => {
     const c: Caller = { role, permissions: null }; // their stored matrix does not matter
-    expect(visibleTabs(c)).toEqual(['licenses', 'users', 'security', 'logs', 'integration', 'products', 'settings']);
+    expect(visibleTabs(c)).toEqual([
+      'licenses',
+      'users',
+      'security',
+      'logs',
+      'integration',
+      'products',
+      'releases',
+      'settings',
+    ]);
     expect(defaultTab(c)).toBe('licenses');
     expect(showsStats(c)).toBe(true);
     expect(isManager(c)).toBe(true);

@@ -47,7 +47,16 @@ export function isManager(c: Caller): boolean {
   return c.role === 'owner' || c.role === 'admin' || c.role === 'developer';
 }
 
-export const TABS = ['licenses', 'users', 'security', 'logs', 'integration', 'products', 'settings'] as const;
+export const TABS = [
+  'licenses',
+  'users',
+  'security',
+  'logs',
+  'integration',
+  'products',
+  'releases',
+  'settings',
+] as const;
 export type Tab = (typeof TABS)[number];
 
 export const TAB_LABELS: Readonly<Record<Tab, string>> = {
@@ -57,6 +66,7 @@ export const TAB_LABELS: Readonly<Record<Tab, string>> = {
   logs: 'Logs',
   integration: 'Integration',
   products: 'Products',
+  releases: 'Releases',
   settings: 'Settings',
 };
 
@@ -77,6 +87,7 @@ export function visibleTabs(c: Caller): Tab[] {
       case 'integration':
         return true;
       case 'products':
+      case 'releases':
       case 'settings':
         return isManager(c);
     }

@@ -18,6 +18,7 @@ import { LogsTab } from './LogsTab.js';
 import { IntegrationTab } from './IntegrationTab.js';
 import { SettingsTab } from './SettingsTab.js';
 import { ProductsTab } from './ProductsTab.js';
+import { ReleasesTab } from './ReleasesTab.js';
 import { ChartPanel } from './Charts.js';
 
 export function AppView({ appId, tab }: { appId: string; tab: string | undefined }) {
@@ -111,6 +112,8 @@ function TabContent({ tab, app }: { tab: Tab; app: App }) {
       return <IntegrationTab app={app} />;
     case 'products':
       return <ProductsTab app={app} />;
+    case 'releases':
+      return <ReleasesTab app={app} />;
     case 'settings':
       return <SettingsTab app={app} />;
   }

@@ -78,6 +78,8 @@ interface FormState {
   /** PROTOCOL 12.2: max_sessions as typed, and session_overflow. */
   seats: string;
   overflow: Overflow;
+  /** docs/releases.md: what an expired key may still receive. */
+  expiredUpdates: 'none' | 'maintain';
   cooldown: string;
   numbers: Record<NumberField, string>;
   costs: Record<KeyCostTier, string>;
@@ -91,6 +93,7 @@ function initial(a: App): FormState {
     heartbeat: a.heartbeat_interval === null ? '' : String(a.heartbeat_interval),
     seats: String(a.max_sessions ?? 0),
     overflow: a.session_overflow ?? 'reject',
+    expiredUpdates: a.expired_updates ?? 'none',
     cooldown: String(a.portal_reset_cooldown_hours),
     numbers: Object.fromEntries(NUMBERS.map(([n]) => [n, String(a[n])])) as Record<NumberField, string>,
     costs: Object.fromEntries(
@@ -114,6 +117,7 @@ export function settingsPatch(a: App, f: FormState): AppPatch {
   const seats = f.seats.trim();
   if (seats !== String(a.max_sessions ?? 0) && seats !== '') patch.max_sessions = num(seats);
   if (f.overflow !== (a.session_overflow ?? 'reject')) patch.session_overflow = f.overflow;
+  if (f.expiredUpdates !== (a.expired_updates ?? 'none')) patch.expired_updates = f.expiredUpdates;
   const cd = f.cooldown.trim();
   if (cd !== String(a.portal_reset_cooldown_hours) && cd !== '') patch.portal_reset_cooldown_hours = num(cd);
   for (const [n] of NUMBERS) {
@@ -239,6 +243,7 @@ export function SettingsTab({ app }: { app: App }) {
     'heartbeat_interval',
     'max_sessions',
     'session_overflow',
+    'expired_updates',
     'portal_reset_cooldown_hours',
     'key_costs',
     'hashes',
@@ -320,6 +325,23 @@ export function SettingsTab({ app }: { app: App }) {
               >
                 <option value="reject">Refuse the new session</option>
                 <option value="kick_oldest">Kick the oldest session</option>
+              </select>
+            )}
+          </Field>
+          <Field
+            label="Updates after a key expires"
+            error={err('expired_updates')}
+            hint="None: an expired key gets no updates. Maintain: it keeps getting the releases published before it expired."
+          >
+            {(p) => (
+              <select
+                {...p}
+                name="expired_updates"
+                value={form.expiredUpdates}
+                onChange={(e) => setForm({ ...form, expiredUpdates: e.target.value as 'none' | 'maintain' })}
+              >
+                <option value="none">None</option>
+                <option value="maintain">Maintain what was released before</option>
               </select>
             )}
           </Field>

@@ -301,6 +301,45 @@ struct InitOptions {
   std::optional<std::string> binaryTokenHash;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Updates (the server's docs/releases.md)
+
+/**
+ * An update refused: an Error whose reason() is unknown_kid, bad_signature, size_mismatch, sha512_mismatch
+ * (code verification) or download_failed (code server with the link's status() and detailJson(), network or
+ * timeout). Same reason strings in every SDK (sdk/vectors/artifacts.json).
+ */
+class UpdateError : public Error {
+ public:
+  UpdateError(ErrorCode code, const std::string& reason, const std::string& message);
+};
+
+/** One file of an offered release, its signature already verified. */
+struct Artifact {
+  std::string appId;
+  std::string version;  // the release's version (part of the signed message)
+  std::string filename;
+  std::string platform;
+  std::string arch;
+  std::uint64_t size = 0;
+  std::string sha512;     // lower-case hex
+  std::string signature;  // base64 Ed25519 over "kwart1.<app_id>.<version>.<filename>.<sha512>"
+  std::string kid;
+  std::string url;  // short-lived download link
+  std::optional<TimePoint> urlExpiresAt;
+};
+
+struct UpdateOffer {
+  std::string version;
+  std::string channel;
+  std::string notes;
+  std::optional<TimePoint> publishedAt;
+  std::vector<Artifact> artifacts;
+};
+
+/** Called after every chunk written: bytes received so far, and the artifact's size. */
+using ProgressCallback = std::function<void(std::uint64_t received, std::uint64_t total)>;
+
 class Client;
 class Heartbeat;
 
@@ -487,6 +526,23 @@ class Client {
   std::optional<TimePoint> expiresAt() const;
   /** Where loadOffline keeps the latest time seen (Options::stateFile or defaultStateFile). */
   std::string stateFile() const;
+
+  // Updates (the server's docs/releases.md).
+  /**
+   * The newest release above `version` this activated key may install on platform/arch (channels
+   * stable < rc < beta < alpha < dev: a channel is offered itself and everything more stable): nullopt, or
+   * the offer whose every artifact's signature verified under the pinned keys (else UpdateError).
+   * ConfigError when the config has no app_id.
+   */
+  std::optional<UpdateOffer> checkUpdate(const std::string& version, const std::string& channel = "stable",
+                                         const std::string& platform = "any", const std::string& arch = "any");
+  /**
+   * Downloads `artifact` to `targetPath`: streamed into a temporary file in the same folder (progress after
+   * each chunk), checked for size, SHA-512 and signature, then renamed over the target. Any failure removes
+   * the temporary file, leaves the target untouched and throws UpdateError. The client's timeout bounds the
+   * connect and each stall of the stream, not the whole download. Returns the target path.
+   */
+  std::string downloadUpdate(const Artifact& artifact, const std::string& targetPath, ProgressCallback progress = {});
 
   /** The salted machine id for this application (api_key is the salt). */
   std::string machineHwid() const;

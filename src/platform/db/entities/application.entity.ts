@@ -4,6 +4,8 @@ export const KEY_COST_TIERS = ['days:1', 'days:7', 'days:30', 'days:90', 'days:1
 export type KeyCostTier = (typeof KEY_COST_TIERS)[number];
 export const SESSION_OVERFLOWS = ['reject', 'kick_oldest'] as const;
 export type SessionOverflow = (typeof SESSION_OVERFLOWS)[number];
+export const EXPIRED_UPDATES = ['none', 'maintain'] as const;
+export type ExpiredUpdates = (typeof EXPIRED_UPDATES)[number];
 export type KeyCosts = Partial<Record<KeyCostTier, number>>;
 
 /** SPEC "Application" plus PROTOCOL 2 (allowed_hashes) and 6 (heartbeat_interval). */
@@ -39,6 +41,8 @@ export interface Application {
   trialLevel: number;
   offlineDays: number;
   graceHours: number;
+  /** docs/releases.md "Expired licenses": `none` (no updates once expired) or `maintain`. */
+  expiredUpdates: ExpiredUpdates;
   /** PROTOCOL 14.1: the customer portal, and the hours between two device resets of one customer. */
   portalEnabled: boolean;
   portalResetCooldownHours: number;
@@ -82,6 +86,7 @@ export const ApplicationSchema = new EntitySchema<Application>({
     trialLevel: { type: 'integer', default: 1 },
     offlineDays: { type: 'integer', default: 0 },
     graceHours: { type: 'integer', default: 0 },
+    expiredUpdates: { type: 'string', length: 16, default: 'none' },
     portalEnabled: { type: 'boolean', default: false },
     portalResetCooldownHours: { type: 'integer', default: 24 },
     apiKey: { type: 'string', length: 64, unique: true },

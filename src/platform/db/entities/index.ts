@@ -37,6 +37,7 @@ import { BeatCountSchema } from './beat-count.entity.js';
 import { DeletedAccountSchema } from './deleted-account.entity.js';
 import { WebhookDeliverySchema } from './webhook-delivery.entity.js';
 import { JobSchema } from './job.entity.js';
+import { ReleaseArtifactSchema, ReleaseDownloadMarkSchema, ReleaseSchema } from './release.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -64,4 +65,7 @@ export const ENTITIES = [
   DeletedAccountSchema,
   WebhookDeliverySchema,
   JobSchema,
+  ReleaseSchema,
+  ReleaseArtifactSchema,
+  ReleaseDownloadMarkSchema,
 ];

@@ -355,6 +355,47 @@ public final class Client {
         }
     }
 
+    // --- updates (the server's docs/releases.md) --------------------------------------------------
+
+    /** {@link #checkUpdate(String, String, String, String)} on channel stable, platform and arch "any". */
+    public UpdateOffer checkUpdate(String version) {
+        return checkUpdate(version, "stable", "any", "any");
+    }
+
+    /**
+     * The newest release above {@code version} this activated key may install on platform/arch (channels stable &lt;
+     * rc &lt; beta &lt; alpha &lt; dev: a channel is offered itself and everything more stable): null, or the offer
+     * whose every artifact's signature verified under the pinned keys (else {@link UpdateException}). A
+     * {@link ConfigException} when the config has no app_id.
+     */
+    public UpdateOffer checkUpdate(String version, String channel, String platform, String arch) {
+        String appId = config.getAppId();
+        if (appId == null || appId.isEmpty()) throw new ConfigException("app_id missing (release artifacts are signed for it)");
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("session", requireSession());
+        body.put("version", version);
+        body.put("channel", channel);
+        body.put("platform", platform);
+        body.put("arch", arch);
+        Map<String, Object> r = call("releases/upgrade", body);
+        Object upgrade = r.get("upgrade");
+        if (upgrade == null) return null;
+        if (!(upgrade instanceof Map)) throw KeywardenException.verification(VerificationReason.MALFORMED, "upgrade answer is not an object");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> u = (Map<String, Object>) upgrade;
+        return Updates.parse(u, appId, keys);
+    }
+
+    /**
+     * Downloads {@code artifact} to {@code target}: streamed into a temporary file in the same folder ({@code progress},
+     * when not null, after each chunk), checked for size, SHA-512 and signature, then moved over the target. Any
+     * failure deletes the temporary file, leaves the target untouched and throws {@link UpdateException}. The client's
+     * timeout bounds the connect and the answer's head, not the whole download. Returns the target's absolute path.
+     */
+    public Path downloadUpdate(Artifact artifact, Path target, DownloadProgress progress) {
+        return Updates.download(keys, artifact, target, progress, timeoutMillis);
+    }
+
     /**
      * The codes of the last verified license, login, register or trial answer, or of the last offline file accepted
      * by {@link #loadOffline} (sorted).

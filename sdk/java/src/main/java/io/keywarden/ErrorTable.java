@@ -53,7 +53,10 @@ public final class ErrorTable {
         new Entry(403, "Trials are not enabled for this application.", ErrorCode.TRIAL_DISABLED),
         new Entry(403, "Trial already used on this device.", ErrorCode.TRIAL_USED),
         new Entry(403, "Offline licenses are not enabled for this application.", ErrorCode.OFFLINE_DISABLED),
-        new Entry(409, "Concurrent session limit reached", ErrorCode.SESSION_LIMIT)
+        new Entry(409, "Concurrent session limit reached", ErrorCode.SESSION_LIMIT),
+        // A download link (update downloads report these as UpdateException DOWNLOAD_FAILED).
+        new Entry(403, "Download link expired", ErrorCode.SERVER),
+        new Entry(416, "Range not satisfiable", ErrorCode.SERVER)
     );
 
     /** Used when no entry matches: data-driven details (an app's disabled_message, the 426 object, any other 429). */

@@ -11,6 +11,7 @@ public final class Main {
         TestRunner t = new TestRunner();
         boolean onlyUnit = args.length > 0 && args[0].equals("unit");
         UnitTests.run(t);
+        UpdateTests.run(t);
         if (!onlyUnit) IntegrationTests.run(t);
         System.out.println(t.summary());
         if (!t.failures.isEmpty()) System.out.println("failed: " + String.join(" | ", t.failures));
