@@ -206,6 +206,8 @@ describe('keywarden relay', () => {
     expect(c2.status).toBe(201);
     // Bad input is the catalogue's 422, never a crash.
     expect((await api.post('/relay/v1/leases', { hwid: '' })).status).toBe(422);
+    expect((await api.post('/relay/v1/leases', { hwid: 'x', seats: 5 })).status).toBe(422);
+    expect((await api.post('/relay/v1/leases', ['x'])).body.detail[0].loc).toEqual(['body', 'hwid']);
     expect((await api.post('/relay/v1/leases', {}, { rawBody: '{' })).status).toBe(400);
     // The status page.
     const page = await fetch(`${r.base}/`);

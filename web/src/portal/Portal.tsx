@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import { call, PortalError, type Me } from './api.js';
 import { when } from './time.js';
+import { OfflineActivation } from './OfflineActivation.js';
 // Only the small file helper: the portal keeps a bundle of its own.
 import { saveFile } from '../lib/download.js';
 
@@ -231,6 +232,7 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
         {onCooldown && <p className="muted">Next reset possible {when(me.next_reset_at)}.</p>}
         {note && <p role="status">{note}</p>}
       </section>
+      <OfflineActivation onDone={reload} />
       {me.user && <PasswordForm />}
     </>
   );
