@@ -2,12 +2,8 @@
 // phone. 1: give the request file the program wrote on the offline machine (choose the file, or paste
 // its text); 2: save the answer and take it back to that machine.
 import { useState, type FormEvent } from 'react';
-import { call, PortalError } from './api.js';
+import { call, failureText } from './api.js';
 import { saveFile } from '../lib/download.js';
-
-function message(e: unknown): string {
-  return e instanceof PortalError ? e.message : 'The service could not be reached. Try again.';
-}
 
 export function OfflineActivation({ onDone }: { onDone: () => void }) {
   const [request, setRequest] = useState('');
@@ -23,7 +19,7 @@ export function OfflineActivation({ onDone }: { onDone: () => void }) {
       setResponse(r.response);
       onDone();
     } catch (err) {
-      setError(message(err));
+      setError(failureText(err));
     } finally {
       setBusy(false);
     }

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
-import { call, PortalError, type Me } from './api.js';
+import { call, failureText, type Me } from './api.js';
 import { when } from './time.js';
 import { OfflineActivation } from './OfflineActivation.js';
 // Only the small file helper: the portal keeps a bundle of its own.
@@ -11,10 +11,6 @@ const STATUS_TEXT: Record<Me['license']['computed_status'], string> = {
   unactivated: 'Not activated yet',
   expired: 'Expired',
 };
-
-function message(e: unknown): string {
-  return e instanceof PortalError ? e.message : 'The service could not be reached. Try again.';
-}
 
 /** The application's api_key: the vendor links to /portal/?app=<api_key>. */
 function appKey(): string {
@@ -37,7 +33,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       await call('POST', '/api/portal/login', mode === 'key' ? { api_key, license } : { api_key, username, password });
       onSignedIn();
     } catch (err) {
-      setError(message(err));
+      setError(failureText(err));
     } finally {
       setBusy(false);
     }
@@ -100,7 +96,7 @@ function PasswordForm() {
       setCurrent('');
       setNext('');
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
   };
   return (
@@ -140,7 +136,7 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
       const r = await call<{ next_reset_at: string | null }>('POST', '/api/portal/reset-hwid', hwid ? { hwid } : {});
       setNote(`Devices reset. ${r.next_reset_at ? `Next reset possible ${when(r.next_reset_at)}.` : ''}`);
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
     reload();
   };
@@ -153,7 +149,7 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
       saveFile(`${l.key_preview.replace(/\*+/g, '-')}.kwlic`, r.license_file + '\n', 'application/octet-stream');
       setNote('Offline license file downloaded.');
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
   };
   return (
