@@ -50,12 +50,12 @@ describe('relay leases over time', () => {
       expect((await api.get('/relay/v1/status')).body.in_use).toBe(0);
       const b = await api.post('/relay/v1/leases', { hwid: 'machine-b' });
       expect(b.status).toBe(201);
-      // Renewed every 14 minutes, the lease lives on: the last renewal 2 minutes before valid_until.
-      for (const at of [29, 43, 58]) {
+      // Renewed every 14 minutes, the lease lives on: the last renewal 3 minutes before valid_until.
+      for (const at of [29, 43, 57]) {
         now = Date.parse(payload.issued_at) + at * MIN;
         expect((await api.put(`/relay/v1/leases/${b.body.lease_id}`, {})).status).toBe(200);
       }
-      now = Date.parse(payload.valid_until) + 1000; // the lease has 13 minutes left, the pool none
+      now = Date.parse(payload.valid_until) + 1000; // the lease has 12 minutes left, the pool none
       expect((await api.put(`/relay/v1/leases/${b.body.lease_id}`, {})).status).toBe(404);
       const late = await api.post('/relay/v1/leases', { hwid: 'machine-c' });
       expect(late.status).toBe(409);
