@@ -186,9 +186,9 @@ try {
   // Warm-up (JIT, pools, the license actors, the audit writer) from addresses outside the measured ones.
   await setup(2_000, 15 << 20);
   await hold?.stop();
-  await server.services.repos.audit.flush();
+  await server.services.audit.repository.flush();
   // Only the JIT and the pools stay from the warm-up: its sessions go, so each part below is the measured ones'.
-  const hb = server.app.domain.heartbeatOwner;
+  const hb = server.app.domain.heartbeat.owner;
   const coordinator = server.services.coordinator as unknown as { store?: Map<string, unknown> };
   const dropRecords = () => {
     for (const key of [...(coordinator.store?.keys() ?? [])])
@@ -237,7 +237,7 @@ try {
       'audit log entries not yet written (write-behind backlog)',
       async () => {
         const t = performance.now();
-        await server.services.repos.audit.flush();
+        await server.services.audit.repository.flush();
         auditMs = performance.now() - t;
       },
     ],

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // The static checks, the one list of them: `npm run check` (the first half of `npm test`) runs all,
-// `npm run lint` the group `lint` (ESLint, Prettier), `npm run typecheck` the group `typecheck` (src/
-// against both uWebSockets.js builds' definitions, the dashboard). The checks chosen run at once, each
+// `npm run lint` the group `lint` (ESLint over src/ and, in a second process, over the rest; Prettier),
+// `npm run typecheck` the group `typecheck` (src/ against both uWebSockets.js builds' definitions, the
+// dashboard). The checks chosen run at once, each
 // in its own process; their outputs are printed one after another, whole, as each ends, and the script
-// fails when any of them failed. On the two cores of a CI machine all five take about 60% of running
-// them one by one (each is single-threaded for most of its run).
+// fails when any of them failed. On the two cores of a CI machine they take about 60% of running them
+// one by one (each is single-threaded for most of its run).
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +15,13 @@ const bin = (name) => path.join(ROOT, 'node_modules', '.bin', name);
 
 const CHECKS = [
   ['lint', 'eslint', bin('eslint'), ['src']],
+  // The rest in a second process, beside the first: tests, dashboard, benchmarks, load tester, TypeScript SDK.
+  [
+    'lint',
+    'eslint (test, web, bench, loadtest, sdk)',
+    bin('eslint'),
+    ['test', 'web', 'bench', 'loadtest', 'sdk/typescript'],
+  ],
   ['lint', 'prettier', bin('prettier'), ['--check', 'src', 'test', 'web/src', 'sdk/typescript', 'bench', 'loadtest']],
   ['typecheck', 'tsc', bin('tsc'), ['--noEmit']],
   ['typecheck', 'tsc (uws-legacy)', bin('tsc'), ['--noEmit', '-p', 'tsconfig.uws-legacy.json']],

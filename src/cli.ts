@@ -8,10 +8,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { createServices, dashboardAuthDeps } from './compose.js';
+import { accessDeps, createServices } from './compose.js';
 import { startServer } from './main.js';
 import { EX_CONFIG, superviseWorkers } from './supervisor.js';
-import { DashboardAuth } from './modules/access/index.js';
+import { createAccess } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
 import { KeyMismatchError } from './platform/db/key-fingerprints.js';
 import { SHARED_KEY_SETTINGS, SecretsError, exportSecrets, importSecrets } from './platform/crypto/secrets.js';
@@ -128,7 +128,10 @@ async function createTopAccount(config: Config, kind: 'owner' | 'developer', arg
   const log = createLogger({ logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
   const s = await createServices(await withDatabase(config), log);
   try {
-    const auth = new DashboardAuth(dashboardAuthDeps(s));
+    // Creating a top account reaches no application: the reach ports are never asked.
+    const { auth } = createAccess(
+      accessDeps(s, { reachableApps: async () => [], reachesApp: async () => false, recordApp: async () => null }),
+    );
     const created =
       kind === 'owner'
         ? await auth.ensureOwner(values.username, password)

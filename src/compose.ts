@@ -16,6 +16,7 @@ import type { Coordinator } from './platform/cluster/coordinator.js';
 import { LocalCoordinator } from './platform/cluster/local.coordinator.js';
 import { RedisCoordinator } from './platform/cluster/redis.coordinator.js';
 import { ClusterNode, shardOf } from './platform/cluster/cluster-node.js';
+import { registerClusterGauges } from './platform/cluster/cluster-gauges.js';
 import { loadSecrets, type Secrets } from './platform/crypto/secrets.js';
 import { createClientIpResolver } from './platform/http/client-ip.js';
 import { signReply } from './platform/http/client-signing.js';
@@ -27,94 +28,24 @@ import type { Reply } from './platform/http/types.js';
 import { createHttpServer, loadUws, type HttpServer } from './platform/http/uws.js';
 import { addressLimiter } from './platform/limits/compact-rate-limiter.js';
 import { startMallocTrim, type MallocTrimmer } from './platform/runtime/malloc-trim.js';
-import {
-  AccessSignal,
-  AccountRepository,
-  AccountSecurity,
-  ApiTokenRepository,
-  DashboardAuth,
-  SessionRepository,
-  TwoFactorRepository,
-  accountSecurityRoutes,
-  apiTokenRoutes,
-  authRoutes,
-  twoFactorRoutes,
-  type DashboardAuthDeps,
-} from './modules/access/index.js';
-import {
-  ActivationService,
-  DeviceRepository,
-  EndUserRepository,
-  KeyTouchesRepository,
-  LicenseHost,
-  LicenseOpsRepository,
-  ScreenshotRepository,
-  ScreenshotStore,
-  TrialRepository,
-  activationRoutes,
-  clientLockout,
-  licenseEffects,
-  routeLicenses,
-  type LicenseOps,
-} from './modules/activation/index.js';
-import {
-  ApplicationRepository,
-  AppsService,
-  BlacklistRepository,
-  EntitlementRepository,
-  appsRoutes,
-  scopeOf,
-} from './modules/apps/index.js';
-import { AuditLog, AuditRepository, auditRoutes } from './modules/audit/index.js';
-import { CommerceRepository, FulfilService, ProductsService, commerceRoutes } from './modules/commerce/index.js';
-import {
-  ClientAppCache,
-  ClientSessions,
-  NonceRepository,
-  SESSION_KEY_PREFIX,
-  clientKeysRoute,
-  clientLimiter,
-  type ClientDeps,
-} from './modules/client/index.js';
-import { ActivationGeo, GeoLocator, GeoRepository, locationText } from './modules/geo/index.js';
-import {
-  BeatCounts,
-  ExpiryWatch,
-  HeartbeatGateway,
-  HeartbeatOwner,
-  heartbeatRoutes,
-  type HeartbeatOps,
-} from './modules/heartbeat/index.js';
-import {
-  KeyAdminRepository,
-  KeyGenerator,
-  KeysAdminService,
-  LicenseRepository,
-  keysRoutes,
-} from './modules/keys/index.js';
-import { EventBus, LiveHub, WebhookRepository, WebhookService } from './modules/notify/index.js';
-import { ClientChannel, ClientPushService, channelRoutes } from './modules/realtime/index.js';
-import { PortalRepository, PortalService, portalCaller, portalRoutes } from './modules/portal/index.js';
+import { actorOf, createAccess, overseesAccount, type AccessDeps } from './modules/access/index.js';
+import { createActivation, type LicenseOps } from './modules/activation/index.js';
+import { createApps } from './modules/apps/index.js';
+import { createAudit, type AuditModule } from './modules/audit/index.js';
+import { createClient, SESSION_KEY_PREFIX } from './modules/client/index.js';
+import { createCommerce } from './modules/commerce/index.js';
+import { createGeo, GeoLocator, locationText } from './modules/geo/index.js';
+import { createHeartbeat, type HeartbeatOps } from './modules/heartbeat/index.js';
+import { createJobs } from './modules/jobs/index.js';
+import { createKeys } from './modules/keys/index.js';
+import { createNotify, type LiveHub } from './modules/notify/index.js';
+import { createPortal } from './modules/portal/index.js';
 import { createAirgap } from './modules/airgap/index.js';
-import { systemRoutes } from './modules/system/index.js';
-import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js';
+import { createRealtime, type ClientChannel } from './modules/realtime/index.js';
+import { createSystem } from './modules/system/index.js';
+import { createTeam } from './modules/team/index.js';
 
 // ---- platform services ------------------------------------------------------------------------
-
-interface Repositories {
-  accounts: AccountRepository;
-  sessions: SessionRepository;
-  apiTokens: ApiTokenRepository;
-  twoFactor: TwoFactorRepository;
-  apps: ApplicationRepository;
-  licenses: LicenseRepository;
-  blacklist: BlacklistRepository;
-  audit: AuditRepository;
-  nonces: NonceRepository;
-  /** Last login and IP of activated keys, written behind the answer. */
-  keyTouches: KeyTouchesRepository;
-  entitlements: EntitlementRepository;
-}
 
 export interface Services {
   readonly config: Config;
@@ -122,7 +53,8 @@ export interface Services {
   readonly clock: Clock;
   readonly orm: Orm;
   readonly sql: Sql;
-  readonly repos: Repositories;
+  /** The audit module: every module writes to it; close() flushes what is queued. */
+  readonly audit: AuditModule;
   readonly coordinator: Coordinator;
   readonly secrets: Secrets;
   /** GEOIP_DB lookups (activation geo, log locations). */
@@ -180,25 +112,12 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       }
     }
     const sql = new Sql(orm);
-    const accounts = new AccountRepository(orm);
-    const repos: Repositories = {
-      accounts,
-      sessions: new SessionRepository(orm),
-      apiTokens: new ApiTokenRepository(orm),
-      twoFactor: new TwoFactorRepository(sql),
-      apps: new ApplicationRepository(orm, sql),
-      licenses: new LicenseRepository(sql),
-      blacklist: new BlacklistRepository(orm, sql),
-      audit: new AuditRepository(
-        sql,
-        log,
-        () => clock.now(),
-        async (ip) => locationText(await geo.lookup(ip)),
-      ),
-      nonces: new NonceRepository(sql),
-      keyTouches: new KeyTouchesRepository(sql, log),
-      entitlements: new EntitlementRepository(sql),
-    };
+    const audit = createAudit({
+      sql,
+      log,
+      now: () => clock.now(),
+      locate: async (ip) => locationText(await geo.lookup(ip)),
+    });
     const memoryTrim =
       config.memoryTrimMs > 0
         ? startMallocTrim({
@@ -219,7 +138,7 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       clock,
       orm: o,
       sql,
-      repos,
+      audit,
       coordinator: c,
       secrets,
       geo,
@@ -227,9 +146,8 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
       close: () =>
         (closing ??= (async () => {
           memoryTrim?.stop();
-          await repos.audit.flush();
-          repos.audit.close();
-          await repos.keyTouches.close();
+          await audit.repository.flush();
+          audit.repository.close();
           await c.close();
           await o.close(true);
           await embedded?.stop();
@@ -245,299 +163,250 @@ export async function createServices(config: Config, log: Logger, opts: ServiceO
 
 // ---- the modules ------------------------------------------------------------------------------
 
-/** How often expired request nonces are deleted (each lives 600 s; a claim takes over an expired row anyway). */
-const NONCE_PURGE_MS = 60_000;
-/** How often a worker adds the beats it counted to beat_counts (a chart lags by at most this). */
-const BEAT_FLUSH_MS = 10_000;
-
 type ClusterOps = HeartbeatOps & LicenseOps;
 
-interface Domain {
-  auth: DashboardAuth;
-  /** The caller's own sessions, second factor and (owners) two-factor policy. */
-  security: AccountSecurity;
-  apps: AppsService;
-  appCache: ClientAppCache;
-  sessions: ClientSessions;
-  licenseOps: LicenseOpsRepository;
-  licenses: LicenseHost;
-  /** Heartbeats as the receiving worker runs them: the refusal budget, routing to the owner, proofs. */
-  heartbeats: HeartbeatGateway;
-  /** The sessions of the shards this worker owns: actors, durable state, revocations. */
-  heartbeatOwner: HeartbeatOwner;
-  /** Accepted beats this worker counted and has not yet added to beat_counts. */
-  beatCounts: BeatCounts;
-  activation: ActivationService;
-  keys: KeysAdminService;
-  generator: KeyGenerator;
-  products: ProductsService;
-  fulfil: FulfilService;
-  portal: PortalService;
-  auditLog: AuditLog;
-  team: TeamService;
-  webhooks: WebhookService;
-  events: EventBus;
-  /** Tells live streams on every worker to re-check what their subscribers may see. */
-  access: AccessSignal;
-  /** What the realtime client channel pushes (revocations, update_required, notices). */
-  push: ClientPushService;
-  node: ClusterNode<ClusterOps>;
-  /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-/** Dashboard sign-in's dependencies (also used by the command line). */
-export function dashboardAuthDeps(s: Services, access?: AccessSignal): DashboardAuthDeps {
+/** What sign-in needs; `reach` comes from the modules that own applications and records. */
+export function accessDeps(s: Services, reach: AccessDeps['reach']): AccessDeps {
   return {
-    ...(access ? { access } : {}),
-    repos: s.repos,
-    secrets: s.secrets,
+    orm: s.orm,
+    sql: s.sql,
     coordinator: s.coordinator,
-    developerEmails: s.config.developerEmails,
     log: s.log,
     now: () => s.clock.now(),
-    audit: s.repos.audit,
-    // An API token's app_ids are applications its creator reaches (an app's visibility lives in apps/).
-    reachableApps: async (p) => (await s.repos.apps.list(scopeOf(p))).map((a) => a.id),
-    // PROTOCOL 11.36: the account's own applications, before a token's app_ids narrow them.
-    reachesApp: async ({ token: _narrowedBy, ...account }, appId) => s.repos.apps.reaches(scopeOf(account), appId),
-    recordApp: (kind, id) => s.repos.apps.appOfRecord(kind, id),
+    secrets: s.secrets,
+    developerEmails: s.config.developerEmails,
     // CSRF: cookie-authenticated writes may come from the request's own Host or from PUBLIC_URL.
     trustedOrigins: s.config.publicUrl ? [s.config.publicUrl] : [],
+    audit: s.audit.repository,
+    reach,
   };
 }
 
-function createDomain(s: Services): Domain {
+/** Every module's handle, built in the declared module order (docs/architecture.md). */
+function createDomain(s: Services) {
   const now = () => s.clock.now();
-  const log = s.log;
-  const appCache = new ClientAppCache(s.repos.apps, s.repos.blacklist, s.coordinator, now);
-  const licenseOps = new LicenseOpsRepository(s.sql);
-  const devices = new DeviceRepository(s.sql);
-  const licenses = new LicenseHost(
-    licenseEffects(licenseOps, s.repos.keyTouches, { now, afterClaimMs: s.config.faultAfterClaimMs }),
-    { log, now },
-  );
-  const events = new EventBus(s.coordinator, now, log);
-  const access = new AccessSignal(s.coordinator, log);
-  const webhooks = new WebhookService({
-    targets: new WebhookRepository(s.sql),
-    audit: s.repos.audit,
-    log,
-    now,
-    allowPrivate: s.config.allowPrivateWebhooks,
-    ...(s.config.webhookRetryMs ? { retryDelaysMs: s.config.webhookRetryMs } : {}),
-    dataDir: s.config.dataDir,
-    developerEmails: s.config.developerEmails,
-    discordHosts: s.config.webhookDiscordHosts,
-    geoAttribution: s.geo.attribution,
-  });
+  const { log, sql, orm, coordinator, config, secrets } = s;
+  const audit = s.audit.repository;
+  const base = { sql, log, now, coordinator };
   // With Redis, other workers call this one over a direct, authenticated connection (pub/sub as fallback).
-  const node = new ClusterNode<ClusterOps>(s.coordinator, log, now, {
+  const node = new ClusterNode<ClusterOps>(coordinator, log, now, {
     listen:
-      s.coordinator.kind === 'redis'
+      coordinator.kind === 'redis'
         ? {
-            host: s.config.clusterHost,
-            port: s.config.clusterPort === 0 ? 0 : s.config.clusterPort + s.config.workerIndex,
-            advertiseHost: s.config.clusterAdvertiseHost,
-            ackTimeoutMs: s.config.clusterPeerTimeoutMs,
+            host: config.clusterHost,
+            port: config.clusterPort === 0 ? 0 : config.clusterPort + config.workerIndex,
+            advertiseHost: config.clusterAdvertiseHost,
+            ackTimeoutMs: config.clusterPeerTimeoutMs,
           }
         : undefined,
-    route: s.config.affinityRoute === undefined ? undefined : `${s.config.affinityRoute}-${s.config.workerIndex}`,
+    route: config.affinityRoute === undefined ? undefined : `${config.affinityRoute}-${config.workerIndex}`,
   });
-  // Sealed session tokens, drawn on shards this worker owns (session affinity).
-  const sessions = new ClientSessions({
-    coordinator: s.coordinator,
-    now,
-    tokenKey: s.secrets.sessionTokenKey,
-    limit: s.config.clientSessionLimit,
-    node,
-  });
-  const local = s.coordinator instanceof LocalCoordinator ? s.coordinator : undefined;
-  // The owner registers its shard handlers and operations on the node itself.
-  const heartbeatOwner = new HeartbeatOwner({
-    now,
+  const access = createAccess(
+    accessDeps(s, {
+      reachableApps: (p) => apps.reachableApps(p),
+      reachesApp: (p, appId) => apps.reachesApp(p, appId),
+      recordApp: (kind, id) =>
+        kind === 'ban'
+          ? apps.appOfBan(id)
+          : kind === 'product'
+            ? commerce.appOfProduct(id)
+            : keys.records.appOf(kind, id),
+    }),
+  );
+  const notify = createNotify({
+    sql,
+    coordinator,
+    audit,
     log,
-    sessions,
-    audit: s.repos.audit,
-    coordinator: s.coordinator,
-    node,
-    maxLiveActors: s.config.heartbeatMaxLiveActors,
-    checkpointed: local !== undefined,
-  });
-  const beatCounts = new BeatCounts(s.sql, log);
-  const heartbeats: HeartbeatGateway = new HeartbeatGateway({
     now,
-    log,
-    sessions,
+    allowPrivate: config.allowPrivateWebhooks,
+    ...(config.webhookRetryMs ? { retryDelaysMs: config.webhookRetryMs } : {}),
+    dataDir: config.dataDir,
+    developerEmails: config.developerEmails,
+    discordHosts: config.webhookDiscordHosts,
+    geoAttribution: s.geo.attribution,
+    secretOf: async (accountId) => (await access.accounts.findById(accountId))?.webhookSecret ?? null,
+  });
+  const { events, webhooks } = notify;
+  const client = createClient({
+    ...base,
+    audit,
+    node,
+    sessionTokenKey: secrets.sessionTokenKey,
+    signingKey: () => secrets.signing,
+    publishedKeys: () => secrets.publishedKeys,
+    sessionLimit: config.clientSessionLimit,
+    apps: {
+      findForClientByApiKey: (key) => apps.applications.findForClientByApiKey(key),
+      findForClientById: (id) => apps.applications.findForClientById(id),
+    },
+    blacklist: { values: (appId) => apps.blacklist.values(appId) },
+    ...(config.affinityRoute === undefined
+      ? {}
+      : {
+          affinity: {
+            own: `${config.affinityRoute}-${config.workerIndex}`,
+            routeOf: (session: string) => node.routeOf(shardOf(session)),
+          },
+        }),
+  });
+  const local = coordinator instanceof LocalCoordinator ? coordinator : undefined;
+  const heartbeat = createHeartbeat({
+    ...base,
+    node,
+    sessions: client.sessions,
+    audit,
     events,
-    coordinator: s.coordinator,
-    node,
-    owner: heartbeatOwner,
     webhooks,
-    keySeats: (licenseId) => s.repos.licenses.seatPolicy(licenseId),
+    maxLiveActors: config.heartbeatMaxLiveActors,
+    checkpointed: local !== undefined,
+    keySeats: (licenseId) => keys.licenses.seatPolicy(licenseId),
     // Built below: activation needs the gateway, the gateway asks activation for a license's grace.
-    grace: (app, record): Promise<{ grace_until?: string }> => activation.graceForSession(app, record),
-    beats: beatCounts,
+    grace: (app, record) => activation.service.graceForSession(app, record),
+    expiring: {
+      keys: { expiredBetween: (...a) => keys.licenses.expiredBetween(...a) },
+      users: { expiredBetween: (...a) => keys.users.expiredBetween(...a) },
+    },
+    isLeader: () => node.fenceOf(0) !== undefined,
   });
-  events.on((e) => heartbeatOwner.onEvent(e));
-  const users = new EndUserRepository(s.sql);
-  // PROTOCOL 12.8: the worker holding shard 0 announces expiries; every owner ends its sessions.
-  const expiryWatch = new ExpiryWatch({
+  const apps = createApps({
+    ...base,
+    orm,
+    audit,
+    accounts: access.accounts,
+    appCache: client.appCache,
+    events,
+    allowPrivateWebhooks: config.allowPrivateWebhooks,
+    keys: {
+      counts: (ids, resellerIds) => keys.records.counts(ids, resellerIds),
+      keepOnlyEntitlements: (appId, codes, tx) => keys.records.keepOnlyEntitlements(appId, codes, tx),
+    },
+  });
+  const keys = createKeys({
+    ...base,
+    audit,
+    accounts: access.accounts,
+    apps: apps.service,
+    events,
+    webhooks,
+    licenseHashKey: secrets.licenseHashKey,
+    offline: { offlineForKey: (...a) => activation.service.offlineForKey(...a) },
+  });
+  const geo = createGeo({ locator: s.geo, records: keys.sightings, log });
+  const jobs = createJobs({
+    sql,
+    keys: keys.bulk,
+    audit,
+    notify: (accountId, data) => events.publishAccount('job.progress', accountId, data),
+    actorOf,
+    mayView: (viewer, creatorId) => overseesAccount(viewer, creatorId, (id) => access.accounts.subtreeIds(id)),
     now,
     log,
+  });
+  const activation = createActivation({
+    ...base,
+    node,
+    sessions: client.sessions,
+    heartbeats: heartbeat.gateway,
+    audit,
     events,
-    keys: s.repos.licenses,
-    users,
-    isLeader: () => node.fenceOf(0) !== undefined,
+    webhooks,
+    geo: geo.activation,
+    keys,
+    licenseHashKey: secrets.licenseHashKey,
+    signing: () => secrets.signing,
+    dataDir: config.dataDir,
+    screenshotStoreBytes: config.screenshotStoreBytes,
+    faultAfterClaimMs: config.faultAfterClaimMs,
+  });
+  const commerce = createCommerce({
+    ...base,
+    audit,
+    apps: apps.service,
+    generator: keys.generator,
+    previews: (ids) => keys.records.previews(ids),
+    sealKey: secrets.sealKey,
+  });
+  const portal = createPortal({
+    sql,
+    clearDevices: (licenseId, tx) => keys.customers.clearDevices(licenseId, tx),
+    customers: keys.customers,
+    apps: apps.applications,
+    lockout: activation.lockout,
+    audit,
+    events,
+    licenseHashKey: secrets.licenseHashKey,
+    liveSessions: async (licenseId) => (await heartbeat.owner.seats.liveCounts([licenseId])).get(licenseId) ?? 0,
+    devices: keys.devices,
+    offline: activation.service,
+    webhooks,
+    now,
+  });
+  const airgap = createAirgap({
+    apps: apps.service,
+    clientApp: (id) => client.appCache.getById(id),
+    activation: activation.service,
+    keys: keys.lookup,
+    audit,
+    events,
+    signing: () => secrets.signing,
+    now,
+  });
+  const realtime = createRealtime({
+    log,
+    now,
+    coordinator,
+    events,
+    appCache: client.appCache,
+    sessions: client.sessions,
+    heartbeats: heartbeat.gateway,
+    owner: heartbeat.owner,
+    apps: apps.service,
+    audit,
+  });
+  const team = createTeam({
+    orm,
+    repos: { accounts: access.accounts, apps: apps.applications, audit, sessions: access.sessions },
+    allowPrivateWebhooks: config.allowPrivateWebhooks,
+    developerEmails: config.developerEmails,
+    log,
+    now,
+    access: access.signal,
+    twoFactor: access.auth.twoFactor,
+    events,
   });
   // One process without Redis: client and heartbeat sessions survive a restart through PostgreSQL.
   const checkpoint = local
-    ? new StateCheckpoint(new ProcessStateRepository(s.sql), [local, heartbeatOwner], {
+    ? new StateCheckpoint(new ProcessStateRepository(sql), [local, heartbeat.owner], {
         log,
         now,
-        everyMs: s.config.stateCheckpointMs,
+        everyMs: config.stateCheckpointMs,
       })
     : undefined;
-  const lockout = clientLockout(s.coordinator);
-  const activation: ActivationService = new ActivationService({
-    lockout,
-    now,
-    coordinator: s.coordinator,
-    sessions,
-    heartbeats,
-    licenses: routeLicenses(node, licenses),
-    licenseOps,
-    users,
-    audit: s.repos.audit,
-    licenseHashKey: s.secrets.licenseHashKey,
-    events,
-    webhooks,
-    screenshots: new ScreenshotStore(
-      s.config.dataDir,
-      new ScreenshotRepository(s.sql),
-      log,
-      s.config.screenshotStoreBytes,
-      now,
-    ),
-    geo: new ActivationGeo({ locator: s.geo, records: new GeoRepository(s.sql), log }),
-    devices,
-    touches: s.repos.keyTouches,
-    trials: new TrialRepository(s.sql),
-    signing: () => s.secrets.signing,
-  });
-  const apps = new AppsService(
-    { repos: s.repos, allowPrivateWebhooks: s.config.allowPrivateWebhooks, log, now },
-    appCache,
-    events,
-  );
-  const push = new ClientPushService({
-    log,
-    now,
-    coordinator: s.coordinator,
-    events,
-    appCache,
-    sessions,
-    heartbeats,
-    owner: heartbeatOwner,
-    apps,
-    audit: s.repos.audit,
-  });
-  const keys = new KeysAdminService(
-    {
-      audit: s.repos.audit,
-      accounts: s.repos.accounts,
-      licenseHashKey: s.secrets.licenseHashKey,
-      now,
-      devices,
-      offline: activation,
-      webhooks,
-    },
-    new KeyAdminRepository(s.sql, s.repos.keyTouches),
-    apps,
-    events,
-  );
-  const generator = new KeyGenerator({
-    apps,
-    licenses: s.repos.licenses,
-    audit: s.repos.audit,
-    events,
-    licenseHashKey: s.secrets.licenseHashKey,
-    now,
-  });
-  const commerce = new CommerceRepository(s.sql);
-  const fulfil = new FulfilService({
-    repo: commerce,
-    generator,
-    audit: s.repos.audit,
-    sealKey: s.secrets.sealKey,
-    log,
-    now,
-  });
-  const portal = new PortalService({
-    repo: new PortalRepository(s.sql),
-    lockout,
-    audit: s.repos.audit,
-    events,
-    licenseHashKey: s.secrets.licenseHashKey,
-    liveSessions: async (licenseId) => (await heartbeatOwner.seats.liveCounts([licenseId])).get(licenseId) ?? 0,
-    devices,
-    offline: activation,
-    webhooks,
-    now,
-  });
-  let noncePurge: NodeJS.Timeout | undefined;
   let freezeToggle: (() => void) | undefined;
-  const auth = new DashboardAuth(dashboardAuthDeps(s, access));
   return {
-    auth,
-    security: new AccountSecurity({
-      sessions: s.repos.sessions,
-      twoFactor: auth.twoFactor,
-      now,
-      audit: s.repos.audit,
-      access,
-    }),
-    access,
-    apps,
-    appCache,
-    sessions,
-    licenseOps,
-    licenses,
-    heartbeats,
-    heartbeatOwner,
-    beatCounts,
-    activation,
-    keys,
-    generator,
-    products: new ProductsService({ repo: commerce, apps, audit: s.repos.audit, sealKey: s.secrets.sealKey, now }),
-    fulfil,
-    portal,
-    auditLog: new AuditLog({ audit: s.repos.audit, accounts: s.repos.accounts, apps }),
-    events,
-    push,
-    team: new TeamService(
-      {
-        repos: s.repos,
-        allowPrivateWebhooks: s.config.allowPrivateWebhooks,
-        developerEmails: s.config.developerEmails,
-        log,
-        now,
-        access,
-        twoFactor: auth.twoFactor,
-        events,
-      },
-      new TeamRepository(s.orm, s.repos.accounts),
-    ),
-    webhooks,
     node,
+    access,
+    notify,
+    client,
+    heartbeat,
+    apps,
+    keys,
+    jobs,
+    activation,
+    commerce,
+    portal,
+    airgap,
+    realtime,
+    team,
+    /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */
     async start() {
-      await appCache.start();
+      await client.start();
       await events.start();
-      await access.start();
-      await push.start();
+      await access.signal.start();
+      await realtime.start();
       await node.start();
-      if (s.config.faultPeerFreeze) {
+      if (config.faultPeerFreeze) {
         // Test hook: SIGUSR2 stops (then resumes) reading what other workers send directly.
         let frozen = false;
         freezeToggle = () => node.freezePeerLinks((frozen = !frozen));
@@ -546,46 +415,43 @@ function createDomain(s: Services): Domain {
       const restored = await checkpoint?.restore();
       if (restored) log.info({ restored }, 'state.restored');
       // Alone, seat tables live in memory: the restored heartbeat sessions take their seats back.
-      if (local) await heartbeatOwner.seats.rebuild(heartbeatOwner.host.contexts());
+      if (local) await heartbeat.owner.seats.rebuild(heartbeat.owner.host.contexts());
       checkpoint?.start();
-      heartbeatOwner.startSweeper();
-      expiryWatch.start();
-      beatCounts.start(BEAT_FLUSH_MS);
-      fulfil.start();
+      heartbeat.startTimers();
+      commerce.start();
       portal.start();
-      noncePurge = setInterval(() => {
-        s.repos.nonces.purgeExpired(new Date(now())).catch((err: unknown) => log.warn({ err }, 'nonce.purge_failed'));
-      }, NONCE_PURGE_MS).unref();
-      // One process alone (no Redis) cannot race a live claim: recover every pending key.
-      // With other workers around, only claims older than any live register can be dead.
-      const recovered = await licenseOps.recoverPending(
-        new Date(now() - (s.coordinator.kind === 'local' ? 0 : 60_000)),
-      );
+      client.startPurge();
+      const recovered = await activation.recoverPending();
       if (recovered > 0) log.warn({ recovered }, 'license.pending_recovered');
     },
     async stop() {
-      clearInterval(noncePurge);
-      expiryWatch.stop();
+      client.stopPurge();
+      heartbeat.stopWatch();
       if (freezeToggle) process.off('SIGUSR2', freezeToggle);
-      fulfil.stop();
+      commerce.stop();
       portal.stop();
       // Realtime channels end first (1001), so their clients reconnect to a worker that stays.
-      await push.stop();
+      await realtime.stop();
       // After the last request: what the sessions are now is what the next start continues from.
       await checkpoint?.stop();
       await webhooks.drain();
+      await jobs.drain();
       // Hand every shard back (state is already durable with Redis), then stop answering calls.
       await node.close();
-      heartbeatOwner.close();
+      heartbeat.owner.close();
       // After the last beat: what this worker counted is added before the pool closes.
-      await beatCounts.close();
-      licenses.close();
+      await heartbeat.beatCounts.close();
+      activation.close();
       await events.stop();
-      await access.stop();
-      await appCache.stop();
+      await access.signal.stop();
+      await client.stop();
+      // Last logins and IPs still queued are written before the pool closes.
+      await keys.close();
     },
   };
 }
+
+type Domain = ReturnType<typeof createDomain>;
 
 // ---- the HTTP application ---------------------------------------------------------------------
 
@@ -598,9 +464,12 @@ export interface App {
 }
 
 /** Gauges read at scrape time: what this worker holds and does. */
-function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
-  const g = (name: string, help: string, read: () => number) => metrics.gauge(name, help, read);
-  g('keywarden_process_pid', "This worker's process id (tells workers sharing a port apart)", () => process.pid);
+function registerGauges(metrics: Metrics, s: Services, d: Domain): void {
+  metrics.gauge(
+    'keywarden_process_pid',
+    "This worker's process id (tells workers sharing a port apart)",
+    () => process.pid,
+  );
   if (s.memoryTrim) {
     const trim = s.memoryTrim;
     metrics.counter(
@@ -614,78 +483,10 @@ function registerGauges(metrics: Metrics, s: Services, domain: Domain): void {
       () => trim.seconds,
     );
   }
-  g('keywarden_cluster_members', 'Live workers this worker sees', () => domain.node.memberCount);
-  g('keywarden_cluster_owned_shards', 'Shards whose lease this worker holds', () => domain.node.ownedShards);
-  g('keywarden_cluster_forwarded_total', 'Actor operations sent to the owning worker', () => domain.node.forwarded);
-  g(
-    'keywarden_cluster_direct_total',
-    'Forwarded operations sent over a direct connection to the owning worker',
-    () => domain.node.directCalls,
-  );
-  g(
-    'keywarden_cluster_pubsub_total',
-    "Forwarded operations sent through Redis pub/sub (the owner's address unknown or unreachable)",
-    () => domain.node.pubsubCalls,
-  );
-  g('keywarden_cluster_local_total', 'Actor operations run on this worker', () => domain.node.servedLocally);
-  g('keywarden_cluster_peer_links_up', 'Direct links to other workers working now', () => domain.node.peerLinksUp);
-  g(
-    'keywarden_cluster_peer_link_down_total',
-    'Direct links declared down (a ping unanswered for CLUSTER_PEER_TIMEOUT_MS, or the connection closed)',
-    () => domain.node.peerLinkDowns,
-  );
-  g(
-    'keywarden_cluster_fallback_total',
-    'Forwarded operations re-sent through Redis pub/sub because their direct link went down',
-    () => domain.node.fallbackCalls,
-  );
-  g(
-    'keywarden_cluster_expired_frames_total',
-    'Operations from other workers dropped unrun: they arrived after their deadline (the caller had answered)',
-    () => domain.node.expiredFrames,
-  );
-  g(
-    'keywarden_cluster_duplicate_frames_total',
-    'Second copies of a forwarded operation (after a fallback, or published again) answered without running it again',
-    () => domain.node.duplicateFrames,
-  );
-  g(
-    'keywarden_cluster_resent_total',
-    'Forwarded operations published again through Redis pub/sub while awaited (pub/sub may lose a message)',
-    () => domain.node.resentCalls,
-  );
-  g(
-    'keywarden_cluster_clock_skew_ms',
-    "This host's clock minus the coordinator's (Redis TIME), ms; over 1000 is reported in /readyz",
-    () => domain.node.clockSkewMs,
-  );
-  g('keywarden_heartbeat_sessions', 'Heartbeat sessions hosted by this worker', () => domain.heartbeatOwner.host.size);
-  g(
-    'keywarden_heartbeat_live_actors',
-    'Heartbeat sessions kept unpacked (recently active; the rest are packed)',
-    () => domain.heartbeatOwner.host.unpacked,
-  );
-  g(
-    'keywarden_heartbeat_unsettled',
-    'Heartbeat sessions whose last Redis write failed without a clear answer, being written again',
-    () => domain.heartbeatOwner.unsettledCount,
-  );
-  g(
-    'keywarden_heartbeat_refusals_unaudited_total',
-    'Refused beats and starts answered without an audit line (at most one a minute per session is written)',
-    () => domain.heartbeats.refusals.unaudited,
-  );
-  g(
-    'keywarden_audit_queued',
-    'Audit entries waiting to be written (they wait out a database outage)',
-    () => s.repos.audit.queued,
-  );
-  g(
-    'keywarden_audit_dropped_total',
-    'Audit entries dropped because the queue overflowed during a database outage',
-    () => s.repos.audit.dropped,
-  );
-  g('keywarden_license_live_actors', 'License-key actors currently live', () => domain.licenses.size);
+  registerClusterGauges(metrics, d.node);
+  d.heartbeat.gauges(metrics);
+  s.audit.gauges(metrics);
+  metrics.gauge('keywarden_license_live_actors', 'License-key actors currently live', () => d.activation.licenses.size);
 }
 
 export function createApp(s: Services): App {
@@ -707,145 +508,57 @@ export function createApp(s: Services): App {
   const d = domain;
   registerGauges(metrics, s, domain);
   metrics.gauge('keywarden_http_inflight', 'HTTP requests being read or answered', () => server.inflight);
-
-  // What every client call needs: the REST routes and the realtime channel's calls.
-  const gate: ClientDeps = {
-    log: s.log,
-    now,
-    apps: d.appCache,
-    sessions: d.sessions,
-    audit: s.repos.audit,
-    nonces: s.repos.nonces,
-    signingKey: () => s.secrets.signing,
-    ...(s.config.affinityRoute === undefined
-      ? {}
-      : {
-          affinity: {
-            own: `${s.config.affinityRoute}-${s.config.workerIndex}`,
-            routeOf: (session: string) => d.node.routeOf(shardOf(session)),
-            counts: { echoed: 0, reached: 0 },
-          },
-        }),
-  };
-  const affinity = gate.affinity;
-  if (affinity) {
-    metrics.gauge(
-      'keywarden_affinity_echoed_total',
-      'Client calls that carried X-Keywarden-Route',
-      () => affinity.counts.echoed,
-    );
-    metrics.gauge(
-      'keywarden_affinity_reached_total',
-      'Client calls that reached the worker their X-Keywarden-Route named',
-      () => affinity.counts.reached,
-    );
-  }
-  systemRoutes(router, {
+  d.client.gauges(metrics);
+  const auth = d.access.auth;
+  const gate = d.client.gate;
+  createSystem({
     metrics,
     log: s.log,
     database: s.sql,
     coordinator: s.coordinator,
     clockSkewMs: () => d.node.clockSkewMs,
+  }).mount(router);
+  d.access.mount(router);
+  d.apps.mount(router, { auth, publicUrl: s.config.publicUrl, publishedKeys: () => s.secrets.publishedKeys });
+  d.activation.mount(router, gate, d.client.limiter);
+  d.heartbeat.mount(router, gate);
+  d.client.mount(router);
+  d.keys.mount(router, {
+    auth,
+    liveSessions: (appId) => d.heartbeat.owner.countForApp(appId),
+    liveSeats: (ids) => d.heartbeat.owner.seats.liveCounts(ids),
   });
-  authRoutes(router, { auth: d.auth });
-  twoFactorRoutes(router, { auth: d.auth });
-  apiTokenRoutes(router, { auth: d.auth });
-  accountSecurityRoutes(router, { auth: d.auth, security: d.security });
-  appsRoutes(router, {
-    auth: d.auth,
-    apps: d.apps,
-    publicUrl: s.config.publicUrl,
-    publishedKeys: () => s.secrets.publishedKeys,
-  });
-  activationRoutes(router, { gate, activation: d.activation, limit: clientLimiter(s.coordinator, now) });
-  heartbeatRoutes(router, { gate, heartbeats: d.heartbeats });
-  clientKeysRoute(router, { signingKey: () => s.secrets.signing, publishedKeys: () => s.secrets.publishedKeys, now });
-  keysRoutes(router, {
-    auth: d.auth,
-    keys: d.keys,
-    generator: d.generator,
-    liveSessions: (appId) => d.heartbeatOwner.countForApp(appId),
-    liveSeats: (ids) => d.heartbeatOwner.seats.liveCounts(ids),
-    now,
-  });
-  auditRoutes(router, { auth: d.auth, log: d.auditLog });
+  s.audit.mount(router, { auth, accounts: d.access.accounts, apps: d.apps.service });
   // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
   const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
-  commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
-  portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
-  createAirgap({
-    ...{ auth: d.auth, apps: d.apps, activation: d.activation, keys: d.keys, events: d.events, audit: s.repos.audit },
-    ...{ clientApp: (id: string) => d.appCache.getById(id), signing: () => s.secrets.signing, now },
-    portalCaller: portalCaller(d.portal, d.auth.trustedOrigins),
-  }).mount(router);
-  teamRoutes(router, { auth: d.auth, team: d.team });
-  const live = new LiveHub({
+  d.commerce.mount(router, { auth, portalLimiter });
+  d.portal.mount(router, { limiter: portalLimiter, trustedOrigins: auth.trustedOrigins });
+  d.airgap.mount(router, { auth, portalCaller: d.portal.caller(auth.trustedOrigins) });
+  d.team.mount(router, auth);
+  d.jobs.mount(router, auth);
+  d.notify.mountDeliveries(router, {
+    auth,
+    mayRead: (p, accountId) => overseesAccount(p, accountId, (id) => d.access.accounts.subtreeIds(id)),
+  });
+  const live = d.notify.mountLive(server, {
     log: s.log,
-    auth: d.auth,
-    apps: d.apps,
-    events: d.events,
-    access: d.access,
-    accounts: s.repos.accounts,
+    auth,
+    apps: d.apps.service,
+    access: d.access.signal,
+    accounts: d.access.accounts,
     resolveIp,
   });
-  live.start();
-  live.mount(server);
-  const channel = new ClientChannel({
+  const channel = d.realtime.mount(server, router, {
     log: s.log,
     now,
     client: gate,
-    heartbeats: d.heartbeats,
-    push: d.push,
+    heartbeats: d.heartbeat.gateway,
     limiter: addressLimiter(s.coordinator, now, 'ws', 60),
     resolveIp,
+    auth,
+    metrics,
   });
-  channel.start();
-  channel.mount(server);
-  channelRoutes(router, { auth: d.auth, push: d.push });
-  metrics.gauge(
-    'keywarden_channel_connections',
-    'Realtime channel connections open on this worker',
-    () => channel.size,
-  );
-  metrics.gauge(
-    'keywarden_channel_pushes_total',
-    'Messages pushed on realtime channels by this worker',
-    () => channel.pushed,
-  );
-  metrics.gauge(
-    'keywarden_channel_slow_dropped_total',
-    'Realtime channels closed because the client did not read fast enough',
-    () => channel.dropped,
-  );
-  const notHere = async () => {
-    throw new AppError('route_not_found');
-  };
-  router.add({
-    method: 'get',
-    path: '/api/ws',
-    docOnly: true,
-    handler: notHere,
-    doc: {
-      summary:
-        'WebSocket: send {"type":"subscribe","app_id"}; receive {"type":"event","event":{id,kind,app_id,at,data}}; ' +
-        'subprotocol msgpack for MessagePack frames',
-      tag: 'live',
-      auth: 'dashboard',
-      permission: 'any account the app is visible to',
-    },
-  });
-  router.add({
-    method: 'get',
-    path: '/api/apps/:id/events',
-    docOnly: true,
-    handler: notHere,
-    doc: {
-      summary: 'Server-Sent Events: one `event:` per kind',
-      tag: 'live',
-      auth: 'dashboard',
-      permission: 'any account the app is visible to',
-    },
-  });
+  d.notify.liveDocs(router);
   router.mount(server);
   // The web dashboard's files (web/dist) at /dashboard/, read into memory now, off the request path.
   void mountDashboard(server).preload();

@@ -74,6 +74,8 @@ export const ERRORS = {
   device_not_found: { status: 404, detail: 'Device not found' },
   ban_not_found: { status: 404, detail: 'Blacklist entry not found' },
   account_not_found: { status: 404, detail: 'Account not found' },
+  delivery_not_found: { status: 404, detail: 'Delivery not found' },
+  job_not_found: { status: 404, detail: 'Job not found' },
   subscription_admins_only: { status: 400, detail: 'Subscriptions only apply to admins.' },
   subscription_expired: { status: 403, detail: 'Subscription expired' },
   license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },

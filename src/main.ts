@@ -56,12 +56,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
 
 async function bootstrapAccounts(config: Config, app: App, log: Logger): Promise<void> {
   if (config.ownerUsername && config.ownerPassword) {
-    if (await app.domain.auth.ensureOwner(config.ownerUsername, config.ownerPassword)) {
+    if (await app.domain.access.auth.ensureOwner(config.ownerUsername, config.ownerPassword)) {
       log.info({ username: config.ownerUsername }, 'account.owner_created');
     }
   }
   if (config.developerUsername && config.developerPassword) {
-    if (await app.domain.auth.ensureDeveloper(config.developerUsername, config.developerPassword)) {
+    if (await app.domain.access.auth.ensureDeveloper(config.developerUsername, config.developerPassword)) {
       log.info({ username: config.developerUsername }, 'account.developer_created');
     }
   }

@@ -5,6 +5,8 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createLogger } from './logger.js';
+import { createClientIpResolver } from './platform/http/client-ip.js';
+import { createHttpServer, loadUws } from './platform/http/uws.js';
 import { RelayIdError, relayId } from './modules/airgap/relay/relay-id.js';
 import { RelayRefusal, checkPool, startRelay } from './modules/airgap/relay/relay.server.js';
 
@@ -47,6 +49,7 @@ async function relay(args: string[]): Promise<number> {
   const payload = checkPool(pool, readKey(values['public-key']), relayId(), Date.now());
   const log = createLogger({ logLevel: 'info' }, { relay: true });
   const running = await startRelay({
+    server: createHttpServer(loadUws(), { log, resolveIp: createClientIpResolver([]) }),
     pool,
     payload,
     dataDir: values.data ?? 'keywarden-relay-data',

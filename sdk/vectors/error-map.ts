@@ -122,6 +122,8 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   user_not_found: null,
   ban_not_found: null,
   account_not_found: null,
+  delivery_not_found: null,
+  job_not_found: null,
   subscription_admins_only: null,
   subscription_expired: null,
   license_lifetime: null,

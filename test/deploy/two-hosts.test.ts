@@ -125,7 +125,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       shown.set(h, h.output.length);
       if (ctx.task.result?.state !== 'fail') continue;
       const warned = h.output.slice(from).filter((l) => /"level":(4|5|6)0/.test(l));
-      // eslint-disable-next-line no-console
       console.log(`host ${i} warned:\n${warned.slice(-80).join('\n')}`);
     }
   });
@@ -335,7 +334,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     const before = await forwarded();
     for (let round = 0; round < 3; round++) expect((await beatRound()).unavailable).toBe(0);
     const share = ((await forwarded()) - before) / (clients.length * 3);
-    // eslint-disable-next-line no-console
     console.log(`two hosts behind nginx, routes echoed: ${(100 * share).toFixed(1)}% of beats forwarded`);
     expect(share).toBeLessThan(0.05);
     await noReplay();
@@ -357,7 +355,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
         if (Date.now() - cut > PARTITION_BOUND_MS + 2_000 && r.unavailable === 0) break;
         if (Date.now() - cut > 60_000) throw new Error('beats still refused a minute into the partition');
       }
-      // eslint-disable-next-line no-console
       console.log(`partition: last 503 at ${last503 ? last503 - cut : 0} ms after the cut`);
       expect(last503 === 0 || last503 - cut <= PARTITION_BOUND_MS).toBe(true);
       // Calls written to the stalled links went through Redis pub/sub instead.
@@ -380,7 +377,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     // No chain is lost: a write that timed out (503, the owner kept the state it had) is never applied
     // when Redis returns (its deadline has passed), so whoever loads the shard agrees with the client.
     const took = await untilAllBeat(15_000);
-    // eslint-disable-next-line no-console
     console.log(`redis restart: every client beating again ${took} ms after Redis came back`);
     await noReplay();
   }, 120_000);
@@ -391,7 +387,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     const killed = Date.now();
     hosts = [survivor];
     const took = await untilAllBeat(FAILOVER_BOUND_MS);
-    // eslint-disable-next-line no-console
     console.log(
       `host kill: every client beating again ${Date.now() - killed} ms after the kill (${took} ms of rounds)`,
     );

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Api } from '../helpers/http.js';
 import { ClientApi } from '../helpers/client.js';
-import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { spawnServer } from '../helpers/process.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 /** Per test: real processes and initdb on a shared 2-core machine. */

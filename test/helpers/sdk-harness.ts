@@ -185,7 +185,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
 
     outage = await startOutageProxy(server.base, {
       forget: (sessions) => {
-        for (const s of sessions) server.server.app.domain.heartbeatOwner.host.remove(s);
+        for (const s of sessions) server.server.app.domain.heartbeat.owner.host.remove(s);
       },
       ban: async (key) => {
         const preview = `${key.slice(0, 4)}****${key.slice(-4)}`;

@@ -89,7 +89,7 @@ export async function createAccount(
   },
 ) {
   const { hashPassword } = await import('../../src/platform/crypto/index.js');
-  return t.server.services.repos.accounts.create(
+  return t.server.app.domain.access.accounts.create(
     {
       username: a.username,
       passwordHash: await hashPassword(a.password),

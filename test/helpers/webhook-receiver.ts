@@ -56,7 +56,10 @@ export async function startWebhookReceiver<H = WebhookDelivery>(
         signature: req.headers['x-keywarden-signature'] as string | undefined,
       });
       hits.push(hit);
-      for (const w of waiters.splice(0)) w.match(hit) ? w.resolve(hit) : waiters.push(w);
+      for (const w of waiters.splice(0)) {
+        if (w.match(hit)) w.resolve(hit);
+        else waiters.push(w);
+      }
       res.writeHead(204).end();
     });
   });

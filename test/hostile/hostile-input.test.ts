@@ -134,7 +134,7 @@ describe('U+0000 in text and out-of-range numbers (PROTOCOL 11.18)', () => {
 
 describe('the audit log keeps every valid entry of a batch', () => {
   it('stores the valid entries when one entry of the batch is refused by the database', async () => {
-    const audit = t.server.services.repos.audit;
+    const audit = t.server.services.audit.repository;
     const marker = `batch-${Date.now()}`;
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} one` });
     audit.write({ appId: f.app.id, action: 'test.batch', detail: `${marker} nul \u0000 inside` });

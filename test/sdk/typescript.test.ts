@@ -153,7 +153,7 @@ describe('TypeScript SDK against the server', () => {
     const stopped = events(hb, 'stopped');
     await hb.stop();
     await stopped;
-    expect(h.server.server.app.domain.heartbeatOwner.host.peek(c.session!)).toBeUndefined();
+    expect(h.server.server.app.domain.heartbeat.owner.host.peek(c.session!)).toBeUndefined();
     // The calls after init (REST, and the channel's upgrade where the SDK has one) sent back the
     // worker the answers named (X-Keywarden-Route).
     const echoes = await affinityEchoes(h.env);

@@ -59,8 +59,8 @@ describe.skipIf(!hasChromium)('web dashboard: charts', () => {
     const [ownerKey] = await a.keys(1);
     await activity(a, ownerKey!, 3);
     await activity(a, sellerKey, 2);
-    await t.server.services.repos.audit.flush();
-    await t.server.app.domain.beatCounts.flush();
+    await t.server.services.audit.repository.flush();
+    await t.server.app.domain.heartbeat.beatCounts.flush();
   }, 120_000);
   afterAll(async () => {
     await b?.close();

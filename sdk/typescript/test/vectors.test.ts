@@ -108,7 +108,11 @@ describe('vectors', () => {
       e.status_fallbacks,
     );
     expect(ERROR_ENTRIES.map(([status, detail, code]) => ({ status, detail, code }))).toEqual(
-      e.entries.map((x: any) => ({ status: x.status, detail: x.detail, code: x.sdk_code })),
+      e.entries.map((x: { status: number; detail: string; sdk_code: string }) => ({
+        status: x.status,
+        detail: x.detail,
+        code: x.sdk_code,
+      })),
     );
     for (const x of [...e.entries, ...e.extra_cases])
       expect(codeFor(x.status, x.detail), JSON.stringify(x)).toBe(x.sdk_code);

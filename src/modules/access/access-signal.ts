@@ -5,8 +5,9 @@
 // wrong guess of whom it touched.
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
+import { CHANNELS } from '../../platform/cluster/names.js';
 
-const CHANNEL = 'access';
+const CHANNEL = CHANNELS.access;
 
 export class AccessSignal {
   private readonly listeners = new Set<() => void>();

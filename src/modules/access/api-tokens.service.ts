@@ -12,6 +12,7 @@ import { consumeOrThrow } from '../../platform/limits/lockout.js';
 import type { ApiTokenRepository } from './api-token.repository.js';
 import { actorOf, type AuditWriter, type Principal, type TokenGrant } from './principal.js';
 import type { TokenScope } from './token-scopes.js';
+import { tokensPolicy } from './policies.js';
 
 export const TOKEN_PREFIX = 'kwt_';
 const TOKEN_FORMAT = /^kwt_[A-Za-z0-9_-]{43}$/;
@@ -109,14 +110,10 @@ export class ApiTokens {
     return (await this.d.repo.list(p.account.id)).map(tokenView);
   }
 
-  /** The caller's own token; an owner also any token of its tree, a developer any token. */
+  /** Who may revoke which token: tokensPolicy. */
   async revoke(p: Principal, id: string, ip: string): Promise<void> {
     const t = await this.d.repo.findById(id);
-    const mayRevoke =
-      t !== null &&
-      (t.accountId === p.account.id ||
-        p.role === 'developer' ||
-        (p.role === 'owner' && (await this.d.ownerOf(t.accountId)) === p.account.id));
+    const mayRevoke = t !== null && (await tokensPolicy.mayRevoke(p, t.accountId, this.d.ownerOf));
     if (!t || !mayRevoke) throw new AppError('token_not_found');
     await this.d.repo.delete(t.id);
     this.d.audit?.write({

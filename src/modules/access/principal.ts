@@ -64,6 +64,19 @@ export function requirePermission(p: Principal, key: PermissionKey): void {
   if (!hasPermission(p, key)) throw new AppError('permission_denied');
 }
 
+/**
+ * Whether `viewer` oversees what account `accountId` started or receives (its bulk jobs, its webhook
+ * deliveries): the account itself, a developer, or an owner whose tree holds it.
+ */
+export async function overseesAccount(
+  viewer: Principal,
+  accountId: string,
+  subtreeIds: (ownerId: string) => Promise<readonly string[]>,
+): Promise<boolean> {
+  if (accountId === viewer.account.id || viewer.role === 'developer') return true;
+  return viewer.role === 'owner' && (await subtreeIds(viewer.account.id)).includes(accountId);
+}
+
 export function requireRole(p: Principal, ...roles: Role[]): void {
   if (!roles.includes(p.role)) throw new AppError('permission_denied');
 }

@@ -28,6 +28,8 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/(audit|ws)(\/|$)/, 'logs'],
   [/^\/api\/apps\/[^/]+\/(logs|events)(\/|$)/, 'logs'],
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
+  // Bulk jobs act on keys (docs/api.md "Bulk jobs").
+  [/^\/api\/(apps\/[^/]+\/)?jobs(\/|$)/, 'licenses'],
   // Air-gapped activation requests are answered with a key's file (PROTOCOL 16.7: licenses:*).
   [/^\/api\/apps\/[^/]+\/offline-activations(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],

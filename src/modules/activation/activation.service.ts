@@ -9,7 +9,7 @@ import {
   responseEncryptionKey,
   verifyPassword,
 } from '../../platform/crypto/index.js';
-import { outcome } from '../client/index.js';
+import { normalizeHwid, outcome } from '../client/index.js';
 import type {
   InitRequest,
   LicenseRequest,
@@ -18,14 +18,13 @@ import type {
   RegisterRequest,
   TrialRequest,
   AuditNote,
+  ClientAppRow,
   ClientCall,
   ClientOutcome,
   ClientSession,
   ClientSessions,
 } from '../client/index.js';
 import type { LicenseHost } from './license-host.js';
-import type { LicenseOpsRepository } from './license-ops.repository.js';
-import type { EndUserRepository } from './end-user.repository.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
@@ -34,15 +33,19 @@ import { Lockout, reserve } from '../../platform/limits/lockout.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
 import type { Image, ScreenshotStore } from './screenshots.js';
 import { alertReasons, type ActivationGeo, type Sighting } from '../geo/index.js';
-import { DEFAULT_ALPHABET, expandMask, graceField, keyPreview, licenseHash } from '../keys/index.js';
+import { DEFAULT_ALPHABET, expandMask, graceField, hasExpired, keyPreview, licenseHash } from '../keys/index.js';
+import type {
+  DeviceHolderKind,
+  DeviceRepository,
+  EndUserRepository,
+  KeyTouchesRepository,
+  LicenseOpsRepository,
+} from '../keys/index.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
-import type { ClientAppRow } from '../apps/index.js';
-import type { DeviceHolderKind, DeviceRepository } from './device.repository.js';
 import type { TrialRepository } from './trial.repository.js';
 import { offlineFile } from './offline-file.js';
 import { deviceLimit } from './license-policy.js';
 import { KeyIds } from './key-ids.js';
-import type { KeyTouchesRepository } from './key-touches.repository.js';
 
 /** PROTOCOL 12.4: trial keys look like this. */
 const TRIAL_MASK = 'TRIAL-****-****-****';
@@ -252,7 +255,7 @@ export class ActivationService {
         ? 'wrong password'
         : user.banned
           ? 'user banned'
-          : expiresAt && expiresAt.getTime() < now
+          : hasExpired(expiresAt, false, now)
             ? 'user expired'
             : user.key_status === null
               ? 'license key deleted'
@@ -330,7 +333,7 @@ export class ActivationService {
     const shot = this.d.screenshots.decode(b.screenshot);
     if (app.keys_paused) throw new AppError('license_paused');
     await this.requireHeartbeat(call);
-    const hwid = b.hwid.toLowerCase();
+    const hwid = normalizeHwid(b.hwid);
     const op = {
       kind: 'activate' as const,
       appId: app.id,
@@ -354,7 +357,7 @@ export class ActivationService {
     await this.d.events.publish(
       'client.license',
       app.id,
-      { license_id: licenseId, hwid: b.hwid.toLowerCase(), ip: call.ip },
+      { license_id: licenseId, hwid: normalizeHwid(b.hwid), ip: call.ip },
       note.resellerId,
     );
     const shotPath = await this.keepScreenshot(app.id, [licenseId], shot, (p) =>
@@ -366,7 +369,7 @@ export class ActivationService {
     this.announce(call, note, 'client.license', seen, v.newDevice === true && v.firstUse !== true, {
       license_id: licenseId,
       key_preview: keyPreview(b.license),
-      hwid: b.hwid.toLowerCase(),
+      hwid: normalizeHwid(b.hwid),
       ip: call.ip,
       new_device: v.newDevice === true,
       screenshot: shotPath,
@@ -469,7 +472,7 @@ export class ActivationService {
     if (app.trial_hours <= 0) throw new AppError('trial_disabled');
     if (app.keys_paused) throw new AppError('license_paused');
     await this.requireHeartbeat(call);
-    const hwid = call.body.hwid.toLowerCase();
+    const hwid = normalizeHwid(call.body.hwid);
     const now = this.d.now();
     for (let attempt = 0; ; attempt++) {
       const key = expandMask(TRIAL_MASK, DEFAULT_ALPHABET);
@@ -522,7 +525,7 @@ export class ActivationService {
     if (app.offline_days <= 0) throw new AppError('offline_disabled');
     const s = session.record;
     if (!this.d.sessions.isActivated(s) || !s.licenseId) throw new AppError('session_not_activated');
-    const hwid = call.body.hwid.toLowerCase();
+    const hwid = normalizeHwid(call.body.hwid);
     const { file, resellerId } = await this.offlineFileFor(
       app,
       { licenseId: s.licenseId, userId: s.userId, username: s.username ?? null },
@@ -550,7 +553,7 @@ export class ActivationService {
     hwid: string,
   ): Promise<{ file: string; resellerId: string | null }> {
     if (app.offline_days <= 0) throw new AppError('offline_disabled');
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     const key = await this.d.licenseOps.load(holder.licenseId);
     if (!key) throw new AppError('license_invalid');
     if (key.status === 'banned') throw new AppError('license_banned');
@@ -558,7 +561,7 @@ export class ActivationService {
     if (holder.userId && (!user || user.banned)) throw new AppError('license_banned');
     const expiresAt = user ? user.expiresAt : key.expiresAt;
     const lifetime = !user && key.durationUnit === 'lifetime';
-    if (expiresAt && !lifetime && expiresAt.getTime() <= this.d.now()) throw new AppError('license_expired');
+    if (hasExpired(expiresAt, lifetime, this.d.now())) throw new AppError('license_expired');
     const kind: DeviceHolderKind = holder.userId ? 'user' : 'key';
     const devices = await this.d.devices.facts(kind, holder.userId ?? holder.licenseId, h);
     if (!(app.hwid_lock ? devices.held : devices.known)) throw new AppError('hwid_mismatch');
@@ -592,7 +595,7 @@ export class ActivationService {
     ip: string,
   ): Promise<{ file: string; resellerId: string | null }> {
     if (app.offlineDays <= 0) throw new AppError('offline_disabled');
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     await this.bindOffline(app, licenseId, h, ip);
     return this.signOffline(app, licenseId, h, user, app.offlineDays);
   }
@@ -614,7 +617,7 @@ export class ActivationService {
     const stored = licenseId ? await this.d.licenseOps.load(licenseId) : undefined;
     if (!licenseId || !stored) throw new AppError('license_invalid');
     admit({ id: licenseId, resellerId: stored.resellerId });
-    const h = req.hwid.toLowerCase();
+    const h = normalizeHwid(req.hwid);
     await this.bindOffline(app, licenseId, h, req.ip);
     const user = stored.userId ? stored.usedBy : null;
     const days = Math.max(1, app.offlineDays);
@@ -763,7 +766,7 @@ export class ActivationService {
       await attempt.settle();
       throw err;
     }
-    return { app, session, hwid: call.body.hwid.toLowerCase(), attempt, username };
+    return { app, session, hwid: normalizeHwid(call.body.hwid), attempt, username };
   }
 
   /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */

@@ -4,8 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LicenseEffects } from './license-host.js';
 import type { Decision, RegisterOp } from './license.machine.js';
-import type { LicenseOpsRepository } from './license-ops.repository.js';
-import type { KeyTouchesRepository } from './key-touches.repository.js';
+import type { KeyTouchesRepository, LicenseOpsRepository } from '../keys/index.js';
 import { deviceLimit, isLicenseOnly, judgeActivate, judgeRegister, registeredExpiry } from './license-policy.js';
 
 interface LicenseEffectOptions {

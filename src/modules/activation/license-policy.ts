@@ -2,9 +2,7 @@
 // clauses): the order of the checks is the policy. No I/O; the license actor asks these, and the
 // repository only runs the conditional writes that carry a verdict out.
 import type { ErrorCode } from '../../errors.js';
-import type { StoredKey } from './license-ops.repository.js';
-import type { DeviceFacts } from './device.repository.js';
-import { durationMs, hasExpired } from '../keys/index.js';
+import { durationMs, hasExpired, type DeviceFacts, type StoredKey } from '../keys/index.js';
 
 /** A key as the policy sees it (read from its row at the start of every operation). */
 export type KeyFacts = StoredKey;

@@ -5,12 +5,12 @@
 import { AppError, validationError } from '../../errors.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import { toDate } from '../../platform/db/sql.js';
-import { actorOf, requirePermission, requireRole, type Principal } from '../access/index.js';
+import { actorOf, keysPolicy, type Principal } from '../access/index.js';
 import type { ActivationService } from '../activation/index.js';
 import type { AppsService } from '../apps/index.js';
 import type { AuditRepository } from '../audit/index.js';
-import type { CachedApp } from '../client/index.js';
-import { computedStatus, durationMs, type KeysAdminService } from '../keys/index.js';
+import { normalizeHwid, type CachedApp } from '../client/index.js';
+import { computedStatus, durationMs, type KeyLookup } from '../keys/index.js';
 import type { EventBus } from '../notify/index.js';
 import { signPool } from './pool-file.js';
 import { parseActivationRequest } from './request-file.js';
@@ -22,7 +22,8 @@ export interface AirgapDeps {
   /** The application as the client API sees it (fields, HWID blacklist); null when it is gone. */
   clientApp: (appId: string) => Promise<CachedApp | null>;
   activation: Pick<ActivationService, 'offlineActivation'>;
-  keys: Pick<KeysAdminService, 'license' | 'scope'>;
+  /** The keys module's scoped lookups. */
+  keys: KeyLookup;
   audit: AuditRepository;
   events: Pick<EventBus, 'publish'>;
   signing: () => ResponseSigningKey;
@@ -48,7 +49,7 @@ export class AirgapService {
 
   /** Owners, admins, developers; resellers with generate_keys, for keys in their scope. */
   async answerForDashboard(p: Principal, appId: string, request: string, ip: string): Promise<{ response: string }> {
-    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    keysPolicy.assertEdit(p);
     await this.d.apps.visible(p, appId);
     const scope = await this.d.keys.scope(p);
     // A key outside the caller's scope reads as unknown: no probing of other resellers' keys.
@@ -109,7 +110,7 @@ export class AirgapService {
       throw validationError('request', 'The request is for another application');
     const app = await this.d.clientApp(appId);
     if (!app) throw new AppError('app_not_found');
-    const hwid = req.hwid.toLowerCase();
+    const hwid = normalizeHwid(req.hwid);
     if (app.blockedHwids.has(hwid)) throw new AppError('access_denied');
     const row = app.row;
     if (!row.enabled) throw new AppError('app_disabled', row.disabled_message || undefined);
@@ -129,7 +130,7 @@ export class AirgapService {
 
   /** A signed seat pool for a relay (owners, admins, developers); audit `license.pool`. */
   async issuePool(p: Principal, licenseId: string, input: PoolInput): Promise<{ pool: string }> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertPool(p);
     const { row } = await this.d.keys.license(p, licenseId);
     const now = this.d.now();
     const status = computedStatus(row, now);

@@ -7,10 +7,11 @@ import { AirgapService, type AirgapDeps } from './airgap.service.js';
 
 interface AirgapHandle {
   /** Mounts the dashboard's and the portal's routes. */
-  mount(router: Router): void;
+  mount(router: Router, r: Omit<AirgapRoutesDeps, 'airgap'>): void;
 }
 
-export function createAirgap(deps: AirgapDeps & Omit<AirgapRoutesDeps, 'airgap'>): AirgapHandle {
+/** Builds the airgap module; it owns no table (keys and devices change through activation and keys). */
+export function createAirgap(deps: AirgapDeps): AirgapHandle {
   const airgap = new AirgapService(deps);
-  return { mount: (router) => airgapRoutes(router, { auth: deps.auth, airgap, portalCaller: deps.portalCaller }) };
+  return { mount: (router, r) => airgapRoutes(router, { ...r, airgap }) };
 }

@@ -1,5 +1,6 @@
 import type { Orm } from '../../platform/db/orm.js';
-import { ApplicationSchema, type Application, type SessionOverflow } from '../../platform/db/entities/index.js';
+import { ApplicationSchema, type Application } from '../../platform/db/entities/index.js';
+import type { ClientAppRow } from '../client/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 
 /** Which applications a caller may see: every app, one owner's apps, or an allowed list inside one tree. */
@@ -41,42 +42,27 @@ function oneInScope(scope: AppScope, id: string): Record<string, unknown> | null
   }
 }
 
-/** The fields the client hot path needs, read with one indexed query and no ORM bookkeeping. */
-export interface ClientAppRow {
-  id: string;
-  owner_id: string;
-  name: string;
-  version: string;
-  enabled: boolean;
-  disabled_message: string;
-  keys_paused: boolean;
-  hwid_lock: boolean;
-  require_signature: boolean;
-  injection_detection: boolean;
-  require_heartbeat: boolean;
-  force_update: boolean;
-  update_url: string;
-  update_message: string;
-  force_encryption: boolean;
-  hash_check: boolean;
-  expected_binary_hash: string;
-  allowed_hashes: string[];
-  heartbeat_interval: number;
-  max_sessions: number;
-  session_overflow: SessionOverflow;
-  api_secret: string;
-  max_devices: number;
-  trial_hours: number;
-  trial_level: number;
-  offline_days: number;
-  grace_hours: number;
-}
-
 const CLIENT_APP_COLUMNS = `id, owner_id, name, version, enabled, disabled_message, keys_paused, hwid_lock,
   require_signature,
   injection_detection, require_heartbeat, force_update, update_url, update_message, force_encryption, hash_check,
   expected_binary_hash, allowed_hashes, heartbeat_interval, max_sessions, session_overflow, api_secret, max_devices,
   trial_hours, trial_level, offline_days, grace_hours`;
+
+/** An application as the customer portal reads it. */
+export interface PortalApp {
+  id: string;
+  name: string;
+  portal_enabled: boolean;
+  portal_reset_cooldown_hours: number;
+  max_devices: number;
+  hwid_lock: boolean;
+  offline_days: number;
+  /** SPEC's pause of license validation: portal writes are refused while it is on (PROTOCOL 11.34). */
+  keys_paused: boolean;
+}
+
+const PORTAL_APP_COLUMNS =
+  'id, name, portal_enabled, portal_reset_cooldown_hours, max_devices, hwid_lock, offline_days, keys_paused';
 
 export class ApplicationRepository {
   constructor(
@@ -100,13 +86,6 @@ export class ApplicationRepository {
         ? await this.sql.one('select 1 from applications where id = ? and owner_id = ?', [id, where.ownerId])
         : await this.sql.one('select 1 from applications where id = ?', [id]);
     return row !== undefined;
-  }
-
-  /** The application a key, end user, blacklist entry or product belongs to; null when there is none. */
-  async appOfRecord(kind: 'license' | 'user' | 'ban' | 'product', id: string): Promise<string | null> {
-    const table = { license: 'license_keys', user: 'end_users', ban: 'blacklist_entries', product: 'products' }[kind];
-    const row = await this.sql.one<{ app_id: string }>(`select app_id from ${table} where id = ?`, [id]);
-    return row?.app_id ?? null;
   }
 
   list(scope: AppScope): Promise<Application[]> {
@@ -136,37 +115,19 @@ export class ApplicationRepository {
     return where !== null && (await this.orm.em.fork().nativeDelete(ApplicationSchema, where)) > 0;
   }
 
+  portalAppByApiKey(apiKey: string): Promise<PortalApp | undefined> {
+    return this.sql.one<PortalApp>(`select ${PORTAL_APP_COLUMNS} from applications where api_key = ?`, [apiKey]);
+  }
+
+  portalAppById(id: string): Promise<PortalApp | undefined> {
+    return this.sql.one<PortalApp>(`select ${PORTAL_APP_COLUMNS} from applications where id = ?`, [id]);
+  }
+
   findForClientByApiKey(apiKey: string): Promise<ClientAppRow | undefined> {
     return this.sql.one<ClientAppRow>(`select ${CLIENT_APP_COLUMNS} from applications where api_key = ?`, [apiKey]);
   }
 
   findForClientById(id: string): Promise<ClientAppRow | undefined> {
     return this.sql.one<ClientAppRow>(`select ${CLIENT_APP_COLUMNS} from applications where id = ?`, [id]);
-  }
-
-  /** Key and user counts per application (SPEC "stats"), one grouped query each. */
-  async counts(
-    ids: readonly string[],
-    /** Only records whose reseller_id is one of these (a reseller's own); undefined: every record. */
-    resellerIds?: readonly string[],
-  ): Promise<Map<string, { keys: number; users: number }>> {
-    const out = new Map<string, { keys: number; users: number }>(ids.map((id) => [id, { keys: 0, users: 0 }]));
-    if (ids.length === 0 || resellerIds?.length === 0) return out;
-    const marks = ids.map(() => '?').join(',');
-    const scoped = resellerIds ? ` and reseller_id in (${resellerIds.map(() => '?').join(',')})` : '';
-    const params = [...ids, ...(resellerIds ?? [])];
-    const [keys, users] = await Promise.all([
-      this.sql.all<{ app_id: string; n: string }>(
-        `select app_id, count(*) as n from license_keys where app_id in (${marks})${scoped} group by app_id`,
-        params,
-      ),
-      this.sql.all<{ app_id: string; n: string }>(
-        `select app_id, count(*) as n from end_users where app_id in (${marks})${scoped} group by app_id`,
-        params,
-      ),
-    ]);
-    for (const r of keys) out.get(r.app_id)!.keys = Number(r.n);
-    for (const r of users) out.get(r.app_id)!.users = Number(r.n);
-    return out;
   }
 }

@@ -3,12 +3,12 @@ import type { Router } from '../../platform/http/router.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { DashboardAuth } from '../access/index.js';
 import type { AppsService } from './apps.service.js';
-import { dashboardHandler } from '../access/index.js';
+import { appsPolicy, dashboardHandler } from '../access/index.js';
 import { CreateAppBody, EntitlementsBody, PatchAppBody, TEXT_MAX } from './apps.requests.js';
 import { pathId } from '../../platform/http/validation.js';
-import { AppError, ValidationError } from '../../errors.js';
+import { ValidationError } from '../../errors.js';
 import { isSdkLang, SDK_LANGS, sdkArchive, sdkFileName } from './sdk-archive.js';
-import { appView, banView } from './apps.view.js';
+import { appView, banView, credentialsView } from './apps.view.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 
@@ -118,7 +118,7 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
         throw new ValidationError([
           { loc: ['path', 'lang'], msg: `lang must be one of ${SDK_LANGS.join(', ')}`, type: 'enum' },
         ]);
-      if (principal.role === 'reseller') throw new AppError('permission_denied');
+      appsPolicy.assertManage(principal);
       const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
       // PUBLIC_URL when configured; else the Host this dashboard was reached at (a strict
       // host[:port] only, so a forged Host cannot write arbitrary text into the config).
@@ -256,12 +256,7 @@ export function appsRoutes(router: Router, { auth, apps, publicUrl, publishedKey
       permission: 'any account the app is visible to',
     },
     handler: dashboardHandler({ auth }, async ({ principal, params }) => {
-      const app = await apps.visible(principal, pathId(params.id, 'app_not_found'));
-      return {
-        api_key: app.apiKey,
-        ...(principal.role === 'reseller' ? {} : { api_secret: app.apiSecret }),
-        owner_id: app.ownerId,
-      };
+      return credentialsView(await apps.visible(principal, pathId(params.id, 'app_not_found')), principal);
     }),
   });
 }

@@ -11,11 +11,12 @@ import type { AuditRepository } from '../audit/index.js';
 import type { BlacklistRepository } from './blacklist.repository.js';
 import type { EntitlementEntry, EntitlementRepository } from './entitlement.repository.js';
 import { normalizeIpOrRange } from '../../platform/http/ip-address.js';
-import { actorOf, assertTokenApp, requirePermission, resellerScope } from '../access/index.js';
+import { actorOf, appsPolicy, assertTokenApp, requirePermission, resellerScope } from '../access/index.js';
 import { assertWebhookUrl } from '../notify/index.js';
 import type { ClientAppCache } from '../client/index.js';
 import type { AppPatch } from './apps.requests.js';
 import type { EventBus } from '../notify/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 /** Whether `v` is an absolute http(s) URL with a host: what outdated clients are sent in the 426. */
 function isHttpUrl(v: string): boolean {
@@ -29,8 +30,9 @@ function isHttpUrl(v: string): boolean {
 
 /** The applications an account reaches by its role (PROTOCOL 11.9). */
 function accountScope(p: Principal): AppScope {
-  if (p.role === 'developer') return { kind: 'all' };
-  if (p.role === 'owner') return { kind: 'owner', ownerId: p.account.id };
+  const reach = appsPolicy.reach(p);
+  if (reach === 'all') return { kind: 'all' };
+  if (reach === 'own') return { kind: 'owner', ownerId: p.account.id };
   return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
 }
 
@@ -83,6 +85,13 @@ interface AppsServiceDeps {
     audit: AuditRepository;
     accounts: AccountRepository;
     entitlements: EntitlementRepository;
+    /** Key and user counts per application: the keys module's (a port compose.ts fills). */
+    records: {
+      counts(
+        ids: readonly string[],
+        resellerIds?: readonly string[],
+      ): Promise<Map<string, { keys: number; users: number }>>;
+    };
   };
   allowPrivateWebhooks: boolean;
   log: Logger;
@@ -111,16 +120,13 @@ export class AppsService {
     return app;
   }
 
-  private assertManager(p: Principal): void {
-    if (p.role === 'reseller') throw new AppError('permission_denied');
-  }
-
   async create(p: Principal, input: { name: string; version?: string; description?: string }): Promise<Application> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     const now = this.now();
+    const created = appsPolicy.created(p);
     const app = await this.d.repos.apps.create({
       id: randomUUID(),
-      ownerId: p.role === 'admin' ? p.account.ownerId : p.account.id,
+      ownerId: created.ownerId,
       name: input.name,
       version: input.version ?? '1.0',
       description: input.description ?? '',
@@ -157,7 +163,7 @@ export class AppsService {
       updatedAt: now,
     });
     // An admin sees only its allowed apps: the app it creates is one of them.
-    if (p.role === 'admin') await this.d.repos.accounts.allowApp(p.account.id, app.id, now);
+    if (created.allowCreator) await this.d.repos.accounts.allowApp(p.account.id, app.id, now);
     this.d.repos.audit.write({
       appId: app.id,
       action: 'app.create',
@@ -172,7 +178,7 @@ export class AppsService {
   }
 
   async update(p: Principal, id: string, patch: AppPatch): Promise<Application> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     await this.visible(p, id);
     const changes: Partial<Application> = { updatedAt: this.now() };
     for (const [field, value] of Object.entries(patch) as [keyof AppPatch, unknown][]) {
@@ -208,7 +214,7 @@ export class AppsService {
 
   /** Irreversible: the app with every key, user, log and ban; live sessions end on their next call. */
   async remove(p: Principal, id: string): Promise<void> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     if (!(await this.d.repos.apps.delete(scopeOf(p), id))) throw new AppError('app_not_found');
     await this.appCache.invalidate(id);
     // Every worker ends the app's live heartbeat sessions.
@@ -225,7 +231,7 @@ export class AppsService {
 
   /** A new api_secret: signatures made with the old one stop verifying at once (on every worker). */
   async rotateSecret(p: Principal, id: string): Promise<Application> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     await this.visible(p, id);
     const app = await this.d.repos.apps.update(scopeOf(p), id, { apiSecret: randomToken(32), updatedAt: this.now() });
     if (!app) throw new AppError('app_not_found');
@@ -241,7 +247,7 @@ export class AppsService {
   }
 
   async setHashes(p: Principal, id: string, hashes: string[]): Promise<Application> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     await this.visible(p, id);
     const allowedHashes = [...new Set(hashes.map((h) => h.toLowerCase()))];
     const app = await this.d.repos.apps.update(scopeOf(p), id, { allowedHashes, updatedAt: this.now() });
@@ -273,7 +279,7 @@ export class AppsService {
     id: string,
     entries: readonly { code: string; name?: string | undefined }[],
   ): Promise<EntitlementEntry[]> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     await this.visible(p, id);
     const seen = new Set<string>();
     entries.forEach((e, i) => {
@@ -302,14 +308,15 @@ export class AppsService {
     p: Principal,
     ids: readonly string[],
   ): Promise<Map<string, { keys: number; users: number }> | undefined> {
-    if (p.role !== 'reseller') return this.d.repos.apps.counts(ids);
-    if (p.account.permissions?.view_stats !== true) return undefined;
-    return this.d.repos.apps.counts(ids, await resellerScope(this.d.repos.accounts, p));
+    const stats = appsPolicy.stats(p);
+    if (stats === 'all') return this.d.repos.records.counts(ids);
+    if (stats === 'none') return undefined;
+    return this.d.repos.records.counts(ids, await resellerScope(this.d.repos.accounts, p));
   }
 
   /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */
   async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string, reason = '') {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     await this.visible(p, appId);
     let value = rawValue.trim();
     if (type === 'ip') {
@@ -322,7 +329,7 @@ export class AppsService {
         );
       value = ip;
     } else {
-      value = value.toLowerCase(); // HWIDs are compared lower-cased (SPEC register/login/license)
+      value = normalizeHwid(value);
     }
     const why = reason.trim();
     const entry = await this.d.repos.blacklist.add(appId, type, value, why, p.account.id, this.now());
@@ -337,7 +344,7 @@ export class AppsService {
   }
 
   async removeBan(p: Principal, banId: string): Promise<void> {
-    this.assertManager(p);
+    appsPolicy.assertManage(p);
     const entry = await this.d.repos.blacklist.findById(banId);
     if (!entry) throw new AppError('ban_not_found');
     const app = await this.d.repos.apps.findInScope(accountScope(p), entry.appId);

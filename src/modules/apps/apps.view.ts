@@ -1,7 +1,16 @@
 // API shapes (snake_case, ISO timestamps) of applications and blacklist entries.
 import type { Application, BlacklistEntry } from '../../platform/db/entities/index.js';
-import type { Principal } from '../access/index.js';
+import { appsPolicy, type Principal } from '../access/index.js';
 import { beatInterval } from '../heartbeat/index.js';
+
+/** The app's credentials as the caller may see them: the one place the api_secret is hidden (appsPolicy). */
+export function credentialsView(a: Application, p: Principal) {
+  return {
+    api_key: a.apiKey,
+    ...(appsPolicy.seesSecret(p) ? { api_secret: a.apiSecret } : {}),
+    owner_id: a.ownerId,
+  };
+}
 
 export function appView(a: Application, p: Principal, stats?: { keys: number; users: number }) {
   return {
@@ -36,10 +45,7 @@ export function appView(a: Application, p: Principal, stats?: { keys: number; us
     grace_hours: a.graceHours,
     portal_enabled: a.portalEnabled,
     portal_reset_cooldown_hours: a.portalResetCooldownHours,
-    api_key: a.apiKey,
-    // SPEC: api_secret is hidden from resellers.
-    ...(p.role === 'reseller' ? {} : { api_secret: a.apiSecret }),
-    owner_id: a.ownerId,
+    ...credentialsView(a, p),
     created_at: a.createdAt.toISOString(),
     updated_at: a.updatedAt.toISOString(),
     ...(stats ? { stats } : {}),

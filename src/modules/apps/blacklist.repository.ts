@@ -39,6 +39,12 @@ export class BlacklistRepository {
   }
 
   /** Every (type, value) of an application's blacklist: the client hot path caches them as sets. */
+  /** The application a blacklist entry belongs to; null when there is none. */
+  async appOf(id: string): Promise<string | null> {
+    const row = await this.sql.one<{ app_id: string }>('select app_id from blacklist_entries where id = ?', [id]);
+    return row?.app_id ?? null;
+  }
+
   values(appId: string): Promise<{ type: BlacklistType; value: string }[]> {
     return this.sql.all<{ type: BlacklistType; value: string }>(
       'select type, value from blacklist_entries where app_id = ?',

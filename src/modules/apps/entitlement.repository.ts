@@ -1,6 +1,7 @@
-// An application's entitlement catalogue (PROTOCOL 12.3). Keys carry codes in license_keys.entitlements;
-// replacing the catalogue takes the codes it dropped off every key of the application in the same
-// transaction, so a key never holds a code the catalogue does not have.
+// An application's entitlement catalogue (PROTOCOL 12.3). Keys carry codes (the keys module's
+// license_keys.entitlements); replacing the catalogue has the keys module take the codes it dropped
+// off every key of the application in the same transaction, so a key never holds a code the
+// catalogue does not have.
 import type { Sql } from '../../platform/db/sql.js';
 
 export interface EntitlementEntry {
@@ -9,7 +10,11 @@ export interface EntitlementEntry {
 }
 
 export class EntitlementRepository {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** The keys module: keys keep only the codes in `codes` (a JSON array), inside transaction `tx`. */
+    private readonly keepOnly: (appId: string, codes: string, tx: unknown) => Promise<number>,
+  ) {}
 
   list(appId: string): Promise<EntitlementEntry[]> {
     return this.sql.all<EntitlementEntry>(
@@ -34,14 +39,7 @@ export class EntitlementRepository {
       }
       const codes = JSON.stringify(entries.map((e) => e.code));
       // Keys whose codes are not all in the new catalogue keep only those that are.
-      return this.sql.run(
-        `update license_keys set entitlements = coalesce(
-           (select jsonb_agg(c order by c) from jsonb_array_elements_text(entitlements) as c
-            where c in (select jsonb_array_elements_text(?::jsonb))), '[]'::jsonb)
-         where app_id = ? and not (entitlements <@ ?::jsonb)`,
-        [codes, appId, codes],
-        tx,
-      );
+      return this.keepOnly(appId, codes, tx);
     });
   }
 }

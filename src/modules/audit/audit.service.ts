@@ -4,13 +4,19 @@
 // its own entries, a developer everything. Hidden fields are removed by the views.
 import type { AuditRepository, AuditRow } from './audit.repository.js';
 import { ValidationError } from '../../errors.js';
-import { requirePermission, resellerScope, type AccountRepository, type Principal } from '../access/index.js';
-import type { AppsService } from '../apps/index.js';
+import {
+  auditPolicy,
+  requirePermission,
+  resellerScope,
+  type AccountRepository,
+  type Principal,
+} from '../access/index.js';
 
 interface AuditLogDeps {
   audit: AuditRepository;
   accounts: AccountRepository;
-  apps: Pick<AppsService, 'visible'>;
+  /** The apps module's check that the caller sees an application (404 otherwise): a port compose.ts fills. */
+  apps: { visible(p: Principal, appId: string): Promise<unknown> };
 }
 
 /** An application log's filters (GET /api/apps/{id}/logs). */
@@ -79,8 +85,9 @@ export class AuditLog {
 
   /** Whose account-level entries the caller sees; undefined: everyone's. */
   private async actorsOf(p: Principal): Promise<readonly string[] | undefined> {
-    if (p.role === 'developer') return undefined;
-    if (p.role === 'reseller') return [p.account.id];
+    const actors = auditPolicy.actors(p);
+    if (actors === 'all') return undefined;
+    if (actors === 'self') return [p.account.id];
     return this.d.accounts.auditScopeIds(p.account.id);
   }
 

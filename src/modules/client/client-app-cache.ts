@@ -2,15 +2,53 @@
 // per worker for a short time (APP_CACHE_TTL_MS) and invalidated at once on dashboard writes,
 // locally and, through the coordinator's `app.changed` channel, on every other worker.
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
-import type { ApplicationRepository, ClientAppRow, BlacklistRepository } from '../apps/index.js';
+import type { SessionOverflow } from '../../platform/db/entities/index.js';
+import { CHANNELS } from '../../platform/cluster/names.js';
 import { IpRangeSet } from '../../platform/http/ip-address.js';
+
+/** The fields of an application the client hot path needs (the apps module reads them in one indexed query). */
+export interface ClientAppRow {
+  id: string;
+  owner_id: string;
+  name: string;
+  version: string;
+  enabled: boolean;
+  disabled_message: string;
+  keys_paused: boolean;
+  hwid_lock: boolean;
+  require_signature: boolean;
+  injection_detection: boolean;
+  require_heartbeat: boolean;
+  force_update: boolean;
+  update_url: string;
+  update_message: string;
+  force_encryption: boolean;
+  hash_check: boolean;
+  expected_binary_hash: string;
+  allowed_hashes: string[];
+  heartbeat_interval: number;
+  max_sessions: number;
+  session_overflow: SessionOverflow;
+  api_secret: string;
+  max_devices: number;
+  trial_hours: number;
+  trial_level: number;
+  offline_days: number;
+  grace_hours: number;
+}
+
+/** The apps module's reads behind the cache: ports compose.ts fills. */
+interface ClientAppSource {
+  findForClientByApiKey(apiKey: string): Promise<ClientAppRow | undefined>;
+  findForClientById(id: string): Promise<ClientAppRow | undefined>;
+}
 
 const APP_CACHE_TTL_MS = 2_000;
 /** api_keys are 32 lower-case hex characters (randomHex(16)); anything else cannot name an app. */
 const API_KEY_FORMAT = /^[0-9a-f]{32}$/;
 /** Lookups by api_key are remembered, misses included; a flood of random keys must not grow memory. */
 const MAX_API_KEY_ENTRIES = 10_000;
-const CHANNEL = 'app.changed';
+const CHANNEL = CHANNELS.appChanged;
 
 export interface CachedApp {
   row: ClientAppRow;
@@ -31,8 +69,8 @@ export class ClientAppCache {
   private readonly changeListeners = new Set<(appId: string) => void>();
 
   constructor(
-    private readonly apps: ApplicationRepository,
-    private readonly blacklist: Pick<BlacklistRepository, 'values'>,
+    private readonly apps: ClientAppSource,
+    private readonly blacklist: { values(appId: string): Promise<{ type: string; value: string }[]> },
     private readonly coordinator: Coordinator,
     private readonly now: () => number,
   ) {}

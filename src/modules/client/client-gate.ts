@@ -1,6 +1,6 @@
 // The client pipeline for /api/client/*, in PROTOCOL 11.5's order: rate limit -> body (400/413)
 // -> session or api_key (401/404) -> request signature (401) -> blacklist (403) -> application
-// enabled (403) -> field validation (422) -> the endpoint's own rules. Every reply, errors and
+// enabled (403) (admission.ts) -> field validation (422) -> the endpoint's own rules. Every reply, errors and
 // 429 included, leaves signed (PROTOCOL 4); every call on a known application is audited.
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
@@ -9,6 +9,7 @@ import type { AuditRepository } from '../audit/index.js';
 import type { NonceRepository } from './nonce.repository.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
 import type { CachedApp, ClientAppCache } from './client-app-cache.js';
+import { refusalOf } from './admission.js';
 import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { AuditNote, ClientCall, ClientOutcome } from './client-call.js';
 import { consumeNowOrThrow, consumeOrThrow } from '../../platform/limits/lockout.js';
@@ -82,6 +83,11 @@ interface ClientRouteSpec<S extends TSchema> {
    * (ClientSessions.recentOrGet).
    */
   recentSession?: boolean;
+  /**
+   * The caller's device is its session's (the realtime channel, whose calls name no HWID): the HWID
+   * blacklist applies to it as to a call's `hwid` (admission.ts).
+   */
+  sessionDevice?: boolean;
   /**
    * Calls refused for an unknown or malformed session count against the caller's address, and an
    * address past its budget is refused (429) before any lookup (PROTOCOL 11.39: the heartbeat calls).
@@ -207,10 +213,10 @@ export function clientCallRunner<S extends TSchema>(
   /** After the session or api_key and the app: the checks, the schema, the service, the reply. */
   const admitted = (input: ClientInput, st: CallState, app: CachedApp, session: ClientCall<unknown>['session']) => {
     st.app = app;
-    if (app.blockedIps.has(input.ip)) throw new AppError('access_denied');
-    const hwid = st.obj.hwid;
-    if (typeof hwid === 'string' && app.blockedHwids.has(hwid.toLowerCase())) throw new AppError('access_denied');
-    if (!app.row.enabled) {
+    const hwid = typeof st.obj.hwid === 'string' ? st.obj.hwid : spec.sessionDevice ? session?.record.hwid : undefined;
+    const refusal = refusalOf(app, { ip: input.ip, hwid });
+    if (refusal === 'blacklisted') throw new AppError('access_denied');
+    if (refusal === 'app_disabled') {
       throw new AppError(
         'app_disabled',
         spec.disabledDetail === 'message' && app.row.disabled_message ? app.row.disabled_message : undefined,

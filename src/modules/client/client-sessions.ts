@@ -4,15 +4,16 @@
 // register/login/license stores the session's record in the coordinator (Redis in a cluster,
 // memory in one process) and restarts its 24 hours (SPEC "Activated-nonce window"); a stored
 // record always wins over what the token says, so a deactivation after a killed heartbeat holds.
-import { pack, unpack } from 'msgpackr';
+import { KEYS, pack, unpack } from '../../platform/cluster/names.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import { shardOf } from '../../platform/cluster/cluster-node.js';
 import { SessionTokenCodec, type TokenClaims } from './session-token.js';
 import { CompactKeyStore, CoordinatorKeyStore, type UnactivatedKeys } from './unactivated-keys.js';
+import { normalizeHwid } from './hwid.js';
 
 export const SESSION_TTL_MS = 24 * 3600 * 1000;
 /** Coordinator keys of activated sessions (a single process checkpoints them across restarts). */
-export const SESSION_KEY_PREFIX = 'sess:';
+export const SESSION_KEY_PREFIX = KEYS.sessionPrefix;
 const SESSION_FORMAT = /^[A-Za-z0-9_-]{43}$/;
 /** A token dated this far ahead of our clock was not written by a worker of this deployment. */
 const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
@@ -101,7 +102,7 @@ export class ClientSessions {
   }
 
   private key(token: string): string {
-    return SESSION_KEY_PREFIX + token;
+    return KEYS.session(token);
   }
 
   /**
@@ -214,7 +215,7 @@ export class ClientSessions {
       username: who.username ?? null,
       userId: who.userId ?? null,
       licenseId: who.licenseId ?? null,
-      hwid: who.hwid.toLowerCase(),
+      hwid: normalizeHwid(who.hwid),
     };
     await this.coordinator.set(this.key(token), pack(next), SESSION_TTL_MS);
     this.recent?.delete(token);

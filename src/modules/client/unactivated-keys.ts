@@ -9,6 +9,7 @@
 // key per session there, and this worker counts what it opened in the last 24 hours.
 import { AppError } from '../../errors.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { KEYS } from '../../platform/cluster/names.js';
 
 /** Longest Retry-After a full store answers: a slot frees when any older session expires. */
 const FULL_RETRY_AFTER_MAX_S = 300;
@@ -264,12 +265,12 @@ export class CoordinatorKeyStore implements UnactivatedKeys {
   async put(token: string, key: Buffer, createdAt: number): Promise<boolean> {
     this.ensureRoom();
     const ttl = createdAt + this.ttlMs - this.now();
-    if (!(await this.coordinator.setIfAbsent(`sk:${token}`, key, Math.max(1, ttl)))) return false;
+    if (!(await this.coordinator.setIfAbsent(KEYS.sessionLicense(token), key, Math.max(1, ttl)))) return false;
     this.opened.add();
     return true;
   }
 
   async get(token: string): Promise<Buffer | null> {
-    return this.coordinator.get(`sk:${token}`);
+    return this.coordinator.get(KEYS.sessionLicense(token));
   }
 }

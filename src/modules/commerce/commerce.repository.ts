@@ -177,14 +177,10 @@ export class CommerceRepository {
     );
   }
 
-  /** Previews of keys by id (an order's listing); keys deleted since are absent. */
-  async previews(ids: readonly string[]): Promise<Map<string, string>> {
-    if (ids.length === 0) return new Map();
-    const rows = await this.sql.all<{ id: string; key_preview: string }>(
-      `select id, key_preview from license_keys where id in (${ids.map(() => '?').join(',')})`,
-      [...ids],
-    );
-    return new Map(rows.map((r) => [r.id, r.key_preview]));
+  /** The application a product belongs to; null when there is none. */
+  async appOfProduct(id: string): Promise<string | null> {
+    const row = await this.sql.one<{ app_id: string }>('select app_id from products where id = ?', [id]);
+    return row?.app_id ?? null;
   }
 
   /** Forgets the plaintext keys of orders past their 30 days (the order itself stays listed). */

@@ -2,7 +2,7 @@
 // A product's webhook secret is 32 random bytes (hex), sealed at rest; the dashboard shows it opened.
 import { AppError } from '../../errors.js';
 import { randomHex, secretboxOpen, secretboxSeal } from '../../platform/crypto/index.js';
-import { actorOf, requireRole, type Principal } from '../access/index.js';
+import { actorOf, productsPolicy, type Principal } from '../access/index.js';
 import type { AppsService } from '../apps/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { settleKeySpec } from '../keys/index.js';
@@ -15,6 +15,8 @@ const ORDER_LIST_LIMIT = 500;
 interface ProductsDeps {
   repo: CommerceRepository;
   apps: Pick<AppsService, 'visible'>;
+  /** The keys module's previews of keys by id (a port compose.ts fills). */
+  previews: (ids: readonly string[]) => Promise<ReadonlyMap<string, string>>;
   audit: AuditRepository;
   /** secretbox key of secrets at rest (Secrets.sealKey). */
   sealKey: Buffer;
@@ -51,13 +53,13 @@ export class ProductsService {
   constructor(private readonly d: ProductsDeps) {}
 
   private async managed(p: Principal, appId: string): Promise<void> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    productsPolicy.assertManage(p);
     await this.d.apps.visible(p, appId);
   }
 
   /** A product of an app the caller manages; 404 otherwise (ids of other trees don't leak). */
   private async product(p: Principal, id: string): Promise<ProductRow> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    productsPolicy.assertManage(p);
     const row = await this.d.repo.findProduct(id);
     if (!row) throw new AppError('product_not_found');
     await this.d.apps.visible(p, row.app_id).catch((err: unknown) => {
@@ -155,7 +157,7 @@ export class ProductsService {
   async orders(p: Principal, appId: string) {
     await this.managed(p, appId);
     const rows = await this.d.repo.listOrders(appId, ORDER_LIST_LIMIT);
-    const previews = await this.d.repo.previews(rows.flatMap((r) => r.license_ids));
+    const previews = await this.d.previews(rows.flatMap((r) => r.license_ids));
     return rows.map((r) => orderView(r, previews));
   }
 }

@@ -3,7 +3,6 @@
 // country is new for that record. A failure here never fails the activation it follows: the
 // activation already happened, so it is logged and the call answers as if the address were unknown.
 import type { Logger } from 'pino';
-import type { GeoRepository } from './geo.repository.js';
 import { locationText, type Geo, type GeoLocator } from './geo.js';
 
 export interface Sighting {
@@ -23,8 +22,17 @@ export function alertReasons(newDevice: boolean, newLocation: boolean): AlertRea
 
 const NOWHERE: Sighting = { geo: null, location: '', newLocation: false };
 
+/**
+ * Where keys and users were seen, stored by the keys module (a port compose.ts fills). Each write
+ * returns the countries known before it (undefined: the record is gone).
+ */
+interface SightingRecords {
+  recordUser(userId: string, geo: { country: string }, activation: boolean): Promise<string[] | undefined>;
+  recordKey(licenseId: string, geo: { country: string }): Promise<string[] | undefined>;
+}
+
 export class ActivationGeo {
-  constructor(private readonly d: { locator: GeoLocator; records: GeoRepository; log: Logger }) {}
+  constructor(private readonly d: { locator: GeoLocator; records: SightingRecords; log: Logger }) {}
 
   /** register (`licenseId` given: the key's activation geo too) or login of an end user. */
   async user(ip: string, userId: string, register: { licenseId: string } | null): Promise<Sighting> {

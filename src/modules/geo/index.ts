@@ -1,5 +1,12 @@
 // The geo module's public surface: where an address is, and where a key or user was seen.
 // Other modules and the composition root import only this file.
-export { ActivationGeo, alertReasons, type Sighting } from './activation-geo.js';
+import { ActivationGeo } from './activation-geo.js';
+
+export { alertReasons, type Sighting } from './activation-geo.js';
 export { GeoLocator, locationText } from './geo.js';
-export { GeoRepository } from './geo.repository.js';
+export type { ActivationGeo };
+
+/** Builds the geo module's activation side: where a key or user was seen, and the alerts it raises. */
+export function createGeo(d: ConstructorParameters<typeof ActivationGeo>[0]) {
+  return { activation: new ActivationGeo(d) };
+}

@@ -4,7 +4,7 @@
 // instead of being read as something else. Every persist and restore path goes through here.
 // Version 2 appends hwidHash; a version 1 snapshot (written before a rolling upgrade) still decodes,
 // as a session whose device is unknown (hwidHash null).
-import { pack, unpack } from 'msgpackr';
+import { pack, unpack } from '../../platform/cluster/names.js';
 import { HEARTBEAT_SNAPSHOT_VERSION, type HeartbeatContext } from './heartbeat.machine.js';
 
 export class UnknownSnapshotVersion extends Error {

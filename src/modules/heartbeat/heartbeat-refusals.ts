@@ -11,6 +11,7 @@
 // never refused its sender.
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { KEYS, LIMITERS } from '../../platform/cluster/names.js';
 import { rateLimited } from '../../errors.js';
 
 const REFUSALS_PER_SESSION = 60;
@@ -31,8 +32,16 @@ export class HeartbeatRefusals {
     private readonly coordinator: Coordinator,
     private readonly now: () => number,
   ) {
-    this.perSession = coordinator.limiter({ keyPrefix: 'hbref:s', points: REFUSALS_PER_SESSION, duration: WINDOW_S });
-    this.perIp = coordinator.limiter({ keyPrefix: 'hbref:ip', points: REFUSALS_PER_IP, duration: WINDOW_S });
+    this.perSession = coordinator.limiter({
+      keyPrefix: LIMITERS.refusalsPerSession,
+      points: REFUSALS_PER_SESSION,
+      duration: WINDOW_S,
+    });
+    this.perIp = coordinator.limiter({
+      keyPrefix: LIMITERS.refusalsPerIp,
+      points: REFUSALS_PER_IP,
+      duration: WINDOW_S,
+    });
   }
 
   /**
@@ -76,7 +85,7 @@ export class HeartbeatRefusals {
     mark(this.refusedSessions, session, until);
     mark(this.refusedIps, ip, until);
     await Promise.all([this.perSession.penalty(session, 1), this.perIp.penalty(ip, 1)]);
-    const audit = await this.coordinator.setIfAbsent(`hbref:a:${session}`, Buffer.alloc(0), AUDIT_EVERY_MS);
+    const audit = await this.coordinator.setIfAbsent(KEYS.refusalAudit(session), Buffer.alloc(0), AUDIT_EVERY_MS);
     if (!audit) this.unaudited++;
     return audit;
   }

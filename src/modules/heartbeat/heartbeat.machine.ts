@@ -4,6 +4,7 @@
 // not survive a snapshot. Snapshots carry HEARTBEAT_SNAPSHOT_VERSION.
 import { assign, setup } from 'xstate';
 import { constantTimeEqual, sha256 } from '../../platform/crypto/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 /** 2: the context carries `hwidHash` (version 1 snapshots decode with hwidHash null). */
 export const HEARTBEAT_SNAPSHOT_VERSION = 2;
@@ -84,7 +85,7 @@ export type HeartbeatEvent =
  * devices of one key (2^-64 per pair) would at worst end one more session of that key.
  */
 export function hwidHash(hwid: string): string {
-  return sha256(hwid.toLowerCase()).toString('hex', 0, 8);
+  return sha256(normalizeHwid(hwid)).toString('hex', 0, 8);
 }
 
 export function expiryWindowMs(beatInterval: number): number {

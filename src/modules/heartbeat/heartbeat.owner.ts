@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
+import { HASHES } from '../../platform/cluster/names.js';
 import { NotOwner, shardOf, type OpMap, type ShardNode } from '../../platform/cluster/cluster-node.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { ClientSessions } from '../client/index.js';
@@ -134,7 +135,7 @@ interface HeartbeatOwnerDeps {
 }
 
 /** Where a shard's sessions are kept in Redis. */
-const hashOf = (shard: number) => `hbs:${shard}`;
+const hashOf = HASHES.heartbeats;
 /** How often the sessions whose last write failed are written again. */
 const SETTLE_EVERY_MS = 500;
 

@@ -7,7 +7,7 @@
 // read from the heartbeat sessions themselves (SPEC "Session alive"), so stop, kill and expiry free a
 // seat even when their release never reached the table. Without Redis the table is rebuilt from
 // the heartbeat sessions the restart checkpoint brought back.
-import { unpack } from 'msgpackr';
+import { HASHES, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
@@ -16,7 +16,7 @@ import { sessionAlive, type HeartbeatContext } from './heartbeat.machine.js';
 import type { HeartbeatOps, SeatClaimArgs, SeatClaimOutcome } from './heartbeat.owner.js';
 
 /** Where a shard's seat tables are kept (one field per key). */
-const seatsOf = (shard: number) => `seats:${shard}`;
+const seatsOf = HASHES.seats;
 
 /**
  * A seat claimed by a start whose heartbeat session does not exist yet counts for this long (the

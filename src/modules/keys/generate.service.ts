@@ -3,7 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { validationError } from '../../errors.js';
 import type { Principal } from '../access/index.js';
-import { actorOf, requirePermission, requireRole } from '../access/index.js';
+import { actorOf, keysPolicy, requirePermission } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus } from '../notify/index.js';
 import type { AppsService } from '../apps/index.js';
@@ -143,11 +143,10 @@ export class KeyGenerator {
     const app = await this.d.apps.visible(p, appId);
     const { unit, value, days, mask, alphabet } = settleKeySpec(input);
     const entitlements = await checkedCodes(this.d.apps, appId, input.entitlements ?? []);
-    const generatorIsStaff = p.role === 'admin' || p.role === 'reseller';
-    const charge =
-      p.role === 'reseller'
-        ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
-        : null;
+    const resellerId = keysPolicy.attributedTo(p);
+    const charge = keysPolicy.paysCredits(p)
+      ? { accountId: p.account.id, amount: pricePerKey(days, app.keyCosts) * input.amount }
+      : null;
     const created = await this.insertKeys(
       appId,
       input,
@@ -155,7 +154,7 @@ export class KeyGenerator {
       entitlements,
       input.amount,
       {
-        resellerId: generatorIsStaff ? p.account.id : null,
+        resellerId,
         createdBy: p.account.id,
         charge,
       },
@@ -165,13 +164,13 @@ export class KeyGenerator {
       'license.generate',
       appId,
       { count: created.length, license_ids: created.map((c) => c.row.id) },
-      generatorIsStaff ? p.account.id : null,
+      resellerId,
     );
     this.d.audit.write({
       appId,
       action: 'license.generate',
       actor: actorOf(p),
-      resellerId: generatorIsStaff ? p.account.id : null,
+      resellerId: resellerId,
       detail:
         `${input.amount} keys generated (${unit === 'lifetime' ? 'lifetime' : `${value} ${unit}`}, ` +
         `level ${input.level ?? 1})${charge ? `, ${charge.amount} credits` : ''}`,
@@ -232,7 +231,7 @@ export class KeyGenerator {
     rows: readonly unknown[],
     dryRun: boolean,
   ): Promise<{ imported: number; skipped: { key_preview: string; reason: string }[] }> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertImport(p);
     await this.d.apps.visible(p, appId);
     const keys = readImport(format, rows).map((k) => ({ ...k, keyHash: licenseHash(this.d.licenseHashKey, k.key) }));
     const existing = await this.d.licenses.existingHashes(
@@ -251,22 +250,22 @@ export class KeyGenerator {
       }
     }
     if (dryRun || fresh.length === 0) return { imported: dryRun ? fresh.length : 0, skipped };
-    const staff = p.role === 'admin' || p.role === 'reseller';
+    const resellerId = keysPolicy.attributedTo(p);
     const inserted = await this.d.licenses.insertImported(
       appId,
       fresh,
-      { createdBy: p.account.id, resellerId: staff ? p.account.id : null },
+      { createdBy: p.account.id, resellerId },
       new Date(this.d.now()),
     );
     // Added by someone else between the check and the insert: skipped as well.
     for (const k of fresh)
       if (!inserted.has(k.keyHash)) skipped.push({ key_preview: k.preview, reason: 'already in the application' });
-    await this.d.events.publish('license.import', appId, { count: inserted.size }, staff ? p.account.id : null);
+    await this.d.events.publish('license.import', appId, { count: inserted.size }, resellerId);
     this.d.audit.write({
       appId,
       action: 'license.import',
       actor: actorOf(p),
-      resellerId: staff ? p.account.id : null,
+      resellerId: resellerId,
       detail: `${inserted.size} keys imported (${format}), ${skipped.length} skipped`,
     });
     return { imported: inserted.size, skipped };

@@ -3,7 +3,8 @@
 import { toDate, type Sql } from '../../platform/db/sql.js';
 import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
-import type { Device, KeyTouchesRepository } from '../activation/index.js';
+import type { Device } from './device.repository.js';
+import type { KeyTouchesRepository } from './key-touches.repository.js';
 
 /** undefined: every record of the app; a list: only records whose reseller_id is in it. */
 export type ResellerScope = readonly string[] | undefined;
@@ -102,6 +103,22 @@ const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /** `expires_at + SHIFT`: one placeholder, the milliseconds. */
 const SHIFT = `(? * interval '1 millisecond')`;
 
+/** The listing's filters (status, text, reseller scope) as a where clause over license_keys. */
+function listWhere(q: Omit<LicenseListQuery, 'limit' | 'cursor'>, params: unknown[]): string {
+  params.push(q.appId);
+  let where = 'app_id = ?';
+  if (q.status) {
+    where += ` and ${STATUS_SQL[q.status]}`;
+    if (filterNeedsNow(q.status)) params.push(q.now);
+  }
+  if (q.q) {
+    where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ? or key_hash = ?)`;
+    const like = likePattern(q.q);
+    params.push(like, like, like, q.keyHash ?? '');
+  }
+  return where + scopeSql(q.scope, params);
+}
+
 export class KeyAdminRepository {
   constructor(
     private readonly sql: Sql,
@@ -111,18 +128,8 @@ export class KeyAdminRepository {
 
   async listLicenses(q: LicenseListQuery): Promise<LicenseRow[]> {
     await this.touches?.flush().catch(() => undefined);
-    const params: unknown[] = [q.appId];
-    let where = 'app_id = ?';
-    if (q.status) {
-      where += ` and ${STATUS_SQL[q.status]}`;
-      if (filterNeedsNow(q.status)) params.push(q.now);
-    }
-    if (q.q) {
-      where += ` and (note ilike ? or used_by ilike ? or key_preview ilike ? or key_hash = ?)`;
-      const like = likePattern(q.q);
-      params.push(like, like, like, q.keyHash ?? '');
-    }
-    where += scopeSql(q.scope, params);
+    const params: unknown[] = [];
+    let where = listWhere(q, params);
     if (q.cursor) {
       where += ' and (created_at, id) < (?::timestamptz, ?::uuid)';
       params.push(q.cursor.createdAt, q.cursor.id);
@@ -131,6 +138,25 @@ export class KeyAdminRepository {
     return this.sql.all<LicenseRow>(
       `select ${LICENSE_COLUMNS}, ${CURSOR_AT('')} from license_keys where ${where}
        order by created_at desc, id desc limit ?`,
+      params,
+    );
+  }
+
+  /**
+   * The ids and previews of every key a listing with these filters would show (newest first), or of
+   * those among `ids` (bulk jobs: the set a job acts on, fixed when it starts).
+   */
+  matchingIds(
+    q: Omit<LicenseListQuery, 'limit' | 'cursor'> & { ids?: readonly string[] | undefined },
+  ): Promise<{ id: string; key_preview: string }[]> {
+    const params: unknown[] = [];
+    let where = listWhere(q, params);
+    if (q.ids) {
+      where += ' and id in (select jsonb_array_elements_text(?::jsonb)::uuid)';
+      params.push(JSON.stringify(q.ids));
+    }
+    return this.sql.all(
+      `select id, key_preview from license_keys where ${where} order by created_at desc, id desc`,
       params,
     );
   }
@@ -173,8 +199,8 @@ export class KeyAdminRepository {
     now: Date,
   ): Promise<{ extended: number; skipped: number } | 'out_of_range'> {
     return this.sql.transaction(async (tx) => {
-      const active =
-        "app_id = ? and status = 'used' and expires_at is not null and duration_days <> 0 and expires_at >= ?";
+      // Active by the one rule (STATUS_SQL.active: `?` is now), and with an expiry to move (not lifetime).
+      const active = `app_id = ? and ${STATUS_SQL.active} and expires_at is not null and duration_days <> 0`;
       const checkParams: unknown[] = [appId, now];
       const latest = await this.sql.one<{ at: Date | string | null }>(
         `select max(expires_at) as at from license_keys where ${active}${scopeSql(scope, checkParams)}`,

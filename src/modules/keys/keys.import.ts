@@ -3,6 +3,7 @@
 import { ValidationError } from '../../errors.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';
 import { durationDays, durationMs, keyPreview } from './license-keys.js';
+import { normalizeHwid } from '../client/index.js';
 
 export const IMPORT_MAX_KEYS = 50_000;
 export const IMPORT_BODY_LIMIT = 8 * 1024 * 1024;
@@ -94,7 +95,7 @@ function listRow(row: Row, index: number): ImportedKey {
     durationUnit: unit,
     note: text(row, index, 'note', TEXT_MAX),
     usedBy: text(row, index, 'used_by', 64),
-    hwid: text(row, index, 'hwid', TEXT_MAX).toLowerCase(),
+    hwid: normalizeHwid(text(row, index, 'hwid', TEXT_MAX)),
     expiresAt,
   });
 }

@@ -9,13 +9,14 @@ import type { AuditRepository } from '../audit/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { AppsService } from '../apps/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
-import type { ActivationService, DeviceRepository } from '../activation/index.js';
+import type { DeviceRepository } from './device.repository.js';
 import { checkedCodes } from './generate.service.js';
 import type { LicensePatch } from './keys.requests.js';
 import { durationMs, licenseHash } from './license-keys.js';
 import type { StatusFilter } from './license-status.js';
-import { actorOf, requirePermission, requireRole, resellerScope } from '../access/index.js';
+import { actorOf, keysPolicy, requirePermission, resellerScope } from '../access/index.js';
 import type { AccountRepository, Principal } from '../access/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 const USER_LIST_LIMIT = 2000;
 
@@ -32,6 +33,17 @@ interface SeriesQuery {
   to?: Date;
 }
 
+/** The activation module's offline files, as key administration calls them (a port compose.ts fills). */
+export interface OfflineIssuer {
+  offlineForKey(
+    app: { id: string; hwidLock: boolean; maxDevices: number; offlineDays: number },
+    licenseId: string,
+    hwid: string,
+    user: string | null,
+    ip: string,
+  ): Promise<{ file: string; resellerId: string | null }>;
+}
+
 /** What key and user administration uses, besides its repository (one composition root: compose.ts). */
 interface KeysAdminDeps {
   audit: AuditRepository;
@@ -41,7 +53,7 @@ interface KeysAdminDeps {
   now: () => number;
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
   /** Offline license files for air-gapped machines (PROTOCOL 12.5); the activation module binds and signs. */
-  offline: Pick<ActivationService, 'offlineForKey'>;
+  offline: OfflineIssuer;
   webhooks: Pick<WebhookService, 'notify'>;
 }
 
@@ -129,6 +141,28 @@ export class KeysAdminService {
   }
 
   /**
+   * The keys a bulk job acts on (docs/api.md "Bulk jobs"): those the key listing would show the caller
+   * with these filters, or those among `ids` in the app and the caller's scope; newest first.
+   */
+  async matchingLicenses(
+    p: Principal,
+    appId: string,
+    f: { status?: StatusFilter | undefined; q?: string | undefined; ids?: readonly string[] | undefined },
+  ): Promise<{ id: string; key_preview: string }[]> {
+    requirePermission(p, 'view_keys');
+    await this.apps.visible(p, appId);
+    return this.repo.matchingIds({
+      appId,
+      scope: await this.scope(p),
+      status: f.status,
+      q: f.q,
+      keyHash: f.q ? licenseHash(this.d.licenseHashKey, f.q) : undefined,
+      ids: f.ids,
+      now: this.now(),
+    });
+  }
+
+  /**
    * Key rows with their holder's devices (PROTOCOL 12.1): a license-only key's own, a registered
    * key's end user's.
    */
@@ -150,7 +184,7 @@ export class KeysAdminService {
 
   /** PROTOCOL 15.2: level, note, max_devices, entitlements (resellers in scope need generate_keys). */
   async update(p: Principal, id: string, patch: LicensePatch): Promise<LicenseRow> {
-    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    keysPolicy.assertEdit(p);
     const { row } = await this.license(p, id);
     const entitlements =
       patch.entitlements === undefined ? undefined : await checkedCodes(this.apps, row.app_id, patch.entitlements);
@@ -182,7 +216,7 @@ export class KeysAdminService {
   async removeLicenseDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const { row } = await this.license(p, id);
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     const removed = row.user_id
       ? await this.d.devices.remove('user', row.user_id, h)
       : await this.d.devices.remove('key', id, h);
@@ -201,7 +235,7 @@ export class KeysAdminService {
   async removeUserDevice(p: Principal, id: string, hwid: string): Promise<void> {
     requirePermission(p, 'reset_hwid');
     const u = await this.user(p, id);
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     if (!(await this.d.devices.remove('user', id, h))) throw new AppError('device_not_found');
     await this.record(
       p,
@@ -218,7 +252,7 @@ export class KeysAdminService {
    * scope with generate_keys). The HWID is bound like a license-only activation; audit `license.offline`.
    */
   async issueOffline(p: Principal, id: string, hwid: string): Promise<{ license_file: string; row: LicenseRow }> {
-    if (p.role === 'reseller') requirePermission(p, 'generate_keys');
+    keysPolicy.assertEdit(p);
     const { row } = await this.license(p, id);
     const app = await this.apps.visible(p, row.app_id);
     const { file } = await this.d.offline.offlineForKey(
@@ -228,7 +262,7 @@ export class KeysAdminService {
       row.user_id ? row.used_by : null,
       row.ip,
     );
-    const h = hwid.toLowerCase();
+    const h = normalizeHwid(hwid);
     await this.record(
       p,
       row.app_id,
@@ -247,7 +281,7 @@ export class KeysAdminService {
 
   /** Extend or subtract time: owners, admins and developers; never lifetime or never-activated keys. */
   async extend(p: Principal, id: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>, subtract: boolean) {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertChangeTime(p);
     const { row } = await this.license(p, id);
     if (row.duration_unit === 'lifetime' || row.duration_days === 0) throw new AppError('license_lifetime');
     if (!row.expires_at) throw new AppError('license_not_activated');
@@ -267,7 +301,7 @@ export class KeysAdminService {
   }
 
   async extendAll(p: Principal, appId: string, value: number, unit: Exclude<DurationUnit, 'lifetime'>) {
-    requireRole(p, 'owner', 'admin', 'developer');
+    keysPolicy.assertChangeTime(p);
     await this.apps.visible(p, appId);
     const result = await this.repo.extendActive(appId, await this.scope(p), durationMs(value, unit)!, this.now());
     if (result === 'out_of_range') throw outOfRange();

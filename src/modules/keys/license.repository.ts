@@ -4,7 +4,7 @@ import type { DurationUnit } from '../../platform/db/entities/index.js';
 import type { Sql } from '../../platform/db/sql.js';
 import { ReadBatcher } from '../../platform/db/read-batcher.js';
 import { AppError } from '../../errors.js';
-import type { Device } from '../activation/index.js';
+import type { Device } from './device.repository.js';
 
 const MAX_ROUNDS = 10;
 /** The placeholders of one generated key's row. */

@@ -2,7 +2,7 @@
 // every worker, where dashboards subscribed to the app receive them (live.ts) and heartbeats react
 // to revocations. Kinds are the dotted audit names: license.generate, license.ban, user.delete...
 import { randomUUID } from 'node:crypto';
-import { pack, unpack } from 'msgpackr';
+import { CHANNELS, pack, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
 
@@ -18,7 +18,7 @@ export interface LiveEvent {
 
 type EventListener = (e: LiveEvent) => void;
 
-const CHANNEL = 'events';
+const CHANNEL = CHANNELS.events;
 
 export class EventBus {
   private readonly listeners = new Set<EventListener>();
@@ -60,10 +60,15 @@ export class EventBus {
   }
 
   /**
-   * An event about one account rather than an application (its credit balance): delivered to that
-   * account's open dashboard streams, whatever apps they watch. `kind` starts with `account.`.
+   * An event about one account rather than an application (its credit balance, its bulk jobs' progress):
+   * delivered to that account's open dashboard streams, whatever apps they watch. `kind` starts with
+   * `account.` or `job.`.
    */
-  publishAccount(kind: `account.${string}`, accountId: string, data: Record<string, unknown>): Promise<void> {
+  publishAccount(
+    kind: `account.${string}` | `job.${string}`,
+    accountId: string,
+    data: Record<string, unknown>,
+  ): Promise<void> {
     return this.publish(kind, '', { ...data, account_id: accountId });
   }
 

@@ -14,7 +14,7 @@
 // the kw_session cookie or a sign-in token in `?token=`.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
 // uWS; an SSE stream that stays backed up past the same amount is closed by us.
-import { pack, unpack } from 'msgpackr';
+import { pack, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import { AppError } from '../../errors.js';
 import type { Principal, DashboardAuth, AccessSignal, AccountRepository } from '../access/index.js';
@@ -27,16 +27,10 @@ import {
   headerToken,
   refuseTokenInQuery,
 } from '../access/index.js';
-import type { AppsService } from '../apps/index.js';
 import type { EventBus, LiveEvent } from './events.js';
 import { errorReply } from '../../platform/http/error-reply.js';
-import {
-  CLOSE_ON_BACKPRESSURE_LIMIT,
-  copyRequest,
-  writeReply,
-  type HttpServer,
-  type UwsSocket,
-} from '../../platform/http/uws.js';
+import { mountEventStream, mountSocket, type Socket, type Upgrade } from '../../platform/http/sockets.js';
+import type { HttpServer } from '../../platform/http/uws.js';
 
 const MAX_BACKPRESSURE = 1024 * 1024;
 /** Every watcher is checked again this often even without a signal (a lost signal, an expiry). */
@@ -69,7 +63,8 @@ const MAX_TIMER_MS = 2_147_483_647;
 interface LiveDeps {
   log: Logger;
   auth: DashboardAuth;
-  apps: Pick<AppsService, 'visible'>;
+  /** The apps module's check that the caller sees an application (404 otherwise): a port compose.ts fills. */
+  apps: { visible(p: Principal, appId: string): Promise<unknown> };
   events: EventBus;
   access: AccessSignal;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
@@ -121,7 +116,7 @@ export class LiveHub {
   }
 
   private dispatch(e: LiveEvent): void {
-    if (e.kind.startsWith('account.')) {
+    if (e.kind.startsWith('account.') || e.kind.startsWith('job.')) {
       // About one account: every WebSocket it has open (an SSE stream watches one app's records).
       const event = { id: e.id, kind: e.kind, app_id: null, at: e.at, data: e.data };
       for (const w of this.watchers)
@@ -248,7 +243,7 @@ export class LiveHub {
     this.mountSse(server);
   }
 
-  private mountWebSocket({ app, guard }: HttpServer): void {
+  private mountWebSocket(server: HttpServer): void {
     interface WsData {
       /** Who the socket belongs to, from the upgrade until open() makes the watcher. */
       who: { token: string; principal: Principal } | null;
@@ -256,35 +251,26 @@ export class LiveHub {
       msgpack: boolean;
       /**
        * False once the socket closed or was ended: a subscribe's continuation (or any later send)
-       * must then touch nothing, since uWS throws on a closed socket.
+       * must then touch nothing.
        */
       open: boolean;
     }
-    app.ws<WsData>('/api/ws', {
+    mountSocket<WsData>(server, {
+      path: '/api/ws',
       maxBackpressure: MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
       maxPayloadLength: 16 * 1024,
-      idleTimeout: 120,
-      sendPingsAutomatically: true,
-      upgrade: guard.upgrade((res, req, context) => {
-        // uWS: register onAborted before the await, copy everything from req now.
-        let aborted = false;
-        res.onAborted(() => {
-          aborted = true;
-        });
-        const { headers, query } = copyRequest(req);
-        const key = headers['sec-websocket-key'] ?? '';
+      idleTimeoutS: 120,
+      failed: (err) => errorReply(err, this.d.log, { route: '/api/ws' }),
+      upgrade: ({ headers, query, remote }) => {
         const protocols = (headers['sec-websocket-protocol'] ?? '')
           .split(',')
           .map((p) => p.trim())
           .filter(Boolean);
-        const extensions = headers['sec-websocket-extensions'] ?? '';
-        const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
         const ip = this.d.resolveIp ? this.d.resolveIp(remote, headers['x-forwarded-for']) : remote;
         try {
           refuseTokenInQuery(query);
         } catch (err) {
-          return writeReply(res, aborted, errorReply(err, this.d.log));
+          return { refuse: errorReply(err, this.d.log) };
         }
         // Browsers cannot set Authorization on a WebSocket: the kw_session cookie or ?token= (a
         // sign-in token, never an API token) work too.
@@ -294,30 +280,24 @@ export class LiveHub {
         // upgrade must come from the dashboard's own origin (cross-site WebSocket hijacking).
         const byCookie = !headerToken(headers) && fromQuery === undefined && token !== undefined;
         if (byCookie && fromOwnOrigin(headers, this.d.auth.trustedOrigins) !== true)
-          return writeReply(res, aborted, errorReply(new AppError('cross_site'), this.d.log));
-        (token ? this.d.auth.authenticate(token, { ip }) : Promise.resolve(null))
+          return { refuse: errorReply(new AppError('cross_site'), this.d.log) };
+        return (token ? this.d.auth.authenticate(token, { ip }) : Promise.resolve(null))
           .then((principal) => {
             if (principal) this.d.auth.admit(principal, 'get', '/api/ws');
             return principal;
           })
-          .then(
-            (principal) => {
-              if (!principal || !token)
-                return writeReply(res, aborted, errorReply(new AppError('not_authenticated'), this.d.log));
-              if (aborted) return;
-              res.cork(() => {
-                // The chosen subprotocol goes through upgrade(): a header written first would turn this into a 200.
-                const msgpack = protocols.includes('msgpack');
-                // The watcher is made in open(), once there is a socket to send on and close.
-                const data: WsData = { who: { token, principal }, watcher: null, msgpack, open: false };
-                res.upgrade<WsData>(data, key, msgpack ? 'msgpack' : (protocols[0] ?? ''), extensions, context);
-              });
-            },
-            (err: unknown) => writeReply(res, aborted, errorReply(err, this.d.log, { route: '/api/ws' })),
-          );
-      }),
-      open: guard.socket('open', (ws: UwsSocket<WsData>) => {
-        const data = ws.getUserData();
+          .then((principal): Upgrade<WsData> => {
+            if (!principal || !token) return { refuse: errorReply(new AppError('not_authenticated'), this.d.log) };
+            // The chosen subprotocol goes through the upgrade: a header written first would turn this into a 200.
+            const msgpack = protocols.includes('msgpack');
+            // The watcher is made in open(), once there is a socket to send on and close.
+            return {
+              accept: { who: { token, principal }, watcher: null, msgpack, open: false },
+              protocol: msgpack ? 'msgpack' : (protocols[0] ?? ''),
+            };
+          });
+      },
+      open: (ws: Socket, data) => {
         const who = data.who;
         data.who = null;
         if (!who) return ws.end(1011, 'Internal error');
@@ -338,9 +318,8 @@ export class LiveHub {
             ws.end(1008, reason);
           },
         });
-      }),
-      message: guard.socket('message', (ws: UwsSocket<WsData>, message: ArrayBuffer, isBinary: boolean) => {
-        const data = ws.getUserData();
+      },
+      message: (data, message, isBinary) => {
         const w = data.watcher;
         if (!w) return;
         let msg: { type?: unknown; app_id?: unknown };
@@ -368,50 +347,32 @@ export class LiveHub {
               detail: err instanceof AppError ? err.detail : 'Internal server error',
             }),
         );
-      }),
-      close: guard.socket('close', (ws: UwsSocket<WsData>) => {
-        const data = ws.getUserData();
+      },
+      close: (data) => {
         data.open = false;
         if (data.watcher) this.forget(data.watcher);
-      }),
+      },
     });
   }
 
-  private mountSse({ app, guard }: HttpServer): void {
-    app.get(
-      '/api/apps/:id/events',
-      guard.http((res, req) => {
-        let closed = false;
+  private mountSse(server: HttpServer): void {
+    mountEventStream(server, {
+      pattern: '/api/apps/:id/events',
+      paramCount: 1,
+      maxBackpressure: MAX_BACKPRESSURE,
+      open: ({ headers, query, params: [appId = ''], remote }, stream, onClose) => {
         /** Events wait for the 200 and its headers; a revocation before them becomes the 401. */
         let started = false;
         let revokedEarly = false;
         let watcher: Watcher | undefined;
-        const cleanup = () => {
-          closed = true;
+        onClose(() => {
           if (watcher) this.forget(watcher);
-        };
-        res.onAborted(cleanup);
-        const {
-          headers,
-          query,
-          params: [appId = ''],
-        } = copyRequest(req, 1);
-        const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
+        });
         const ip = this.d.resolveIp ? this.d.resolveIp(remote, headers['x-forwarded-for']) : remote;
         const route = `/api/apps/${appId}/events`;
         const token = bearerToken(headers);
-        let backedUp = 0;
         const write = (chunk: string): void => {
-          if (closed) return;
-          res.cork(() => {
-            const ok = res.write(chunk);
-            backedUp = ok ? 0 : backedUp + chunk.length;
-          });
-          if (backedUp > MAX_BACKPRESSURE) {
-            this.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
-            cleanup();
-            res.close();
-          }
+          if (!stream.ended && !stream.write(chunk)) this.d.log.warn({ appId }, 'sse.slow_subscriber_dropped');
         };
         (async () => {
           refuseTokenInQuery(query);
@@ -433,37 +394,30 @@ export class LiveHub {
                 revokedEarly = true;
                 return;
               }
-              if (closed) return;
+              if (stream.ended) return;
               write(`event: closed\ndata: ${JSON.stringify({ detail: reason })}\n\n`);
-              closed = true;
-              res.cork(() => res.end());
+              stream.end();
             },
           });
           watcher = w;
-          if (closed) return this.forget(w);
+          if (stream.ended) return this.forget(w);
           try {
             await this.subscribe(w, appId);
           } catch (err) {
             this.forget(w);
             throw err;
           }
-          if (closed) return this.forget(w);
+          if (stream.ended) return this.forget(w);
           if (revokedEarly) throw new AppError('not_authenticated');
           started = true;
-          res.cork(() => {
-            res
-              .writeStatus('200 OK')
-              .writeHeader('Content-Type', 'text/event-stream')
-              .writeHeader('Cache-Control', 'no-cache')
-              .writeHeader('X-Accel-Buffering', 'no');
-            res.write(': subscribed\n\n');
-          });
+          stream.start(
+            { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no' },
+            ': subscribed\n\n',
+          );
         })().catch((err: unknown) => {
-          const wasClosed = closed;
-          closed = true;
-          writeReply(res, wasClosed, errorReply(err, this.d.log, { route: '/api/apps/:id/events' }));
+          stream.refuse(errorReply(err, this.d.log, { route: '/api/apps/:id/events' }));
         });
-      }),
-    );
+      },
+    });
   }
 }

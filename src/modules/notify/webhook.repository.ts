@@ -6,6 +6,8 @@ import { ReadBatcher } from '../../platform/db/read-batcher.js';
 
 interface WebhookCandidates {
   app_name: string;
+  owner_id: string;
+  member_id: string | null;
   app_hook: string;
   owner_hook: string;
   owner_secret: string;
@@ -32,7 +34,8 @@ export class WebhookRepository {
     asked: readonly (readonly [string, string | null])[],
   ): Promise<(WebhookCandidates | undefined)[]> {
     const r = await this.sql.prepared<WebhookCandidates & { i: string }>(
-      `select q.i, a.name as app_name, a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
+      `select q.i, a.name as app_name, a.owner_id, m.id as member_id,
+              a.webhook as app_hook, o.webhook as owner_hook, o.webhook_secret as owner_secret,
               m.webhook as member_hook, m.webhook_secret as member_secret, m.role as member_role,
               m.permissions as member_permissions, m.email as member_email
        from unnest($1::uuid[], $2::uuid[]) with ordinality as q(app_id, member_id, i)

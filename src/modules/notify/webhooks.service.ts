@@ -14,24 +14,44 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { hmacSha256 } from '../../platform/crypto/index.js';
 import type { WebhookRepository } from './webhook.repository.js';
+import { DELIVERY_RETENTION_MS, type DeliveryRepository, type StoredDelivery } from './delivery.repository.js';
 import type { AuditRepository } from '../audit/index.js';
 import { assertWebhookUrl } from './webhook-url.js';
 import { discordBody, type EncodedBody, type Screenshot } from './discord-embed.js';
 
 const RETRY_DELAYS_MS = [1_000, 4_000, 15_000];
 const ATTEMPT_TIMEOUT_MS = 5_000;
+/** What a delivery row keeps of the receiver's answer. */
+const EXCERPT_BYTES = 1024;
+const PRUNE_EVERY_MS = 3600_000;
+
+/** One attempt's outcome, as the delivery log records it. */
+interface Outcome {
+  ok: boolean;
+  /** No retry can help (a refused address, a client error). */
+  final?: boolean;
+  detail: string;
+  status: number | null;
+  error: string | null;
+  latencyMs: number;
+  excerpt: string;
+}
 
 interface WebhookTarget {
   url: string;
   secret: string;
+  /** The account whose webhook it is: its secret signs, its delivery log records. */
+  accountId: string;
   appName: string;
-  /** What the account whose webhook it is may see (SPEC "Reseller scoping and hiding"). */
   /** What this webhook's account may see of event data (access/visibility.ts). */
   sees: Sight;
 }
 
 interface WebhookDeps {
   targets: Pick<WebhookRepository, 'candidates'>;
+  deliveries: DeliveryRepository;
+  /** The account's current webhook secret (a redelivery is signed afresh); null: no such account. */
+  secretOf: (accountId: string) => Promise<string | null>;
   audit: AuditRepository;
   log: Logger;
   now: () => number;
@@ -60,6 +80,7 @@ const SCREENSHOT = /^screenshots\/[0-9a-f-]{36}\/([0-9a-f]{64}|[0-9a-f-]{36})\.(
 
 export class WebhookService {
   private readonly inflight = new Set<Promise<void>>();
+  private prunedAt = 0;
 
   constructor(private readonly d: WebhookDeps) {}
 
@@ -67,15 +88,15 @@ export class WebhookService {
   async resolve(appId: string, resellerId: string | null): Promise<WebhookTarget | null> {
     const row = await this.d.targets.candidates(appId, resellerId);
     if (!row) return null;
-    const all = FULL_SIGHT;
-    if (row.app_hook) return { url: row.app_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
-    if (row.member_hook && row.member_secret) {
+    const owner = { secret: row.owner_secret, accountId: row.owner_id, appName: row.app_name, sees: FULL_SIGHT };
+    if (row.app_hook) return { url: row.app_hook, ...owner };
+    if (row.member_hook && row.member_secret && row.member_id) {
       // Owners, admins and developers see everything; a reseller what its permissions allow.
       const developer = row.member_email !== null && this.d.developerEmails.includes(row.member_email.toLowerCase());
       const sees = sightOfAccount(developer ? 'developer' : (row.member_role ?? 'reseller'), row.member_permissions);
-      return { url: row.member_hook, secret: row.member_secret, appName: row.app_name, sees };
+      return { url: row.member_hook, secret: row.member_secret, accountId: row.member_id, appName: row.app_name, sees };
     }
-    if (row.owner_hook) return { url: row.owner_hook, secret: row.owner_secret, appName: row.app_name, sees: all };
+    if (row.owner_hook) return { url: row.owner_hook, ...owner };
     return null;
   }
 
@@ -121,17 +142,79 @@ export class WebhookService {
     const delays = this.d.retryDelaysMs ?? RETRY_DELAYS_MS;
     for (let attempt = 1; attempt <= delays.length + 1; attempt++) {
       const outcome = await this.attempt(target, body);
-      this.d.audit.write({
-        appId,
-        action: 'webhook.delivery',
-        level: outcome.ok ? 'info' : 'warning',
-        detail: `${event} attempt ${attempt}: ${outcome.detail} (${url.host})`,
-      });
+      await this.record({ appId, event, eventId: id, target, attempt, body, outcome });
       if (outcome.ok || outcome.final) return;
       const wait = delays[attempt - 1];
       if (wait === undefined) return;
       await new Promise((r) => setTimeout(r, wait));
     }
+  }
+
+  /**
+   * Sends a logged delivery's event again, now: the same event id and body, signed afresh with the
+   * account's current secret, recorded as a new delivery row (one attempt, no retries).
+   */
+  async redeliver(d: StoredDelivery): Promise<StoredDelivery> {
+    const secret = await this.d.secretOf(d.accountId);
+    const target: WebhookTarget = {
+      url: d.url,
+      secret: secret ?? '',
+      accountId: d.accountId,
+      appName: '',
+      sees: FULL_SIGHT,
+    };
+    const body = { body: d.body, contentType: d.contentType };
+    const outcome: Outcome =
+      secret === null
+        ? {
+            ok: false,
+            detail: 'refused: no such account',
+            status: null,
+            error: 'account deleted',
+            latencyMs: 0,
+            excerpt: '',
+          }
+        : await this.attempt(target, body);
+    return this.record({ appId: d.appId, event: d.event, eventId: d.eventId, target, attempt: 1, body, outcome });
+  }
+
+  /** One attempt into the app's audit log and the account's delivery log. */
+  private async record(a: {
+    appId: string;
+    event: string;
+    eventId: string;
+    target: WebhookTarget;
+    attempt: number;
+    body: EncodedBody;
+    outcome: Outcome;
+  }): Promise<StoredDelivery> {
+    const { outcome } = a;
+    const at = this.d.now();
+    this.d.audit.write({
+      appId: a.appId,
+      action: 'webhook.delivery',
+      level: outcome.ok ? 'info' : 'warning',
+      detail: `${a.event} attempt ${a.attempt}: ${outcome.detail} (${new URL(a.target.url).host})`,
+    });
+    if (at - this.prunedAt > PRUNE_EVERY_MS) {
+      this.prunedAt = at;
+      await this.d.deliveries.prune(new Date(at - DELIVERY_RETENTION_MS));
+    }
+    return this.d.deliveries.insert({
+      accountId: a.target.accountId,
+      appId: a.appId,
+      event: a.event,
+      eventId: a.eventId,
+      url: a.target.url,
+      attempt: a.attempt,
+      status: outcome.status,
+      error: outcome.error,
+      latencyMs: outcome.latencyMs,
+      responseExcerpt: outcome.excerpt,
+      contentType: a.body.contentType,
+      body: a.body.body,
+      at: new Date(at),
+    });
   }
 
   /** The stored activation screenshot a Discord embed attaches; undefined when none or unreadable. */
@@ -145,15 +228,15 @@ export class WebhookService {
     }
   }
 
-  private async attempt(
-    target: WebhookTarget,
-    { body, contentType }: EncodedBody,
-  ): Promise<{ ok: boolean; final?: boolean; detail: string }> {
+  private async attempt(target: WebhookTarget, { body, contentType }: EncodedBody): Promise<Outcome> {
+    const started = performance.now();
+    const took = () => Math.round(performance.now() - started);
     try {
       // Checked again at delivery: the name may resolve elsewhere now (PROTOCOL 11.14).
       await assertWebhookUrl(target.url, this.d.allowPrivate);
     } catch {
-      return { ok: false, final: true, detail: 'refused: not a public https URL' };
+      const detail = 'refused: not a public https URL';
+      return { ok: false, final: true, detail, status: null, error: detail, latencyMs: took(), excerpt: '' };
     }
     const t = String(Math.floor(this.d.now() / 1000));
     const signature = hmacSha256(target.secret, Buffer.concat([Buffer.from(`${t}.`), body])).toString('hex');
@@ -169,16 +252,43 @@ export class WebhookService {
           'X-Keywarden-Signature': `t=${t},v1=${signature}`,
         },
       });
-      await res.arrayBuffer().catch(() => undefined);
-      if (res.status >= 200 && res.status < 300) return { ok: true, detail: `HTTP ${res.status}` };
+      const excerpt = await readExcerpt(res);
+      const answered = { detail: `HTTP ${res.status}`, status: res.status, error: null, latencyMs: took(), excerpt };
+      if (res.status >= 200 && res.status < 300) return { ok: true, ...answered };
       // A client error other than rate limiting will not get better by retrying.
-      return {
-        ok: false,
-        final: res.status >= 300 && res.status < 500 && res.status !== 429,
-        detail: `HTTP ${res.status}`,
-      };
+      return { ok: false, final: res.status >= 300 && res.status < 500 && res.status !== 429, ...answered };
     } catch (err) {
-      return { ok: false, detail: `network error: ${(err as Error).name}` };
+      const detail = `network error: ${(err as Error).name}`;
+      return { ok: false, detail, status: null, error: detail, latencyMs: took(), excerpt: '' };
     }
   }
+}
+
+/** The first KiB of an answer's body as text (the rest is not read: the connection is let go). */
+async function readExcerpt(res: Response): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < EXCERPT_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch {
+    // a body cut short is shown as far as it came
+  } finally {
+    void reader.cancel().catch(() => undefined);
+  }
+  return cutUtf8(Buffer.concat(chunks), EXCERPT_BYTES);
+}
+
+/** At most `max` bytes of UTF-8, never ending inside a character. */
+function cutUtf8(buf: Buffer, max: number): string {
+  if (buf.byteLength <= max) return buf.toString('utf8');
+  let end = max;
+  while (end > 0 && (buf[end]! & 0xc0) === 0x80) end--;
+  return buf.subarray(0, end).toString('utf8');
 }

@@ -13,11 +13,14 @@ import {
 } from '../../platform/crypto/index.js';
 import { toDate } from '../../platform/db/sql.js';
 import type { Attempt, Lockout } from '../../platform/limits/lockout.js';
-import type { ActivationService, DeviceRepository } from '../activation/index.js';
+import type { ActivationService } from '../activation/index.js';
+import type { CustomerRepository, DeviceRepository, EndUserRow, LicenseRow } from '../keys/index.js';
+import type { ApplicationRepository, PortalApp } from '../apps/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import { computedStatus, licenseHash } from '../keys/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
-import type { PortalApp, PortalLicense, PortalRepository, PortalSessionRow, PortalUser } from './portal.repository.js';
+import type { PortalRepository, PortalSessionRow } from './portal.repository.js';
+import { normalizeHwid } from '../client/index.js';
 
 export const PORTAL_SESSION_TTL_MS = 86_400_000;
 const MAX_PASSWORD_BYTES = 72;
@@ -25,6 +28,10 @@ const HOUR_MS = 3_600_000;
 
 interface PortalDeps {
   repo: PortalRepository;
+  /** The customer's key and end user (the keys module). */
+  customers: Pick<CustomerRepository, 'licenseByHash' | 'license' | 'userByName' | 'user' | 'setPassword'>;
+  /** The application as the portal reads it (the apps module). */
+  apps: Pick<ApplicationRepository, 'portalAppByApiKey' | 'portalAppById'>;
   /** The client lockouts (PROTOCOL 2): the very counters /api/client/login and register fail into. */
   lockout: Lockout;
   audit: AuditRepository;
@@ -74,7 +81,7 @@ export class PortalService {
   }
 
   async login(input: PortalLogin, ip: string): Promise<{ token: string }> {
-    const app = await this.d.repo.appByApiKey(input.api_key);
+    const app = await this.d.apps.portalAppByApiKey(input.api_key);
     if (!app) throw new AppError('app_not_found');
     if (!app.portal_enabled) throw new AppError('portal_disabled');
     const byUser = input.license === undefined;
@@ -85,7 +92,7 @@ export class PortalService {
   }
 
   private async signIn(
-    app: NonNullable<Awaited<ReturnType<PortalRepository['appByApiKey']>>>,
+    app: PortalApp,
     input: PortalLogin,
     ip: string,
     username: string,
@@ -94,7 +101,7 @@ export class PortalService {
     let session: PortalSessionRow | null = null;
     let who = '';
     if (input.license !== undefined) {
-      const key = await this.d.repo.licenseByHash(app.id, licenseHash(this.d.licenseHashKey, input.license));
+      const key = await this.d.customers.licenseByHash(app.id, licenseHash(this.d.licenseHashKey, input.license));
       // A key bound to an end user signs in with that user's name and password, never alone.
       if (key && key.status !== 'banned' && key.user_id === null && key.used_by === 'license-only')
         session = { app_id: app.id, license_id: key.id, user_id: null };
@@ -103,13 +110,13 @@ export class PortalService {
     } else {
       const user =
         Buffer.byteLength(input.password, 'utf8') <= MAX_PASSWORD_BYTES
-          ? await this.d.repo.userByName(app.id, username)
+          ? await this.d.customers.userByName(app.id, username)
           : undefined;
       // Unknown names cost the same Argon2id work as a wrong password, so names don't leak.
       const ok = user
         ? await verifyPassword(user.password_hash, input.password)
         : await burnPasswordCheck(input.password);
-      const key = ok && user?.license_id ? await this.d.repo.license(user.license_id) : undefined;
+      const key = ok && user?.license_id ? await this.d.customers.license(user.license_id) : undefined;
       if (ok && user && !user.banned && key && key.status !== 'banned')
         session = { app_id: app.id, license_id: key.id, user_id: user.id };
       who = `user ${username}`;
@@ -141,9 +148,9 @@ export class PortalService {
     return this.d.repo.deleteSession(sha256Hex(token));
   }
 
-  private async customer(s: PortalSessionRow): Promise<{ key: PortalLicense; user: PortalUser | null }> {
-    const key = await this.d.repo.license(s.license_id);
-    const user = s.user_id ? ((await this.d.repo.user(s.user_id)) ?? null) : null;
+  private async customer(s: PortalSessionRow): Promise<{ key: LicenseRow; user: EndUserRow | null }> {
+    const key = await this.d.customers.license(s.license_id);
+    const user = s.user_id ? ((await this.d.customers.user(s.user_id)) ?? null) : null;
     if (!key || (s.user_id && (!user || user.license_id !== key.id))) throw new AppError('not_authenticated');
     return { key, user };
   }
@@ -153,9 +160,9 @@ export class PortalService {
    * paused key; every write answers SPEC's license error for that state, in the order `license`
    * checks them.
    */
-  private async writer(s: PortalSessionRow): Promise<{ key: PortalLicense; user: PortalUser | null; app: PortalApp }> {
+  private async writer(s: PortalSessionRow): Promise<{ key: LicenseRow; user: EndUserRow | null; app: PortalApp }> {
     const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
+    const app = await this.d.apps.portalAppById(s.app_id);
     if (!app) throw new AppError('not_authenticated');
     if (app.keys_paused) throw new AppError('license_paused');
     if (key.status === 'banned') throw new AppError('license_banned');
@@ -171,14 +178,14 @@ export class PortalService {
   }
 
   /** The customer's devices, oldest first: its end user's when it signs in by name, else its key's. */
-  private async devices(key: PortalLicense, user: PortalUser | null) {
+  private async devices(key: LicenseRow, user: EndUserRow | null) {
     const [kind, id] = user ? (['user', user.id] as const) : (['key', key.id] as const);
     return (await this.d.devices.of(kind, [id])).get(id) ?? [];
   }
 
   async me(s: PortalSessionRow) {
     const { key, user } = await this.customer(s);
-    const app = await this.d.repo.appById(s.app_id);
+    const app = await this.d.apps.portalAppById(s.app_id);
     if (!app) throw new AppError('not_authenticated');
     const next = await this.nextResetAt(key.id, app.portal_reset_cooldown_hours);
     return {
@@ -208,7 +215,7 @@ export class PortalService {
   async resetDevices(s: PortalSessionRow, hwid: string | undefined, ip: string) {
     const { key, user, app } = await this.writer(s);
     const held = (await this.devices(key, user)).map((d) => d.hwid);
-    const one = hwid === undefined ? undefined : held.find((h) => h === hwid || h === hwid.toLowerCase());
+    const one = hwid === undefined ? undefined : held.find((h) => h === hwid || h === normalizeHwid(hwid));
     if (hwid !== undefined && one === undefined) throw new AppError('device_not_found');
     const now = this.d.now();
     const cooldownMs = app.portal_reset_cooldown_hours * HOUR_MS;
@@ -274,7 +281,7 @@ export class PortalService {
         throw new AppError('current_password_wrong');
       }
     });
-    await this.d.repo.setPassword(user.id, await hashPassword(password));
+    await this.d.customers.setPassword(user.id, await hashPassword(password));
     this.d.audit.write({
       appId: user.app_id,
       action: 'portal.password',

@@ -4,8 +4,8 @@
 // (client/client-gate.ts); each call on the channel goes through the same gate and services as its
 // REST twin, so the heartbeat rules, refusals and audit lines are those of PROTOCOL 6. The wire
 // format is client-channel.protocol.ts.
-// uWS rules kept here: `req` is copied before the first await and onAborted is registered first;
-// a message's ArrayBuffer is read before the handler returns; a closed socket is never touched.
+// The socket itself (uWS: upgrade, cork, backpressure) is platform/http/sockets.ts's: this file sees
+// a Socket and plain data only. A message's ArrayBuffer is read before the handler returns.
 // Limits: connections per IP (this worker), upgrades per IP per minute (cluster-wide), calls in
 // flight per connection, message size, and a bounded send buffer (uWS closes a slow reader).
 import { Type } from '@sinclair/typebox';
@@ -18,29 +18,15 @@ import { outcome, BeatBody, StartBody, StopBody, clientCallRunner, noteEchoedRou
 import type { CachedApp, ClientCall, ClientDeps, ClientInput, ClientSession } from '../client/index.js';
 import type { HeartbeatGateway } from '../heartbeat/index.js';
 import { consumeOrThrow } from '../../platform/limits/lockout.js';
-import {
-  appVerdict,
-  sessionKey,
-  type ClientPushService,
-  type Push,
-  type PushTarget,
-  type RevokeReason,
-} from './client-push.service.js';
+import { appVerdict, sessionKey, type ClientPushService, type Push, type RevokeReason } from './client-push.service.js';
 import type { ClientIpResolver } from '../../platform/http/client-ip.js';
 import { signReply } from '../../platform/http/client-signing.js';
 import { errorReply } from '../../platform/http/error-reply.js';
 import type { IncomingRequest, Reply } from '../../platform/http/types.js';
-import {
-  CLOSE_ON_BACKPRESSURE_LIMIT,
-  copyRequest,
-  writeReply,
-  type HttpServer,
-  type UwsRequest,
-  type UwsResponse,
-  type UwsSocket,
-  type UwsSocketContext,
-} from '../../platform/http/uws.js';
+import { mountSocket, type Socket, type SocketRequest, type Upgrade } from '../../platform/http/sockets.js';
+import type { HttpServer } from '../../platform/http/uws.js';
 import { KeySlots } from './key-slots.js';
+import { ChannelConns, type Conn } from './channel-conns.js';
 import {
   buildHello,
   CHANNEL_PATH,
@@ -51,7 +37,6 @@ import {
   REVOKE_DETAIL,
   sealFrame,
   type BuiltHello,
-  type ChannelKeys,
   type ChannelOp,
   type ClientMessage,
 } from './client-channel.protocol.js';
@@ -97,72 +82,14 @@ interface Opened {
   hello: BuiltHello;
 }
 
-interface Conn {
-  readonly id: string;
-  readonly session: string;
-  readonly key: string;
-  /**
-   * The session bound at the upgrade: its app, user, key and HWID (lower-cased; null or absent when
-   * unknown) address pushes, and a beat on this connection needs no lookup of it (client-gate.ts).
-   */
-  readonly record: ClientSession;
-  readonly ip: string;
-  readonly clientKey: string;
-  readonly version: string;
-  /** The MAC keys until the connection opens; then they live in `slot` of the KeySlots (-1: none). */
-  keys: ChannelKeys | null;
-  slot: number;
-  readonly openedAt: number;
-  ws: UwsSocket<UserData> | null;
-  hello: string | null;
-  /** The app as it was at the upgrade, judged once the connection is open. */
-  app: CachedApp | null;
-  outSeq: number;
-  inSeq: number;
-  interval: number;
-  /** No accepted beat by then: closed (4008). */
-  deadline: number;
-  /** The tail of the calls in flight; null while none is (most of a connection's life). */
-  queue: Promise<void> | null;
-  inflight: number;
-  closed: boolean;
-  /** The app version an update_required was pushed for. */
-  updateNotified: string | null;
-}
-
 const END_OBJECT = Buffer.from('}');
-
-interface UserData {
-  conn: Conn;
-}
-
-function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
-  let s = m.get(k);
-  if (!s) m.set(k, (s = new Set()));
-  s.add(v);
-}
-
-function removeFrom<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
-  const s = m.get(k);
-  if (!s) return;
-  s.delete(v);
-  if (s.size === 0) m.delete(k);
-}
 
 export class ClientChannel {
   readonly limits: ChannelLimits = { maxPerIp: 32, maxInFlight: 8 };
-  private readonly conns = new Set<Conn>();
+  private readonly conns = new ChannelConns();
   private readonly slots = new KeySlots();
-  private readonly byApp = new Map<string, Set<Conn>>();
-  private readonly byLicense = new Map<string, Set<Conn>>();
-  private readonly byUser = new Map<string, Set<Conn>>();
-  private readonly bySession = new Map<string, Conn>();
-  private readonly openPerIp = new Map<string, number>();
-  private readonly pendingPerIp = new Map<string, number>();
   private readonly tickets = new Map<number, (o: Opened) => void>();
   private ticketSeq = 0;
-  /** The connection being upgraded (inside res.cork), to tell a close by uWS during it. */
-  private upgrading: Conn | null = null;
   private sweeper: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   /** The worker is shutting down: no new calls, connections end once their calls in flight are answered. */
@@ -176,11 +103,17 @@ export class ClientChannel {
   constructor(private readonly d: ClientChannelDeps) {
     const open = clientCallRunner(
       d.client,
-      { action: 'client.channel', schema: OpenBody, identifiesBy: 'session', disabledDetail: 'plain' },
+      {
+        action: 'client.channel',
+        schema: OpenBody,
+        identifiesBy: 'session',
+        disabledDetail: 'plain',
+        sessionDevice: true,
+      },
       (call) => this.opening(call),
     );
     this.open = async (input) => open(input);
-    const spec = { identifiesBy: 'session', disabledDetail: 'plain' } as const;
+    const spec = { identifiesBy: 'session', disabledDetail: 'plain', sessionDevice: true } as const;
     this.calls = {
       'heartbeat/start': clientCallRunner(
         d.client,
@@ -200,7 +133,7 @@ export class ClientChannel {
 
   /** Connections open on this worker. */
   get size(): number {
-    return this.conns.size;
+    return this.conns.all.size;
   }
 
   start(): void {
@@ -216,11 +149,11 @@ export class ClientChannel {
     this.unlisten?.();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.conns].map((c) => c.queue ?? undefined)),
+      Promise.allSettled([...this.conns.all].map((c) => c.queue ?? undefined)),
       new Promise((resolve) => (timer = setTimeout(resolve, 5_000))),
     ]);
     clearTimeout(timer);
-    for (const c of [...this.conns]) this.end(c, CLOSE.goingAway, 'server shutting down');
+    for (const c of [...this.conns.all]) this.end(c, CLOSE.goingAway, 'server shutting down');
   }
 
   // ---- the upgrade: the client gate, then the signed hello ------------------------------------
@@ -276,50 +209,35 @@ export class ClientChannel {
     });
   }
 
-  private countFor(ip: string): number {
-    return (this.openPerIp.get(ip) ?? 0) + (this.pendingPerIp.get(ip) ?? 0);
-  }
-
-  private bump(m: Map<string, number>, ip: string, by: number): void {
-    const n = (m.get(ip) ?? 0) + by;
-    if (n <= 0) m.delete(ip);
-    else m.set(ip, n);
-  }
-
   mount(server: HttpServer): void {
-    const { app, guard } = server;
-    app.ws<UserData>(CHANNEL_PATH, {
+    mountSocket<Conn>(server, {
+      path: CHANNEL_PATH,
       maxPayloadLength: CHANNEL_MAX_PAYLOAD,
       maxBackpressure: CHANNEL_MAX_BACKPRESSURE,
-      closeOnBackpressureLimit: CLOSE_ON_BACKPRESSURE_LIMIT,
-      idleTimeout: CHANNEL_TRANSPORT_IDLE_S,
-      sendPingsAutomatically: true,
-      upgrade: guard.upgrade((res, req, context) => this.upgrade(res, req, context)),
-      open: guard.socket('open', (ws: UwsSocket<UserData>) => this.opened(ws)),
-      message: guard.socket('message', (ws: UwsSocket<UserData>, message: ArrayBuffer, isBinary: boolean) =>
-        this.message(ws.getUserData().conn, message, isBinary),
-      ),
-      close: guard.socket('close', (ws: UwsSocket<UserData>, code: number) => this.closed(ws.getUserData().conn, code)),
+      idleTimeoutS: CHANNEL_TRANSPORT_IDLE_S,
+      dropSlowReaders: true,
+      upgrade: (req) => this.upgrade(req),
+      failed: (err) => errorReply(err, this.d.log, { route: CHANNEL_PATH }),
+      open: (socket, c) => this.opened(socket, c),
+      message: (c, message, isBinary) => this.message(c, message, isBinary),
+      close: (c, code, duringUpgrade) => this.closed(c, code, duringUpgrade),
     });
   }
 
-  private upgrade(res: UwsResponse, req: UwsRequest, context: UwsSocketContext): void {
-    // uWS: onAborted before any await; everything from req is copied now.
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    const { headers } = copyRequest(req);
-    const ip = this.d.resolveIp(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
+  /** The upgrade: the client gate, then the connection (its hello is sent once it opens). */
+  private upgrade(req: SocketRequest): Upgrade<Conn> | Promise<Upgrade<Conn>> {
+    const { headers } = req;
+    const ip = this.d.resolveIp(req.remote, headers['x-forwarded-for']);
     const nonce = headers['x-nonce'] ?? '';
     noteEchoedRoute(this.d.client.affinity, headers['x-keywarden-route']);
-    const finish = (reply: Reply) =>
-      writeReply(res, aborted, signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()));
-    if (this.countFor(ip) >= this.limits.maxPerIp) {
+    const refuse = (reply: Reply) => ({
+      refuse: signReply(reply, this.d.client.signingKey(), 'GET', CHANNEL_PATH, nonce, this.d.now()),
+    });
+    if (this.conns.countFor(ip) >= this.limits.maxPerIp) {
       this.d.log.warn({ ip }, 'channel.too_many_connections');
-      return finish(errorReply(rateLimited(5), this.d.log));
+      return refuse(errorReply(rateLimited(5), this.d.log));
     }
-    this.bump(this.pendingPerIp, ip, 1);
+    this.conns.upgrading(ip, 1);
     const signed: IncomingRequest = {
       method: 'get',
       path: CHANNEL_PATH,
@@ -334,7 +252,7 @@ export class ClientChannel {
     this.tickets.set(ticket, (o) => {
       opened = o;
     });
-    this.open({
+    return this.open({
       ip,
       nonce,
       signed,
@@ -343,30 +261,14 @@ export class ClientChannel {
         return { session: headers['x-session'] ?? '', version: headers['x-client-version'] ?? '1.0', ticket };
       },
     })
-      .then((reply) => {
-        if (reply.status !== 200 || !opened) return finish(reply);
-        if (aborted) return;
-        const o = opened;
-        const conn = this.connOf(o, ip, nonce);
-        this.upgrading = conn;
-        try {
-          res.cork(() => {
-            res.upgrade<UserData>(
-              { conn },
-              headers['sec-websocket-key'] ?? '',
-              '',
-              headers['sec-websocket-extensions'] ?? '',
-              context,
-            );
-          });
-        } finally {
-          this.upgrading = null;
-        }
+      .then((reply): Upgrade<Conn> => {
+        if (reply.status !== 200 || !opened) return refuse(reply);
+        return { accept: this.connOf(opened, ip, nonce) };
       })
-      .catch((err: unknown) => finish(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
+      .catch((err: unknown) => refuse(errorReply(err, this.d.log, { route: CHANNEL_PATH })))
       .finally(() => {
         this.tickets.delete(ticket);
-        this.bump(this.pendingPerIp, ip, -1);
+        this.conns.upgrading(ip, -1);
       });
   }
 
@@ -383,7 +285,7 @@ export class ClientChannel {
       keys: o.hello.keys,
       slot: -1,
       openedAt: now,
-      ws: null,
+      socket: null,
       hello: o.hello.text,
       app: o.app,
       outSeq: 0,
@@ -397,49 +299,37 @@ export class ClientChannel {
     };
   }
 
-  private opened(ws: UwsSocket<UserData>): void {
-    const c = ws.getUserData().conn;
-    c.ws = ws;
+  private opened(socket: Socket, c: Conn): void {
+    c.socket = socket;
     c.slot = this.slots.take(c.keys!);
     c.keys = null;
-    this.conns.add(c);
-    this.bump(this.openPerIp, c.ip, 1);
-    addTo(this.byApp, c.record.appId, c);
-    if (c.record.licenseId) addTo(this.byLicense, c.record.licenseId, c);
-    if (c.record.userId) addTo(this.byUser, c.record.userId, c);
     // One channel per session: a newer one (a reconnect) replaces an older one, here or elsewhere.
-    const older = this.bySession.get(c.key);
-    this.bySession.set(c.key, c);
+    const older = this.conns.add(c);
     if (older) this.end(older, CLOSE.superseded, 'superseded by a newer connection');
     this.d.push.attached(c.session, c.id, c.openedAt);
-    ws.send(c.hello!, false);
+    socket.send(c.hello!, false);
     c.hello = null;
     const app = c.app;
     c.app = null;
     this.judge(c, app);
   }
 
-  private closed(c: Conn, code: number): void {
+  private closed(c: Conn, code: number, duringUpgrade: boolean): void {
     // uWS's cork() can close a socket upgraded inside it, right after its open handler, when the
     // upgrade reallocated it in place (uNetworking/uWebSockets#1929, fixed upstream after the builds
     // we ship). Rare and harmless to state (no call was read on it); the client reconnects.
-    if (this.upgrading === c && code === 1006)
+    if (duringUpgrade && code === 1006)
       this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.closed_by_upgrade');
     c.closed = true;
-    c.ws = null;
+    c.socket = null;
     if (c.slot >= 0) this.slots.release(c.slot);
     c.slot = -1;
-    this.conns.delete(c);
-    this.bump(this.openPerIp, c.ip, -1);
-    removeFrom(this.byApp, c.record.appId, c);
-    if (c.record.licenseId) removeFrom(this.byLicense, c.record.licenseId, c);
-    if (c.record.userId) removeFrom(this.byUser, c.record.userId, c);
-    if (this.bySession.get(c.key) === c) this.bySession.delete(c.key);
+    this.conns.remove(c);
   }
 
   private end(c: Conn, code: number, reason: string): void {
-    if (c.closed || !c.ws) return;
-    c.ws.end(code, reason); // calls `closed` at once
+    if (c.closed || !c.socket) return;
+    c.socket.end(code, reason); // calls `closed` at once
   }
 
   // ---- client messages ------------------------------------------------------------------------
@@ -537,25 +427,20 @@ export class ClientChannel {
   }
 
   private sendRaw(c: Conn, payload: string | Buffer): void {
-    if (c.closed || !c.ws) return;
+    if (c.closed || !c.socket) return;
     c.outSeq++;
-    // 2: the message was dropped, the connection is over CHANNEL_MAX_BACKPRESSURE. A client that
-    // does not read is cut off (no close frame: it would queue behind the rest); the 20.30 uWS
-    // build does not close by itself although closeOnBackpressureLimit is set.
-    const ws = c.ws;
-    if (
-      ws.send(sealFrame(this.slots.s2c(c.slot), payload), true) === 2 ||
-      ws.getBufferedAmount() > CHANNEL_MAX_BACKPRESSURE
-    ) {
+    // Not sent: the connection was over CHANNEL_MAX_BACKPRESSURE and is cut off (sockets.ts).
+    const appId = c.record.appId;
+    const ip = c.ip;
+    if (!c.socket.send(sealFrame(this.slots.s2c(c.slot), payload), true)) {
       this.dropped++;
-      this.d.log.warn({ appId: c.record.appId, ip: c.ip }, 'channel.slow_client_dropped');
-      ws.close();
+      this.d.log.warn({ appId, ip }, 'channel.slow_client_dropped');
     }
   }
 
   private sweep(): void {
     const now = this.d.now();
-    for (const c of [...this.conns]) if (c.deadline <= now) this.end(c, CLOSE.idle, 'no heartbeat');
+    for (const c of [...this.conns.all]) if (c.deadline <= now) this.end(c, CLOSE.idle, 'no heartbeat');
   }
 
   // ---- pushes ---------------------------------------------------------------------------------
@@ -563,7 +448,7 @@ export class ClientChannel {
   private onPush(p: Push): void | Promise<void> {
     switch (p.kind) {
       case 'revoke':
-        for (const c of this.targets(p.target)) {
+        for (const c of this.conns.targets(p.target)) {
           // A kill made by this connection's own beat is announced after that beat's reply.
           if (p.reason === 'session_killed' && c.inflight > 0)
             void (c.queue ?? Promise.resolve()).then(() => this.revoke(c, p.reason));
@@ -571,16 +456,16 @@ export class ClientChannel {
         }
         break;
       case 'notice':
-        for (const c of [...(this.byApp.get(p.appId) ?? [])]) {
+        for (const c of this.conns.ofApp(p.appId)) {
           this.pushed++;
           this.send(c, { type: 'notice', message: p.message, at: p.at });
         }
         break;
       case 'app_changed':
-        if (this.byApp.has(p.appId)) void this.recheck(p.appId);
+        if (this.conns.hasApp(p.appId)) void this.recheck(p.appId);
         break;
       case 'supersede': {
-        const c = this.bySession.get(p.sessionKey);
+        const c = this.conns.ofSession(p.sessionKey);
         if (c && c.id !== p.conn && c.openedAt <= p.at)
           this.end(c, CLOSE.superseded, 'superseded by a newer connection');
         break;
@@ -588,24 +473,6 @@ export class ClientChannel {
       case 'shutdown':
         return this.stop();
     }
-  }
-
-  private targets(t: PushTarget): Conn[] {
-    if ('sessionKey' in t) {
-      const c = this.bySession.get(t.sessionKey);
-      return c ? [c] : [];
-    }
-    const set =
-      'licenseId' in t
-        ? this.byLicense.get(t.licenseId)
-        : 'userId' in t
-          ? this.byUser.get(t.userId)
-          : this.byApp.get(t.appId);
-    const hwid = 'hwid' in t ? t.hwid : undefined;
-    // A connection whose device is unknown may be on the removed one: it is revoked too.
-    return [...(set ?? [])].filter(
-      (c) => c.record.appId === t.appId && (hwid === undefined || !c.record.hwid || c.record.hwid === hwid),
-    );
   }
 
   private async recheck(appId: string): Promise<void> {
@@ -616,11 +483,11 @@ export class ClientChannel {
       this.d.log.warn({ err, appId }, 'channel.app_recheck_failed');
       return;
     }
-    for (const c of [...(this.byApp.get(appId) ?? [])]) this.judge(c, app);
+    for (const c of this.conns.ofApp(appId)) this.judge(c, app);
   }
 
   private judge(c: Conn, app: CachedApp | null): void {
-    const v = appVerdict(app, c);
+    const v = appVerdict(app, { ip: c.ip, hwid: c.record.hwid, version: c.version });
     if (v.kind === 'revoke') this.revoke(c, v.reason);
     else if (v.kind === 'update_required' && c.updateNotified !== v.version) {
       c.updateNotified = v.version;

@@ -6,16 +6,17 @@
 // - `notice`: a text the dashboard sends to every live client of an application.
 // Control messages between workers (a kill, a channel taking over a session, a notice) travel on
 // one coordinator channel; session tokens never leave the worker, only their SHA-256.
-import { pack, unpack } from 'msgpackr';
+import { CHANNELS, pack, unpack } from '../../platform/cluster/names.js';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from '../../platform/cluster/coordinator.js';
 import type { AuditRepository } from '../audit/index.js';
 import { sha256 } from '../../platform/crypto/index.js';
 import type { AppsService } from '../apps/index.js';
-import type { CachedApp, ClientAppCache, ClientSessions } from '../client/index.js';
+import { refusalOf, type Admittee, type CachedApp, type ClientAppCache, type ClientSessions } from '../client/index.js';
 import type { EventBus, LiveEvent } from '../notify/index.js';
 import type { HeartbeatGateway, HeartbeatOwner } from '../heartbeat/index.js';
-import { actorOf, requireRole, type Principal } from '../access/index.js';
+import { actorOf, appsPolicy, type Principal } from '../access/index.js';
+import { normalizeHwid } from '../client/index.js';
 
 export type RevokeReason =
   | 'license_banned'
@@ -52,7 +53,7 @@ export type Push =
 /** May return a promise for `shutdown` (calls in flight finish first); other pushes are synchronous. */
 type PushListener = (p: Push) => void | Promise<void>;
 
-const CHANNEL = 'client.channel';
+const CHANNEL = CHANNELS.clientChannel;
 
 type Control =
   | { t: 'kill'; s: string }
@@ -71,7 +72,7 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
   const lic = typeof d.license_id === 'string' ? d.license_id : null;
   const user = typeof d.user_id === 'string' ? d.user_id : null;
   // A removal of one device names it; without it, every device of the key or user is meant.
-  const device = typeof d.hwid === 'string' ? { hwid: d.hwid.toLowerCase() } : {};
+  const device = typeof d.hwid === 'string' ? { hwid: normalizeHwid(d.hwid) } : {};
   const out: { target: PushTarget; reason: RevokeReason }[] = [];
   const add = (reason: RevokeReason, only: { hwid?: string } = {}) => {
     if (lic) out.push({ target: { appId, licenseId: lic, ...only }, reason });
@@ -125,10 +126,11 @@ type AppVerdict =
       detail: { message: string; latest_version: string; update_url: string; force_update: true };
     };
 
-export function appVerdict(app: CachedApp | null, client: { ip: string; version: string }): AppVerdict {
+/** The client gate's admission (client/admission.ts) first, then the app's version. */
+export function appVerdict(app: CachedApp | null, client: Admittee & { version: string }): AppVerdict {
   if (!app) return { kind: 'revoke', reason: 'app_deleted' };
-  if (!app.row.enabled) return { kind: 'revoke', reason: 'app_disabled' };
-  if (app.blockedIps.has(client.ip)) return { kind: 'revoke', reason: 'blacklisted' };
+  const refusal = refusalOf(app, client);
+  if (refusal) return { kind: 'revoke', reason: refusal };
   if (app.row.force_update && client.version !== app.row.version) {
     return {
       kind: 'update_required',
@@ -213,7 +215,7 @@ export class ClientPushService {
 
   /** POST /api/apps/{id}/notice: every live client of the app gets `message`, on every worker. */
   async notice(p: Principal, appId: string, message: string): Promise<void> {
-    requireRole(p, 'owner', 'admin', 'developer');
+    appsPolicy.assertNotice(p);
     await this.d.apps.visible(p, appId);
     const at = new Date(this.d.now()).toISOString();
     await this.d.coordinator.publish(CHANNEL, pack({ t: 'notice', a: appId, m: message, at } satisfies Control));

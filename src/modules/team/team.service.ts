@@ -10,7 +10,7 @@ import type { AccountRepository, SessionRepository, Principal, AccessSignal } fr
 import type { AuditRepository } from '../audit/index.js';
 import type { ApplicationRepository } from '../apps/index.js';
 import { scopeOf } from '../apps/index.js';
-import { actorOf, assertPasswordPolicy, effectiveRole } from '../access/index.js';
+import { actorOf, assertPasswordPolicy, effectiveRole, teamPolicy } from '../access/index.js';
 import { assertWebhookUrl, type EventBus } from '../notify/index.js';
 import type { TeamCreate } from './team.requests.js';
 
@@ -73,35 +73,17 @@ export class TeamService {
 
   /** Members the caller manages: everyone for a developer, the subtree for owners and admins, none for resellers. */
   async members(p: Principal): Promise<Account[]> {
-    if (p.role === 'reseller') return [];
-    if (p.role === 'developer') return (await this.team.all()).filter((a) => a.id !== p.account.id);
+    const members = teamPolicy.members(p);
+    if (members === 'none') return [];
+    if (members === 'all') return (await this.team.all()).filter((a) => a.id !== p.account.id);
     return this.team.descendants(p.account.id);
   }
 
-  /**
-   * The target of a team operation, in the fixed order of checks: unknown or in another owner's
-   * tree -> 404 (invisible); self -> 403 self-edit; an owner -> 403 owner protection; outside the
-   * caller's subtree -> 403 scope.
-   */
+  /** The target of a team operation, in teamPolicy.target's order of checks. */
   private async target(p: Principal, id: string): Promise<Account> {
-    const a = await this.d.repos.accounts.findById(id);
-    if (!a || (p.role !== 'developer' && a.ownerId !== p.account.ownerId)) throw new AppError('account_not_found');
-    if (a.id === p.account.id) throw new AppError('self_edit');
-    if (a.role === 'owner') throw new AppError('owner_protected');
-    if (p.role === 'reseller') throw new AppError('permission_denied');
-    if (p.role !== 'developer' && !(await this.team.descendants(p.account.id)).some((d) => d.id === a.id)) {
-      throw new AppError('permission_denied');
-    }
-    return a;
-  }
-
-  private isTop(p: Principal): boolean {
-    return p.role === 'owner' || p.role === 'developer';
-  }
-
-  /** SPEC rule 7: an admin's role, enabled flag and apps are the owner's to change. */
-  private assertMayManageAdmin(p: Principal, target: Account): void {
-    if (target.role === 'admin' && !this.isTop(p)) throw new AppError('permission_denied');
+    return teamPolicy.target(p, await this.d.repos.accounts.findById(id), async (a) =>
+      (await this.team.descendants(p.account.id)).some((d) => d.id === a.id),
+    );
   }
 
   private async normalizeEmail(email: string, exceptId?: string): Promise<string | null> {
@@ -121,17 +103,17 @@ export class TeamService {
     if (outside.length === 0) return unique;
     // PROTOCOL 11.36: an app outside the caller's tree does not exist for it (404); one of its own
     // tree it was not given is refused (403).
-    const tree =
-      p.role === 'developer' ? ({ kind: 'all' } as const) : ({ kind: 'owner', ownerId: p.account.ownerId } as const);
+    const tree = teamPolicy.crossesOwners(p)
+      ? ({ kind: 'all' } as const)
+      : ({ kind: 'owner', ownerId: p.account.ownerId } as const);
     for (const id of outside)
       if (!(await this.d.repos.apps.findInScope(tree, id.toLowerCase()))) throw new AppError('app_not_found');
     throw new AppError('permission_denied');
   }
 
   async create(p: Principal, b: TeamCreate): Promise<Account> {
-    if (p.role === 'reseller') throw new AppError('permission_denied');
     const role: StoredRole = b.role ?? 'reseller';
-    if (role === 'admin' && !this.isTop(p)) throw new AppError('permission_denied'); // admins create only resellers
+    teamPolicy.assertCreate(p, role);
     assertPasswordPolicy(b.password, b.username);
     if (await this.d.repos.accounts.findByUsername(b.username)) throw new AppError('account_username_taken');
     const email = b.email !== undefined ? await this.normalizeEmail(b.email) : null;
@@ -153,9 +135,9 @@ export class TeamService {
     const account = await this.team.update(created.id, {
       allowedApps,
       // PROTOCOL 11.7: a reseller created with key_quota 0 (or none) is unlimited.
-      keyQuota: role === 'reseller' && b.key_quota ? b.key_quota : null,
-      notes: role === 'reseller' ? (b.notes ?? '') : '',
-      permissions: role === 'reseller' ? { ...noPermissions(), ...b.permissions } : noPermissions(),
+      keyQuota: teamPolicy.sells(role) && b.key_quota ? b.key_quota : null,
+      notes: teamPolicy.sells(role) ? (b.notes ?? '') : '',
+      permissions: teamPolicy.sells(role) ? { ...noPermissions(), ...b.permissions } : noPermissions(),
     });
     this.audit(p, `team.create`, `${role} ${b.username} created`);
     return account;
@@ -170,12 +152,12 @@ export class TeamService {
     const patch: Partial<Account> = { updatedAt: this.now() };
     if (b.role !== undefined && b.role !== t.role) {
       // rule 7: only the owner promotes (or demotes) admins
-      if (!this.isTop(p)) throw new AppError('permission_denied');
+      teamPolicy.assertTop(p);
       patch.role = b.role;
-      if (b.role === 'admin') patch.permissions = noPermissions();
+      if (teamPolicy.isAdmin(b.role)) patch.permissions = noPermissions();
     }
     if (b.enabled !== undefined) {
-      this.assertMayManageAdmin(p, t);
+      teamPolicy.assertManageMember(p, t);
       patch.enabled = b.enabled;
     }
     if (b.email !== undefined) patch.email = await this.normalizeEmail(b.email, t.id);
@@ -187,7 +169,7 @@ export class TeamService {
 
   async remove(p: Principal, id: string): Promise<number> {
     const t = await this.target(p, id);
-    this.assertMayManageAdmin(p, t);
+    teamPolicy.assertManageMember(p, t);
     // Sessions go with the row (ON DELETE CASCADE); children move under the caller.
     const adopted = await this.team.deleteAndAdopt(t.id, p.account.id);
     this.audit(p, 'team.delete', `${t.username} deleted; ${adopted} members adopted`);
@@ -207,12 +189,12 @@ export class TeamService {
 
   async setApps(p: Principal, id: string, appIds: string[]): Promise<Account> {
     const t = await this.target(p, id);
-    this.assertMayManageAdmin(p, t);
+    teamPolicy.assertManageMember(p, t);
     const wanted = await this.assertAssignable(p, appIds);
     const removed = t.allowedApps.filter((x) => !wanted.includes(x));
     const account = await this.team.update(t.id, { allowedApps: wanted, updatedAt: this.now() });
     await this.d.repos.sessions.revokeAll(t.id);
-    if (t.role === 'admin' && removed.length > 0) {
+    if (teamPolicy.isAdmin(t.role) && removed.length > 0) {
       // Cascade: resellers under the admin lose the apps the admin lost.
       const below = await this.team.descendants(t.id);
       await this.team.removeApps(
@@ -229,7 +211,7 @@ export class TeamService {
 
   async addCredits(p: Principal, id: string, amount: number): Promise<Account> {
     const t = await this.target(p, id);
-    if (t.role !== 'reseller') throw new AppError('credits_resellers_only');
+    if (!teamPolicy.sells(t.role)) throw new AppError('credits_resellers_only');
     if (!(await this.team.addCredits(t.id, amount, this.now())))
       throw validationError('amount', `The balance cannot exceed ${MAX_CREDITS.toLocaleString('en-US')} credits`);
     this.audit(p, 'team.credits', `${amount >= 0 ? '+' : ''}${amount} credits for ${t.username}`);
@@ -239,9 +221,9 @@ export class TeamService {
   }
 
   async setSubscription(p: Principal, id: string, b: SubscriptionChange): Promise<Account> {
-    if (!this.isTop(p)) throw new AppError('permission_denied');
+    teamPolicy.assertTop(p);
     const t = await this.target(p, id);
-    if (t.role !== 'admin') throw new AppError('subscription_admins_only');
+    if (!teamPolicy.isAdmin(t.role)) throw new AppError('subscription_admins_only');
     const given = (['clear', 'extend_days', 'expires_at'] as const).filter((k) => b[k] !== undefined);
     if (given.length !== 1)
       throw new ValidationError([
@@ -273,7 +255,7 @@ export class TeamService {
   async setPassword(p: Principal, id: string, password: string): Promise<void> {
     const t = await this.target(p, id);
     // Rule 6: only the owner resets an admin's password.
-    if (t.role === 'admin' && !this.isTop(p)) throw new AppError('permission_denied');
+    teamPolicy.assertManageMember(p, t);
     assertPasswordPolicy(password, t.username);
     await this.d.repos.accounts.setPassword(t.id, await hashPassword(password), this.now());
     await this.d.repos.sessions.revokeAll(t.id);
@@ -281,7 +263,7 @@ export class TeamService {
   }
 
   async setOwnWebhook(p: Principal, webhook: string): Promise<Account> {
-    if (p.role === 'reseller') throw new AppError('resellers_no_apps');
+    teamPolicy.assertOwnWebhook(p);
     if (webhook !== '') await assertWebhookUrl(webhook, this.d.allowPrivateWebhooks);
     const account = await this.team.update(p.account.id, { webhook, updatedAt: this.now() });
     this.audit(p, 'account.webhook', webhook ? 'Global webhook set' : 'Global webhook cleared');
@@ -298,7 +280,7 @@ export class TeamService {
 
   /** The owner clears a member's second factor (a lost phone); the member's sessions end. */
   async resetTwoFactor(p: Principal, id: string): Promise<void> {
-    if (!this.isTop(p)) throw new AppError('permission_denied');
+    teamPolicy.assertTop(p);
     const t = await this.target(p, id);
     const wasOn = await this.d.twoFactor.clear(t.id);
     await this.d.repos.sessions.revokeAll(t.id);

@@ -16,11 +16,12 @@
 // time-to-live to stamp again by then), so no worker takes over the shards of another that is coming
 // back at the same moment. A worker that really died during the outage is dropped that much later.
 import type { Coordinator } from './coordinator.js';
+import { HASHES } from './names.js';
 
 export const MEMBER_TTL_MS = 3_000;
 /** A round that took this long (the coordinator stalled) was an absence from it, as a failed one was. */
 const MEMBER_ABSENCE_MS = 1_000;
-const MEMBERS = 'members';
+const MEMBERS = HASHES.members;
 const ADDR = '#addr';
 
 export class Membership {

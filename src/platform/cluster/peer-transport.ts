@@ -21,7 +21,7 @@
 // exponential backoff, succeeds. An acceptor advertises pings in its hello (`ping: 1`), so a
 // connector only pings a build that answers them.
 import net from 'node:net';
-import { pack, unpack } from 'msgpackr';
+import { KEYS, pack, unpack } from './names.js';
 import type { Logger } from 'pino';
 import { constantTimeEqual, hmacSha256, randomBytes } from '../crypto/index.js';
 import type { Coordinator } from './coordinator.js';
@@ -44,7 +44,7 @@ const PEER_ACK_TIMEOUT_MS = 3_000;
 const MAX_HANDSHAKES = 64;
 const NONCE_BYTES = 32;
 const SECRET_BYTES = 32;
-const SECRET_KEY = 'cluster:secret';
+const SECRET_KEY = KEYS.clusterSecret;
 /** The secret is meant to live as long as the coordinator's data; a lost one is recreated (refreshSecret). */
 const SECRET_TTL_MS = 10 * 365 * 24 * 3600 * 1000;
 const PROTOCOL = 1;

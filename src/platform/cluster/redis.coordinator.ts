@@ -3,6 +3,7 @@
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Coordinator, LimiterOptions, Unsubscribe } from './coordinator.js';
+import { KEYS } from './names.js';
 
 // Lease value: "<holder>:<fence>". The fence counter lives in its own key and only grows.
 const ACQUIRE = `
@@ -329,8 +330,8 @@ export class RedisCoordinator implements Coordinator {
 
   async acquireLease(name: string, holder: string, ttlMs: number) {
     const r = (await this.scripts.kwAcquire(
-      this.k(`lease:${name}`),
-      this.k(`fence:${name}`),
+      this.k(KEYS.lease(name)),
+      this.k(KEYS.fence(name)),
       holder,
       Math.ceil(ttlMs),
     )) as number;
@@ -339,8 +340,8 @@ export class RedisCoordinator implements Coordinator {
 
   async renewLease(name: string, holder: string, fence: number, ttlMs: number) {
     const r = await this.renewals.add([
-      this.k(`lease:${name}`),
-      this.k(`fence:${name}`),
+      this.k(KEYS.lease(name)),
+      this.k(KEYS.fence(name)),
       `${holder}:${fence}`,
       Math.ceil(ttlMs),
       String(fence),
@@ -349,11 +350,11 @@ export class RedisCoordinator implements Coordinator {
   }
 
   async releaseLease(name: string, holder: string, fence: number) {
-    await this.scripts.kwRelease(this.k(`lease:${name}`), `${holder}:${fence}`);
+    await this.scripts.kwRelease(this.k(KEYS.lease(name)), `${holder}:${fence}`);
   }
 
   async leaseHolder(name: string) {
-    const v = await this.redis.get(this.k(`lease:${name}`));
+    const v = await this.redis.get(this.k(KEYS.lease(name)));
     if (!v) return null;
     const sep = v.lastIndexOf(':');
     return { holder: v.slice(0, sep), fence: Number(v.slice(sep + 1)) };
@@ -374,7 +375,7 @@ export class RedisCoordinator implements Coordinator {
     value: Buffer | null,
   ): Promise<boolean> {
     const r = await this.writes.add([
-      this.k(`lease:${lease}`),
+      this.k(KEYS.lease(lease)),
       `${holder}:${fence}`,
       this.k(hash),
       field,

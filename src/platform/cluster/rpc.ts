@@ -11,7 +11,7 @@
 // measured offset from the coordinator's, so hosts with skewed clocks agree on it). A request read
 // after its deadline is dropped unanswered: its caller has already answered its client (503), and
 // running it then would change state behind that answer (a heartbeat token the client never saw).
-import { pack, unpack } from 'msgpackr';
+import { CHANNELS, pack, unpack } from './names.js';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from './coordinator.js';
 import { MAX_FRAME_BYTES, PeerTransport, type ListenOptions } from './peer-transport.js';
@@ -151,7 +151,7 @@ export class Rpc<Ops extends OpMap> {
 
   async start(): Promise<void> {
     // Pub/sub stays subscribed: the fallback path, and calls from peers that cannot reach the listener.
-    this.unsub = await this.coordinator.subscribe(`rpc:${this.id}`, (m) => void this.onPublished(m));
+    this.unsub = await this.coordinator.subscribe(CHANNELS.rpc(this.id), (m) => void this.onPublished(m));
     await this.transport?.start();
   }
 
@@ -196,7 +196,7 @@ export class Rpc<Ops extends OpMap> {
         const p = this.pending.get(id);
         if (!p || p.direct || deadline === undefined || this.clusterNow() > deadline) return;
         this.counters.resent++;
-        this.coordinator.publish(`rpc:${worker}`, p.raw).catch(() => undefined);
+        this.coordinator.publish(CHANNELS.rpc(worker), p.raw).catch(() => undefined);
       },
     };
   }
@@ -216,7 +216,7 @@ export class Rpc<Ops extends OpMap> {
     // The caller gave up while a connection was being tried: the call must not run after all.
     if (!this.pending.has(id)) return;
     this.counters.pubsub++;
-    await this.coordinator.publish(`rpc:${worker}`, raw);
+    await this.coordinator.publish(CHANNELS.rpc(worker), raw);
   }
 
   /**
@@ -232,7 +232,7 @@ export class Rpc<Ops extends OpMap> {
       n++;
       this.counters.fallbacks++;
       this.counters.pubsub++;
-      this.coordinator.publish(`rpc:${peer}`, p.raw).catch((err: unknown) => {
+      this.coordinator.publish(CHANNELS.rpc(peer), p.raw).catch((err: unknown) => {
         if (!this.pending.delete(id)) return;
         this.log.warn({ err, peer }, 'cluster.fallback_failed');
         p.reject(unavailable());
@@ -319,7 +319,7 @@ export class Rpc<Ops extends OpMap> {
     const reply = await this.accept(f);
     if (!reply) return;
     await this.coordinator
-      .publish(`rpc:${f.from}`, pack(reply))
+      .publish(CHANNELS.rpc(f.from), pack(reply))
       .catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));
   }
 

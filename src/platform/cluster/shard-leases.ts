@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
+import { LEASES } from './names.js';
 
 export const SHARD_COUNT = 1024;
 export const LEASE_TTL_MS = 4_000;
@@ -85,9 +86,7 @@ export interface ShardHandlers {
   released(shard: number): void;
 }
 
-export function leaseName(shard: number): string {
-  return `shard:${shard}`;
-}
+export const leaseName = LEASES.shard;
 
 export class ShardLeases {
   /** shard -> fence of the lease this worker holds. */

@@ -18,11 +18,9 @@ import type { Uws } from './uws-loader.js';
 
 export { loadUws } from './uws-loader.js';
 type UwsApp = UwsTypes.TemplatedApp;
-export type UwsResponse = UwsTypes.HttpResponse;
-export type UwsRequest = UwsTypes.HttpRequest;
-/** A WebSocket of this server (modules see uWS only through these aliases). */
-export type UwsSocket<UserData> = UwsTypes.WebSocket<UserData>;
-export type UwsSocketContext = UwsTypes.us_socket_context_t;
+type UwsResponse = UwsTypes.HttpResponse;
+type UwsRequest = UwsTypes.HttpRequest;
+// Modules see no uWS type: WebSockets and event streams are sockets.ts's (eslint.config.js).
 
 /**
  * `closeOnBackpressureLimit` on, for either build: the 20.57 definitions type the option as a

@@ -13,6 +13,7 @@
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { AppError } from '../../errors.js';
 import type { Coordinator } from '../cluster/coordinator.js';
+import { LIMITERS } from '../cluster/names.js';
 import { SHORT_HASH_KEY_BYTES, randomBytes, shortHashInto } from '../crypto/index.js';
 
 /** What the client gate needs of a limiter: rate-limiter-flexible's consume() contract. */
@@ -210,5 +211,5 @@ export function addressLimiter(
 ): RequestLimiter {
   return coordinator.kind === 'local'
     ? new CompactRateLimiter({ points, duration: 60, now })
-    : coordinator.limiter({ keyPrefix: `rl:${name}`, points, duration: 60 });
+    : coordinator.limiter({ keyPrefix: LIMITERS.requests(name), points, duration: 60 });
 }

@@ -9,6 +9,7 @@
 // An attempt that ends without a counted failure gives its point back; a failed one keeps it.
 import type { RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Coordinator } from '../cluster/coordinator.js';
+import { LIMITERS } from '../cluster/names.js';
 import { lockedOut } from '../../errors.js';
 
 interface LockoutPolicy {
@@ -87,7 +88,7 @@ export class Lockout {
     private readonly policy: LockoutPolicy,
   ) {
     this.limiter = coordinator.limiter({
-      keyPrefix: `lock:${policy.name}`,
+      keyPrefix: LIMITERS.lockout(policy.name),
       points: policy.failures,
       duration: policy.windowSeconds,
     });

@@ -144,6 +144,8 @@ const ROWS: Row[] = [
   { method: 'GET', path: '/api/apps/{app}/bans', reseller: 'view_blocked_ips' },
   { method: 'DELETE', path: '/api/bans/{ban}', reseller: 'deny' },
   { method: 'GET', path: '/api/apps/{app}/licenses', reseller: 'view_keys' },
+  // A job reads its keys as the listing does; each key then needs the single action's permission (jobs.test.ts).
+  { method: 'POST', path: '/api/apps/{app}/jobs', body: { action: 'reset_hwid', filter: {} }, reseller: 'view_keys' },
   { method: 'POST', path: '/api/licenses/{lic}/extend', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/apps/{app}/licenses/extend-all', body: { value: 1, unit: 'days' }, reseller: 'deny' },
   { method: 'POST', path: '/api/licenses/{lic}/reset-hwid', reseller: 'reset_hwid' },
@@ -244,6 +246,7 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/account/sessions', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/account/sign-ins', reseller: 'allow', rival: 'allowed' },
   { method: 'GET', path: '/api/audit', reseller: 'allow', rival: 'allowed' },
+  { method: 'GET', path: '/api/account/webhook/deliveries', reseller: 'allow', rival: 'allowed' },
 ];
 
 /** Routes outside the matrix, and why. */
@@ -257,6 +260,9 @@ const EXCLUDED: Record<string, string> = {
   'DELETE /api/tokens/{id}': 'who may revoke depends on whose token it is; tested in api-tokens.test.ts',
   'DELETE /api/account/sessions/{id}': 'ends one of the caller’s own sessions; tested in account-security.test.ts',
   'GET /api/apps/{id}/events': 'SSE; tested in live.test.ts',
+  'GET /api/jobs/{id}': 'whose job it is decides; tested in jobs/jobs.test.ts',
+  'POST /api/jobs/{id}/cancel': 'whose job it is decides; tested in jobs/jobs.test.ts',
+  'POST /api/webhook-deliveries/{id}/redeliver': 'whose delivery it is decides; tested in notify/deliveries.test.ts',
   'GET /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'PATCH /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',
   'DELETE /api/products/{id}': 'managers only (a reseller gets 403); tested in commerce/fulfil.test.ts',

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../../helpers/http.js';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../../helpers/server.js';
-import { secretOf, totp } from '../../helpers/totp.js';
+import { totp } from '../../helpers/totp.js';
 
 let t: TestServer;
 let owner: Api;

@@ -50,10 +50,10 @@ describe('POST /api/client/register', () => {
   });
 
   it.each([
-    ['unknown key', async (f: AppFixture) => ({ license: 'NOPE-NOPE-NOPE' }), 400, 'Invalid license key'],
+    ['unknown key', async (_f: AppFixture) => ({ license: 'NOPE-NOPE-NOPE' }), 400, 'Invalid license key'],
     [
       'key of another app',
-      async (f: AppFixture) => ({ license: (await (await appFixture(t)).keys(1))[0] }),
+      async (_f: AppFixture) => ({ license: (await (await appFixture(t)).keys(1))[0] }),
       400,
       'Invalid license key',
     ],

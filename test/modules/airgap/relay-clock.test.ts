@@ -9,6 +9,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes, signingKeyFromSeed } from '../../../src/platform/crypto/index.js';
 import { signPool } from '../../../src/modules/airgap/pool-file.js';
 import { checkPool, startRelay } from '../../../src/modules/airgap/relay/relay.server.js';
+import { createClientIpResolver } from '../../../src/platform/http/client-ip.js';
+import { createHttpServer, loadUws } from '../../../src/platform/http/uws.js';
 import { Api } from '../../helpers/http.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kw-relay-clock-'));
@@ -31,13 +33,15 @@ describe('relay leases over time', () => {
       issued_at: new Date(now).toISOString(),
     });
     const payload = checkPool(pool, key.publicKey, 'relay-under-test', now);
+    const log = pino({ level: 'silent' });
     const relay = await startRelay({
+      server: createHttpServer(loadUws(), { log, resolveIp: createClientIpResolver([]) }),
       pool,
       payload,
       dataDir: path.join(dir, 'data'),
       host: '127.0.0.1',
       port: 0,
-      log: pino({ level: 'silent' }),
+      log,
       now: () => now,
     });
     try {

@@ -180,7 +180,7 @@ describe('applications', () => {
       parentId: ownerId,
       ownerId,
     });
-    await t.server.services.repos.accounts.allowApp(reseller.id, app.id, new Date());
+    await t.server.app.domain.access.accounts.allowApp(reseller.id, app.id, new Date());
     const r = await new Api(t.base).signIn('seller1', 'seller-pass-1');
     const list = await r.get('/api/apps');
     expect(list.body.map((a: { id: string }) => a.id)).toEqual([app.id]);
@@ -209,8 +209,8 @@ describe('admins acting on one of several allowed apps (regression: the scope on
       parentId: ownerId,
       ownerId,
     });
-    await t.server.services.repos.accounts.allowApp(adm.id, a.id, new Date());
-    await t.server.services.repos.accounts.allowApp(adm.id, b.id, new Date());
+    await t.server.app.domain.access.accounts.allowApp(adm.id, a.id, new Date());
+    await t.server.app.domain.access.accounts.allowApp(adm.id, b.id, new Date());
     const api = await new Api(t.base).signIn('scopeadmin', 'admin-pass-1');
     expect((await api.get(`/api/apps/${b.id}`)).body.name).toBe('Scoped 2');
     expect((await api.get(`/api/apps/${c.id}`)).status).toBe(404);

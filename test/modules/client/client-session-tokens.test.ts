@@ -30,7 +30,7 @@ describe('one worker', () => {
     const session = await f.session(c);
     expect(session).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(await t.server.services.coordinator.get(`sess:${session}`)).toBeNull();
-    expect(t.server.app.domain.sessions.keys.size).toBe(0);
+    expect(t.server.app.domain.client.sessions.keys.size).toBe(0);
     expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
     expect(await t.server.services.coordinator.get(`sess:${session}`)).not.toBeNull();
   });

@@ -273,7 +273,7 @@ describe('dynamic delivery', () => {
   });
 
   it('audits every fulfilled order', async () => {
-    await t.server.services.repos.audit.flush();
+    await t.server.services.audit.repository.flush();
     const logs = (await owner.get(`/api/apps/${appId}/logs?action=order.fulfilled`)).body;
     const items = Array.isArray(logs) ? logs : logs.items;
     expect(items.length).toBeGreaterThan(3);

@@ -44,7 +44,7 @@ async function live(f: AppFixture, key: string) {
   };
 }
 
-const flush = () => t.server.app.domain.beatCounts.flush();
+const flush = () => t.server.app.domain.heartbeat.beatCounts.flush();
 
 describe('beats per application', () => {
   it('are counted per hour and day, add up across flushes, and are scoped to a reseller', async () => {
@@ -126,11 +126,11 @@ describe('beats per application', () => {
     await flush();
     expect((await f.sql(`select 1 from beat_counts where app_id = $1`, [f.app.id])).length).toBe(1);
     await s.beat(); // counted, not yet written
-    expect(t.server.app.domain.beatCounts.size).toBe(1);
+    expect(t.server.app.domain.heartbeat.beatCounts.size).toBe(1);
     expect((await f.owner.delete(`/api/apps/${f.app.id}`)).status).toBe(200);
     expect((await f.sql(`select 1 from beat_counts where app_id = $1`, [f.app.id])).length).toBe(0);
     await flush(); // the app is gone: its pending count is dropped, the flush does not fail
-    expect(t.server.app.domain.beatCounts.size).toBe(0);
+    expect(t.server.app.domain.heartbeat.beatCounts.size).toBe(0);
     expect((await f.sql(`select 1 from beat_counts where app_id = $1`, [f.app.id])).length).toBe(0);
   });
 

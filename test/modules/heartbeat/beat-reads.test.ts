@@ -94,7 +94,7 @@ describe.skipIf(!hasRedis)('what a beat reads from Redis', () => {
   });
 
   it('the refusal budget is read only once this worker refused the session or its address', async () => {
-    const { ip, c, session } = await activated();
+    const { c, session } = await activated();
     let token = (await c.post('/api/client/heartbeat/start', { session, system_id: SYS })).body.token as string;
     let index = 0;
     const beat = (t: string, i: number) =>

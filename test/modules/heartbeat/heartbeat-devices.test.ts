@@ -133,7 +133,7 @@ async function licenseId(f: AppFixture, key: string): Promise<string> {
 }
 
 async function killLines(f: AppFixture): Promise<number> {
-  await t.server.services.repos.audit.flush();
+  await t.server.services.audit.repository.flush();
   return (await f.owner.get(`/api/apps/${f.app.id}/logs?action=heartbeat.kill`)).body.length as number;
 }
 

@@ -212,7 +212,7 @@ describe('seats are freed', () => {
     const b = await activated(f, key!);
     expect((await start(b)).body).toEqual(LIMIT);
     clock.advance(60_001);
-    t.server.app.domain.heartbeatOwner.host.sweep();
+    t.server.app.domain.heartbeat.owner.host.sweep();
     expect((await keyRow(f)).live_sessions).toBe(0);
     expect((await start(b)).status).toBe(200);
   });

@@ -105,7 +105,7 @@ describe('heartbeat start', () => {
       [1000, 300],
     ] as const) {
       const l = await live(interval === undefined ? {} : { heartbeat_interval: interval });
-      const ctx = t.server.app.domain.heartbeatOwner.host.peek(l.session)!;
+      const ctx = t.server.app.domain.heartbeat.owner.host.peek(l.session)!;
       expect(ctx.beatInterval).toBe(expected);
     }
   });

@@ -5,7 +5,12 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../helpers/server.js';
-import { STATUS_SQL, computedStatus, type ComputedStatus } from '../../../src/modules/keys/license-status.js';
+import {
+  STATUS_SQL,
+  computedStatus,
+  hasExpired,
+  type ComputedStatus,
+} from '../../../src/modules/keys/license-status.js';
 
 let client: pg.Client;
 let drop: () => Promise<void>;
@@ -48,5 +53,23 @@ describe('license status: SQL and TypeScript agree', () => {
     });
     // Every status occurs in the sample, so no branch of either side goes unchecked.
     expect(new Set(keys.map((k) => computedStatus(k, NOW)))).toEqual(new Set(computed));
+  });
+
+  it('at the boundary instant: not expired at expires_at itself, expired one millisecond after (SPEC "in the past")', async () => {
+    const expiresAt = new Date(NOW).toISOString();
+    const instants = [NOW - 1, NOW, NOW + 1];
+    const { rows } = await client.query<{ active: boolean; expired: boolean }>(
+      `select ${STATUS_SQL.active.replaceAll('?', 'n')} as active, ${STATUS_SQL.expired.replaceAll('?', 'n')} as expired
+       from unnest($1::timestamptz[]) as t(n),
+         (select 'used'::text as status, 'alice'::text as used_by, $2::timestamptz as expires_at, 30 as duration_days)
+           as license_keys`,
+      [instants.map((t) => new Date(t).toISOString()), expiresAt],
+    );
+    const js = instants.map((t) => hasExpired(expiresAt, false, t));
+    expect(js).toEqual([false, false, true]);
+    expect(rows.map((r) => r.expired)).toEqual(js);
+    expect(rows.map((r) => r.active)).toEqual(js.map((e) => !e));
+    // A lifetime key never expires, whatever its stored expiry.
+    expect(instants.map((t) => hasExpired(expiresAt, true, t))).toEqual([false, false, false]);
   });
 });

@@ -2,7 +2,7 @@
 import { BlockList, isIP } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { assertWebhookUrl, isPublicAddress } from '../../../src/modules/notify/webhook-url.js';
-import { AppError, ValidationError } from '../../../src/errors.js';
+import { ValidationError } from '../../../src/errors.js';
 
 describe('webhook targets', () => {
   it('public addresses are public; private, loopback, link-local, documentation and multicast ranges are not', () => {

@@ -61,7 +61,7 @@ describe('activation webhooks', () => {
       occurred_at: expect.any(String),
       data: { hwid: hwid('wh'), ip: '203.0.113.50', new_device: true },
     });
-    await t.server.app.domain.webhooks.drain();
+    await t.server.app.domain.notify.webhooks.drain();
     const attempts = (await f.owner.get(`/api/apps/${f.app.id}/logs?action=webhook.delivery`)).body.map(
       (l: { detail: string }) => l.detail,
     );

@@ -239,7 +239,7 @@ describe('portal device reset', () => {
     expect(
       (await fresh.post('/api/client/license', { session: s2, license: live.key, hwid: 'new-pc-0001' })).status,
     ).toBe(200);
-    await t.server.services.repos.audit.flush();
+    await t.server.services.audit.repository.flush();
     const logs = (await f.owner.get(`/api/apps/${f.app.id}/logs?action=portal.reset_hwid`)).body;
     expect((Array.isArray(logs) ? logs : logs.items).length).toBeGreaterThan(0);
   });

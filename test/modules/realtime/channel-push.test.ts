@@ -24,27 +24,31 @@ interface Conn {
   ip: string;
   token: string;
   licenseId: string;
+  /** The device the session was activated from (each connection its own). */
+  hwid: string;
   userId?: string;
 }
 
 let userSeq = 0;
+let deviceSeq = 0;
 /** A client with a running heartbeat on the channel: license-only, or a registered user. */
 async function connect(f: AppFixture, o: { user?: boolean; version?: string } = {}): Promise<Conn> {
   const [key] = await f.keys(1);
   const ip = nextIp();
   const c = f.client(ip);
   const session = await f.session(c);
+  const device = hwid(`push-${++deviceSeq}`);
   let userId: string | undefined;
   if (o.user) {
     const username = `push-user-${++userSeq}`;
     expect(
-      (await c.post('/api/client/register', { session, username, password: 'user-pass-1', license: key, hwid: hwid() }))
+      (await c.post('/api/client/register', { session, username, password: 'user-pass-1', license: key, hwid: device }))
         .status,
     ).toBe(200);
     const users = (await f.owner.get(`/api/apps/${f.app.id}/users`)).body as { id: string; username: string }[];
     userId = users.find((u) => u.username === username)!.id;
   } else {
-    expect((await c.post('/api/client/license', { session, license: key, hwid: hwid() })).status).toBe(200);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: device })).status).toBe(200);
   }
   const lic = (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${encodeURIComponent(key!.slice(-4))}`)).body
     .items as { id: string; key_preview: string }[];
@@ -54,7 +58,7 @@ async function connect(f: AppFixture, o: { user?: boolean; version?: string } = 
   expect(start.status).toBe(200);
   const beat = await ch.call('heartbeat', { token: start.body.token, system_id: SYS, beat_index: 1, code_hash: HASH });
   expect(beat.status).toBe(200);
-  return { c, ch, session, ip, token: beat.body.new_token, licenseId, ...(userId ? { userId } : {}) };
+  return { c, ch, session, ip, token: beat.body.new_token, licenseId, hwid: device, ...(userId ? { userId } : {}) };
 }
 
 /** Resolves when the condition holds; polls (the session ends just after the push). */
@@ -124,6 +128,12 @@ const ROWS: RevokeRow[] = [
     reason: 'blacklisted',
     act: (f, x) => f.owner.post(`/apps/${f.app.id}/bans`, { type: 'ip', value: x.ip }),
     after: { status: 403, detail: 'Access denied' },
+  },
+  {
+    // The same admission as REST's gate (client/admission.ts): a banned device is refused on both.
+    name: "the client's HWID blacklisted",
+    reason: 'blacklisted',
+    act: (f, x) => f.owner.post(`/apps/${f.app.id}/bans`, { type: 'hwid', value: x.hwid.toUpperCase() }),
   },
   {
     name: 'app disabled',

@@ -112,6 +112,25 @@ describe('upgrade', () => {
     );
   });
 
+  it('refuses a client whose HWID is blacklisted, as the REST gate does (one admission)', async () => {
+    const fx = await appFixture(t);
+    const [key] = await fx.keys(1);
+    const ip = nextIp();
+    const c = fx.client(ip);
+    const session = await fx.session(c);
+    const device = hwid('banned-device');
+    expect((await c.post('/api/client/license', { session, license: key, hwid: device })).status).toBe(200);
+    await fx.owner.post(`/apps/${fx.app.id}/bans`, { type: 'hwid', value: device });
+    expect(await c.post('/api/client/license', { session, license: key, hwid: device })).toMatchObject({
+      status: 403,
+      body: { detail: 'Access denied' },
+    });
+    expect(await refused(ChannelClient.connect(t.base, session, { ip }))).toMatchObject({
+      status: 403,
+      body: { detail: 'Access denied' },
+    });
+  });
+
   it('with require_signature the upgrade must be signed (PROTOCOL 3, empty body) and its key is a nonce used once', async () => {
     const a = await activated(undefined, { require_signature: true });
     const unsigned = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }));
@@ -202,7 +221,7 @@ describe('calls on the channel and switching transports', () => {
       code_hash: HASH,
     });
     expect(b.status).toBe(200);
-    expect(t.server.app.domain.heartbeatOwner.host.peek(a.session)?.beatCount).toBe(1);
+    expect(t.server.app.domain.heartbeat.owner.host.peek(a.session)?.beatCount).toBe(1);
     ch.close();
   });
 

@@ -265,7 +265,7 @@ describe('the acceptor', () => {
     const a = await transport(c, 'a', handlers, log);
     const secret = (await c.get(SECRET_KEY))!;
     const attempts: ((acceptorNonce: Buffer) => Record<string, unknown> | Buffer)[] = [
-      (n) => ({ t: 'req', id: 1, from: 'x', op: 'echo', args: {} }),
+      (_n) => ({ t: 'req', id: 1, from: 'x', op: 'echo', args: {} }),
       (n) => {
         const nonce = randomBytes(32);
         return { t: 'authx', id: 'p', nonce, mac: proof(secret, 'connector', n, nonce, 'p', 'a') };

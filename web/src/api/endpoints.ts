@@ -27,6 +27,8 @@ import type {
   Stats,
   Timeseries,
   TwoFactorSetup,
+  WebhookDelivery,
+  Job,
 } from './responses.js';
 
 type Body<P extends keyof paths, M extends 'post' | 'patch' | 'put'> = paths[P][M] extends {
@@ -180,6 +182,14 @@ export const licenses = {
     ),
 };
 
+/** Bulk jobs (docs/api.md "Bulk jobs"): one request for an action over many keys. */
+export const jobs = {
+  start: (appId: string, body: Body<'/api/apps/{id}/jobs', 'post'>) =>
+    unwrap<Job>(api.POST('/api/apps/{id}/jobs', { ...id(appId), body })),
+  get: (jobId: string) => unwrap<Job>(api.GET('/api/jobs/{id}', id(jobId))),
+  cancel: (jobId: string) => unwrap<Job>(api.POST('/api/jobs/{id}/cancel', id(jobId))),
+};
+
 export const users = {
   list: (appId: string) => unwrap<EndUser[]>(api.GET('/api/apps/{id}/users', id(appId))),
   /** One cursor page, searched on the server (username, key preview or the full key). */
@@ -233,6 +243,13 @@ export const security = {
   endSession: (sessionId: string) => unwrap<unknown>(api.DELETE('/api/account/sessions/{id}', id(sessionId))),
   signIns: () => unwrap<SignIn[]>(api.GET('/api/account/sign-ins')),
   audit: (query: AuditQuery) => unwrap<AuditEntry[]>(api.GET('/api/audit', { params: { query } })),
+};
+
+export const webhooks = {
+  deliveries: (query: { account_id?: string; limit?: number; before?: string }) =>
+    unwrap<WebhookDelivery[]>(api.GET('/api/account/webhook/deliveries', { params: { query } })),
+  redeliver: (deliveryId: string) =>
+    unwrap<WebhookDelivery>(api.POST('/api/webhook-deliveries/{id}/redeliver', id(deliveryId))),
 };
 
 export const tokens = {

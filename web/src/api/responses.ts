@@ -320,6 +320,41 @@ export const SignInSchema = Type.Object({
 });
 export type SignIn = Static<typeof SignInSchema>;
 
+export const WebhookDeliverySchema = Type.Object({
+  id: Type.String(),
+  event: Type.String(),
+  event_id: Type.String(),
+  url: Type.String(),
+  attempt: Type.Number(),
+  status: Nullable(Type.Number()),
+  error: Nullable(Type.String()),
+  latency_ms: Type.Number(),
+  response_excerpt: Type.String(),
+  at: Iso,
+});
+export type WebhookDelivery = Static<typeof WebhookDeliverySchema>;
+
+export const JobSchema = Type.Object({
+  id: Type.String(),
+  app_id: Type.String(),
+  action: Type.String(),
+  status: Type.Union([
+    Type.Literal('running'),
+    Type.Literal('done'),
+    Type.Literal('cancelled'),
+    Type.Literal('failed'),
+  ]),
+  total: Type.Number(),
+  done: Type.Number(),
+  succeeded: Type.Number(),
+  skipped: Type.Number(),
+  created_at: Iso,
+  skipped_keys: Type.Optional(
+    Type.Array(Type.Object({ id: Type.String(), key_preview: Nullable(Type.String()), reason: Type.String() })),
+  ),
+});
+export type Job = Static<typeof JobSchema>;
+
 export const StatsSchema = Type.Object({
   keys: Type.Object({
     total: Type.Number(),

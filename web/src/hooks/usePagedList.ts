@@ -54,7 +54,7 @@ export function usePagedList<T>({
   const fetchRef = useRef(fetchPage);
   fetchRef.current = fetchPage;
 
-  const pageKey = useCallback((start: string): QueryKey => [...queryKey, 'page', start], [listKey]); // eslint-disable-line react-hooks/exhaustive-deps
+  const pageKey = useCallback((start: string): QueryKey => [...queryKey, 'page', start], [listKey]); // listKey is queryKey, as a string
   const results = useQueries({
     queries: pages.map((p) => {
       const start = chain.starts[p]!;
@@ -85,7 +85,7 @@ export function usePagedList<T>({
       });
       return prev.listKey === listKey && next === prev.chain ? prev : { listKey, chain: next };
     });
-  }, [stamp, listKey]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [stamp, listKey]); // on a page landing or a new list, not each render
 
   const setRange = useCallback(
     (first: number, last: number) => {
@@ -115,5 +115,5 @@ export function usePagedList<T>({
       loadedRows: () => chain.starts.flatMap((s) => qc.getQueryData<CursorPage<T>>(pageKey(s))?.items ?? []),
     }),
     [chain, stamp, failed.length, setRange, qc, pageKey],
-  ); // eslint-disable-line react-hooks/exhaustive-deps
+  ); // the other inputs are read when called
 }

@@ -41,6 +41,9 @@ export function useLive(appId: string, onAppDeleted: () => void): { status: Live
         if (e.kind === 'app.delete') deleted.current();
         // The signed-in reseller's balance changed (a top-up, a deduction, a spend): read it again.
         else if (e.kind === 'account.credits') void qc.invalidateQueries({ queryKey: ['me'] });
+        // A bulk job of ours moved on: its progress line reads this (LicensesTab.tsx).
+        else if (e.kind === 'job.progress')
+          qc.setQueryData(['job', e.data.id], (old: object | undefined) => ({ ...old, ...e.data }));
         else stale(staleKeysFor(e.kind));
       },
       onPoll: () => stale(ALL),

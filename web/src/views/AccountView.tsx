@@ -1,6 +1,6 @@
 // The signed-in account: own password (other sessions are signed out), the global alert webhook
 // (not for resellers: SPEC "Resellers don't own apps") and its signing secret. Security (second
-// factor, sessions, API tokens) is the Account's other tab (SecurityView.tsx).
+// factor, sessions, API tokens) is the Account's other tab (SecurityView.tsx). Below: the webhook delivery log.
 import { useState } from 'react';
 import { useMutation } from '@tanstack/react-query';
 import { auth, team as teamApi } from '../api/endpoints.js';
@@ -11,6 +11,7 @@ import { useTitle } from '../hooks/useTitle.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 import { AccountNav } from './SecurityView.js';
+import { DeliveriesCard } from './DeliveriesCard.js';
 
 export function AccountView() {
   const { account, refresh } = useSession();
@@ -168,6 +169,7 @@ export function AccountView() {
             </div>
           </form>
         )}
+        <DeliveriesCard />
       </div>
     </section>
   );

@@ -1,7 +1,9 @@
 // The Licenses bulk bar: how many keys are selected, "select all N matching" (every cursor page of
 // the current filters is read to collect the ids, with progress and Cancel), the bulk actions,
-// the progress of a run with Cancel, and its report (succeeded, failed with each detail, not sent).
+// the progress of a run with Cancel, and its report (succeeded, failed with each detail, not sent);
+// a run over all matching keys is one server job, whose report names the skipped keys and why.
 import type { BulkResult } from '../lib/bulk.js';
+import type { Job } from '../api/responses.js';
 import { formatCount, plural } from '../lib/plural.js';
 import { Button } from '../components/ui.js';
 import { ACTION_LABEL, type Action } from './LicenseColumns.js';
@@ -104,6 +106,37 @@ export function BulkReport({
               </li>
             ))}
             {failed > SHOWN_FAILURES && <li>and {plural(failed - SHOWN_FAILURES, 'more failure')}</li>}
+          </ul>
+        )}
+      </div>
+      <Button variant="ghost" onClick={onClose} aria-label="Dismiss">
+        ✕
+      </Button>
+    </div>
+  );
+}
+
+/** The end of a bulk job (docs/api.md "Bulk jobs"): its counts and the first skipped keys with the reason. */
+export function JobReport({ label, job, onClose }: { label: string; job: Job; onClose: () => void }) {
+  const skipped = job.skipped_keys ?? [];
+  const unreached = job.total - job.done;
+  return (
+    <div
+      className={`alert ${job.skipped || unreached || job.status === 'failed' ? 'alert-warn' : 'alert-ok'}`}
+      role="status"
+      data-testid="bulk-report"
+    >
+      <div>
+        <strong>{label}:</strong> {formatCount(job.succeeded)} succeeded, {formatCount(job.skipped)} skipped
+        {unreached > 0 ? `, ${formatCount(unreached)} not reached (${job.status})` : ''}.
+        {skipped.length > 0 && (
+          <ul>
+            {skipped.slice(0, SHOWN_FAILURES).map((f) => (
+              <li key={f.id}>
+                <code>{f.key_preview ?? f.id}</code>: {f.reason}
+              </li>
+            ))}
+            {job.skipped > SHOWN_FAILURES && <li>and {plural(job.skipped - SHOWN_FAILURES, 'more skipped key')}</li>}
           </ul>
         )}
       </div>

@@ -91,7 +91,7 @@ export function ExtendAllDialog({ app, open, onClose }: { app: App; open: boolea
   });
   useEffect(() => {
     if (!open) m.reset();
-  }, [open]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [open]); // only when the dialog opens or closes
   return (
     <Dialog open={open} title="Extend every active key" onClose={onClose}>
       <form

@@ -1,12 +1,12 @@
 // Licenses: filters, search, a windowed table whose cursor pages are fetched as they scroll into
 // view, computed status and activation time, a row actions menu, a selection that can span every
 // key matching the filters, bulk actions (one request per row, progress, Cancel, succeeded, failed
-// and not-sent counts), extend-all, import, who created each key, and the generator for callers
-// with generate_keys.
+// and not-sent counts; over all matching keys one server job, its progress from the live stream),
+// extend-all, import, who created each key, and the generator for callers with generate_keys.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { apps as appsApi, licenses as licensesApi, team as teamApi } from '../api/endpoints.js';
-import type { App, License, Stats } from '../api/responses.js';
+import { apps as appsApi, jobs as jobsApi, licenses as licensesApi, team as teamApi } from '../api/endpoints.js';
+import type { App, Job, License, Stats } from '../api/responses.js';
 import { DataTable, type RowSelection } from '../components/DataTable.js';
 import { RowMenu, useRowMenu } from '../components/RowMenu.js';
 import { Button, Confirm, ErrorState, Loading, fieldError } from '../components/ui.js';
@@ -20,7 +20,7 @@ import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
 import { GeneratorPanel } from './GeneratorPanel.js';
 import { ACTION_LABEL, creatorOf, licenseColumns, rowOffers, type Action } from './LicenseColumns.js';
-import { BulkBar, BulkReport, ProgressLine, type Progress, type SelectedKey } from './LicenseBulk.js';
+import { BulkBar, BulkReport, JobReport, ProgressLine, type Progress, type SelectedKey } from './LicenseBulk.js';
 import { ExtendAllDialog, ExtendDialog } from './LicenseDialogs.js';
 import { KeyDrawer } from './KeyDrawer.js';
 import { ImportDialog } from './ImportDialog.js';
@@ -90,9 +90,13 @@ export function LicensesTab({ app }: { app: App }) {
   const q = useDebounced(search.trim(), 300);
   const scope = `${status}\n${q}`;
   const [generatorOpen, setGeneratorOpen] = useState(false);
-  const [pending, setPending] = useState<{ action: Action; rows: SelectedKey[] } | null>(null);
+  const [pending, setPending] = useState<{ action: Action; rows: SelectedKey[]; all: boolean } | null>(null);
   const [progress, setProgress] = useState<Progress | null>(null);
   const [result, setResult] = useState<{ label: string; result: BulkResult<SelectedKey> } | null>(null);
+  // "All N matching" was collected for these filters: an action on it is one server job over the filters.
+  const [walked, setWalked] = useState<{ scope: string; count: number } | null>(null);
+  const [activeJob, setActiveJob] = useState<{ id: string; label: string } | null>(null);
+  const [jobResult, setJobResult] = useState<{ label: string; job: Job } | null>(null);
   const [extendAllOpen, setExtendAllOpen] = useState(false);
   const [importOpen, setImportOpen] = useState(false);
   const [drawer, setDrawer] = useState<License | null>(null);
@@ -129,11 +133,56 @@ export function LicensesTab({ app }: { app: App }) {
     [caller],
   );
 
+  const allMatching = walked !== null && walked.scope === scope && selection.size === walked.count;
+
+  // The job in flight: live events (useLive) update this query; it also asks every 2 s in case the feed is down.
+  const job = useQuery({
+    queryKey: ['job', activeJob?.id],
+    queryFn: () => jobsApi.get(activeJob!.id),
+    enabled: activeJob !== null,
+    refetchInterval: 2000,
+  });
+  const jobStatus = job.data?.status;
+  useEffect(() => {
+    if (!activeJob || !jobStatus || jobStatus === 'running') return;
+    const ended = activeJob;
+    setActiveJob(null);
+    // The final answer names the skipped keys.
+    void jobsApi
+      .get(ended.id)
+      .then((j) => setJobResult({ label: ended.label, job: j }))
+      .catch((err: unknown) => notice('error', err instanceof Error ? err.message : String(err)));
+    selection.clear();
+    void qc.invalidateQueries({ queryKey: ['licenses', app.id] });
+    void qc.invalidateQueries({ queryKey: ['stats', app.id] });
+  }, [activeJob, jobStatus, notice, selection, qc, app.id]);
+
+  /** One server job over every key matching the filters (docs/api.md "Bulk jobs"). */
+  const runJob = async (action: Action, count: number, extend?: { value: number; unit: string; subtract: boolean }) => {
+    const label = `${ACTION_LABEL[action]} ${plural(count, 'key')}`;
+    setPending(null);
+    setResult(null);
+    setJobResult(null);
+    try {
+      const started = await jobsApi.start(app.id, {
+        action: action === 'reset' ? 'reset_hwid' : action,
+        filter: { ...(status ? { status: status as never } : {}), ...(q ? { q } : {}) },
+        ...(extend ? { params: { value: extend.value, unit: extend.unit as 'days', subtract: extend.subtract } } : {}),
+      });
+      qc.setQueryData(['job', started.id], started);
+      setActiveJob({ id: started.id, label });
+    } catch (err) {
+      notice('error', err instanceof Error ? err.message : String(err));
+    }
+  };
+
   const run = async (
     action: Action,
     targets: SelectedKey[],
     extend?: { value: number; unit: string; subtract: boolean },
+    all = false,
   ) => {
+    if (all) return runJob(action, targets.length, extend);
     const label = `${ACTION_LABEL[action]} ${targets.length === 1 ? targets[0]!.key_preview : plural(targets.length, 'key')}`;
     const abort = new AbortController();
     // The confirmation closes as the run starts, so its progress and Cancel are in reach.
@@ -173,7 +222,8 @@ export function LicensesTab({ app }: { app: App }) {
 
   const start = (action: Action, targets: SelectedKey[]) => {
     if (targets.length === 0) return;
-    if (action === 'extend' || action === 'delete' || targets.length > 1) setPending({ action, rows: targets });
+    const all = allMatching && targets.length > 1;
+    if (action === 'extend' || action === 'delete' || targets.length > 1) setPending({ action, rows: targets, all });
     else void run(action, targets);
   };
 
@@ -190,8 +240,10 @@ export function LicensesTab({ app }: { app: App }) {
           onProgress: (n) => report(n, matching !== null ? Math.max(matching, n) : null),
         },
       );
-      if (r.complete) selection.replace(r.rows);
-      else notice('error', 'Stopped: the selection is unchanged.');
+      if (r.complete) {
+        selection.replace(r.rows);
+        setWalked({ scope, count: r.rows.length });
+      } else notice('error', 'Stopped: the selection is unchanged.');
     } catch (err) {
       notice('error', err instanceof Error ? err.message : String(err));
     } finally {
@@ -205,7 +257,7 @@ export function LicensesTab({ app }: { app: App }) {
   // The drawer edits the key for those PATCH allows (PROTOCOL 15.2); others only look.
   const detailsLabel = isManager(caller) || can(caller, 'generate_keys') ? 'Edit / details' : 'Details';
   const live = useRef({ start, busy: false, details: setDrawer });
-  live.current = { start, busy: progress !== null, details: setDrawer };
+  live.current = { start, busy: progress !== null || activeJob !== null, details: setDrawer };
   const openMenu = useCallback(
     (row: License, anchor: HTMLElement) =>
       menu.open({
@@ -224,7 +276,7 @@ export function LicensesTab({ app }: { app: App }) {
         ],
       }),
     [actions, detailsLabel, menu.open],
-  ); // eslint-disable-line react-hooks/exhaustive-deps
+  ); // live.current is read when an item is chosen
   const hasHwid = list.rowAt(0)?.hwid !== undefined;
   // "Created by" names members from the team list where the caller may read it (resellers get none).
   // A key of its own: the Team view always asks the server when it opens, so a session ended
@@ -325,14 +377,26 @@ export function LicensesTab({ app }: { app: App }) {
           selected={selection.size}
           matching={matching}
           actions={actions}
-          busy={progress !== null}
+          busy={progress !== null || activeJob !== null}
           onAction={(a) => start(a, [...selection.map.values()])}
           onSelectAll={() => void selectAllMatching()}
           onClear={selection.clear}
         />
       )}
       {progress && <ProgressLine progress={progress} />}
+      {activeJob && (
+        <ProgressLine
+          progress={{
+            label: activeJob.label,
+            done: job.data?.done ?? 0,
+            total: job.data?.total ?? null,
+            cancel: () =>
+              void jobsApi.cancel(activeJob.id).catch((err: unknown) => notice('error', (err as Error).message)),
+          }}
+        />
+      )}
       {result && <BulkReport label={result.label} result={result.result} onClose={() => setResult(null)} />}
+      {jobResult && <JobReport label={jobResult.label} job={jobResult.job} onClose={() => setJobResult(null)} />}
 
       {list.isPending && <Loading label="Loading keys" />}
       {list.error !== null && !fieldError(list.error, 'query.q') && (
@@ -375,7 +439,7 @@ export function LicensesTab({ app }: { app: App }) {
       <ExtendDialog
         pending={pending?.action === 'extend' ? pending.rows : null}
         onClose={() => setPending(null)}
-        onSubmit={(v) => void run('extend', pending!.rows, v)}
+        onSubmit={(v) => void run('extend', pending!.rows, v, pending!.all)}
         busy={progress !== null}
       />
       <Confirm
@@ -388,7 +452,9 @@ export function LicensesTab({ app }: { app: App }) {
         message={
           pending?.action === 'delete'
             ? 'Deleted keys are gone for good; a bound user is refused at its next request.'
-            : 'One request is sent per key; you will see how many succeeded and failed, and can cancel the rest.'
+            : pending?.all
+              ? 'The server applies it to every matching key as one job; you will see its progress and can cancel it.'
+              : 'One request is sent per key; you will see how many succeeded and failed, and can cancel the rest.'
         }
         confirmLabel={
           pending
@@ -396,7 +462,7 @@ export function LicensesTab({ app }: { app: App }) {
             : ''
         }
         busy={progress !== null}
-        onConfirm={() => pending && void run(pending.action, pending.rows)}
+        onConfirm={() => pending && void run(pending.action, pending.rows, undefined, pending.all)}
         onClose={() => setPending(null)}
       />
       <ExtendAllDialog app={app} open={extendAllOpen} onClose={() => setExtendAllOpen(false)} />

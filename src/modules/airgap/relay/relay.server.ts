@@ -3,10 +3,9 @@
 // database and no Redis and loads nothing of the service but the HTTP adapter and the pool format.
 import type { Logger } from 'pino';
 import { AppError, validationError } from '../../../errors.js';
-import { createClientIpResolver } from '../../../platform/http/client-ip.js';
 import { Router } from '../../../platform/http/router.js';
 import { jsonReply, textReply, type Reply } from '../../../platform/http/types.js';
-import { createHttpServer, loadUws } from '../../../platform/http/uws.js';
+import type { HttpServer } from '../../../platform/http/uws.js';
 import { verifyPool, type PoolPayload } from '../pool-file.js';
 import { LeaseStore, type Lease } from './lease-store.js';
 import { statusPage } from './status-page.js';
@@ -50,6 +49,8 @@ function leaseHwid(body: Buffer): string {
 }
 
 interface RelayOptions {
+  /** A server on uWS made by the caller (modules see no uWS: relay-cli.ts builds it in platform/http). */
+  server: HttpServer;
   pool: string;
   payload: PoolPayload;
   dataDir: string;
@@ -65,7 +66,6 @@ interface RunningRelay {
 }
 
 export async function startRelay(o: RelayOptions): Promise<RunningRelay> {
-  const uws = loadUws();
   const p = o.payload;
   const validUntil = Date.parse(p.valid_until);
   const store = await LeaseStore.open({ dir: o.dataDir, licenseId: p.license_id, now: o.now });
@@ -126,7 +126,7 @@ export async function startRelay(o: RelayOptions): Promise<RunningRelay> {
       textReply(200, statusPage({ ...status(), now: o.now(), leases: store.leases() }), 'text/html; charset=utf-8'),
   });
 
-  const server = createHttpServer(uws, { log: o.log, resolveIp: createClientIpResolver([]) });
+  const server = o.server;
   router.mount(server);
   server.mountFallback(() => {
     throw new AppError('route_not_found');

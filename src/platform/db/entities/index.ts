@@ -35,6 +35,8 @@ import { OrderSchema, PortalResetSchema, PortalSessionSchema, ProductSchema } fr
 import { DeploymentKeySchema } from './deployment-key.entity.js';
 import { BeatCountSchema } from './beat-count.entity.js';
 import { DeletedAccountSchema } from './deleted-account.entity.js';
+import { WebhookDeliverySchema } from './webhook-delivery.entity.js';
+import { JobSchema } from './job.entity.js';
 
 export const ENTITIES = [
   AccountSchema,
@@ -60,4 +62,6 @@ export const ENTITIES = [
   DeploymentKeySchema,
   BeatCountSchema,
   DeletedAccountSchema,
+  WebhookDeliverySchema,
+  JobSchema,
 ];

@@ -11,6 +11,8 @@ import { Migration20261128030000Hosts } from './Migration20261128030000Hosts.js'
 import { Migration20261128040000Portal } from './Migration20261128040000Portal.js';
 import { Migration20261128050000Beats } from './Migration20261128050000Beats.js';
 import { Migration20261207000000Security } from './Migration20261207000000Security.js';
+import { Migration20261207500000Deliveries } from './Migration20261207500000Deliveries.js';
+import { Migration20261207510000Jobs } from './Migration20261207510000Jobs.js';
 
 // Every migration, in order. New migrations are appended here (and committed).
 export const MIGRATIONS: MigrationObject[] = [
@@ -26,4 +28,6 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261128040000Portal', class: Migration20261128040000Portal },
   { name: 'Migration20261128050000Beats', class: Migration20261128050000Beats },
   { name: 'Migration20261207000000Security', class: Migration20261207000000Security },
+  { name: 'Migration20261207500000Deliveries', class: Migration20261207500000Deliveries },
+  { name: 'Migration20261207510000Jobs', class: Migration20261207510000Jobs },
 ];

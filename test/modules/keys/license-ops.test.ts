@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture } from '../../helpers/fixture.js';
 import { hwid } from '../../helpers/client.js';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
-import { LicenseOpsRepository } from '../../../src/modules/activation/license-ops.repository.js';
+import { LicenseOpsRepository } from '../../../src/modules/keys/license-ops.repository.js';
 
 let t: TestServer;
 beforeAll(async () => {

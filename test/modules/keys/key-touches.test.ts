@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFixture } from '../../helpers/fixture.js';
 import { hwid } from '../../helpers/client.js';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
-import { KeyTouchesRepository } from '../../../src/modules/activation/key-touches.repository.js';
+import { KeyTouchesRepository } from '../../../src/modules/keys/key-touches.repository.js';
 
 let t: TestServer;
 beforeAll(async () => {
