@@ -8,11 +8,13 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { accessDeps, createServices } from './compose.js';
+import { accessDeps } from './compose.js';
+import { createServices } from './services.js';
 import { startServer } from './main.js';
 import { EX_CONFIG, superviseWorkers } from './supervisor.js';
 import { createAccess } from './modules/access/index.js';
 import { ValidationError } from './errors.js';
+import { followClockFile } from './clock.js';
 import { KeyMismatchError } from './platform/db/key-fingerprints.js';
 import { SHARED_KEY_SETTINGS, SecretsError, exportSecrets, importSecrets } from './platform/crypto/secrets.js';
 import {
@@ -48,6 +50,7 @@ async function readStdin(): Promise<string> {
 }
 
 async function serve(config: Config, asWorker = false): Promise<void> {
+  if (config.faultClockFile) followClockFile(config.faultClockFile);
   // Before the database starts: a runtime no uWebSockets.js build serves is refused at once.
   loadUws();
   const log = createLogger(config, asWorker ? { worker: Number(process.env.KW_WORKER_INDEX ?? 0) } : {});
@@ -69,10 +72,13 @@ async function serve(config: Config, asWorker = false): Promise<void> {
   const onSignal = (_sig: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    setTimeout(() => {
-      log.error('server.shutdown_timeout: forcing exit');
-      process.exit(1);
-    }, config.shutdownTimeoutMs + 30_000).unref();
+    setTimeout(
+      () => {
+        log.error('server.shutdown_timeout: forcing exit');
+        process.exit(1);
+      },
+      config.shutdownTimeoutMs + config.drainLingerMs + 30_000,
+    ).unref();
     server.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -42,6 +42,11 @@ export interface Config {
   readonly redisPrefix: string;
   /** SHUTDOWN_TIMEOUT_MS (extra): how long in-flight requests may take to finish on shutdown. */
   readonly shutdownTimeoutMs: number;
+  /**
+   * DRAIN_LINGER_MS: on shutdown, how long open connections are still served (each answer closing its
+   * connection) after new ones are refused; above the balancer's upstream keep-alive timeout. 0: none.
+   */
+  readonly drainLingerMs: number;
   /** FAULT_AFTER_CLAIM_MS (tests only): pause a register between claim and finalise. */
   readonly faultAfterClaimMs: number;
   /**
@@ -80,6 +85,8 @@ export interface Config {
   readonly clusterPeerTimeoutMs: number;
   /** FAULT_PEER_FREEZE (tests only): SIGUSR2 toggles reading the connections other workers opened to this one. */
   readonly faultPeerFreeze: boolean;
+  /** FAULT_CLOCK_FILE (tests only): this process's wall clock runs the ms written in this file ahead (src/clock.ts). */
+  readonly faultClockFile: string | undefined;
   /**
    * AFFINITY_ROUTE (extra): this host's name for balancer affinity; worker i answers every client call
    * with `X-Keywarden-Route: <AFFINITY_ROUTE>-<i>` naming the worker that owns the session (unset: no header).
@@ -187,6 +194,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel: opt(env, 'LOG_LEVEL') ?? 'info',
     redisPrefix: opt(env, 'REDIS_PREFIX') ?? 'kw:',
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    drainLingerMs: int(env, 'DRAIN_LINGER_MS', 0, 0, 60_000),
     faultAfterClaimMs: int(env, 'FAULT_AFTER_CLAIM_MS', 0, 0, 3_600_000),
     heartbeatMaxLiveActors: int(env, 'HEARTBEAT_MAX_LIVE_ACTORS', 1_000, 1, 10_000_000),
     clientSessionLimit: int(env, 'CLIENT_SESSION_LIMIT', 1_000_000, 1, 100_000_000),
@@ -196,6 +204,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clusterAdvertiseHost,
     clusterPeerTimeoutMs: int(env, 'CLUSTER_PEER_TIMEOUT_MS', 3_000, 500, 60_000),
     faultPeerFreeze: env.FAULT_PEER_FREEZE === '1',
+    faultClockFile: env.FAULT_CLOCK_FILE || undefined,
     affinityRoute,
     affinityPort: affinityRoute === undefined ? 0 : affinityPort,
     workerIndex: int(env, 'KW_WORKER_INDEX', 0, 0, 63),

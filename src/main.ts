@@ -4,7 +4,8 @@
 import type { Config } from './config.js';
 import type { Clock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
-import { createServices, type Services, createApp, type App } from './compose.js';
+import { createApp, type App } from './app.js';
+import { createServices, type Services } from './services.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -44,6 +45,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const shutdown = (reason = 'shutdown') =>
     (stopping ??= (async () => {
       log.info({ reason }, 'server.stopping');
+      if (config.drainLingerMs > 0) {
+        // Behind a balancer with pooled connections (docs/multi-host.md "Rolling upgrades"): refused
+        // new connections send it elsewhere, and the open ones are answered and closed one by one
+        // until the balancer has let the idle ones go, so none is closed under a request it is writing.
+        app.server.stopAccepting();
+        await new Promise((r) => setTimeout(r, config.drainLingerMs));
+      }
       app.server.stopListening();
       const drained = await app.server.drain(config.shutdownTimeoutMs);
       if (!drained) log.warn('server.drain_timeout: requests still in flight were cut off');

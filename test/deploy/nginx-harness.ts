@@ -164,6 +164,12 @@ function upstreamExample(text: string): {
 export interface Nginx {
   dir: string;
   errorLog(): string;
+  /**
+   * Replaces the site and reloads (SIGHUP): new workers take the new configuration, the old ones end
+   * once their requests are answered. Resolves once `nginx -t` accepted it and the old workers had time
+   * to go (nginx announces neither).
+   */
+  reload(site: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -216,6 +222,13 @@ http {
   return {
     dir,
     errorLog: () => fs.readFileSync(path.join(dir, 'error.log'), 'utf8'),
+    async reload(next: string) {
+      fs.writeFileSync(path.join(dir, 'keywarden.conf'), next);
+      const t = spawnSync(NGINX, [...args, '-t'], { encoding: 'utf8' });
+      if (t.status !== 0) throw new Error(`nginx -t refused the configuration:\n${t.stderr}`);
+      child.kill('SIGHUP');
+      await new Promise((r) => setTimeout(r, 2_000));
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGQUIT'); // graceful: workers finish first
       await exited;

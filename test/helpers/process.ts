@@ -23,12 +23,16 @@ export type StartingServer = Promise<ServerProcess> & Pick<ServerProcess, 'child
 
 export function spawnServer(
   env: Record<string, string>,
-  /** `prefix`: a command that runs the server (e.g. `ip netns exec <ns>`); `host`: the address of its base URL. */
-  o: { prefix?: string[]; host?: string } = {},
+  /**
+   * `prefix`: a command that runs the server (e.g. `ip netns exec <ns>`); `host`: the address of its base
+   * URL; `root`: another checkout to run (a previous release), default this one.
+   */
+  o: { prefix?: string[]; host?: string; root?: string } = {},
 ): StartingServer {
-  const argv = [...(o.prefix ?? []), process.execPath, '--import', 'tsx', path.join(root, 'src/cli.ts'), 'serve'];
+  const dir = o.root ?? root;
+  const argv = [...(o.prefix ?? []), process.execPath, '--import', 'tsx', path.join(dir, 'src/cli.ts'), 'serve'];
   const child = spawn(argv[0]!, argv.slice(1), {
-    cwd: root,
+    cwd: dir,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '', ...env },
   });
   const output: string[] = [];

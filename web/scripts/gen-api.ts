@@ -7,9 +7,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import pino from 'pino';
-import { createApp } from '../../src/compose.js';
+import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import type { Services } from '../../src/compose.js';
+import { createAudit } from '../../src/modules/audit/index.js';
+import type { Services } from '../../src/services.js';
 
 export const SCHEMA_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/api/schema.d.ts');
 
@@ -35,9 +36,13 @@ function inertServices(): Services {
   const secrets = new Proxy(keys, {
     get: (t, key) => (key in t ? t[key as keyof typeof t] : inert),
   });
+  // The audit module mounts the log's routes itself: a real one on the inert database.
+  const audit = createAudit({ sql: inert as never, log: pino({ level: 'silent' }), now: () => 0, locate: async () => '' });
   return new Proxy({}, {
     get: (_t, key) =>
-      key === 'config'
+      key === 'audit'
+        ? audit
+        : key === 'config'
         ? config
         : key === 'log'
           ? pino({ level: 'silent' })

@@ -30,7 +30,7 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
   // Bulk jobs act on keys (docs/api.md "Bulk jobs").
   [/^\/api\/(apps\/[^/]+\/)?jobs(\/|$)/, 'licenses'],
-  // Air-gapped activation requests are answered with a key's file (PROTOCOL 16.7: licenses:*).
+  // Air-gapped activation requests are answered with a key's file (docs/protocol.md 16.7: licenses:*).
   [/^\/api\/apps\/[^/]+\/offline-activations(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],

@@ -42,6 +42,7 @@ interface ActivationDeps {
     users: EndUserRepository;
     devices: DeviceRepository;
     touches: KeyTouchesRepository;
+    records: ConstructorParameters<typeof TrialRepository>[1];
   };
   licenseHashKey: Buffer;
   signing: () => ResponseSigningKey;
@@ -78,7 +79,7 @@ export function createActivation(d: ActivationDeps) {
     geo: d.geo,
     devices: d.keys.devices,
     touches: d.keys.touches,
-    trials: new TrialRepository(d.sql),
+    trials: new TrialRepository(d.sql, d.keys.records),
     signing: d.signing,
   });
   return {

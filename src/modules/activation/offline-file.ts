@@ -16,7 +16,7 @@ interface OfflineGrant {
   entitlements: readonly string[];
   expiresAt: Date | null;
   offlineDays: number;
-  /** The nonce of the SDK's activation request this file answers (PROTOCOL 18.1), last in the payload. */
+  /** The nonce of the SDK's activation request this file answers (docs/protocol.md 18.1), last in the payload. */
   requestNonce?: string;
 }
 

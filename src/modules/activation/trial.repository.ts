@@ -1,10 +1,14 @@
 // Trials (PROTOCOL 12.4): the key of a trial is created already activated license-only on the
-// caller's HWID, and the trial is recorded under (application, HWID) in the same transaction. That
+// caller's HWID (by the keys module, which owns keys and devices), and the trial is recorded under
+// (application, HWID) in the same transaction. That
 // primary key is the whole guard: of concurrent trials for one HWID exactly one inserts its row
 // (the others wait on it and then find it), and the row outlives the key, so a deleted trial key
 // does not give the device a second trial.
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../platform/db/sql.js';
+
+/** A trial key as the keys module stores it. */
+type TrialKeyRow = TrialKey & { licenseId: string; expiresAt: Date };
 
 interface TrialKey {
   appId: string;
@@ -22,7 +26,11 @@ type TrialResult = { kind: 'created'; licenseId: string; expiresAt: Date } | { k
 class Used extends Error {}
 
 export class TrialRepository {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** The keys module: the trial key, activated on its HWID, inserted inside the trial's transaction. */
+    private readonly keys: { insertTrialKey(k: TrialKeyRow, tx: unknown): Promise<boolean> },
+  ) {}
 
   async create(t: TrialKey): Promise<TrialResult> {
     const licenseId = randomUUID();
@@ -36,33 +44,8 @@ export class TrialRepository {
           tx,
         );
         if (!taken) throw new Used();
-        const inserted = await this.sql.one(
-          `insert into license_keys (id, app_id, key_hash, key_preview, status, used_by, hwid, ip, level,
-             duration_value, duration_unit, duration_days, created_at, last_login, expires_at, note)
-           values (?, ?, ?, ?, 'used', 'license-only', ?, ?, ?, ?, 'hours', ?, ?, ?, ?, 'trial')
-           on conflict (app_id, key_hash) do nothing returning id`,
-          [
-            licenseId,
-            t.appId,
-            t.keyHash,
-            t.keyPreview,
-            t.hwid,
-            t.ip,
-            t.level,
-            t.hours,
-            Math.max(1, Math.ceil(t.hours / 24)),
-            t.now,
-            t.now,
-            expiresAt,
-          ],
-          tx,
-        );
+        const inserted = await this.keys.insertTrialKey({ ...t, licenseId, expiresAt }, tx);
         if (!inserted) return { kind: 'collision' as const };
-        await this.sql.run(
-          `insert into key_devices (license_id, hwid, first_seen, last_seen, bound) values (?, ?, ?, ?, true)`,
-          [licenseId, t.hwid, t.now, t.now],
-          tx,
-        );
         return { kind: 'created' as const, licenseId, expiresAt };
       });
     } catch (err) {

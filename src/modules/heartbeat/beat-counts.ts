@@ -1,12 +1,11 @@
 // Accepted heartbeats per application and UTC hour, for the beats chart. Beats are not audited one by
 // one; the worker that accepts a beat adds one to an in-memory count (a Map increment, no promise on
 // the beat's path), keyed by the session's key and user, and every flush adds what it counted to
-// `beat_counts` with one upsert. The reseller a row belongs to is read from the key (or the user) at
+// `beat_counts` (the keys module's table) with one upsert. The reseller a row belongs to is read from the key (or the user) at
 // flush time, so the chart is scoped like the other counts. Every worker flushes its own counts;
 // concurrent upserts add up (`beats = beat_counts.beats + excluded.beats`). A failed write keeps its
 // counts for the next flush; counts of an application deleted meanwhile are dropped.
 import type { Logger } from 'pino';
-import type { Sql } from '../../platform/db/sql.js';
 
 const HOUR_MS = 3_600_000;
 /** Rows per INSERT (PostgreSQL allows 65,535 bind parameters; five per row). */
@@ -14,7 +13,8 @@ const MAX_BATCH = 5_000;
 /** Distinct (app, key, user, hour) counts held before a flush is started early. */
 const FLUSH_AT = 20_000;
 
-interface Pending {
+/** Beats counted for one application, key, user and UTC hour (ms). */
+interface BeatCount {
   appId: string;
   licenseId: string | null;
   userId: string | null;
@@ -23,12 +23,13 @@ interface Pending {
 }
 
 export class BeatCounts {
-  private pending = new Map<string, Pending>();
+  private pending = new Map<string, BeatCount>();
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly sql: Sql,
+    /** The keys module's beat_counts: adds a batch of counts, each under its key's (or user's) reseller. */
+    private readonly store: { addBeats(batch: readonly BeatCount[]): Promise<void> },
     private readonly log: Logger,
   ) {}
 
@@ -66,7 +67,7 @@ export class BeatCounts {
   private async drain(): Promise<void> {
     while (this.pending.size > 0) {
       const taken: string[] = [];
-      const batch: Pending[] = [];
+      const batch: BeatCount[] = [];
       for (const [k, p] of this.pending) {
         if (batch.length === MAX_BATCH) break;
         taken.push(k);
@@ -74,7 +75,7 @@ export class BeatCounts {
       }
       for (const k of taken) this.pending.delete(k);
       try {
-        await this.write(batch);
+        await this.store.addBeats(batch);
       } catch (err) {
         // Put the counts back, adding to what was counted meanwhile.
         for (let i = 0; i < batch.length; i++) {
@@ -87,25 +88,6 @@ export class BeatCounts {
         throw err;
       }
     }
-  }
-
-  private async write(batch: Pending[]): Promise<void> {
-    const values: unknown[] = [];
-    for (const b of batch) values.push(b.appId, b.licenseId, b.userId, new Date(b.hour), b.n);
-    // Ordered by the primary key, so two workers' upserts take their row locks in the same order.
-    await this.sql.run(
-      `insert into beat_counts (app_id, reseller_id, hour, beats)
-       select v.app_id, coalesce(k.reseller_id::text, u.reseller_id::text, ''), v.hour, sum(v.n)
-       from (values ${batch.map(() => '(?::uuid, ?::uuid, ?::uuid, ?::timestamptz, ?::bigint)').join(',')})
-         as v(app_id, license_id, user_id, hour, n)
-       join applications a on a.id = v.app_id
-       left join license_keys k on k.id = v.license_id
-       left join end_users u on u.id = v.user_id
-       group by 1, 2, 3
-       order by 1, 2, 3
-       on conflict (app_id, reseller_id, hour) do update set beats = beat_counts.beats + excluded.beats`,
-      values,
-    );
   }
 
   /** Stops the timer and writes what is left, retrying a failed write until `deadlineMs` has passed. */

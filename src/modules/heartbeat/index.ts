@@ -3,7 +3,6 @@
 import type { Logger } from 'pino';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import type { ShardNode } from '../../platform/cluster/cluster-node.js';
-import type { Sql } from '../../platform/db/sql.js';
 import type { Metrics } from '../../platform/http/metrics.js';
 import type { Router } from '../../platform/http/router.js';
 import type { AuditRepository } from '../audit/index.js';
@@ -26,7 +25,6 @@ type GatewayDeps = ConstructorParameters<typeof HeartbeatGateway>[0];
 type WatchDeps = ConstructorParameters<typeof ExpiryWatch>[0];
 
 interface HeartbeatDeps {
-  sql: Sql;
   log: Logger;
   now: () => number;
   coordinator: Coordinator;
@@ -44,6 +42,8 @@ interface HeartbeatDeps {
   grace: NonNullable<GatewayDeps['grace']>;
   /** Keys and end users expiring (the keys module's reads). */
   expiring: Pick<WatchDeps, 'keys' | 'users'>;
+  /** Where flushed beat counts are added (the keys module's beat_counts). */
+  beatStore: ConstructorParameters<typeof BeatCounts>[0];
   /** Whether this worker announces expiries (the holder of shard 0). */
   isLeader: () => boolean;
 }
@@ -62,7 +62,7 @@ export function createHeartbeat(d: HeartbeatDeps) {
     maxLiveActors: d.maxLiveActors,
     checkpointed: d.checkpointed,
   });
-  const beatCounts = new BeatCounts(d.sql, log);
+  const beatCounts = new BeatCounts(d.beatStore, log);
   const gateway = new HeartbeatGateway({
     now,
     log,

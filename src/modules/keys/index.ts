@@ -6,6 +6,7 @@ import type { Router } from '../../platform/http/router.js';
 import type { AccountRepository, DashboardAuth, Principal } from '../access/index.js';
 import type { AuditRepository } from '../audit/index.js';
 import type { EventBus, WebhookService } from '../notify/index.js';
+import { BeatCountsRepository } from './beat-counts.repository.js';
 import { CustomerRepository } from './customer.repository.js';
 import { DeviceRepository } from './device.repository.js';
 import { EndUserRepository } from './end-user.repository.js';
@@ -105,6 +106,8 @@ export function createKeys(d: KeysDeps) {
     records: new KeyRecordsRepository(d.sql),
     /** A customer's own key and end user (the portal). */
     customers: new CustomerRepository(d.sql),
+    /** Accepted beats per application, reseller and hour (the heartbeat module's flushes). */
+    beats: new BeatCountsRepository(d.sql),
     /** Where keys and users were seen (the geo module's records). */
     sightings: new SightingsRepository(d.sql),
     generator,

@@ -1,7 +1,7 @@
 // What other modules ask of the keys module's tables (license_keys, end_users) about an
 // application's records: which application a record is in, how many an application holds, and
 // the entitlement codes a changed catalogue takes off its keys (in the caller's transaction), and
-// keys' previews.
+// keys' previews, and a trial's key.
 import type { Sql } from '../../platform/db/sql.js';
 
 export class KeyRecordsRepository {
@@ -63,5 +63,54 @@ export class KeyRecordsRepository {
       [...ids],
     );
     return new Map(rows.map((r) => [r.id, r.key_preview]));
+  }
+
+  /**
+   * A trial's key (PROTOCOL 12.4), created already activated license-only on its HWID with that
+   * device bound, inside the trial's transaction `tx`. false: the key hash is taken (a collision).
+   */
+  async insertTrialKey(
+    t: {
+      licenseId: string;
+      appId: string;
+      hwid: string;
+      ip: string;
+      keyHash: string;
+      keyPreview: string;
+      level: number;
+      hours: number;
+      now: Date;
+      expiresAt: Date;
+    },
+    tx: unknown,
+  ): Promise<boolean> {
+    const inserted = await this.sql.one(
+      `insert into license_keys (id, app_id, key_hash, key_preview, status, used_by, hwid, ip, level,
+         duration_value, duration_unit, duration_days, created_at, last_login, expires_at, note)
+       values (?, ?, ?, ?, 'used', 'license-only', ?, ?, ?, ?, 'hours', ?, ?, ?, ?, 'trial')
+       on conflict (app_id, key_hash) do nothing returning id`,
+      [
+        t.licenseId,
+        t.appId,
+        t.keyHash,
+        t.keyPreview,
+        t.hwid,
+        t.ip,
+        t.level,
+        t.hours,
+        Math.max(1, Math.ceil(t.hours / 24)),
+        t.now,
+        t.now,
+        t.expiresAt,
+      ],
+      tx,
+    );
+    if (!inserted) return false;
+    await this.sql.run(
+      `insert into key_devices (license_id, hwid, first_seen, last_seen, bound) values (?, ?, ?, ?, true)`,
+      [t.licenseId, t.hwid, t.now, t.now],
+      tx,
+    );
+    return true;
   }
 }

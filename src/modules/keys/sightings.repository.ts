@@ -1,5 +1,5 @@
-// Where end users and license keys were used from (the geo module decides, the keys module stores)
-// (SPEC activation geo, last_geo, known_countries).
+// Where end users and license keys were used from (SPEC activation geo, last_geo, known_countries):
+// the geo module decides, the keys module stores.
 // Each write is one statement that also returns the countries known before it, so the "new
 // location" alert compares against what was stored, even with two logins racing (the row lock of
 // the first makes the second read its result).

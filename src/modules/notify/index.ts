@@ -60,7 +60,8 @@ export function createNotify({ sql, coordinator, ...webhookDeps }: NotifyDeps) {
         doc: {
           summary:
             'WebSocket: send {"type":"subscribe","app_id"}; ' +
-            'receive {"type":"event","event":{id,kind,app_id,at,data}}; subprotocol msgpack for MessagePack frames',
+            'receive {"type":"event","event":{id,kind,app_id,at,data}}; ' +
+            'subprotocol msgpack for MessagePack frames',
           tag: 'live',
           auth: 'dashboard',
           permission: 'any account the app is visible to',

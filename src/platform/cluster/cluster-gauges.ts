@@ -6,6 +6,7 @@ import type { ClusterNode } from './cluster-node.js';
 type NodeCounts = Pick<
   ClusterNode,
   | 'clockSkewMs'
+  | 'clusterVersion'
   | 'directCalls'
   | 'duplicateFrames'
   | 'expiredFrames'
@@ -61,6 +62,11 @@ export function registerClusterGauges(metrics: Pick<Metrics, 'gauge'>, node: Nod
     'keywarden_cluster_resent_total',
     'Forwarded operations published again through Redis pub/sub while awaited (pub/sub may lose a message)',
     () => node.resentCalls,
+  );
+  g(
+    'keywarden_cluster_version',
+    'The cluster protocol version every live member speaks (the lowest announced; rolling upgrades)',
+    () => node.clusterVersion,
   );
   g(
     'keywarden_cluster_clock_skew_ms',

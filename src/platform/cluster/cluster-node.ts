@@ -7,11 +7,12 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Coordinator } from './coordinator.js';
 import type { AppError } from '../../errors.js';
-import { Membership } from './membership.js';
+import { CLUSTER_VERSION, Membership } from './membership.js';
 import { ShardLeases, leaseName, type ShardHandlers } from './shard-leases.js';
 import { Rpc, unavailable, type OpHandler, type OpMap } from './rpc.js';
 import type { ListenOptions } from './peer-transport.js';
 import { NotOwner } from './wire-errors.js';
+import type { Config } from '../../config.js';
 
 export { SHARD_COUNT, rendezvous, shardOf } from './shard-leases.js';
 export { NotOwner } from './wire-errors.js';
@@ -28,8 +29,11 @@ const ROUTE_DEADLINE_MS = 12_000;
 const FRAME_GRACE_MS = 1_000;
 /** A local clock this far from the coordinator's is reported (start, /readyz, a warning). */
 export const MAX_CLOCK_SKEW_MS = 1_000;
-/** How often the clock offset to the coordinator is measured (in ticks). */
-const CLOCK_EVERY_TICKS = 10;
+/**
+ * How often the offset to the coordinator's clock is measured (in ticks): once a second, the ping
+ * interval of the direct links, so a step of the coordinator's own clock is followed within one.
+ */
+const CLOCK_EVERY_TICKS = 2;
 /** While a forwarded call waits, how often the caller checks that its target still owns the shard. */
 const OWNER_CHECK_MS = 1_000;
 /**
@@ -43,6 +47,33 @@ interface ClusterNodeOptions {
   listen?: ListenOptions | undefined;
   /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
   route?: string | undefined;
+  /** The cluster version it announces (tests of mixed clusters; 1: as a build before versions); default CLUSTER_VERSION. */
+  version?: number | undefined;
+}
+
+/**
+ * A worker's node options from its configuration: with Redis it listens for direct calls on
+ * CLUSTER_PORT + WORKER_INDEX (0: any port); with AFFINITY_ROUTE it advertises its route.
+ */
+export function clusterNodeOptions(
+  config: Pick<
+    Config,
+    'clusterHost' | 'clusterPort' | 'workerIndex' | 'clusterAdvertiseHost' | 'clusterPeerTimeoutMs' | 'affinityRoute'
+  >,
+  coordination: 'redis' | 'local',
+): ClusterNodeOptions {
+  return {
+    listen:
+      coordination === 'redis'
+        ? {
+            host: config.clusterHost,
+            port: config.clusterPort === 0 ? 0 : config.clusterPort + config.workerIndex,
+            advertiseHost: config.clusterAdvertiseHost,
+            ackTimeoutMs: config.clusterPeerTimeoutMs,
+          }
+        : undefined,
+    route: config.affinityRoute === undefined ? undefined : `${config.affinityRoute}-${config.workerIndex}`,
+  };
 }
 
 /**
@@ -69,7 +100,8 @@ export interface ShardNode<Ops extends OpMap> {
 }
 
 export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
-  readonly id: string = randomUUID();
+  /** `v<CLUSTER_VERSION>.<uuid>`: the version travels with the id (membership.ts). */
+  readonly id: string;
   private readonly membership: Membership;
   private readonly leases: ShardLeases;
   /**
@@ -83,8 +115,14 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
   private leaving = false;
   private ticking: Promise<void> | undefined;
   private ticks = 0;
-  /** Coordinator clock minus local clock, ms (measured every CLOCK_EVERY_TICKS ticks). */
+  /** Coordinator clock minus local wall clock, ms (measured every CLOCK_EVERY_TICKS ticks; reported as skew). */
   private offsetMs = 0;
+  /**
+   * Coordinator clock minus this process's monotonic clock (performance.now()), ms: cluster time is
+   * read through it, so a step of this host's wall clock (NTP, an operator's `date -s`) never moves
+   * a deadline (docs/multi-host.md "Clocks"). Until measured: the wall clock's.
+   */
+  private monoOffsetMs = Date.now() - performance.now();
   private skewReported = false;
   /** Operations sent to another worker (the share of forwarded requests). */
   forwarded = 0;
@@ -97,6 +135,9 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     now: () => number,
     opts: ClusterNodeOptions = {},
   ) {
+    const version = opts.version ?? CLUSTER_VERSION;
+    // The baseline has no prefix: that is how builds from before versions name themselves.
+    this.id = version === 1 ? randomUUID() : `v${version}.${randomUUID()}`;
     this.membership = new Membership(coordinator, this.id, opts.route);
     this.leases = new ShardLeases(coordinator, this.id, log, now, HOLDER_CACHE_MS, TICK_MS);
     this.rpc = new Rpc<Ops>(coordinator, this.id, log, {
@@ -108,7 +149,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   /** The coordinator's clock as this worker estimates it (deadlines in forwarded calls). */
   clusterNow(): number {
-    return Date.now() + this.offsetMs;
+    return performance.now() + this.monoOffsetMs;
   }
 
   /** Local clock minus the coordinator's, ms, as last measured (0 before the first measurement). */
@@ -171,6 +212,7 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
     const remote = await this.coordinator.time();
     const rtt = performance.now() - t0;
     this.offsetMs = Math.round(remote - (before + rtt / 2));
+    this.monoOffsetMs = remote - (t0 + rtt / 2);
     const skewed = Math.abs(this.offsetMs) > MAX_CLOCK_SKEW_MS;
     if (skewed !== this.skewReported) {
       this.skewReported = skewed;
@@ -198,6 +240,18 @@ export class ClusterNode<Ops extends OpMap = OpMap> implements ShardNode<Ops> {
 
   get memberCount(): number {
     return this.membership.members.length;
+  }
+
+  /**
+   * The cluster version every live member speaks (the lowest announced). A change to the shard score
+   * or to an operation's shape is used only from the version that brings it on: `speaks(n)`.
+   */
+  get clusterVersion(): number {
+    return this.membership.version;
+  }
+
+  speaks(version: number): boolean {
+    return this.membership.version >= version;
   }
 
   /** Registers who loads a shard's state when this worker acquires it and drops it on release (before start). */

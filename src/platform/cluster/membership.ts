@@ -15,8 +15,27 @@
 // after such a round it keeps counting the members it saw live before (each has had a full
 // time-to-live to stamp again by then), so no worker takes over the shards of another that is coming
 // back at the same moment. A worker that really died during the outage is dropped that much later.
+//
+// Versions (rolling upgrades, docs/multi-host.md "Rolling upgrades"): a worker's id is
+// `v<CLUSTER_VERSION>.<uuid>`, so the version travels wherever the id does: in membership, in every
+// lease ("<holder>:<fence>"), in every frame's `from` and in the peer hello. A plain UUID is a build
+// from before versions: the baseline, version 1. A behaviour that every member must share (the shard
+// score, an operation's shape) changes only once the lowest version among the live members speaks
+// it (ClusterNode.speaks); until then the old one holds.
 import type { Coordinator } from './coordinator.js';
 import { HASHES } from './names.js';
+
+/**
+ * The cluster protocol this build speaks. 1: the baseline (builds without a version). 2: expired
+ * frames are answered 503 at once, deadlines in monotonic cluster time, versions in ids.
+ */
+export const CLUSTER_VERSION = 2;
+
+/** The cluster version of a member, from its id: a plain id (no `v<N>.` prefix) is the baseline. */
+export function versionOf(id: string): number {
+  const m = /^v(\d{1,4})\./.exec(id);
+  return m ? Number(m[1]) : 1;
+}
 
 export const MEMBER_TTL_MS = 3_000;
 /** A round that took this long (the coordinator stalled) was an absence from it, as a failed one was. */
@@ -46,6 +65,13 @@ export class Membership {
 
   get members(): readonly string[] {
     return this.live;
+  }
+
+  /** The lowest cluster version among the live members and this worker: what all of them speak. */
+  get version(): number {
+    let v = versionOf(this.id);
+    for (const m of this.live) v = Math.min(v, versionOf(m));
+    return v;
   }
 
   /** A live member's advertised address (as of the last refresh). */

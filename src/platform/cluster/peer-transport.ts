@@ -25,6 +25,7 @@ import { KEYS, pack, unpack } from './names.js';
 import type { Logger } from 'pino';
 import { constantTimeEqual, hmacSha256, randomBytes } from '../crypto/index.js';
 import type { Coordinator } from './coordinator.js';
+import { versionOf } from './membership.js';
 
 /** Largest frame an authenticated peer may send (an operation's arguments or result). */
 export const MAX_FRAME_BYTES = 8 * 1024 * 1024;
@@ -63,11 +64,8 @@ export interface ListenOptions {
 }
 
 export interface PeerHandlers {
-  /**
-   * A request frame from an authenticated peer: its reply frame (undefined: nothing to answer, the
-   * frame was dropped), or null when the frame is malformed.
-   */
-  request(frame: Buffer): Promise<Buffer | undefined> | null;
+  /** A request frame from an authenticated peer: its reply frame, or null when the frame is malformed. */
+  request(frame: Buffer): Promise<Buffer> | null;
   /** A reply frame on a connection this worker opened; false when it is malformed. */
   reply(frame: Buffer): boolean;
   /** The link to `peer` went down: frames written on it may never arrive nor be answered. */
@@ -376,7 +374,8 @@ export class PeerTransport {
       clearTimeout(timer);
       handshakeOver();
     });
-    writeFrame(socket, pack({ t: 'hello', v: PROTOCOL, id: this.id, nonce, ping: 1 }));
+    // `cv`: the cluster version (membership.ts); builds before it read none, and ignore it.
+    writeFrame(socket, pack({ t: 'hello', v: PROTOCOL, cv: versionOf(this.id), id: this.id, nonce, ping: 1 }));
     socket.on('data', (chunk: Buffer) => {
       let frames: Buffer[];
       try {
@@ -414,7 +413,7 @@ export class PeerTransport {
         }
         const reply = this.handlers.request(frame);
         if (!reply) return refuse('malformed_frame');
-        void reply.then((r) => r && writeFrame(socket, r)).catch(() => undefined);
+        void reply.then((r) => writeFrame(socket, r)).catch(() => undefined);
       }
     });
   }
@@ -441,6 +440,7 @@ export class PeerTransport {
         resolve(this.failed(peer, address, reason));
       };
       let pings = false;
+      let version = 1;
       socket.once('close', () => {
         if (state !== 'ready') return fail('closed');
         // The calls written on it are handed back (rpc.ts re-sends them through pub/sub).
@@ -479,6 +479,7 @@ export class PeerTransport {
               return fail('bad_hello');
             expected = proof(secret, 'acceptor', f.nonce, nonce, this.id, peer);
             pings = f.ping === 1;
+            version = typeof f.cv === 'number' ? f.cv : 1;
             const mac = proof(secret, 'connector', f.nonce, nonce, this.id, peer);
             writeFrame(socket, pack({ t: 'auth', id: this.id, nonce, mac }));
             state = 'ok';
@@ -495,7 +496,7 @@ export class PeerTransport {
             // Without pings there is no proof the link works beyond this handshake.
             if (!pings) this.downUntil.delete(peer);
             this.counters.ups++;
-            this.log.info({ peer, address }, 'cluster.peer_link_up');
+            this.log.info({ peer, address, version }, 'cluster.peer_link_up');
             resolve(socket);
           }
         }

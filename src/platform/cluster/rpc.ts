@@ -7,10 +7,11 @@
 // declared down (peer-transport.ts): the receiver answers a second copy of a request (same caller,
 // same id) with the first copy's answer, never running it twice.
 //
-// Every request carries its deadline (`dl`, in cluster time: this worker's clock corrected by its
-// measured offset from the coordinator's, so hosts with skewed clocks agree on it). A request read
-// after its deadline is dropped unanswered: its caller has already answered its client (503), and
-// running it then would change state behind that answer (a heartbeat token the client never saw).
+// Every request carries its deadline (`dl`, in cluster time: this worker's monotonic clock plus its
+// measured offset to the coordinator's clock, so hosts with skewed or stepped wall clocks agree on
+// it). A request read after its deadline is not run: its caller may have answered its client (503)
+// already, and running it then would change state behind that answer (a heartbeat token the client
+// never saw). It is answered 503 at once, for a caller still waiting.
 import { CHANNELS, pack, unpack } from './names.js';
 import type { Logger } from 'pino';
 import type { Coordinator, Unsubscribe } from './coordinator.js';
@@ -101,9 +102,7 @@ export class Rpc<Ops extends OpMap> {
       this.transport = new PeerTransport(coordinator, id, log, opts.listen, {
         request: (raw) => {
           const f = parse(raw);
-          return f?.t === 'req'
-            ? (this.accept(f)?.then((r) => this.encodeReply(r)) ?? Promise.resolve(undefined))
-            : null;
+          return f?.t === 'req' ? this.accept(f).then((r) => this.encodeReply(r)) : null;
         },
         reply: (raw) => {
           const f = parse(raw);
@@ -251,23 +250,24 @@ export class Rpc<Ops extends OpMap> {
   }
 
   /**
-   * A request to run: its answer, or undefined when it is dropped (read past its deadline, first or
-   * second copy alike). A second copy read in time (same caller and id: the first went over a link
-   * that then went down) gets the first copy's answer.
+   * A request to run: its answer. A second copy (same caller and id: the first went over a link that
+   * then went down, or pub/sub was asked again) gets the first copy's answer; a first copy read past
+   * its deadline is not run and is answered 503 (docs/multi-host.md "Clocks").
    */
-  private accept(f: Request): Promise<Response> | undefined {
+  private accept(f: Request): Promise<Response> {
     if (typeof f.dl !== 'number') return this.serve(f);
     const now = this.clusterNow();
-    // Past its deadline nobody waits for the answer: dropped, whether or not a first copy was run.
-    if (now > f.dl) {
-      this.expired(f, now);
-      return undefined;
-    }
     const key = `${f.from} ${String(f.id)}`;
     const seen = this.served.get(key);
     if (seen) {
       this.counters.duplicates++;
       return seen.reply;
+    }
+    // Past its deadline it is not run. Its caller may still be waiting (the clocks disagreed, the
+    // frame was slow): it is answered at once, a 503 the client retries, never left to its own deadline.
+    if (now > f.dl) {
+      this.expired(f, now);
+      return Promise.resolve({ t: 'res', id: f.id, ok: false, error: encodeError(unavailable()) });
     }
     this.sweepServed(now);
     const reply = this.serve(f);
@@ -317,7 +317,6 @@ export class Rpc<Ops extends OpMap> {
     if (!f) return;
     if (f.t === 'res') return this.settle(f);
     const reply = await this.accept(f);
-    if (!reply) return;
     await this.coordinator
       .publish(CHANNELS.rpc(f.from), pack(reply))
       .catch((err: unknown) => this.log.warn({ err }, 'cluster.reply_failed'));

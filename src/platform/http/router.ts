@@ -2,7 +2,10 @@
 // transport (with and without the /api prefix where PROTOCOL 1 says so) and writes the OpenAPI
 // document from the very schemas the handlers validate with.
 import type { TSchema } from '@sinclair/typebox';
-import type { Method, RouteHandler } from './types.js';
+import type { Logger } from 'pino';
+import { AppError } from '../../errors.js';
+import { errorReply } from './error-reply.js';
+import type { Method, Reply, RouteHandler } from './types.js';
 import type { HttpServer } from './uws.js';
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
@@ -66,6 +69,26 @@ export class Router {
       if (r.unprefixed)
         server.mount({ method: r.method, pattern: r.path.replace(/^\/api/, ''), bodyLimit, handler: r.handler });
     }
+  }
+
+  /**
+   * PROTOCOL 11.20: an unknown path is 404, a known path with another method 405 with `Allow`;
+   * `finish` (the client signature under /api/client/) applies to them like to every answer.
+   */
+  mountFallback(
+    server: HttpServer,
+    log: Logger,
+    finish: (method: string, path: string, nonce: string, reply: Reply) => Reply,
+  ): void {
+    server.mountFallback(async (req) => {
+      const allowed = this.methodsAt(req.path);
+      // A path whose method is served but that reached here anyway (a malformed %-escape) names nothing: 404.
+      const err =
+        allowed.length > 0 && !allowed.includes(req.method)
+          ? new AppError('method_not_allowed', undefined, { Allow: allowed.map((m) => m.toUpperCase()).join(', ') })
+          : new AppError('route_not_found');
+      return finish(req.method, req.path, req.headers['x-nonce'] ?? '', errorReply(err, log));
+    });
   }
 
   openApi(info: { title: string; version: string }): Record<string, unknown> {

@@ -81,7 +81,12 @@ export interface HttpServer {
   /** Catch-all for unmatched paths; call after every mount. */
   mountFallback(handler: RouteHandler): void;
   listen(host: string, port: number): Promise<number>;
-  /** Stops accepting connections; in-flight requests go on. */
+  /**
+   * Stops accepting connections; requests on open ones are still served, each answer closing its
+   * connection (a balancer's pooled connections end one by one, none is cut under a request).
+   */
+  stopAccepting(): void;
+  /** Stops accepting connections and answers 503 to new requests; in-flight requests go on. */
   stopListening(): void;
   /** Resolves when no request is in flight (or after timeoutMs). */
   drain(timeoutMs: number): Promise<boolean>;
@@ -246,6 +251,8 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   // Every port listened on (the shared port and, with affinity, the worker's own).
   const listenSockets: UwsTypes.us_listen_socket[] = [];
   let closing = false;
+  /** Not accepting connections any more: every answer closes its connection (stopAccepting). */
+  let lingering = false;
 
   const finishOne = () => {
     inflight.count--;
@@ -253,8 +260,9 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
   };
 
   function send(res: UwsResponse, aborted: AbortState, reply: Reply, closeConnection: boolean): Promise<void> | void {
-    if (reply.stream) return pumpStream(res, aborted, reply, closeConnection || closing, opts.log);
-    writeReply(res, aborted.v, reply, closeConnection || closing);
+    const close = closeConnection || closing || lingering;
+    if (reply.stream) return pumpStream(res, aborted, reply, close, opts.log);
+    writeReply(res, aborted.v, reply, close);
   }
 
   function handle(route: RouteMount | undefined, fallback: RouteHandler, paramNames: string[]) {
@@ -384,6 +392,10 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
     },
     get inflight() {
       return inflight.count;
+    },
+    stopAccepting() {
+      lingering = true;
+      for (const socket of listenSockets.splice(0)) uws.us_listen_socket_close(socket);
     },
     stopListening() {
       closing = true;

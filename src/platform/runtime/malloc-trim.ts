@@ -9,6 +9,7 @@
 // calls it. Where it cannot (not glibc, no koffi build for the platform) nothing is trimmed and the
 // server runs as before.
 import { createRequire } from 'node:module';
+import type { Metrics } from '../http/metrics.js';
 import { PerformanceObserver, constants, performance, type PerformanceObserverEntryList } from 'node:perf_hooks';
 
 /**
@@ -110,4 +111,24 @@ export function startMallocTrim(opts: MallocTrimOptions, trim = loadMallocTrim()
       waiting = undefined;
     },
   };
+}
+
+/** The process's own numbers at scrape time: its pid, and what the trimmer gave back (when it runs). */
+export function registerRuntimeGauges(metrics: Pick<Metrics, 'gauge' | 'counter'>, trim: MallocTrimmer | null): void {
+  metrics.gauge(
+    'keywarden_process_pid',
+    "This worker's process id (tells workers sharing a port apart)",
+    () => process.pid,
+  );
+  if (!trim) return;
+  metrics.counter(
+    'keywarden_memory_trims_total',
+    'Free C-heap pages given back after full collections',
+    () => trim.trims,
+  );
+  metrics.counter(
+    'keywarden_memory_trim_seconds_total',
+    'Time the event loop spent giving them back',
+    () => trim.seconds,
+  );
 }

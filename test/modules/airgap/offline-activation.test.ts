@@ -106,7 +106,7 @@ describe('POST /api/apps/{id}/offline-activations', () => {
     expect(unknown.status).toBe(400);
     expect(unknown.body).toEqual((await licenseAnswer(f, 'NOPE-NOPE', 'machine-m1')).body);
     expect(unknown.body).toEqual({ detail: 'Invalid license key' });
-    // The device limit: one machine holds the key, a second is SPEC's HWID mismatch.
+    // The device limit: one machine holds the key, a second is docs/spec.md's HWID mismatch.
     expect((await answer(f.owner, f.app.id, activationRequest(f.app.id, k1!, 'machine-m1').request)).status).toBe(200);
     const second = await answer(f.owner, f.app.id, activationRequest(f.app.id, k1!, 'machine-m2').request);
     expect(second.status).toBe(403);

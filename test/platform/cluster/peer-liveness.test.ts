@@ -4,7 +4,7 @@
 // offset to the coordinator (deadlines in cluster time, the skew report).
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { pack } from 'msgpackr';
+import { pack, unpack } from 'msgpackr';
 import { LocalCoordinator } from '../../../src/platform/cluster/local.coordinator.js';
 import { Rpc } from '../../../src/platform/cluster/rpc.js';
 import { ClusterNode } from '../../../src/platform/cluster/cluster-node.js';
@@ -115,20 +115,39 @@ describe('a direct link that stops carrying frames', () => {
     expect(b.counters.duplicates).toBe(1);
   });
 
-  it('a second copy read after its deadline is dropped as expired, though the first was run', async () => {
+  it('a second copy read after its deadline is answered from the first run, not run again', async () => {
     const { c, b, runs } = await pair();
     const replies: unknown[] = [];
-    await c.subscribe('rpc:x', (m) => replies.push(m));
+    await c.subscribe('rpc:x', (m) => replies.push(unpack(m)));
     const dl = Date.now() + 300;
     const frame = pack({ t: 'req', id: 8, from: 'x', op: 'echo', args: 'in time', dl });
     await c.publish('rpc:b', frame);
     await until(() => replies.length === 1);
     while (Date.now() <= dl) await new Promise((r) => setTimeout(r, 20));
     await c.publish('rpc:b', frame);
-    await until(() => b.counters.expired === 1);
-    expect(b.counters.duplicates).toBe(0);
-    expect(replies).toHaveLength(1);
+    await until(() => replies.length === 2);
+    expect(b.counters.duplicates).toBe(1);
+    expect(b.counters.expired).toBe(0);
+    expect(replies[1]).toEqual(replies[0]);
     expect(runs).toEqual(['warm', 'in time']);
+  });
+
+  it('a request read after its deadline is answered 503 at once, unrun (its caller does not wait it out)', async () => {
+    const { a, b, runs } = await pair();
+    b.freeze(true);
+    // Written to the frozen link; its pub/sub copy (after the ping timeout) is read past the deadline.
+    const call = a.send('b', 'echo', 'late', Date.now() + 200);
+    const t0 = performance.now();
+    const err = await call.reply.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'unavailable', headers: { 'Retry-After': '3' } });
+    // Answered when the copy was read (the link is declared down after 300 ms), not at a deadline of its own.
+    expect(performance.now() - t0).toBeLessThan(5_000);
+    expect(b.counters.expired).toBe(1);
+    b.freeze(false);
+    expect(runs).toEqual(['warm']);
   });
 });
 
@@ -143,6 +162,23 @@ describe('the clock offset to the coordinator', () => {
     expect(Math.abs(node.clockSkewMs + 5_000)).toBeLessThan(500);
     expect(Math.abs(node.clusterNow() - (Date.now() + 5_000))).toBeLessThan(500);
     expect(msgs('cluster.clock_skew')).toHaveLength(1);
+  });
+
+  it("a step of this host's wall clock does not move cluster time (deadlines)", async () => {
+    const c = new LocalCoordinator();
+    cleanups.push(() => c.close());
+    const node = new ClusterNode(c, logger().log, Date.now);
+    cleanups.push(() => node.close());
+    await node.start();
+    const before = node.clusterNow();
+    const wall = Date.now;
+    // The wall clock steps 30 s ahead, as `date -s` or an NTP step would; the coordinator's does not.
+    Date.now = () => wall() + 30_000;
+    try {
+      expect(Math.abs(node.clusterNow() - before)).toBeLessThan(500);
+    } finally {
+      Date.now = wall;
+    }
   });
 
   it('a clock in step is not reported', async () => {
