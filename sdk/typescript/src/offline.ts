@@ -46,9 +46,9 @@ export interface OfflineLicense {
 }
 
 const B64URL = /^[A-Za-z0-9_-]+$/;
-const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
+export const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
-function b64url(part: string): Buffer | undefined {
+export function b64url(part: string): Buffer | undefined {
   return B64URL.test(part) && part.length % 4 !== 1 ? Buffer.from(part, 'base64url') : undefined;
 }
 
