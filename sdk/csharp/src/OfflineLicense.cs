@@ -103,7 +103,7 @@ namespace Keywarden
             };
         }
 
-        private static byte[] FromB64Url(string part)
+        internal static byte[] FromB64Url(string part)
         {
             if (!B64Url.IsMatch(part) || part.Length % 4 == 1) return null;
             var s = part.Replace('-', '+').Replace('_', '/');
@@ -112,7 +112,7 @@ namespace Keywarden
             catch (FormatException) { return null; }
         }
 
-        private static bool Text(IDictionary<string, object> p, string name)
+        internal static bool Text(IDictionary<string, object> p, string name)
         {
             object v;
             return p.TryGetValue(name, out v) && v is string && ((string)v).Length > 0;
@@ -144,7 +144,7 @@ namespace Keywarden
             return p;
         }
 
-        private static object Get(IDictionary<string, object> p, string name)
+        internal static object Get(IDictionary<string, object> p, string name)
         {
             object v;
             return p.TryGetValue(name, out v) ? v : null;
