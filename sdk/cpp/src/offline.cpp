@@ -29,14 +29,7 @@
 
 namespace keywarden {
 
-namespace {
-
-constexpr std::int64_t kMaxFutureMs = 300 * 1000;
-constexpr std::int64_t kMaxRollbackMs = 300 * 1000;
-
-[[noreturn]] void refuse(const std::string& reason, const std::string& what) {
-  throw Error(ErrorCode::offline_invalid, "offline license refused (" + reason + "): " + what).withReason(reason);
-}
+namespace detail {
 
 /** base64url without padding, strictly; nullopt otherwise. */
 std::optional<std::string> fromB64Url(const std::string& part) {
@@ -58,6 +51,17 @@ bool utc(const nlohmann::json& p, const char* name, bool nullable) {
   return it->is_string() && detail::parseUtcMs(it->get<std::string>()).has_value();
 }
 
+}  // namespace detail
+
+namespace {
+
+constexpr std::int64_t kMaxFutureMs = 300 * 1000;
+constexpr std::int64_t kMaxRollbackMs = 300 * 1000;
+
+[[noreturn]] void refuse(const std::string& reason, const std::string& what) {
+  throw Error(ErrorCode::offline_invalid, "offline license refused (" + reason + "): " + what).withReason(reason);
+}
+
 std::string trimmed(const std::string& s) {
   std::size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
@@ -75,17 +79,17 @@ OfflineLicense verifyLicenseFile(const std::string& file, const std::vector<Resp
   for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
   if (!f.empty() && f.back() == '.') parts.push_back("");
   if (parts.size() != 3 || parts[0] != "kwlic1") refuse("malformed", "not \"kwlic1.<payload>.<signature>\"");
-  auto raw = fromB64Url(parts[1]);
-  auto sig = fromB64Url(parts[2]);
+  auto raw = detail::fromB64Url(parts[1]);
+  auto sig = detail::fromB64Url(parts[2]);
   if (!raw || !sig || sig->size() != 64) refuse("malformed", "payload or signature is not base64url (a signature is 64 bytes)");
   // nlohmann::json refuses ill-formed UTF-8 in strings, so a payload that is not UTF-8 fails here too.
   nlohmann::json p = nlohmann::json::parse(*raw, nullptr, false);
   bool good = !p.is_discarded() && p.is_object() && p.contains("v") && p["v"].is_number_integer() && p["v"].get<std::int64_t>() == 1 &&
-              text(p, "kid") && text(p, "app_id") && text(p, "license_id") && text(p, "hwid") && p.contains("user") &&
+              detail::text(p, "kid") && detail::text(p, "app_id") && detail::text(p, "license_id") && detail::text(p, "hwid") && p.contains("user") &&
               (p["user"].is_null() || p["user"].is_string()) && p.contains("level") && p["level"].is_number_integer() &&
               p.contains("entitlements") && p["entitlements"].is_array() &&
               std::all_of(p["entitlements"].begin(), p["entitlements"].end(), [](const nlohmann::json& e) { return e.is_string(); }) &&
-              utc(p, "expires_at", true) && utc(p, "issued_at", false) && utc(p, "valid_until", false);
+              detail::utc(p, "expires_at", true) && detail::utc(p, "issued_at", false) && detail::utc(p, "valid_until", false);
   if (!good) refuse("malformed", "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type");
   const std::string kid = p["kid"].get<std::string>();
   auto key = std::find_if(keys.begin(), keys.end(), [&](const ResponseKey& k) { return k.kid == kid; });

@@ -250,7 +250,7 @@ namespace Keywarden
             object exp;
             p.TryGetValue("expires_at", out exp);
             var expires = Utc.ParseMs(exp);
-            if (string.IsNullOrEmpty(id) || !expires.HasValue || Json.GetString(p, "hwid") != Hwid)
+            if (string.IsNullOrEmpty(id) || !expires.HasValue || Json.GetString(p, "hwid") != (Hwid ?? "").ToLowerInvariant())
                 throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "relay lease lacks lease_id or expires_at, or names another hwid");
             lock (_gate)
             {

@@ -222,7 +222,7 @@ class RelayClient:
         p = parsed if isinstance(parsed, dict) else {}
         pool = verify_pool(p.get("pool"), self._keys, self._app_id, self._clock())
         lease_id, expires = p.get("lease_id"), parse_utc_ms(p.get("expires_at"))
-        if not isinstance(lease_id, str) or not lease_id or expires is None or p.get("hwid") != hwid:
+        if not isinstance(lease_id, str) or not lease_id or expires is None or p.get("hwid") != hwid.lower():
             raise offline_error(OfflineReason.MALFORMED, "relay lease lacks lease_id or expires_at, or names another hwid")
         return lease_id, expires / 1000, pool
 

@@ -218,7 +218,7 @@ class RelayClient {
     const p = (parsed && typeof parsed === 'object' ? parsed : {}) as Record<string, unknown>;
     const pool = verifyPool(p.pool, this.o.keys, this.o.appId, this.o.clock());
     const expiresMs = parseUtcMs(p.expires_at);
-    if (!text(p.lease_id) || expiresMs === undefined || p.hwid !== hwid)
+    if (!text(p.lease_id) || expiresMs === undefined || p.hwid !== hwid.toLowerCase())
       throw offlineError('malformed', 'relay lease lacks lease_id or expires_at, or names another hwid');
     return { leaseId: p.lease_id, expiresMs, pool };
   }
