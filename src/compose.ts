@@ -94,7 +94,8 @@ import {
 } from './modules/keys/index.js';
 import { EventBus, LiveHub, WebhookRepository, WebhookService } from './modules/notify/index.js';
 import { ClientChannel, ClientPushService, channelRoutes } from './modules/realtime/index.js';
-import { PortalRepository, PortalService, portalRoutes } from './modules/portal/index.js';
+import { PortalRepository, PortalService, portalCaller, portalRoutes } from './modules/portal/index.js';
+import { createAirgap } from './modules/airgap/index.js';
 import { systemRoutes } from './modules/system/index.js';
 import { TeamRepository, TeamService, teamRoutes } from './modules/team/index.js';
 
@@ -772,6 +773,11 @@ export function createApp(s: Services): App {
   const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
   commerceRoutes(router, { auth: d.auth, products: d.products, fulfil: d.fulfil, portalLimiter });
   portalRoutes(router, { portal: d.portal, limiter: portalLimiter, trustedOrigins: d.auth.trustedOrigins });
+  createAirgap({
+    ...{ auth: d.auth, apps: d.apps, activation: d.activation, keys: d.keys, events: d.events, audit: s.repos.audit },
+    ...{ clientApp: (id: string) => d.appCache.getById(id), signing: () => s.secrets.signing, now },
+    portalCaller: portalCaller(d.portal, d.auth.trustedOrigins),
+  }).mount(router);
   teamRoutes(router, { auth: d.auth, team: d.team });
   const live = new LiveHub({
     log: s.log,

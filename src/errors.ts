@@ -98,6 +98,9 @@ export const ERRORS = {
   portal_credentials_invalid: { status: 401, detail: 'Invalid credentials' },
   portal_reset_cooldown: { status: 429, detail: 'Device reset is on cooldown.' },
   portal_users_only: { status: 403, detail: 'Only customers who sign in with a name and password have one.' },
+  // air-gapped machines: the relay's seat leases (docs/air-gapped.md)
+  relay_no_seats: { status: 409, detail: 'No seats available' },
+  relay_lease_not_found: { status: 404, detail: 'Lease not found' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;

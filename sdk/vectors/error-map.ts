@@ -147,4 +147,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   portal_reset_cooldown: null,
   portal_users_only: null,
   cross_site: null,
+  // The relay's lease answers (docs/air-gapped.md): not /api/client/* answers; SDKs read the relay's statuses.
+  relay_no_seats: null,
+  relay_lease_not_found: null,
 };

@@ -28,6 +28,8 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/(audit|ws)(\/|$)/, 'logs'],
   [/^\/api\/apps\/[^/]+\/(logs|events)(\/|$)/, 'logs'],
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
+  // Air-gapped activation requests are answered with a key's file (PROTOCOL 16.7: licenses:*).
+  [/^\/api\/apps\/[^/]+\/offline-activations(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],
 ];

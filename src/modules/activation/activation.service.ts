@@ -593,6 +593,37 @@ export class ActivationService {
   ): Promise<{ file: string; resellerId: string | null }> {
     if (app.offlineDays <= 0) throw new AppError('offline_disabled');
     const h = hwid.toLowerCase();
+    await this.bindOffline(app, licenseId, h, ip);
+    return this.signOffline(app, licenseId, h, user, app.offlineDays);
+  }
+
+  /**
+   * An air-gapped machine's activation request (docs/air-gapped.md "Activation by file"): the key the
+   * request names is activated license-only on its HWID exactly as `license` would (paused keys,
+   * unknown, banned and expired keys, devices, hwid_lock, expiry stamping: the same errors), and the
+   * file it answers carries the request's nonce and lasts offline_days, at least one day.
+   * `admit` sees the key before anything is written and throws to refuse it (a caller's scope).
+   */
+  async offlineActivation(
+    app: OfflineApp & { keysPaused: boolean },
+    req: { key: string; hwid: string; nonce: string; ip: string },
+    admit: (key: { id: string; resellerId: string | null }) => void,
+  ): Promise<{ file: string; licenseId: string; resellerId: string | null; days: number }> {
+    if (app.keysPaused) throw new AppError('license_paused');
+    const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, req.key));
+    const stored = licenseId ? await this.d.licenseOps.load(licenseId) : undefined;
+    if (!licenseId || !stored) throw new AppError('license_invalid');
+    admit({ id: licenseId, resellerId: stored.resellerId });
+    const h = req.hwid.toLowerCase();
+    await this.bindOffline(app, licenseId, h, req.ip);
+    const user = stored.userId ? stored.usedBy : null;
+    const days = Math.max(1, app.offlineDays);
+    const { file, resellerId } = await this.signOffline(app, licenseId, h, user, days, req.nonce);
+    return { file, licenseId, resellerId, days };
+  }
+
+  /** A license-only activation of the key on `hwid` for an offline file, through the key's actor. */
+  private async bindOffline(app: OfflineApp, licenseId: string, h: string, ip: string): Promise<void> {
     const v = await this.d.licenses.run(licenseId, {
       kind: 'activate',
       appId: app.id,
@@ -612,6 +643,16 @@ export class ActivationService {
       const resellerId = (v.resellerId as string | null) ?? null;
       if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId }, true);
     }
+  }
+
+  private async signOffline(
+    app: OfflineApp,
+    licenseId: string,
+    h: string,
+    user: string | null,
+    days: number,
+    requestNonce?: string,
+  ): Promise<{ file: string; resellerId: string | null }> {
     const key = await this.d.licenseOps.load(licenseId);
     if (!key) throw new AppError('license_not_found');
     const file = offlineFile(
@@ -624,7 +665,8 @@ export class ActivationService {
         level: key.level,
         entitlements: key.entitlements,
         expiresAt: key.durationUnit === 'lifetime' ? null : key.expiresAt,
-        offlineDays: app.offlineDays,
+        offlineDays: days,
+        ...(requestNonce === undefined ? {} : { requestNonce }),
       },
       this.d.now(),
     );

@@ -66,8 +66,8 @@ export class KeysAdminService {
     return scope === undefined || (resellerId !== null && scope.includes(resellerId));
   }
 
-  /** The key if it exists in an app the caller sees and inside the caller's scope; else 404. */
-  private async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
+  /** The key if it exists in an app the caller sees and inside the caller's scope; else 404 (also a port). */
+  async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
     const row = await this.repo.findLicense(id);
     if (!row) throw new AppError('license_not_found');
     await this.apps.visible(p, row.app_id).catch((err: unknown) => {

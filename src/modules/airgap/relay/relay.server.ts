@@ -1,0 +1,130 @@
+// `keywarden relay` (docs/air-gapped.md "The relay"): a seat server for a network with no way out. It
+// holds one verified pool and leases its seats to machines by HWID, 15 minutes at a time. It needs no
+// database and no Redis and loads nothing of the service but the HTTP adapter and the pool format.
+import { Type } from '@sinclair/typebox';
+import type { Logger } from 'pino';
+import { AppError } from '../../../errors.js';
+import { createClientIpResolver } from '../../../platform/http/client-ip.js';
+import { Router } from '../../../platform/http/router.js';
+import { jsonReply, textReply, type Reply } from '../../../platform/http/types.js';
+import { createHttpServer, loadUws } from '../../../platform/http/uws.js';
+import { PlainLine, compile, parseJson } from '../../../platform/http/validation.js';
+import { verifyPool, type PoolPayload } from '../pool-file.js';
+import { LeaseStore, type Lease } from './lease-store.js';
+import { statusPage } from './status-page.js';
+
+export class RelayRefusal extends Error {}
+
+/** Why a pool cannot be served here; a message for the operator, or the pool's payload. */
+export function checkPool(pool: string, publicKey: Uint8Array, ownRelayId: string, now: number): PoolPayload {
+  const v = verifyPool(pool, publicKey);
+  if (!v.ok) throw new RelayRefusal('the pool does not verify under the given public key (wrong key, or altered pool)');
+  const p = v.payload;
+  if (Date.parse(p.valid_until) <= now)
+    throw new RelayRefusal(`the pool expired at ${p.valid_until}; issue a new one from the dashboard`);
+  if (p.relay_id !== ownRelayId)
+    throw new RelayRefusal(
+      `the pool is for relay ${p.relay_id}, but this machine is relay ${ownRelayId} (see \`keywarden relay id\`)`,
+    );
+  return p;
+}
+
+const LeaseBody = Type.Object({ hwid: PlainLine(1, 256) }, { additionalProperties: false });
+
+interface RelayOptions {
+  pool: string;
+  payload: PoolPayload;
+  dataDir: string;
+  host: string;
+  port: number;
+  log: Logger;
+  now: () => number;
+}
+
+export interface RunningRelay {
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function startRelay(o: RelayOptions): Promise<RunningRelay> {
+  const uws = loadUws();
+  const p = o.payload;
+  const validUntil = Date.parse(p.valid_until);
+  const store = await LeaseStore.open({ dir: o.dataDir, licenseId: p.license_id, now: o.now });
+  const leaseBody = compile(LeaseBody);
+  const view = (l: Lease) => ({
+    lease_id: l.id,
+    hwid: l.hwid,
+    expires_at: new Date(l.expiresAt).toISOString(),
+    pool: o.pool,
+  });
+  const live = () => o.now() < validUntil;
+  const status = () => ({ seats: p.seats, in_use: store.inUse(), valid_until: p.valid_until, license_id: p.license_id });
+
+  const router = new Router();
+  const doc = { summary: 'relay', tag: 'relay', auth: 'none' as const };
+  router.add({
+    method: 'post',
+    path: '/relay/v1/leases',
+    doc,
+    handler: async (req): Promise<Reply> => {
+      if (req.body === 'too_large') throw new AppError('payload_too_large');
+      const hwid = leaseBody.parse(parseJson(req.body)).hwid.toLowerCase();
+      // Past valid_until the pool grants nothing: no seat is available any more.
+      const lease = live() ? await store.acquire(hwid, p.seats) : null;
+      if (!lease) throw new AppError('relay_no_seats');
+      return jsonReply(201, view(lease));
+    },
+  });
+  router.add({
+    method: 'put',
+    path: '/relay/v1/leases/:id',
+    doc,
+    handler: async (req): Promise<Reply> => {
+      const lease = live() ? await store.renew(req.params.id ?? '') : null;
+      if (!lease) throw new AppError('relay_lease_not_found');
+      return jsonReply(200, view(lease));
+    },
+  });
+  router.add({
+    method: 'delete',
+    path: '/relay/v1/leases/:id',
+    doc,
+    handler: async (req): Promise<Reply> => {
+      if (!(await store.release(req.params.id ?? ''))) throw new AppError('relay_lease_not_found');
+      return { status: 204, headers: {}, body: '' };
+    },
+  });
+  router.add({ method: 'get', path: '/relay/v1/status', doc, handler: () => jsonReply(200, status()) });
+  router.add({
+    method: 'get',
+    path: '/',
+    doc,
+    handler: () =>
+      textReply(200, statusPage({ ...status(), now: o.now(), leases: store.leases() }), 'text/html; charset=utf-8'),
+  });
+
+  const server = createHttpServer(uws, { log: o.log, resolveIp: createClientIpResolver([]) });
+  router.mount(server);
+  server.mountFallback(() => {
+    throw new AppError('route_not_found');
+  });
+  let port: number;
+  try {
+    port = await server.listen(o.host, o.port);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  o.log.info({ port, relay_id: p.relay_id, seats: p.seats, valid_until: p.valid_until }, 'relay.listening');
+  let stopping: Promise<void> | undefined;
+  return {
+    port,
+    stop: () =>
+      (stopping ??= (async () => {
+        server.stopListening();
+        await server.drain(5_000);
+        await store.close();
+      })()),
+  };
+}
