@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from typing import Any, List, Tuple
 
+import _support  # noqa: F401 - puts the SDK on sys.path
 from keywarden import Client, ErrorCode, KeywardenError, OfflineReason
 
 ENV = os.environ
