@@ -7,7 +7,10 @@ import { dashboardHandler, type DashboardAuth } from '../access/index.js';
 import type { AirgapService } from './airgap.service.js';
 
 /** A request is about 300 characters; the cap leaves room for components. */
-const RequestBody = Type.Object({ request: Type.String({ minLength: 1, maxLength: 8192 }) }, { additionalProperties: false });
+const RequestBody = Type.Object(
+  { request: Type.String({ minLength: 1, maxLength: 8192 }) },
+  { additionalProperties: false },
+);
 const PoolBody = Type.Object(
   {
     seats: Type.Integer({ minimum: 1, maximum: 10_000 }),
@@ -55,7 +58,9 @@ export function airgapRoutes(router: Router, { auth, airgap, portalCaller }: Air
     handler: async (req) => {
       const { session } = await portalCaller(req);
       const body = portalBody.parse(parseJson(req.body as Buffer));
-      return jsonReply(200, await airgap.answerForPortal(session, body.request, req.ip), { 'Cache-Control': 'no-store' });
+      return jsonReply(200, await airgap.answerForPortal(session, body.request, req.ip), {
+        'Cache-Control': 'no-store',
+      });
     },
   });
   router.add({

@@ -36,7 +36,7 @@ interface Answered {
   hwid: string;
 }
 
-export interface PoolInput {
+interface PoolInput {
   seats: number;
   valid_days: number;
   relay_id: string;
@@ -136,8 +136,7 @@ export class AirgapService {
     if (status === 'expired') throw new AppError('license_expired');
     // An unactivated key is not stamped by a pool: its pool ends where the key would if activated now.
     const ms = durationMs(row.duration_value, row.duration_unit);
-    const expiresAt =
-      row.duration_days === 0 || ms === null ? null : (row.expires_at ?? new Date(now + ms));
+    const expiresAt = row.duration_days === 0 || ms === null ? null : (row.expires_at ?? new Date(now + ms));
     const limit = now + input.valid_days * DAY_MS;
     const validUntil = expiresAt && expiresAt.getTime() < limit ? expiresAt.getTime() : limit;
     const key = this.d.signing();
@@ -162,7 +161,12 @@ export class AirgapService {
     await this.d.events.publish(
       'license.pool',
       row.app_id,
-      { license_id: row.id, relay_id: input.relay_id, seats: input.seats, valid_until: new Date(validUntil).toISOString() },
+      {
+        license_id: row.id,
+        relay_id: input.relay_id,
+        seats: input.seats,
+        valid_until: new Date(validUntil).toISOString(),
+      },
       row.reseller_id,
     );
     return { pool };

@@ -5,7 +5,7 @@ import type { Router } from '../../platform/http/router.js';
 import { airgapRoutes, type AirgapRoutesDeps } from './airgap.routes.js';
 import { AirgapService, type AirgapDeps } from './airgap.service.js';
 
-export interface AirgapHandle {
+interface AirgapHandle {
   /** Mounts the dashboard's and the portal's routes. */
   mount(router: Router): void;
 }

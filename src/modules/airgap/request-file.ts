@@ -9,7 +9,7 @@ const B64URL = /^[A-Za-z0-9_-]+$/;
 const PLAIN = /^[^\u0000-\u001f\u007f]{1,256}$/;
 const HWID = /^[^\u0000-\u001f\u007f]{8,256}$/;
 
-export interface ActivationRequest {
+interface ActivationRequest {
   appId: string;
   key: string;
   hwid: string;

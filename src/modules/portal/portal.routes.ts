@@ -88,7 +88,12 @@ export function portalCaller(portal: Pick<PortalService, 'authenticate'>, truste
     if (req.body === 'too_large') throw new AppError('payload_too_large');
     const fromHeader = headerToken(req.headers);
     const token = fromHeader ?? cookieToken(req.headers);
-    if (req.method !== 'get' && !fromHeader && token !== undefined && fromOwnOrigin(req.headers, trustedOrigins) !== true)
+    if (
+      req.method !== 'get' &&
+      !fromHeader &&
+      token !== undefined &&
+      fromOwnOrigin(req.headers, trustedOrigins) !== true
+    )
       throw new AppError('cross_site');
     const session = token ? await portal.authenticate(token) : undefined;
     if (!session || !token) throw new AppError('not_authenticated');

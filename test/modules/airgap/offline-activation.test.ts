@@ -139,7 +139,12 @@ describe('POST /api/apps/{id}/offline-activations', () => {
   it('owners, admins, developers; resellers with generate_keys for their own keys; tokens with licenses:write', async () => {
     const f = await appFixture(t);
     const mk = async (name: string, permissions: Record<string, boolean>) => {
-      const r = await f.owner.post('/api/team', { username: name, password: 'seller-pass-1', allowed_apps: [f.app.id], permissions });
+      const r = await f.owner.post('/api/team', {
+        username: name,
+        password: 'seller-pass-1',
+        allowed_apps: [f.app.id],
+        permissions,
+      });
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       return new Api(t.base).signIn(name, 'seller-pass-1');
     };
@@ -149,7 +154,9 @@ describe('POST /api/apps/{id}/offline-activations', () => {
     const sellerKey = (await seller.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 5 })).body[0].key;
     const denied = await answer(plain, f.app.id, activationRequest(f.app.id, sellerKey, 'machine-r1').request);
     expect(denied.status).toBe(403);
-    expect((await answer(seller, f.app.id, activationRequest(f.app.id, sellerKey, 'machine-r1').request)).status).toBe(200);
+    expect((await answer(seller, f.app.id, activationRequest(f.app.id, sellerKey, 'machine-r1').request)).status).toBe(
+      200,
+    );
     // Outside its scope a key reads as unknown, and stays unused.
     const foreign = await answer(seller, f.app.id, activationRequest(f.app.id, ownerKey!, 'machine-r2').request);
     expect(foreign.body).toEqual({ detail: 'Invalid license key' });
@@ -157,9 +164,13 @@ describe('POST /api/apps/{id}/offline-activations', () => {
     const token = async (scopes: string[]) =>
       f.owner.as((await f.owner.post('/api/tokens', { name: `ag${scopes.join()}`, scopes, app_ids: null })).body.token);
     const writer = await token(['licenses:write']);
-    expect((await answer(writer, f.app.id, activationRequest(f.app.id, ownerKey!, 'machine-r3').request)).status).toBe(200);
+    expect((await answer(writer, f.app.id, activationRequest(f.app.id, ownerKey!, 'machine-r3').request)).status).toBe(
+      200,
+    );
     const appsOnly = await token(['apps:write', 'apps:read']);
-    expect((await answer(appsOnly, f.app.id, activationRequest(f.app.id, ownerKey!, 'machine-r3').request)).body).toEqual({
+    expect(
+      (await answer(appsOnly, f.app.id, activationRequest(f.app.id, ownerKey!, 'machine-r3').request)).body,
+    ).toEqual({
       detail: 'Token scope does not allow this action',
     });
   });

@@ -8,7 +8,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { randomToken } from '../../../platform/crypto/index.js';
 
-export const LEASE_MS = 15 * 60_000;
+const LEASE_MS = 15 * 60_000;
 const SNAPSHOT = 'leases.json';
 const JOURNAL = 'leases.journal';
 const COMPACT_BYTES = 8 * 1024 * 1024;

@@ -41,7 +41,7 @@ interface RelayOptions {
   now: () => number;
 }
 
-export interface RunningRelay {
+interface RunningRelay {
   port: number;
   stop(): Promise<void>;
 }
@@ -59,7 +59,12 @@ export async function startRelay(o: RelayOptions): Promise<RunningRelay> {
     pool: o.pool,
   });
   const live = () => o.now() < validUntil;
-  const status = () => ({ seats: p.seats, in_use: store.inUse(), valid_until: p.valid_until, license_id: p.license_id });
+  const status = () => ({
+    seats: p.seats,
+    in_use: store.inUse(),
+    valid_until: p.valid_until,
+    license_id: p.license_id,
+  });
 
   const router = new Router();
   const doc = { summary: 'relay', tag: 'relay', auth: 'none' as const };
