@@ -25,9 +25,18 @@ const nonceOf = (label: string) => b64url(createHash('sha256').update(`kwreq-non
 const request = (body: Record<string, unknown>) => `kwreq1.${b64url(JSON.stringify(body))}`;
 
 function requestCases() {
-  const base = { v: 1, app_id: APP_ID, key: 'KW-ABCD-EFGH-JKLM', hwid: HWID, nonce: nonceOf('a'), created_at: iso(NOW) };
+  const base = {
+    v: 1,
+    app_id: APP_ID,
+    key: 'KW-ABCD-EFGH-JKLM',
+    hwid: HWID,
+    nonce: nonceOf('a'),
+    created_at: iso(NOW),
+  };
   const withComponents = {
-    ...base, nonce: nonceOf('b'), components: { cpu: 'c1', disk: 'd1', board: 'b1' },
+    ...base,
+    nonce: nonceOf('b'),
+    components: { cpu: 'c1', disk: 'd1', board: 'b1' },
   };
   const unicode = { ...base, key: 'clé-ÅÄÖ-鍵', nonce: nonceOf('c') };
   return [
@@ -41,29 +50,59 @@ function responseCases(k1: Key, k9: Key) {
   const issued = NOW - 3600;
   const nonce = nonceOf('a');
   const base = {
-    v: 1, kid: 'k1', app_id: APP_ID, license_id: '0d9b6c3e-1f2a-4e5b-8c7d-9e0f1a2b3c4d', user: null, hwid: HWID,
-    level: 3, entitlements: ['pro'], expires_at: iso(NOW + 60 * DAY), issued_at: iso(issued),
-    valid_until: iso(issued + DAY), request_nonce: nonce,
+    v: 1,
+    kid: 'k1',
+    app_id: APP_ID,
+    license_id: '0d9b6c3e-1f2a-4e5b-8c7d-9e0f1a2b3c4d',
+    user: null,
+    hwid: HWID,
+    level: 3,
+    entitlements: ['pro'],
+    expires_at: iso(NOW + 60 * DAY),
+    issued_at: iso(issued),
+    valid_until: iso(issued + DAY),
+    request_nonce: nonce,
   };
   type Payload = Record<string, unknown>;
   const file = (p: Payload, key: Key = k1) => licenseFile(key, JSON.stringify(p));
   const at = { now: NOW, last_seen: null as number | null, app_id: APP_ID, hwid: HWID, nonce: nonce as string | null };
   type Over = Partial<typeof at>;
-  const ok = (name: string, p: Payload, o: Over = {}) => ({ name, file: file(p), ...at, ...o, valid: true, payload: p });
-  const no = (name: string, f: string, reason: string, o: Over = {}) => ({ name, file: f, ...at, ...o, valid: false, reason });
+  const ok = (name: string, p: Payload, o: Over = {}) => ({
+    name,
+    file: file(p),
+    ...at,
+    ...o,
+    valid: true,
+    payload: p,
+  });
+  const no = (name: string, f: string, reason: string, o: Over = {}) => ({
+    name,
+    file: f,
+    ...at,
+    ...o,
+    valid: false,
+    reason,
+  });
   const { request_nonce: _, ...plain } = base;
   return [
-    ok('the answer to this machine\'s latest request', base),
+    ok("the answer to this machine's latest request", base),
     ok('surrounding whitespace is ignored', base, {}),
     no('the answer to an older request (another nonce)', file(base), 'wrong_request', { nonce: nonceOf('newer') }),
     no('no request kept on this machine', file(base), 'wrong_request', { nonce: null }),
     no('a plain offline file (no request_nonce) is no answer to a request', file(plain), 'wrong_request'),
     no('request_nonce not a string', file({ ...base, request_nonce: 7 }), 'wrong_request'),
-    no('another machine\'s answer: the machine is checked before the nonce', file({ ...base, hwid: 'f'.repeat(64) }),
-      'wrong_hwid'),
+    no(
+      "another machine's answer: the machine is checked before the nonce",
+      file({ ...base, hwid: 'f'.repeat(64) }),
+      'wrong_hwid',
+    ),
     no('another application', file({ ...base, app_id: 'another-app-0001' }), 'wrong_app'),
-    no('the nonce edited after signing', `kwlic1.${b64url(JSON.stringify({ ...base, request_nonce: nonceOf('x') }))}.${
-      file(base).split('.')[2]}`, 'bad_signature', { nonce: nonceOf('x') }),
+    no(
+      'the nonce edited after signing',
+      `kwlic1.${b64url(JSON.stringify({ ...base, request_nonce: nonceOf('x') }))}.${file(base).split('.')[2]}`,
+      'bad_signature',
+      { nonce: nonceOf('x') },
+    ),
     no('signed by another key under kid k1', file(base, k9), 'bad_signature'),
     no('expired: the 12.5 checks come before the nonce', file(base), 'expired', { now: issued + 2 * DAY, nonce: 'x' }),
     no('not a license file', request({ v: 1 }), 'malformed'),
@@ -78,27 +117,61 @@ function pool(key: Key, payload: string): string {
 
 function poolCases(k1: Key, k2: Key, k9: Key) {
   const base = {
-    v: 1, kid: 'k1', app_id: APP_ID, license_id: '0d9b6c3e-1f2a-4e5b-8c7d-9e0f1a2b3c4d', relay_id: 'relay-7f3a9c',
-    seats: 50, level: 3, entitlements: ['export', 'pro'], expires_at: iso(NOW + 60 * DAY), valid_until: iso(NOW + 30 * DAY),
+    v: 1,
+    kid: 'k1',
+    app_id: APP_ID,
+    license_id: '0d9b6c3e-1f2a-4e5b-8c7d-9e0f1a2b3c4d',
+    relay_id: 'relay-7f3a9c',
+    seats: 50,
+    level: 3,
+    entitlements: ['export', 'pro'],
+    expires_at: iso(NOW + 60 * DAY),
+    valid_until: iso(NOW + 30 * DAY),
     issued_at: iso(NOW - DAY),
   };
   type Payload = Record<string, unknown>;
   const make = (p: Payload, key: Key = k1) => pool(key, JSON.stringify(p));
   const at = { now: NOW, app_id: APP_ID };
-  const ok = (name: string, p: Payload, key: Key = k1) => ({ name, pool: make(p, key), ...at, valid: true, payload: p });
-  const no = (name: string, text: string, reason: string, now = NOW) => ({ name, pool: text, ...at, now, valid: false, reason });
+  const ok = (name: string, p: Payload, key: Key = k1) => ({
+    name,
+    pool: make(p, key),
+    ...at,
+    valid: true,
+    payload: p,
+  });
+  const no = (name: string, text: string, reason: string, now = NOW) => ({
+    name,
+    pool: text,
+    ...at,
+    now,
+    valid: false,
+    reason,
+  });
   const [, head, sig] = make(base).split('.') as [string, string, string];
   const omit = (k: string) => Object.fromEntries(Object.entries(base).filter(([n]) => n !== k));
   return [
     ok('a pool of 50 seats', base),
-    ok('a lifetime key without entitlements, signed by the second pinned key', {
-      ...base, kid: 'k2', expires_at: null, entitlements: [],
-    }, k2),
+    ok(
+      'a lifetime key without entitlements, signed by the second pinned key',
+      {
+        ...base,
+        kid: 'k2',
+        expires_at: null,
+        entitlements: [],
+      },
+      k2,
+    ),
     no('signed by another key under kid k1 (a forged pool)', make(base, k9), 'bad_signature'),
-    no('seats raised after signing (50 -> 5000)', `kwpool1.${b64url(JSON.stringify({ ...base, seats: 5000 }))}.${sig}`,
-      'bad_signature'),
-    no('a kwlic1 signature does not sign a pool', `kwpool1.${head}.${
-      b64url(sign(null, Buffer.from(`kwlic1.${head}`, 'ascii'), k1.privateKey))}`, 'bad_signature'),
+    no(
+      'seats raised after signing (50 -> 5000)',
+      `kwpool1.${b64url(JSON.stringify({ ...base, seats: 5000 }))}.${sig}`,
+      'bad_signature',
+    ),
+    no(
+      'a kwlic1 signature does not sign a pool',
+      `kwpool1.${head}.${b64url(sign(null, Buffer.from(`kwlic1.${head}`, 'ascii'), k1.privateKey))}`,
+      'bad_signature',
+    ),
     no('kid not pinned', make({ ...base, kid: 'k9' }, k9), 'unknown_kid'),
     no('another application', make({ ...base, app_id: 'another-app-0001' }), 'wrong_app'),
     no('now exactly valid_until', make(base), 'expired', NOW + 30 * DAY),
@@ -118,8 +191,9 @@ export function buildAirgapVectors(): string {
   const k2 = keyOf('k2', 'k2');
   const k9 = keyOf('k9', 'k9-not-pinned');
   const v = {
-    description: 'Air-gapped machines (the server\'s docs/air-gapped.md; see sdk/vectors/README.md "airgap.json"). '
-      + 'Keys and nonces are test-only values derived from labels.',
+    description:
+      'Air-gapped machines (the server\'s docs/air-gapped.md; see sdk/vectors/README.md "airgap.json"). ' +
+      'Keys and nonces are test-only values derived from labels.',
     pinned_keys: [k1, k2].map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: k.publicKey })),
     requests: { cases: requestCases() },
     responses: {

@@ -66,7 +66,18 @@ async function startRelay(dir: string, name: string, pool: string, publicKey: st
   const poolFile = path.join(dir, `${name}.pool`);
   await fs.writeFile(poolFile, pool + '\n');
   const data = path.join(dir, `${name}-data`);
-  const child = relayCli(['--pool', poolFile, '--public-key', publicKey, '--host', '127.0.0.1', '--port', '0', '--data', data]);
+  const child = relayCli([
+    '--pool',
+    poolFile,
+    '--public-key',
+    publicKey,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--data',
+    data,
+  ]);
   let out = '';
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`relay ${name} did not start:\n${out}`)), 60_000);
@@ -132,7 +143,11 @@ export async function startAirgapHarness(o: {
     const keys = made.body as { id: string; key: string }[];
     const poolKey = keys.pop()!;
     const rid = await relayId();
-    const issued = await o.owner.post(`/api/licenses/${poolKey.id}/pools`, { seats: SEATS, valid_days: 30, relay_id: rid });
+    const issued = await o.owner.post(`/api/licenses/${poolKey.id}/pools`, {
+      seats: SEATS,
+      valid_days: 30,
+      relay_id: rid,
+    });
     if (issued.status !== 200) throw new Error(`pool refused: ${issued.status} ${JSON.stringify(issued.body)}`);
     const pool = (issued.body as { pool: string }).pool;
     const payload = JSON.parse(Buffer.from(pool.split('.')[1]!, 'base64url').toString('utf8')) as { kid: string };

@@ -10,7 +10,9 @@ import { VECTORS_DIR } from '../../scripts/gen-offline-vectors.js';
 
 const committed = fs.readFileSync(path.join(VECTORS_DIR, AIRGAP_FILE), 'utf8');
 const v = JSON.parse(committed);
-const keys = new Map<string, string>(v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]));
+const keys = new Map<string, string>(
+  v.pinned_keys.map((k: { kid: string; public_key: string }) => [k.kid, k.public_key]),
+);
 const time = (x: unknown) =>
   typeof x === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/.test(x) ? Date.parse(x) : NaN;
 

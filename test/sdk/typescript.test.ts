@@ -864,7 +864,10 @@ describe('TypeScript SDK on air-gapped machines (requests answered by file, seat
       }
       return undefined;
     };
-    expect(refused(() => c.completeActivation(old, hwid))).toEqual({ code: 'offline_invalid', reason: 'wrong_request' });
+    expect(refused(() => c.completeActivation(old, hwid))).toEqual({
+      code: 'offline_invalid',
+      reason: 'wrong_request',
+    });
     const other = client();
     const foreign = await answer(other.activationRequest(airgapKey(), { hwid: 'ts-airgap-other' }));
     expect(refused(() => other.completeActivation(foreign, hwid))?.reason).toBe('wrong_hwid');
@@ -907,7 +910,8 @@ describe('TypeScript SDK on air-gapped machines (requests answered by file, seat
     const url = h.env.KW_AIRGAP_RELAY_URL!;
     const held = [];
     try {
-      for (let i = 0; i < Number(h.env.KW_AIRGAP_SEATS); i++) held.push(await c.leaseSeat(url, { hwid: `ts-relay-seat-${i}` }));
+      for (let i = 0; i < Number(h.env.KW_AIRGAP_SEATS); i++)
+        held.push(await c.leaseSeat(url, { hwid: `ts-relay-seat-${i}` }));
       const e = await failure(c.leaseSeat(url, { hwid: 'ts-relay-one-too-many' }));
       expect([e.code, e.status, e.detail]).toEqual(['session_limit', 409, 'No seats available']);
       await held.pop()!.release();

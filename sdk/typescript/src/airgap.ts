@@ -106,7 +106,8 @@ export interface SeatPool {
 export function verifyPool(pool: unknown, keys: PinnedKeys, appId: string, nowMs: number): SeatPool {
   if (typeof pool !== 'string') throw offlineError('malformed', 'a pool is a string');
   const parts = pool.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '').split('.');
-  if (parts.length !== 3 || parts[0] !== 'kwpool1') throw offlineError('malformed', 'not "kwpool1.<payload>.<signature>"');
+  if (parts.length !== 3 || parts[0] !== 'kwpool1')
+    throw offlineError('malformed', 'not "kwpool1.<payload>.<signature>"');
   const raw = b64url(parts[1]!);
   const sig = b64url(parts[2]!);
   if (!raw || !sig || sig.length !== 64)
@@ -134,7 +135,8 @@ export function verifyPool(pool: unknown, keys: PinnedKeys, appId: string, nowMs
     parseUtcMs(p.valid_until) !== undefined;
   if (!good) throw offlineError('malformed', 'pool payload lacks a field or has one of the wrong type');
   const key = keys.get(p.kid as string);
-  if (!key) throw offlineError('unknown_kid', `pool signed under key ${JSON.stringify(p.kid)}, which this SDK does not pin`);
+  if (!key)
+    throw offlineError('unknown_kid', `pool signed under key ${JSON.stringify(p.kid)}, which this SDK does not pin`);
   if (!ed25519VerifyBytes(key, Buffer.from(`kwpool1.${parts[1]}`, 'ascii'), sig))
     throw offlineError('bad_signature', "the pool's signature does not verify");
   if (p.app_id !== appId) throw offlineError('wrong_app', `pool issued for application ${JSON.stringify(p.app_id)}`);
