@@ -30,7 +30,7 @@ from urllib.parse import quote
 from .codes import ErrorCode, OfflineReason
 from .crypto import ed25519_verify_bytes
 from .errors import KeywardenError, offline_error
-from .offline import _b64url, _text  # noqa: PLC2701 - the same base64url and field rules as kwlic1
+from .offline import _b64url, _grant_fields, _integer, _open, _text  # noqa: PLC2701 - the kwlic1 rules
 from .transport import Transport, TransportError, TransportRequest
 from .utc import datetime_from_ms, parse_utc_ms
 from .verify import PinnedKeys
@@ -133,36 +133,17 @@ class SeatPool:
 def verify_pool(pool: object, keys: PinnedKeys, app_id: str, now: float) -> SeatPool:
     """Checks a POOL in the order of sdk/vectors/airgap.json: malformed, unknown_kid, bad_signature,
     wrong_app, expired. Raises ``offline_invalid`` with an OfflineReason."""
-    if not isinstance(pool, str):
-        raise offline_error(OfflineReason.MALFORMED, "a pool is a string")
-    parts = pool.strip(" \t\r\n").split(".")
-    if len(parts) != 3 or parts[0] != _POOL_TAG:
-        raise offline_error(OfflineReason.MALFORMED, 'not "kwpool1.<payload>.<signature>"')
-    raw, sig = _b64url(parts[1]), _b64url(parts[2])
-    if raw is None or sig is None or len(sig) != 64:
-        raise offline_error(OfflineReason.MALFORMED, "payload or signature is not base64url (a signature is 64 bytes)")
-    try:
-        p: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise offline_error(OfflineReason.MALFORMED, "payload is not UTF-8 JSON") from None
-
-    def integer(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
+    signed, sig, p = _open(pool, _POOL_TAG)
     good = (
-        isinstance(p, dict) and integer(p.get("v")) and p.get("v") == 1
-        and all(_text(p, k) for k in ("kid", "app_id", "license_id", "relay_id"))
-        and integer(p.get("seats")) and p["seats"] >= 1 and integer(p.get("level"))
-        and isinstance(p.get("entitlements"), list) and all(isinstance(e, str) for e in p["entitlements"])
-        and "expires_at" in p and (p["expires_at"] is None or parse_utc_ms(p["expires_at"]) is not None)
-        and parse_utc_ms(p.get("issued_at")) is not None and parse_utc_ms(p.get("valid_until")) is not None
+        _grant_fields(p) and all(_text(p, k) for k in ("kid", "app_id", "license_id", "relay_id"))
+        and _integer(p.get("seats")) and p["seats"] >= 1
     )
     if not good:
         raise offline_error(OfflineReason.MALFORMED, "pool payload lacks a field or has one of the wrong type")
     key = keys.get(p["kid"])
     if key is None:
         raise offline_error(OfflineReason.UNKNOWN_KID, f"pool signed under key {p['kid']!r}, which this SDK does not pin")
-    if not ed25519_verify_bytes(key, f"{_POOL_TAG}.{parts[1]}".encode("ascii"), sig):
+    if not ed25519_verify_bytes(key, signed.encode("ascii"), sig):
         raise offline_error(OfflineReason.BAD_SIGNATURE, "the pool's signature does not verify")
     if p["app_id"] != app_id:
         raise offline_error(OfflineReason.WRONG_APP, f"pool issued for application {p['app_id']!r}")
