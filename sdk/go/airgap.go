@@ -107,36 +107,14 @@ func VerifyPool(pool string, keys []ResponseKey, appID string, now float64) (*Se
 }
 
 func verifyPool(pool string, keys pinnedKeys, appID string, now float64) (*SeatPool, *Error) {
-	parts := strings.Split(strings.Trim(pool, " \t\r\n"), ".")
-	if len(parts) != 3 || parts[0] != "kwpool1" {
-		return nil, offlineError(OfflineMalformed, `not "kwpool1.<payload>.<signature>"`)
+	signed, sig, p, e := openSigned(pool, "kwpool1")
+	if e != nil {
+		return nil, e
 	}
-	raw, sig := b64url(parts[1]), b64url(parts[2])
-	if raw == nil || sig == nil || len(sig) != 64 {
-		return nil, offlineError(OfflineMalformed, "payload or signature is not base64url (a signature is 64 bytes)")
-	}
-	var p map[string]any
-	if err := json.Unmarshal(raw, &p); err != nil || p == nil {
-		return nil, offlineError(OfflineMalformed, "pool payload is not a UTF-8 JSON object")
-	}
-	v, vok := jsonInt(p["v"])
+	g := grantOf(p)
 	seats, sok := jsonInt(p["seats"])
-	level, lok := jsonInt(p["level"])
-	ents, eok := p["entitlements"].([]any)
-	var codes []string
-	for _, x := range ents {
-		s, ok := x.(string)
-		if !ok {
-			eok = false
-		}
-		codes = append(codes, s)
-	}
-	expires, hasExpires := p["expires_at"]
-	_, expiresOK := parseUTCms(expires)
-	issued, iok := parseUTCms(p["issued_at"])
-	until, uok := parseUTCms(p["valid_until"])
-	good := vok && v == 1 && nonEmptyString(p, "kid") && nonEmptyString(p, "app_id") && nonEmptyString(p, "license_id") &&
-		nonEmptyString(p, "relay_id") && sok && seats >= 1 && lok && eok && hasExpires && (expires == nil || expiresOK) && iok && uok
+	good := g.ok && nonEmptyString(p, "kid") && nonEmptyString(p, "app_id") && nonEmptyString(p, "license_id") &&
+		nonEmptyString(p, "relay_id") && sok && seats >= 1
 	if !good {
 		return nil, offlineError(OfflineMalformed, "pool payload lacks a field or has one of the wrong type")
 	}
@@ -145,20 +123,20 @@ func verifyPool(pool string, keys pinnedKeys, appID string, now float64) (*SeatP
 	if !ok {
 		return nil, offlineError(OfflineUnknownKid, fmt.Sprintf("pool signed under key %q, which this SDK does not pin", kid))
 	}
-	if !ed25519.Verify(key, []byte("kwpool1."+parts[1]), sig) {
+	if !ed25519.Verify(key, []byte(signed), sig) {
 		return nil, offlineError(OfflineBadSignature, "the pool's signature does not verify")
 	}
 	if p["app_id"] != appID {
 		return nil, offlineError(OfflineWrongApp, fmt.Sprintf("pool issued for application %q", p["app_id"]))
 	}
-	if now*1000 >= float64(until) {
+	if now*1000 >= float64(g.until) {
 		return nil, offlineError(OfflineExpired, fmt.Sprintf("pool valid until %v", p["valid_until"]))
 	}
 	out := &SeatPool{
-		AppID: appID, LicenseID: p["license_id"].(string), RelayID: p["relay_id"].(string), Seats: seats, Level: level,
-		Entitlements: sortedSet(codes), ValidUntil: timeFromMs(until), IssuedAt: timeFromMs(issued), Kid: kid,
+		AppID: appID, LicenseID: p["license_id"].(string), RelayID: p["relay_id"].(string), Seats: seats, Level: g.level,
+		Entitlements: sortedSet(g.codes), ValidUntil: timeFromMs(g.until), IssuedAt: timeFromMs(g.issued), Kid: kid,
 	}
-	if ms, ok := parseUTCms(expires); ok {
+	if ms, ok := parseUTCms(g.expires); ok {
 		t := timeFromMs(ms)
 		out.ExpiresAt = &t
 	}
