@@ -14,7 +14,7 @@ import path from 'node:path';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { ed25519VerifyBytes } from './crypto.js';
 import { KeywardenError, offlineError } from './errors.js';
-import { b64url, text } from './offline.js';
+import { b64url, grantFieldsOk, openSigned, text } from './offline.js';
 import { TransportError, type Transport } from './transport.js';
 import { parseUtcMs } from './utc.js';
 import type { PinnedKeys } from './verify.js';
@@ -104,40 +104,17 @@ export interface SeatPool {
 
 /** Checks a POOL in the order of airgap.json: malformed, unknown_kid, bad_signature, wrong_app, expired. */
 export function verifyPool(pool: unknown, keys: PinnedKeys, appId: string, nowMs: number): SeatPool {
-  if (typeof pool !== 'string') throw offlineError('malformed', 'a pool is a string');
-  const parts = pool.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '').split('.');
-  if (parts.length !== 3 || parts[0] !== 'kwpool1')
-    throw offlineError('malformed', 'not "kwpool1.<payload>.<signature>"');
-  const raw = b64url(parts[1]!);
-  const sig = b64url(parts[2]!);
-  if (!raw || !sig || sig.length !== 64)
-    throw offlineError('malformed', 'payload or signature is not base64url (a signature is 64 bytes)');
-  let p: Record<string, unknown>;
-  try {
-    p = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw)) as Record<string, unknown>;
-  } catch {
-    throw offlineError('malformed', 'pool payload is not UTF-8 JSON');
-  }
+  const { signed, sig, p } = openSigned(pool, 'kwpool1');
   const good =
-    p !== null &&
-    typeof p === 'object' &&
-    !Array.isArray(p) &&
-    p.v === 1 &&
+    grantFieldsOk(p) &&
     ['kid', 'app_id', 'license_id', 'relay_id'].every((k) => text(p[k])) &&
     Number.isInteger(p.seats) &&
-    (p.seats as number) >= 1 &&
-    Number.isInteger(p.level) &&
-    Array.isArray(p.entitlements) &&
-    p.entitlements.every((e) => typeof e === 'string') &&
-    'expires_at' in p &&
-    (p.expires_at === null || parseUtcMs(p.expires_at) !== undefined) &&
-    parseUtcMs(p.issued_at) !== undefined &&
-    parseUtcMs(p.valid_until) !== undefined;
+    (p.seats as number) >= 1;
   if (!good) throw offlineError('malformed', 'pool payload lacks a field or has one of the wrong type');
   const key = keys.get(p.kid as string);
   if (!key)
     throw offlineError('unknown_kid', `pool signed under key ${JSON.stringify(p.kid)}, which this SDK does not pin`);
-  if (!ed25519VerifyBytes(key, Buffer.from(`kwpool1.${parts[1]}`, 'ascii'), sig))
+  if (!ed25519VerifyBytes(key, Buffer.from(signed, 'ascii'), sig))
     throw offlineError('bad_signature', "the pool's signature does not verify");
   if (p.app_id !== appId) throw offlineError('wrong_app', `pool issued for application ${JSON.stringify(p.app_id)}`);
   const until = parseUtcMs(p.valid_until)!;
