@@ -94,30 +94,18 @@ namespace Keywarden
         /// </summary>
         public static SeatPool VerifyPool(string pool, IEnumerable<ResponseKey> keys, string appId, DateTimeOffset now)
         {
-            if (pool == null) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "a pool is a string");
-            var parts = pool.Trim(' ', '\t', '\r', '\n').Split('.');
-            if (parts.Length != 3 || parts[0] != "kwpool1") throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "not \"kwpool1.<payload>.<signature>\"");
-            var raw = OfflineLicenses.FromB64Url(parts[1]);
-            var sig = OfflineLicenses.FromB64Url(parts[2]);
-            if (raw == null || sig == null || sig.Length != 64)
-                throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "payload or signature is not base64url (a signature is 64 bytes)");
-            IDictionary<string, object> p;
-            try { p = Json.Parse(StrictUtf8.GetString(raw)) as IDictionary<string, object>; }
-            catch (Exception e) when (e is FormatException || e is ArgumentException) { p = null; }
-            object v, seats, level, ents, exp;
-            var good = p != null && p.TryGetValue("v", out v) && v is long && (long)v == 1
-                && OfflineLicenses.Text(p, "kid") && OfflineLicenses.Text(p, "app_id") && OfflineLicenses.Text(p, "license_id")
-                && OfflineLicenses.Text(p, "relay_id")
-                && p.TryGetValue("seats", out seats) && seats is long && (long)seats >= 1
-                && p.TryGetValue("level", out level) && level is long
-                && p.TryGetValue("entitlements", out ents) && ents is IList<object> && ((IList<object>)ents).All(e => e is string)
-                && p.TryGetValue("expires_at", out exp) && (exp == null || Utc.ParseMs(exp).HasValue)
-                && Utc.ParseMs(OfflineLicenses.Get(p, "issued_at")).HasValue && Utc.ParseMs(OfflineLicenses.Get(p, "valid_until")).HasValue;
+            string signed;
+            byte[] sig;
+            var p = OfflineLicenses.Open(pool, "kwpool1", out signed, out sig);
+            object seats;
+            var good = OfflineLicenses.GrantFieldsOk(p) && OfflineLicenses.Text(p, "kid") && OfflineLicenses.Text(p, "app_id")
+                && OfflineLicenses.Text(p, "license_id") && OfflineLicenses.Text(p, "relay_id")
+                && p.TryGetValue("seats", out seats) && seats is long && (long)seats >= 1;
             if (!good) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "pool payload lacks a field or has one of the wrong type");
             var kid = (string)p["kid"];
             var key = keys.FirstOrDefault(k => k.Kid == kid);
             if (key == null) throw KeywardenException.OfflineRefused(OfflineReason.UnknownKid, "pool signed under key " + kid + ", which this SDK does not pin");
-            if (!Sodium.Verify(sig, Encoding.ASCII.GetBytes("kwpool1." + parts[1]), key.Raw))
+            if (!Sodium.Verify(sig, Encoding.ASCII.GetBytes(signed), key.Raw))
                 throw KeywardenException.OfflineRefused(OfflineReason.BadSignature, "the pool's signature does not verify");
             if ((string)p["app_id"] != appId) throw KeywardenException.OfflineRefused(OfflineReason.WrongApp, "pool issued for application " + p["app_id"]);
             var until = Utc.ParseMs(p["valid_until"]).Value;
