@@ -97,24 +97,16 @@ void checkRequestNonce(const std::string& file, const std::optional<std::string>
 
 SeatPool verifyPool(const std::string& pool, const std::vector<ResponseKey>& keys, const std::string& appId, TimePoint now) {
   detail::ensureSodium();
-  auto parts = split3(pool);
-  if (parts.size() != 3 || parts[0] != "kwpool1") refuseAirgap("malformed", "not \"kwpool1.<payload>.<signature>\"");
-  auto raw = detail::fromB64Url(parts[1]);
-  auto sig = detail::fromB64Url(parts[2]);
-  if (!raw || !sig || sig->size() != 64) refuseAirgap("malformed", "payload or signature is not base64url (a signature is 64 bytes)");
-  nlohmann::json p = nlohmann::json::parse(*raw, nullptr, false);
-  const auto integer = [&](const char* n) { return p.contains(n) && p[n].is_number_integer(); };
-  bool good = !p.is_discarded() && p.is_object() && integer("v") && p["v"].get<std::int64_t>() == 1 && detail::text(p, "kid") &&
-              detail::text(p, "app_id") && detail::text(p, "license_id") && detail::text(p, "relay_id") && integer("seats") &&
-              p["seats"].get<std::int64_t>() >= 1 && integer("level") && p.contains("entitlements") && p["entitlements"].is_array() &&
-              std::all_of(p["entitlements"].begin(), p["entitlements"].end(), [](const nlohmann::json& e) { return e.is_string(); }) &&
-              detail::utc(p, "expires_at", true) && detail::utc(p, "issued_at", false) && detail::utc(p, "valid_until", false);
+  detail::Signed env = detail::openSigned(pool, "kwpool1");
+  const nlohmann::json& p = env.payload;
+  bool good = detail::grantFieldsOk(p) && detail::text(p, "kid") && detail::text(p, "app_id") && detail::text(p, "license_id") &&
+              detail::text(p, "relay_id") && p.contains("seats") && p["seats"].is_number_integer() && p["seats"].get<std::int64_t>() >= 1;
   if (!good) refuseAirgap("malformed", "pool payload lacks a field or has one of the wrong type");
   const std::string kid = p["kid"].get<std::string>();
   auto key = std::find_if(keys.begin(), keys.end(), [&](const ResponseKey& k) { return k.kid == kid; });
   if (key == keys.end()) refuseAirgap("unknown_kid", "pool signed under key " + kid + ", which this SDK does not pin");
   auto pk = detail::base64Decode(key->publicKey);
-  if (!pk || !detail::ed25519Verify(*pk, "kwpool1." + parts[1], *sig)) refuseAirgap("bad_signature", "the pool's signature does not verify");
+  if (!pk || !detail::ed25519Verify(*pk, env.signedText, env.signature)) refuseAirgap("bad_signature", "the pool's signature does not verify");
   if (p["app_id"].get<std::string>() != appId) refuseAirgap("wrong_app", "pool issued for application " + p["app_id"].get<std::string>());
   const std::int64_t until = *detail::parseUtcMs(p["valid_until"].get<std::string>());
   if (detail::msOf(now) >= until) refuseAirgap("expired", "pool valid until " + p["valid_until"].get<std::string>());

@@ -13,6 +13,16 @@ namespace keywarden::detail {
 
 /** base64url without padding, strictly; nullopt otherwise (kwlic1 files, kwpool1 pools). */
 std::optional<std::string> fromB64Url(const std::string& part);
+/** A decoded "tag.payload.signature": the signed text, the 64-byte signature, the payload object. */
+struct Signed {
+  std::string signedText;
+  std::string signature;
+  nlohmann::json payload;
+};
+/** Splits and decodes text of the form tag.payload.signature, else Error(offline_invalid, malformed). */
+Signed openSigned(const std::string& text, const std::string& tag);
+/** What files and pools both grant: v 1, an integer level, entitlement codes, the times. */
+bool grantFieldsOk(const nlohmann::json& p);
 /** p[name] is a non-empty string. */
 bool text(const nlohmann::json& p, const char* name);
 /** p[name] is present and a strict UTC time (or null when nullable). */
