@@ -4,6 +4,7 @@
 // scoped lookup; this module keeps no table of its own.
 import { AppError, validationError } from '../../errors.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';
+import { toDate } from '../../platform/db/sql.js';
 import { actorOf, requirePermission, requireRole, type Principal } from '../access/index.js';
 import type { ActivationService } from '../activation/index.js';
 import type { AppsService } from '../apps/index.js';
@@ -136,7 +137,7 @@ export class AirgapService {
     if (status === 'expired') throw new AppError('license_expired');
     // An unactivated key is not stamped by a pool: its pool ends where the key would if activated now.
     const ms = durationMs(row.duration_value, row.duration_unit);
-    const expiresAt = row.duration_days === 0 || ms === null ? null : (row.expires_at ?? new Date(now + ms));
+    const expiresAt = row.duration_days === 0 || ms === null ? null : (toDate(row.expires_at) ?? new Date(now + ms));
     const limit = now + input.valid_days * DAY_MS;
     const validUntil = expiresAt && expiresAt.getTime() < limit ? expiresAt.getTime() : limit;
     const key = this.d.signing();

@@ -116,11 +116,20 @@ describe('POST /api/licenses/{id}/pools', () => {
     expect((await issue({ seats: 1, valid_days: 1, relay_id: 'x' }, await token(['licenses:read']))).status).toBe(403);
   });
 
-  it('refuses a banned key as `license` does', async () => {
-    const [key] = await f.keys(1);
+  it("carries an activated key's expiry, and refuses a banned key as `license` does", async () => {
+    const [key] = await f.keys(1, { duration: 3, unit: 'days' });
+    const c = f.client();
+    const session = await f.session(c);
+    expect((await c.post('/api/client/license', { session, license: key, hwid: 'pool-activated-1' })).status).toBe(200);
     const row = (await f.owner.get(`/api/apps/${f.app.id}/licenses`)).body.items.find(
       (k: { key_preview: string }) => k.key_preview === `${key!.slice(0, 4)}****${key!.slice(-4)}`,
     );
+    const activated = await f.owner.post(`/api/licenses/${row.id}/pools`, { seats: 3, valid_days: 30, relay_id: 'x' });
+    expect(activated.status, JSON.stringify(activated.body)).toBe(200);
+    const p = await verifiedPayload(f.owner, activated.body.pool, 'kwpool1');
+    // The key's expiry comes before issue + 30 days: the pool ends with the key.
+    expect(p.expires_at).toBe(row.expires_at);
+    expect(p.valid_until).toBe(row.expires_at);
     await f.owner.patch(`/api/licenses/${row.id}/ban`, { banned: true });
     const r = await f.owner.post(`/api/licenses/${row.id}/pools`, { seats: 1, valid_days: 1, relay_id: 'x' });
     expect(r.status).toBe(403);
@@ -206,6 +215,8 @@ describe('keywarden relay', () => {
     expect(c2.status).toBe(201);
     // Bad input is the catalogue's 422, never a crash.
     expect((await api.post('/relay/v1/leases', { hwid: '' })).status).toBe(422);
+    expect((await api.post('/relay/v1/leases', { hwid: 'x', seats: 5 })).status).toBe(422);
+    expect((await api.post('/relay/v1/leases', ['x'])).body.detail[0].loc).toEqual(['body', 'hwid']);
     expect((await api.post('/relay/v1/leases', {}, { rawBody: '{' })).status).toBe(400);
     // The status page.
     const page = await fetch(`${r.base}/`);

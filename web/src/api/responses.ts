@@ -165,6 +165,12 @@ export const OfflineFileSchema = Type.Object({
 });
 export type OfflineFile = Static<typeof OfflineFileSchema>;
 
+export const OfflineActivationSchema = Type.Object({ response: Type.String() });
+export type OfflineActivation = Static<typeof OfflineActivationSchema>;
+
+export const SeatPoolSchema = Type.Object({ pool: Type.String() });
+export type SeatPool = Static<typeof SeatPoolSchema>;
+
 export const LicensePageSchema = Type.Object({
   items: Type.Array(LicenseSchema),
   next_cursor: Nullable(Type.String()),

@@ -1306,6 +1306,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/{id}/offline-activations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer an air-gapped machine's activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse or names another application */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/{id}/orders": {
         parameters: {
             query?: never;
@@ -3341,6 +3396,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/licenses/{id}/pools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue a signed seat pool (kwpool1.) for a relay on an air-gapped network */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: plain-line */
+                        relay_id: string;
+                        seats: number;
+                        valid_days: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"pool": POOL} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/licenses/{id}/reset-hwid": {
         parameters: {
             query?: never;
@@ -3731,6 +3844,59 @@ export interface paths {
                     };
                 };
                 /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/portal/offline-activation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer the customer's own activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse, or names another application or key */
                 422: {
                     headers: {
                         [name: string]: unknown;
@@ -5490,6 +5656,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apps/{id}/offline-activations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer an air-gapped machine's activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse or names another application */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apps/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -5968,6 +6189,64 @@ export interface paths {
             };
             responses: {
                 /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/licenses/{id}/pools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue a signed seat pool (kwpool1.) for a relay on an air-gapped network */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: plain-line */
+                        relay_id: string;
+                        seats: number;
+                        valid_days: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"pool": POOL} */
                 200: {
                     headers: {
                         [name: string]: unknown;

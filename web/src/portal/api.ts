@@ -40,6 +40,11 @@ export class PortalError extends Error {
   }
 }
 
+/** What a customer reads when a call fails. */
+export function failureText(e: unknown): string {
+  return e instanceof PortalError ? e.message : 'The service could not be reached. Try again.';
+}
+
 function detailText(detail: unknown): string {
   if (typeof detail === 'string') return detail;
   if (Array.isArray(detail)) return detail.map((d: { msg?: string }) => d.msg ?? '').join(' ');

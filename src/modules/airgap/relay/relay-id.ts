@@ -22,6 +22,7 @@ export function relayId(sources: readonly string[] = SOURCES): string {
     if (/^[0-9a-f]{32}$/.test(raw)) return sha256Hex(`${LABEL}${raw}`).slice(0, 32);
   }
   throw new RelayIdError(
-    `no machine id found (${sources.join(', ')}); run \`systemd-machine-id-setup\`, or mount the host's /etc/machine-id`,
+    `no machine id found (${sources.join(', ')}); ` +
+      "run `systemd-machine-id-setup`, or mount the host's /etc/machine-id",
   );
 }

@@ -30,6 +30,7 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem .5
     s.valid_until,
   )}</strong>${expired ? ' (expired: no new leases)' : ''}.</p>
 <h2>Leases</h2>
-<table><thead><tr><th>HWID</th><th>Expires</th></tr></thead><tbody>${rows || '<tr><td colspan="2">None</td></tr>'}</tbody></table>
+<table><thead><tr><th>HWID</th><th>Expires</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="2">None</td></tr>'}</tbody></table>
 </body></html>`;
 }
