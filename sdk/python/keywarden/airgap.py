@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import secrets
-import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from urllib.parse import quote
 from .codes import ErrorCode, OfflineReason
 from .crypto import ed25519_verify_bytes
 from .errors import KeywardenError, offline_error
-from .offline import _b64url, _grant_fields, _integer, _open, _text  # noqa: PLC2701 - the kwlic1 rules
+from .offline import _b64url, _grant_fields, _integer, _open, _text, write_json_atomically  # noqa: PLC2701
 from .transport import Transport, TransportError, TransportRequest
 from .utc import datetime_from_ms, parse_utc_ms
 from .verify import PinnedKeys
@@ -78,18 +77,7 @@ class RequestStore:
     ) -> str:
         nonce = _b64url_encode(secrets.token_bytes(16))
         created = _iso(now)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".kwreq-", dir=str(self.path.parent))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"v": 1, "nonce": nonce, "created_at": created}, f)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_json_atomically(self.path, {"v": 1, "nonce": nonce, "created_at": created})
         return build_request(app_id, key, hwid, nonce, created, components)
 
     def nonce(self) -> Optional[str]:

@@ -178,6 +178,22 @@ def default_state_file(api_key: str) -> Path:
     return base / name
 
 
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Writes JSON to a temporary file beside ``path``, then renames it over ``path`` (creating the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".kwstate-", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class ClockRecord:
     """The latest clock reading seen, kept in a JSON file. An unreadable or damaged file counts as
     no record; a file that cannot be written is logged and the check goes on (both are things the
@@ -210,17 +226,6 @@ class ClockRecord:
             if seen is not None and seen >= now:
                 return
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".kwstate-", dir=str(self.path.parent))
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        json.dump({"v": 1, "last_seen": int(now)}, f)
-                    os.replace(tmp, self.path)
-                except BaseException:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
-                    raise
+                write_json_atomically(self.path, {"v": 1, "last_seen": int(now)})
             except OSError as e:
                 self._log.warning("keywarden.offline.state_unwritable: %s: %s", self.path, e)
