@@ -19,8 +19,8 @@ const seedOf = (label: string) => createHash('sha256').update(`keywarden-test-ve
 // RFC 8410 PKCS#8 prefix of an Ed25519 private key; the 32-byte seed follows.
 const ED25519_PKCS8 = Buffer.from('302e020100300506032b657004220420', 'hex');
 
-interface Key { kid: string; privateKey: KeyObject; publicKey: string }
-function keyOf(kid: string, label: string): Key {
+export interface Key { kid: string; privateKey: KeyObject; publicKey: string }
+export function keyOf(kid: string, label: string): Key {
   const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8, seedOf(label)]), format: 'der', type: 'pkcs8' });
   const x = createPublicKey(privateKey).export({ format: 'jwk' }).x!;
   return { kid, privateKey, publicKey: Buffer.from(x, 'base64url').toString('base64') };

@@ -134,6 +134,12 @@ func WithMaxClockOffset(d time.Duration) Option {
 	return func(c *Client) error { c.maxOffset = d.Seconds(); return nil }
 }
 
+// WithRequestFile is where ActivationRequest keeps the nonce of this machine's latest activation request
+// (default: the state file's path with ".request.json" instead of ".json").
+func WithRequestFile(path string) Option {
+	return func(c *Client) error { c.requestFile = path; return nil }
+}
+
 // WithStateFile is where offline license checks keep the latest time seen (default DefaultStateFile).
 func WithStateFile(path string) Option {
 	return func(c *Client) error { c.stateFile = path; return nil }
@@ -214,6 +220,7 @@ type Client struct {
 	encKey      string
 	maxOffset   float64
 	stateFile   string
+	requestFile string
 	maxResponse int64
 	keys        pinnedKeys
 

@@ -254,6 +254,16 @@ describe.skipIf(!hasToolchain)('C++ SDK (CMake, libcurl, libsodium) against the 
       ])
         expect(r.out).toContain(`ok   ${name}`);
     }
+    // Air-gapped machines (tests/test-integration-airgap.cpp against the harness's real relays).
+    for (const name of [
+      'integration/airgap: a request answered through the dashboard completes; a later start loads the answer',
+      "integration/airgap: an answer to an older request is wrong_request; another machine's is wrong_hwid",
+      'integration/airgap: a seat is leased, renewed and released at the relay',
+      'integration/airgap: the lease renews itself before it expires',
+      'integration/airgap: every seat taken is session_limit until one is released',
+      'integration/airgap: a relay serving a pool signed by another key is refused (bad_signature)',
+    ])
+      expect(r.out).toContain(`ok   ${name}`);
     const ran = Math.max(...[...r.out.matchAll(/: integration tests run: (\d+)$/gm)].map((m) => Number(m[1])));
     expect(ran).toBeGreaterThanOrEqual(25);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {

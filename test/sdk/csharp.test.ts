@@ -146,6 +146,16 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
       ])
         expect(r.out).toContain(`ok   ${name} (`);
     }
+    // Air-gapped machines (tests/AirgapIntegrationTests.cs against the harness's real relays).
+    for (const name of [
+      'integration/airgap: a request answered through the dashboard completes; a later start loads the answer',
+      "integration/airgap: an answer to an older request is WrongRequest; another machine's is WrongHwid",
+      'integration/airgap: a seat is leased, renewed and released at the relay',
+      'integration/airgap: the lease renews itself before it expires',
+      'integration/airgap: every seat taken is SessionLimit until one is released',
+      'integration/airgap: a relay serving a pool signed by another key is refused (BadSignature)',
+    ])
+      expect(r.out).toContain(`ok   ${name} (`);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
       expect(r.out).toContain(`ok   integration/tamper: ${mode} is refused`);
     }

@@ -113,6 +113,13 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
       'integration/resilience: every beat answer tampered -> Degraded with lastBeatAt, Compromised after 5, no endless re-auth',
       'integration/resilience: an outage, then a server that forgot the session -> one re-authentication, and it beats on',
       'integration/resilience: an outage during which the key was banned -> the re-authentication fails with banned, once',
+      // Air-gapped machines (AirgapTests.java against the harness's real relays).
+      'integration/airgap: a request answered through the dashboard completes; a later start loads the answer',
+      "integration/airgap: an answer to an older request is wrong_request; another machine's is wrong_hwid",
+      'integration/airgap: a seat is leased, renewed and released at the relay',
+      'integration/airgap: the lease renews itself before it expires',
+      'integration/airgap: every seat taken is session_limit until one is released',
+      'integration/airgap: a relay serving a pool signed by another key is refused (bad_signature)',
     ];
     if (pending.length === 0)
       names.push(

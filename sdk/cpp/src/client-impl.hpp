@@ -59,6 +59,7 @@ struct Client::Impl {
   std::optional<std::int64_t> expiryMs;      // the license's (or end user's) expires_at of the last verified activation
   std::vector<std::string> entitlements;     // sorted
   std::string stateFileOption;
+  std::string requestFileOption;
   std::shared_ptr<detail::ClockRecord> clockRecord;
 
   /** Books a verified activation answer: its entitlements (malformed unless a list of codes) and its grace. */

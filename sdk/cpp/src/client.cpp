@@ -60,7 +60,8 @@ Client::Impl::Impl(Config c, Options o)
       transport(o.transport ? std::move(o.transport) : makeCurlTransport({o.proxy, o.caBundle})),
       encKey(std::move(o.encKey)),
       maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())),
-      stateFileOption(o.stateFile) {
+      stateFileOption(o.stateFile),
+      requestFileOption(o.requestFile) {
   detail::ensureSodium();
   if (!encKey.empty() && !config.apiSecret)
     throw ConfigError("keywarden: encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");

@@ -156,6 +156,7 @@ namespace Keywarden
                 case OfflineReason.ClockRolledBack: return "clock_rolled_back";
                 case OfflineReason.IssuedInFuture: return "issued_in_future";
                 case OfflineReason.Expired: return "expired";
+                case OfflineReason.WrongRequest: return "wrong_request";
                 default: throw new ArgumentOutOfRangeException("reason");
             }
         }

@@ -95,6 +95,7 @@ namespace Keywarden
             _maxOffset = o.MaxClockOffset < Window ? Window : o.MaxClockOffset;
             _encKey = string.IsNullOrEmpty(o.EncKey) ? null : o.EncKey;
             _stateFileOption = string.IsNullOrEmpty(o.StateFile) ? null : o.StateFile;
+            _requestFileOption = string.IsNullOrEmpty(o.RequestFile) ? null : o.RequestFile;
             if (_encKey != null && config.ApiSecret == null)
                 throw new ArgumentException("EncKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
             if (_encKey != null && _encKey.Length > 35) throw new ArgumentException("EncKey is at most 35 characters");

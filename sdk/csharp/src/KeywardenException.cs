@@ -75,6 +75,8 @@ namespace Keywarden
         IssuedInFuture,
         /// <summary>The clock has reached valid_until.</summary>
         Expired,
+        /// <summary>An activation answer without the nonce of this machine's latest activation request (checked last).</summary>
+        WrongRequest,
     }
 
     /// <summary>Why an answer was not believed (code Verification).</summary>
@@ -149,6 +151,15 @@ namespace Keywarden
         {
             var e = new KeywardenException(KeywardenErrorCode.OfflineInvalid, "offline license refused (" + ErrorTable.WireName(reason) + "): " + message);
             e.OfflineReason = reason;
+            return e;
+        }
+
+        /// <summary>A relay's refusal: SessionLimit for 409 "No seats available", else Server (with status and detail).</summary>
+        public static KeywardenException RelayRefused(KeywardenErrorCode code, int status, string detail)
+        {
+            var e = new KeywardenException(code, ErrorTable.WireName(code) + ": relay answered " + status + " " + detail);
+            e.Status = status;
+            e.Detail = detail;
             return e;
         }
 

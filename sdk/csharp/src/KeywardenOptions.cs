@@ -51,6 +51,11 @@ namespace Keywarden
         /// application, see OfflineLicenses.DefaultStateFile.
         /// </summary>
         public string StateFile { get; set; }
+        /// <summary>
+        /// Where ActivationRequest keeps the nonce of this machine's latest activation request. Null: the
+        /// state file's path with ".request.json" instead of ".json".
+        /// </summary>
+        public string RequestFile { get; set; }
 
         /// <summary>Creates options with the defaults.</summary>
         public KeywardenOptions()

@@ -47,6 +47,7 @@ namespace Keywarden.Tests
             VectorTests.Register(r);
             ChannelVectorTests.Register(r);
             OfflineVectorTests.Register(r);
+            AirgapTests.Register(r);
             ErrorTableTests.Register(r);
             MachineTests.Register(r);
             TlsPinTests.Register(r);

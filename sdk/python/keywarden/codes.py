@@ -81,6 +81,9 @@ class OfflineReason(str, Enum):
     """issued_at is more than 300 s ahead of the clock."""
     EXPIRED = "expired"
     """The clock has reached valid_until."""
+    WRONG_REQUEST = "wrong_request"
+    """An activation answer that does not carry the nonce of this machine's latest activation
+    request (an answer to an older request, or no request kept here). Checked after the others."""
 
     def __str__(self) -> str:
         return self.value

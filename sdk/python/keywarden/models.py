@@ -45,6 +45,8 @@ class ClientOptions:
     max_response_bytes: limit of the default transport. Default 1 MiB.
     state_file: where offline license checks keep the latest time seen (PROTOCOL 12.5). Default
         per user and application, see ``keywarden.offline.default_state_file``.
+    request_file: where :meth:`Client.activation_request` keeps the nonce of this machine's latest
+        activation request. Default: the state file's name with ``.request.json`` instead of ``.json``.
     """
 
     base_url: Optional[str] = None
@@ -58,6 +60,7 @@ class ClientOptions:
     max_clock_offset: float = 600.0
     max_response_bytes: int = 1 << 20
     state_file: Optional[Union[str, "os.PathLike[str]"]] = None
+    request_file: Optional[Union[str, "os.PathLike[str]"]] = None
 
 
 OptionsArg = Union[ClientOptions, Mapping[str, Any], None]

@@ -11,6 +11,7 @@ import { KeywardenError, errorFromAnswer, verificationError } from './errors.js'
 import { Grace, isRefusal } from './grace.js';
 import { ClockRecord, defaultStateFile, verifyLicenseFile, type OfflineLicense } from './offline.js';
 import { parseUtcMs } from './utc.js';
+import { checkRequestNonce, RequestStore, SeatLease } from './airgap.js';
 import { defaultTransport, TransportError, type Transport } from './transport.js';
 import { machineHwid, selfHash } from './machine.js';
 import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
@@ -42,6 +43,11 @@ export interface ClientOptions {
   maxClockOffsetSeconds?: number;
   /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Default: see defaultStateFile. */
   stateFile?: string;
+  /**
+   * Where activationRequest keeps the nonce of this machine's latest activation request. Default: the
+   * state file's path with `.request.json` instead of `.json`.
+   */
+  requestFile?: string;
 }
 
 export interface AppInfo {
@@ -135,6 +141,7 @@ export class Client {
   private expiryMs: number | undefined;
   private ents: string[] = [];
   private readonly stateFileOption: string | undefined;
+  private readonly requestFileOption: string | undefined;
   private clockRecord: ClockRecord | undefined;
 
   static fromConfig(config: KeywardenConfig | string, options: ClientOptions = {}): Client {
@@ -156,6 +163,7 @@ export class Client {
       throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
     this.keys = pinKeys(config.response_keys);
     this.stateFileOption = o.stateFile;
+    this.requestFileOption = o.requestFile;
   }
 
   /** The session from init, if any. */
@@ -322,6 +330,67 @@ export class Client {
     }
     this.ents = [...lic.entitlements];
     return lic;
+  }
+
+  /** Where activationRequest keeps its nonce (option requestFile). */
+  get requestFile(): string {
+    return this.requestFileOption ?? this.stateFile.replace(/\.json$/, '') + '.request.json';
+  }
+
+  private appId(): string {
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (offline files and pools are checked against it)');
+    return this.config.app_id;
+  }
+
+  /**
+   * A `kwreq1` activation request for `key` on this machine, written with no network. Carry it to a
+   * connected machine (dashboard or customer portal); pass its answer to completeActivation. A new
+   * request replaces the kept nonce: answers to older ones are refused.
+   */
+  activationRequest(key: string, opts: { hwid?: string; components?: Record<string, string> } = {}): string {
+    const hwid = opts.hwid ?? this.machineHwid();
+    return new RequestStore(this.requestFile).newRequest(this.appId(), key, hwid, this.clock(), opts.components);
+  }
+
+  /**
+   * Checks the answer to this machine's latest activation request: every check of loadOffline, then
+   * its request_nonce (`offline_invalid` / `wrong_request` for an answer to an older request, or when
+   * no request is kept here). Save the answer; later starts check it with loadOffline.
+   */
+  completeActivation(response: string, hwid?: string): OfflineLicense {
+    const lic = this.loadOffline(response, hwid);
+    try {
+      checkRequestNonce(response, new RequestStore(this.requestFile).nonce());
+    } catch (err) {
+      this.ents = [];
+      this.log.warn?.('keywarden.offline.refused', { error: (err as Error).message });
+      throw err;
+    }
+    return lic;
+  }
+
+  /**
+   * Leases a floating seat from a relay on the local network (instead of the service) and keeps it
+   * renewed until `release()`. Believed only with a pool that verifies under the pinned keys and names
+   * this application (else `offline_invalid`); every seat taken: `session_limit`. `entitlements`
+   * become the pool's.
+   */
+  async leaseSeat(
+    relayUrl: string,
+    opts: { hwid?: string; onLost?: (err: KeywardenError) => void } = {},
+  ): Promise<SeatLease> {
+    const lease = await SeatLease.take(relayUrl, opts.hwid ?? this.machineHwid(), {
+      keys: this.keys,
+      appId: this.appId(),
+      transport: this.transport,
+      timeoutMs: this.timeoutMs,
+      clock: this.clock,
+      log: (e, f) => this.log.warn?.(e, f),
+      ...(opts.onLost ? { onLost: opts.onLost } : {}),
+    });
+    this.ents = [...lease.pool.entitlements];
+    return lease;
   }
 
   private record(): ClockRecord {

@@ -57,7 +57,9 @@ export type OfflineReason =
   | 'wrong_hwid'
   | 'clock_rolled_back'
   | 'issued_in_future'
-  | 'expired';
+  | 'expired'
+  /** An activation answer without the nonce of this machine's latest request (airgap.json). */
+  | 'wrong_request';
 
 export interface KeywardenErrorInit {
   status?: number;

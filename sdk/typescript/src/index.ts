@@ -31,6 +31,8 @@ export { KeywardenError, ERROR_CODES, codeFor, errorFromAnswer } from './errors.
 export type { ErrorCode, VerificationReason, OfflineReason } from './errors.js';
 export { verifyLicenseFile, defaultStateFile, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS } from './offline.js';
 export type { OfflineLicense } from './offline.js';
+export { SeatLease, buildRequest, verifyPool, NO_SEATS } from './airgap.js';
+export type { SeatPool } from './airgap.js';
 export { graceUntilOf } from './grace.js';
 export { parseUtcMs } from './utc.js';
 export { ERROR_ENTRIES, STATUS_FALLBACKS, FALLBACK_CODE } from './error-table.js';

@@ -73,7 +73,8 @@ class Error : public std::runtime_error {
   /**
    * For `verification`: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed.
    * For `offline_invalid` (checked in this order): malformed, unknown_kid, bad_signature, wrong_app,
-   * wrong_hwid, clock_rolled_back, issued_in_future, expired.
+   * wrong_hwid, clock_rolled_back, issued_in_future, expired, then wrong_request (an activation answer
+   * to another request).
    */
   const std::string& reason() const noexcept { return reason_; }
   /** Seconds from Retry-After (rate_limited, locked_out). */
@@ -230,6 +231,11 @@ struct Options {
   std::chrono::seconds maxClockOffset{600};
   /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Empty: defaultStateFile(api_key). */
   std::string stateFile;
+  /**
+   * Where activationRequest keeps the nonce of this machine's latest activation request. Empty: the state
+   * file's path with ".request.json" instead of ".json".
+   */
+  std::string requestFile;
 };
 
 struct AppInfo {
@@ -293,6 +299,53 @@ struct OfflineLicense {
   TimePoint validUntil{};
   std::string kid;
   bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
+};
+
+/** A verified seat pool (the relay's license, kwpool1): what it grants and until when. */
+struct SeatPool {
+  std::string appId;
+  std::string licenseId;
+  std::string relayId;
+  std::int64_t seats = 0;
+  std::int64_t level = 0;
+  /** Sorted codes. */
+  std::vector<std::string> entitlements;
+  std::optional<TimePoint> expiresAt;
+  TimePoint validUntil{};
+  TimePoint issuedAt{};
+  std::string kid;
+};
+
+/**
+ * A floating seat leased from a relay, renewed by a thread at half its remaining time until release() or
+ * destruction (the last copy of the handle). A lease the relay forgot (404) is taken again.
+ */
+class SeatLease {
+ public:
+  struct State;
+  explicit SeatLease(std::shared_ptr<State> state);
+  SeatLease(const SeatLease&) = delete;
+  SeatLease& operator=(const SeatLease&) = delete;
+  SeatLease(SeatLease&&) noexcept = default;
+  SeatLease& operator=(SeatLease&&) noexcept = default;
+  /** Releases the seat. */
+  ~SeatLease();
+  std::string leaseId() const;
+  std::string hwid() const;
+  SeatPool pool() const;
+  TimePoint expiresAt() const;
+  int renewals() const;
+  /** True while held and not past its expiry. */
+  bool active() const;
+  /** Why the seat was lost (session_limit, offline_invalid...), nullopt while held. */
+  std::optional<Error> lost() const;
+  /** Renews now (throws like the first lease). */
+  void renew();
+  /** Gives the seat back (DELETE); never throws (an unreachable relay lets the lease expire). */
+  void release() noexcept;
+
+ private:
+  std::shared_ptr<State> state_;
 };
 
 struct InitOptions {
@@ -469,6 +522,27 @@ class Client {
    * the state file; on success entitlements() are the file's.
    */
   OfflineLicense loadOffline(const std::string& file, const std::string& hwid = {});
+  /**
+   * A "kwreq1" activation request for key on this machine, written with no network. Carry it to a connected
+   * machine (dashboard or customer portal); pass its answer to completeActivation. A new request replaces the
+   * kept nonce (requestFile()): answers to older ones are refused. components: optional name -> value.
+   */
+  std::string activationRequest(const std::string& key, const std::string& hwid = {},
+                                const std::map<std::string, std::string>& components = {});
+  /**
+   * Checks the answer to this machine's latest activation request: every check of loadOffline, then its
+   * request_nonce (offline_invalid with reason wrong_request for an answer to an older request, or when no
+   * request is kept here). Save the answer; later starts check it with loadOffline.
+   */
+  OfflineLicense completeActivation(const std::string& response, const std::string& hwid = {});
+  /** Where activationRequest keeps its nonce (Options::requestFile). */
+  std::string requestFile() const;
+  /**
+   * Leases a floating seat from a relay on the local network (instead of the service) and keeps it renewed.
+   * Believed only with a pool that verifies under the pinned keys and names this application (else
+   * offline_invalid with a reason); every seat taken: session_limit. entitlements() become the pool's.
+   */
+  [[nodiscard]] SeatLease leaseSeat(const std::string& relayUrl, const std::string& hwid = {});
   /** The codes of the last verified license, login, register or trial answer, or of the last file loaded (sorted). */
   std::vector<std::string> entitlements() const;
   bool hasEntitlement(const std::string& code) const;
@@ -602,5 +676,16 @@ std::string defaultStateFile(const std::string& apiKey);
  */
 OfflineLicense verifyLicenseFile(const std::string& file, const std::vector<ResponseKey>& keys, const std::string& appId,
                                  const std::string& hwid, TimePoint now, std::optional<TimePoint> lastSeen);
+
+/** The relay's detail when every seat of its pool is leased (Error session_limit). */
+inline constexpr const char* kNoSeats = "No seats available";
+/** "kwreq1." base64url(UTF-8 JSON) for these values (nonce and time are the caller's; sdk/vectors/airgap.json). */
+std::string buildActivationRequest(const std::string& appId, const std::string& key, const std::string& hwid,
+                                   const std::string& nonce, const std::string& createdAt,
+                                   const std::map<std::string, std::string>& components = {});
+/** After the offline-file checks passed: request_nonce must be nonce (else Error offline_invalid, wrong_request). */
+void checkRequestNonce(const std::string& file, const std::optional<std::string>& nonce);
+/** A POOL checked in this order: malformed, unknown_kid, bad_signature, wrong_app, expired (Error offline_invalid). */
+SeatPool verifyPool(const std::string& pool, const std::vector<ResponseKey>& keys, const std::string& appId, TimePoint now);
 
 }  // namespace keywarden

@@ -355,6 +355,92 @@ public final class Client {
         }
     }
 
+    /** Where {@link #activationRequest} keeps its nonce (ClientOptions.requestFile). */
+    public Path getRequestFile() {
+        if (options.requestFile != null) return options.requestFile;
+        String state = getStateFile().toString();
+        return Path.of((state.endsWith(".json") ? state.substring(0, state.length() - 5) : state) + ".request.json");
+    }
+
+    Transport transport() {
+        return transport;
+    }
+
+    private String requireAppId() {
+        if (config.getAppId() == null) throw new ConfigException("keywarden config: app_id missing (offline files and pools are checked against it)");
+        return config.getAppId();
+    }
+
+    /**
+     * A "kwreq1" activation request for {@code key} on this machine, written with no network. Carry it to a connected
+     * machine (dashboard or customer portal); pass its answer to {@link #completeActivation}. A new request replaces
+     * the kept nonce: answers to older ones are refused. hwid null: {@link #machineHwid()}; components may be null.
+     */
+    public String activationRequest(String key, String hwid, Map<String, String> components) {
+        String appId = requireAppId();
+        byte[] b = new byte[16];
+        new java.security.SecureRandom().nextBytes(b);
+        String nonce = java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(b);
+        String created = Instant.ofEpochMilli((long) (localNow() * 1000)).truncatedTo(java.time.temporal.ChronoUnit.MILLIS).toString();
+        if (!created.contains(".")) created = created.replace("Z", ".000Z");
+        Path file = getRequestFile();
+        try {
+            if (file.getParent() != null) java.nio.file.Files.createDirectories(file.getParent());
+            Path tmp = java.nio.file.Files.createTempFile(file.getParent() != null ? file.getParent() : Path.of("."), ".kwreq-", "");
+            Map<String, Object> kept = new LinkedHashMap<>();
+            kept.put("v", 1L);
+            kept.put("nonce", nonce);
+            kept.put("created_at", created);
+            java.nio.file.Files.writeString(tmp, Json.write(kept));
+            java.nio.file.Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("keywarden: cannot write " + file, e);
+        }
+        return Airgap.buildRequest(appId, key, hwid != null ? hwid : machineHwid(), nonce, created, components);
+    }
+
+    private String keptNonce() {
+        try {
+            Map<String, Object> v = Json.parseObject(java.nio.file.Files.readString(getRequestFile()));
+            Object n = v == null ? null : v.get("nonce");
+            return n instanceof String && !((String) n).isEmpty() ? (String) n : null;
+        } catch (java.io.IOException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /**
+     * Checks the answer to this machine's latest activation request: every check of {@link #loadOffline}, then its
+     * request_nonce ({@code offline_invalid} / {@code wrong_request} for an answer to an older request, or when no
+     * request is kept here). Save the answer; later starts check it with {@link #loadOffline}.
+     */
+    public OfflineLicense completeActivation(String response, String hwid) {
+        OfflineLicense lic = loadOffline(response, hwid);
+        try {
+            Airgap.checkRequestNonce(response, keptNonce());
+        } catch (KeywardenException e) {
+            entitlements = List.of();
+            log.log(System.Logger.Level.WARNING, "keywarden.offline.refused: " + e.getMessage());
+            throw e;
+        }
+        return lic;
+    }
+
+    /**
+     * Leases a floating seat from a relay on the local network (instead of the service) and keeps it renewed until
+     * {@link SeatLease#release()}. Believed only with a pool that verifies under the pinned keys and names this
+     * application (else {@code offline_invalid}); every seat taken: {@code session_limit}. {@link #getEntitlements()}
+     * become the pool's. hwid null: {@link #machineHwid()}.
+     */
+    public SeatLease leaseSeat(String relayUrl, String hwid) {
+        requireAppId();
+        SeatLease lease = new SeatLease(this, relayUrl, hwid != null ? hwid : machineHwid());
+        lease.take();
+        entitlements = lease.pool().entitlements();
+        lease.start();
+        return lease;
+    }
+
     /**
      * The codes of the last verified license, login, register or trial answer, or of the last offline file accepted
      * by {@link #loadOffline} (sorted).

@@ -195,6 +195,7 @@ final class IntegrationTests {
         channel(t);
         resilience(t);
         models(t);
+        AirgapTests.run(t);
         System.out.println("integration tests run: " + ran);
     }
 
