@@ -1,4 +1,4 @@
-// The house rules that a folder structure alone cannot keep (STYLE "The shape of the house"):
+// The house rules that a folder structure alone cannot keep (docs/architecture.md "Dependency rules"):
 // - platform/ knows no domain: it imports nothing from modules/;
 // - a module reaches another only through that module's index.ts (its public surface);
 // - modules import each other in one direction: MODULE_ORDER below, each only from modules before
@@ -37,6 +37,7 @@ const MODULE_ORDER = [
   'activation',
   'commerce',
   'portal',
+  'airgap',
   'realtime',
   'team',
   'system',

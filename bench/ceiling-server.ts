@@ -1,6 +1,6 @@
 // Workload (a), the ceiling: a bare uWebSockets.js handler that parses the same heartbeat JSON
 // and answers the same signed response Keywarden sends (new token, HMAC proof, Ed25519 response
-// signature over PROTOCOL 4's message) with no session, actor, gate or storage behind it.
+// signature over docs/protocol.md 4's message) with no session, actor, gate or storage behind it.
 import type * as Uws from 'uWebSockets.js';
 import { loadUws } from '../src/platform/http/uws-loader.js';
 import {

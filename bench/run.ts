@@ -13,6 +13,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/platform/db/embedded-postgres.js';
 import { MALLOC_DEFAULTS } from '../src/supervisor.js';
+import { relayRows } from './relay.js';
 import {
   buildKwload,
   compiledEntryPoints,
@@ -80,6 +81,7 @@ const ALL = [
   'cluster3',
   'download',
   'upgrade',
+  'relay',
 ];
 const only =
   opt('only')?.split(',') ??
@@ -369,7 +371,7 @@ async function main(): Promise<void> {
   cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let adminUrl = process.env.DATABASE_URL;
   let embedded: EmbeddedPostgres | undefined;
-  if (!adminUrl && only.some((id) => id !== 'ceiling')) {
+  if (!adminUrl && only.some((id) => id !== 'ceiling' && id !== 'relay')) {
     embedded = await startEmbeddedPostgres(path.join(dataDir, 'pgdata'), pino({ level: 'warn' }));
     const pgStop = embedded;
     cleanups.push(() => pgStop.stop()); // before its directory goes (cleanups run in reverse)
@@ -625,6 +627,13 @@ async function main(): Promise<void> {
         );
       }
       await stop(s);
+    }
+    // (h) the seat relay for air-gapped networks: no server, no database
+    if (want('relay')) {
+      progress('(h) keywarden relay: lease renewals on one core, memory at 10,000 leases');
+      await survive('relay', async () => {
+        rows.push(...(await relayRows({ serverEntry: entry.server, durationS: DURATION_S, warmupS: WARMUP_S })));
+      });
     }
   } finally {
     for (const c of cleanups.reverse()) await c();
@@ -1070,6 +1079,14 @@ function verdicts(): Verdict[] {
     ['init', 0.8, 'init'],
     ['license', 0.3, 'license (activated key)'],
   ]);
+  const relay = by('relay');
+  if (relay)
+    out.push({
+      group: '8',
+      target: 'relay lease renewals >= 10,000/s on one core',
+      measured: relay.rps === undefined ? '' : `${fmt(relay.rps)}/s`,
+      verdict: atLeast(relay.rps, 10_000, 0, '/s'),
+    });
   const cpu1 = by('hb1')?.cpu_ms_per_1k;
   for (const w of [2, 3]) {
     const cw = by(`hb${w}`)?.cpu_ms_per_1k;

@@ -3,6 +3,7 @@
 // building it first when it is missing or older than the sources (scripts/build.mjs), so the
 // command line never needs a TypeScript loader. The CLI runs in this process: its exit code and
 // its signal handling are the command's own.
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ensureServerBuild, ensureWebBuildIfPresent } from '../scripts/build.mjs';
 
@@ -19,5 +20,7 @@ if (!/--enable-source-maps\b/.test(process.env.NODE_OPTIONS ?? '')) {
   process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim();
 }
 process.setSourceMapsEnabled(true);
-process.argv = [process.argv[0], cli, ...args];
-await import(pathToFileURL(cli).href);
+// `relay` runs its own entry beside cli.js: it loads none of the server (docs/air-gapped.md).
+const entry = args[0] === 'relay' ? path.join(path.dirname(cli), 'relay-cli.js') : cli;
+process.argv = [process.argv[0], entry, ...args];
+await import(pathToFileURL(entry).href);

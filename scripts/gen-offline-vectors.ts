@@ -1,4 +1,4 @@
-// Writes sdk/vectors/offline.json: offline license files (PROTOCOL 12.5) that every SDK must accept
+// Writes sdk/vectors/offline.json: offline license files (docs/protocol.md 12.5) that every SDK must accept
 // or refuse for one named reason, and grace_until values (12.6) and what they grant. Built with
 // node:crypto alone, not with the server's code: the server side of the licensing models comes
 // later, and the files here are what it will have to produce. Ed25519 signatures are deterministic
@@ -19,8 +19,8 @@ const seedOf = (label: string) => createHash('sha256').update(`keywarden-test-ve
 // RFC 8410 PKCS#8 prefix of an Ed25519 private key; the 32-byte seed follows.
 const ED25519_PKCS8 = Buffer.from('302e020100300506032b657004220420', 'hex');
 
-interface Key { kid: string; privateKey: KeyObject; publicKey: string }
-function keyOf(kid: string, label: string): Key {
+export interface Key { kid: string; privateKey: KeyObject; publicKey: string }
+export function keyOf(kid: string, label: string): Key {
   const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8, seedOf(label)]), format: 'der', type: 'pkcs8' });
   const x = createPublicKey(privateKey).export({ format: 'jwk' }).x!;
   return { kid, privateKey, publicKey: Buffer.from(x, 'base64url').toString('base64') };
@@ -123,7 +123,7 @@ function offlineCases() {
   };
 }
 
-/** What an answer's grace_until grants at `now` (PROTOCOL 12.6): a time, or nothing. */
+/** What an answer's grace_until grants at `now` (docs/protocol.md 12.6): a time, or nothing. */
 function graceCases() {
   const until = NOW + 3600;
   return [
@@ -144,7 +144,7 @@ function graceCases() {
 export function buildOfflineVectors(): string {
   const { k1, k2, cases } = offlineCases();
   const v = {
-    description: 'PROTOCOL 12.5 and 12.6. FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519-sign("kwlic1." base64url(PAYLOAD))), '
+    description: 'docs/protocol.md 12.5 and 12.6. FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519-sign("kwlic1." base64url(PAYLOAD))), '
       + 'base64url without padding. Judge `file` as the SDK of application `app_id` on machine `hwid` whose clock reads `now` '
       + '(unix seconds) and whose state file recorded `last_seen` (null: no record). See sdk/vectors/README.md for the order of the checks.',
     max_future_seconds: 300,
@@ -153,7 +153,7 @@ export function buildOfflineVectors(): string {
     reasons: ['malformed', 'unknown_kid', 'bad_signature', 'wrong_app', 'wrong_hwid', 'clock_rolled_back', 'issued_in_future', 'expired'],
     cases,
     grace: {
-      description: 'PROTOCOL 12.6. `grace_until` of a verified answer (absent: the key is missing) read at `now`: `until` is the '
+      description: 'docs/protocol.md 12.6. `grace_until` of a verified answer (absent: the key is missing) read at `now`: `until` is the '
         + 'time it grants (unix seconds, millisecond precision) or null for none; `active` = until !== null && now < until.',
       cases: graceCases(),
     },

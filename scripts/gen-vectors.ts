@@ -35,7 +35,7 @@ function requestSignatures() {
     return { ...c, canonical, signature: hmacSha256(c.api_secret, canonical).toString('hex') };
   });
   return {
-    description: 'PROTOCOL 3. canonical = METHOD(upper-cased) \\n PATH \\n X-Timestamp \\n X-Nonce \\n hex(sha256(utf8 body)); signature = hex(HMAC-SHA256(utf8(api_secret), canonical))',
+    description: 'docs/protocol.md 3. canonical = METHOD(upper-cased) \\n PATH \\n X-Timestamp \\n X-Nonce \\n hex(sha256(utf8 body)); signature = hex(HMAC-SHA256(utf8(api_secret), canonical))',
     cases,
   };
 }
@@ -84,7 +84,7 @@ function responseSignatures() {
     };
   });
   return {
-    description: 'PROTOCOL 4. A verifier pins `pinned_keys`, uses `now` (unix seconds) as its clock and `nonce` as the X-Nonce it sent; '
+    description: 'docs/protocol.md 4. A verifier pins `pinned_keys`, uses `now` (unix seconds) as its clock and `nonce` as the X-Nonce it sent; '
       + 'it refuses when the kid is not pinned, the signature is not base64 of 64 bytes, |timestamp - now| > 300, or Ed25519 does not verify `message`.',
     max_skew_seconds: 300,
     pinned_keys: [k1, k2].map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: b64(k.publicKey) })),
@@ -105,7 +105,7 @@ function proofs() {
     { previous_token: 'TTcccccccccccccccccccccccccccccccc', session, beat_index: 2147483648, new_token: 'TTdddddddddddddddddddddddddddddddd', beat_count: 4 },
   ].map((c) => ({ ...c, proof: beatProof(c.previous_token, c.session, c.beat_index, c.new_token, c.beat_count) }));
   return {
-    description: 'PROTOCOL 6. start proof = base64(HMAC-SHA256(utf8(session), "kwhs1\\n" + system_id + "\\n" + token)); '
+    description: 'docs/protocol.md 6. start proof = base64(HMAC-SHA256(utf8(session), "kwhs1\\n" + system_id + "\\n" + token)); '
       + 'beat proof = base64(HMAC-SHA256(utf8(previous_token), "kwhb1\\n" + session + "\\n" + beat_index + "\\n" + new_token + "\\n" + beat_count)). Integers in decimal.',
     start,
     beat,
@@ -128,7 +128,7 @@ function encryption() {
     };
   });
   return {
-    description: 'PROTOCOL 5. The success body is {"enc": ciphertext}; ciphertext = base64(AES-256-CBC-PKCS7(key = sha256(utf8(enc_key + "-" + api_secret)), iv = sha256(utf8(init_iv))[0..16], utf8(plaintext))).',
+    description: 'docs/protocol.md 5. The success body is {"enc": ciphertext}; ciphertext = base64(AES-256-CBC-PKCS7(key = sha256(utf8(enc_key + "-" + api_secret)), iv = sha256(utf8(init_iv))[0..16], utf8(plaintext))).',
     cases,
   };
 }
@@ -312,7 +312,7 @@ function artifacts() {
     };
   });
   return {
-    description: 'PROTOCOL 16.2/16.6. message = "kwart1." app_id "." version "." filename "." sha512 (lower-case hex of the file); '
+    description: 'docs/protocol.md 16.2/16.6. message = "kwart1." app_id "." version "." filename "." sha512 (lower-case hex of the file); '
       + 'artifact.signature = base64(Ed25519(utf8(message))) by the pinned key `artifact.kid`. Judge `downloaded` (base64 of the bytes '
       + 'a download produced) against the offered `artifact` of application `app_id`, release `version`, in this order: '
       + 'unknown_kid (kid not pinned) -> bad_signature (not base64 of 64 bytes, or Ed25519 fails) -> size_mismatch -> sha512_mismatch.',

@@ -40,7 +40,7 @@ export function createApp(s: Services): App {
   const metrics = new Metrics();
   const now = () => s.clock.now();
   const resolveIp = createClientIpResolver(s.config.trustedProxies);
-  // PROTOCOL 11.20: every answer under /api/client/ leaves signed, the guard's and the fallback's too.
+  // docs/protocol.md 11.20: every answer under /api/client/ leaves signed, the guard's and the fallback's too.
   const signClient = (method: string, path: string, nonce: string, reply: Reply): Reply =>
     path.startsWith('/api/client/') ? signReply(reply, s.secrets.signing, method, path, nonce, now()) : reply;
   const server = createHttpServer(uws, {
@@ -75,10 +75,11 @@ export function createApp(s: Services): App {
     liveSeats: (ids) => d.heartbeat.owner.seats.liveCounts(ids),
   });
   s.audit.mount(router, { auth, accounts: d.access.accounts, apps: d.apps.service });
-  // PROTOCOL 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
+  // docs/protocol.md 14: the portal's one per-IP budget (sign-in and order pages), shared by every worker.
   const portalLimiter = addressLimiter(s.coordinator, now, 'portal', 20);
   d.commerce.mount(router, { auth, portalLimiter });
   d.portal.mount(router, { limiter: portalLimiter, trustedOrigins: auth.trustedOrigins });
+  d.airgap.mount(router, { auth, portalCaller: d.portal.caller(auth.trustedOrigins) });
   d.team.mount(router, auth);
   d.jobs.mount(router, auth);
   d.releases.mount(router, { auth, gate, limit: d.client.limiter });

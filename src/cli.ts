@@ -1,5 +1,5 @@
 // `keywarden` command line: serve | migrate | owner create | developer create | loadtest | secrets |
-// backup | restore | release publish.
+// backup | restore | release publish | relay.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -38,7 +38,10 @@ const USAGE = `usage:
   keywarden backup --out FILE                       the database and the shared keys in one file (secret!),
                                                     consistent while the server runs (docs/deploy.md)
   keywarden restore FILE                            into an empty DATA_DIR, or the empty DATABASE_URL
-${RELEASE_USAGE.replace(/^usage:\n/, '')}`;
+${RELEASE_USAGE.replace(/^usage:\n/, '')}
+  keywarden relay --pool FILE --public-key KEY [--port P] [--data DIR]
+                                                    seats for an air-gapped network (docs/air-gapped.md)
+  keywarden relay id                                print this machine's relay id`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -297,6 +300,11 @@ async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
   if (cmd === 'loadtest') return loadtest(argv.slice(1)); // needs no server configuration
   if (cmd === 'release') return releaseCommand(argv.slice(1), process.env); // a client of a deployment
+  if (cmd === 'relay') {
+    // Its own entry (no server graph); it reads process.argv and exits by itself.
+    await import('./relay-cli.js');
+    return new Promise<number>(() => undefined);
+  }
   const config = loadConfig();
   switch (cmd) {
     case 'serve':

@@ -1,5 +1,5 @@
-// The composition root: the one place that builds the modules and wires them together (STYLE 8, 9).
-// services.ts opens what a worker needs (database, coordination, secrets, the audit writer);
+// The composition root: the one place that builds the modules and wires them together (docs/architecture.md "House
+// practices" 8, 9). services.ts opens what a worker needs (database, coordination, secrets, the audit writer);
 // createDomain calls each module's create<Module> in the declared module order and fills the ports
 // one module offers another; app.ts mounts their routes on uWebSockets.js. Nothing here listens:
 // main.ts does.
@@ -18,6 +18,7 @@ import { createJobs } from './modules/jobs/index.js';
 import { createKeys } from './modules/keys/index.js';
 import { createNotify } from './modules/notify/index.js';
 import { createPortal } from './modules/portal/index.js';
+import { createAirgap } from './modules/airgap/index.js';
 import { createRealtime } from './modules/realtime/index.js';
 import { createReleases } from './modules/releases/index.js';
 import { createTeam } from './modules/team/index.js';
@@ -180,6 +181,14 @@ export function createDomain(s: Services) {
     devices: keys.devices,
     offline: activation.service,
   });
+  const airgap = createAirgap({
+    ...ctx,
+    apps: apps.service,
+    clientApp: (id) => client.appCache.getById(id),
+    activation: activation.service,
+    keys: keys.lookup,
+    signing: () => secrets.signing,
+  });
   const realtime = createRealtime({
     ...ctx,
     appCache: client.appCache,
@@ -218,6 +227,7 @@ export function createDomain(s: Services) {
     activation,
     commerce,
     portal,
+    airgap,
     realtime,
     team,
     /** Subscriptions, sweepers and the recovery of keys a dead process left pending. */

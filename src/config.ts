@@ -1,5 +1,5 @@
 // The only reader of process.env. Every option is documented here and in the README table
-// (PROTOCOL section 8 plus the few Keywarden-specific ones marked "extra").
+// (docs/protocol.md 8 plus the few Keywarden-specific ones marked "extra").
 import path from 'node:path';
 
 export interface Config {

@@ -1,9 +1,9 @@
 // The one catalogue of coded errors: the only place a status and a `detail` text are spelled.
-// Client SDKs in the field match these strings to the letter (SPEC "Errors", PROTOCOL 1-7, 11).
+// Client SDKs in the field match these strings to the letter (docs/spec.md "Errors", docs/protocol.md 1-7, 11).
 // Routes throw `new AppError('code')`; each transport maps it to a body in one place.
 
 export const ERRORS = {
-  // general (PROTOCOL 1)
+  // general (docs/protocol.md 1)
   payload_too_large: { status: 413, detail: 'Payload too large' },
   malformed_json: { status: 400, detail: 'Malformed JSON body' },
   rate_limited: { status: 429, detail: 'Rate limit exceeded' },
@@ -12,7 +12,7 @@ export const ERRORS = {
   internal: { status: 500, detail: 'Internal server error' },
   unavailable: { status: 503, detail: 'Service unavailable' },
 
-  // client gate and sessions (PROTOCOL 2, 3)
+  // client gate and sessions (docs/protocol.md 2, 3)
   app_not_found: { status: 404, detail: 'Application not found' },
   session_invalid: { status: 401, detail: 'Invalid or expired session' },
   signature_invalid: { status: 401, detail: 'Invalid request signature' },
@@ -41,7 +41,7 @@ export const ERRORS = {
   hwid_mismatch: { status: 403, detail: 'HWID mismatch. Key locked to another device.' },
   license_expired: { status: 403, detail: 'License expired' },
 
-  // licensing models (PROTOCOL 12): trials and offline license files
+  // licensing models (docs/protocol.md 12): trials and offline license files
   trial_disabled: { status: 403, detail: 'Trials are not enabled for this application.' },
   trial_used: { status: 403, detail: 'Trial already used on this device.' },
   offline_disabled: { status: 403, detail: 'Offline licenses are not enabled for this application.' },
@@ -51,7 +51,7 @@ export const ERRORS = {
   heartbeat_exists: { status: 409, detail: 'heartbeat session already exists for this nonce' },
   heartbeat_rejected: { status: 403, detail: 'rejected' },
   heartbeat_token_invalid: { status: 401, detail: 'Invalid heartbeat token' },
-  // PROTOCOL 12.2: heartbeat/start over the key's max_sessions with session_overflow `reject`.
+  // docs/protocol.md 12.2: heartbeat/start over the key's max_sessions with session_overflow `reject`.
   session_limit: { status: 409, detail: 'Concurrent session limit reached' },
 
   // dashboard
@@ -80,7 +80,7 @@ export const ERRORS = {
   subscription_expired: { status: 403, detail: 'Subscription expired' },
   license_lifetime: { status: 400, detail: 'Lifetime keys cannot be extended' },
   license_not_activated: { status: 400, detail: 'Key has not been activated yet' },
-  // operators (PROTOCOL 13): API tokens and two-factor sign-in
+  // operators (docs/protocol.md 13): API tokens and two-factor sign-in
   token_invalid: { status: 401, detail: 'Invalid or expired token' },
   token_scope: { status: 403, detail: 'Token scope does not allow this action' },
   token_not_found: { status: 404, detail: 'Token not found' },
@@ -92,7 +92,7 @@ export const ERRORS = {
   two_factor_not_set_up: { status: 400, detail: 'Set up two-factor sign-in first' },
   two_factor_off: { status: 400, detail: 'Two-factor sign-in is not enabled' },
   session_not_found: { status: 404, detail: 'Session not found' },
-  // customer portal and order fulfilment (PROTOCOL 14)
+  // customer portal and order fulfilment (docs/protocol.md 14)
   product_not_found: { status: 404, detail: 'Product not found' },
   order_not_found: { status: 404, detail: 'Order not found' },
   fulfil_signature_invalid: { status: 400, detail: 'Invalid signature' },
@@ -107,13 +107,16 @@ export const ERRORS = {
   release_published: { status: 409, detail: 'Release already published' },
   download_link_expired: { status: 403, detail: 'Download link expired' },
   range_not_satisfiable: { status: 416, detail: 'Range not satisfiable' },
+  // air-gapped machines: the relay's seat leases (docs/air-gapped.md)
+  relay_no_seats: { status: 409, detail: 'No seats available' },
+  relay_lease_not_found: { status: 404, detail: 'Lease not found' },
   // CSRF defence of the web dashboard: a cookie-authenticated write must come from the dashboard's own origin.
   cross_site: { status: 403, detail: 'Cross-site request refused' },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** One entry of a 422 body (PROTOCOL 1). */
+/** One entry of a 422 body (docs/protocol.md 1). */
 export interface ValidationIssue {
   loc: (string | number)[];
   msg: string;
@@ -123,7 +126,7 @@ export interface ValidationIssue {
 export type Detail = string | Record<string, unknown> | ValidationIssue[];
 
 /**
- * A coded failure. `detail` overrides the catalogue text only where SPEC makes it data-driven
+ * A coded failure. `detail` overrides the catalogue text only where docs/spec.md makes it data-driven
  * (an app's disabled_message, the 426 object); `headers` carries e.g. Retry-After.
  */
 export class AppError extends Error {
@@ -140,7 +143,7 @@ export class AppError extends Error {
   }
 }
 
-/** 422 with PROTOCOL 1's shape. */
+/** 422 with docs/protocol.md 1's shape. */
 export class ValidationError extends Error {
   readonly status = 422;
   constructor(readonly issues: ValidationIssue[]) {
@@ -173,7 +176,7 @@ export function lockedOut(retryAfterSeconds: number): AppError {
 /** Seconds a client is told to wait when a dependency is unreachable. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5;
 
-/** Unique constraints whose violation is a caller's conflict, not a bug (PROTOCOL 11.22). */
+/** Unique constraints whose violation is a caller's conflict, not a bug (docs/protocol.md 11.22). */
 const UNIQUE_CONFLICTS: Readonly<Record<string, ErrorCode>> = {
   accounts_username_unique: 'account_username_taken',
   accounts_email_unique: 'email_taken',

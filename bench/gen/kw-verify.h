@@ -1,14 +1,14 @@
 // Client-side checks for kwload (libsodium), included by kwload.c: what an SDK checks before it
 // trusts an answer, done on a sample of answers (--verify F) so that a proxy that alters answers or
 // a deployment signing with another key than the one the client pins shows up in the counts.
-//   response signature (PROTOCOL 4): Ed25519 over
+//   response signature (docs/protocol.md 4): Ed25519 over
 //     "kw1\n" kid "\n" METHOD "\n" PATH "\n" STATUS "\n" timestamp "\n" request nonce "\n" hex(sha256(body))
-//   heartbeat proofs (PROTOCOL 6): start  HMAC-SHA256(key = session, "kwhs1\n" system_id "\n" token)
+//   heartbeat proofs (docs/protocol.md 6): start  HMAC-SHA256(key = session, "kwhs1\n" system_id "\n" token)
 //                                  beat   HMAC-SHA256(key = previous token,
 //                                           "kwhb1\n" session "\n" beat_index "\n" new_token "\n" beat_count)
 //   channel (README "Realtime channel"): the hello's Ed25519 signature over its transcript and the
 //     HMAC-SHA256 (s2c key) in front of every server frame.
-// And what a client of an application with require_signature sends (PROTOCOL 3):
+// And what a client of an application with require_signature sends (docs/protocol.md 3):
 //   X-Signature = hex(HMAC-SHA256(key = api_secret, METHOD "\n" PATH "\n" X-Timestamp "\n" X-Nonce "\n" hex(sha256(body))))
 #ifdef KW_WS
 #include <time.h>
@@ -29,7 +29,7 @@ static void hmac_sha256(const void *key, size_t klen, const void *msg, size_t ml
   crypto_auth_hmacsha256_final(&st, out);
 }
 
-/** PROTOCOL 3: the X-Signature of a request (65 bytes of hex with its NUL). */
+/** docs/protocol.md 3: the X-Signature of a request (65 bytes of hex with its NUL). */
 static void request_signature(const char *secret, const char *method, const char *path, long ts, const char *nonce,
                               const char *body, size_t blen, char out[65]) {
   unsigned char h[32], mac[32];
@@ -49,7 +49,7 @@ static int set_public_key(const char *b64) {
   return 0;
 }
 
-/** PROTOCOL 4. Returns NULL when the answer verifies, else why not. */
+/** docs/protocol.md 4. Returns NULL when the answer verifies, else why not. */
 static const char *check_reply_signature(const char *kid, const char *ts, const char *sig, const char *method, const char *path,
                                          int status, const char *nonce, const char *body, size_t blen) {
   if (!*sig) return "unsigned answer";

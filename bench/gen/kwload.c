@@ -39,7 +39,7 @@
 // They print `KWLOAD tick {json}` every second (--ticks) and `KWLOAD step {json}` at the end of
 // each step; a run ends at --duration, at --max-requests, or on SIGINT/SIGTERM, always with the
 // json line. Connections may speak TLS (--tls, OpenSSL; --ca for a private CA), requests are
-// signed with --api-secret (PROTOCOL 3), and --verify F checks a share F of the answers as an SDK
+// signed with --api-secret (docs/protocol.md 3), and --verify F checks a share F of the answers as an SDK
 // would (kw-verify.h): what fails is counted, not acted on, so the run still measures the server.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -114,7 +114,7 @@ static double ramp_s = 0, spike_at_s = 0, step_s = 0, settle_s = 1;
 static int start_clients = 0, step_clients = 0, print_ticks = 0, hwid_per_key = 0;
 static int step_control = 0;                // --step-control: after each step, wait for `next`, `again` or `stop` on stdin
 static long long max_requests = 0;
-static char run_tag[16];                    // makes request nonces unique to this run (PROTOCOL 3's ledger)
+static char run_tag[16];                    // makes request nonces unique to this run (docs/protocol.md 3's ledger)
 static int newmode;                         // fleet / activate
 
 // ---- shared state --------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ static void mark_sent(struct conn *c, enum step s, uint64_t intended) {
   flush_out(c);
 }
 
-/** PROTOCOL 3's headers when the application requires signed requests (empty otherwise). */
+/** docs/protocol.md 3's headers when the application requires signed requests (empty otherwise). */
 static void signature_headers(char *out, size_t cap, const char *method, const char *path, const char *nonce, const char *body, size_t blen) {
   out[0] = 0;
   if (!api_secret) return;
@@ -447,7 +447,7 @@ static void ws_upgrade(struct conn *c) {
   sodium_bin2base64(c->ckey, sizeof c->ckey, pk, sizeof pk, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
   ip_str(c->ip, ipb);
   c->path = "/api/client/ws", c->method = "GET";
-  snprintf(c->rnonce, sizeof c->rnonce, "%s", c->ckey); // the key is the nonce (PROTOCOL 3 and 4)
+  snprintf(c->rnonce, sizeof c->rnonce, "%s", c->ckey); // the key is the nonce (docs/protocol.md 3 and 4)
   signature_headers(sig, sizeof sig, "GET", c->path, c->ckey, "", 0);
   c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
                              "GET /api/client/ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -643,7 +643,7 @@ static int num_field(const char *body, size_t blen, const char *name, char *out,
   return n > 0;
 }
 
-/** The proof of a heartbeat answer (PROTOCOL 6), checked before the chain moves on; 1 when it holds. */
+/** The proof of a heartbeat answer (docs/protocol.md 6), checked before the chain moves on; 1 when it holds. */
 static int proof_holds(struct conn *c, enum step s, const char *body, size_t blen) {
 #ifdef KW_WS
   char proof[128], tok[512], count[32];

@@ -9,6 +9,10 @@ case "${1:-serve}" in
     node /app/dist/src/cli.js migrate
     exec node /app/dist/src/cli.js serve
     ;;
+  relay)
+    # The seat relay (docs/air-gapped.md): its own entry, no database, no Redis.
+    exec node /app/dist/src/relay-cli.js "$@"
+    ;;
   migrate | owner | developer | secrets | backup | restore | loadtest | worker)
     exec node /app/dist/src/cli.js "$@"
     ;;

@@ -1,9 +1,9 @@
 // Package keywarden is the Keywarden client SDK for Go: signed requests, verified responses, typed
 // errors, a heartbeat on the realtime channel with a REST fallback, and the licensing models of
-// PROTOCOL 12 (trials, entitlements, offline license files, grace). Standard library only.
+// docs/protocol.md 12 (trials, entitlements, offline license files, grace). Standard library only.
 //
 // Every call carries a fresh nonce (and an HMAC when the config holds a secret), and every answer is
-// verified against the pinned keys before a byte of it is believed (PROTOCOL 3-5). Failures are *Error
+// verified against the pinned keys before a byte of it is believed (docs/protocol.md 3-5). Failures are *Error
 // values with a Code; nothing here exits or panics the host program.
 package keywarden
 
@@ -124,7 +124,7 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithEncKey asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret.
+// WithEncKey asks for encrypted success bodies (docs/protocol.md 5); needs the config's api_secret.
 func WithEncKey(key string) Option {
 	return func(c *Client) error { c.encKey = key; return nil }
 }
@@ -132,6 +132,12 @@ func WithEncKey(key string) Option {
 // WithMaxClockOffset is the largest clock offset adopted from the first verified answer (default 600 s).
 func WithMaxClockOffset(d time.Duration) Option {
 	return func(c *Client) error { c.maxOffset = d.Seconds(); return nil }
+}
+
+// WithRequestFile is where ActivationRequest keeps the nonce of this machine's latest activation request
+// (default: the state file's path with ".request.json" instead of ".json").
+func WithRequestFile(path string) Option {
+	return func(c *Client) error { c.requestFile = path; return nil }
 }
 
 // WithStateFile is where offline license checks keep the latest time seen (default DefaultStateFile).
@@ -187,7 +193,7 @@ type TrialInfo struct {
 	Entitlements []string
 }
 
-// InitParams are init's optional integrity fields (SPEC hash_check, binary_token).
+// InitParams are init's optional integrity fields (docs/spec.md hash_check, binary_token).
 type InitParams struct {
 	BinaryHash      string
 	BinaryToken     string
@@ -214,6 +220,7 @@ type Client struct {
 	encKey      string
 	maxOffset   float64
 	stateFile   string
+	requestFile string
 	maxResponse int64
 	keys        pinnedKeys
 
@@ -249,7 +256,7 @@ func New(cfg *Config, opts ...Option) (*Client, error) {
 		c.http = &http.Client{Transport: t}
 	}
 	if c.encKey != "" && cfg.APISecret == "" {
-		return nil, configErr("enc key needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)")
+		return nil, configErr("enc key needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)")
 	}
 	keys, err := pinKeys(cfg.ResponseKeys)
 	if err != nil || len(keys) == 0 {
@@ -573,7 +580,7 @@ func (c *Client) clockRecord() *clockRecord {
 	return c.record
 }
 
-// LoadOffline checks an offline license file without the service (PROTOCOL 12.5). Refusals are
+// LoadOffline checks an offline license file without the service (docs/protocol.md 12.5). Refusals are
 // offline_invalid errors with an offline reason. Every check records the clock in the state file. On
 // success Entitlements are the file's. hwid "" means MachineHWID.
 func (c *Client) LoadOffline(file, hwid string) (*OfflineLicense, error) {

@@ -9,7 +9,7 @@ import (
 	"regexp"
 )
 
-// ResponseKey is a pinned Ed25519 response-signing key (PROTOCOL 4).
+// ResponseKey is a pinned Ed25519 response-signing key (docs/protocol.md 4).
 type ResponseKey struct {
 	Kid       string `json:"kid"`
 	Alg       string `json:"alg,omitempty"`
@@ -24,7 +24,7 @@ type Config struct {
 	APIKey       string        `json:"api_key"`
 	Version      string        `json:"version,omitempty"`
 	ResponseKeys []ResponseKey `json:"response_keys"`
-	// AppID is the application's id: an offline license file must name it (PROTOCOL 12.5).
+	// AppID is the application's id: an offline license file must name it (docs/protocol.md 12.5).
 	AppID string `json:"app_id,omitempty"`
 	// APISecret is present only when the application requires signed requests.
 	APISecret string `json:"api_secret,omitempty"`

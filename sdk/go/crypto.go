@@ -16,14 +16,14 @@ import (
 	"strings"
 )
 
-// PROTOCOL 3-6. Each function matches one file of sdk/vectors (vectors_test.go checks them).
+// docs/protocol.md 3-6. Each function matches one file of sdk/vectors (vectors_test.go checks them).
 
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
 
-// CanonicalRequest is PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)).
+// CanonicalRequest is docs/protocol.md 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)).
 func CanonicalRequest(method, path, timestamp, nonce string, body []byte) string {
 	return strings.ToUpper(method) + "\n" + path + "\n" + timestamp + "\n" + nonce + "\n" + sha256Hex(body)
 }
@@ -35,7 +35,7 @@ func RequestSignature(apiSecret, canonical string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// ResponseMessage is PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)).
+// ResponseMessage is docs/protocol.md 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)).
 func ResponseMessage(kid, method, path string, status int, timestamp, nonce string, body []byte) string {
 	return "kw1\n" + kid + "\n" + strings.ToUpper(method) + "\n" + path + "\n" + strconv.Itoa(status) + "\n" +
 		timestamp + "\n" + nonce + "\n" + sha256Hex(body)
@@ -61,12 +61,12 @@ func macB64(key []byte, msg string) string {
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
-// StartProof is PROTOCOL 6 for heartbeat/start.
+// StartProof is docs/protocol.md 6 for heartbeat/start.
 func StartProof(session, systemID, token string) string {
 	return macB64([]byte(session), "kwhs1\n"+systemID+"\n"+token)
 }
 
-// BeatProof is PROTOCOL 6 for a beat (integers in decimal).
+// BeatProof is docs/protocol.md 6 for a beat (integers in decimal).
 func BeatProof(previousToken, session string, beatIndex int64, newToken string, beatCount int64) string {
 	return macB64([]byte(previousToken), fmt.Sprintf("kwhb1\n%s\n%d\n%s\n%d", session, beatIndex, newToken, beatCount))
 }
@@ -77,7 +77,7 @@ func proofEquals(given any, expected string) bool {
 	return ok && hmac.Equal([]byte(s), []byte(expected))
 }
 
-// DecryptResponse is PROTOCOL 5: AES-256-CBC-PKCS7 with key sha256(enc_key "-" api_secret) and
+// DecryptResponse is docs/protocol.md 5: AES-256-CBC-PKCS7 with key sha256(enc_key "-" api_secret) and
 // iv sha256(init_iv)[:16]; an error for a wrong key or damaged ciphertext.
 func DecryptResponse(ciphertextB64, encKey, apiSecret, initIV string) ([]byte, error) {
 	key := sha256.Sum256([]byte(encKey + "-" + apiSecret))

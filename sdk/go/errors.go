@@ -68,6 +68,8 @@ const (
 	OfflineClockRolledBack = "clock_rolled_back"
 	OfflineIssuedInFuture  = "issued_in_future"
 	OfflineExpired         = "expired"
+	// OfflineWrongRequest: an activation answer without the nonce of this machine's latest request (checked last).
+	OfflineWrongRequest = "wrong_request"
 )
 
 // Error is every failure of this SDK: use errors.As(err, &kwErr) and look at Code.

@@ -45,7 +45,7 @@ var errorEntries = []errorEntry{
 	{409, "heartbeat session already exists for this nonce", CodeServer},
 	{403, "rejected", CodeHeartbeatKilled},
 	{401, "Invalid heartbeat token", CodeHeartbeatKilled},
-	// PROTOCOL 12 (licensing models).
+	// docs/protocol.md 12 (licensing models).
 	{403, "Trials are not enabled for this application.", CodeTrialDisabled},
 	{403, "Trial already used on this device.", CodeTrialUsed},
 	{403, "Offline licenses are not enabled for this application.", CodeOfflineDisabled},

@@ -115,7 +115,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 
 func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// PROTOCOL 12.6: the offline state is left the moment the grace period ends, not at the next failed beat.
+// docs/protocol.md 12.6: the offline state is left the moment the grace period ends, not at the next failed beat.
 func TestGraceEndsOnTimeNotAtTheNextBeat(t *testing.T) {
 	f := newFake(t)
 	c := f.client(t)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The grace period (PROTOCOL 12.6): how long the license stays valid while the service cannot be
+// The grace period (docs/protocol.md 12.6): how long the license stays valid while the service cannot be
 // reached. Only verified answers move it: each verified answer of license, login, register, trial,
 // heartbeat/start or an accepted beat sets it to its grace_until (an answer without one, or with one that
 // is not a strict ISO 8601 UTC time, grants none); a verified refusal ends it at once.

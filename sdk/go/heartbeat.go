@@ -33,13 +33,13 @@ const (
 	EventNotice EventKind = "notice"
 	// EventChannel: the realtime channel opened (State "open") or closed (State "closed", Code, Err).
 	EventChannel EventKind = "channel"
-	// EventOffline: the service cannot be reached (network, timeout, 5xx) and the grace period (PROTOCOL
+	// EventOffline: the service cannot be reached (network, timeout, 5xx) and the grace period (docs/protocol.md
 	// 12.6) covers now: the license stays valid until GraceUntil.
 	EventOffline EventKind = "offline"
 	// EventGraceExpired: still unreachable, and the grace period is over (GraceUntil, Err): told the moment
 	// it ends; the heartbeat goes on trying.
 	EventGraceExpired EventKind = "grace_expired"
-	// EventExpired: the license reached its expiry while running (PROTOCOL 12.8): ExpiresAt, Err (code
+	// EventExpired: the license reached its expiry while running (docs/protocol.md 12.8): ExpiresAt, Err (code
 	// expired). Grace never covers it; killed and stopped follow.
 	EventExpired EventKind = "expired"
 )
@@ -74,7 +74,7 @@ const (
 	StateCompromised = "compromised" // CompromisedAfter verification failures in a row
 	StateRevoked     = "revoked"     // ended by a push
 	StateKilled      = "killed"      // ended by the server
-	StateExpired     = "expired"     // ended: the license expired (PROTOCOL 12.8)
+	StateExpired     = "expired"     // ended: the license expired (docs/protocol.md 12.8)
 	StateStopped     = "stopped"     // ended by Stop
 )
 
@@ -117,7 +117,7 @@ func unreachable(e *Error) bool {
 	return e.Code == CodeNetwork || e.Code == CodeTimeout || e.Status >= 500
 }
 
-// Heartbeat is a running heartbeat (PROTOCOL 6) on its own goroutine, made by Client.StartHeartbeat.
+// Heartbeat is a running heartbeat (docs/protocol.md 6) on its own goroutine, made by Client.StartHeartbeat.
 type Heartbeat struct {
 	c        *Client
 	opts     HeartbeatOptions
@@ -574,7 +574,7 @@ func (h *Heartbeat) run() {
 }
 
 // deadlinePassed: while the service cannot be reached, the license's expiry ends the heartbeat (grace
-// never covers it, PROTOCOL 12.8) and the end of the grace period leaves the offline state at once.
+// never covers it, docs/protocol.md 12.8) and the end of the grace period leaves the offline state at once.
 func (h *Heartbeat) deadlinePassed() {
 	now := h.c.ServerNow()
 	h.mu.Lock()
@@ -603,7 +603,7 @@ func (h *Heartbeat) deadlinePassed() {
 }
 
 // expiredRefusal: a beat refused as `rejected` once the license's expiry has passed is the expiry kill of
-// PROTOCOL 12.8 (the server's clock and ours agree within the learned offset; 5 s of slack).
+// docs/protocol.md 12.8 (the server's clock and ours agree within the learned offset; 5 s of slack).
 func (h *Heartbeat) expiredRefusal(e *Error) *Error {
 	exp := h.c.LicenseExpiresAt()
 	if e.Code != CodeHeartbeatKilled || e.Status != 403 || exp == nil || h.c.ServerNow().Before(exp.Add(-5*time.Second)) {
@@ -615,7 +615,7 @@ func (h *Heartbeat) expiredRefusal(e *Error) *Error {
 }
 
 // probeExpiry tells an expiry kill from any other: the server ends an expired key's session and its
-// activation (PROTOCOL 12.8), and a REST beat learns only `rejected`; the same activation on the same
+// activation (docs/protocol.md 12.8), and a REST beat learns only `rejected`; the same activation on the same
 // session answers the expiry itself ("License expired"). Asked once, when a beat is refused; any other
 // answer leaves the kill as it was.
 func (h *Heartbeat) probeExpiry(session string) *Error {
@@ -771,7 +771,7 @@ func (h *Heartbeat) failed(e *Error, lost, wantsReauth bool) bool {
 			h.state = StateDegraded
 		}
 	}
-	// Grace never covers an expiry (PROTOCOL 12.8): past the license's own expiry nothing of grace is told.
+	// Grace never covers an expiry (docs/protocol.md 12.8): past the license's own expiry nothing of grace is told.
 	exp := h.c.LicenseExpiresAt()
 	expiredNow := unreach && exp != nil && !h.c.ServerNow().Before(*exp)
 	goingOffline := covered && !h.compromised && !h.offlineTold && !expiredNow

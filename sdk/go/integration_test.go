@@ -727,7 +727,7 @@ func TestIntegrationChannelDroppedThenBack(t *testing.T) {
 	}
 }
 
-// --- devices and seats (PROTOCOL 12.1, 12.2) ------------------------------------------------------
+// --- devices and seats (docs/protocol.md 12.1, 12.2) ------------------------------------------------------
 
 func TestIntegrationDevicesAndSeats(t *testing.T) {
 	needServer(t)
@@ -758,7 +758,7 @@ func TestIntegrationDevicesAndSeats(t *testing.T) {
 	hb2.Stop()
 }
 
-// --- PROTOCOL 12.8: a license that expires while running -------------------------------------------
+// --- docs/protocol.md 12.8: a license that expires while running -------------------------------------------
 
 // expire asks test/sdk/go.test.ts to move the key's expires_at to ms from now (in the database).
 func expire(t *testing.T, k string, ms int) {

@@ -1,6 +1,6 @@
 package keywarden
 
-// The licensing models of PROTOCOL 12 against the harness's second server (test/helpers/models-harness.ts:
+// The licensing models of docs/protocol.md 12 against the harness's second server (test/helpers/models-harness.ts:
 // KW_MODELS_*), which these tests may take down and bring back; and a server restart by SIGTERM and by
 // SIGKILL under a running heartbeat (KW_RESTART_*, a `keywarden serve` child of test/sdk/go.test.ts).
 
@@ -28,7 +28,7 @@ func needModels(t *testing.T) {
 		if os.Getenv("KW_REQUIRE_MODELS") == "1" {
 			t.Fatal("KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial")
 		}
-		t.Skip("PROTOCOL 12 pending: the server answers 404 for /api/client/trial")
+		t.Skip("licensing models pending: the server answers 404 for /api/client/trial")
 	}
 }
 
@@ -219,7 +219,7 @@ func TestModelsGraceAcrossARealServerRestart(t *testing.T) {
 	}
 }
 
-// PROTOCOL 12.8: grace never covers an expiry. Offline within the grace period, the license's own expiry
+// docs/protocol.md 12.8: grace never covers an expiry. Offline within the grace period, the license's own expiry
 // passing ends it as expired at once.
 func TestModelsGraceNeverCoversAnExpiry(t *testing.T) {
 	needModels(t)

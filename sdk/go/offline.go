@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Offline license files (PROTOCOL 12.5) and the clock record that guards them.
+// Offline license files (docs/protocol.md 12.5) and the clock record that guards them.
 //
 // A file is "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD))), signed by
 // one of the pinned response-signing keys. It is accepted only when, in this order (shared by every SDK,
@@ -106,19 +106,34 @@ func VerifyLicenseFile(file string, keys []ResponseKey, appID, hwid string, now 
 	return lic, nil
 }
 
-func verifyLicenseFile(file string, keys pinnedKeys, appID, hwid string, now float64, lastSeen *float64) (*OfflineLicense, *Error) {
-	parts := strings.Split(strings.Trim(file, " \t\r\n"), ".")
-	if len(parts) != 3 || parts[0] != "kwlic1" {
-		return nil, offlineError(OfflineMalformed, `not "kwlic1.<payload>.<signature>"`)
+// openSigned splits "<tag>.<payload>.<signature>" and decodes it: the signed text, the 64-byte signature and
+// the payload object, else a malformed error. Shared by license files (kwlic1) and seat pools (kwpool1).
+func openSigned(text, tag string) (string, []byte, map[string]any, *Error) {
+	parts := strings.Split(strings.Trim(text, " \t\r\n"), ".")
+	if len(parts) != 3 || parts[0] != tag {
+		return "", nil, nil, offlineError(OfflineMalformed, fmt.Sprintf(`not "%s.<payload>.<signature>"`, tag))
 	}
 	raw, sig := b64url(parts[1]), b64url(parts[2])
 	if raw == nil || sig == nil || len(sig) != 64 {
-		return nil, offlineError(OfflineMalformed, "payload or signature is not base64url (a signature is 64 bytes)")
+		return "", nil, nil, offlineError(OfflineMalformed, "payload or signature is not base64url (a signature is 64 bytes)")
 	}
 	var p map[string]any
 	if err := json.Unmarshal(raw, &p); err != nil || p == nil {
-		return nil, offlineError(OfflineMalformed, "payload is not a UTF-8 JSON object")
+		return "", nil, nil, offlineError(OfflineMalformed, "payload is not a UTF-8 JSON object")
 	}
+	return tag + "." + parts[1], sig, p, nil
+}
+
+// grant is what files and pools both grant, read from a payload; ok is false when a field is missing or of
+// the wrong type (v 1, an integer level, entitlement codes, expires_at a time or null, issued_at, valid_until).
+type grant struct {
+	level, issued, until int64
+	codes                []string
+	expires              any
+	ok                   bool
+}
+
+func grantOf(p map[string]any) grant {
 	v, vok := jsonInt(p["v"])
 	level, lok := jsonInt(p["level"])
 	ents, eok := p["entitlements"].([]any)
@@ -130,24 +145,34 @@ func verifyLicenseFile(file string, keys pinnedKeys, appID, hwid string, now flo
 		}
 		codes = append(codes, s)
 	}
-	user, hasUser := p["user"]
-	_, userOK := user.(string)
 	expires, hasExpires := p["expires_at"]
 	_, expiresOK := parseUTCms(expires)
 	issued, iok := parseUTCms(p["issued_at"])
 	until, uok := parseUTCms(p["valid_until"])
-	good := vok && v == 1 && nonEmptyString(p, "kid") && nonEmptyString(p, "app_id") && nonEmptyString(p, "license_id") &&
-		nonEmptyString(p, "hwid") && hasUser && (user == nil || userOK) && lok && eok &&
-		hasExpires && (expires == nil || expiresOK) && iok && uok
+	return grant{level: level, issued: issued, until: until, codes: codes, expires: expires,
+		ok: vok && v == 1 && lok && eok && hasExpires && (expires == nil || expiresOK) && iok && uok}
+}
+
+func verifyLicenseFile(file string, keys pinnedKeys, appID, hwid string, now float64, lastSeen *float64) (*OfflineLicense, *Error) {
+	signed, sig, p, e := openSigned(file, "kwlic1")
+	if e != nil {
+		return nil, e
+	}
+	g := grantOf(p)
+	level, codes, expires, issued, until := g.level, g.codes, g.expires, g.issued, g.until
+	user, hasUser := p["user"]
+	_, userOK := user.(string)
+	good := g.ok && nonEmptyString(p, "kid") && nonEmptyString(p, "app_id") && nonEmptyString(p, "license_id") &&
+		nonEmptyString(p, "hwid") && hasUser && (user == nil || userOK)
 	if !good {
-		return nil, offlineError(OfflineMalformed, "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type")
+		return nil, offlineError(OfflineMalformed, "payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type")
 	}
 	kid := p["kid"].(string)
 	key, ok := keys[kid]
 	if !ok {
 		return nil, offlineError(OfflineUnknownKid, fmt.Sprintf("signed under key %q, which this SDK does not pin", kid))
 	}
-	if !ed25519.Verify(key, []byte("kwlic1."+parts[1]), sig) {
+	if !ed25519.Verify(key, []byte(signed), sig) {
 		return nil, offlineError(OfflineBadSignature, "the signature does not verify")
 	}
 	if p["app_id"] != appID {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Strict ISO 8601 UTC times as PROTOCOL 1 writes them (2026-11-21T22:00:00.000Z): date, T, time, an
+// Strict ISO 8601 UTC times as docs/protocol.md 1 writes them (2026-11-21T22:00:00.000Z): date, T, time, an
 // optional fraction of 1-9 digits (cut to milliseconds), Z; nothing else. The same rule in every SDK.
 var isoPattern = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$`)
 

@@ -22,7 +22,7 @@ export const SDK_CODES = [
   'network',
   'timeout',
   'server',
-  // PROTOCOL 12 (licensing models). offline_invalid is raised by the SDK itself: an offline license
+  // docs/protocol.md 12 (licensing models). offline_invalid is raised by the SDK itself: an offline license
   // file it refuses (with a reason of its own, see sdk/vectors/README.md "offline.json").
   'trial_disabled',
   'trial_used',
@@ -46,11 +46,11 @@ export const STATUS_FALLBACKS: Readonly<Record<number, SdkCode>> = {
 };
 
 /**
- * Client answers that PROTOCOL 12 spells word for word but src/errors.ts does not carry yet (the
+ * Client answers that docs/protocol.md 12 spells word for word but src/errors.ts does not carry yet (the
  * server side of the licensing models comes after the SDKs). scripts/gen-vectors.ts appends them
  * to errors.json so every SDK maps them today. Once src/errors.ts has an entry of the same name,
  * gen-vectors refuses to run until that entry is moved into ERROR_MAP (the Record type asks for it
- * anyway) and deleted here. Each detail is copied from PROTOCOL.md section 12, character for character.
+ * anyway) and deleted here. Each detail is copied from docs/protocol.md section 12, character for character.
  */
 export const PROTOCOL_ENTRIES: Readonly<Record<string, { status: number; detail: string; sdk_code: SdkCode }>> = {};
 
@@ -99,7 +99,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   heartbeat_exists: 'server',
   heartbeat_rejected: 'heartbeat_killed',
   heartbeat_token_invalid: 'heartbeat_killed',
-  // PROTOCOL 12 (licensing models)
+  // docs/protocol.md 12 (licensing models)
   trial_disabled: 'trial_disabled',
   trial_used: 'trial_used',
   offline_disabled: 'offline_disabled',
@@ -128,7 +128,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   subscription_expired: null,
   license_lifetime: null,
   license_not_activated: null,
-  // Operators (PROTOCOL 13): API tokens and two-factor sign-in belong to the dashboard.
+  // Operators (docs/protocol.md 13): API tokens and two-factor sign-in belong to the dashboard.
   token_invalid: null,
   token_scope: null,
   token_not_found: null,
@@ -140,7 +140,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   two_factor_not_set_up: null,
   two_factor_off: null,
   session_not_found: null,
-  // customer portal and fulfilment (PROTOCOL 14): never answered on /api/client/*
+  // customer portal and fulfilment (docs/protocol.md 14): never answered on /api/client/*
   product_not_found: null,
   order_not_found: null,
   fulfil_signature_invalid: null,
@@ -156,4 +156,7 @@ export const ERROR_MAP: Readonly<Record<ErrorCode, SdkCode | null>> = {
   // Answered on /api/dl/ (no /api/client/ signature): an SDK's download_update sees these.
   download_link_expired: 'server',
   range_not_satisfiable: 'server',
+  // The relay's lease answers (docs/air-gapped.md): not /api/client/* answers; SDKs read the relay's statuses.
+  relay_no_seats: null,
+  relay_lease_not_found: null,
 };

@@ -77,7 +77,7 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
   const closers: (() => Promise<void>)[] = [];
   let hosts: ServerProcess[] = [];
   /** Every host process started, listening or not (a failed start must not leave one running). */
-  let starting: StartingServer[] = [];
+  const starting: StartingServer[] = [];
   let nginx: Nginx;
   /** The nginx site as rendered, every host in it. */
   let site: string;

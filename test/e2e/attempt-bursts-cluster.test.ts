@@ -1,4 +1,4 @@
-// Attempt limits under concurrency across workers (PROTOCOL 11.31): two worker processes sharing
+// Attempt limits under concurrency across workers (docs/protocol.md 11.31): two worker processes sharing
 // Redis, each burst spread over both, so an attempt reserved on one worker counts on the other
 // before either checks a password: at most the limit is answered 401, the rest 429.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

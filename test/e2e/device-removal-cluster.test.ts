@@ -1,4 +1,4 @@
-// A removed device's sessions end on whichever worker owns them (PROTOCOL 12.1, 14.3), across two real
+// A removed device's sessions end on whichever worker owns them (docs/protocol.md 12.1, 14.3), across two real
 // worker processes sharing PostgreSQL and Redis: the dashboard removes a device through worker A while
 // that device's sessions live on worker B (a REST heartbeat and a realtime channel); they end there,
 // the key's other device goes on on both workers, and the portal's reset of every device then ends

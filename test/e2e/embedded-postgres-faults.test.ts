@@ -135,7 +135,7 @@ describe('embedded PostgreSQL killed under a running server', () => {
 
       // 3. A third death with clients calling: register and license answer a signed 503 (never a 500:
       // the SQL error reaches the reply as itself), and the audit lines of those calls, written while
-      // the database was away, are all in the log once it is back (PROTOCOL 11.29).
+      // the database was away, are all in the log once it is back (docs/protocol.md 11.29).
       const app = (await api.post('/apps', { name: 'Clients' })).body;
       const key = (await api.post(`/apps/${app.id}/licenses`, { amount: 1, duration: 30 })).body[0].key;
       const c = new ClientApi(server.base);

@@ -1,4 +1,4 @@
-// Floating seats across workers (PROTOCOL 12.2): concurrent heartbeat starts of one key, each sent
+// Floating seats across workers (docs/protocol.md 12.2): concurrent heartbeat starts of one key, each sent
 // to another worker than the one that drew its session, never take more seats than max_sessions,
 // with `reject` and with `kick_oldest`; then the same through `keywarden serve` with WORKERS=3 on
 // one port, where the kernel spreads the connections over the workers.

@@ -85,7 +85,7 @@ describe('keys shared by every host', () => {
     const again = await spawnServer(env(1));
     await again.stop('SIGTERM');
 
-    // PROTOCOL 11.40: every shared secret is fingerprinted, the two-factor key too. The same signing
+    // docs/protocol.md 11.40: every shared secret is fingerprinted, the two-factor key too. The same signing
     // and license keys with another TWO_FACTOR_KEY: refused, naming that one alone as differing.
     const otherTwoFactor = await spawnServer({
       ...env(1),

@@ -5,9 +5,9 @@
 //     and concurrent writes and reads of one application.
 //   - Lying Content-Lengths on raw sockets (4294967296, 2^53, 1e20, abc, -1, and a length larger than
 //     the body after which the client closes): an answer below 500 or a closed connection, never a
-//     stored record (PROTOCOL 11.33).
+//     stored record (docs/protocol.md 11.33).
 //   - Credentials revoked while requests using them are in flight and streams (SSE and WebSocket)
-//     are open: an API token revoked, a sign-in session logged out (PROTOCOL 11.35).
+//     are open: an API token revoked, a sign-in session logged out (docs/protocol.md 11.35).
 // Every answer must be below 500 and arrive within the hang limit; the caller checks that the server
 // process stayed up and logged no unhandled rejection or uncaught exception.
 import net from 'node:net';

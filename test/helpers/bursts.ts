@@ -1,4 +1,4 @@
-// Parallel bursts of wrong credentials (PROTOCOL 11.31), shared by the one-process and the cluster
+// Parallel bursts of wrong credentials (docs/protocol.md 11.31), shared by the one-process and the cluster
 // tests: each sends N attempts at once and counts the answers, so a limit checked after the fact
 // (every guess in flight checked before the counter moves) shows as more 401s than the limit.
 import { expect } from 'vitest';

@@ -30,7 +30,7 @@ export interface ServerMessage {
 export interface ConnectOptions {
   /** X-Forwarded-For (the test servers trust 127.0.0.1 as a proxy). */
   ip?: string;
-  /** Signs the upgrade (PROTOCOL 3) with this api_secret. */
+  /** Signs the upgrade (docs/protocol.md 3) with this api_secret. */
   secret?: string;
   version?: string;
   /** Overrides of the upgrade's headers (negative tests); undefined deletes. */

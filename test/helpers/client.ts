@@ -1,5 +1,5 @@
 // A test client for /api/client/*: sends a fresh X-Nonce on every call, signs requests when given
-// the api_secret (PROTOCOL 3) and verifies every response signature (PROTOCOL 4) with node:crypto,
+// the api_secret (docs/protocol.md 3) and verifies every response signature (docs/protocol.md 4) with node:crypto,
 // an implementation independent of the server's sodium-native.
 import {
   createHash,
@@ -73,7 +73,7 @@ export class ClientApi {
     return { status: res.status, body: parsed as T, raw, headers: res.headers };
   }
 
-  /** Throws unless the response carries a valid Ed25519 signature over PROTOCOL 4's message. */
+  /** Throws unless the response carries a valid Ed25519 signature over docs/protocol.md 4's message. */
   assertSigned(method: string, path: string, res: Response, raw: Buffer, nonce: string): void {
     const kid = res.headers.get('x-response-kid');
     const ts = res.headers.get('x-response-timestamp');
@@ -88,7 +88,7 @@ export class ClientApi {
   }
 }
 
-/** PROTOCOL 5, decrypted independently with node:crypto. */
+/** docs/protocol.md 5, decrypted independently with node:crypto. */
 export function decryptEnc(enc: string, encKey: string, apiSecret: string, initIv: string): unknown {
   const key = createHash('sha256').update(`${encKey}-${apiSecret}`).digest();
   const iv = createHash('sha256').update(initIv).digest().subarray(0, 16);

@@ -1,10 +1,10 @@
-// The licensing models of PROTOCOL 12 for the SDK integration tests: a second real server (its own
+// The licensing models of docs/protocol.md 12 for the SDK integration tests: a second real server (its own
 // database and data directory, the harness's signing key) with application MODELS, behind a TCP
 // proxy whose control endpoint restarts that server for real. A second server, so that restarting
 // it leaves the main harness server and its proxies alone.
 //
 // ENV CONTRACT (added to startSdkHarness().env only when the main server knows /api/client/trial;
-// a server without it answers 404 there and the SDKs skip their PROTOCOL 12 tests with one line,
+// a server without it answers 404 there and the SDKs skip their docs/protocol.md 12 tests with one line,
 // or fail them when KW_REQUIRE_MODELS=1):
 //   KW_MODELS_URL          base URL of the proxy in front of the models server (REST and the realtime channel)
 //   KW_MODELS_CONTROL_URL  POST <url>/down: shut the server down (the proxy then resets every connection;
@@ -12,16 +12,16 @@
 //                          directory and signing key (answers once it serves); POST <url>/ban {"key"}: ban that
 //                          key from the dashboard. Each answers 200 {"ok": true} or 500 {"error"}.
 //   KW_CONFIG_MODELS       keywarden.json of MODELS, with base_url = KW_MODELS_URL and app_id
-//   KW_CONFIG_MODELS_OFF   keywarden.json of MODELS OFF on the same server: every PROTOCOL 12 field at its default
-//                          (trials and offline files off), the place to see trial_disabled and offline_disabled
+//   KW_CONFIG_MODELS_OFF   keywarden.json of MODELS OFF on the same server: every docs/protocol.md 12 field at its
+// default                          (trials and offline files off), the place to see trial_disabled and offline_disabled
 //   KW_KEYS_MODELS         20 unused keys of MODELS: 30 days, level 3, entitlements ["export", "pro"]
 //   KW_MODELS_APP_ID       the application's id (what offline files name)
 //   KW_MODELS_PROBE_ADDRESS the X-Forwarded-For every probe of /api/client/trial sends (its own rate-limit budget);
 //                          set also while the models are pending (startSdkHarness adds it either way)
 //   KW_MODELS_SETTINGS     JSON of the settings below (trial_hours 72, trial_level 2, offline_days 7, grace_hours 1)
 //   KW_MODELS_ERROR        set instead of the above when the server has the route but preparing MODELS failed
-//                          (the message): the SDKs fail their PROTOCOL 12 tests with it
-// MODELS has hwid_lock on and heartbeat_interval 5. Every PROTOCOL 12 call goes to the models server, so
+//                          (the message): the SDKs fail their docs/protocol.md 12 tests with it
+// MODELS has hwid_lock on and heartbeat_interval 5. Every docs/protocol.md 12 call goes to the models server, so
 // none spends the budgets of the main server's direct callers (the probe comes from its own address).
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -213,7 +213,7 @@ export async function startModelsHarness(
 }
 
 /**
- * The guard of every PROTOCOL 12 integration test: a reason to skip while the server side is pending
+ * The guard of every docs/protocol.md 12 integration test: a reason to skip while the server side is pending
  * (it answers 404 for /api/client/trial), undefined when the tests must run. Throws when they must run
  * but cannot: KW_REQUIRE_MODELS=1 with a pending server, or a server whose MODELS app could not be made.
  */
@@ -221,7 +221,7 @@ export async function pendingModels(env: Record<string, string>): Promise<string
   if (!(await serverHasModels(env.KW_BASE_URL!))) {
     if (process.env.KW_REQUIRE_MODELS === '1')
       throw new Error('KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial');
-    return 'PROTOCOL 12 pending: the server answers 404 for /api/client/trial';
+    return 'licensing models pending: the server answers 404 for /api/client/trial';
   }
   if (env.KW_MODELS_ERROR) throw new Error(`the harness could not prepare app MODELS: ${env.KW_MODELS_ERROR}`);
   return undefined;

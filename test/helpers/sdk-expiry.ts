@@ -1,4 +1,4 @@
-// Expiry while running (PROTOCOL 12.8) in the SDK tests: a program built with an SDK activates a harness
+// Expiry while running (docs/protocol.md 12.8) in the SDK tests: a program built with an SDK activates a harness
 // key and beats on the realtime channel; once it says it is ready, the key's expires_at is moved to a
 // moment shortly ahead, straight in the database (as the server's own expiry tests do: no route sets an
 // expiry to the second), and the program must report `expired` within about a second of that moment,

@@ -44,8 +44,10 @@
 //   KW_VECTORS_DIR     absolute path of sdk/vectors
 //   KW_OWNER_TOKEN     (extra) dashboard bearer token of the owner (e.g. to read /api/apps/{id}/logs)
 //   KW_APP_IDS         (extra) JSON {"PLAIN": id, "SIGNED": id, "OUTDATED": id}
-//   KW_MODELS_*        (extra) the licensing models of PROTOCOL 12 on a second server that the tests may restart:
-//                      see test/helpers/models-harness.ts (present only once the server has /api/client/trial)
+//   KW_AIRGAP_*        (extra) air-gapped machines: activation requests and relays, see test/helpers/airgap-harness.ts
+//                      (present only once the server has /api/apps/{id}/offline-activations)
+//   KW_MODELS_*        (extra) the licensing models of docs/protocol.md 12 on a second server that the tests may
+// restart:                      see test/helpers/models-harness.ts (present only once the server has /api/client/trial)
 // The server names its worker in every client answer (AFFINITY_ROUTE=sdk: X-Keywarden-Route: sdk-0);
 // `affinityEchoes(env)` reads how many calls sent it back (every SDK must).
 // All three apps have hwid_lock on, injection_detection on (debugger_detected: true kills the
@@ -65,6 +67,7 @@ import { startOutageProxy } from './outage-proxy.js';
 import { startChannelTamperProxy, type ChannelTamperMode, type ChannelTamperProxy } from './channel-tamper-proxy.js';
 import { clientConfig } from '../../src/modules/apps/sdk-archive.js';
 import { PROBE_ADDRESS, serverHasModels, startModelsHarness, type ModelsHarness } from './models-harness.js';
+import { serverHasAirgap, startAirgapHarness, type AirgapHarness } from './airgap-harness.js';
 
 export interface SdkHarness {
   env: Record<string, string>;
@@ -108,6 +111,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
   let outage: Awaited<ReturnType<typeof startOutageProxy>> | undefined;
   const channelProxies: ChannelTamperProxy[] = [];
   let models: ModelsHarness | undefined;
+  let airgap: AirgapHarness | undefined;
   try {
     const owner = await new Api(server.base).signIn(OWNER.username, OWNER.password);
     const published = (
@@ -216,18 +220,35 @@ export async function startSdkHarness(): Promise<SdkHarness> {
         models = await startModelsHarness(seed, published);
         Object.assign(env, models.env);
       } catch (err) {
-        // Only the PROTOCOL 12 tests fail on this; everything else still runs.
+        // Only the docs/protocol.md 12 tests fail on this; everything else still runs.
         env.KW_MODELS_ERROR = (err as Error).message;
+      }
+    }
+
+    if (await serverHasAirgap(owner, ids.PLAIN!)) {
+      try {
+        airgap = await startAirgapHarness({
+          owner,
+          dir,
+          appId: ids.PLAIN!,
+          plainConfig: env.KW_CONFIG_PLAIN!,
+          published,
+        });
+        Object.assign(env, airgap.env);
+      } catch (err) {
+        env.KW_AIRGAP_ERROR = (err as Error).message; // only the air-gapped tests fail on this
       }
     }
 
     const p = proxies;
     const o = outage;
     const m = models;
+    const a = airgap;
     return {
       env,
       server,
       async close() {
+        await a?.close();
         await m?.close();
         await Promise.all(channelProxies.map((c) => c.close()));
         await o.close();
@@ -237,6 +258,7 @@ export async function startSdkHarness(): Promise<SdkHarness> {
       },
     };
   } catch (err) {
+    await airgap?.close();
     await models?.close();
     await Promise.all(channelProxies.map((c) => c.close()));
     await outage?.close();

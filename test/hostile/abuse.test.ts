@@ -1,5 +1,5 @@
 // Abuse by one activated client and the smaller hostile cases: refused beats and starts are
-// budgeted and audited at most once a minute per session (PROTOCOL 11.26); screenshots are images
+// budgeted and audited at most once a minute per session (docs/protocol.md 11.26); screenshots are images
 // of bounded size, stored once by content and bounded per owner and in total (11.27); end-user
 // names are NFC and free of control and bidirectional characters (11.28); a reseller stops with
 // its admin's subscription (11.30); an upload cut short does not hold up the shutdown drain, and a
@@ -81,7 +81,7 @@ describe('refused beats and starts are budgeted (60 a minute per session, 600 pe
     expect((await last.c.post('/api/client/heartbeat', wrongBeat(last.session, 1))).status).toBe(429);
   }, 60_000);
 
-  it('calls for unknown sessions count against the address (PROTOCOL 11.39): 1,000 starts, 600 x 401, then 429', async () => {
+  it('calls for unknown sessions count against the address (docs/protocol.md 11.39): 1,000 starts, 600 x 401, then 429', async () => {
     const f = await appFixture(t);
     const c = f.client(nextIp());
     const real = await f.session(c); // a real session's token, altered: unknown, same shape

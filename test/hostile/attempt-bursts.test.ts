@@ -1,4 +1,4 @@
-// Attempt limits under concurrency (PROTOCOL 11.31), one process: a burst of parallel wrong
+// Attempt limits under concurrency (docs/protocol.md 11.31), one process: a burst of parallel wrong
 // passwords or two-factor codes is checked at most `limit` times (401), the rest answer 429, and
 // the lock then holds for a correct attempt too. Per name (each guess from its own address) and
 // per address (each guess on its own name). The cluster test (test/e2e) does the same across workers.

@@ -1,4 +1,4 @@
-// Declared lengths uWS itself refuses (PROTOCOL 11.33, docs/security.md "Declared lengths"): a
+// Declared lengths uWS itself refuses (docs/protocol.md 11.33, docs/security.md "Declared lengths"): a
 // Content-Length of 10 digits or more, or one that is not a decimal number, makes uWS close the
 // connection once the request's callback returns. No handler may act on such a request: a DELETE
 // that used to run to the end deletes nothing now, a write stores nothing, and the server serves on.

@@ -28,7 +28,7 @@ function expectNulRefused(r: { status: number; body: any }, loc: (string | numbe
   expect(r.body.detail[0]).toMatchObject({ loc, type: 'value_error' });
 }
 
-describe('key generation over a small key space (PROTOCOL 11.19)', () => {
+describe('key generation over a small key space (docs/protocol.md 11.19)', () => {
   it('refuses at once, on mask, a mask and alphabet that cannot produce the amount; the server stays responsive', async () => {
     const r = await owner.post(`/apps/${f.app.id}/licenses`, {
       amount: 2,
@@ -67,7 +67,7 @@ describe('key generation over a small key space (PROTOCOL 11.19)', () => {
   });
 });
 
-describe('U+0000 in text and out-of-range numbers (PROTOCOL 11.18)', () => {
+describe('U+0000 in text and out-of-range numbers (docs/protocol.md 11.18)', () => {
   it('answers 422 value_error on every dashboard text field, body and query, and stores nothing', async () => {
     expectNulRefused(await owner.post('/apps', { name: NUL }), ['body', 'name']);
     expectNulRefused(await owner.patch(`/apps/${f.app.id}`, { update_message: NUL }), ['body', 'update_message']);
@@ -116,7 +116,7 @@ describe('U+0000 in text and out-of-range numbers (PROTOCOL 11.18)', () => {
     expectNulRefused(reg, ['body', 'username']);
   });
 
-  it('accepts free text up to 4,096 characters, including a 4,096-character ban value (PROTOCOL 11.18)', async () => {
+  it('accepts free text up to 4,096 characters, including a 4,096-character ban value (docs/protocol.md 11.18)', async () => {
     const long = 'é'.repeat(4096); // 8 KiB of UTF-8: two of them stay under the 16 KiB body limit
     const app = await owner.post('/apps', { name: long, description: 'x'.repeat(4096) });
     expect(app.status).toBe(200);
@@ -163,7 +163,7 @@ describe('the audit log keeps every valid entry of a batch', () => {
   });
 });
 
-describe('unique-name races (PROTOCOL 11.22)', () => {
+describe('unique-name races (docs/protocol.md 11.22)', () => {
   it('concurrent team creates with one username or one email: one success, the rest 409', async () => {
     const byName = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
@@ -185,7 +185,7 @@ describe('unique-name races (PROTOCOL 11.22)', () => {
   });
 });
 
-describe('client paths that do not exist (PROTOCOL 11.20)', () => {
+describe('client paths that do not exist (docs/protocol.md 11.20)', () => {
   it('answers signed 404 for an unknown client path and signed 405 with Allow for a wrong method', async () => {
     const c = new ClientApi(t.base);
     const unknown = await c.post('/api/client/nope', {}); // c.post throws unless the response verifies
@@ -222,7 +222,7 @@ describe('dashboard sign-in throttles password spraying', () => {
   });
 });
 
-describe('the request-nonce ledger survives a restart (PROTOCOL 11.21)', () => {
+describe('the request-nonce ledger survives a restart (docs/protocol.md 11.21)', () => {
   it('refuses a signed request replayed after the server restarted', async () => {
     const db = await createTestDatabase();
     let first: TestServer | undefined = await startTestServer({}, { databaseUrl: db.url });
@@ -259,7 +259,7 @@ describe('the request-nonce ledger survives a restart (PROTOCOL 11.21)', () => {
   });
 });
 
-describe('hidden fields are absent, and screenshots need view_hwid and view_ip (PROTOCOL 11.17)', () => {
+describe('hidden fields are absent, and screenshots need view_hwid and view_ip (docs/protocol.md 11.17)', () => {
   it('users and logs show a screenshot path only with both permissions; a hidden ip is absent, not ""', async () => {
     const fx = await appFixture(t);
     const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');

@@ -1,4 +1,4 @@
-// HWIDs are plain text (PROTOCOL 11.38): a control or format character (zero-width characters and
+// HWIDs are plain text (docs/protocol.md 11.38): a control or format character (zero-width characters and
 // bidirectional marks included) or whitespace at either end answers 422 on `hwid` everywhere a HWID
 // is taken, so look-alike spellings can never be new devices (each of which used to get a new trial).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

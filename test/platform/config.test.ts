@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
-describe('configuration (PROTOCOL 8)', () => {
+describe('configuration (docs/protocol.md 8)', () => {
   it('serves on 0.0.0.0:8080 with ./data and embedded services when nothing is set', () => {
     const c = loadConfig({}, '/srv/kw');
     expect(c).toMatchObject({

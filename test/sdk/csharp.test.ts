@@ -153,10 +153,11 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
     const ran = Number(/integration tests run: (\d+)/.exec(r.out)?.[1] ?? 0);
     expect(ran).toBeGreaterThanOrEqual(tls ? 29 : 28);
     // vectors and error table found through KW_VECTORS_DIR: nothing skipped but (without openssl) TLS, and
-    // the PROTOCOL 12 tests while the server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they run)
+    // the docs/protocol.md 12 tests while the server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they
+    // run)
     const skipped = r.out.split('\n').filter((l) => l.startsWith('skip '));
     const pending =
-      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
+      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('licensing models pending'));
     expect(skipped.filter((l) => !(l.includes('TLS pinning') && !tls) && !pending.includes(l))).toEqual([]);
     if (pending.length === 0) {
       for (const name of [
@@ -166,6 +167,16 @@ describe.skipIf(!hasMono)('C# SDK (Mono) against the server', () => {
       ])
         expect(r.out).toContain(`ok   ${name} (`);
     }
+    // Air-gapped machines (tests/AirgapIntegrationTests.cs against the harness's real relays).
+    for (const name of [
+      'integration/airgap: a request answered through the dashboard completes; a later start loads the answer',
+      "integration/airgap: an answer to an older request is WrongRequest; another machine's is WrongHwid",
+      'integration/airgap: a seat is leased, renewed and released at the relay',
+      'integration/airgap: the lease renews itself before it expires',
+      'integration/airgap: every seat taken is SessionLimit until one is released',
+      'integration/airgap: a relay serving a pool signed by another key is refused (BadSignature)',
+    ])
+      expect(r.out).toContain(`ok   ${name} (`);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {
       expect(r.out).toContain(`ok   integration/tamper: ${mode} is refused`);
     }

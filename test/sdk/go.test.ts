@@ -239,6 +239,12 @@ describe.skipIf(!hasGo)('Go SDK against the server', () => {
       'TestModelsOfflineFileRoundTripTamperingRefused',
       'TestModelsGraceAcrossARealServerRestart',
       'TestModelsGraceNeverCoversAnExpiry',
+      'TestAirgapRequestAnsweredThroughTheDashboardCompletes',
+      'TestAirgapAnAnswerToAnOlderRequestIsRefused',
+      'TestAirgapASeatIsLeasedRenewedAndReleased',
+      'TestAirgapTheLeaseRenewsItselfBeforeItExpires',
+      'TestAirgapEverySeatTakenIsSessionLimitUntilOneIsReleased',
+      'TestAirgapARelayServingAForgedPoolIsRefused',
       'TestRestartSurvived/SIGTERM',
       'TestRestartSurvived/SIGKILL',
     ])

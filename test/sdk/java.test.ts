@@ -1,7 +1,7 @@
 // The Java SDK (sdk/java) end to end: built with the JDK alone by its own build.sh (javac + jar), its
 // test program (every shared vector, then the integration tests against a real server prepared by the
 // SDK harness: the client API, every tamper mode, the realtime channel with a dashboard ban pushed to
-// the running heartbeat, resilience, and the licensing models of PROTOCOL 12 with grace across a real
+// the running heartbeat, resilience, and the licensing models of docs/protocol.md 12 with grace across a real
 // restart) in one JVM; then the downloaded zip built as its README says runs the example.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -84,10 +84,11 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
     expect(r.out).toMatch(/^\d+ passed, 0 failed, \d+ skipped$/m);
     const ran = Number(/integration tests run: (\d+)/.exec(r.out)?.[1] ?? 0);
     expect(ran).toBeGreaterThanOrEqual(31);
-    // Nothing skipped but the PROTOCOL 12 tests while the server side is pending (KW_REQUIRE_MODELS=1: they run).
+    // Nothing skipped but the docs/protocol.md 12 tests while the server side is pending (KW_REQUIRE_MODELS=1: they
+    // run).
     const skipped = r.out.split('\n').filter((l) => l.startsWith('skip '));
     const pending =
-      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
+      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('licensing models pending'));
     expect(skipped.filter((l) => !pending.includes(l))).toEqual([]);
     const names = [
       'unit/vectors: request signatures (canonical and X-Signature)',
@@ -101,7 +102,7 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
       'unit/channel vectors: every hello case (malformed, unknown_kid, bad_base64, stale, bad_signature)',
       'unit/channel vectors: every server frame (bad_mac, malformed, out_of_order) and client frames byte for byte',
       'unit/heartbeat: a listener that throws is logged; the state leaves offline the moment grace ends',
-      'unit/heartbeat: expiry while running is reported as expired, never covered by grace (PROTOCOL 12.8)',
+      'unit/heartbeat: expiry while running is reported as expired, never covered by grace (docs/protocol.md 12.8)',
       'integration/tamper: bad_proof: the heartbeat token is not trusted',
       'integration/channel: beats on the channel; a dashboard ban reaches the running heartbeat as Revoked within a second, then Killed',
       'integration/channel: update_required and a notice are pushed to the running heartbeat',
@@ -114,12 +115,19 @@ describe.skipIf(!hasJdk)('Java SDK against the server', () => {
       'integration/resilience: every beat answer tampered -> Degraded with lastBeatAt, Compromised after 5, no endless re-auth',
       'integration/resilience: an outage, then a server that forgot the session -> one re-authentication, and it beats on',
       'integration/resilience: an outage during which the key was banned -> the re-authentication fails with banned, once',
+      // Air-gapped machines (AirgapTests.java against the harness's real relays).
+      'integration/airgap: a request answered through the dashboard completes; a later start loads the answer',
+      "integration/airgap: an answer to an older request is wrong_request; another machine's is wrong_hwid",
+      'integration/airgap: a seat is leased, renewed and released at the relay',
+      'integration/airgap: the lease renews itself before it expires',
+      'integration/airgap: every seat taken is session_limit until one is released',
+      'integration/airgap: a relay serving a pool signed by another key is refused (bad_signature)',
     ];
     if (pending.length === 0)
       names.push(
         'integration/models: a trial once per device; MODELS OFF offers none',
-        'integration/models: entitlements of the key; one device per key (devices, PROTOCOL 12.1)',
-        'integration/models: floating seats: a start over max_sessions is session_limit; kick_oldest ends the oldest (PROTOCOL 12.2)',
+        'integration/models: entitlements of the key; one device per key (devices, docs/protocol.md 12.1)',
+        'integration/models: floating seats: a start over max_sessions is session_limit; kick_oldest ends the oldest (docs/protocol.md 12.2)',
         'integration/models: an offline license file round trip, checked without the server; a tampered file is refused',
         'integration/models: grace across a real server restart, inside the window and past it; a ban ends it',
       );
@@ -393,7 +401,7 @@ describe.skipIf(!hasJdk)('Java SDK through real restarts and an expiry', () => {
     expect(r.some((l) => l === 'r ChannelState closed 1001')).toBe(true); // the graceful stop said "going away"
     sc.send('stop r');
 
-    // PROTOCOL 12.8 on the channel: the key reaches expires_at while its heartbeat runs.
+    // docs/protocol.md 12.8 on the channel: the key reaches expires_at while its heartbeat runs.
     await sc.ask(`start e1 ${config} ${keys[1]} sdk-java-expiry-1 on 1000`, /^e1 started /);
     await sc.wait(/^e1 Beat 1 1 true$/);
     await sql("update license_keys set expires_at = now() + interval '1 second' where id = $1", [

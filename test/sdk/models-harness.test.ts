@@ -1,4 +1,4 @@
-// The pieces of test/helpers/models-harness.ts that work before the server side of PROTOCOL 12 exists:
+// The pieces of test/helpers/models-harness.ts that work before the server side of docs/protocol.md 12 exists:
 // the probe that tells whether the server has the licensing models, and the proxy through which the
 // SDK tests see the models server go down and come back.
 import http from 'node:http';

@@ -1,6 +1,6 @@
 // sdk/vectors/offline.json must be exactly what scripts/gen-offline-vectors.ts writes, and every case
 // must be accepted or refused for the reason it names by an independent judge written here from
-// PROTOCOL 12.5 with node:crypto, so the flags are not just echoed from the generator.
+// docs/protocol.md 12.5 with node:crypto, so the flags are not just echoed from the generator.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createPublicKey, verify } from 'node:crypto';

@@ -114,11 +114,11 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
     if (r.code !== 0 || process.env.KW_SHOW) console.error(r.out);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^OK(?: \(skipped=\d+\))?$/m); // what was skipped is checked below
-    // Nothing skipped but a platform check that cannot apply here, and the PROTOCOL 12 tests while the
+    // Nothing skipped but a platform check that cannot apply here, and the docs/protocol.md 12 tests while the
     // server side of the licensing models is pending (KW_REQUIRE_MODELS=1: they must run).
     const skipped = r.out.split('\n').filter((l) => / \.\.\. skipped /.test(l));
     const pending =
-      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('PROTOCOL 12 pending'));
+      process.env.KW_REQUIRE_MODELS === '1' ? [] : skipped.filter((l) => l.includes('licensing models pending'));
     expect(skipped.filter((l) => !l.includes('Linux with /etc/machine-id') && !pending.includes(l))).toEqual([]);
     if (pending.length === 0) {
       for (const name of [
@@ -129,6 +129,17 @@ describe.skipIf(!hasPython)('Python SDK against the server', () => {
         expect(r.out).toMatch(new RegExp(`^${name} \\(test_integration_models\\.Models.*\\) \\.\\.\\. ok$`, 'm'));
       }
     }
+    // Air-gapped machines (test_integration_airgap.py against the harness's real relays).
+    expect(Number(/air-gapped tests run: (\d+)/.exec(r.out)?.[1] ?? 0)).toBe(6);
+    for (const name of [
+      'test_a_request_answered_by_the_dashboard_completes',
+      'test_an_answer_to_an_older_request_is_refused',
+      'test_a_seat_is_leased_renewed_and_released',
+      'test_the_lease_renews_itself_before_it_expires',
+      'test_every_seat_taken_is_session_limit_until_one_is_released',
+      'test_a_relay_serving_a_forged_pool_is_refused',
+    ])
+      expect(r.out).toMatch(new RegExp(`^${name} \\(test_integration_airgap\\.Airgap.*\\) \\.\\.\\. ok$`, 'm'));
     const ran = Number(/integration tests run: (\d+)/.exec(r.out)?.[1] ?? 0);
     expect(ran).toBeGreaterThanOrEqual(25);
     for (const mode of ['forged', 'unsigned', 'replayed', 'foreign_nonce', 'unknown_kid', 'stale', 'bad_base64']) {

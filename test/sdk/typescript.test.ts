@@ -86,7 +86,7 @@ describe('TypeScript SDK against the server', () => {
     expect((await c.init()).name).toBe('SDK SIGNED');
     const lic = await c.activateLicense(key('SIGNED'), HWID_A);
     expect(lic.level).toBe(3);
-    // both answers travelled encrypted (PROTOCOL 5) and were decrypted by the SDK
+    // both answers travelled encrypted (docs/protocol.md 5) and were decrypted by the SDK
     expect(wire.map((w) => Object.keys(JSON.parse(w)))).toEqual([['enc'], ['enc']]);
     // Without the secret the server refuses the unsigned request; the SDK reports it typed.
     const cfg = JSON.parse(fs.readFileSync(h.env.KW_CONFIG_SIGNED!, 'utf8'));
@@ -678,9 +678,9 @@ describe('TypeScript SDK on the realtime channel', () => {
   });
 });
 
-// PROTOCOL 12 end to end. Pending server side: skipped while the server answers 404 for
+// docs/protocol.md 12 end to end. Pending server side: skipped while the server answers 404 for
 // /api/client/trial (KW_REQUIRE_MODELS=1 makes them fail); see test/helpers/models-harness.ts.
-describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
+describe('TypeScript SDK and the licensing models (docs/protocol.md 12)', () => {
   let pending: string | undefined;
   let dir: string;
   beforeAll(async () => {
@@ -758,7 +758,7 @@ describe('TypeScript SDK and the licensing models (PROTOCOL 12)', () => {
     const late = models({ clock: () => Date.now() + 8 * 86_400_000 });
     expect((await failure((async () => late.loadOffline(file, id))())).reason).toBe('expired');
     expect((await failure(c.offlineFile(`${id}-other`))).code).toBe('hwid_mismatch');
-    // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+    // MODELS OFF issues none (docs/protocol.md 12.5 lists "off" before "session not activated").
     const off = Client.fromConfig(h.env.KW_CONFIG_MODELS_OFF!);
     await off.init();
     expect((await failure(off.offlineFile(id))).code).toBe('offline_disabled');
@@ -878,6 +878,117 @@ describe('updates (docs/releases.md)', () => {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe('TypeScript SDK on air-gapped machines (requests answered by file, seats from a relay)', () => {
+  const dir = () => fs.mkdtempSync(path.join(os.tmpdir(), 'kw-ts-airgap-'));
+  const client = (o: Parameters<typeof Client.fromConfig>[1] = {}) =>
+    Client.fromConfig(h.env.KW_AIRGAP_CONFIG!, { stateFile: path.join(dir(), 'state.json'), ...o });
+  const airgapKeys = () => h.env.KW_AIRGAP_KEYS!.split(',');
+  let nextKey = 0;
+  const airgapKey = () => airgapKeys()[nextKey++]!;
+  /** The operator's side: the dashboard route answers the request. */
+  const answer = async (request: string) => {
+    const r = await owner().post(`/api/apps/${h.env.KW_AIRGAP_APP_ID}/offline-activations`, { request });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    return (r.body as { response: string }).response;
+  };
+  const inUse = async () =>
+    ((await (await fetch(`${h.env.KW_AIRGAP_RELAY_URL}/relay/v1/status`)).json()) as { in_use: number }).in_use;
+  beforeAll(() => {
+    if (h.env.KW_AIRGAP_ERROR) throw new Error(`the harness could not prepare the relays: ${h.env.KW_AIRGAP_ERROR}`);
+  });
+
+  it('a request answered through the dashboard completes; a later start loads the answer', async () => {
+    const c = client();
+    const hwid = 'ts-airgap-machine-a';
+    const req = c.activationRequest(airgapKey(), { hwid, components: { cpu: 'c1', disk: 'd1' } });
+    expect(req).toMatch(/^kwreq1\.[\w-]+$/);
+    expect(fs.existsSync(c.requestFile)).toBe(true);
+    const response = await answer(req);
+    const lic = c.completeActivation(response, hwid);
+    expect([lic.appId, lic.hwid, lic.level]).toEqual([h.env.KW_AIRGAP_APP_ID, hwid, 3]);
+    const later = Client.fromConfig(h.env.KW_AIRGAP_CONFIG!, { stateFile: c.stateFile });
+    expect(later.loadOffline(response, hwid).licenseId).toBe(lic.licenseId);
+  });
+
+  it("an answer to an older request is wrong_request; another machine's is wrong_hwid", async () => {
+    const c = client();
+    const hwid = 'ts-airgap-machine-b';
+    const key = airgapKey();
+    const old = await answer(c.activationRequest(key, { hwid }));
+    c.activationRequest(key, { hwid });
+    const refused = (run: () => unknown) => {
+      try {
+        run();
+      } catch (e) {
+        return { code: (e as KeywardenError).code, reason: (e as KeywardenError).reason };
+      }
+      return undefined;
+    };
+    expect(refused(() => c.completeActivation(old, hwid))).toEqual({
+      code: 'offline_invalid',
+      reason: 'wrong_request',
+    });
+    const other = client();
+    const foreign = await answer(other.activationRequest(airgapKey(), { hwid: 'ts-airgap-other' }));
+    expect(refused(() => other.completeActivation(foreign, hwid))?.reason).toBe('wrong_hwid');
+  });
+
+  it('a seat is leased, renewed and released at the relay', async () => {
+    const c = client();
+    const before = await inUse();
+    const lease = await c.leaseSeat(h.env.KW_AIRGAP_RELAY_URL!, { hwid: 'ts-relay-a' });
+    try {
+      expect(lease.active).toBe(true);
+      expect([lease.pool.appId, lease.pool.seats]).toEqual([h.env.KW_AIRGAP_APP_ID, Number(h.env.KW_AIRGAP_SEATS)]);
+      expect(await inUse()).toBe(before + 1);
+      const first = lease.expiresAt.getTime();
+      await new Promise((r) => setTimeout(r, 1100));
+      await lease.renew();
+      expect(lease.expiresAt.getTime()).toBeGreaterThan(first);
+      expect(lease.renewals).toBe(1);
+    } finally {
+      await lease.release();
+    }
+    expect(lease.active).toBe(false);
+    expect(await inUse()).toBe(before);
+  });
+
+  it('the lease renews itself before it expires', async () => {
+    // The client's clock runs 14 min 50 s ahead: the 15-minute lease has 10 s left, renewed at half that.
+    const c = client({ clock: () => Date.now() + 890_000 });
+    const lease = await c.leaseSeat(h.env.KW_AIRGAP_RELAY_URL!, { hwid: 'ts-relay-b' });
+    try {
+      await expect.poll(() => lease.renewals, { timeout: 60_000, interval: 200 }).toBeGreaterThanOrEqual(1);
+      expect(lease.lost).toBeUndefined();
+    } finally {
+      await lease.release();
+    }
+  }, 90_000);
+
+  it('every seat taken is session_limit until one is released', async () => {
+    const c = client();
+    const url = h.env.KW_AIRGAP_RELAY_URL!;
+    const held = [];
+    try {
+      for (let i = 0; i < Number(h.env.KW_AIRGAP_SEATS); i++)
+        held.push(await c.leaseSeat(url, { hwid: `ts-relay-seat-${i}` }));
+      const e = await failure(c.leaseSeat(url, { hwid: 'ts-relay-one-too-many' }));
+      expect([e.code, e.status, e.detail]).toEqual(['session_limit', 409, 'No seats available']);
+      await held.pop()!.release();
+      held.push(await c.leaseSeat(url, { hwid: 'ts-relay-one-too-many' }));
+    } finally {
+      for (const l of held) await l.release();
+    }
+  });
+
+  it('a relay serving a pool signed by another key is refused (bad_signature)', async () => {
+    const c = client();
+    const e = await failure(c.leaseSeat(h.env.KW_AIRGAP_FORGED_RELAY_URL!, { hwid: 'ts-relay-forged' }));
+    expect([e.code, e.reason]).toEqual(['offline_invalid', 'bad_signature']);
+    expect(c.entitlements).toEqual([]);
+  });
 });
 
 describe('the downloaded zip, as a new user would use it', () => {

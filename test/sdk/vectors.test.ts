@@ -86,7 +86,7 @@ describe('sdk/vectors', () => {
 
   it('errors.json spells every client entry exactly as the catalogue does', () => {
     const e = load('errors.json');
-    // PROTOCOL 12 answers the catalogue does not carry yet come from error-map.ts's PROTOCOL_ENTRIES.
+    // docs/protocol.md 12 answers the catalogue does not carry yet come from error-map.ts's PROTOCOL_ENTRIES.
     for (const x of e.entries) {
       const source = x.name in ERRORS ? ERRORS[x.name as keyof typeof ERRORS] : PROTOCOL_ENTRIES[x.name];
       expect({ status: x.status, detail: x.detail }, x.name).toEqual({

@@ -28,7 +28,9 @@ import {
   LoginSchema,
   LogEntrySchema,
   MeSchema,
+  OfflineActivationSchema,
   RecoveryCodesSchema,
+  SeatPoolSchema,
   SecurityStateSchema,
   SignInSchema,
   OverviewSchema,
@@ -38,8 +40,9 @@ import {
   TwoFactorSetupSchema,
 } from '../../web/src/api/responses.js';
 import { totp } from '../helpers/totp.js';
+import { activationRequest } from '../modules/airgap/airgap-harness.js';
 
-// PROTOCOL 1: timestamps are ISO 8601 UTC with milliseconds.
+// docs/protocol.md 1: timestamps are ISO 8601 UTC with milliseconds.
 if (!FormatRegistry.Has('date-time'))
   FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v));
 
@@ -247,5 +250,21 @@ describe("API answers match the dashboard's response types", () => {
     ws.close();
     expect(frames.map((x) => (x as { type: string }).type)).toEqual(['subscribed', 'event']);
     for (const frame of frames) conforms(LiveFrameSchema, frame, 'a /api/ws frame');
+  });
+
+  it('for air-gapped machines: an answered activation request and a seat pool', async () => {
+    // f.keys() holds the fixture's first session, which enabling two-factor above signed out.
+    const made = await f.owner.post(`/apps/${f.app.id}/licenses`, { amount: 1, duration: 30, unit: 'days' });
+    const key: string = made.body[0].key;
+    const { request } = activationRequest(f.app.id, key, 'contract-airgap-1');
+    const answered = await f.owner.post(`/api/apps/${f.app.id}/offline-activations`, { request });
+    conforms(OfflineActivationSchema, answered.body, 'POST /api/apps/{id}/offline-activations');
+    const row = (await f.owner.get(`/api/apps/${f.app.id}/licenses?q=${encodeURIComponent(key)}`)).body.items[0];
+    const pool = await f.owner.post(`/api/licenses/${row.id}/pools`, {
+      seats: 5,
+      valid_days: 30,
+      relay_id: 'contract',
+    });
+    conforms(SeatPoolSchema, pool.body, 'POST /api/licenses/{id}/pools');
   });
 });

@@ -1,4 +1,4 @@
-// Daily work in a real Chromium against a real server (PROTOCOL 15): the Logs tab's text and date
+// Daily work in a real Chromium against a real server (docs/protocol.md 15): the Logs tab's text and date
 // filters, Export CSV on Licenses, Users and Logs downloading the server's streamed CSV with the
 // current filters, a blacklist entry with a CIDR range and a reason, and each user's key on the Users tab.
 import fs from 'node:fs';

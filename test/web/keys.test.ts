@@ -1,4 +1,4 @@
-// Key work on the Licenses tab in a real Chromium against a real server (PROTOCOL 15.2, 15.6): the
+// Key work on the Licenses tab in a real Chromium against a real server (docs/protocol.md 15.2, 15.6): the
 // key drawer, reached from the row menu as "Edit / details", edits level, note and concurrent
 // sessions (a refused value shown at its field, nothing saved); the "Created by" column names the
 // member who made each key, a row shows its devices under the HWID ("2 / 3 devices"; none for a

@@ -1,4 +1,4 @@
-// The operators' security features in a real Chromium against a real server (PROTOCOL 13): setting
+// The operators' security features in a real Chromium against a real server (docs/protocol.md 13): setting
 // up two-factor sign-in from Account > Security (the QR code drawn under the strict CSP, the test
 // computing the TOTP codes itself, the recovery codes downloaded), signing in with a code and with
 // a recovery code, a wrong code refused, creating an API token shown once and revoking it, the

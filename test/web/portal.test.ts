@@ -1,4 +1,4 @@
-// The customer portal in a real Chromium against a real server (PROTOCOL 14): a customer signs in
+// The customer portal in a real Chromium against a real server (docs/protocol.md 14): a customer signs in
 // with its key on a phone-sized window, sees its license and device with localised dates, resets
 // the device and then sees the cooldown as a time; where the application issues offline files it
 // downloads one for its device as a .kwlic file that verifies under the published signing key; an
@@ -61,7 +61,7 @@ describe.skipIf(!hasChromium)('customer portal', () => {
     await page.context().close();
   });
 
-  it('downloads an offline license file for a device, signed as PROTOCOL 12.5 says (390 px)', async () => {
+  it('downloads an offline license file for a device, signed as docs/protocol.md 12.5 says (390 px)', async () => {
     const g = await appFixture(t, { portal_enabled: true, offline_days: 5, hwid_lock: true });
     const [key] = await g.keys(1, { level: 4 });
     const c = g.client();

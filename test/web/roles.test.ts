@@ -1,5 +1,5 @@
-// What each role sees (SPEC Dashboard rule 2: tabs, default tab, stats tiles) in a real Chromium,
-// the reseller's price preview with the refusal before sending (SPEC key generation rule 5), and
+// What each role sees (docs/spec.md "Dashboard roles" rule 2: tabs, default tab, stats tiles) in a real Chromium,
+// the reseller's price preview with the refusal before sending (docs/spec.md "Key generation" rule 5), and
 // a member whose session was ended elsewhere landing on the sign-in form with the reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';

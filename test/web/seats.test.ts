@@ -1,4 +1,4 @@
-// Floating seats in the web dashboard (PROTOCOL 12.2) in a real Chromium: max_sessions and
+// Floating seats in the web dashboard (docs/protocol.md 12.2) in a real Chromium: max_sessions and
 // session_overflow in Settings (a 422 next to its field), max_sessions in the generator, and the
 // Sessions column of key rows showing a live session.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

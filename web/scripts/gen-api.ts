@@ -41,7 +41,9 @@ function inertServices(): Services {
   const audit = createAudit({ sql: inert as never, log, now: () => 0, locate: async () => '' });
   return new Proxy({}, {
     get: (_t, key) =>
-      key === 'config'
+      key === 'audit'
+        ? audit
+        : key === 'config'
         ? config
         : key === 'log'
           ? log

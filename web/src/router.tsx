@@ -1,6 +1,6 @@
 // A tiny path router under /dashboard/ (the server answers index.html for every page path):
 //   /dashboard/                      applications
-//   /dashboard/apps/:id[/:tab]       one application, tab by SPEC Dashboard rule 2
+//   /dashboard/apps/:id[/:tab]       one application, tab by docs/spec.md "Dashboard roles" rule 2
 //   /dashboard/overview              charts across the caller's applications (view_stats)
 //   /dashboard/team                  team members
 //   /dashboard/account               own password and webhook

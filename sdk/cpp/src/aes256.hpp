@@ -1,4 +1,4 @@
-// A small vendored AES-256 (FIPS-197) with CBC and PKCS#7, for PROTOCOL 5 response decryption.
+// A small vendored AES-256 (FIPS-197) with CBC and PKCS#7, for docs/protocol.md 5 response decryption.
 //
 // Why vendored and not OpenSSL's EVP: libsodium has no AES-CBC, and libcurl is not built on
 // OpenSSL everywhere this SDK must build (Windows curl uses Schannel, macOS's system curl

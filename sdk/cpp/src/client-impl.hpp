@@ -55,11 +55,12 @@ struct Client::Impl {
   std::string route;
   InitOptions initOptions;
   std::optional<Activation> lastActivation;
-  // PROTOCOL 12: only verified answers move these (guarded by mu).
+  // docs/protocol.md 12: only verified answers move these (guarded by mu).
   std::optional<std::int64_t> graceUntilMs;  // the latest verified grace_until
   std::optional<std::int64_t> expiryMs;      // the license's (or end user's) expires_at of the last verified activation
   std::vector<std::string> entitlements;     // sorted
   std::string stateFileOption;
+  std::string requestFileOption;
   std::shared_ptr<detail::ClockRecord> clockRecord;
 
   /** Books a verified activation answer: its entitlements (malformed unless a list of codes) and its grace. */

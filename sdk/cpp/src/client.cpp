@@ -1,6 +1,6 @@
 // The Keywarden client: every call carries a fresh nonce (and an HMAC when the config holds a
 // secret), and every answer is verified against the pinned keys before a byte of it is believed
-// (PROTOCOL 3-5). Failures are keywarden::Error; nothing here exits or aborts.
+// (docs/protocol.md 3-5). Failures are keywarden::Error; nothing here exits or aborts.
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -61,10 +61,11 @@ Client::Impl::Impl(Config c, Options o)
       transport(o.transport ? std::move(o.transport) : makeCurlTransport({o.proxy, o.caBundle})),
       encKey(std::move(o.encKey)),
       maxOffsetS(static_cast<std::int64_t>(o.maxClockOffset.count())),
-      stateFileOption(o.stateFile) {
+      stateFileOption(o.stateFile),
+      requestFileOption(o.requestFile) {
   detail::ensureSodium();
   if (!encKey.empty() && !config.apiSecret)
-    throw ConfigError("keywarden: encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
+    throw ConfigError("keywarden: encKey needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)");
   if (encKey.size() > 35) throw ConfigError("keywarden: encKey is at most 35 characters");
   keys = detail::pinKeys(config.responseKeys);
 }

@@ -11,7 +11,7 @@ const char* const kCodeNames[] = {
     "invalid_key",  "key_used",     "banned",           "expired",      "hwid_mismatch", "app_disabled",
     "update_required", "rate_limited", "locked_out",    "session_expired", "heartbeat_killed", "verification",
     "clock_skew",   "network",      "timeout",          "server",
-    // PROTOCOL 12 (licensing models).
+    // docs/protocol.md 12 (licensing models).
     "trial_disabled", "trial_used", "offline_disabled", "offline_invalid", "session_limit",
 };
 constexpr int kCodeCount = static_cast<int>(sizeof kCodeNames / sizeof kCodeNames[0]);
@@ -67,7 +67,7 @@ const std::vector<ErrorTableEntry>& errorTable() {
       {409, "heartbeat session already exists for this nonce", C::server},
       {403, "rejected", C::heartbeat_killed},
       {401, "Invalid heartbeat token", C::heartbeat_killed},
-      // PROTOCOL 12 (licensing models).
+      // docs/protocol.md 12 (licensing models).
       {403, "Trials are not enabled for this application.", C::trial_disabled},
       {403, "Trial already used on this device.", C::trial_used},
       {403, "Offline licenses are not enabled for this application.", C::offline_disabled},

@@ -1,4 +1,4 @@
-// A running heartbeat (PROTOCOL 6, SPEC heartbeat rules) on its own std::thread.
+// A running heartbeat (docs/protocol.md 6, docs/spec.md "Heartbeat rules") on its own std::thread.
 // A beat that certainly never reached the server is sent again with the same index and token
 // (Client::Impl::call does that). A beat whose answer was lost cannot be: a replayed beat_index is
 // refused and the new token is unknown. The heartbeat then reports `degraded` and, with reauth,
@@ -8,10 +8,10 @@
 // is a server that lost the session meanwhile (a restart): with reauth it re-authenticates once and
 // goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
 // Pushes of the realtime channel are queued by the channel's threads and handled on the heartbeat's.
-// While the service cannot be reached and the grace period (PROTOCOL 12.6) covers now, the state is
+// While the service cannot be reached and the grace period (docs/protocol.md 12.6) covers now, the state is
 // `offline` (onOffline once per outage); once the grace is over onGraceExpired is called, and state()
 // reads `degraded` from the moment the grace ends.
-// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry
+// Expiry (docs/protocol.md 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry
 // of the last verified activation, the heartbeat beats at most kExpiryCheck after it, so a REST client learns
 // it on time too; a refusal then (or no answer at all) is `expired`; a beat accepted well after it means the
 // key was extended. The local clock alone never ends a heartbeat the server still accepts.

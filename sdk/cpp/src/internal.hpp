@@ -32,7 +32,7 @@ struct SignedAnswer {
 };
 
 /**
- * PROTOCOL 4 in the order of sdk/vectors/response-signatures.json: headers (unsigned), kid pinned
+ * docs/protocol.md 4 in the order of sdk/vectors/response-signatures.json: headers (unsigned), kid pinned
  * (unknown_kid), strict base64 of 64 bytes (bad_base64), |ts - now| <= window (stale), Ed25519
  * (bad_signature). Throws Error(verification); returns the answer's timestamp in ms since the epoch.
  */
@@ -43,7 +43,7 @@ std::int64_t verifyResponse(const PinnedKeys& keys, const SignedAnswer& answer, 
 std::optional<TimePoint> parseIsoTime(const std::string& text);
 
 /**
- * Strict ISO 8601 UTC as PROTOCOL 1 writes it (2026-11-21T22:00:00.000Z): date, T, time, an optional
+ * Strict ISO 8601 UTC as docs/protocol.md 1 writes it (2026-11-21T22:00:00.000Z): date, T, time, an optional
  * fraction of 1-9 digits (cut to milliseconds), then Z; nothing else. Unix ms, or nullopt. The form in
  * which offline license files and grace_until carry their times (same rule in every SDK).
  */

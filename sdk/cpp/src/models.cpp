@@ -1,4 +1,4 @@
-// The licensing models of PROTOCOL 12 on the client: trials, entitlements, offline license files and
+// The licensing models of docs/protocol.md 12 on the client: trials, entitlements, offline license files and
 // the grace period (12.6). Only verified answers move the grace: each verified answer of license,
 // login, register, trial, heartbeat/start or an accepted beat sets it to its grace_until (an answer
 // without one, or with one that is not a strict ISO 8601 UTC time, grants none); a verified refusal

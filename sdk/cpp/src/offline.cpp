@@ -1,4 +1,4 @@
-// Offline license files (PROTOCOL 12.5) and the clock record that guards them.
+// Offline license files (docs/protocol.md 12.5) and the clock record that guards them.
 //
 // FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD))), signed by
 // one of the response-signing keys this SDK pins. Accepted only when, in this order (shared by every
@@ -29,14 +29,7 @@
 
 namespace keywarden {
 
-namespace {
-
-constexpr std::int64_t kMaxFutureMs = 300 * 1000;
-constexpr std::int64_t kMaxRollbackMs = 300 * 1000;
-
-[[noreturn]] void refuse(const std::string& reason, const std::string& what) {
-  throw Error(ErrorCode::offline_invalid, "offline license refused (" + reason + "): " + what).withReason(reason);
-}
+namespace detail {
 
 /** base64url without padding, strictly; nullopt otherwise. */
 std::optional<std::string> fromB64Url(const std::string& part) {
@@ -58,10 +51,44 @@ bool utc(const nlohmann::json& p, const char* name, bool nullable) {
   return it->is_string() && detail::parseUtcMs(it->get<std::string>()).has_value();
 }
 
-std::string trimmed(const std::string& s) {
-  std::size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+Signed openSigned(const std::string& text, const std::string& tag) {
+  const auto refuseMalformed = [](const std::string& what) {
+    throw Error(ErrorCode::offline_invalid, "offline license refused (malformed): " + what).withReason("malformed");
+  };
+  // Only space, tab, CR and LF are trimmed (sdk/vectors/README.md).
+  const std::size_t b = text.find_first_not_of(" \t\r\n");
+  const std::string f = b == std::string::npos ? std::string() : text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(f);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  if (!f.empty() && f.back() == '.') parts.push_back("");
+  if (parts.size() != 3 || parts[0] != tag) refuseMalformed("not \"" + tag + ".<payload>.<signature>\"");
+  auto raw = fromB64Url(parts[1]);
+  auto sig = fromB64Url(parts[2]);
+  if (!raw || !sig || sig->size() != 64) refuseMalformed("payload or signature is not base64url (a signature is 64 bytes)");
+  // nlohmann::json refuses ill-formed UTF-8 in strings, so a payload that is not UTF-8 fails here too.
+  nlohmann::json p = nlohmann::json::parse(*raw, nullptr, false);
+  if (p.is_discarded() || !p.is_object()) refuseMalformed("payload is not a UTF-8 JSON object");
+  return Signed{tag + "." + parts[1], *sig, std::move(p)};
+}
+
+bool grantFieldsOk(const nlohmann::json& p) {
+  const auto integer = [&](const char* n) { return p.contains(n) && p[n].is_number_integer(); };
+  return integer("v") && p["v"].get<std::int64_t>() == 1 && integer("level") && p.contains("entitlements") &&
+         p["entitlements"].is_array() &&
+         std::all_of(p["entitlements"].begin(), p["entitlements"].end(), [](const nlohmann::json& e) { return e.is_string(); }) &&
+         utc(p, "expires_at", true) && utc(p, "issued_at", false) && utc(p, "valid_until", false);
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr std::int64_t kMaxFutureMs = 300 * 1000;
+constexpr std::int64_t kMaxRollbackMs = 300 * 1000;
+
+[[noreturn]] void refuse(const std::string& reason, const std::string& what) {
+  throw Error(ErrorCode::offline_invalid, "offline license refused (" + reason + "): " + what).withReason(reason);
 }
 
 }  // namespace
@@ -69,29 +96,16 @@ std::string trimmed(const std::string& s) {
 OfflineLicense verifyLicenseFile(const std::string& file, const std::vector<ResponseKey>& keys, const std::string& appId,
                                  const std::string& hwid, TimePoint now, std::optional<TimePoint> lastSeen) {
   detail::ensureSodium();
-  const std::string f = trimmed(file);
-  std::vector<std::string> parts;
-  std::stringstream ss(f);
-  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
-  if (!f.empty() && f.back() == '.') parts.push_back("");
-  if (parts.size() != 3 || parts[0] != "kwlic1") refuse("malformed", "not \"kwlic1.<payload>.<signature>\"");
-  auto raw = fromB64Url(parts[1]);
-  auto sig = fromB64Url(parts[2]);
-  if (!raw || !sig || sig->size() != 64) refuse("malformed", "payload or signature is not base64url (a signature is 64 bytes)");
-  // nlohmann::json refuses ill-formed UTF-8 in strings, so a payload that is not UTF-8 fails here too.
-  nlohmann::json p = nlohmann::json::parse(*raw, nullptr, false);
-  bool good = !p.is_discarded() && p.is_object() && p.contains("v") && p["v"].is_number_integer() && p["v"].get<std::int64_t>() == 1 &&
-              text(p, "kid") && text(p, "app_id") && text(p, "license_id") && text(p, "hwid") && p.contains("user") &&
-              (p["user"].is_null() || p["user"].is_string()) && p.contains("level") && p["level"].is_number_integer() &&
-              p.contains("entitlements") && p["entitlements"].is_array() &&
-              std::all_of(p["entitlements"].begin(), p["entitlements"].end(), [](const nlohmann::json& e) { return e.is_string(); }) &&
-              utc(p, "expires_at", true) && utc(p, "issued_at", false) && utc(p, "valid_until", false);
-  if (!good) refuse("malformed", "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type");
+  detail::Signed env = detail::openSigned(file, "kwlic1");
+  const nlohmann::json& p = env.payload;
+  bool good = detail::grantFieldsOk(p) && detail::text(p, "kid") && detail::text(p, "app_id") && detail::text(p, "license_id") &&
+              detail::text(p, "hwid") && p.contains("user") && (p["user"].is_null() || p["user"].is_string());
+  if (!good) refuse("malformed", "payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type");
   const std::string kid = p["kid"].get<std::string>();
   auto key = std::find_if(keys.begin(), keys.end(), [&](const ResponseKey& k) { return k.kid == kid; });
   if (key == keys.end()) refuse("unknown_kid", "signed under key " + kid + ", which this SDK does not pin");
   auto pk = detail::base64Decode(key->publicKey);
-  if (!pk || !detail::ed25519Verify(*pk, "kwlic1." + parts[1], *sig)) refuse("bad_signature", "the signature does not verify");
+  if (!pk || !detail::ed25519Verify(*pk, env.signedText, env.signature)) refuse("bad_signature", "the signature does not verify");
   if (p["app_id"].get<std::string>() != appId) refuse("wrong_app", "issued for application " + p["app_id"].get<std::string>());
   if (p["hwid"].get<std::string>() != detail::lowerAscii(hwid)) refuse("wrong_hwid", "issued for another machine");
   const std::int64_t nowMs = detail::msOf(now);

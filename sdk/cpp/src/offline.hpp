@@ -1,4 +1,4 @@
-// The clock record of offline license checks (PROTOCOL 12.5): the latest clock reading seen, kept in
+// The clock record of offline license checks (docs/protocol.md 12.5): the latest clock reading seen, kept in
 // a small JSON state file {"v": 1, "last_seen": <unix seconds>}. Internal.
 #pragma once
 
@@ -10,6 +10,23 @@
 #include "internal.hpp"
 
 namespace keywarden::detail {
+
+/** base64url without padding, strictly; nullopt otherwise (kwlic1 files, kwpool1 pools). */
+std::optional<std::string> fromB64Url(const std::string& part);
+/** A decoded "tag.payload.signature": the signed text, the 64-byte signature, the payload object. */
+struct Signed {
+  std::string signedText;
+  std::string signature;
+  nlohmann::json payload;
+};
+/** Splits and decodes text of the form tag.payload.signature, else Error(offline_invalid, malformed). */
+Signed openSigned(const std::string& text, const std::string& tag);
+/** What files and pools both grant: v 1, an integer level, entitlement codes, the times. */
+bool grantFieldsOk(const nlohmann::json& p);
+/** p[name] is a non-empty string. */
+bool text(const nlohmann::json& p, const char* name);
+/** p[name] is present and a strict UTC time (or null when nullable). */
+bool utc(const nlohmann::json& p, const char* name, bool nullable);
 
 /**
  * An unreadable or damaged file counts as no record; a file that cannot be written is logged and the

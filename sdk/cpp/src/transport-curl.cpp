@@ -1,6 +1,6 @@
 // The default transport on libcurl. It must know whether a failed request can have reached the
 // server: a heartbeat beat that never left may be sent again unchanged (same index and token),
-// one that may have arrived must not (SPEC: a replayed beat_index is refused).
+// one that may have arrived must not (docs/spec.md: a replayed beat_index is refused).
 #include <curl/curl.h>
 
 #include "curl-util.hpp"

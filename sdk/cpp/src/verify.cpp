@@ -1,4 +1,4 @@
-// PROTOCOL 4 response verification: nothing in an answer is believed before this passes.
+// docs/protocol.md 4 response verification: nothing in an answer is believed before this passes.
 #include "crypto.hpp"
 #include "internal.hpp"
 

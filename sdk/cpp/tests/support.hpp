@@ -50,7 +50,9 @@ class FakeServer : public keywarden::Transport {
   /** Answer signed like the real server: over the request's nonce, with server time now + clockOffset. */
   keywarden::HttpResponse signedAnswer(const FakeRequest& req, int status, const std::string& body,
                                        std::map<std::string, std::string> extraHeaders = {}) const;
-  /** PROTOCOL 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519 by `keySeed`, default this server's key)>. */
+  /**
+   * docs/protocol.md 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519 by `keySeed`, default this server's key)>.
+   */
   std::string licenseFile(const std::string& payloadJson, const std::string& keySeed = {}) const;
   /** Same, but signed with explicit kid / timestamp / nonce / key seed (for hostile answers). */
   keywarden::HttpResponse signWith(const std::string& path, int status, const std::string& body, const std::string& nonce,
@@ -73,10 +75,10 @@ class FakeServer : public keywarden::Transport {
   std::atomic<bool> failLogin{false};
   std::atomic<bool> lifetimeLicense{false};
   // The license's expires_at (unix ms; 0: 2030-01-02T03:04:05.678Z). With enforceExpiry, beats past it are refused
-  // as the server's expiry kill does (PROTOCOL 12.8).
+  // as the server's expiry kill does (docs/protocol.md 12.8).
   std::atomic<std::int64_t> expiresAtMs{0};
   std::atomic<bool> enforceExpiry{false};
-  // PROTOCOL 12.
+  // docs/protocol.md 12.
   std::atomic<std::int64_t> graceSeconds{-1};  // >= 0: answers carry grace_until = now + this
   std::atomic<int> trialHours{0};              // 0: trials off
   std::atomic<int> offlineDays{0};             // 0: offline files off

@@ -81,7 +81,7 @@ KW_TEST(signed_requests, "client/signs every request when the config has an api_
              d::requestSignature("kwsk_secret_for_tests", d::canonicalRequest("POST", r.path, r.headers.at("x-timestamp"),
                                                                               r.headers.at("x-nonce"), r.rawBody)));
   }
-  // A wrong secret is refused by the server: clock_skew is what PROTOCOL's 401 maps to.
+  // A wrong secret is refused by the server: clock_skew is what docs/protocol.md's 401 maps to.
   FakeServer g("the real secret");
   auto cfg = nlohmann::json::parse(g.configJson());
   cfg["api_secret"] = "a wrong secret";

@@ -1,8 +1,8 @@
-// PROTOCOL 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
+// docs/protocol.md 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
 // and test/helpers/models-harness.ts: a trial once per device, an offline license file from the server
 // checked without it, and the grace period across a real restart of the server, inside the window and
 // past it. Pending server side: while the server answers 404 for /api/client/trial these tests are
-// skipped ("PROTOCOL 12 pending"); KW_REQUIRE_MODELS=1 makes that a failure.
+// skipped ("licensing models pending"); KW_REQUIRE_MODELS=1 makes that a failure.
 #include <atomic>
 #include <cctype>
 #include <filesystem>
@@ -39,7 +39,7 @@ void requireModels() {
   static const bool pending = postJson(env("KW_BASE_URL") + "/api/client/trial", "{}", from) == 404;
   if (pending) {
     if (env("KW_REQUIRE_MODELS") == "1") throw kwtest::Failure{"KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial"};
-    kwtest::skip("PROTOCOL 12 pending: the server answers 404 for /api/client/trial");
+    kwtest::skip("licensing models pending: the server answers 404 for /api/client/trial");
   }
   if (!env("KW_MODELS_ERROR").empty()) throw kwtest::Failure{"the harness could not prepare app MODELS: " + env("KW_MODELS_ERROR")};
 }
@@ -143,7 +143,7 @@ KW_INTEGRATION(models_offline, "models: an offline license file round trip, chec
   late.clock = [] { return std::chrono::system_clock::now() + std::chrono::hours(8 * 24); };
   CHECK_EQ(EXPECT_ERROR(modelsClient(dir, "c.json", late).loadOffline(file, id)).reason(), std::string("expired"));
   CHECK_EQ(EXPECT_ERROR(c.offlineFile(id + "-other")).code(), ErrorCode::hwid_mismatch);
-  // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+  // MODELS OFF issues none (docs/protocol.md 12.5 lists "off" before "session not activated").
   auto off = keywarden::Client::fromConfig(env("KW_CONFIG_MODELS_OFF"));
   off.init();
   CHECK_EQ(EXPECT_ERROR(off.offlineFile(id)).code(), ErrorCode::offline_disabled);

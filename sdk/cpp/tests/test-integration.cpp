@@ -107,7 +107,7 @@ KW_INTEGRATION(register_login, "registerUser logs in right after (last_login is 
   auto days = std::chrono::duration_cast<std::chrono::hours>(*u.expiresAt - std::chrono::system_clock::now()).count() / 24;
   CHECK(days >= 29 && days <= 30);
   CHECK(std::find(events.begin(), events.end(), "keywarden.register.login_failed") == events.end());
-  // SPEC: a new user's last_login is null; only the login right after register sets it.
+  // docs/spec.md: a new user's last_login is null; only the login right after register sets it.
   auto ids = nlohmann::json::parse(env("KW_APP_IDS"));
   bool found = false;
   for (const auto& row : ownerGet("/api/apps/" + ids["PLAIN"].get<std::string>() + "/users")) {
@@ -116,7 +116,7 @@ KW_INTEGRATION(register_login, "registerUser logs in right after (last_login is 
     CHECK(row.contains("last_login") && row["last_login"].is_string());
   }
   CHECK(found);
-  // login on a fresh session; a wrong password is invalid_key (SPEC: one 401 text for every cause)
+  // login on a fresh session; a wrong password is invalid_key (docs/spec.md: one 401 text for every cause)
   auto c2 = plainClient();
   c2.init();
   CHECK_EQ(c2.login(user, "cpp-pass-1", kHwidA).username, user);
@@ -170,7 +170,7 @@ KW_INTEGRATION(heartbeat_stop_closes, "heartbeat: stop closes the server's heart
   HeartbeatEvents ev;
   auto hb = c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002", ev.options(kLiveBeat));
   CHECK(hb.waitForBeats(1, 20s));
-  // While it runs, the nonce already has a heartbeat session: SPEC answers 409.
+  // While it runs, the nonce already has a heartbeat session: docs/spec.md answers 409.
   auto e = EXPECT_ERROR(c.startHeartbeat("cpp-system-0002", "cpp-code-hash-0002"));
   CHECK_EQ(e.status(), 409);
   hb.stop();

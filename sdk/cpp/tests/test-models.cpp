@@ -1,4 +1,4 @@
-// The licensing models of PROTOCOL 12 against FakeServer: trials, entitlements, offline license files
+// The licensing models of docs/protocol.md 12 against FakeServer: trials, entitlements, offline license files
 // with their state file, and the grace period of the calls and of a running heartbeat.
 #include <atomic>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// sdk/vectors/offline.json: offline license files (PROTOCOL 12.5) accepted or refused for the reason
+// sdk/vectors/offline.json: offline license files (docs/protocol.md 12.5) accepted or refused for the reason
 // each case names, and what a grace_until value grants (12.6).
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// sdk/vectors: the same bytes the server produces (PROTOCOL 3-6).
+// sdk/vectors: the same bytes the server produces (docs/protocol.md 3-6).
 #include "aes256.hpp"
 #include "crypto.hpp"
 #include "internal.hpp"

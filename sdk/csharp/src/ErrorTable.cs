@@ -58,7 +58,7 @@ namespace Keywarden
             new Entry(409, "heartbeat session already exists for this nonce", KeywardenErrorCode.Server),
             new Entry(403, "rejected", KeywardenErrorCode.HeartbeatKilled),
             new Entry(401, "Invalid heartbeat token", KeywardenErrorCode.HeartbeatKilled),
-            // PROTOCOL 12 (licensing models).
+            // docs/protocol.md 12 (licensing models).
             new Entry(403, "Trials are not enabled for this application.", KeywardenErrorCode.TrialDisabled),
             new Entry(403, "Trial already used on this device.", KeywardenErrorCode.TrialUsed),
             new Entry(403, "Offline licenses are not enabled for this application.", KeywardenErrorCode.OfflineDisabled),
@@ -159,6 +159,7 @@ namespace Keywarden
                 case OfflineReason.ClockRolledBack: return "clock_rolled_back";
                 case OfflineReason.IssuedInFuture: return "issued_in_future";
                 case OfflineReason.Expired: return "expired";
+                case OfflineReason.WrongRequest: return "wrong_request";
                 default: throw new ArgumentOutOfRangeException("reason");
             }
         }

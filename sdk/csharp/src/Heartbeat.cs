@@ -1,4 +1,4 @@
-// A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events (raised on a thread-pool thread, or
+// A running heartbeat (docs/protocol.md 6, docs/spec.md "Heartbeat rules"). Events (raised on a thread-pool thread, or
 // the channel's reader thread for pushes):
 //   Beat       a beat whose signature and proof verified (Index, Count)
 //   Degraded   a beat failed (Error, Lost = the server may have seen it, Reauthenticating, LastBeatAt)
@@ -8,10 +8,10 @@
 //   Killed     the server ended it (debugger, revoked, banned...): final
 //   Stopped    the loop has ended (Stop or Killed)
 //   Revoked, UpdateRequired, Notice, Channel: pushed on the realtime channel (Killed follows Revoked)
-//   Expired    the license (or end user) expired while running (PROTOCOL 12.8): pushed on the channel as
+//   Expired    the license (or end user) expired while running (docs/protocol.md 12.8): pushed on the channel as
 //              `revoked` with reason `expired`, or a beat refused (or unreachable) after the known expiry;
 //              Killed follows with code Expired. The grace period never covers an expiry.
-//   Offline    the service cannot be reached (network, timeout, 5xx) and the grace period (PROTOCOL 12.6)
+//   Offline    the service cannot be reached (network, timeout, 5xx) and the grace period (docs/protocol.md 12.6)
 //              covers now: the license stays valid until GraceUntil (state Offline)
 //   GraceExpired still unreachable and the grace period is over: the program decides; the heartbeat goes
 //              on trying. Every failed beat still raises Degraded. State leaves Offline the moment
@@ -28,7 +28,7 @@
 // is a server that lost the session meanwhile (a restart): with re-authentication on it
 // re-authenticates once and goes on; if that fails (the key was banned meanwhile), Killed carries
 // that call's own error.
-// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
+// Expiry (docs/protocol.md 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
 // expiry of the last verified activation (KeywardenClient.ExpiresAt), the heartbeat beats at most
 // ExpiryCheck after it, so a REST client learns it on time too; a refusal then (or no answer at all)
 // is Expired; a beat accepted well after it means the key was extended. The local clock alone never
@@ -63,7 +63,7 @@ namespace Keywarden
         Compromised,
         /// <summary>Ended: the server pushed `revoked`.</summary>
         Revoked,
-        /// <summary>Ended: the license (or end user) expired while running (PROTOCOL 12.8).</summary>
+        /// <summary>Ended: the license (or end user) expired while running (docs/protocol.md 12.8).</summary>
         Expired,
         /// <summary>Ended: the server killed it, or a final error.</summary>
         Killed,
@@ -416,7 +416,7 @@ namespace Keywarden
             }
             if (p.Type == "revoked" && p.Reason == "expired")
             {
-                // As revoked below, but the program is told the license expired (PROTOCOL 12.8).
+                // As revoked below, but the program is told the license expired (docs/protocol.md 12.8).
                 Task.Run(async () =>
                 {
                     await _beatLock.WaitAsync().ConfigureAwait(false);

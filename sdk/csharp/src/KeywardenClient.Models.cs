@@ -1,4 +1,4 @@
-// The licensing models of PROTOCOL 12 on the client: trials, entitlements, offline license files and
+// The licensing models of docs/protocol.md 12 on the client: trials, entitlements, offline license files and
 // the grace period. The other half of KeywardenClient, kept apart so KeywardenClient.cs stays about
 // the wire.
 using System;
@@ -33,7 +33,7 @@ namespace Keywarden
 
         /// <summary>
         /// Until when the license stays valid while the service cannot be reached, from the latest verified
-        /// answer; null when it grants none or a verified refusal ended it (PROTOCOL 12.6).
+        /// answer; null when it grants none or a verified refusal ended it (docs/protocol.md 12.6).
         /// </summary>
         public DateTimeOffset? GraceUntil { get { return _grace.Until; } }
 
@@ -48,7 +48,7 @@ namespace Keywarden
         /// <summary>
         /// When the license (an end user's: the user) expires, from the last verified license, login, register or
         /// trial answer; null for a lifetime key or before any activation. A running heartbeat raises Expired once
-        /// the server ends its session then (PROTOCOL 12.8).
+        /// the server ends its session then (docs/protocol.md 12.8).
         /// </summary>
         public DateTimeOffset? ExpiresAt
         {
@@ -131,7 +131,7 @@ namespace Keywarden
         }
 
         /// <summary>
-        /// Checks an offline license file without the service (PROTOCOL 12.5; the order of the checks is in
+        /// Checks an offline license file without the service (docs/protocol.md 12.5; the order of the checks is in
         /// OfflineLicense.cs). Throws KeywardenException OfflineInvalid with its OfflineReason, or
         /// KeywardenConfigException when the config has no app_id. Every check records the clock in the
         /// state file. On success Entitlements are the file's. hwid: default MachineHwid().

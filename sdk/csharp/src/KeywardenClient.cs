@@ -1,6 +1,6 @@
 // The Keywarden client: every call carries a fresh nonce (and an HMAC when the config holds a
 // secret), and every answer is verified against the pinned keys before a byte of it is believed
-// (PROTOCOL 3-5). Failures are KeywardenExceptions; nothing here exits the process.
+// (docs/protocol.md 3-5). Failures are KeywardenExceptions; nothing here exits the process.
 // Every ...Async method has a blocking twin; the twins run the async code on the thread pool, so
 // they cannot deadlock on a UI SynchronizationContext (WinForms, WPF, Unity).
 using System;
@@ -25,7 +25,7 @@ namespace Keywarden
 
     /// <summary>
     /// A client of one Keywarden application. Thread-safe for concurrent calls. The licensing models of
-    /// PROTOCOL 12 (trial, entitlements, offline files, grace) are in KeywardenClient.Models.cs.
+    /// docs/protocol.md 12 (trial, entitlements, offline files, grace) are in KeywardenClient.Models.cs.
     /// </summary>
     public sealed partial class KeywardenClient : IDisposable
     {
@@ -95,8 +95,9 @@ namespace Keywarden
             _maxOffset = o.MaxClockOffset < Window ? Window : o.MaxClockOffset;
             _encKey = string.IsNullOrEmpty(o.EncKey) ? null : o.EncKey;
             _stateFileOption = string.IsNullOrEmpty(o.StateFile) ? null : o.StateFile;
+            _requestFileOption = string.IsNullOrEmpty(o.RequestFile) ? null : o.RequestFile;
             if (_encKey != null && config.ApiSecret == null)
-                throw new ArgumentException("EncKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
+                throw new ArgumentException("EncKey needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)");
             if (_encKey != null && _encKey.Length > 35) throw new ArgumentException("EncKey is at most 35 characters");
             _verifier = new ResponseVerifier(config.ResponseKeys);
             if (o.Transport != null)

@@ -37,7 +37,7 @@ namespace Keywarden
     /// <summary>A parsed keywarden.json.</summary>
     public sealed class KeywardenConfig
     {
-        /// <summary>The key id the reference C# client expects when an entry names none (SPEC "Authentication" item 4).</summary>
+        /// <summary>The key id the reference C# client expects when an entry names none (docs/spec.md "Client API" item 4).</summary>
         public const string DefaultKid = "k1";
 
         /// <summary>1.</summary>
@@ -54,7 +54,7 @@ namespace Keywarden
         public string ApiSecret { get; private set; }
         /// <summary>The pinned response keys.</summary>
         public IList<ResponseKey> ResponseKeys { get; private set; }
-        /// <summary>The application's id (app_id): an offline license file must name it (PROTOCOL 12.5). Null when the file has none.</summary>
+        /// <summary>The application's id (app_id): an offline license file must name it (docs/protocol.md 12.5). Null when the file has none.</summary>
         public string AppId { get; private set; }
 
         /// <summary>Builds a config in code (instead of a file).</summary>

@@ -1,4 +1,4 @@
-// PROTOCOL 3-6, one function per rule; each is checked against sdk/vectors in tests/VectorTests.cs.
+// docs/protocol.md 3-6, one function per rule; each is checked against sdk/vectors in tests/VectorTests.cs.
 // Everything here is BCL (System.Security.Cryptography) except Ed25519, which is libsodium.
 using System;
 using System.Globalization;
@@ -28,19 +28,20 @@ namespace Keywarden
             return sb.ToString();
         }
 
-        /// <summary>PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)).</summary>
+        /// <summary>docs/protocol.md 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)).</summary>
         public static string CanonicalRequest(string method, string path, string timestamp, string nonce, byte[] body)
         {
             return method.ToUpperInvariant() + "\n" + path + "\n" + timestamp + "\n" + nonce + "\n" + Sha256Hex(body);
         }
 
-        /// <summary>PROTOCOL 3: X-Signature = hex(HMAC-SHA256(utf8(api_secret), canonical)).</summary>
+        /// <summary>docs/protocol.md 3: X-Signature = hex(HMAC-SHA256(utf8(api_secret), canonical)).</summary>
         public static string RequestSignature(string apiSecret, string canonical)
         {
             using (var h = new HMACSHA256(Utf8.GetBytes(apiSecret))) return Hex(h.ComputeHash(Utf8.GetBytes(canonical)));
         }
 
-        /// <summary>PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)).</summary>
+        /// <summary>docs/protocol.md 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n
+        /// hex(sha256(body)).</summary>
         public static string ResponseMessage(string kid, string method, string path, int status, string timestamp, string nonce, byte[] body)
         {
             return "kw1\n" + kid + "\n" + method.ToUpperInvariant() + "\n" + path + "\n" + status.ToString(CultureInfo.InvariantCulture)
@@ -71,13 +72,13 @@ namespace Keywarden
             return Sodium.Verify(signature, message, publicKey);
         }
 
-        /// <summary>PROTOCOL 6, heartbeat/start: base64(HMAC-SHA256(utf8(session), "kwhs1\n" system_id "\n" token)).</summary>
+        /// <summary>docs/protocol.md 6, heartbeat/start: base64(HMAC-SHA256(utf8(session), "kwhs1\n" system_id "\n" token)).</summary>
         public static string StartProof(string session, string systemId, string token)
         {
             return HmacBase64(session, "kwhs1\n" + systemId + "\n" + token);
         }
 
-        /// <summary>PROTOCOL 6, heartbeat: base64(HMAC-SHA256(utf8(previous token), "kwhb1\n" session "\n" index "\n" new token "\n" count)).</summary>
+        /// <summary>docs/protocol.md 6, heartbeat: base64(HMAC-SHA256(utf8(previous token), "kwhb1\n" session "\n" index "\n" new token "\n" count)).</summary>
         public static string BeatProof(string previousToken, string session, long beatIndex, string newToken, long beatCount)
         {
             return HmacBase64(previousToken, "kwhb1\n" + session + "\n" + beatIndex.ToString(CultureInfo.InvariantCulture) + "\n"
@@ -103,7 +104,7 @@ namespace Keywarden
         }
 
         /// <summary>
-        /// PROTOCOL 5: AES-256-CBC-PKCS7 with key = sha256(utf8(enc_key "-" api_secret)) and
+        /// docs/protocol.md 5: AES-256-CBC-PKCS7 with key = sha256(utf8(enc_key "-" api_secret)) and
         /// iv = sha256(utf8(init_iv))[0..16]. Throws CryptographicException or FormatException on damage.
         /// </summary>
         public static byte[] DecryptResponse(string ciphertextBase64, string encKey, string apiSecret, string initIv)

@@ -59,7 +59,7 @@ namespace Keywarden
     /// </summary>
     public enum OfflineReason
     {
-        /// <summary>Not "kwlic1." base64url "." base64url, a signature that is not 64 bytes, or a payload that is not PROTOCOL 12.5's JSON object.</summary>
+        /// <summary>Not "kwlic1." base64url "." base64url, a signature that is not 64 bytes, or a payload that is not docs/protocol.md 12.5's JSON object.</summary>
         Malformed,
         /// <summary>Signed under a key id that is not pinned.</summary>
         UnknownKid,
@@ -75,6 +75,8 @@ namespace Keywarden
         IssuedInFuture,
         /// <summary>The clock has reached valid_until.</summary>
         Expired,
+        /// <summary>An activation answer without the nonce of this machine's latest activation request (checked last).</summary>
+        WrongRequest,
     }
 
     /// <summary>Why an answer was not believed (code Verification).</summary>
@@ -156,6 +158,15 @@ namespace Keywarden
         {
             var e = new KeywardenException(KeywardenErrorCode.OfflineInvalid, "offline license refused (" + ErrorTable.WireName(reason) + "): " + message);
             e.OfflineReason = reason;
+            return e;
+        }
+
+        /// <summary>A relay's refusal: SessionLimit for 409 "No seats available", else Server (with status and detail).</summary>
+        public static KeywardenException RelayRefused(KeywardenErrorCode code, int status, string detail)
+        {
+            var e = new KeywardenException(code, ErrorTable.WireName(code) + ": relay answered " + status + " " + detail);
+            e.Status = status;
+            e.Detail = detail;
             return e;
         }
 

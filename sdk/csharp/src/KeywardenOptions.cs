@@ -35,7 +35,7 @@ namespace Keywarden
         public Func<DateTimeOffset> Clock { get; set; }
         /// <summary>Replaces the HTTP layer (tests, custom stacks). The client does not dispose it.</summary>
         public IKeywardenTransport Transport { get; set; }
-        /// <summary>Asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret. At most 35 characters.</summary>
+        /// <summary>Asks for encrypted success bodies (docs/protocol.md 5); needs the config's api_secret. At most 35 characters.</summary>
         public string EncKey { get; set; }
         /// <summary>Largest clock offset adopted from the first verified answer; further off it is refused as stale. Default 600 s.</summary>
         public TimeSpan MaxClockOffset { get; set; }
@@ -47,10 +47,15 @@ namespace Keywarden
         /// <summary>With TlsPins: also accept a certificate that fails chain validation (self-signed) when its key is pinned.</summary>
         public bool AllowUntrustedPinnedCertificate { get; set; }
         /// <summary>
-        /// Where offline license checks keep the latest time seen (PROTOCOL 12.5). Null: per user and
+        /// Where offline license checks keep the latest time seen (docs/protocol.md 12.5). Null: per user and
         /// application, see OfflineLicenses.DefaultStateFile.
         /// </summary>
         public string StateFile { get; set; }
+        /// <summary>
+        /// Where ActivationRequest keeps the nonce of this machine's latest activation request. Null: the
+        /// state file's path with ".request.json" instead of ".json".
+        /// </summary>
+        public string RequestFile { get; set; }
 
         /// <summary>Creates options with the defaults.</summary>
         public KeywardenOptions()
@@ -78,7 +83,7 @@ namespace Keywarden
     /// <summary>What register and login return.</summary>
     public sealed class UserInfo
     {
-        /// <summary>The key's entitlement codes, sorted (PROTOCOL 12.3).</summary>
+        /// <summary>The key's entitlement codes, sorted (docs/protocol.md 12.3).</summary>
         public IList<string> Entitlements { get; internal set; }
         /// <summary>Whether Entitlements holds code.</summary>
         public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
@@ -95,7 +100,7 @@ namespace Keywarden
     /// <summary>What ActivateLicense returns.</summary>
     public sealed class LicenseInfo
     {
-        /// <summary>The key's entitlement codes, sorted (PROTOCOL 12.3).</summary>
+        /// <summary>The key's entitlement codes, sorted (docs/protocol.md 12.3).</summary>
         public IList<string> Entitlements { get; internal set; }
         /// <summary>Whether Entitlements holds code.</summary>
         public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
@@ -107,7 +112,7 @@ namespace Keywarden
         public string Message { get; internal set; }
     }
 
-    /// <summary>What Trial returns: a trial key created for this device and activated at once (PROTOCOL 12.4).</summary>
+    /// <summary>What Trial returns: a trial key created for this device and activated at once (docs/protocol.md 12.4).</summary>
     public sealed class TrialInfo
     {
         /// <summary>The plaintext key: the server shows it this once.</summary>
@@ -124,7 +129,7 @@ namespace Keywarden
         public bool HasEntitlement(string code) { return Entitlements != null && Entitlements.Contains(code); }
     }
 
-    /// <summary>Optional init fields (SPEC POST /api/client/init).</summary>
+    /// <summary>Optional init fields (docs/spec.md POST /api/client/init).</summary>
     public sealed class InitOptions
     {
         /// <summary>SHA-256 or MD5 of the client binary, checked when the app has hash_check on (see KeywardenMachine.SelfHash).</summary>

@@ -1,4 +1,4 @@
-// Offline license files (PROTOCOL 12.5) and the clock record that guards them.
+// Offline license files (docs/protocol.md 12.5) and the clock record that guards them.
 //
 // FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD))), signed by
 // one of the response-signing keys this SDK pins. Accepted only when, in this order (shared by every
@@ -54,7 +54,7 @@ namespace Keywarden
         public bool HasEntitlement(string code) { return Entitlements.Contains(code); }
     }
 
-    /// <summary>Checks offline license files (PROTOCOL 12.5).</summary>
+    /// <summary>Checks offline license files (docs/protocol.md 12.5).</summary>
     public static class OfflineLicenses
     {
         /// <summary>How far issued_at may be ahead of the clock.</summary>
@@ -103,7 +103,7 @@ namespace Keywarden
             };
         }
 
-        private static byte[] FromB64Url(string part)
+        internal static byte[] FromB64Url(string part)
         {
             if (!B64Url.IsMatch(part) || part.Length % 4 == 1) return null;
             var s = part.Replace('-', '+').Replace('_', '/');
@@ -112,17 +112,21 @@ namespace Keywarden
             catch (FormatException) { return null; }
         }
 
-        private static bool Text(IDictionary<string, object> p, string name)
+        internal static bool Text(IDictionary<string, object> p, string name)
         {
             object v;
             return p.TryGetValue(name, out v) && v is string && ((string)v).Length > 0;
         }
 
-        private static IDictionary<string, object> Parse(string file, out string signed, out byte[] sig)
+        /// <summary>
+        /// The payload object of "tag.payload.signature" with the signed text and the 64-byte signature, or
+        /// OfflineInvalid Malformed. Shared by license files (kwlic1) and seat pools (kwpool1).
+        /// </summary>
+        internal static IDictionary<string, object> Open(string text, string tag, out string signed, out byte[] sig)
         {
-            if (file == null) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "a license file is a string");
-            var parts = file.Trim(' ', '\t', '\r', '\n').Split('.');
-            if (parts.Length != 3 || parts[0] != "kwlic1") throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "not \"kwlic1.<payload>.<signature>\"");
+            if (text == null) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "a " + tag + " text is a string");
+            var parts = text.Trim(' ', '\t', '\r', '\n').Split('.');
+            if (parts.Length != 3 || parts[0] != tag) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "not \"" + tag + ".<payload>.<signature>\"");
             var raw = FromB64Url(parts[1]);
             sig = FromB64Url(parts[2]);
             if (raw == null || sig == null || sig.Length != 64)
@@ -131,20 +135,33 @@ namespace Keywarden
             try { p = Json.Parse(StrictUtf8.GetString(raw)) as IDictionary<string, object>; }
             catch (FormatException) { p = null; }
             catch (ArgumentException) { p = null; } // DecoderFallbackException: not UTF-8
-            object v, user, level, ents, exp;
-            var good = p != null && p.TryGetValue("v", out v) && v is long && (long)v == 1
-                && Text(p, "kid") && Text(p, "app_id") && Text(p, "license_id") && Text(p, "hwid")
-                && (!p.TryGetValue("user", out user) ? false : user == null || user is string)
+            if (p == null) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "payload is not a UTF-8 JSON object");
+            signed = tag + "." + parts[1];
+            return p;
+        }
+
+        /// <summary>What files and pools both grant: v 1, an integer level, entitlement codes, the times.</summary>
+        internal static bool GrantFieldsOk(IDictionary<string, object> p)
+        {
+            object v, level, ents, exp;
+            return p.TryGetValue("v", out v) && v is long && (long)v == 1
                 && p.TryGetValue("level", out level) && level is long
                 && p.TryGetValue("entitlements", out ents) && ents is IList<object> && ((IList<object>)ents).All(e => e is string)
                 && p.TryGetValue("expires_at", out exp) && (exp == null || Utc.ParseMs(exp).HasValue)
                 && Utc.ParseMs(Get(p, "issued_at")).HasValue && Utc.ParseMs(Get(p, "valid_until")).HasValue;
-            if (!good) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type");
-            signed = "kwlic1." + parts[1];
+        }
+
+        private static IDictionary<string, object> Parse(string file, out string signed, out byte[] sig)
+        {
+            var p = Open(file, "kwlic1", out signed, out sig);
+            object user;
+            var good = GrantFieldsOk(p) && Text(p, "kid") && Text(p, "app_id") && Text(p, "license_id") && Text(p, "hwid")
+                && p.TryGetValue("user", out user) && (user == null || user is string);
+            if (!good) throw KeywardenException.OfflineRefused(OfflineReason.Malformed, "payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type");
             return p;
         }
 
-        private static object Get(IDictionary<string, object> p, string name)
+        internal static object Get(IDictionary<string, object> p, string name)
         {
             object v;
             return p.TryGetValue(name, out v) ? v : null;

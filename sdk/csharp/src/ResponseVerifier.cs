@@ -1,4 +1,4 @@
-// PROTOCOL 4 response verification, in the order sdk/vectors/response-signatures.json fixes so
+// docs/protocol.md 4 response verification, in the order sdk/vectors/response-signatures.json fixes so
 // the reasons agree across SDKs: headers present, kid pinned, signature encoding, freshness,
 // Ed25519 over this request's own nonce (which is what makes a replayed or foreign answer fail).
 using System;

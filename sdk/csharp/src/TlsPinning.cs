@@ -1,4 +1,4 @@
-// TLS public-key pinning (SPEC "Authentication" item 4: the reference C# client pins the TLS public
+// TLS public-key pinning (docs/spec.md "Client API" item 4: the reference C# client pins the TLS public
 // key of the service host). A pin is SHA-256 of the certificate's DER SubjectPublicKeyInfo, the
 // same value as HPKP's pin-sha256 and `openssl x509 -pubkey | openssl pkey -pubin -outform der |
 // openssl dgst -sha256`. netstandard2.0 has no ExportSubjectPublicKeyInfo, so the SPKI bytes are cut

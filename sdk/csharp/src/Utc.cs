@@ -1,4 +1,4 @@
-// Strict ISO 8601 UTC times as PROTOCOL 1 writes them (2026-11-21T22:00:00.000Z): the form in which
+// Strict ISO 8601 UTC times as docs/protocol.md 1 writes them (2026-11-21T22:00:00.000Z): the form in which
 // offline license files and grace_until carry their times. Same rule in every SDK: date, T, time, an
 // optional fraction of 1-9 digits (cut to milliseconds), then Z; nothing else (DateTimeOffset.TryParse
 // would take far more).

@@ -1,8 +1,8 @@
-// PROTOCOL 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
+// docs/protocol.md 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
 // and test/helpers/models-harness.ts: a trial once per device, an offline license file from the server
 // checked without it, and the grace period across a real restart of the server, inside the window and
 // past it. Pending server side: while the server answers 404 for /api/client/trial these tests are
-// skipped ("PROTOCOL 12 pending"); KW_REQUIRE_MODELS=1 makes that a failure.
+// skipped ("licensing models pending"); KW_REQUIRE_MODELS=1 makes that a failure.
 using System;
 using System.Collections.Generic;
 using System.IO;
@@ -34,7 +34,7 @@ namespace Keywarden.Tests
                     };
                     probe.Headers.Add("X-Forwarded-For", Environment.GetEnvironmentVariable("KW_MODELS_PROBE_ADDRESS") ?? "198.51.100.212");
                     var res = await http.SendAsync(probe);
-                    _pending = (int)res.StatusCode == 404 ? "PROTOCOL 12 pending: the server answers 404 for /api/client/trial" : "";
+                    _pending = (int)res.StatusCode == 404 ? "licensing models pending: the server answers 404 for /api/client/trial" : "";
                 }
             }
             if (_pending.Length > 0)
@@ -143,7 +143,7 @@ namespace Keywarden.Tests
                     Assert.Equal(OfflineReason.Expired, Assert.FailsSync(() => late.LoadOffline(file, id)).OfflineReason.Value);
                     Assert.Equal(KeywardenErrorCode.HwidMismatch, (await Assert.Fails(() => c.OfflineFileAsync(id + "-other"))).Code);
                 }
-                // MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+                // MODELS OFF issues none (docs/protocol.md 12.5 lists "off" before "session not activated").
                 using (var off = IntegrationTests.Client("MODELS_OFF"))
                 {
                     await off.InitAsync();

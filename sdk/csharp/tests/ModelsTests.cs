@@ -1,4 +1,4 @@
-// The licensing models of PROTOCOL 12 against an in-memory fake that answers and signs like the server
+// The licensing models of docs/protocol.md 12 against an in-memory fake that answers and signs like the server
 // (reached only through the public Transport option): trials, entitlements, offline license files with
 // their state file, and the grace period of the calls and of a running heartbeat.
 using System;
@@ -12,7 +12,7 @@ using System.Threading.Tasks;
 
 namespace Keywarden.Tests
 {
-    /// <summary>FakeServer plus PROTOCOL 12: entitlements, trials, offline files and grace_until.</summary>
+    /// <summary>FakeServer plus docs/protocol.md 12: entitlements, trials, offline files and grace_until.</summary>
     internal sealed class ModelsServer
     {
         public const string AppId = "fake-app-0001";

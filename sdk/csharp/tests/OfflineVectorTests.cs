@@ -1,4 +1,4 @@
-// sdk/vectors/offline.json: offline license files (PROTOCOL 12.5) accepted or refused for the reason
+// sdk/vectors/offline.json: offline license files (docs/protocol.md 12.5) accepted or refused for the reason
 // each case names, and what a grace_until value grants (12.6).
 using System;
 using System.Collections.Generic;
@@ -22,7 +22,11 @@ namespace Keywarden.Tests
                 Assert.Equal((long)OfflineLicenses.MaxRollbackSeconds, Vectors.L(v, "max_rollback_seconds"));
                 var keys = Vectors.Cases(v, "pinned_keys").Select(k => new ResponseKey(Vectors.S(k, "kid"), Vectors.S(k, "public_key"))).ToList();
                 var reasons = ((IList<object>)v["reasons"]).Cast<string>().OrderBy(x => x, StringComparer.Ordinal).ToList();
-                Assert.Equal(string.Join(",", reasons),
+                var airgap = Vectors.Load("airgap");
+                var every = reasons.Concat(((IList<object>)((IDictionary<string, object>)airgap["responses"])["reasons"]).Cast<string>())
+                    .Concat(((IList<object>)((IDictionary<string, object>)airgap["pools"])["reasons"]).Cast<string>())
+                    .Distinct().OrderBy(x => x, StringComparer.Ordinal);
+                Assert.Equal(string.Join(",", every),
                     string.Join(",", Enum.GetValues(typeof(OfflineReason)).Cast<OfflineReason>().Select(ErrorTable.WireName).OrderBy(x => x, StringComparer.Ordinal)), "reasons");
                 var seen = new HashSet<string>();
                 foreach (var c in Vectors.Cases(v, "cases"))

@@ -48,6 +48,7 @@ namespace Keywarden.Tests
             ChannelVectorTests.Register(r);
             OfflineVectorTests.Register(r);
             UpdateVectorTests.Register(r);
+            AirgapTests.Register(r);
             ErrorTableTests.Register(r);
             MachineTests.Register(r);
             TlsPinTests.Register(r);

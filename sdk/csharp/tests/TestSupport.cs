@@ -1,5 +1,5 @@
 // Test-only helpers: an Ed25519 signer (libsodium), the shared vectors, a scriptable transport and
-// a small in-memory fake of the client API that signs its answers like the server (PROTOCOL 4, 6).
+// a small in-memory fake of the client API that signs its answers like the server (docs/protocol.md 4, 6).
 // The fake is reached only through the public Transport option: it exercises the SDK's real
 // verification code, it does not replace any of it.
 using System;
@@ -180,7 +180,7 @@ namespace Keywarden.Tests
 
     /// <summary>
     /// An in-memory client API with the server's heartbeat rules that matter to the SDK: tokens and
-    /// proofs (PROTOCOL 6), strictly increasing beat_index, 403 rejected for a wrong token or a
+    /// proofs (docs/protocol.md 6), strictly increasing beat_index, 403 rejected for a wrong token or a
     /// debugger report. Tests script failures around it with `Intercept`.
     /// </summary>
     internal sealed class FakeServer

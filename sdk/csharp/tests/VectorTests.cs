@@ -12,7 +12,7 @@ namespace Keywarden.Tests
 
         public static void Register(Registry r)
         {
-            r.Unit("vectors: request signatures (PROTOCOL 3)", () =>
+            r.Unit("vectors: request signatures (docs/protocol.md 3)", () =>
             {
                 var n = 0;
                 foreach (var c in Vectors.Cases(Vectors.Load("request-signatures"), "cases"))
@@ -26,7 +26,7 @@ namespace Keywarden.Tests
                 Assert.True(n > 0, "cases present");
             });
 
-            r.Unit("vectors: response signatures, in the shared order of checks (PROTOCOL 4)", () =>
+            r.Unit("vectors: response signatures, in the shared order of checks (docs/protocol.md 4)", () =>
             {
                 var file = Vectors.Load("response-signatures");
                 var keys = new List<ResponseKey>();
@@ -67,7 +67,7 @@ namespace Keywarden.Tests
                 Assert.Verification(unsigned, VerificationReason.Unsigned);
             });
 
-            r.Unit("vectors: heartbeat proofs (PROTOCOL 6)", () =>
+            r.Unit("vectors: heartbeat proofs (docs/protocol.md 6)", () =>
             {
                 var file = Vectors.Load("proofs");
                 foreach (var c in Vectors.Cases(file, "start"))
@@ -86,7 +86,7 @@ namespace Keywarden.Tests
                 }
             });
 
-            r.Unit("vectors: response decryption (PROTOCOL 5)", () =>
+            r.Unit("vectors: response decryption (docs/protocol.md 5)", () =>
             {
                 foreach (var c in Vectors.Cases(Vectors.Load("encryption"), "cases"))
                 {

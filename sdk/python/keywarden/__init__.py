@@ -27,6 +27,7 @@ from .heartbeat import (
     BeatEvent, ChannelEvent, CompromisedEvent, DegradedEvent, Heartbeat, KilledEvent, NoticeEvent, RecoveredEvent,
     RevokedEvent, StoppedEvent, UpdateRequiredEvent, OfflineEvent, GraceExpiredEvent, ExpiredEvent,
 )
+from .airgap import SeatLease, SeatPool, build_request, verify_pool
 from .offline import OfflineLicense, default_state_file, verify_license_file
 from .machine import debugger_attached, hwid_for, machine_hwid, raw_machine_id, self_hash
 from .updates import Artifact, UpdateError, UpdateOffer, UpdateReason
@@ -41,7 +42,7 @@ __all__ = [
     "__version__",
     "Client", "AsyncClient", "ClientOptions", "LoggerLike",
     "AppInfo", "UserInfo", "LicenseInfo", "TrialInfo", "HeartbeatStart", "LoginActivation", "LicenseActivation",
-    "OfflineLicense", "OfflineReason", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent", "ExpiredEvent",
+    "OfflineLicense", "OfflineReason", "SeatLease", "SeatPool", "build_request", "verify_pool", "verify_license_file", "default_state_file", "OfflineEvent", "GraceExpiredEvent", "ExpiredEvent",
     "Heartbeat", "AsyncHeartbeat", "BeatEvent", "DegradedEvent", "CompromisedEvent", "RecoveredEvent", "KilledEvent", "StoppedEvent",
     "RevokedEvent", "UpdateRequiredEvent", "NoticeEvent", "ChannelEvent",
     "Artifact", "UpdateOffer", "UpdateError", "UpdateReason",

@@ -1,7 +1,7 @@
 """The synchronous Keywarden client.
 
 Every call carries a fresh nonce (and an HMAC when the config holds a secret), and every answer
-is verified against the pinned keys before a byte of it is believed (PROTOCOL 3-5). Failures are
+is verified against the pinned keys before a byte of it is believed (docs/protocol.md 3-5). Failures are
 KeywardenErrors; nothing here exits the process or lets an untyped exception reach the host
 program from a network call.
 """
@@ -89,7 +89,7 @@ class _ClockSkew(KeywardenError):
 class Client(LicensingModels):
     """A Keywarden client for one application. Thread-safe for use by one host thread plus the
     heartbeat's thread; one session at a time (``init`` replaces it). The licensing models of
-    PROTOCOL 12 (trial, entitlements, offline files, grace) come from :class:`LicensingModels`."""
+    docs/protocol.md 12 (trial, entitlements, offline files, grace) come from :class:`LicensingModels`."""
 
     def __init__(self, config: Union[Config, Mapping[str, Any]], options: OptionsArg = None, **kwargs: Any) -> None:
         o = parse_options(options, kwargs)
@@ -110,7 +110,7 @@ class Client(LicensingModels):
             raise ConfigError(str(e)) from e
         self._enc_key = o.enc_key
         if self._enc_key and not self.config.api_secret:
-            raise ConfigError("enc_key needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)")
+            raise ConfigError("enc_key needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)")
         self._max_offset = float(o.max_clock_offset)
         try:
             self._keys = pin_keys(self.config.response_keys)

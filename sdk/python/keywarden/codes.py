@@ -68,7 +68,7 @@ class OfflineReason(str, Enum):
 
     MALFORMED = "malformed"
     """Not "kwlic1." base64url "." base64url, a signature that is not 64 bytes, or a payload that is
-    not the JSON object PROTOCOL 12.5 describes."""
+    not the JSON object docs/protocol.md 12.5 describes."""
     UNKNOWN_KID = "unknown_kid"
     """Signed under a key id this SDK does not pin."""
     BAD_SIGNATURE = "bad_signature"
@@ -81,6 +81,9 @@ class OfflineReason(str, Enum):
     """issued_at is more than 300 s ahead of the clock."""
     EXPIRED = "expired"
     """The clock has reached valid_until."""
+    WRONG_REQUEST = "wrong_request"
+    """An activation answer that does not carry the nonce of this machine's latest activation
+    request (an answer to an older request, or no request kept here). Checked after the others."""
 
     def __str__(self) -> str:
         return self.value

@@ -23,7 +23,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ResponseKey:
-    """A pinned Ed25519 response-signing key (PROTOCOL 4)."""
+    """A pinned Ed25519 response-signing key (docs/protocol.md 4)."""
 
     kid: str
     public_key: str
@@ -40,7 +40,7 @@ class Config:
     app_name: Optional[str] = None
     version: Optional[str] = None
     app_id: Optional[str] = None
-    """The application's id: an offline license file must name it (PROTOCOL 12.5)."""
+    """The application's id: an offline license file must name it (docs/protocol.md 12.5)."""
     # Present only when the application requires signed requests. repr=False: it must not end
     # up in a log line through a debug print of the config.
     api_secret: Optional[str] = field(default=None, repr=False)

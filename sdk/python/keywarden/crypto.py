@@ -1,4 +1,4 @@
-"""PROTOCOL 3-6 with the ``cryptography`` package and hashlib/hmac. Each function matches one
+"""docs/protocol.md 3-6 with the ``cryptography`` package and hashlib/hmac. Each function matches one
 file of sdk/vectors (tests/test_vectors.py checks them)."""
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def sha256_hex(data: Bytesish) -> str:
 
 
 def canonical_request(method: str, path: str, timestamp: str, nonce: str, body: Bytesish) -> str:
-    """PROTOCOL 3: METHOD \\n PATH \\n X-Timestamp \\n X-Nonce \\n hex(sha256(body))."""
+    """docs/protocol.md 3: METHOD \\n PATH \\n X-Timestamp \\n X-Nonce \\n hex(sha256(body))."""
     return f"{method.upper()}\n{path}\n{timestamp}\n{nonce}\n{sha256_hex(body)}"
 
 
@@ -59,7 +59,7 @@ def request_signature(api_secret: str, canonical: str) -> str:
 def response_message(
     kid: str, method: str, path: str, status: int, timestamp: str, nonce: str, body: Bytesish
 ) -> str:
-    """PROTOCOL 4: kw1 \\n KID \\n METHOD \\n PATH \\n STATUS \\n TS \\n NONCE \\n hex(sha256(body))."""
+    """docs/protocol.md 4: kw1 \\n KID \\n METHOD \\n PATH \\n STATUS \\n TS \\n NONCE \\n hex(sha256(body))."""
     return f"kw1\n{kid}\n{method.upper()}\n{path}\n{status}\n{timestamp}\n{nonce}\n{sha256_hex(body)}"
 
 
@@ -99,13 +99,13 @@ def ed25519_verify_bytes(key: Ed25519PublicKey, message: bytes, signature: bytes
 
 
 def start_proof(session: str, system_id: str, token: str) -> str:
-    """PROTOCOL 6, heartbeat/start."""
+    """docs/protocol.md 6, heartbeat/start."""
     mac = hmac.new(session.encode("utf-8"), f"kwhs1\n{system_id}\n{token}".encode("utf-8"), hashlib.sha256)
     return base64.b64encode(mac.digest()).decode("ascii")
 
 
 def beat_proof(previous_token: str, session: str, beat_index: int, new_token: str, beat_count: int) -> str:
-    """PROTOCOL 6, heartbeat (integers in decimal)."""
+    """docs/protocol.md 6, heartbeat (integers in decimal)."""
     msg = f"kwhb1\n{session}\n{int(beat_index)}\n{new_token}\n{int(beat_count)}"
     mac = hmac.new(previous_token.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256)
     return base64.b64encode(mac.digest()).decode("ascii")
@@ -119,7 +119,7 @@ def proof_equals(given: Any, expected: str) -> bool:
 
 
 def decrypt_response(ciphertext_b64: str, enc_key: str, api_secret: str, init_iv: str) -> bytes:
-    """PROTOCOL 5: the plaintext bytes; raises ValueError on a wrong key or damaged ciphertext."""
+    """docs/protocol.md 5: the plaintext bytes; raises ValueError on a wrong key or damaged ciphertext."""
     key = hashlib.sha256(f"{enc_key}-{api_secret}".encode("utf-8")).digest()
     iv = hashlib.sha256(init_iv.encode("utf-8")).digest()[:16]
     try:

@@ -47,7 +47,7 @@ ERROR_ENTRIES: Tuple[Tuple[int, str, ErrorCode], ...] = (
     (409, "heartbeat session already exists for this nonce", ErrorCode.SERVER),
     (403, "rejected", ErrorCode.HEARTBEAT_KILLED),
     (401, "Invalid heartbeat token", ErrorCode.HEARTBEAT_KILLED),
-    # PROTOCOL 12 (licensing models).
+    # docs/protocol.md 12 (licensing models).
     (403, "Trials are not enabled for this application.", ErrorCode.TRIAL_DISABLED),
     (403, "Trial already used on this device.", ErrorCode.TRIAL_USED),
     (403, "Offline licenses are not enabled for this application.", ErrorCode.OFFLINE_DISABLED),

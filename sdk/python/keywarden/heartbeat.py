@@ -1,4 +1,4 @@
-"""A running heartbeat (PROTOCOL 6, SPEC heartbeat rules) on a daemon thread.
+"""A running heartbeat (docs/protocol.md 6, docs/spec.md "Heartbeat rules") on a daemon thread.
 
 Events (listeners get one argument, the event object):
     beat       BeatEvent(index, count)                    a beat whose signature and proof verified
@@ -12,7 +12,7 @@ Events (listeners get one argument, the event object):
     killed     KilledEvent(error)                         the server ended it (debugger, revoked, banned...): final
     stopped    StoppedEvent(reason)                       the loop has ended ("stop" or "killed")
     revoked    RevokedEvent(reason, detail)               pushed on the realtime channel: key, user or app revoked; killed follows
-    expired    ExpiredEvent(expires_at, detail)           the license (or end user) expired while running (PROTOCOL 12.8):
+    expired    ExpiredEvent(expires_at, detail)           the license (or end user) expired while running (docs/protocol.md 12.8):
                                                           pushed on the channel as ``revoked`` with reason ``expired``, or
                                                           a beat refused (or unreachable) after the known expiry; killed
                                                           follows with code ``expired``. The grace never covers an expiry.
@@ -20,7 +20,7 @@ Events (listeners get one argument, the event object):
     notice     NoticeEvent(message, at)                   pushed: a message from the vendor's dashboard
     channel    ChannelEvent(state, code, error)           the realtime channel opened ("open") or closed ("closed")
     offline    OfflineEvent(error, grace_until)           the service cannot be reached (network, timeout, 5xx) and
-                                                          the grace period (PROTOCOL 12.6) covers now: the license
+                                                          the grace period (docs/protocol.md 12.6) covers now: the license
                                                           stays valid until grace_until
     grace_expired GraceExpiredEvent(grace_until, error)   still unreachable, and the grace period is over: the
                                                           program decides (lock, stop); the heartbeat goes on trying.
@@ -41,7 +41,7 @@ is a server that lost the session meanwhile (a restart): with ``reauth`` the hea
 re-authenticates once and goes on; if that fails (the key was banned meanwhile), ``killed`` carries
 that call's own error.
 
-Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
+Expiry (docs/protocol.md 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the
 expiry of the last verified activation (``Client.expires_at``), the heartbeat beats at most
 EXPIRY_CHECK seconds after it, so a REST client learns it on time too; a refusal then (or no answer
 at all) is reported as ``expired``; a beat accepted well after it means the key was extended. The

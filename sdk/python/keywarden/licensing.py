@@ -1,10 +1,11 @@
-"""The licensing models of PROTOCOL 12 on the client: trials, entitlements, offline license files and
+"""The licensing models of docs/protocol.md 12 on the client: trials, entitlements, offline license files and
 the grace period. A mixin of :class:`keywarden.Client`, kept apart so the client module stays about
 the wire."""
 from __future__ import annotations
 
 import threading
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 from .codes import VerificationReason
@@ -12,6 +13,7 @@ from .config import Config, ConfigError
 from .errors import KeywardenError, verification_error
 from .grace import Grace, is_refusal
 from .models import ClientOptions, LicenseActivation, LoggerLike, TrialInfo
+from .airgap import RelayClient, RequestStore, SeatLease, check_request_nonce
 from .offline import ClockRecord, OfflineLicense, default_state_file, verify_license_file
 from .utc import datetime_from_ms, parse_utc_ms
 from .verify import PinnedKeys
@@ -33,7 +35,7 @@ def entitlements_of(answer: Mapping[str, Any]) -> Tuple[str, ...]:
 
 
 class LicensingModels:
-    """Trials, entitlements, offline files and grace (PROTOCOL 12); mixed into Client."""
+    """Trials, entitlements, offline files and grace (docs/protocol.md 12); mixed into Client."""
 
     # Provided by Client.
     config: Config
@@ -47,6 +49,7 @@ class LicensingModels:
     machine_hwid: Callable[[], str]
     server_now: Callable[[], float]
     _require_session: Callable[[], str]
+    _transport: Any
 
     def _init_models(self) -> None:
         self._grace = Grace()
@@ -81,7 +84,7 @@ class LicensingModels:
     def expires_at(self) -> Optional[datetime]:
         """When the license (an end user's: the user) expires (UTC), from the last verified license,
         login, register or trial answer; None for a lifetime key or before any activation. A running
-        heartbeat reports ``expired`` once the server ends its session then (PROTOCOL 12.8)."""
+        heartbeat reports ``expired`` once the server ends its session then (docs/protocol.md 12.8)."""
         ms = self._expiry_ms
         return datetime_from_ms(ms) if ms is not None else None
 
@@ -148,7 +151,7 @@ class LicensingModels:
             return self._clock_record
 
     def load_offline(self, file: str, hwid: Optional[str] = None) -> OfflineLicense:
-        """Checks an offline license file without the service (PROTOCOL 12.5; the order of the
+        """Checks an offline license file without the service (docs/protocol.md 12.5; the order of the
         checks is in keywarden.offline). Raises ``offline_invalid`` with an OfflineReason. Every
         check records the clock in the state file. On success :attr:`entitlements` are the file's."""
         if not self.config.app_id:
@@ -165,3 +168,52 @@ class LicensingModels:
         self._entitlements = lic.entitlements
         return lic
 
+
+    # --- air-gapped machines: activation by file, seats from a relay (docs: the README) -------
+    @property
+    def request_file(self) -> str:
+        """Where :meth:`activation_request` keeps its nonce (option ``request_file``; default: the
+        state file's path with ``.request.json``)."""
+        if self.options.request_file is not None:
+            return str(self.options.request_file)
+        return str(Path(self.state_file).with_suffix(".request.json"))
+
+    def _app_id(self) -> str:
+        if not self.config.app_id:
+            raise ConfigError("keywarden config: app_id missing (offline files and pools are checked against it)")
+        return self.config.app_id
+
+    def activation_request(
+        self, key: str, hwid: Optional[str] = None, components: Optional[Mapping[str, str]] = None
+    ) -> str:
+        """A ``kwreq1`` activation request for ``key`` on this machine, written with no network. Carry
+        it to a connected machine (dashboard or customer portal); its answer goes to
+        :meth:`complete_activation`. A new request replaces the kept nonce: older answers are refused."""
+        h = hwid if hwid is not None else self.machine_hwid()
+        return RequestStore(self.request_file).new_request(self._app_id(), key, h, self.clock(), components)
+
+    def complete_activation(self, response: str, hwid: Optional[str] = None) -> OfflineLicense:
+        """Checks the answer to this machine's latest activation request: every check of
+        :meth:`load_offline`, then its ``request_nonce`` (``offline_invalid``/``wrong_request`` for an
+        answer to an older request, or when no request is kept here). Save the answer; later starts
+        can check it with :meth:`load_offline`."""
+        lic = self.load_offline(response, hwid)
+        try:
+            check_request_nonce(response, RequestStore(self.request_file).nonce())
+        except KeywardenError as e:
+            self._entitlements = ()
+            self.log.warning("keywarden.offline.refused: %s", e.message)
+            raise
+        return lic
+
+    def lease_seat(
+        self, relay_url: str, hwid: Optional[str] = None, on_lost: Optional[Callable[[KeywardenError], None]] = None
+    ) -> SeatLease:
+        """Leases a floating seat from a relay on the local network (instead of the service) and keeps
+        it renewed until ``release()`` (or ``with``, or exit). The lease is believed only with a pool
+        that verifies under the pinned keys and names this application (else ``offline_invalid``);
+        all seats taken: ``session_limit``. :attr:`entitlements` become the pool's."""
+        relay = RelayClient(relay_url, self._keys, self._app_id(), self._transport, self.options.timeout, self.clock)
+        lease = SeatLease(relay, hwid if hwid is not None else self.machine_hwid(), self.log, self.clock, on_lost)
+        self._entitlements = lease.pool.entitlements
+        return lease

@@ -40,11 +40,13 @@ class ClientOptions:
     logger: default ``logging.getLogger("keywarden")``.
     clock: seconds since the epoch (``time.time`` by default); the server's offset is learned on top.
     transport: your own ``(TransportRequest) -> TransportResponse`` callable.
-    enc_key: asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret.
+    enc_key: asks for encrypted success bodies (docs/protocol.md 5); needs the config's api_secret.
     max_clock_offset: largest clock offset (s) adopted from the first verified answer. Default 600.
     max_response_bytes: limit of the default transport. Default 1 MiB.
-    state_file: where offline license checks keep the latest time seen (PROTOCOL 12.5). Default
+    state_file: where offline license checks keep the latest time seen (docs/protocol.md 12.5). Default
         per user and application, see ``keywarden.offline.default_state_file``.
+    request_file: where :meth:`Client.activation_request` keeps the nonce of this machine's latest
+        activation request. Default: the state file's name with ``.request.json`` instead of ``.json``.
     """
 
     base_url: Optional[str] = None
@@ -58,6 +60,7 @@ class ClientOptions:
     max_clock_offset: float = 600.0
     max_response_bytes: int = 1 << 20
     state_file: Optional[Union[str, "os.PathLike[str]"]] = None
+    request_file: Optional[Union[str, "os.PathLike[str]"]] = None
 
 
 OptionsArg = Union[ClientOptions, Mapping[str, Any], None]
@@ -98,7 +101,7 @@ class UserInfo:
     """Timezone-aware UTC, or None for an account without expiry."""
     message: str
     entitlements: Tuple[str, ...] = ()
-    """The key's entitlement codes, sorted (PROTOCOL 12.3)."""
+    """The key's entitlement codes, sorted (docs/protocol.md 12.3)."""
 
     def has_entitlement(self, code: str) -> bool:
         return code in self.entitlements
@@ -111,7 +114,7 @@ class LicenseInfo:
     """Timezone-aware UTC, or None for a lifetime key."""
     message: str
     entitlements: Tuple[str, ...] = ()
-    """The key's entitlement codes, sorted (PROTOCOL 12.3)."""
+    """The key's entitlement codes, sorted (docs/protocol.md 12.3)."""
 
     def has_entitlement(self, code: str) -> bool:
         return code in self.entitlements
@@ -119,7 +122,7 @@ class LicenseInfo:
 
 @dataclass(frozen=True)
 class TrialInfo:
-    """A trial key created for this device and activated at once (PROTOCOL 12.4)."""
+    """A trial key created for this device and activated at once (docs/protocol.md 12.4)."""
 
     key: str
     """The plaintext key: the server shows it this once."""

@@ -1,4 +1,4 @@
-"""Offline license files (PROTOCOL 12.5) and the clock record that guards them.
+"""Offline license files (docs/protocol.md 12.5) and the clock record that guards them.
 
 A file is ``"kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD)))``,
 signed by one of the response-signing keys this SDK pins. It is accepted only when, in this order
@@ -85,13 +85,14 @@ def _text(p: Mapping[str, Any], name: str) -> bool:
     return isinstance(v, str) and v != ""
 
 
-def _parse(file: object) -> Tuple[str, bytes, Dict[str, Any]]:
-    """(signed text, signature, payload) of a well-formed file; raises ``malformed``."""
-    if not isinstance(file, str):
-        raise offline_error(OfflineReason.MALFORMED, "a license file is a string")
-    parts = file.strip(" \t\r\n").split(".")
-    if len(parts) != 3 or parts[0] != _TAG:
-        raise offline_error(OfflineReason.MALFORMED, 'not "kwlic1.<payload>.<signature>"')
+def _open(text: object, tag: str) -> Tuple[str, bytes, Dict[str, Any]]:
+    """(signed text, signature, payload object) of ``<tag>.<payload>.<signature>``; raises ``malformed``.
+    Shared by license files (kwlic1) and seat pools (kwpool1)."""
+    if not isinstance(text, str):
+        raise offline_error(OfflineReason.MALFORMED, f"a {tag} text is a string")
+    parts = text.strip(" \t\r\n").split(".")
+    if len(parts) != 3 or parts[0] != tag:
+        raise offline_error(OfflineReason.MALFORMED, f'not "{tag}.<payload>.<signature>"')
     raw, sig = _b64url(parts[1]), _b64url(parts[2])
     if raw is None or sig is None or len(sig) != 64:
         raise offline_error(OfflineReason.MALFORMED, "payload or signature is not base64url (a signature is 64 bytes)")
@@ -101,20 +102,34 @@ def _parse(file: object) -> Tuple[str, bytes, Dict[str, Any]]:
         raise offline_error(OfflineReason.MALFORMED, "payload is not UTF-8 JSON") from None
     if not isinstance(p, dict):
         raise offline_error(OfflineReason.MALFORMED, "payload is not a JSON object")
+    return f"{tag}.{parts[1]}", sig, p
+
+
+def _integer(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _grant_fields(p: Mapping[str, Any]) -> bool:
+    """What files and pools both grant: v 1, an integer level, entitlement codes, the times."""
     ents = p.get("entitlements")
-    level = p.get("level")
-    good = (
-        type(p.get("v")) is int and p.get("v") == 1
-        and all(_text(p, k) for k in ("kid", "app_id", "license_id", "hwid"))
-        and "user" in p and (p["user"] is None or isinstance(p["user"], str))
-        and isinstance(level, int) and not isinstance(level, bool)
+    return (
+        _integer(p.get("v")) and p.get("v") == 1 and _integer(p.get("level"))
         and isinstance(ents, list) and all(isinstance(e, str) for e in ents)
         and "expires_at" in p and (p["expires_at"] is None or parse_utc_ms(p["expires_at"]) is not None)
         and parse_utc_ms(p.get("issued_at")) is not None and parse_utc_ms(p.get("valid_until")) is not None
     )
+
+
+def _parse(file: object) -> Tuple[str, bytes, Dict[str, Any]]:
+    """(signed text, signature, payload) of a well-formed file; raises ``malformed``."""
+    signed, sig, p = _open(file, _TAG)
+    good = (
+        _grant_fields(p) and all(_text(p, k) for k in ("kid", "app_id", "license_id", "hwid"))
+        and "user" in p and (p["user"] is None or isinstance(p["user"], str))
+    )
     if not good:
-        raise offline_error(OfflineReason.MALFORMED, "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type")
-    return f"{_TAG}.{parts[1]}", sig, p
+        raise offline_error(OfflineReason.MALFORMED, "payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type")
+    return signed, sig, p
 
 
 def verify_license_file(
@@ -163,6 +178,22 @@ def default_state_file(api_key: str) -> Path:
     return base / name
 
 
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Writes JSON to a temporary file beside ``path``, then renames it over ``path`` (creating the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".kwstate-", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class ClockRecord:
     """The latest clock reading seen, kept in a JSON file. An unreadable or damaged file counts as
     no record; a file that cannot be written is logged and the check goes on (both are things the
@@ -195,17 +226,6 @@ class ClockRecord:
             if seen is not None and seen >= now:
                 return
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".kwstate-", dir=str(self.path.parent))
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        json.dump({"v": 1, "last_seen": int(now)}, f)
-                    os.replace(tmp, self.path)
-                except BaseException:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
-                    raise
+                write_json_atomically(self.path, {"v": 1, "last_seen": int(now)})
             except OSError as e:
                 self._log.warning("keywarden.offline.state_unwritable: %s: %s", self.path, e)

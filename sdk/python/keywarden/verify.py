@@ -1,4 +1,4 @@
-"""PROTOCOL 4 response verification, in the order sdk/vectors/response-signatures.json fixes:
+"""docs/protocol.md 4 response verification, in the order sdk/vectors/response-signatures.json fixes:
 headers present, kid pinned, signature encoding, freshness, Ed25519 over this request's nonce."""
 from __future__ import annotations
 

@@ -77,13 +77,13 @@ APP_ID = "fake-app-0001"
 
 
 def iso(unix_seconds: float) -> str:
-    """PROTOCOL 1's form: 2026-11-21T22:00:00.000Z."""
+    """docs/protocol.md 1's form: 2026-11-21T22:00:00.000Z."""
     d = datetime.fromtimestamp(unix_seconds, timezone.utc)
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 
 
 def parse_iso(text: str) -> float:
-    """Unix seconds of PROTOCOL 1's form."""
+    """Unix seconds of docs/protocol.md 1's form."""
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
@@ -92,14 +92,14 @@ def b64url(data: bytes) -> str:
 
 
 def license_file(key: Ed25519PrivateKey, payload: Dict[str, Any]) -> str:
-    """PROTOCOL 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519(kwlic1.<payload>))>."""
+    """docs/protocol.md 12.5: kwlic1.<base64url(payload)>.<base64url(Ed25519(kwlic1.<payload>))>."""
     head = "kwlic1." + b64url(json.dumps(payload).encode("utf-8"))
     return head + "." + b64url(key.sign(head.encode("ascii")))
 
 
 class FakeKeywarden:
     """A transport with the server's client API in miniature (init, register, login, license,
-    heartbeat/start, heartbeat, heartbeat/stop), PROTOCOL 4-6 exactly. Tests replace single
+    heartbeat/start, heartbeat, heartbeat/stop), docs/protocol.md 4-6 exactly. Tests replace single
     endpoints with `handlers[path]`, or spoil answers with `after`."""
 
     def __init__(self, *, secret: Optional[str] = None, shift: float = 0.0, beat_interval: int = 5) -> None:
@@ -119,7 +119,7 @@ class FakeKeywarden:
         self.users: Dict[str, Dict[str, Any]] = {}
         self.heartbeats: Dict[str, Dict[str, Any]] = {}
         self.stopped: List[Dict[str, Any]] = []
-        # PROTOCOL 12: entitlements per key, trials, offline files and the grace period.
+        # docs/protocol.md 12: entitlements per key, trials, offline files and the grace period.
         self.entitlements: Dict[str, List[str]] = {"KEY-GOOD-0001": ["pro", "export"]}
         self.trial_hours = 0
         self.trials: Dict[str, str] = {}  # hwid -> trial key

@@ -1,4 +1,4 @@
-"""The grace period (PROTOCOL 12.6) in a running heartbeat, against FakeKeywarden: the visible
+"""The grace period (docs/protocol.md 12.6) in a running heartbeat, against FakeKeywarden: the visible
 ``offline`` state while the service cannot be reached, ``grace_expired`` once it is over, and the
 rules that only verified answers extend it and a verified refusal ends it."""
 from __future__ import annotations
@@ -198,7 +198,7 @@ class OnlyVerifiedAnswersCount(unittest.TestCase):
 
 
 class ExpiryWhileRunning(unittest.TestCase):
-    """PROTOCOL 12.8 over REST: the server ends the session at expires_at; the heartbeat reports it."""
+    """docs/protocol.md 12.8 over REST: the server ends the session at expires_at; the heartbeat reports it."""
 
     def running(self, fake: FakeKeywarden, in_seconds: float, interval: float) -> Any:
         fake.expires_at = iso(time.time() + in_seconds)

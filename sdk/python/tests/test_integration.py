@@ -160,7 +160,7 @@ class Integration(unittest.TestCase):
         self.assertEqual(got.wait_for(3), [BeatEvent(1, 1), BeatEvent(2, 2), BeatEvent(3, 3)])
         hb.stop()
         self.assertEqual(stopped.wait_for(1)[0].reason, "stop")
-        # the proofs the server sent are the ones PROTOCOL 6 defines (checked here independently)
+        # the proofs the server sent are the ones docs/protocol.md 6 defines (checked here independently)
         token = None
         checked = 0
         for req, res in rec.pairs:
@@ -216,7 +216,7 @@ class Integration(unittest.TestCase):
                 break
         else:
             self.fail("40 inits from one address were all accepted")
-        self.assertEqual(accepted, 30, "SPEC: 30 inits per minute per IP")
+        self.assertEqual(accepted, 30, "docs/spec.md: 30 inits per minute per IP")
 
     def test_failed_logins_lock_out(self) -> None:
         c = plain(transport=from_address(random_ip()))

@@ -1,10 +1,10 @@
-"""PROTOCOL 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
+"""docs/protocol.md 12 (licensing models) end to end against real servers prepared by test/helpers/sdk-harness.ts
 and test/helpers/models-harness.ts: a trial once per device, an offline license file from the server
 checked without it, and the grace period across a real restart of the server, inside the window and
 past it.
 
 Pending server side: while the server answers 404 for /api/client/trial these tests are skipped with
-one line ("PROTOCOL 12 pending"); KW_REQUIRE_MODELS=1 makes that a failure.
+one line ("licensing models pending"); KW_REQUIRE_MODELS=1 makes that a failure.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def require_models() -> None:
     if _post(base + "/api/client/trial", headers={"X-Forwarded-For": ENV.get("KW_MODELS_PROBE_ADDRESS", "198.51.100.212")}) == 404:
         if ENV.get("KW_REQUIRE_MODELS") == "1":
             raise RuntimeError("KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial")
-        raise unittest.SkipTest("PROTOCOL 12 pending: the server answers 404 for /api/client/trial")
+        raise unittest.SkipTest("licensing models pending: the server answers 404 for /api/client/trial")
     if ENV.get("KW_MODELS_ERROR"):
         raise RuntimeError("the harness could not prepare app MODELS: " + ENV["KW_MODELS_ERROR"])
 
@@ -146,7 +146,7 @@ class Models(unittest.TestCase):
         self.assertEqual(self.error(late.load_offline, f, hwid).reason, OfflineReason.EXPIRED)
         # Another machine cannot have one for this key.
         self.assertEqual(self.error(c.offline_file, hwid + "-other").code, ErrorCode.HWID_MISMATCH)
-        # MODELS OFF issues none (PROTOCOL 12.5 lists "off" before "session not activated").
+        # MODELS OFF issues none (docs/protocol.md 12.5 lists "off" before "session not activated").
         off = Client.from_config(ENV["KW_CONFIG_MODELS_OFF"])
         off.init()
         self.assertEqual(self.error(off.offline_file, hwid).code, ErrorCode.OFFLINE_DISABLED)

@@ -1,4 +1,4 @@
-"""The licensing models of PROTOCOL 12 on the client, against FakeKeywarden: trials, entitlements,
+"""The licensing models of docs/protocol.md 12 on the client, against FakeKeywarden: trials, entitlements,
 offline license files with their state file, and the grace period of the client calls."""
 from __future__ import annotations
 

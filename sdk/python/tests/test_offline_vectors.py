@@ -1,4 +1,4 @@
-"""sdk/vectors/offline.json: offline license files (PROTOCOL 12.5) accepted or refused for the reason
+"""sdk/vectors/offline.json: offline license files (docs/protocol.md 12.5) accepted or refused for the reason
 each case names, and what a grace_until value grants (12.6)."""
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ class OfflineFileVectors(unittest.TestCase):
     def test_every_file_is_accepted_or_refused_with_its_reason(self) -> None:
         v = _support.load_vectors(self, "offline.json")
         self.assertEqual((v["max_future_seconds"], v["max_rollback_seconds"]), (MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS))
-        self.assertEqual(sorted(v["reasons"]), sorted(r.value for r in OfflineReason))
+        airgap = _support.load_vectors(self, "airgap.json")
+        every = set(v["reasons"]) | set(airgap["responses"]["reasons"]) | set(airgap["pools"]["reasons"])
+        self.assertEqual(sorted(every), sorted(r.value for r in OfflineReason))
         keys = pin_keys(ResponseKey(kid=k["kid"], public_key=k["public_key"]) for k in v["pinned_keys"])
         seen = set()
         for c in v["cases"]:

@@ -1,6 +1,6 @@
 // The Keywarden client: every call carries a fresh nonce (and an HMAC when the config holds a
 // secret), and every answer is verified against the pinned keys before a byte of it is believed
-// (PROTOCOL 3-5). Failures are KeywardenErrors; nothing here exits or throws untyped errors at
+// (docs/protocol.md 3-5). Failures are KeywardenErrors; nothing here exits or throws untyped errors at
 // the host program.
 import { randomBytes } from 'node:crypto';
 import type { KeywardenConfig } from './config.js';
@@ -11,6 +11,7 @@ import { KeywardenError, errorFromAnswer, verificationError } from './errors.js'
 import { Grace, isRefusal } from './grace.js';
 import { ClockRecord, defaultStateFile, verifyLicenseFile, type OfflineLicense } from './offline.js';
 import { parseUtcMs } from './utc.js';
+import { checkRequestNonce, RequestStore, SeatLease } from './airgap.js';
 import { defaultTransport, TransportError, type Transport } from './transport.js';
 import { machineHwid, selfHash } from './machine.js';
 import { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
@@ -37,12 +38,17 @@ export interface ClientOptions {
   /** Milliseconds since the epoch. Default Date.now. */
   clock?: () => number;
   transport?: Transport;
-  /** Asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret. */
+  /** Asks for encrypted success bodies (docs/protocol.md 5); needs the config's api_secret. */
   encKey?: string;
   /** Largest clock offset (s) adopted from the first verified answer; further off it is refused as stale. Default 600. */
   maxClockOffsetSeconds?: number;
-  /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Default: see defaultStateFile. */
+  /** Where offline license checks keep the latest time seen (docs/protocol.md 12.5). Default: see defaultStateFile. */
   stateFile?: string;
+  /**
+   * Where activationRequest keeps the nonce of this machine's latest activation request. Default: the
+   * state file's path with `.request.json` instead of `.json`.
+   */
+  requestFile?: string;
 }
 
 export interface AppInfo {
@@ -51,7 +57,7 @@ export interface AppInfo {
   hwidLock: boolean;
   session: string;
 }
-/** entitlements: the key's codes, sorted (PROTOCOL 12.3). */
+/** entitlements: the key's codes, sorted (docs/protocol.md 12.3). */
 export interface UserInfo {
   username: string;
   level: number;
@@ -65,7 +71,7 @@ export interface LicenseInfo {
   message: string;
   entitlements: string[];
 }
-/** A trial key created for this device and activated at once (PROTOCOL 12.4); `key` is shown this once. */
+/** A trial key created for this device and activated at once (docs/protocol.md 12.4); `key` is shown this once. */
 export interface TrialInfo extends LicenseInfo {
   key: string;
 }
@@ -130,12 +136,13 @@ export class Client {
   private initOptions: InitOptions = {};
   /** The last successful activation, repeated by a heartbeat's re-authentication. */
   lastActivation: Activation | undefined;
-  /** @internal The grace period (PROTOCOL 12.6), shared with the heartbeats. */
+  /** @internal The grace period (docs/protocol.md 12.6), shared with the heartbeats. */
   readonly grace = new Grace();
   /** The license's (or end user's) expires_at from the last verified activation answer (unix ms). */
   private expiryMs: number | undefined;
   private ents: string[] = [];
   private readonly stateFileOption: string | undefined;
+  private readonly requestFileOption: string | undefined;
   private clockRecord: ClockRecord | undefined;
 
   static fromConfig(config: KeywardenConfig | string, options: ClientOptions = {}): Client {
@@ -154,9 +161,10 @@ export class Client {
     this.maxOffsetS = o.maxClockOffsetSeconds ?? 600;
     this.encKey = o.encKey;
     if (this.encKey && !config.api_secret)
-      throw new TypeError('encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)');
+      throw new TypeError('encKey needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)');
     this.keys = pinKeys(config.response_keys);
     this.stateFileOption = o.stateFile;
+    this.requestFileOption = o.requestFile;
   }
 
   /** The session from init, if any. */
@@ -274,7 +282,7 @@ export class Client {
 
   /**
    * Until when the license stays valid while the service cannot be reached, from the latest verified
-   * answer; null when it grants none or a verified refusal ended it (PROTOCOL 12.6).
+   * answer; null when it grants none or a verified refusal ended it (docs/protocol.md 12.6).
    */
   get graceUntil(): Date | null {
     const until = this.grace.until;
@@ -303,7 +311,7 @@ export class Client {
   }
 
   /**
-   * Checks an offline license file without the service (PROTOCOL 12.5; the order of the checks is in
+   * Checks an offline license file without the service (docs/protocol.md 12.5; the order of the checks is in
    * offline.ts). Throws `offline_invalid` with an OfflineReason. Every check records the clock in the
    * state file. On success `entitlements` are the file's. Throws TypeError when the config has no app_id.
    */
@@ -323,6 +331,67 @@ export class Client {
     }
     this.ents = [...lic.entitlements];
     return lic;
+  }
+
+  /** Where activationRequest keeps its nonce (option requestFile). */
+  get requestFile(): string {
+    return this.requestFileOption ?? this.stateFile.replace(/\.json$/, '') + '.request.json';
+  }
+
+  private appId(): string {
+    if (!this.config.app_id)
+      throw new TypeError('keywarden config: app_id missing (offline files and pools are checked against it)');
+    return this.config.app_id;
+  }
+
+  /**
+   * A `kwreq1` activation request for `key` on this machine, written with no network. Carry it to a
+   * connected machine (dashboard or customer portal); pass its answer to completeActivation. A new
+   * request replaces the kept nonce: answers to older ones are refused.
+   */
+  activationRequest(key: string, opts: { hwid?: string; components?: Record<string, string> } = {}): string {
+    const hwid = opts.hwid ?? this.machineHwid();
+    return new RequestStore(this.requestFile).newRequest(this.appId(), key, hwid, this.clock(), opts.components);
+  }
+
+  /**
+   * Checks the answer to this machine's latest activation request: every check of loadOffline, then
+   * its request_nonce (`offline_invalid` / `wrong_request` for an answer to an older request, or when
+   * no request is kept here). Save the answer; later starts check it with loadOffline.
+   */
+  completeActivation(response: string, hwid?: string): OfflineLicense {
+    const lic = this.loadOffline(response, hwid);
+    try {
+      checkRequestNonce(response, new RequestStore(this.requestFile).nonce());
+    } catch (err) {
+      this.ents = [];
+      this.log.warn?.('keywarden.offline.refused', { error: (err as Error).message });
+      throw err;
+    }
+    return lic;
+  }
+
+  /**
+   * Leases a floating seat from a relay on the local network (instead of the service) and keeps it
+   * renewed until `release()`. Believed only with a pool that verifies under the pinned keys and names
+   * this application (else `offline_invalid`); every seat taken: `session_limit`. `entitlements`
+   * become the pool's.
+   */
+  async leaseSeat(
+    relayUrl: string,
+    opts: { hwid?: string; onLost?: (err: KeywardenError) => void } = {},
+  ): Promise<SeatLease> {
+    const lease = await SeatLease.take(relayUrl, opts.hwid ?? this.machineHwid(), {
+      keys: this.keys,
+      appId: this.appId(),
+      transport: this.transport,
+      timeoutMs: this.timeoutMs,
+      clock: this.clock,
+      log: (e, f) => this.log.warn?.(e, f),
+      ...(opts.onLost ? { onLost: opts.onLost } : {}),
+    });
+    this.ents = [...lease.pool.entitlements];
+    return lease;
   }
 
   private record(): ClockRecord {
@@ -345,7 +414,7 @@ export class Client {
   /**
    * When the license (an end user's: the user) expires, from the last verified license, login, register or
    * trial answer; null for a lifetime key or before any activation. A running heartbeat reports `expired`
-   * once the server ends its session at that time (PROTOCOL 12.8).
+   * once the server ends its session at that time (docs/protocol.md 12.8).
    */
   get expiresAt(): Date | null {
     return this.expiryMs === undefined ? null : new Date(this.expiryMs);

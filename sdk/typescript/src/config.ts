@@ -17,7 +17,7 @@ export interface KeywardenConfig {
   response_keys: ResponseKey[];
   /** Present only when the application requires signed requests. */
   api_secret?: string;
-  /** The application's id: an offline license file must name it (PROTOCOL 12.5). */
+  /** The application's id: an offline license file must name it (docs/protocol.md 12.5). */
   app_id?: string;
 }
 

@@ -1,4 +1,5 @@
-// PROTOCOL 3-6 and the realtime channel with node:crypto only. Each function matches one section of sdk/vectors.
+// docs/protocol.md 3-6 and the realtime channel with node:crypto only. Each function matches one section of
+// sdk/vectors.
 import {
   createDecipheriv,
   createHash,
@@ -13,7 +14,7 @@ import {
 
 export const sha256Hex = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
 
-/** PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
+/** docs/protocol.md 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
 export function canonicalRequest(
   method: string,
   path: string,
@@ -28,7 +29,7 @@ export function requestSignature(apiSecret: string, canonical: string): string {
   return createHmac('sha256', Buffer.from(apiSecret, 'utf8')).update(canonical, 'utf8').digest('hex');
 }
 
-/** PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
+/** docs/protocol.md 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
 export function responseMessage(
   kid: string,
   method: string,
@@ -66,14 +67,14 @@ export function ed25519VerifyBytes(key: KeyObject, message: Uint8Array, signatur
   }
 }
 
-/** PROTOCOL 6, heartbeat/start. */
+/** docs/protocol.md 6, heartbeat/start. */
 export function startProof(session: string, systemId: string, token: string): string {
   return createHmac('sha256', Buffer.from(session, 'utf8'))
     .update(`kwhs1\n${systemId}\n${token}`, 'utf8')
     .digest('base64');
 }
 
-/** PROTOCOL 6, heartbeat. */
+/** docs/protocol.md 6, heartbeat. */
 export function beatProof(
   previousToken: string,
   session: string,
@@ -94,7 +95,7 @@ export function proofEquals(given: unknown, expected: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/** PROTOCOL 5: returns the plaintext bytes; throws on a wrong key or damaged ciphertext. */
+/** docs/protocol.md 5: returns the plaintext bytes; throws on a wrong key or damaged ciphertext. */
 export function decryptResponse(ciphertextB64: string, encKey: string, apiSecret: string, initIv: string): Buffer {
   const key = createHash('sha256').update(`${encKey}-${apiSecret}`, 'utf8').digest();
   const iv = createHash('sha256').update(initIv, 'utf8').digest().subarray(0, 16);

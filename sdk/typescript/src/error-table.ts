@@ -38,7 +38,7 @@ export const ERROR_ENTRIES: readonly (readonly [number, string, ErrorCode])[] = 
   [409, 'heartbeat session already exists for this nonce', 'server'],
   [403, 'rejected', 'heartbeat_killed'],
   [401, 'Invalid heartbeat token', 'heartbeat_killed'],
-  // PROTOCOL 12 (licensing models).
+  // docs/protocol.md 12 (licensing models).
   [403, 'Trials are not enabled for this application.', 'trial_disabled'],
   [403, 'Trial already used on this device.', 'trial_used'],
   [403, 'Offline licenses are not enabled for this application.', 'offline_disabled'],

@@ -21,7 +21,7 @@ export const ERROR_CODES = [
   'network',
   'timeout',
   'server',
-  // PROTOCOL 12 (licensing models); offline_invalid: an offline license file this SDK refuses (see `reason`).
+  // docs/protocol.md 12 (licensing models); offline_invalid: an offline license file this SDK refuses (see `reason`).
   'trial_disabled',
   'trial_used',
   'offline_disabled',
@@ -57,7 +57,9 @@ export type OfflineReason =
   | 'wrong_hwid'
   | 'clock_rolled_back'
   | 'issued_in_future'
-  | 'expired';
+  | 'expired'
+  /** An activation answer without the nonce of this machine's latest request (airgap.json). */
+  | 'wrong_request';
 
 /**
  * Why an update (an offered artifact or its download) was refused (same strings in every SDK;

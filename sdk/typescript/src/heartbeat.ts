@@ -1,4 +1,4 @@
-// A running heartbeat (PROTOCOL 6, SPEC heartbeat rules). Events:
+// A running heartbeat (docs/protocol.md 6, docs/spec.md "Heartbeat rules"). Events:
 //   'beat'      {index, count}            a beat whose signature and proof verified
 //   'degraded'  {error, lost, reauthenticating, lastBeatAt, verificationFailures}  a beat failed; lost = the token may
 //               have moved on; lastBeatAt = when the last beat (or the start) verified. A beat in flight when the
@@ -9,14 +9,14 @@
 //   'killed'    {error}                   the server ended it (debugger, revoked, banned...): final
 //   'stopped'   {reason}                  the loop has ended ('stop' or 'killed')
 //   'revoked'   {reason, detail}          pushed on the realtime channel: key, user or app revoked; 'killed' follows
-//   'expired'   {expiresAt, detail}       the license (or end user) expired while running (PROTOCOL 12.8): pushed on the
+//   'expired'   {expiresAt, detail}       the license (or end user) expired while running (docs/protocol.md 12.8): pushed on the
 //               channel as `revoked` with reason `expired`, or a beat refused (or unreachable) after the known
 //               expiry; 'killed' follows with code 'expired'. The grace period never covers an expiry.
 //   'update_required' {message, latestVersion, updateUrl}  pushed: force_update is on and this version is outdated
 //   'notice'    {message, at}             pushed: a message from the vendor's dashboard
 //   'channel'   {state, close?, error?}   the realtime channel opened ('open') or closed ('closed'); beats then use REST
 //   'offline'   {error, graceUntil}       the service cannot be reached (network, timeout, 5xx) and the grace period
-//               (PROTOCOL 12.6) covers now: the license stays valid until graceUntil (state 'offline')
+//               (docs/protocol.md 12.6) covers now: the license stays valid until graceUntil (state 'offline')
 //   'grace_expired' {graceUntil, error}   still unreachable and the grace period is over: the program decides; the
 //               heartbeat goes on trying. Every failed beat still emits 'degraded'. `state` leaves 'offline' the
 //               moment graceUntil passes, without waiting for a beat.
@@ -30,8 +30,8 @@
 // A beat refused as `rejected` (403) right after the service was unreachable (network, timeout, 5xx)
 // is a server that lost the session meanwhile (a restart): with `reauth` it re-authenticates once and
 // goes on; if that fails (the key was banned meanwhile), `killed` carries that call's own error.
-// Expiry (PROTOCOL 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry of the
-// last verified activation, the heartbeat beats at most EXPIRY_CHECK_MS after it, so a REST client learns it on
+// Expiry (docs/protocol.md 12.8, docs/decisions.md): the server ends the session at expires_at. Knowing the expiry of
+// the last verified activation, the heartbeat beats at most EXPIRY_CHECK_MS after it, so a REST client learns it on
 // time too; a refusal then (or no answer at all) is reported as `expired`, an accepted beat means the key was
 // extended. The local clock alone never ends a heartbeat the server still accepts.
 import { EventEmitter } from 'node:events';

@@ -33,6 +33,8 @@ export { UpdateError, artifactMessage } from './updates.js';
 export type { Artifact, UpdateOffer, ProgressCallback } from './updates.js';
 export { verifyLicenseFile, defaultStateFile, MAX_FUTURE_SECONDS, MAX_ROLLBACK_SECONDS } from './offline.js';
 export type { OfflineLicense } from './offline.js';
+export { SeatLease, buildRequest, verifyPool, NO_SEATS } from './airgap.js';
+export type { SeatPool } from './airgap.js';
 export { graceUntilOf } from './grace.js';
 export { parseUtcMs } from './utc.js';
 export { ERROR_ENTRIES, STATUS_FALLBACKS, FALLBACK_CODE } from './error-table.js';

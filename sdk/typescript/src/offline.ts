@@ -1,4 +1,4 @@
-// Offline license files (PROTOCOL 12.5) and the clock record that guards them.
+// Offline license files (docs/protocol.md 12.5) and the clock record that guards them.
 //
 // FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD))), signed by
 // one of the response-signing keys this SDK pins. Accepted only when, in this order (shared by every
@@ -46,18 +46,20 @@ export interface OfflineLicense {
 }
 
 const B64URL = /^[A-Za-z0-9_-]+$/;
-const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
+export const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
-function b64url(part: string): Buffer | undefined {
+export function b64url(part: string): Buffer | undefined {
   return B64URL.test(part) && part.length % 4 !== 1 ? Buffer.from(part, 'base64url') : undefined;
 }
 
-/** (signed text, signature, payload) of a well-formed file; throws `malformed`. */
-function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, unknown> } {
-  if (typeof file !== 'string') throw offlineError('malformed', 'a license file is a string');
+/**
+ * (signed text, signature, payload object) of `<tag>.<payload>.<signature>`; throws `malformed`. Shared by
+ * license files (kwlic1) and seat pools (kwpool1).
+ */
+export function openSigned(file: unknown, tag: string): { signed: string; sig: Buffer; p: Record<string, unknown> } {
+  if (typeof file !== 'string') throw offlineError('malformed', `a ${tag} text is a string`);
   const parts = file.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '').split('.');
-  if (parts.length !== 3 || parts[0] !== 'kwlic1')
-    throw offlineError('malformed', 'not "kwlic1.<payload>.<signature>"');
+  if (parts.length !== 3 || parts[0] !== tag) throw offlineError('malformed', `not "${tag}.<payload>.<signature>"`);
   const raw = b64url(parts[1]!);
   const sig = b64url(parts[2]!);
   if (!raw || !sig || sig.length !== 64)
@@ -68,25 +70,39 @@ function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, 
   } catch {
     throw offlineError('malformed', 'payload is not UTF-8 JSON');
   }
-  const o = p as Record<string, unknown>;
-  const good =
-    p !== null &&
-    typeof p === 'object' &&
-    !Array.isArray(p) &&
+  if (p === null || typeof p !== 'object' || Array.isArray(p))
+    throw offlineError('malformed', 'payload is not an object');
+  return { signed: `${tag}.${parts[1]}`, sig, p: p as Record<string, unknown> };
+}
+
+/** What files and pools both grant: v 1, an integer level, entitlement codes, the times. */
+export function grantFieldsOk(o: Record<string, unknown>): boolean {
+  return (
     o.v === 1 &&
+    Number.isInteger(o.level) &&
+    Array.isArray(o.entitlements) &&
+    o.entitlements.every((e) => typeof e === 'string') &&
+    'expires_at' in o &&
+    (o.expires_at === null || parseUtcMs(o.expires_at) !== undefined) &&
+    parseUtcMs(o.issued_at) !== undefined &&
+    parseUtcMs(o.valid_until) !== undefined
+  );
+}
+
+/** (signed text, signature, payload) of a well-formed file; throws `malformed`. */
+function parse(file: unknown): { signed: string; sig: Buffer; p: Record<string, unknown> } {
+  const opened = openSigned(file, 'kwlic1');
+  const o = opened.p;
+  const good =
+    grantFieldsOk(o) &&
     text(o.kid) &&
     text(o.app_id) &&
     text(o.license_id) &&
     text(o.hwid) &&
-    (o.user === null || typeof o.user === 'string') &&
-    Number.isInteger(o.level) &&
-    Array.isArray(o.entitlements) &&
-    o.entitlements.every((e) => typeof e === 'string') &&
-    (o.expires_at === null || parseUtcMs(o.expires_at) !== undefined) &&
-    parseUtcMs(o.issued_at) !== undefined &&
-    parseUtcMs(o.valid_until) !== undefined;
-  if (!good) throw offlineError('malformed', 'payload lacks a field of PROTOCOL 12.5 or has one of the wrong type');
-  return { signed: `kwlic1.${parts[1]}`, sig, p: o };
+    (o.user === null || typeof o.user === 'string');
+  if (!good)
+    throw offlineError('malformed', 'payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type');
+  return opened;
 }
 
 /**

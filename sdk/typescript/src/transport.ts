@@ -8,7 +8,7 @@ import tls from 'node:tls';
 import type { Socket } from 'node:net';
 
 export interface TransportRequest {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   url: string;
   headers: Record<string, string>;
   body: Uint8Array;

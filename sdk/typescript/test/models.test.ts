@@ -1,4 +1,4 @@
-// The licensing models of PROTOCOL 12 against a fake transport that answers and signs like the
+// The licensing models of docs/protocol.md 12 against a fake transport that answers and signs like the
 // server: trials, entitlements, offline license files with their state file, and the grace period of
 // the client calls and of a running heartbeat (the offline state, grace_expired). The fake is reached
 // only through the public `transport` option, so the SDK's own verification runs on every answer.
@@ -30,7 +30,7 @@ const b64url = (b: Uint8Array | string) => Buffer.from(b).toString('base64url');
 type Body = Record<string, any>;
 type Handler = (body: Body, f: Fake) => [number, Record<string, unknown>];
 
-/** The client API in miniature, PROTOCOL 4, 6 and 12 exactly; `handlers` replace single endpoints. */
+/** The client API in miniature, docs/protocol.md 4, 6 and 12 exactly; `handlers` replace single endpoints. */
 class Fake {
   key = generateKeyPairSync('ed25519');
   handlers: Record<string, Handler> = {};
@@ -543,7 +543,7 @@ describe('grace period in a running heartbeat', () => {
   });
 });
 
-describe('expiry while running (PROTOCOL 12.8)', () => {
+describe('expiry while running (docs/protocol.md 12.8)', () => {
   /** A heartbeat on a key that expires `inMs` from now, beating every `intervalMs`. */
   const running = async (f: Fake, inMs: number, intervalMs: number) => {
     f.expiresAt = iso(Date.now() + inMs);

@@ -22,8 +22,11 @@ import {
   startProof,
   STATUS_FALLBACKS,
   verifyLicenseFile,
+  verifyPool,
   verifyResponse,
+  buildRequest,
 } from '../src/index.js';
+import { checkRequestNonce } from '../src/airgap.js';
 import { Grace } from '../src/grace.js';
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../vectors');
@@ -129,6 +132,68 @@ describe('vectors', () => {
     expect(errorFromAnswer(429, 'Too many failed attempts, try again later.', '900')).toMatchObject({
       code: 'locked_out',
       retryAfter: 900,
+    });
+  });
+
+  describe('air-gapped machines (airgap.json)', () => {
+    const v = load('airgap.json');
+    const keys = pinKeys(v.pinned_keys);
+    const decode = (r: string) => {
+      expect(r).toMatch(/^kwreq1\.[A-Za-z0-9_-]+$/);
+      return JSON.parse(Buffer.from(r.slice(7), 'base64url').toString('utf8'));
+    };
+    const refusal = (run: () => unknown) => {
+      try {
+        run();
+      } catch (e) {
+        expect(e).toBeInstanceOf(KeywardenError);
+        expect((e as KeywardenError).code).toBe('offline_invalid');
+        return (e as KeywardenError).reason;
+      }
+      return 'ok';
+    };
+
+    it('requests carry exactly the fields of each case', () => {
+      for (const c of v.requests.cases)
+        expect(decode(buildRequest(c.app_id, c.key, c.hwid, c.nonce, c.created_at, c.components)), c.name).toEqual(
+          decode(c.request),
+        );
+    });
+
+    it("answers are accepted only for the latest request's nonce", () => {
+      const seen = new Set<string>();
+      for (const c of v.responses.cases) {
+        const got = refusal(() => {
+          verifyLicenseFile(c.file, keys, c.app_id, c.hwid, c.now * 1000, c.last_seen ?? undefined);
+          checkRequestNonce(c.file, c.nonce ?? undefined);
+        });
+        expect(got, c.name).toBe(c.valid ? 'ok' : c.reason);
+        if (!c.valid) seen.add(c.reason);
+      }
+      expect([...seen].sort()).toEqual([...v.responses.reasons].sort());
+    });
+
+    it('pools: accepted, or refused for the reason each case names', () => {
+      const seen = new Set<string>();
+      for (const c of v.pools.cases) {
+        const got = refusal(() => {
+          const pool = verifyPool(c.pool, keys, c.app_id, c.now * 1000);
+          const p = c.payload;
+          expect([pool.appId, pool.licenseId, pool.relayId, pool.seats, pool.level, pool.kid]).toEqual([
+            p.app_id,
+            p.license_id,
+            p.relay_id,
+            p.seats,
+            p.level,
+            p.kid,
+          ]);
+          expect(pool.entitlements).toEqual([...p.entitlements].sort());
+          expect(pool.expiresAt?.toISOString() ?? null).toBe(p.expires_at);
+        });
+        expect(got, c.name).toBe(c.valid ? 'ok' : c.reason);
+        if (!c.valid) seen.add(c.reason);
+      }
+      expect([...seen].sort()).toEqual([...v.pools.reasons].sort());
     });
   });
 

@@ -1,6 +1,6 @@
 // "Someone's access may have changed": published by every write that can narrow what an account
 // sees (team changes, sign-out, password changes, deletions) and delivered to every worker, where
-// live streams re-check what their subscribers may still see (PROTOCOL 11.24). It carries no
+// live streams re-check what their subscribers may still see (docs/protocol.md 11.24). It carries no
 // detail on purpose: a receiver re-checks everything it holds, so no change can be missed by a
 // wrong guess of whom it touched.
 import type { Logger } from 'pino';

@@ -1,5 +1,5 @@
 // The signed-in account's own security (the dashboard's Account > Security page): its sessions and
-// "sign out everywhere", its second-factor state, and an owner's policy for its tree (PROTOCOL 13.2).
+// "sign out everywhere", its second-factor state, and an owner's policy for its tree (docs/protocol.md 13.2).
 import { AppError } from '../../errors.js';
 import type { SessionRepository } from './session.repository.js';
 import type { TwoFactorService } from './two-factor.service.js';

@@ -18,7 +18,7 @@ const DESCENDANTS_SQL = `with recursive sub(id) as (
     select id from accounts where parent_id = ? union all select a.id from accounts a join sub on a.parent_id = sub.id)
   select id from sub`;
 
-/** Whether the account or an admin above it has a subscription that ended before `?` (PROTOCOL 11.30). */
+/** Whether the account or an admin above it has a subscription that ended before `?` (docs/protocol.md 11.30). */
 const SUBSCRIPTION_LAPSED_SQL = `with recursive up(parent_id, role, ends) as (
     select parent_id, role, subscription_expires_at from accounts where id = ?
     union all
@@ -36,14 +36,14 @@ export class AccountRepository {
     return rows[0]?.lapsed === true;
   }
 
-  /** The account and every account below it (reseller scoping, PROTOCOL 11.9). */
+  /** The account and every account below it (reseller scoping, docs/protocol.md 11.9). */
   async subtreeIds(accountId: string): Promise<string[]> {
     const rows = await this.orm.em.getConnection().execute<{ id: string }[]>(DESCENDANTS_SQL, [accountId]);
     return [accountId, ...rows.map((r) => r.id)];
   }
 
   /**
-   * Whose audit entries the account may read (PROTOCOL 11.32): its subtree as it is now, and every
+   * Whose audit entries the account may read (docs/protocol.md 11.32): its subtree as it is now, and every
    * deleted member that was below it when it was deleted. Never used to authorize an action.
    */
   async auditScopeIds(accountId: string): Promise<string[]> {

@@ -1,4 +1,4 @@
-// API tokens as stored: the keyed hash, never the token (PROTOCOL 13.1).
+// API tokens as stored: the keyed hash, never the token (docs/protocol.md 13.1).
 import { randomUUID } from 'node:crypto';
 import type { Orm } from '../../platform/db/orm.js';
 import { ApiTokenSchema, type ApiToken } from '../../platform/db/entities/index.js';

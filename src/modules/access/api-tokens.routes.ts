@@ -1,4 +1,4 @@
-// API token routes (PROTOCOL 13.1). No token reaches them (token-scopes.ts): a token cannot mint,
+// API token routes (docs/protocol.md 13.1). No token reaches them (token-scopes.ts): a token cannot mint,
 // list or revoke tokens.
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';

@@ -1,4 +1,4 @@
-// API tokens for automation (PROTOCOL 13.1). A token is `kwt_` + 32 random bytes (base64url), shown
+// API tokens for automation (docs/protocol.md 13.1). A token is `kwt_` + 32 random bytes (base64url), shown
 // once at creation and stored only as HMAC-SHA256 under a server key, so a database dump reveals no
 // usable token and a lookup by hash leaks nothing through timing. A call with one acts as its
 // account as the account is at that moment (the caller, auth.service.ts, loads it fresh and builds
@@ -16,7 +16,7 @@ import { tokensPolicy } from './policies.js';
 
 export const TOKEN_PREFIX = 'kwt_';
 const TOKEN_FORMAT = /^kwt_[A-Za-z0-9_-]{43}$/;
-/** Calls a minute per token (PROTOCOL 13.1). */
+/** Calls a minute per token (docs/protocol.md 13.1). */
 const CALLS_PER_MINUTE = 600;
 const MAX_TOKENS_PER_ACCOUNT = 100;
 /** A token's last use is written at most this often (and whenever its address changes). */

@@ -9,7 +9,7 @@ const LoginBody = Type.Object(
   {
     username: Type.String({ minLength: 1, maxLength: 64 }),
     password: Type.String({ minLength: 1, maxLength: 1024 }),
-    /** A TOTP code or an unused recovery code, when two-factor sign-in is on (PROTOCOL 13.2). */
+    /** A TOTP code or an unused recovery code, when two-factor sign-in is on (docs/protocol.md 13.2). */
     otp: Type.Optional(Type.String({ maxLength: 64 })),
   },
   { additionalProperties: false },

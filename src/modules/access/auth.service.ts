@@ -1,4 +1,4 @@
-// Dashboard sign-in (PROTOCOL 7, 13): opaque bearer tokens (stored as SHA-256), HttpOnly cookie,
+// Dashboard sign-in (docs/protocol.md 7, 13): opaque bearer tokens (stored as SHA-256), HttpOnly cookie,
 // username lockout after 5 failures in 15 minutes, two-factor codes at sign-in, API tokens for
 // automation, owner and developer bootstrap. Every sign-in, failed sign-in, sign-out and change of
 // the second factor is audited with its actor; passwords, codes, secrets and tokens never are.
@@ -52,7 +52,7 @@ export interface DashboardAuthDeps {
   now: () => number;
   /** Ids of the applications a principal reaches now (an API token's app_ids must be among them). */
   reachableApps: (p: Principal) => Promise<readonly string[]>;
-  /** Whether the principal's account (not narrowed by a token) reaches an application (PROTOCOL 11.36). */
+  /** Whether the principal's account (not narrowed by a token) reaches an application (docs/protocol.md 11.36). */
   reachesApp: (p: Principal, appId: string) => Promise<boolean>;
   /** The application a key, end user, blacklist entry or product belongs to; null when there is none. */
   recordApp: RecordReach['appOf'];
@@ -128,7 +128,7 @@ export class DashboardAuth {
 
   /**
    * The principal of an account that may act now: enabled, its subscription (or its admin's) not
-   * lapsed (PROTOCOL 11.30), and marked when its owner requires a second factor it lacks.
+   * lapsed (docs/protocol.md 11.30), and marked when its owner requires a second factor it lacks.
    */
   private async principalOf(
     account: Account,
@@ -163,7 +163,7 @@ export class DashboardAuth {
     from: CallerOrigin,
   ): Promise<{ token: string; principal: Principal }> {
     const key = input.username.toLowerCase();
-    // PROTOCOL 11.31: the attempt is reserved against the name and the address before it is checked.
+    // docs/protocol.md 11.31: the attempt is reserved against the name and the address before it is checked.
     return attempt(
       [
         [this.lockout, [key]],
@@ -192,7 +192,7 @@ export class DashboardAuth {
     }
     let method = 'password';
     if (this.twoFactor.isOn(account)) {
-      // The password was right: asking for the code is not a failed attempt (PROTOCOL 13.2).
+      // The password was right: asking for the code is not a failed attempt (docs/protocol.md 13.2).
       if (!input.otp?.trim()) throw new AppError('two_factor_code_required');
       if (!(await this.twoFactor.verify(account, input.otp))) {
         attempt.fail();
@@ -240,7 +240,7 @@ export class DashboardAuth {
   }
 
   /**
-   * The first check after authentication (PROTOCOL 11.36): a path naming an application, or a record
+   * The first check after authentication (docs/protocol.md 11.36): a path naming an application, or a record
    * inside one, the caller's account does not reach answers that record's 404, before `admit` or a
    * handler could answer 403; one of an app outside an API token's app_ids then answers 403.
    */
@@ -251,7 +251,7 @@ export class DashboardAuth {
       appOf: this.d.recordApp,
       reaches: (id) => this.d.reachesApp(p, id),
     });
-    // A record of this tree in an app outside a token's app_ids: 403 (PROTOCOL 13.1), before its body is read.
+    // A record of this tree in an app outside a token's app_ids: 403 (docs/protocol.md 13.1), before its body is read.
     assertTokenApp(p, appId);
   }
 
@@ -288,7 +288,7 @@ export class DashboardAuth {
     return pending;
   }
 
-  /** Confirms the pending second factor; the account's other sessions end (PROTOCOL 13.2). */
+  /** Confirms the pending second factor; the account's other sessions end (docs/protocol.md 13.2). */
   async enableTwoFactor(p: Principal, code: string, from: CallerOrigin): Promise<string[]> {
     const codes = await this.twoFactor.enable(p.account, code);
     await this.d.repos.sessions.revokeAll(p.account.id, p.sessionId);
@@ -329,7 +329,7 @@ export class DashboardAuth {
     return this.ensureTopAccount(username, password, null);
   }
 
-  /** PROTOCOL 11.16: a developer is a stored top-level account whose email is a reserved developer address. */
+  /** docs/protocol.md 11.16: a developer is a stored top-level account whose email is a reserved developer address. */
   async ensureDeveloper(username: string, password: string): Promise<boolean> {
     const email = this.d.developerEmails[0];
     if (!email) throw new ConfigError('DEVELOPER_EMAILS must name at least one address to create a developer account');

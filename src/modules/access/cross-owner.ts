@@ -1,4 +1,4 @@
-// PROTOCOL 11.36: an application of another owner's tree does not exist for this tree. A route that
+// docs/protocol.md 11.36: an application of another owner's tree does not exist for this tree. A route that
 // names an application, or a record inside one (a key, an end user, a blacklist entry, a product), is
 // answered 404 with that record's own not-found text before any check that could answer 403 (token
 // scopes and app_ids, the two-factor policy, a reseller's permissions, manager-only routes): whether
@@ -11,7 +11,7 @@ import { AppError, type ErrorCode } from '../../errors.js';
 /** The records a dashboard path can name, each inside one application. */
 type NamedKind = 'app' | 'license' | 'user' | 'ban' | 'product' | 'release';
 
-/** First segment after /api (or unprefixed, PROTOCOL 1) -> what the next segment names. */
+/** First segment after /api (or unprefixed, docs/protocol.md 1) -> what the next segment names. */
 const NAMED: readonly [RegExp, NamedKind, ErrorCode][] = [
   [/^(?:\/api)?\/apps\/([^/]+)(?:\/|$)/, 'app', 'app_not_found'],
   [/^(?:\/api)?\/licenses\/([^/]+)(?:\/|$)/, 'license', 'license_not_found'],

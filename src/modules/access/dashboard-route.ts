@@ -1,9 +1,9 @@
 // The dashboard pipeline, written once: 413 -> cross-site check (403) -> authentication (401)
-// -> reach (404: a record of an application outside the account's, PROTOCOL 11.36) -> admission
+// -> reach (404: a record of an application outside the account's, docs/protocol.md 11.36) -> admission
 // (403: an API token's scopes and app_ids, the owner's two-factor policy) -> JSON (400) -> schema
 // (422) -> handler. Handlers get a typed context and return a value (sent as 200 JSON) or a Reply.
 //
-// API tokens (`kwt_`, PROTOCOL 13.1) count only in the Authorization header: one in a cookie is an
+// API tokens (`kwt_`, docs/protocol.md 13.1) count only in the Authorization header: one in a cookie is an
 // unknown session, and one in a query string is refused (401) before anything else, since a URL
 // ends up in proxy logs and browser history.
 //
@@ -69,7 +69,7 @@ export function callerOrigin(req: IncomingRequest): CallerOrigin {
 }
 
 /**
- * A cookie value, percent-decoded. PROTOCOL 11.23: a value that is not valid percent-encoding is an
+ * A cookie value, percent-decoded. docs/protocol.md 11.23: a value that is not valid percent-encoding is an
  * unknown session (it is kept as sent, which no token matches), never an exception: this runs
  * synchronously inside uWS handlers, where a throw would end the process.
  */

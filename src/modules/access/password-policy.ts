@@ -1,4 +1,4 @@
-// Team password policy (SPEC "Password policy": min 8, more enforced server-side). Ours:
+// Team password policy (docs/spec.md "Password policy": min 8, more enforced server-side). Ours:
 // 8-128 characters, at least one letter and one character that is not a letter, and not the
 // username. Violations are 422s on the `password` field.
 import { validationError } from '../../errors.js';

@@ -1,5 +1,5 @@
-// Who may do what on the dashboard, one policy per resource (SPEC "Permission set", "Reseller scoping
-// and hiding"; docs/architecture.md "Access"). Services and routes ask these and never compare roles
+// Who may do what on the dashboard, one policy per resource (docs/spec.md "Permission set", "Reseller scoping
+// and hiding"; docs/architecture.md "Module map"). Services and routes ask these and never compare roles
 // themselves (eslint.config.js refuses a comparison with a role name outside modules/access), so a
 // rule changes in one place. A check named assert* throws `permission_denied`; the rest answer.
 import type { Account, StoredRole } from '../../platform/db/entities/index.js';
@@ -21,18 +21,18 @@ function isTop(p: Principal): boolean {
   return p.role === 'owner' || p.role === 'developer';
 }
 
-/** Admins and resellers: staff whose records are their own subtree's (PROTOCOL 11.9). */
+/** Admins and resellers: staff whose records are their own subtree's (docs/protocol.md 11.9). */
 function isStaff(p: Principal): boolean {
   return p.role === 'admin' || p.role === 'reseller';
 }
 
 /** Applications: who reaches which, who changes them, who sees their secret and statistics. */
 export const appsPolicy = {
-  /** PROTOCOL 11.9: every app (developer), the account's own (owner), the apps it was given (others). */
+  /** docs/protocol.md 11.9: every app (developer), the account's own (owner), the apps it was given (others). */
   reach(p: Principal): 'all' | 'own' | 'allowed' {
     return crossesOwners(p) ? 'all' : p.role === 'owner' ? 'own' : 'allowed';
   },
-  /** Create apps, change settings, the blacklist, SDK downloads: not resellers (SPEC). */
+  /** Create apps, change settings, the blacklist, SDK downloads: not resellers (docs/spec.md). */
   assertManage(p: Principal): void {
     if (p.role === 'reseller') throw new AppError('permission_denied');
   },
@@ -44,7 +44,7 @@ export const appsPolicy = {
       ? { ownerId: p.account.ownerId, allowCreator: true }
       : { ownerId: p.account.id, allowCreator: false };
   },
-  /** SPEC: the api_secret is hidden from resellers. */
+  /** docs/spec.md: the api_secret is hidden from resellers. */
   seesSecret(p: Principal): boolean {
     return p.role !== 'reseller';
   },
@@ -65,11 +65,13 @@ export const keysPolicy = {
   assertChangeTime: assertManager,
   /** Import keys from a list: owners, admins, developers. */
   assertImport: assertManager,
+  /** Seat pools for an air-gapped network's relay, like time: owners, admins, developers. */
+  assertPool: assertManager,
   /** The reseller_id of keys the caller creates: its own account for admins and resellers, else none. */
   attributedTo(p: Principal): string | null {
     return isStaff(p) ? p.account.id : null;
   },
-  /** Resellers pay for the keys they generate with credits (PROTOCOL 11.7). */
+  /** Resellers pay for the keys they generate with credits (docs/protocol.md 11.7). */
   paysCredits(p: Principal): boolean {
     return p.role === 'reseller';
   },
@@ -89,7 +91,7 @@ export const auditPolicy = {
   },
 };
 
-/** API tokens (PROTOCOL 13.1). */
+/** API tokens (docs/protocol.md 13.1). */
 export const tokensPolicy = {
   /** The caller's own token; an owner also any token of its tree, a developer any token. */
   async mayRevoke(p: Principal, holder: string, ownerOf: (accountId: string) => Promise<string | null>) {
@@ -98,7 +100,7 @@ export const tokensPolicy = {
   },
 };
 
-/** Team members (SPEC team rules). */
+/** Team members (docs/spec.md "Dashboard: team" rules). */
 export const teamPolicy = {
   /** Members the caller manages: none (reseller), every account (developer), its subtree (others). */
   members(p: Principal): 'none' | 'all' | 'subtree' {
@@ -124,7 +126,10 @@ export const teamPolicy = {
     if (p.role === 'reseller') throw new AppError('permission_denied');
     if (role === 'admin' && !isTop(p)) throw new AppError('permission_denied');
   },
-  /** SPEC rule 7 (role, enabled flag, apps) and rule 6 (password): an admin is the top's to change. */
+  /**
+   * docs/spec.md "Dashboard: team" rule 7 (role, enabled flag, apps) and rule 6 (password): an admin is the top's to
+   * change.
+   */
   assertManageMember(p: Principal, target: Account): void {
     if (target.role === 'admin' && !isTop(p)) throw new AppError('permission_denied');
   },

@@ -1,6 +1,6 @@
 // Who is calling the dashboard API, and what they may do. Owner, admin and developer pass every
-// permission check (SPEC "Permission set"); developers are super-users across every owner.
-// A call made with an API token is its account's principal narrowed by the token (PROTOCOL 13.1):
+// permission check (docs/spec.md "Permission set"); developers are super-users across every owner.
+// A call made with an API token is its account's principal narrowed by the token (docs/protocol.md 13.1):
 // the account's rights as they are now, and no more than the token's scopes and app_ids.
 import type { Account, PermissionKey, StoredRole } from '../../platform/db/entities/index.js';
 import { AppError } from '../../errors.js';
@@ -22,7 +22,7 @@ export interface Principal {
   /** The sign-in session; null when an API token authenticated the call. */
   readonly sessionId: string | null;
   readonly token?: TokenGrant;
-  /** The owner requires two-factor sign-in and this member has not set it up (PROTOCOL 13.2). */
+  /** The owner requires two-factor sign-in and this member has not set it up (docs/protocol.md 13.2). */
   readonly twoFactorMissing?: boolean;
   /** The address the call came from (audit entries of what it changes). */
   readonly ip?: string;
@@ -30,7 +30,7 @@ export interface Principal {
   readonly expiresAt?: number;
 }
 
-/** Who did something, as audit entries record it (PROTOCOL 13.3). */
+/** Who did something, as audit entries record it (docs/protocol.md 13.3). */
 export interface Actor {
   readonly id: string;
   readonly username: string;

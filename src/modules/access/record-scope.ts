@@ -1,4 +1,4 @@
-// Whose records a caller sees (PROTOCOL 11.9): owners and developers every record of their
+// Whose records a caller sees (docs/protocol.md 11.9): owners and developers every record of their
 // applications; an admin or a reseller the records of its own subtree (itself and every account
 // below it). Listings, live streams and the audit log all scope with this.
 import type { AccountRepository } from './account.repository.js';

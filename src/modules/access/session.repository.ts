@@ -71,7 +71,9 @@ export class SessionRepository {
     return (await this.orm.em.fork().nativeDelete(DashboardSessionSchema, { id, accountId })) > 0;
   }
 
-  /** Revokes every session of an account (SPEC "Account": any change to role, enabled, apps, email or password). */
+  /**
+   * Revokes every session of an account (docs/spec.md "Account": any change to role, enabled, apps, email or password).
+   */
   async revokeAll(accountId: string, exceptSessionId?: string | null): Promise<number> {
     const where = exceptSessionId ? { accountId, id: { $ne: exceptSessionId } } : { accountId };
     return this.orm.em.fork().nativeDelete(DashboardSessionSchema, where);

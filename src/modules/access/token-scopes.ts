@@ -1,8 +1,8 @@
-// What an API token may reach (PROTOCOL 13.1): every dashboard route needs one scope, read for GET
+// What an API token may reach (docs/protocol.md 13.1): every dashboard route needs one scope, read for GET
 // and write otherwise, by the resource its path names; account routes (/api/auth, /api/tokens,
 // /api/account) and anything unknown need a scope no token has. The map reads paths, so it serves a
 // route's pattern (`/api/apps/:id/licenses`, the property test walks the router's table with it) and
-// a request's concrete path alike; unprefixed paths (PROTOCOL 1) are read with their /api prefix.
+// a request's concrete path alike; unprefixed paths (docs/protocol.md 1) are read with their /api prefix.
 import { AppError } from '../../errors.js';
 import type { Principal } from './principal.js';
 
@@ -32,6 +32,8 @@ const RESOURCES: readonly [RegExp, Resource | null][] = [
   [/^\/api\/(apps\/[^/]+\/)?licenses(\/|$)/, 'licenses'],
   // Bulk jobs act on keys (docs/api.md "Bulk jobs").
   [/^\/api\/(apps\/[^/]+\/)?jobs(\/|$)/, 'licenses'],
+  // Air-gapped activation requests are answered with a key's file (docs/protocol.md 16.7: licenses:*).
+  [/^\/api\/apps\/[^/]+\/offline-activations(\/|$)/, 'licenses'],
   [/^\/api\/(apps\/[^/]+\/)?users(\/|$)/, 'users'],
   [/^\/api\/(apps\/[^/]+\/)?releases(\/|$)/, 'releases'],
   [/^\/api\/(apps|bans|products|overview)(\/|$)/, 'apps'],
@@ -61,7 +63,7 @@ export function assertTokenAllows(p: Principal, method: string, path: string): v
   if (!p.token) return;
   const scope = routeScope(method, path);
   if (scope === null || !p.token.scopes.includes(scope)) throw new AppError('token_scope');
-  // PROTOCOL 11.37: a token limited to some applications cannot make another one.
+  // docs/protocol.md 11.37: a token limited to some applications cannot make another one.
   if (p.token.appIds && method.toLowerCase() === 'post' && /^(?:\/api)?\/apps\/?$/.test(path))
     throw new AppError('token_scope');
   const appId = APP_PATH.exec(path)?.[1];

@@ -78,7 +78,7 @@ export function matchTotp(secret: Uint8Array, code: string, nowMs: number): numb
   return matched;
 }
 
-/** The otpauth:// URL authenticator apps scan (PROTOCOL 13.2 spells it exactly). */
+/** The otpauth:// URL authenticator apps scan (docs/protocol.md 13.2 spells it exactly). */
 export function otpauthUrl(username: string, secret: string): string {
   return `otpauth://totp/${ISSUER}:${encodeURIComponent(username)}?secret=${secret}&issuer=${ISSUER}`;
 }

@@ -1,4 +1,4 @@
-// Two-factor state of dashboard accounts (PROTOCOL 13.2): the sealed secret and the pending one,
+// Two-factor state of dashboard accounts (docs/protocol.md 13.2): the sealed secret and the pending one,
 // the last accepted time step, the recovery codes (keyed hashes) and an owner's policy. Every
 // "accepted once" rule is a conditional UPDATE, so two workers never both accept one code.
 import type { Sql } from '../../platform/db/sql.js';

@@ -1,4 +1,4 @@
-// Two-factor sign-in routes (PROTOCOL 13.2): set up a pending secret, confirm it with a code (the
+// Two-factor sign-in routes (docs/protocol.md 13.2): set up a pending secret, confirm it with a code (the
 // recovery codes are in that answer and nowhere else), turn it off with the password and a code.
 import { Type } from '@sinclair/typebox';
 import type { Router } from '../../platform/http/router.js';

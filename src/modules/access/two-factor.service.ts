@@ -1,4 +1,4 @@
-// Two-factor sign-in (PROTOCOL 13.2): TOTP secrets sealed at rest (secretbox under the two-factor
+// Two-factor sign-in (docs/protocol.md 13.2): TOTP secrets sealed at rest (secretbox under the two-factor
 // key), ten recovery codes stored as keyed hashes, and every code accepted once: a TOTP step is
 // claimed by a conditional UPDATE (no step at or before the last accepted one passes again) and a
 // recovery code is marked used the same way. Which sessions end and what is audited is the

@@ -1,4 +1,4 @@
-// What a caller may see of a record (SPEC "Reseller scoping and hiding" rules 2-4, PROTOCOL 11.17),
+// What a caller may see of a record (docs/spec.md "Reseller scoping and hiding" rules 2-4, docs/protocol.md 11.17),
 // written once for every channel that shows records: the dashboard's key, user and log listings,
 // webhook payloads and live events. A new sensitive field is added to one of the lists below and
 // is hidden everywhere at once. A hidden field is absent, never "" or null.
@@ -27,7 +27,9 @@ export function sightOf(p: Principal): Sight {
 const HWID_FIELDS = ['hwid', 'known_hwids', 'devices'];
 /** Without view_ip: the address and everything derived from it. */
 const IP_FIELDS = ['ip', 'location', 'known_countries', 'city', 'region', 'country', 'lat', 'lon'];
-/** Geo objects stay, without the fields derived from the address (SPEC hiding rule 3). */
+/**
+ * Geo objects stay, without the fields derived from the address (docs/spec.md "Reseller scoping and hiding" rule 3).
+ */
 const GEO_OBJECTS = ['geo', 'last_geo', 'activation_geo'];
 const GEO_IP_FIELDS = ['ip', 'city', 'region', 'country', 'lat', 'lon'];
 /** A screenshot shows the machine and where it is: it needs both permissions. */
@@ -44,7 +46,7 @@ const TEXT_FIELDS = ['detail'];
 const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}\b/g;
 const IPV6 = /\b(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{0,4}\b|::(?:ffff:)?[0-9a-f.:]+/gi;
 
-/** SPEC reseller hiding rule 3: IP-shaped substrings are removed from text. */
+/** docs/spec.md "Reseller scoping and hiding" rule 3: IP-shaped substrings are removed from text. */
 function stripIps(text: string): string {
   return text.replace(IPV4, '').replace(IPV6, '');
 }
@@ -70,7 +72,7 @@ export function visible<T extends object>(sight: Sight, record: T): Partial<T> {
   return out as Partial<T>;
 }
 
-/** The columns of an export the caller may see: a hidden field's column is absent (PROTOCOL 15.5). */
+/** The columns of an export the caller may see: a hidden field's column is absent (docs/protocol.md 15.5). */
 export function visibleColumns(sight: Sight, columns: readonly string[]): string[] {
   const seen = visible(sight, Object.fromEntries(columns.map((c) => [c, ''])));
   return columns.filter((c) => c in seen);

@@ -1,4 +1,4 @@
-// Client init, register and login (SPEC endpoints, PROTOCOL 2): a session opened, an end user
+// Client init, register and login (docs/spec.md endpoints, docs/protocol.md 2): a session opened, an end user
 // registered with a key, an end user signed in. Every check is ordered; the order is the policy.
 import { AppError } from '../../errors.js';
 import {
@@ -169,7 +169,7 @@ export class AccountCalls extends ActivationCalls {
     }
   }
 
-  /** A login past its reserved attempt (PROTOCOL 11.31): a failure marks it, the caller settles it. */
+  /** A login past its reserved attempt (docs/protocol.md 11.31): a failure marks it, the caller settles it. */
   private async loginChecked(
     call: ClientCall<LoginRequest>,
     note: AuditNote,
@@ -269,7 +269,7 @@ export class AccountCalls extends ActivationCalls {
     const username = endUserName(call.body.username);
     assertPasswordBytes(call.body.password);
     const lockKeys = [`${app.id}:u:${username.toLowerCase()}`, `${app.id}:ip:${call.ip}`];
-    // PROTOCOL 11.31: reserved before anything is checked; the caller settles it however the call ends.
+    // docs/protocol.md 11.31: reserved before anything is checked; the caller settles it however the call ends.
     const attempt = await reserve([[this.lockout, lockKeys]]);
     try {
       if (app.keys_paused) throw new AppError(pausedCode);

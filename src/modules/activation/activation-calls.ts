@@ -1,4 +1,4 @@
-// What every client activation call shares (SPEC endpoints and error tables, PROTOCOL 2): the
+// What every client activation call shares (docs/spec.md endpoints and error tables, docs/protocol.md 2): the
 // dependencies, the session check, the heartbeat requirement, devices admitted to a key or a user,
 // the alert and webhook after an activation, and the screenshot it kept. Each use case extends it:
 // account.service.ts (init, register, login), license.service.ts, trial.service.ts, offline.service.ts.
@@ -43,7 +43,7 @@ export interface ActivationDeps {
   /** Write-behind of a held device's last-seen. */
   touches: Pick<KeyTouchesRepository, 'seen'>;
   trials: TrialRepository;
-  /** The active response-signing key: offline license files are signed with it (PROTOCOL 12.5). */
+  /** The active response-signing key: offline license files are signed with it (docs/protocol.md 12.5). */
   signing: () => ResponseSigningKey;
   /** The client lockouts, when another sign-in shares them (else this service's own). */
   lockout?: Lockout;
@@ -58,14 +58,14 @@ export class ActivationCalls {
     return { app: call.app.row, session: call.session };
   }
 
-  /** PROTOCOL 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
+  /** docs/protocol.md 2: the first auth call on a fresh session is free; later ones need a live heartbeat. */
   protected async requireHeartbeat<B>(call: ClientCall<B>): Promise<void> {
     if (!call.app.row.require_heartbeat || !call.session) return;
     if (!this.d.sessions.isActivated(call.session.record)) return;
     if (!(await this.d.heartbeats.isAlive(call.session.token))) throw new AppError('heartbeat_required');
   }
 
-  /** Records a device (PROTOCOL 12.1); false when hwid_lock is on and the holder has no place left. */
+  /** Records a device (docs/protocol.md 12.1); false when hwid_lock is on and the holder has no place left. */
   protected async admitDevice(
     call: ClientCall<unknown>,
     kind: DeviceHolderKind,
@@ -87,7 +87,7 @@ export class ActivationCalls {
       now: new Date(this.d.now()),
     });
     if (a.result === 'full') return false;
-    // The activation's own webhook says new_device (SPEC's alert webhook): no second webhook here.
+    // The activation's own webhook says new_device (docs/spec.md's alert webhook): no second webhook here.
     if (a.isNew && o.announce !== false) await this.deviceAdded(app.id, kind, id, hwid, o.resellerId, o.data, false);
     return true;
   }
@@ -114,7 +114,7 @@ export class ActivationCalls {
 
   /**
    * After a successful activation: a warning `client.alert` audit line when it came from a new device
-   * or a new location (SPEC "Alert webhook" rule 1), and the activation webhook, which carries the
+   * or a new location (docs/spec.md "Alert webhook" rule 1), and the activation webhook, which carries the
    * location and says which alert, if any, it is.
    */
   protected announce(
@@ -175,7 +175,7 @@ export function responseKeyOf(s: ClientSession, apiSecret: string): Buffer | nul
 const UNSAFE_NAME = /[\p{Cc}\u200E\u200F\u061C\u202A-\u202E\u2066-\u2069]/u;
 
 /**
- * PROTOCOL 11.28: end-user names are stored in NFC, so a composed and a decomposed `Åsa` are one
+ * docs/protocol.md 11.28: end-user names are stored in NFC, so a composed and a decomposed `Åsa` are one
  * name; a name with control or bidirectional-override characters is refused.
  */
 export function endUserName(raw: string): string {

@@ -89,7 +89,7 @@ export function activationRoutes(router: Router, { gate, activation, limit }: Ac
       (c) => activation.license(c),
     ),
   });
-  // PROTOCOL 12.4, 12.5: the gate and the rate-limit bucket of `license`.
+  // docs/protocol.md 12.4, 12.5: the gate and the rate-limit bucket of `license`.
   router.add({
     method: 'post',
     path: '/api/client/trial',

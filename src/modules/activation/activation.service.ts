@@ -1,5 +1,5 @@
-// The client runtime contract: init, register, login, license, trial, offline (SPEC endpoints and
-// error tables, PROTOCOL 2). One file per use case (account, license, trial, offline); this class is
+// The client runtime contract: init, register, login, license, trial, offline (docs/spec.md endpoints and
+// error tables, docs/protocol.md 2). One file per use case (account, license, trial, offline); this class is
 // what routes and other modules call.
 import type {
   ClientCall,
@@ -22,7 +22,7 @@ import { OfflineFiles } from './offline.service.js';
 import { TrialCalls } from './trial.service.js';
 
 /**
- * The client lockouts (PROTOCOL 2): one instance per worker, shared by every sign-in that guesses
+ * The client lockouts (docs/protocol.md 2): one instance per worker, shared by every sign-in that guesses
  * the same names and keys (client login and register, the customer portal).
  */
 export function clientLockout(coordinator: Coordinator): Lockout {
@@ -99,7 +99,13 @@ export class ActivationService {
     };
   }
 
-  /** PROTOCOL 12.6 for heartbeat answers: the grace of the session's license, or nothing. */
+  offlineActivation(
+    ...a: Parameters<OfflineFiles['offlineActivation']>
+  ): ReturnType<OfflineFiles['offlineActivation']> {
+    return this.files.offlineActivation(...a);
+  }
+
+  /** docs/protocol.md 12.6 for heartbeat answers: the grace of the session's license, or nothing. */
   async graceForSession(
     app: Pick<ClientAppRow, 'grace_hours'>,
     s: { userId: string | null; licenseId: string | null },

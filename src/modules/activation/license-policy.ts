@@ -1,4 +1,4 @@
-// What SPEC's license tables decide, as pure functions over a key's facts (Keygen's ordered guard
+// What docs/spec.md's license tables decide, as pure functions over a key's facts (Keygen's ordered guard
 // clauses): the order of the checks is the policy. No I/O; the license actor asks these, and the
 // repository only runs the conditional writes that carry a verdict out.
 import type { ErrorCode } from '../../errors.js';
@@ -9,7 +9,7 @@ export type KeyFacts = StoredKey;
 
 type Refusal = { ok: false; code: ErrorCode };
 
-/** unused, or used by an end user who was deleted since (PROTOCOL 11.10): register may claim it. */
+/** unused, or used by an end user who was deleted since (docs/protocol.md 11.10): register may claim it. */
 export function isClaimable(k: KeyFacts): boolean {
   return (
     k.status === 'unused' ||
@@ -23,7 +23,7 @@ function expiryFrom(k: KeyFacts, now: number): Date | null {
   return ms === null ? null : new Date(now + ms);
 }
 
-/** SPEC register errors, in order: unknown key, banned, already used. */
+/** docs/spec.md register errors, in order: unknown key, banned, already used. */
 export function judgeRegister(k: KeyFacts | undefined): { ok: true; key: KeyFacts } | Refusal {
   if (!k) return { ok: false, code: 'license_invalid' };
   if (k.status === 'banned') return { ok: false, code: 'license_banned' };
@@ -41,21 +41,21 @@ type ActivateVerdict =
   | { ok: true; kind: 'first_use'; expiresAt: Date | null }
   | { ok: true; kind: 'returning'; expiresAt: Date | null; newDevice: boolean };
 
-/** A key used license-only holds its devices itself; a key registered by an end user pins one HWID (SPEC). */
+/** A key used license-only holds its devices itself; a key registered by an end user pins one HWID (docs/spec.md). */
 export function isLicenseOnly(k: KeyFacts): boolean {
   return k.usedBy === 'license-only';
 }
 
-/** PROTOCOL 12.1: the devices a key (or its end user) may hold: its own max_devices, else the app's. */
+/** docs/protocol.md 12.1: the devices a key (or its end user) may hold: its own max_devices, else the app's. */
 export function deviceLimit(k: Pick<KeyFacts, 'maxDevices'>, appMaxDevices: number): number {
   return k.maxDevices ?? appMaxDevices;
 }
 
 /**
- * SPEC license errors, in order: unknown key, banned, a claim in progress, not activatable,
+ * docs/spec.md license errors, in order: unknown key, banned, a claim in progress, not activatable,
  * then an unused key is activated; a used one must be allowed on the HWID (with hwid_lock) and be
  * unexpired. A license-only key accepts a HWID it holds, or a new one while it holds fewer than its
- * limit (PROTOCOL 12.1; `devices` are its devices as read before the decision, the admission itself
+ * limit (docs/protocol.md 12.1; `devices` are its devices as read before the decision, the admission itself
  * is exact in the database); any other used key must match its pinned HWID.
  */
 export function judgeActivate(

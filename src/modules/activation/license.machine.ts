@@ -1,4 +1,4 @@
-// A license key as an actor: its states are the key's states of SPEC's "License key status" table
+// A license key as an actor: its states are the key's states of docs/spec.md's "License key status" table
 // (unused, pending, used, banned; unknown until first read) and its transitions are that table's:
 // register claims (unused -> pending), finalises (pending -> used) or releases (pending -> the
 // status before the claim); a license-only activation takes unused -> used or checks a used key.
@@ -246,7 +246,7 @@ export const licenseMachine = setup({
             },
           },
           {
-            // SPEC: a claim whose state changed under us is left alone.
+            // docs/spec.md: a claim whose state changed under us is left alone.
             guard: ({ event }) => event.output.result === 'state_changed',
             target: 'settled',
             actions: { type: 'refuse', params: { code: 'license_state_changed', status: 'unknown' } },

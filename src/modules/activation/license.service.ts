@@ -1,4 +1,4 @@
-// Client license (SPEC endpoints, PROTOCOL 2 and 12.1): a key activated license-only through its
+// Client license (docs/spec.md endpoints, docs/protocol.md 2 and 12.1): a key activated license-only through its
 // actor, then its device admitted.
 import { AppError } from '../../errors.js';
 import { normalizeHwid, outcome } from '../client/index.js';
@@ -82,7 +82,7 @@ export class LicenseCalls extends ActivationCalls {
   /**
    * A license-only key's device after the key accepted the activation: a HWID it holds is touched,
    * a new one is admitted in the database (exact under concurrency: past the limit it is refused
-   * like SPEC's HWID mismatch). A key registered by an end user keeps SPEC's single pin.
+   * like docs/spec.md's HWID mismatch). A key registered by an end user keeps docs/spec.md's single pin.
    */
   private async keyDevice(
     call: ClientCall<unknown>,

@@ -1,4 +1,4 @@
-// Offline license files (PROTOCOL 12.5):
+// Offline license files (docs/protocol.md 12.5):
 //   FILE = "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519-sign("kwlic1." base64url(PAYLOAD)))
 // signed with the active response-signing key, whose kid the payload names (GET /api/client/keys
 // publishes it), so an SDK verifies a file with the keys it already pins. The payload's field order
@@ -16,6 +16,8 @@ interface OfflineGrant {
   entitlements: readonly string[];
   expiresAt: Date | null;
   offlineDays: number;
+  /** The nonce of the SDK's activation request this file answers (docs/protocol.md 18.1), last in the payload. */
+  requestNonce?: string;
 }
 
 const DAY_MS = 86_400_000;
@@ -35,6 +37,7 @@ export function offlineFile(key: ResponseSigningKey, g: OfflineGrant, now: numbe
     expires_at: g.expiresAt?.toISOString() ?? null,
     issued_at: new Date(now).toISOString(),
     valid_until: new Date(validUntil).toISOString(),
+    ...(g.requestNonce === undefined ? {} : { request_nonce: g.requestNonce }),
   };
   const head = `kwlic1.${Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url')}`;
   return `${head}.${ed25519Sign(Buffer.from(head, 'ascii'), key.secretKey).toString('base64url')}`;

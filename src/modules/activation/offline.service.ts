@@ -1,9 +1,9 @@
-// Offline license files (PROTOCOL 12.5): the client's offline call, the customer portal's and the
+// Offline license files (docs/protocol.md 12.5): the client's offline call, the customer portal's and the
 // dashboard's issue for an air-gapped machine.
 import { AppError } from '../../errors.js';
 import { normalizeHwid, outcome } from '../client/index.js';
 import type { OfflineRequest, AuditNote, ClientAppRow, ClientCall, ClientOutcome } from '../client/index.js';
-import { hasExpired } from '../keys/index.js';
+import { hasExpired, licenseHash } from '../keys/index.js';
 import type { DeviceHolderKind } from '../keys/index.js';
 import { offlineFile } from './offline-file.js';
 import { ActivationCalls, responseKeyOf } from './activation-calls.js';
@@ -21,7 +21,7 @@ export class OfflineFiles extends ActivationCalls {
     return outcome((note) => this.runOffline(call, note));
   }
 
-  /** PROTOCOL 12.5: a signed file for a machine of this session's activated license. */
+  /** docs/protocol.md 12.5: a signed file for a machine of this session's activated license. */
   private async runOffline(call: ClientCall<OfflineRequest>, note: AuditNote) {
     const { app, session } = this.auth(call);
     if (app.offline_days <= 0) throw new AppError('offline_disabled');
@@ -45,7 +45,7 @@ export class OfflineFiles extends ActivationCalls {
   }
 
   /**
-   * PROTOCOL 12.5: the signed file for a machine the license (or its end user) already holds: the
+   * docs/protocol.md 12.5: the signed file for a machine the license (or its end user) already holds: the
    * client's offline call and the customer portal's. A deleted key is unknown (`license_invalid`);
    * banned and expired answer as `license` does; a HWID not among the holder's devices is a mismatch.
    */
@@ -85,9 +85,9 @@ export class OfflineFiles extends ActivationCalls {
   }
 
   /**
-   * The dashboard's offline file for an air-gapped machine (PROTOCOL 12.5): the HWID is bound like a
+   * The dashboard's offline file for an air-gapped machine (docs/protocol.md 12.5): the HWID is bound like a
    * license-only activation through the key's actor (an unused key becomes used, banned and expired
-   * keys are refused with SPEC's license errors, devices and hwid_lock apply), then the file is signed.
+   * keys are refused with docs/spec.md's license errors, devices and hwid_lock apply), then the file is signed.
    */
   async offlineForKey(
     app: OfflineApp,
@@ -98,6 +98,37 @@ export class OfflineFiles extends ActivationCalls {
   ): Promise<{ file: string; resellerId: string | null }> {
     if (app.offlineDays <= 0) throw new AppError('offline_disabled');
     const h = normalizeHwid(hwid);
+    await this.bindOffline(app, licenseId, h, ip);
+    return this.signOffline(app, licenseId, h, user, app.offlineDays);
+  }
+
+  /**
+   * An air-gapped machine's activation request (docs/air-gapped.md "Activation by file"): the key the
+   * request names is activated license-only on its HWID exactly as `license` would (paused keys,
+   * unknown, banned and expired keys, devices, hwid_lock, expiry stamping: the same errors), and the
+   * file it answers carries the request's nonce and lasts offline_days, at least one day.
+   * `admit` sees the key before anything is written and throws to refuse it (a caller's scope).
+   */
+  async offlineActivation(
+    app: OfflineApp & { keysPaused: boolean },
+    req: { key: string; hwid: string; nonce: string; ip: string },
+    admit: (key: { id: string; resellerId: string | null }) => void,
+  ): Promise<{ file: string; licenseId: string; resellerId: string | null; days: number }> {
+    if (app.keysPaused) throw new AppError('license_paused');
+    const licenseId = await this.d.licenseOps.idByHash(app.id, licenseHash(this.d.licenseHashKey, req.key));
+    const stored = licenseId ? await this.d.licenseOps.load(licenseId) : undefined;
+    if (!licenseId || !stored) throw new AppError('license_invalid');
+    admit({ id: licenseId, resellerId: stored.resellerId });
+    const h = normalizeHwid(req.hwid);
+    await this.bindOffline(app, licenseId, h, req.ip);
+    const user = stored.userId ? stored.usedBy : null;
+    const days = Math.max(1, app.offlineDays);
+    const { file, resellerId } = await this.signOffline(app, licenseId, h, user, days, req.nonce);
+    return { file, licenseId, resellerId, days };
+  }
+
+  /** A license-only activation of the key on `hwid` for an offline file, through the key's actor. */
+  private async bindOffline(app: OfflineApp, licenseId: string, h: string, ip: string): Promise<void> {
     const v = await this.d.licenses.run(licenseId, {
       kind: 'activate',
       appId: app.id,
@@ -117,6 +148,16 @@ export class OfflineFiles extends ActivationCalls {
       const resellerId = (v.resellerId as string | null) ?? null;
       if (a.isNew) await this.deviceAdded(app.id, 'key', licenseId, h, resellerId, { license_id: licenseId }, true);
     }
+  }
+
+  private async signOffline(
+    app: OfflineApp,
+    licenseId: string,
+    h: string,
+    user: string | null,
+    days: number,
+    requestNonce?: string,
+  ): Promise<{ file: string; resellerId: string | null }> {
     const key = await this.d.licenseOps.load(licenseId);
     if (!key) throw new AppError('license_not_found');
     const file = offlineFile(
@@ -129,7 +170,8 @@ export class OfflineFiles extends ActivationCalls {
         level: key.level,
         entitlements: key.entitlements,
         expiresAt: key.durationUnit === 'lifetime' ? null : key.expiresAt,
-        offlineDays: app.offlineDays,
+        offlineDays: days,
+        ...(requestNonce === undefined ? {} : { requestNonce }),
       },
       this.d.now(),
     );

@@ -1,4 +1,4 @@
-// Who keeps which screenshot (PROTOCOL 11.27): one row per (owner, image). The store removes a file
+// Who keeps which screenshot (docs/protocol.md 11.27): one row per (owner, image). The store removes a file
 // only once no row of its application names it any more.
 import type { Sql } from '../../platform/db/sql.js';
 

@@ -1,4 +1,4 @@
-// Activation screenshots (SPEC register/login/license `screenshot`, PROTOCOL 11.27): PNG, JPEG or
+// Activation screenshots (docs/spec.md register/login/license `screenshot`, docs/protocol.md 11.27): PNG, JPEG or
 // WebP (told by their first bytes) of at most 3 MiB decoded, stored under DATA_DIR by content:
 // `screenshots/<app id>/<sha256>.<ext>`, so an identical image is written once however often it
 // is sent. Each key or end user keeps its newest SCREENSHOTS_PER_OWNER; the whole store is bounded

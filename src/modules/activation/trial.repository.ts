@@ -1,4 +1,4 @@
-// Trials (PROTOCOL 12.4): the key of a trial is created already activated license-only on the
+// Trials (docs/protocol.md 12.4): the key of a trial is created already activated license-only on the
 // caller's HWID (by the keys module, which owns keys and devices), and the trial is recorded under
 // (application, HWID) in the same transaction. That
 // primary key is the whole guard: of concurrent trials for one HWID exactly one inserts its row

@@ -1,11 +1,11 @@
-// Client trial (PROTOCOL 12.4): a trial key created already activated on the caller's HWID.
+// Client trial (docs/protocol.md 12.4): a trial key created already activated on the caller's HWID.
 import { AppError } from '../../errors.js';
 import { normalizeHwid, outcome } from '../client/index.js';
 import type { TrialRequest, AuditNote, ClientCall, ClientOutcome } from '../client/index.js';
 import { DEFAULT_ALPHABET, expandMask, graceField, keyPreview, licenseHash } from '../keys/index.js';
 import { ActivationCalls, responseKeyOf } from './activation-calls.js';
 
-/** PROTOCOL 12.4: trial keys look like this. */
+/** docs/protocol.md 12.4: trial keys look like this. */
 const TRIAL_MASK = 'TRIAL-****-****-****';
 
 export class TrialCalls extends ActivationCalls {
@@ -13,7 +13,7 @@ export class TrialCalls extends ActivationCalls {
     return outcome((note) => this.runTrial(call, note));
   }
 
-  /** PROTOCOL 12.4: once per HWID and application, ever; the key is returned this once. */
+  /** docs/protocol.md 12.4: once per HWID and application, ever; the key is returned this once. */
   private async runTrial(call: ClientCall<TrialRequest>, note: AuditNote) {
     const { app, session } = this.auth(call);
     if (app.trial_hours <= 0) throw new AppError('trial_disabled');

@@ -57,7 +57,7 @@ export interface PortalApp {
   max_devices: number;
   hwid_lock: boolean;
   offline_days: number;
-  /** SPEC's pause of license validation: portal writes are refused while it is on (PROTOCOL 11.34). */
+  /** docs/spec.md's pause of license validation: portal writes are refused while it is on (docs/protocol.md 11.34). */
   keys_paused: boolean;
 }
 

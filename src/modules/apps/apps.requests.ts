@@ -4,9 +4,9 @@ import { Type, type Static } from '@sinclair/typebox';
 import { EXPIRED_UPDATES, KEY_COST_TIERS, SESSION_OVERFLOWS } from '../../platform/db/entities/index.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
-// PROTOCOL 11.18: free text takes up to 4,096 characters.
+// docs/protocol.md 11.18: free text takes up to 4,096 characters.
 export const TEXT_MAX = 4096;
-/** PROTOCOL 12.1: devices a key may hold, per application and per key. */
+/** docs/protocol.md 12.1: devices a key may hold, per application and per key. */
 const MAX_DEVICES = 1000;
 
 export const CreateAppBody = Type.Object(
@@ -18,7 +18,7 @@ export const CreateAppBody = Type.Object(
   { additionalProperties: false },
 );
 
-// PROTOCOL 11.1: SPEC's list plus the listed extras; anything else is 422.
+// docs/protocol.md 11.1: docs/spec.md's list plus the listed extras; anything else is 422.
 export const PatchAppBody = Type.Object(
   {
     name: Type.Optional(Str(1, TEXT_MAX)),
@@ -52,10 +52,10 @@ export const PatchAppBody = Type.Object(
       ),
     ),
     heartbeat_interval: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
-    // PROTOCOL 12.2: floating seats.
+    // docs/protocol.md 12.2: floating seats.
     max_sessions: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     session_overflow: Type.Optional(Type.Union(SESSION_OVERFLOWS.map((o) => Type.Literal(o)))),
-    // PROTOCOL 12: the licensing models; each at its default keeps SPEC's behaviour.
+    // docs/protocol.md 12: the licensing models; each at its default keeps docs/spec.md's behaviour.
     max_devices: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEVICES })),
     trial_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),
     trial_level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
@@ -63,7 +63,7 @@ export const PatchAppBody = Type.Object(
     grace_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 720 })),
     // docs/releases.md "Expired licenses": what an expired key may still receive.
     expired_updates: Type.Optional(Type.Union(EXPIRED_UPDATES.map((o) => Type.Literal(o)))),
-    // PROTOCOL 14.1: the customer portal.
+    // docs/protocol.md 14.1: the customer portal.
     portal_enabled: Type.Optional(Type.Boolean()),
     portal_reset_cooldown_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 8760 })),
   },
@@ -72,7 +72,7 @@ export const PatchAppBody = Type.Object(
 
 export type AppPatch = Static<typeof PatchAppBody>;
 
-/** PROTOCOL 12.3: the catalogue replaced whole; codes are unique (checked by the service). */
+/** docs/protocol.md 12.3: the catalogue replaced whole; codes are unique (checked by the service). */
 export const EntitlementsBody = Type.Object(
   {
     entitlements: Type.Array(

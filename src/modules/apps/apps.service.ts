@@ -28,7 +28,7 @@ function isHttpUrl(v: string): boolean {
   }
 }
 
-/** The applications an account reaches by its role (PROTOCOL 11.9). */
+/** The applications an account reaches by its role (docs/protocol.md 11.9). */
 function accountScope(p: Principal): AppScope {
   const reach = appsPolicy.reach(p);
   if (reach === 'all') return { kind: 'all' };
@@ -36,7 +36,7 @@ function accountScope(p: Principal): AppScope {
   return { kind: 'allowed', ownerId: p.account.ownerId, appIds: p.account.allowedApps };
 }
 
-/** What the caller reaches: its account's scope, narrowed to an API token's app_ids (PROTOCOL 13.1). */
+/** What the caller reaches: its account's scope, narrowed to an API token's app_ids (docs/protocol.md 13.1). */
 export function scopeOf(p: Principal): AppScope {
   const scope = accountScope(p);
   const only = p.token?.appIds;
@@ -112,7 +112,7 @@ export class AppsService {
 
   /**
    * The app if the caller may see it; 404 otherwise (never 403: ids of other trees don't leak). An
-   * app of the account's that an API token is not limited to answers 403 (PROTOCOL 13.1).
+   * app of the account's that an API token is not limited to answers 403 (docs/protocol.md 13.1).
    */
   async visible(p: Principal, id: string): Promise<Application> {
     const app = await this.d.repos.apps.findInScope(accountScope(p), id);
@@ -264,7 +264,7 @@ export class AppsService {
     return app;
   }
 
-  /** PROTOCOL 12.3: the catalogue, read by every member who sees the app. */
+  /** docs/protocol.md 12.3: the catalogue, read by every member who sees the app. */
   async entitlements(p: Principal, id: string): Promise<EntitlementEntry[]> {
     await this.visible(p, id);
     return this.d.repos.entitlements.list(id);
@@ -304,7 +304,7 @@ export class AppsService {
 
   /**
    * Keys and end users per application (the app cards). A reseller gets the counts of its own scoped
-   * records, and only with view_stats; without it none (undefined, PROTOCOL 15.3).
+   * records, and only with view_stats; without it none (undefined, docs/protocol.md 15.3).
    */
   async counts(
     p: Principal,
@@ -316,7 +316,7 @@ export class AppsService {
     return this.d.repos.records.counts(ids, await resellerScope(this.d.repos.accounts, p));
   }
 
-  /** An `ip` entry may be a CIDR range (PROTOCOL 15.4); `reason` is kept with the entry. */
+  /** An `ip` entry may be a CIDR range (docs/protocol.md 15.4); `reason` is kept with the entry. */
   async addBan(p: Principal, appId: string, type: BlacklistType, rawValue: string, reason = '') {
     appsPolicy.assertManage(p);
     await this.visible(p, appId);

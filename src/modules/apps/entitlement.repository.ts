@@ -1,4 +1,4 @@
-// An application's entitlement catalogue (PROTOCOL 12.3). Keys carry codes (the keys module's
+// An application's entitlement catalogue (docs/protocol.md 12.3). Keys carry codes (the keys module's
 // license_keys.entitlements); replacing the catalogue has the keys module take the codes it dropped
 // off every key of the application in the same transaction, so a key never holds a code the
 // catalogue does not have.

@@ -69,7 +69,7 @@ export function createApps(d: AppsDeps) {
     appOfBan: (id: string) => blacklist.appOf(id),
     /** Ids of the applications a principal reaches now (an API token's app_ids must be among them). */
     reachableApps: async (p: Principal) => (await applications.list(scopeOf(p))).map((a) => a.id),
-    /** PROTOCOL 11.36: the account's own applications, before a token's app_ids narrow them. */
+    /** docs/protocol.md 11.36: the account's own applications, before a token's app_ids narrow them. */
     reachesApp: ({ token: _narrowedBy, ...account }: Principal, appId: string) =>
       applications.reaches(scopeOf(account), appId),
     mount(

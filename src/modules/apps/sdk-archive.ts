@@ -1,4 +1,4 @@
-// The per-application client archive (SPEC: GET /apps/{id}/sdk/{lang} streams svc_sdk_<lang>.zip).
+// The per-application client archive (docs/spec.md: GET /apps/{id}/sdk/{lang} streams svc_sdk_<lang>.zip).
 // It carries that language's library source from sdk/<lang>/ (with its example program and
 // README), plus keywarden.json preconfigured for the application (format 1, sdk/vectors/README.md)
 // and a README section about what the download contains and what must not be shipped carelessly.
@@ -25,7 +25,7 @@ export function sdkFileName(lang: SdkLang): string {
 
 /** The application fields keywarden.json is made of. */
 interface ClientConfigSource {
-  /** The application's id: offline license files must name it (PROTOCOL 12.5). */
+  /** The application's id: offline license files must name it (docs/protocol.md 12.5). */
   id?: string;
   name: string;
   apiKey: string;

@@ -1,7 +1,7 @@
 // Audit log. Client calls write one entry each, so writes are batched: entries queue and are
 // flushed as one multi-row INSERT on the next turn of the event loop (or at 500 entries).
 // Readers in this process call flush() first, so a request sees the entries written before it.
-// A database outage loses nothing (PROTOCOL 11.29): a batch the database could not take goes back
+// A database outage loses nothing (docs/protocol.md 11.29): a batch the database could not take goes back
 // to the front of the queue and is tried again with backoff; the queue is bounded (MAX_QUEUED), and
 // what overflows it during a long outage is counted (`dropped`, in /metrics) and logged.
 import type { Logger } from 'pino';
@@ -18,7 +18,7 @@ interface AuditInput {
   ip?: string;
   location?: string;
   screen?: string;
-  /** Who did it (every dashboard write names one, PROTOCOL 13.3); client calls have none. */
+  /** Who did it (every dashboard write names one, docs/protocol.md 13.3); client calls have none. */
   actor?: Actor;
   /** The browser of a dashboard sign-in. */
   userAgent?: string;
@@ -42,7 +42,7 @@ export interface AuditRow {
   token_id: string | null;
   user_agent: string | null;
   reseller_id: string | null;
-  /** The actor's account is gone (PROTOCOL 11.32). */
+  /** The actor's account is gone (docs/protocol.md 11.32). */
   actor_deleted: boolean;
 }
 
@@ -121,7 +121,7 @@ export class AuditRepository {
   dropped = 0;
 
   /**
-   * `locate` turns an entry's IP into its Location column (SPEC "Log entry") when the writer gave
+   * `locate` turns an entry's IP into its Location column (docs/spec.md "Log entry") when the writer gave
    * none; it runs here, at flush, so no request waits for it.
    */
   constructor(
@@ -307,7 +307,7 @@ export class AuditRepository {
     );
   }
 
-  /** Account-level entries (no application), newest first (GET /api/audit, PROTOCOL 13.3). */
+  /** Account-level entries (no application), newest first (GET /api/audit, docs/protocol.md 13.3). */
   async listAccount(q: AccountAuditQuery): Promise<AuditRow[]> {
     await this.flush();
     const where = ['app_id is null', 'actor_id is not null'];

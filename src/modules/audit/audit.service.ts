@@ -1,6 +1,6 @@
 // The audit log as the dashboard reads it, newest first: an application's log, scoped to the
-// caller's subtree for admins and resellers (PROTOCOL 11.9), and the account audit of who did what
-// outside applications (PROTOCOL 13.3): an owner sees its tree, an admin its subtree, a reseller
+// caller's subtree for admins and resellers (docs/protocol.md 11.9), and the account audit of who did what
+// outside applications (docs/protocol.md 13.3): an owner sees its tree, an admin its subtree, a reseller
 // its own entries, a developer everything. Hidden fields are removed by the views.
 import type { AuditRepository, AuditRow } from './audit.repository.js';
 import { ValidationError } from '../../errors.js';
@@ -53,10 +53,10 @@ export class AuditLog {
   async logs(p: Principal, appId: string, q: LogsFilter): Promise<AuditRow[]> {
     requirePermission(p, 'view_auth_logs');
     await this.d.apps.visible(p, appId);
-    // Deleted members that were in the caller's subtree stay in scope (PROTOCOL 11.32).
+    // Deleted members that were in the caller's subtree stay in scope (docs/protocol.md 11.32).
     const scoped = (await resellerScope(this.d.accounts, p)) !== undefined;
     const resellerIds = scoped ? await this.d.accounts.auditScopeIds(p.account.id) : undefined;
-    // Hiding is applied by the view (access/visibility.ts): hidden fields are absent (PROTOCOL 11.17).
+    // Hiding is applied by the view (access/visibility.ts): hidden fields are absent (docs/protocol.md 11.17).
     return this.d.audit.list({
       appId,
       level: q.level,

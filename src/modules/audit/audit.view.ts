@@ -3,7 +3,7 @@ import type { Principal } from '../access/index.js';
 import { browserOf, sightOf, visible } from '../access/index.js';
 import type { AuditRow } from './audit.repository.js';
 
-/** Who did it (PROTOCOL 13.3): the account as it was then, and the API token it used; null for client calls. */
+/** Who did it (docs/protocol.md 13.3): the account as it was then, and the API token it used; null for client calls. */
 function actorView(r: AuditRow) {
   if (!r.actor_id) return null;
   return {

@@ -35,7 +35,7 @@ export type ClientOutcome =
   | {
       ok: true;
       body: Record<string, unknown>;
-      /** the session's response key: encrypt with it when the call carried init_iv (PROTOCOL 5) */
+      /** the session's response key: encrypt with it when the call carried init_iv (docs/protocol.md 5) */
       responseKey?: Buffer | null;
       audit: AuditNote;
     }

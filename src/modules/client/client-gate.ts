@@ -1,7 +1,7 @@
-// The client pipeline for /api/client/*, in PROTOCOL 11.5's order: rate limit -> body (400/413)
+// The client pipeline for /api/client/*, in docs/protocol.md 11.5's order: rate limit -> body (400/413)
 // -> session or api_key (401/404) -> request signature (401) -> blacklist (403) -> application
 // enabled (403) (admission.ts) -> field validation (422) -> the endpoint's own rules. Every reply, errors and
-// 429 included, leaves signed (PROTOCOL 4); every call on a known application is audited.
+// 429 included, leaves signed (docs/protocol.md 4); every call on a known application is audited.
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import { AppError, rateLimited, validationError } from '../../errors.js';
@@ -75,7 +75,7 @@ interface ClientRouteSpec<S extends TSchema> {
   limiter?: RequestLimiter;
   /** init finds its app by api_key; every other call by its session. */
   identifiesBy: 'api_key' | 'session';
-  /** SPEC: heartbeat endpoints answer exactly `Application disabled`; others the app's disabled_message. */
+  /** docs/spec.md: heartbeat endpoints answer exactly `Application disabled`; others the app's disabled_message. */
   disabledDetail: 'message' | 'plain';
   /**
    * The call needs of its session only that it exists and its app (a beat: the session's owner
@@ -90,7 +90,7 @@ interface ClientRouteSpec<S extends TSchema> {
   sessionDevice?: boolean;
   /**
    * Calls refused for an unknown or malformed session count against the caller's address, and an
-   * address past its budget is refused (429) before any lookup (PROTOCOL 11.39: the heartbeat calls).
+   * address past its budget is refused (429) before any lookup (docs/protocol.md 11.39: the heartbeat calls).
    */
   unknownSessions?: {
     checkIp(ip: string): Promise<void> | undefined;
@@ -107,7 +107,7 @@ export interface ClientInput {
   ip: string;
   /** The call's nonce: the X-Nonce header ('' when none was sent). */
   nonce: string;
-  /** The HTTP request whose PROTOCOL 3 signature is checked when the app requires one. Absent: the
+  /** The HTTP request whose docs/protocol.md 3 signature is checked when the app requires one. Absent: the
    *  transport authenticated the call otherwise (the realtime channel's handshake and MAC). */
   signed?: IncomingRequest;
   /** The parsed body; throws the coded errors that come before the session (rate limit, 400, 413). */
@@ -167,7 +167,7 @@ function limitedBody(limiter: RequestLimiter | undefined, req: IncomingRequest):
 function restBody(req: IncomingRequest): unknown {
   if (req.body === 'too_large') throw new AppError('payload_too_large');
   const raw = parseJson(req.body);
-  // Only calls carrying a screenshot may use the 5 MiB allowance (PROTOCOL 1).
+  // Only calls carrying a screenshot may use the 5 MiB allowance (docs/protocol.md 1).
   if (req.body.byteLength > DEFAULT_BODY_LIMIT && (!isObject(raw) || raw.screenshot === undefined))
     throw new AppError('payload_too_large');
   return raw;

@@ -1,12 +1,12 @@
 // The client API's request bodies, as TypeBox schemas: the routes validate requests and write
 // OpenAPI with them, services take their Static<> types, so each shape is written once.
-// Client endpoints ignore unknown fields (PROTOCOL 1): no additionalProperties: false here.
+// Client endpoints ignore unknown fields (docs/protocol.md 1): no additionalProperties: false here.
 import { Type, type Static } from '@sinclair/typebox';
 import { PlainLine } from '../../platform/http/validation.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
 const Session = Type.String({ minLength: 1, maxLength: 128 });
-// PROTOCOL 11.38: a HWID is plain text, so look-alike spellings cannot be new devices.
+// docs/protocol.md 11.38: a HWID is plain text, so look-alike spellings cannot be new devices.
 const Hwid = PlainLine(8, 256);
 const InitIv = Type.Optional(Str(0, 64));
 // 3 MiB of image as base64 (4 MiB) plus a data: prefix and line breaks; the image itself is checked after.
@@ -48,7 +48,7 @@ export const LicenseBody = Type.Object({
   screenshot: Screenshot,
   init_iv: InitIv,
 });
-/** PROTOCOL 12.4 and 12.5: a trial, and an offline license file, for this HWID. */
+/** docs/protocol.md 12.4 and 12.5: a trial, and an offline license file, for this HWID. */
 export const TrialBody = Type.Object({ session: Session, hwid: Hwid, init_iv: InitIv });
 export const OfflineBody = Type.Object({ session: Session, hwid: Hwid, init_iv: InitIv });
 export const StartBody = Type.Object({ session: Session, system_id: Str(8, 128) });

@@ -1,8 +1,8 @@
-// Client sessions (PROTOCOL 2): 32 bytes base64url that live 24 hours. An unactivated session is
+// Client sessions (docs/protocol.md 2): 32 bytes base64url that live 24 hours. An unactivated session is
 // a sealed token (session-token.ts) and nothing is stored for it, except the response key of one
 // opened with an enc_key (unactivated-keys.ts, bounded by CLIENT_SESSION_LIMIT). A successful
 // register/login/license stores the session's record in the coordinator (Redis in a cluster,
-// memory in one process) and restarts its 24 hours (SPEC "Activated-nonce window"); a stored
+// memory in one process) and restarts its 24 hours (docs/spec.md "Activated-nonce window"); a stored
 // record always wins over what the token says, so a deactivation after a killed heartbeat holds.
 import { KEYS, pack, unpack } from '../../platform/cluster/names.js';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
@@ -29,7 +29,7 @@ const RECENT_RECORDS = 100_000;
 export interface ClientSession {
   appId: string;
   /**
-   * The response key (PROTOCOL 5: sha256(enc_key "-" api_secret), fixed at init), or null without
+   * The response key (docs/protocol.md 5: sha256(enc_key "-" api_secret), fixed at init), or null without
    * enc_key. A string is a record stored before sealed tokens: the enc_key itself.
    */
   encKey: Buffer | string | null;

@@ -1,5 +1,5 @@
-// What every client route shares: its OpenAPI entry, the per-address limiters (SPEC Limits,
-// PROTOCOL 11.3), and the one route of the client API that needs no session: the public keys.
+// What every client route shares: its OpenAPI entry, the per-address limiters (docs/spec.md "Limits",
+// docs/protocol.md 11.3), and the one route of the client API that needs no session: the public keys.
 import type { TSchema } from '@sinclair/typebox';
 import type { Coordinator } from '../../platform/cluster/coordinator.js';
 import type { ResponseSigningKey } from '../../platform/crypto/secrets.js';

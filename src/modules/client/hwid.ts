@@ -1,4 +1,4 @@
-// A HWID is compared lower-cased everywhere (SPEC register/login/license): sessions, bans, devices,
+// A HWID is compared lower-cased everywhere (docs/spec.md register/login/license): sessions, bans, devices,
 // offline files, imports. This is the one place that says how.
 
 /** The form a HWID is stored and compared in. */

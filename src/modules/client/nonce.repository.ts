@@ -1,4 +1,4 @@
-// The request-nonce ledger (PROTOCOL 3, 11.21) lives in PostgreSQL, the one store that survives a
+// The request-nonce ledger (docs/protocol.md 3, 11.21) lives in PostgreSQL, the one store that survives a
 // restart of every process and is shared by every worker: a nonce accepted once stays refused for
 // its whole window even after a crash, a restart or a Redis without persistence.
 import type { Sql } from '../../platform/db/sql.js';

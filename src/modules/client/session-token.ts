@@ -1,5 +1,5 @@
 // Sealed client-session tokens: an unactivated session is its own token, so `init` stores nothing
-// and opening sessions costs the worker no memory. PROTOCOL 2 still holds from the client's side:
+// and opening sessions costs the worker no memory. docs/protocol.md 2 still holds from the client's side:
 // 32 bytes that look random, base64url, 43 characters, refused after 24 hours with the same 401 as
 // an unknown session.
 //

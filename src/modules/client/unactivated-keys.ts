@@ -1,4 +1,4 @@
-// Response keys of unactivated sessions opened with an enc_key (PROTOCOL 5): the one thing a
+// Response keys of unactivated sessions opened with an enc_key (docs/protocol.md 5): the one thing a
 // sealed session token (session-token.ts) cannot carry. Kept until the session's 24 hours end,
 // under a bound (CLIENT_SESSION_LIMIT): past it `init` with an enc_key answers 503 with
 // Retry-After instead of growing without limit. Activation writes the session's own record

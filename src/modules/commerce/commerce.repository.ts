@@ -1,4 +1,4 @@
-// Products and orders in PostgreSQL (PROTOCOL 14.4-14.7). An order row is claimed per provider event
+// Products and orders in PostgreSQL (docs/protocol.md 14.4-14.7). An order row is claimed per provider event
 // inside the transaction that writes its keys: the unique (provider, event_id) makes a concurrent
 // repeat wait for the first delivery and then find it, so keys are created once.
 import { randomUUID } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Request bodies of products (PROTOCOL 14.4) as TypeBox schemas: the routes validate and document with
+// Request bodies of products (docs/protocol.md 14.4) as TypeBox schemas: the routes validate and document with
 // them; the generation settings are checked once more by the key generator's own rules at save time.
 import { Type, type Static } from '@sinclair/typebox';
 
@@ -13,7 +13,7 @@ const Unit = Type.Union([
   Type.Literal('lifetime'),
 ]);
 
-/** Entitlement codes (PROTOCOL 12.3's shape). */
+/** Entitlement codes (docs/protocol.md 12.3's shape). */
 const Entitlements = Type.Array(Type.String({ pattern: '^[a-z0-9_.-]{1,64}$' }), {
   maxItems: 100,
   uniqueItems: true,

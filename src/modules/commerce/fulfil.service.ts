@@ -1,4 +1,4 @@
-// Order fulfilment (PROTOCOL 14.5-14.7): a shop's signed webhook becomes keys, once per event.
+// Order fulfilment (docs/protocol.md 14.5-14.7): a shop's signed webhook becomes keys, once per event.
 // The order row is claimed in the keys' own transaction (unique provider + event id): a concurrent
 // repeat waits for the first delivery's commit, then finds the event taken and creates nothing.
 // The keys' plaintext is kept sealed for 30 days: the buyer's order page and a repeated dynamic
@@ -145,7 +145,7 @@ export class FulfilService {
           mask: product.mask,
           alphabet: product.alphabet,
           entitlements: product.entitlements,
-          // PROTOCOL 14.7: an order's keys say where they came from (the product's own note stays on it).
+          // docs/protocol.md 14.7: an order's keys say where they came from (the product's own note stays on it).
           note: `order ${o.provider} ${o.externalId}`,
         },
         o.quantity,

@@ -1,4 +1,4 @@
-// Products on the dashboard (PROTOCOL 14.4): owners, admins and developers of the app manage them.
+// Products on the dashboard (docs/protocol.md 14.4): owners, admins and developers of the app manage them.
 // A product's webhook secret is 32 random bytes (hex), sealed at rest; the dashboard shows it opened.
 import { AppError } from '../../errors.js';
 import { randomHex, secretboxOpen, secretboxSeal } from '../../platform/crypto/index.js';
@@ -153,7 +153,7 @@ export class ProductsService {
     return this.view(updated);
   }
 
-  /** PROTOCOL 14.7: newest first, with the keys' previews. */
+  /** docs/protocol.md 14.7: newest first, with the keys' previews. */
   async orders(p: Principal, appId: string) {
     await this.managed(p, appId);
     const rows = await this.d.repo.listOrders(appId, ORDER_LIST_LIMIT);

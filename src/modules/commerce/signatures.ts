@@ -1,4 +1,4 @@
-// How a shop proves a fulfilment webhook is its own (PROTOCOL 14.5, 14.6). Pure functions: the raw
+// How a shop proves a fulfilment webhook is its own (docs/protocol.md 14.5, 14.6). Pure functions: the raw
 // body bytes as received, the product's secret, the time now. Every comparison is constant-time.
 import { constantTimeEqual, hmacSha256, hmacSha512 } from '../../platform/crypto/index.js';
 
@@ -38,7 +38,7 @@ export function verifyStripeSignature(
   return ok;
 }
 
-/** `X-Keywarden-Fulfil-Signature: hex(HMAC-SHA512(key = secret, raw body))` (PROTOCOL 14.6). */
+/** `X-Keywarden-Fulfil-Signature: hex(HMAC-SHA512(key = secret, raw body))` (docs/protocol.md 14.6). */
 export function verifyFulfilSignature(header: string | undefined, raw: Buffer, secret: string): boolean {
   if (!header) return false;
   const given = header.trim().toLowerCase();

@@ -1,4 +1,4 @@
-// Geo of successful activations (SPEC "End user" geo fields and known_countries, "Alert webhook"
+// Geo of successful activations (docs/spec.md "End user" geo fields and known_countries, "Alert webhook"
 // rule 1): looks the caller's address up, stores it on the user or key, and says whether the
 // country is new for that record. A failure here never fails the activation it follows: the
 // activation already happened, so it is logged and the call answers as if the address were unknown.
@@ -13,7 +13,7 @@ export interface Sighting {
   newLocation: boolean;
 }
 
-/** Why an activation is an alert (SPEC: "a key is used from a new device or new location"). */
+/** Why an activation is an alert (docs/spec.md: "a key is used from a new device or new location"). */
 type AlertReason = 'new_device' | 'new_location';
 
 export function alertReasons(newDevice: boolean, newLocation: boolean): AlertReason[] {

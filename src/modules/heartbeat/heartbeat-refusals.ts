@@ -1,4 +1,4 @@
-// Heartbeat abuse (PROTOCOL 11.26): one activated session can send refused beats and starts as fast
+// Heartbeat abuse (docs/protocol.md 11.26): one activated session can send refused beats and starts as fast
 // as it likes, and each used to cost an audit row. Refusals are now budgeted: 60 a minute per client
 // session and 600 per IP, past which every beat and start of that session or IP answers 429 (signed,
 // with Retry-After) before any work; and a session's refusals write at most one audit line a minute,
@@ -63,7 +63,7 @@ export class HeartbeatRefusals {
   }
 
   /**
-   * PROTOCOL 11.39: a heartbeat call whose session is unknown or malformed has no session to budget;
+   * docs/protocol.md 11.39: a heartbeat call whose session is unknown or malformed has no session to budget;
    * it counts against its address alone. Throws 429 when the address has used up its refusals.
    */
   checkIp(ip: string): Promise<void> | undefined {

@@ -63,7 +63,7 @@ interface HeartbeatGatewayDeps {
   /** A key's own max_sessions (null: the application's) and its reseller; null when the key is gone. */
   keySeats: (licenseId: string) => Promise<{ maxSessions: number | null; resellerId: string | null } | null>;
   /**
-   * PROTOCOL 12.6: the grace the start and every accepted beat carry (`{grace_until}`, or nothing when
+   * docs/protocol.md 12.6: the grace the start and every accepted beat carry (`{grace_until}`, or nothing when
    * the application grants none). Looked up per answer, so an extension or a ban shows at once.
    */
   grace?: (
@@ -136,7 +136,9 @@ export class HeartbeatGateway {
     return this.d.node.route(shard, op, args, async () => here());
   }
 
-  /** SPEC "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old. */
+  /**
+   * docs/spec.md "Session alive": a session with zero beats is alive; else the last beat is at most 3 intervals old.
+   */
   async isAlive(session: string): Promise<boolean> {
     const c = await this.d.owner.stateOf(session);
     return c !== undefined && sessionAlive(c, this.d.now());
@@ -147,7 +149,7 @@ export class HeartbeatGateway {
   }
 
   /**
-   * Runs a start or a beat within the session's and the IP's refusal budget (PROTOCOL 11.26): over
+   * Runs a start or a beat within the session's and the IP's refusal budget (docs/protocol.md 11.26): over
    * it, 429 before any work; a refusal is counted and audited at most once a minute per session.
    * Synchronous when `run` is and nothing was refused lately.
    */
@@ -204,7 +206,7 @@ export class HeartbeatGateway {
   }
 
   /**
-   * PROTOCOL 12.2: the start takes a seat of its key (an end user's session, its user's key) before
+   * docs/protocol.md 12.2: the start takes a seat of its key (an end user's session, its user's key) before
    * its heartbeat session exists; a session kicked to make room is announced like every kill.
    */
   private async takeSeat(call: ClientCall<StartRequest>, note: AuditNote) {
@@ -320,7 +322,7 @@ export class HeartbeatGateway {
     throw new AppError('heartbeat_rejected');
   }
 
-  /** The answer's grace (PROTOCOL 12.6); undefined when the application grants none (nothing to wait for). */
+  /** The answer's grace (docs/protocol.md 12.6); undefined when the application grants none (nothing to wait for). */
   private graceOf(
     call: ClientCall<unknown>,
     of: { userId: string | null; licenseId: string | null },

@@ -1,4 +1,4 @@
-// A heartbeat session as an actor (SPEC "Heartbeat session", "Limits", PROTOCOL 6, 11.13).
+// A heartbeat session as an actor (docs/spec.md "Heartbeat session", "Limits", docs/protocol.md 6, 11.13).
 // Pure: time, the next token and the application's settings arrive in the event. Deadlines live
 // in context (`expiresAt`) and a sweeper expires them; there are no `after` timers, which would
 // not survive a snapshot. Snapshots carry HEARTBEAT_SNAPSHOT_VERSION.
@@ -92,18 +92,18 @@ export function expiryWindowMs(beatInterval: number): number {
   return Math.max(60, beatInterval * 6) * 1000;
 }
 
-/** SPEC "Session alive": not past its deadline, and no beat yet or the last one at most 3 intervals old. */
+/** docs/spec.md "Session alive": not past its deadline, and no beat yet or the last one at most 3 intervals old. */
 export function sessionAlive(c: HeartbeatContext, now: number): boolean {
   if (c.expiresAt <= now) return false;
   return c.beatCount === 0 || now - c.lastBeatAt <= c.beatInterval * 3 * 1000;
 }
 
 function tokenMatches(expected: string, given: string): boolean {
-  // Malformed tokens are refused like wrong ones (PROTOCOL 6); the compare is constant-time.
+  // Malformed tokens are refused like wrong ones (docs/protocol.md 6); the compare is constant-time.
   return TOKEN_FORMAT.test(given) && constantTimeEqual(expected, given);
 }
 
-/** The SPEC's checks in order; the order is the policy. */
+/** The docs/spec.md's checks in order; the order is the policy. */
 export function judgeBeat(c: HeartbeatContext, b: BeatInput): BeatVerdict & { warnings?: number } {
   if (!tokenMatches(c.token, b.token)) return { kind: 'rejected', reason: 'token' };
   if (b.beatIndex <= c.lastBeatIndex) return { kind: 'rejected', reason: 'replay' };
@@ -230,7 +230,7 @@ export const heartbeatMachine = setup({
               acceptedChanges(context, event.beat, verdictOf(context, event.beat) as Accepted),
             ),
           },
-          // Wrong, stale or malformed token, or a replay: refused without moving anything (PROTOCOL 11.13).
+          // Wrong, stale or malformed token, or a replay: refused without moving anything (docs/protocol.md 11.13).
           {
             guard: 'rejected',
             actions: assign(({ context, event }) => ({ last: verdictOf(context, event.beat) as BeatVerdict })),

@@ -1,4 +1,4 @@
-// The owner side of heartbeats (SPEC heartbeat endpoints and state table, PROTOCOL 6, 11.12-11.13):
+// The owner side of heartbeats (docs/spec.md heartbeat endpoints and state table, docs/protocol.md 6, 11.12-11.13):
 // registered on the cluster node, it holds the actors of the sessions whose shard this worker
 // leases, runs start, beat, stop and kill on them, and makes each outcome durable before it
 // answers: with Redis, the session's new state is written under the shard lease's fencing number
@@ -81,7 +81,7 @@ interface BeatOutcome {
   licenseId: string | null;
 }
 
-/** A start's claim of a seat of its key (PROTOCOL 12.2); max 0: unlimited. */
+/** A start's claim of a seat of its key (docs/protocol.md 12.2); max 0: unlimited. */
 export interface SeatClaimArgs {
   licenseId: string;
   session: string;
@@ -490,13 +490,13 @@ export class HeartbeatOwner {
 
   /**
    * A deleted or banned key, or a banned user, kills the sessions bound to it, so the copy stops
-   * at its next beat (PROTOCOL 11.10). A deleted user's session is orphaned, not killed (SPEC).
-   * A removed device (PROTOCOL 12.1, 14.3) kills the sessions of its key or user activated from
+   * at its next beat (docs/protocol.md 11.10). A deleted user's session is orphaned, not killed (docs/spec.md).
+   * A removed device (docs/protocol.md 12.1, 14.3) kills the sessions of its key or user activated from
    * it; a customer's reset of every device, all of the key's.
    */
   onEvent(e: LiveEvent): void {
     const sessions = this.revokedBy(e);
-    // PROTOCOL 12.8: an expiry ends its sessions as a kill of its own reason.
+    // docs/protocol.md 12.8: an expiry ends its sessions as a kill of its own reason.
     const reason = e.kind === 'license.expire' || e.kind === 'user.expire' ? 'expired' : 'revoked';
     if (sessions.length > 0)
       void this.killHere(sessions, reason).catch((err: unknown) =>

@@ -9,7 +9,7 @@ interface HeartbeatRoutesDeps {
 }
 
 export function heartbeatRoutes(router: Router, { gate, heartbeats }: HeartbeatRoutesDeps): void {
-  // PROTOCOL 11.39: calls for unknown sessions spend their address's refusal budget.
+  // docs/protocol.md 11.39: calls for unknown sessions spend their address's refusal budget.
   const unknownSessions = heartbeats.refusals;
   router.add({
     method: 'post',

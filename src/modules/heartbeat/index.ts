@@ -77,7 +77,7 @@ export function createHeartbeat(d: HeartbeatDeps) {
     beats: beatCounts,
   });
   d.events.on((e) => owner.onEvent(e));
-  // PROTOCOL 12.8: the worker holding shard 0 announces expiries; every owner ends its sessions.
+  // docs/protocol.md 12.8: the worker holding shard 0 announces expiries; every owner ends its sessions.
   const expiryWatch = new ExpiryWatch({ now, log, events: d.events, ...d.expiring, isLeader: d.isLeader });
   return {
     owner,

@@ -1,10 +1,10 @@
-// Floating seats (PROTOCOL 12.2): a key's live heartbeat sessions are bounded by its max_sessions.
+// Floating seats (docs/protocol.md 12.2): a key's live heartbeat sessions are bounded by its max_sessions.
 // The decision runs on the worker that owns the KEY's shard (shardOf(licenseId), like license
 // operations), one start at a time per key (a queue per key), so two starts on different workers
 // never both take the last seat. A key's seat table (session, when claimed) lives in the
 // coordinator's hash `seats:<shard>`, written under the shard lease's fence: a new owner after a
 // failover continues from it, and a stale owner's write is refused. Whether a seat is still held is
-// read from the heartbeat sessions themselves (SPEC "Session alive"), so stop, kill and expiry free a
+// read from the heartbeat sessions themselves (docs/spec.md "Session alive"), so stop, kill and expiry free a
 // seat even when their release never reached the table. Without Redis the table is rebuilt from
 // the heartbeat sessions the restart checkpoint brought back.
 import { HASHES, unpack } from '../../platform/cluster/names.js';
@@ -334,7 +334,7 @@ export class SeatKeeper {
   /**
    * The seats of a table still held: a live session, or a claim of a start under way. A session that
    * exists but is no longer alive holds no seat: at the bound it is ended (a late beat could bring it
-   * back over the bound); below it (an unlimited key tidying its table) it stays, dormant, as SPEC
+   * back over the bound); below it (an unlimited key tidying its table) it stays, dormant, as docs/spec.md
    * lets a late session beat on.
    */
   private async held(

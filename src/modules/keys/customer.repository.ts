@@ -1,4 +1,4 @@
-// A customer's own key and end user, as the customer portal reads and changes them (PROTOCOL
+// A customer's own key and end user, as the customer portal reads and changes them (docs/protocol.md
 // 14.1-14.3): found by the key's keyed hash or by name, a password set, every device cleared.
 import type { Sql } from '../../platform/db/sql.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';

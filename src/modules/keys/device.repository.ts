@@ -1,6 +1,6 @@
-// Devices of keys (license-only use) and of end users (PROTOCOL 12.1). Every HWID that activated or
+// Devices of keys (license-only use) and of end users (docs/protocol.md 12.1). Every HWID that activated or
 // logged in is recorded; `bound` rows are the ones that hold one of the limit's places under
-// hwid_lock (SPEC's single pinned HWID is the limit 1). Admission is decided in PostgreSQL: the
+// hwid_lock (docs/spec.md's single pinned HWID is the limit 1). Admission is decided in PostgreSQL: the
 // holder's row is locked (SELECT ... FOR UPDATE) before the bound devices are counted, so concurrent
 // activations from new HWIDs, on any worker, take turns and never exceed the limit.
 import { toDate, type Sql } from '../../platform/db/sql.js';
@@ -72,7 +72,7 @@ export class DeviceRepository {
    * Records `hwid` for the holder. `enforce` (hwid_lock on): a HWID that holds no place takes one
    * while fewer than `limit` are taken, else 'full' and nothing is written. Not enforced: recorded,
    * and it takes a place only when `bindIfRoom` and a place is free (a key's first HWID is pinned
-   * whatever the lock, as SPEC's license-only activation does).
+   * whatever the lock, as docs/spec.md's license-only activation does).
    */
   async admit(
     kind: DeviceHolderKind,

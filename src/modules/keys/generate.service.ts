@@ -1,4 +1,4 @@
-// Key generation (SPEC key generation rules 1-6, PROTOCOL 11.7, 11.19): where new keys come from,
+// Key generation (docs/spec.md "Key generation" rules 1-6, docs/protocol.md 11.7, 11.19): where new keys come from,
 // what they cost a reseller, and the batch written with its charge in one transaction.
 import { randomInt } from 'node:crypto';
 import { validationError } from '../../errors.js';
@@ -69,7 +69,7 @@ export class KeyGenerator {
   constructor(private readonly d: KeyGeneratorDeps) {}
 
   /**
-   * Where new keys come from (PROTOCOL 11.19), decided before any work: random draws over a large key
+   * Where new keys come from (docs/protocol.md 11.19), decided before any work: random draws over a large key
    * space; over a small one, the exact list of keys the application does not have yet, shuffled,
    * so a mask that cannot yield `amount` new keys is refused at once instead of searched forever.
    */
@@ -133,7 +133,7 @@ export class KeyGenerator {
       });
   }
 
-  /** SPEC key generation rules 1-6; plaintext keys exist only in this return value. */
+  /** docs/spec.md "Key generation" rules 1-6; plaintext keys exist only in this return value. */
   async generateLicenses(
     p: Principal,
     appId: string,
@@ -179,7 +179,7 @@ export class KeyGenerator {
   }
 
   /**
-   * Keys of an order (PROTOCOL 14.5-14.7): no caller, nothing charged, `created_by` and `reseller_id`
+   * Keys of an order (docs/protocol.md 14.5-14.7): no caller, nothing charged, `created_by` and `reseller_id`
    * null. `hooks.first` runs first in the keys' transaction (an order claims its event there, so a
    * repeat waits for it and then finds it), `hooks.last` after the keys are written.
    */
@@ -221,7 +221,7 @@ export class KeyGenerator {
   }
 
   /**
-   * PROTOCOL 15.6: imports existing keys. A key the application has (or an earlier row of the same
+   * docs/protocol.md 15.6: imports existing keys. A key the application has (or an earlier row of the same
    * import) is skipped with its preview and the reason; `dryRun` reports the same without writing.
    */
   async importKeys(
@@ -276,7 +276,7 @@ export class KeyGenerator {
 type KeySpec = Omit<GenerateInput, 'amount'>;
 
 /**
- * Checks and completes generation settings (SPEC key generation rules, PROTOCOL 11.19): the same
+ * Checks and completes generation settings (docs/spec.md "Key generation" rules, docs/protocol.md 11.19): the same
  * 422s for a generation body and for a product that will generate later.
  */
 export function settleKeySpec(input: KeySpec) {

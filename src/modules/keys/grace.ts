@@ -1,4 +1,4 @@
-// PROTOCOL 12.6: how long a program may keep running on a license while the service cannot be
+// docs/protocol.md 12.6: how long a program may keep running on a license while the service cannot be
 // reached. Answers of license, login, register, trial, heartbeat/start and every accepted beat carry
 // it when the application grants any grace.
 

@@ -37,6 +37,9 @@ export type {
   LicenseOpsRepository,
 };
 
+/** A key as the caller may see it (404 outside its apps and scope), and the caller's reseller scope. */
+export type KeyLookup = Pick<KeysAdminService, 'license' | 'scope'>;
+
 type ExtendUnit = Parameters<KeysAdminService['extend']>[3];
 
 interface KeysDeps {
@@ -117,6 +120,8 @@ export function createKeys(d: KeysDeps) {
       remove: (p: Principal, id: string) => admin.deleteLicense(p, id),
       resetHwid: (p: Principal, id: string) => admin.resetLicenseHwid(p, id),
     },
+    /** Scoped lookups for modules acting on one key (air-gapped activation, seat pools). */
+    lookup: { license: (p: Principal, id: string) => admin.license(p, id), scope: (p: Principal) => admin.scope(p) },
     mount(router: Router, r: KeysRouteDeps): void {
       keysRoutes(router, { ...r, keys: admin, generator, now: d.now });
     },

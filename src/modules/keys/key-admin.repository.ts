@@ -1,5 +1,5 @@
 // Dashboard-side queries on license keys and end users. Reseller scoping is part of every query
-// (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (PROTOCOL 11.9).
+// (`reseller_id in (...)`), so a direct call with a peer's id finds nothing (docs/protocol.md 11.9).
 import { toDate, type Sql } from '../../platform/db/sql.js';
 import { STATUS_SQL, filterNeedsNow, type StatusFilter } from './license-status.js';
 import { LICENSE_COLUMNS, type LicenseRow } from './license.repository.js';
@@ -85,7 +85,7 @@ export interface UserRow {
   last_screenshot_path: string;
   activation_screenshot_path: string;
   screenshot_path: string;
-  /** The user's devices (PROTOCOL 12.1), attached by the service. */
+  /** The user's devices (docs/protocol.md 12.1), attached by the service. */
   devices?: Device[];
   /** The preview of the key the user is bound to (listings only). */
   key_preview?: string | null;
@@ -98,7 +98,7 @@ const USER_LIST_COLUMNS = USER_COLUMNS.split(',')
   .map((c) => `u.${c.trim()}`)
   .join(', ');
 
-/** PROTOCOL 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
+/** docs/protocol.md 11.25: no expiry is stored past the last millisecond of 9999 (JavaScript dates end in 275760). */
 const MAX_EXPIRY_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /** `expires_at + SHIFT`: one placeholder, the milliseconds. */
 const SHIFT = `(? * interval '1 millisecond')`;
@@ -230,7 +230,7 @@ export class KeyAdminRepository {
     });
   }
 
-  /** Clears the HWID pin and every device of a key and of the user bound to it (PROTOCOL 12.1). */
+  /** Clears the HWID pin and every device of a key and of the user bound to it (docs/protocol.md 12.1). */
   async resetLicenseHwid(id: string): Promise<void> {
     await this.sql.transaction(async (tx) => {
       await this.sql.run(`update license_keys set hwid = '' where id = ?`, [id], tx);
@@ -245,7 +245,7 @@ export class KeyAdminRepository {
   }
 
   /**
-   * PROTOCOL 15.2: level, note, max_devices, max_sessions and entitlements of a key; a new level reaches
+   * docs/protocol.md 15.2: level, note, max_devices, max_sessions and entitlements of a key; a new level reaches
    * its user too.
    */
   async updateLicense(
@@ -276,7 +276,7 @@ export class KeyAdminRepository {
     });
   }
 
-  /** Bans, or unbans back to `used` when it was redeemed and `unused` otherwise (PROTOCOL 9). */
+  /** Bans, or unbans back to `used` when it was redeemed and `unused` otherwise (docs/protocol.md 9). */
   async setLicenseBanned(id: string, banned: boolean): Promise<string | undefined> {
     const row = await this.sql.one<{ status: string }>(
       banned
@@ -333,7 +333,10 @@ export class KeyAdminRepository {
     await this.sql.run('update end_users set banned = ? where id = ?', [banned, id]);
   }
 
-  /** Removes the user; its key stays `used` with its expiry and level, and can be registered again (PROTOCOL 11.10). */
+  /**
+   * Removes the user; its key stays `used` with its expiry and level, and can be registered again (docs/protocol.md
+   * 11.10).
+   */
   async deleteUser(id: string): Promise<void> {
     await this.sql.transaction(async (tx) => {
       await this.sql.run('update license_keys set user_id = null where user_id = ?', [id], tx);

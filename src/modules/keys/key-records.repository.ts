@@ -14,7 +14,7 @@ export class KeyRecordsRepository {
     return row?.app_id ?? null;
   }
 
-  /** Key and user counts per application (SPEC "stats"), one grouped query each. */
+  /** Key and user counts per application (docs/spec.md "Application"), one grouped query each. */
   async counts(
     ids: readonly string[],
     /** Only records whose reseller_id is one of these (a reseller's own); undefined: every record. */
@@ -66,7 +66,7 @@ export class KeyRecordsRepository {
   }
 
   /**
-   * A trial's key (PROTOCOL 12.4), created already activated license-only on its HWID with that
+   * A trial's key (docs/protocol.md 12.4), created already activated license-only on its HWID with that
    * device bound, inside the trial's transaction `tx`. false: the key hash is taken (a collision).
    */
   async insertTrialKey(

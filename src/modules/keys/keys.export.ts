@@ -1,4 +1,4 @@
-// CSV exports of keys and end users (PROTOCOL 15.5): the listings' filters and scoping, page by page
+// CSV exports of keys and end users (docs/protocol.md 15.5): the listings' filters and scoping, page by page
 // through their cursors, each row through the same view as the listing, so hiding is the listing's; a
 // column the caller may not see is left out (access/visibility.ts).
 import type { Reply } from '../../platform/http/types.js';

@@ -1,4 +1,4 @@
-// Importing existing keys (PROTOCOL 15.6): rows of the `list` format or of KeyAuth's `licenses`
+// Importing existing keys (docs/protocol.md 15.6): rows of the `list` format or of KeyAuth's `licenses`
 // table become key records. Pure: rows in, records out; an invalid row is a 422 naming its index.
 import { ValidationError } from '../../errors.js';
 import type { DurationUnit } from '../../platform/db/entities/index.js';

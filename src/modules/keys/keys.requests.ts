@@ -1,12 +1,12 @@
-// The key generation body (SPEC key generation), as a TypeBox schema: the route validates and
+// The key generation body (docs/spec.md "Key generation"), as a TypeBox schema: the route validates and
 // documents with it, the generator takes its Static<> type.
 import { Type, type Static } from '@sinclair/typebox';
 import { PlainLine } from '../../platform/http/validation.js';
 
 const Str = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
-// PROTOCOL 11.18: free text takes up to 4,096 characters.
+// docs/protocol.md 11.18: free text takes up to 4,096 characters.
 const TEXT_MAX = 4096;
-/** PROTOCOL 12.2: a key's bound on live heartbeat sessions (0: unlimited); null: the application's. */
+/** docs/protocol.md 12.2: a key's bound on live heartbeat sessions (0: unlimited); null: the application's. */
 const MaxSessions = Type.Union([Type.Integer({ minimum: 0, maximum: 1000 }), Type.Null()]);
 const MaxDevices = Type.Union([Type.Integer({ minimum: 1, maximum: 1000 }), Type.Null()]);
 const Codes = Type.Array(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_.-]{1,64}$' }), {
@@ -31,7 +31,7 @@ export const GenerateBody = Type.Object(
     alphabet: Type.Optional(Str(1, 256)),
     note: Type.Optional(Str(0, TEXT_MAX)),
     max_sessions: Type.Optional(MaxSessions),
-    // PROTOCOL 12.1, 12.3: the key's own device limit (null: the application's) and entitlement codes.
+    // docs/protocol.md 12.1, 12.3: the key's own device limit (null: the application's) and entitlement codes.
     max_devices: Type.Optional(MaxDevices),
     entitlements: Type.Optional(Codes),
   },
@@ -40,7 +40,7 @@ export const GenerateBody = Type.Object(
 
 export type GenerateInput = Static<typeof GenerateBody>;
 
-/** PROTOCOL 15.2: what PATCH /api/licenses/{id} may change. */
+/** docs/protocol.md 15.2: what PATCH /api/licenses/{id} may change. */
 export const PatchLicenseBody = Type.Object(
   {
     level: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
@@ -54,5 +54,5 @@ export const PatchLicenseBody = Type.Object(
 
 export type LicensePatch = Static<typeof PatchLicenseBody>;
 
-/** PROTOCOL 12.5: the machine an offline file is issued for. */
+/** docs/protocol.md 12.5: the machine an offline file is issued for. */
 export const OfflineIssueBody = Type.Object({ hwid: PlainLine(8, 256) }, { additionalProperties: false });

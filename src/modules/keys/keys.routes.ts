@@ -102,7 +102,7 @@ interface KeysRoutesDeps {
   generator: KeyGenerator;
   /** Live heartbeat sessions of an app (the stats' live_sessions). */
   liveSessions: (appId: string) => number;
-  /** Live heartbeat sessions of each key (key rows' live_sessions, PROTOCOL 12.2). */
+  /** Live heartbeat sessions of each key (key rows' live_sessions, docs/protocol.md 12.2). */
   liveSeats: (licenseIds: readonly string[]) => Promise<Map<string, number>>;
   now: () => number;
 }
@@ -322,7 +322,7 @@ export function keysRoutes(
     handler: dashboardHandler({ auth, query: UsersQuery }, async ({ principal, params, query }) => {
       const { rows, nextCursor } = await keys.listUsers(principal, pathId(params.id, 'app_not_found'), query);
       const items = rows.map((u) => userView(principal, u));
-      // The plain listing keeps SPEC's shape; asking for a page (or a search) gets the cursor too.
+      // The plain listing keeps docs/spec.md's shape; asking for a page (or a search) gets the cursor too.
       const paged = query.q !== undefined || query.limit !== undefined || query.cursor !== undefined;
       return paged ? { items, next_cursor: nextCursor } : items;
     }),

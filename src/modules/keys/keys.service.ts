@@ -1,4 +1,4 @@
-// Dashboard management of license keys and end users (SPEC "Dashboard: license keys",
+// Dashboard management of license keys and end users (docs/spec.md "Dashboard: license keys",
 // "Dashboard: end users", "Reseller scoping and hiding"). Each mutation is audited and published
 // as a live event; revocations reach live heartbeat sessions through the event bus.
 import { AppError, ValidationError, validationError } from '../../errors.js';
@@ -48,11 +48,11 @@ export interface OfflineIssuer {
 interface KeysAdminDeps {
   audit: AuditRepository;
   accounts: Pick<AccountRepository, 'subtreeIds'>;
-  /** LICENSE_HASH_KEY: a pasted full key is found through its keyed hash (PROTOCOL 15.1). */
+  /** LICENSE_HASH_KEY: a pasted full key is found through its keyed hash (docs/protocol.md 15.1). */
   licenseHashKey: Buffer;
   now: () => number;
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
-  /** Offline license files for air-gapped machines (PROTOCOL 12.5); the activation module binds and signs. */
+  /** Offline license files for air-gapped machines (docs/protocol.md 12.5); the activation module binds and signs. */
   offline: OfflineIssuer;
   webhooks: Pick<WebhookService, 'notify'>;
 }
@@ -69,7 +69,7 @@ export class KeysAdminService {
     return new Date(this.d.now());
   }
 
-  /** PROTOCOL 11.9: owners and developers see every record; admins and resellers their subtree's. */
+  /** docs/protocol.md 11.9: owners and developers see every record; admins and resellers their subtree's. */
   scope(p: Principal): Promise<ResellerScope> {
     return resellerScope(this.d.accounts, p);
   }
@@ -78,8 +78,8 @@ export class KeysAdminService {
     return scope === undefined || (resellerId !== null && scope.includes(resellerId));
   }
 
-  /** The key if it exists in an app the caller sees and inside the caller's scope; else 404. */
-  private async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
+  /** The key if it exists in an app the caller sees and inside the caller's scope; else 404 (also a port). */
+  async license(p: Principal, id: string): Promise<{ row: LicenseRow; scope: ResellerScope }> {
     const row = await this.repo.findLicense(id);
     if (!row) throw new AppError('license_not_found');
     await this.apps.visible(p, row.app_id).catch((err: unknown) => {
@@ -163,7 +163,7 @@ export class KeysAdminService {
   }
 
   /**
-   * Key rows with their holder's devices (PROTOCOL 12.1): a license-only key's own, a registered
+   * Key rows with their holder's devices (docs/protocol.md 12.1): a license-only key's own, a registered
    * key's end user's.
    */
   async withDevices(rows: LicenseRow[]): Promise<LicenseRow[]> {
@@ -182,7 +182,7 @@ export class KeysAdminService {
     return (await this.withDevices([row]))[0]!;
   }
 
-  /** PROTOCOL 15.2: level, note, max_devices, entitlements (resellers in scope need generate_keys). */
+  /** docs/protocol.md 15.2: level, note, max_devices, entitlements (resellers in scope need generate_keys). */
   async update(p: Principal, id: string, patch: LicensePatch): Promise<LicenseRow> {
     keysPolicy.assertEdit(p);
     const { row } = await this.license(p, id);
@@ -209,7 +209,7 @@ export class KeysAdminService {
   }
 
   /**
-   * PROTOCOL 12.1: one device off a key (needs reset_hwid); 404 `Device not found` when it holds none
+   * docs/protocol.md 12.1: one device off a key (needs reset_hwid); 404 `Device not found` when it holds none
    * such. The live event ends the sessions activated from that device on every worker (the heartbeat
    * owner kills them, channel clients get `revoked`); the key's other devices go on.
    */
@@ -248,7 +248,7 @@ export class KeysAdminService {
   }
 
   /**
-   * PROTOCOL 12.5: an offline file for an air-gapped machine (owners, admins, developers; resellers in
+   * docs/protocol.md 12.5: an offline file for an air-gapped machine (owners, admins, developers; resellers in
    * scope with generate_keys). The HWID is bound like a license-only activation; audit `license.offline`.
    */
   async issueOffline(p: Principal, id: string, hwid: string): Promise<{ license_file: string; row: LicenseRow }> {
@@ -330,7 +330,7 @@ export class KeysAdminService {
     );
   }
 
-  /** `banned` absent toggles (PROTOCOL 9). */
+  /** `banned` absent toggles (docs/protocol.md 9). */
   async banLicense(p: Principal, id: string, banned: boolean | undefined) {
     requirePermission(p, 'ban_unban_keys');
     const { row } = await this.license(p, id);
@@ -348,7 +348,7 @@ export class KeysAdminService {
     return { ...row, status: status ?? row.status };
   }
 
-  /** A key's own settings (PROTOCOL 12): owners, admins, developers; a reseller in scope with generate_keys. */
+  /** A key's own settings (docs/protocol.md 12): owners, admins, developers; a reseller in scope with generate_keys. */
   async deleteLicense(p: Principal, id: string): Promise<void> {
     requirePermission(p, 'delete_keys');
     const { row } = await this.license(p, id);
@@ -365,8 +365,8 @@ export class KeysAdminService {
   }
 
   /**
-   * End users, newest first. Without `limit` or `cursor` at most 2,000 (SPEC); with them, cursor pages
-   * reaching every user (PROTOCOL 15.1). `q` matches the username or the bound key's preview.
+   * End users, newest first. Without `limit` or `cursor` at most 2,000 (docs/spec.md); with them, cursor pages
+   * reaching every user (docs/protocol.md 15.1). `q` matches the username or the bound key's preview.
    */
   async listUsers(p: Principal, appId: string, q: { q?: string; limit?: number; cursor?: string } = {}) {
     requirePermission(p, 'view_keys');
@@ -518,7 +518,7 @@ export class KeysAdminService {
   }
 }
 
-/** PROTOCOL 11.25: an extend whose result would leave the storable range is refused on `value`. */
+/** docs/protocol.md 11.25: an extend whose result would leave the storable range is refused on `value`. */
 function outOfRange(): ValidationError {
   return validationError('value', 'The new expiry would be past 9999-12-31 (or before 1970)', 'value_error');
 }
@@ -534,7 +534,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * A listing cursor back to a position; anything that is not exactly what encodeCursor writes
- * (PROTOCOL 11.25) is 422 on `cursor`, never passed on to PostgreSQL casts.
+ * (docs/protocol.md 11.25) is 422 on `cursor`, never passed on to PostgreSQL casts.
  */
 function decodeCursor(c: string | undefined): { createdAt: string; id: string } | undefined {
   if (!c) return undefined;

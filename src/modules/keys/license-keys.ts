@@ -1,5 +1,5 @@
-// Pure rules of license keys: masks (SPEC key generation rules 1-2), durations and pricing
-// (rules 3-4, PROTOCOL 11.6), previews (PROTOCOL 11.15). No I/O here.
+// Pure rules of license keys: masks (docs/spec.md "Key generation" rules 1-2), durations and pricing
+// (rules 3-4, docs/protocol.md 11.6), previews (docs/protocol.md 11.15). No I/O here.
 import type { DurationUnit, KeyCosts } from '../../platform/db/entities/index.js';
 import { randomBytes, hmacSha256 } from '../../platform/crypto/index.js';
 
@@ -66,7 +66,7 @@ export function expandMask(mask: string, alphabet: string): string {
   return out;
 }
 
-/** `AB3D****9XYZ`: first four, four stars, last four (PROTOCOL 11.15). */
+/** `AB3D****9XYZ`: first four, four stars, last four (docs/protocol.md 11.15). */
 export function keyPreview(key: string): string {
   return `${key.slice(0, 4)}****${key.slice(-4)}`;
 }
@@ -100,7 +100,7 @@ export function durationMs(value: number, unit: DurationUnit): number | null {
   return unit === 'lifetime' ? null : value * UNIT_MS[unit];
 }
 
-/** SPEC rule 4: exact tier, lifetime tier, days:30 pro rata, else 1 credit per key. */
+/** docs/spec.md "Key generation" rule 4: exact tier, lifetime tier, days:30 pro rata, else 1 credit per key. */
 export function pricePerKey(days: number, costs: KeyCosts): number {
   if (days === 0) {
     const lifetime = costs.lifetime;

@@ -57,7 +57,7 @@ function storedKey(k: KeyRow): StoredKey {
   };
 }
 
-/** The same rule as license-policy isClaimable, as the condition of the claim itself (PROTOCOL 11.10). */
+/** The same rule as license-policy isClaimable, as the condition of the claim itself (docs/protocol.md 11.10). */
 const CLAIMABLE = `(status = 'unused'
   or (status = 'used' and user_id is null and used_by not in ('', 'license-only')))`;
 
@@ -110,7 +110,7 @@ export class LicenseOpsRepository {
   }
 
   /**
-   * The key and, in the same round trip, what its own devices say of `hwid` (PROTOCOL 12.1: only
+   * The key and, in the same round trip, what its own devices say of `hwid` (docs/protocol.md 12.1: only
    * a license-only key's devices count; the caller decides whether they do). Reads of one
    * event-loop turn share one statement (ReadBatcher).
    */
@@ -181,7 +181,8 @@ export class LicenseOpsRepository {
           tx,
         );
         if (!inserted) throw new Rollback('username_taken');
-        // The account's first device (PROTOCOL 12.1); under hwid_lock it holds the first place (SPEC's pin).
+        // The account's first device (docs/protocol.md 12.1); under hwid_lock it holds the first place (docs/spec.md's
+        // pin).
         await this.sql.run(
           `insert into user_devices (user_id, hwid, first_seen, last_seen, bound) values (?, ?, ?, ?, ?)`,
           [user.id, user.knownHwid, now, now, user.hwid !== ''],

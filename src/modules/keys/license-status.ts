@@ -1,4 +1,4 @@
-// What a key's status is (PROTOCOL 11.15 `computed_status`), written once as a TypeScript function
+// What a key's status is (docs/protocol.md 11.15 `computed_status`), written once as a TypeScript function
 // and as the SQL predicates that filter and count listings; a test checks on generated keys that
 // the two agree. A key is activated when it is `used`, or `pending` again after a use (a register
 // reclaiming the key of a deleted user); it is expired when activated, not lifetime, and its expiry

@@ -31,7 +31,7 @@ export interface KeyBatch {
   note: string;
   resellerId: string | null;
   createdBy: string | null;
-  /** PROTOCOL 12.2: the keys' own max_sessions (null: the application's). */
+  /** docs/protocol.md 12.2: the keys' own max_sessions (null: the application's). */
   maxSessions: number | null;
   maxDevices: number | null;
   /** JSON of the sorted entitlement codes. */
@@ -73,7 +73,7 @@ export interface LicenseRow {
   max_sessions: number | null;
   max_devices: number | null;
   entitlements: string[];
-  /** The holder's devices (PROTOCOL 12.1), attached by the service when it shows a key. */
+  /** The holder's devices (docs/protocol.md 12.1), attached by the service when it shows a key. */
   devices?: Device[];
 }
 
@@ -92,7 +92,7 @@ export class LicenseRepository {
 
   constructor(private readonly sql: Sql) {}
 
-  /** What a heartbeat start needs of its key (PROTOCOL 12.2); null when the key is gone. */
+  /** What a heartbeat start needs of its key (docs/protocol.md 12.2); null when the key is gone. */
   /**
    * Activated keys that are not lifetime and whose expiry fell in [from, to): the expiry watch's
    * read (heartbeat/expiry-watch.ts). `expires_at < to` is hasExpired's rule at the instant `to`.
@@ -142,7 +142,7 @@ export class LicenseRepository {
   }
 
   /**
-   * Imported keys (PROTOCOL 15.6), in one transaction, 1,000 a statement; a key whose hash the app
+   * Imported keys (docs/protocol.md 15.6), in one transaction, 1,000 a statement; a key whose hash the app
    * has already is left alone. Returns the hashes that were inserted.
    */
   async insertImported(

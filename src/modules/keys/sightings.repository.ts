@@ -1,11 +1,11 @@
-// Where end users and license keys were used from (SPEC activation geo, last_geo, known_countries):
+// Where end users and license keys were used from (docs/spec.md activation geo, last_geo, known_countries):
 // the geo module decides, the keys module stores.
 // Each write is one statement that also returns the countries known before it, so the "new
 // location" alert compares against what was stored, even with two logins racing (the row lock of
 // the first makes the second read its result).
 import type { Sql } from '../../platform/db/sql.js';
 
-/** A geo object as stored (SPEC: ip, city, region, country, lat, lon); stored as JSON. */
+/** A geo object as stored (docs/spec.md: ip, city, region, country, lat, lon); stored as JSON. */
 interface StoredGeo {
   readonly country: string;
 }

@@ -1,4 +1,4 @@
-// The Discord form of an alert webhook (PROTOCOL 10: "a Discord-style embed (screenshot attached)").
+// The Discord form of an alert webhook (docs/protocol.md 10: "a Discord-style embed (screenshot attached)").
 // Discord's execute-webhook call takes JSON, or multipart/form-data with the JSON in `payload_json`
 // and files in `files[n]`, which the embed refers to as `attachment://<filename>`. Values the client
 // chose (username, HWID) are shown as inline code, so they cannot render links or mentions.

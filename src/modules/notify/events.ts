@@ -1,4 +1,4 @@
-// Live events (SPEC "Live update stream"): published once through the coordinator, delivered to
+// Live events (docs/spec.md "Live update stream"): published once through the coordinator, delivered to
 // every worker, where dashboards subscribed to the app receive them (live.ts) and heartbeats react
 // to revocations. Kinds are the dotted audit names: license.generate, license.ban, user.delete...
 import { randomUUID } from 'node:crypto';

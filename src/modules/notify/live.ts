@@ -1,15 +1,15 @@
-// Live updates for dashboards (SPEC "Live update stream", PROTOCOL 9): a WebSocket at /api/ws
+// Live updates for dashboards (docs/spec.md "Live update stream", docs/protocol.md 9): a WebSocket at /api/ws
 // (JSON frames, or MessagePack with the `msgpack` subprotocol) and Server-Sent Events at
 // /api/apps/{id}/events. Events come from the EventBus (every worker receives every event) and
 // each subscriber gets only what its scoping allows, with hidden fields removed.
 //
-// Access is followed, not captured (PROTOCOL 11.24): a watcher keeps the token it connected with,
+// Access is followed, not captured (docs/protocol.md 11.24): a watcher keeps the token it connected with,
 // and whenever an access signal arrives (a team change, a sign-out, a password change, a deletion)
 // or an app is deleted, and every REVALIDATE_MS anyway, each watcher is authenticated again and
 // each of its apps checked again: a revoked session's stream is closed, an app no longer visible
 // is dropped (an SSE stream, which watches one app, is closed), and scope and hiding follow the
 // current permissions.
-// API tokens (PROTOCOL 13.1) open streams with `logs:read` and only in the Authorization header;
+// API tokens (docs/protocol.md 13.1) open streams with `logs:read` and only in the Authorization header;
 // one in the query string is refused. Browsers, which cannot set that header on a WebSocket, keep
 // the kw_session cookie or a sign-in token in `?token=`.
 // Backpressure is bounded: a WebSocket whose send buffer passes MAX_BACKPRESSURE is closed by
@@ -53,7 +53,7 @@ interface Watcher {
   send(frame: Record<string, unknown>): void;
   /** Ends the stream (revoked access); the transport's close handler calls `this.forget`. */
   end(reason: string): void;
-  /** Checks the stream again when its credential expires (PROTOCOL 11.35: closed within 1 s). */
+  /** Checks the stream again when its credential expires (docs/protocol.md 11.35: closed within 1 s). */
   expiry?: NodeJS.Timeout | undefined;
 }
 
@@ -72,7 +72,7 @@ interface LiveDeps {
   resolveIp?: (remote: string, forwardedFor: string | undefined) => string;
 }
 
-/** SPEC "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
+/** docs/spec.md "Reseller scoping and hiding" applied to one event for one subscriber; null: not for them. */
 function eventFor(
   sub: { principal: Principal; scope: ReadonlySet<string> | null },
   e: LiveEvent,

@@ -1,5 +1,5 @@
-// Webhook targets must be public https URLs (SPEC team rule 1, PROTOCOL 11.14): the host must
-// resolve only to public addresses. ALLOW_PRIVATE_WEBHOOKS=1 (tests) also allows http and loopback.
+// Webhook targets must be public https URLs (docs/spec.md "Dashboard: team" rule 1, docs/protocol.md 11.14): the host
+// must resolve only to public addresses. ALLOW_PRIVATE_WEBHOOKS=1 (tests) also allows http and loopback.
 import { BlockList, isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { validationError } from '../../errors.js';

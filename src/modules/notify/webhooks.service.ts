@@ -1,9 +1,9 @@
-// Alert webhooks (SPEC "Alert webhook", PROTOCOL 10, 11.14). Resolution: the app's webhook, then
+// Alert webhooks (docs/spec.md "Alert webhook", docs/protocol.md 10, 11.14). Resolution: the app's webhook, then
 // the default webhook of the account that owns the key (its reseller), then the app owner's
 // global webhook. Payload {id, event, app_id, occurred_at, data}, signed with the secret of the
 // account whose webhook it is: X-Keywarden-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." + body)>.
 // Discord URLs get an embed instead, with the activation screenshot attached (discord-embed.ts).
-// What a delivery shows follows SPEC's hiding rules for the account whose webhook it is
+// What a delivery shows follows docs/spec.md's hiding rules for the account whose webhook it is
 // (access/visibility.ts: one rule for every channel). Delivery runs after the response, is retried with
 // backoff for a bounded time, never follows redirects, re-checks the target address, and every
 // attempt is written to the app's audit log.
@@ -232,7 +232,7 @@ export class WebhookService {
     const started = performance.now();
     const took = () => Math.round(performance.now() - started);
     try {
-      // Checked again at delivery: the name may resolve elsewhere now (PROTOCOL 11.14).
+      // Checked again at delivery: the name may resolve elsewhere now (docs/protocol.md 11.14).
       await assertWebhookUrl(target.url, this.d.allowPrivate);
     } catch {
       const detail = 'refused: not a public https URL';

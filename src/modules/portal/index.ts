@@ -4,7 +4,7 @@ import type { Sql } from '../../platform/db/sql.js';
 import type { RequestLimiter } from '../../platform/limits/compact-rate-limiter.js';
 import type { Router } from '../../platform/http/router.js';
 import { PortalRepository } from './portal.repository.js';
-import { portalRoutes } from './portal.routes.js';
+import { portalCaller, portalRoutes } from './portal.routes.js';
 import { PortalService } from './portal.service.js';
 
 type PortalDeps = Omit<ConstructorParameters<typeof PortalService>[0], 'repo'> & {
@@ -20,6 +20,8 @@ export function createPortal({ sql, clearDevices, ...d }: PortalDeps) {
     mount(router: Router, r: { limiter: RequestLimiter; trustedOrigins: ReadonlySet<string> }): void {
       portalRoutes(router, { ...r, portal });
     },
+    /** The portal's authentication (413, Origin, 401) for other modules serving its customers. */
+    caller: (trustedOrigins: ReadonlySet<string>) => portalCaller(portal, trustedOrigins),
     start: () => portal.start(),
     stop: () => portal.stop(),
   };

@@ -1,4 +1,4 @@
-// The customer portal's own tables (PROTOCOL 14.1-14.3): sign-ins (the token's SHA-256) and the
+// The customer portal's own tables (docs/protocol.md 14.1-14.3): sign-ins (the token's SHA-256) and the
 // device reset with its cooldown claimed atomically. The key, its end user and the application are
 // read through the keys and apps modules.
 import type { Sql } from '../../platform/db/sql.js';

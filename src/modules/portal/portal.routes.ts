@@ -1,4 +1,4 @@
-// The portal's API (PROTOCOL 14.1-14.3). A portal token authenticates from `Authorization: Bearer` or
+// The portal's API (docs/protocol.md 14.1-14.3). A portal token authenticates from `Authorization: Bearer` or
 // the kw_portal cookie (HttpOnly, SameSite=Strict, sent only to /api/portal). Portal tokens and
 // dashboard tokens live in different tables: neither opens the other's routes. As on the dashboard,
 // a write the cookie authenticates must come from the page's own origin, and sign-in refuses a
@@ -79,28 +79,40 @@ function cookie(value: string, maxAgeSeconds: number, secure: boolean): string {
 
 type Session = NonNullable<Awaited<ReturnType<PortalService['authenticate']>>>;
 
+/**
+ * The portal customer making a request: 413 -> Origin (cookie writes) -> authentication (401). Other
+ * modules serving the portal's customers (air-gapped activation) authenticate through this.
+ */
+export function portalCaller(portal: Pick<PortalService, 'authenticate'>, trustedOrigins: ReadonlySet<string>) {
+  return async (req: IncomingRequest): Promise<{ session: Session; token: string }> => {
+    if (req.body === 'too_large') throw new AppError('payload_too_large');
+    const fromHeader = headerToken(req.headers);
+    const token = fromHeader ?? cookieToken(req.headers);
+    if (
+      req.method !== 'get' &&
+      !fromHeader &&
+      token !== undefined &&
+      fromOwnOrigin(req.headers, trustedOrigins) !== true
+    )
+      throw new AppError('cross_site');
+    const session = token ? await portal.authenticate(token) : undefined;
+    if (!session || !token) throw new AppError('not_authenticated');
+    return { session, token };
+  };
+}
+
 export function portalRoutes(router: Router, { portal, limiter, trustedOrigins }: PortalRoutesDeps): void {
   const login = compile(LoginBody);
   const reset = compile(ResetBody);
   const password = compile(PasswordBody);
   const offline = compile(OfflineBody);
 
+  const caller = portalCaller(portal, trustedOrigins);
   /** 413 -> Origin (cookie writes) -> authentication (401) -> the handler. */
   const authed =
     (fn: (req: IncomingRequest, s: Session, token: string) => Promise<unknown>) =>
     async (req: IncomingRequest): Promise<Reply> => {
-      if (req.body === 'too_large') throw new AppError('payload_too_large');
-      const fromHeader = headerToken(req.headers);
-      const token = fromHeader ?? cookieToken(req.headers);
-      if (
-        req.method !== 'get' &&
-        !fromHeader &&
-        token !== undefined &&
-        fromOwnOrigin(req.headers, trustedOrigins) !== true
-      )
-        throw new AppError('cross_site');
-      const session = token ? await portal.authenticate(token) : undefined;
-      if (!session || !token) throw new AppError('not_authenticated');
+      const { session, token } = await caller(req);
       const result = await fn(req, session, token);
       return result && typeof result === 'object' && 'status' in result && 'body' in result
         ? (result as Reply)
@@ -169,7 +181,7 @@ export function portalRoutes(router: Router, { portal, limiter, trustedOrigins }
     method: 'post',
     path: '/api/portal/offline',
     doc: {
-      summary: "An offline license file for one of the customer's devices (PROTOCOL 12.5)",
+      summary: "An offline license file for one of the customer's devices (docs/protocol.md 12.5)",
       tag: 'portal',
       auth: 'portal',
       body: OfflineBody,

@@ -1,4 +1,4 @@
-// The customer portal (PROTOCOL 14.1-14.3): a buyer signs in with a license-only key or an end user's
+// The customer portal (docs/protocol.md 14.1-14.3): a buyer signs in with a license-only key or an end user's
 // name and password, sees its own license and devices (nothing of other customers, resellers, IPs or
 // geo), resets its devices with a cooldown, and changes its password. Sign-in failures count towards
 // the client lockouts (the same counters as /api/client/login), so the portal is no side door for
@@ -32,16 +32,16 @@ interface PortalDeps {
   customers: Pick<CustomerRepository, 'licenseByHash' | 'license' | 'userByName' | 'user' | 'setPassword'>;
   /** The application as the portal reads it (the apps module). */
   apps: Pick<ApplicationRepository, 'portalAppByApiKey' | 'portalAppById'>;
-  /** The client lockouts (PROTOCOL 2): the very counters /api/client/login and register fail into. */
+  /** The client lockouts (docs/protocol.md 2): the very counters /api/client/login and register fail into. */
   lockout: Lockout;
   audit: AuditRepository;
   events: EventBus;
   licenseHashKey: Buffer;
   /** Live heartbeat sessions of a key (its seats, counted on the key's shard owner). */
   liveSessions: (licenseId: string) => Promise<number>;
-  /** The devices of keys and end users (PROTOCOL 12.1). */
+  /** The devices of keys and end users (docs/protocol.md 12.1). */
   devices: Pick<DeviceRepository, 'of' | 'remove'>;
-  /** Offline license files (PROTOCOL 12.5), signed as the client's are. */
+  /** Offline license files (docs/protocol.md 12.5), signed as the client's are. */
   offline: Pick<ActivationService, 'offlineFileFor'>;
   /** The vendor's alert webhook: a customer's reset reaches it as it happens. */
   webhooks: Pick<WebhookService, 'notify'>;
@@ -60,7 +60,7 @@ function assertPasswordBytes(password: string): void {
 }
 
 export class PortalService {
-  /** The client lockouts (PROTOCOL 2): the very counters /api/client/login fails into. */
+  /** The client lockouts (docs/protocol.md 2): the very counters /api/client/login fails into. */
   private readonly lockout: Lockout;
 
   private purge: NodeJS.Timeout | undefined;
@@ -87,7 +87,7 @@ export class PortalService {
     const byUser = input.license === undefined;
     const username = byUser ? input.username.normalize('NFC') : '';
     const lockKeys = [`${app.id}:ip:${ip}`, ...(byUser ? [`${app.id}:u:${username.toLowerCase()}`] : [])];
-    // PROTOCOL 11.31: the attempt is reserved before the credentials are checked.
+    // docs/protocol.md 11.31: the attempt is reserved before the credentials are checked.
     return this.lockout.attempt(lockKeys, (attempt) => this.signIn(app, input, ip, username, attempt));
   }
 
@@ -156,8 +156,8 @@ export class PortalService {
   }
 
   /**
-   * PROTOCOL 11.34: a portal session follows its key. Reading (`me`) still shows a banned, expired or
-   * paused key; every write answers SPEC's license error for that state, in the order `license`
+   * docs/protocol.md 11.34: a portal session follows its key. Reading (`me`) still shows a banned, expired or
+   * paused key; every write answers docs/spec.md's license error for that state, in the order `license`
    * checks them.
    */
   private async writer(s: PortalSessionRow): Promise<{ key: LicenseRow; user: EndUserRow | null; app: PortalApp }> {
@@ -189,7 +189,7 @@ export class PortalService {
     if (!app) throw new AppError('not_authenticated');
     const next = await this.nextResetAt(key.id, app.portal_reset_cooldown_hours);
     return {
-      // offline_days (PROTOCOL 12.5): 0 = offline files are off; the page offers the download only when on.
+      // offline_days (docs/protocol.md 12.5): 0 = offline files are off; the page offers the download only when on.
       app: { name: app.name, offline_days: app.offline_days },
       license: {
         key_preview: key.key_preview,
@@ -252,7 +252,7 @@ export class PortalService {
     };
   }
 
-  /** PROTOCOL 14.3: an offline file (12.5) for one of the customer's devices; audit `portal.offline`. */
+  /** docs/protocol.md 14.3: an offline file (12.5) for one of the customer's devices; audit `portal.offline`. */
   async offlineFile(s: PortalSessionRow, hwid: string, ip: string): Promise<{ success: true; license_file: string }> {
     const { key, user, app } = await this.writer(s);
     const { file } = await this.d.offline.offlineFileFor(

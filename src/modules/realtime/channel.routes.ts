@@ -9,7 +9,7 @@ import { dashboardHandler } from '../access/index.js';
 import { pathId } from '../../platform/http/validation.js';
 
 const NoticeBody = Type.Object(
-  { message: Type.String({ minLength: 1, maxLength: 4096 }) }, // PROTOCOL 11.18's free-text limit
+  { message: Type.String({ minLength: 1, maxLength: 4096 }) }, // docs/protocol.md 11.18's free-text limit
   { additionalProperties: false },
 );
 
@@ -44,7 +44,7 @@ export function channelRoutes(router: Router, { auth, push }: ChannelRoutesDeps)
     doc: {
       summary:
         'Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per ' +
-        'PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes ' +
+        'docs/protocol.md 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes ' +
         '(docs/protocol.md "Realtime channel")',
       tag: 'client',
       auth: 'client',

@@ -4,8 +4,8 @@
 //
 // Handshake. The client upgrades `GET /api/client/ws` sending X-Session and, as its X-Nonce,
 // base64url(its fresh X25519 public key); with require_signature the upgrade is signed like any call
-// (PROTOCOL 3, empty body), so the signature and the nonce ledger cover that key. The server's first
-// message is `hello` (a text frame) signed with the response-signing key (PROTOCOL 4's kid) over a
+// (docs/protocol.md 3, empty body), so the signature and the nonce ledger cover that key. The server's first
+// message is `hello` (a text frame) signed with the response-signing key (docs/protocol.md 4's kid) over a
 // transcript that binds the session, the client's key, the server's ephemeral key and this
 // connection's id. Both sides derive one HMAC key per direction from X25519 and HKDF-SHA256 salted
 // with the transcript's hash.

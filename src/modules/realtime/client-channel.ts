@@ -2,7 +2,7 @@
 // activated client session carries its heartbeat over one WebSocket and receives pushes (revoked,
 // update_required, notice). The upgrade passes the client gate of every REST call
 // (client/client-gate.ts); each call on the channel goes through the same gate and services as its
-// REST twin, so the heartbeat rules, refusals and audit lines are those of PROTOCOL 6. The wire
+// REST twin, so the heartbeat rules, refusals and audit lines are those of docs/protocol.md 6. The wire
 // format is client-channel.protocol.ts.
 // The socket itself (uWS: upgrade, cork, backpressure) is platform/http/sockets.ts's: this file sees
 // a Socket and plain data only. A message's ArrayBuffer is read before the handler returns.

@@ -65,7 +65,7 @@ export function sessionKey(session: string): string {
   return sha256(session).toString('hex');
 }
 
-/** The revocations a live event means for connected clients (pure; the order of kinds is SPEC's). */
+/** The revocations a live event means for connected clients (pure; the order of kinds is docs/spec.md's). */
 function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason }[] {
   const d = e.data;
   const appId = e.app_id;
@@ -94,7 +94,7 @@ function revocationsOf(e: LiveEvent): { target: PushTarget; reason: RevokeReason
       if ('hwid' in device) add('hwid_reset', device);
       break;
     case 'license.expire':
-      // PROTOCOL 12.8: the key reached expires_at; `user.expire` below is an end user's own expiry.
+      // docs/protocol.md 12.8: the key reached expires_at; `user.expire` below is an end user's own expiry.
       add('expired');
       break;
     case 'user.expire':

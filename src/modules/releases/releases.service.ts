@@ -460,7 +460,7 @@ export class ReleasesService {
   }
 }
 
-/** The session's response key: the upgrade answer is encrypted like every client answer (PROTOCOL 5). */
+/** The session's response key: the upgrade answer is encrypted like every client answer (docs/protocol.md 5). */
 function responseKeyOf(call: ClientCall<unknown>): Buffer | null {
   const k = call.session?.record.encKey ?? null;
   // Records stored before sealed tokens kept the enc_key itself.

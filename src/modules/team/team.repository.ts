@@ -50,7 +50,7 @@ export class TeamRepository {
   async deleteAndAdopt(id: string, newParentId: string): Promise<number> {
     const em = this.orm.em.fork();
     return em.transactional(async (tx) => {
-      // PROTOCOL 11.32: the accounts above it are kept, so its audit entries stay theirs to read.
+      // docs/protocol.md 11.32: the accounts above it are kept, so its audit entries stay theirs to read.
       await tx.execute(DELETED_SQL, [id, id, id]);
       const moved = await tx.nativeUpdate(AccountSchema, { parentId: id }, { parentId: newParentId });
       await tx.nativeDelete(AccountSchema, { id });
@@ -61,7 +61,7 @@ export class TeamRepository {
   /** Credits top-up in one statement: clamped at 0; an unlimited balance becomes finite at the amount. */
   /**
    * Adds (or removes) credits, clamping the balance at 0; false when the balance would pass int4's
-   * maximum (nothing is written: PROTOCOL 11.25).
+   * maximum (nothing is written: docs/protocol.md 11.25).
    */
   async addCredits(id: string, amount: number, now: Date): Promise<boolean> {
     const rows: unknown[] = await this.orm.em

@@ -18,7 +18,7 @@ const PatchBody = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 const PermissionsBody = Type.Object({ permissions: PermissionsObject }, { additionalProperties: false });
-// SPEC: "full desired list of app ids": a bare array, or {"allowed_apps": [...]}.
+// docs/spec.md: "full desired list of app ids": a bare array, or {"allowed_apps": [...]}.
 const AppsBody = Type.Union([
   Type.Array(Uuid, { maxItems: 1000 }),
   Type.Object({ allowed_apps: Type.Array(Uuid, { maxItems: 1000 }) }, { additionalProperties: false }),
@@ -36,7 +36,7 @@ const SubscriptionBody = Type.Object(
   { additionalProperties: false },
 );
 const PasswordBody = Type.Object({ password: Password }, { additionalProperties: false });
-// PROTOCOL 11.18: a webhook URL is free text of up to 4,096 characters.
+// docs/protocol.md 11.18: a webhook URL is free text of up to 4,096 characters.
 const WebhookBody = Type.Object({ webhook: Type.String({ maxLength: 4096 }) }, { additionalProperties: false });
 
 interface TeamRoutesDeps {

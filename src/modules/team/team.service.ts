@@ -1,4 +1,4 @@
-// The team tree (SPEC "Dashboard: team", rules 1-8; PROTOCOL 7, 11.7, 11.8, 11.11).
+// The team tree (docs/spec.md "Dashboard: team", rules 1-8; docs/protocol.md 7, 11.7, 11.8, 11.11).
 // Checks run in a fixed order: self-edit, then owner protection, then scope, then the rule of
 // the operation. Any change to role, enabled, apps, email or password revokes the target's sessions.
 import { AppError, ValidationError, validationError } from '../../errors.js';
@@ -32,7 +32,7 @@ interface TeamServiceDeps {
   now: () => number;
   /** Live streams re-check their subscribers after every team change. */
   access?: Pick<AccessSignal, 'changed'>;
-  /** An owner clears a member's second factor (PROTOCOL 13.2). */
+  /** An owner clears a member's second factor (docs/protocol.md 13.2). */
   twoFactor: { clear(accountId: string): Promise<boolean> };
   /** A reseller's balance change reaches its open dashboards (`account.credits`). */
   events?: Pick<EventBus, 'publishAccount'>;
@@ -95,13 +95,13 @@ export class TeamService {
     return e;
   }
 
-  /** SPEC rule 8: only apps the caller owns or is assigned can be given out. */
+  /** docs/spec.md "Dashboard: team" rule 8: only apps the caller owns or is assigned can be given out. */
   private async assertAssignable(p: Principal, appIds: readonly string[]): Promise<string[]> {
     const unique = [...new Set(appIds)];
     const visible = new Set((await this.d.repos.apps.list(scopeOf(p))).map((a) => a.id));
     const outside = unique.filter((id) => !visible.has(id));
     if (outside.length === 0) return unique;
-    // PROTOCOL 11.36: an app outside the caller's tree does not exist for it (404); one of its own
+    // docs/protocol.md 11.36: an app outside the caller's tree does not exist for it (404); one of its own
     // tree it was not given is refused (403).
     const tree = teamPolicy.crossesOwners(p)
       ? ({ kind: 'all' } as const)
@@ -134,7 +134,7 @@ export class TeamService {
     );
     const account = await this.team.update(created.id, {
       allowedApps,
-      // PROTOCOL 11.7: a reseller created with key_quota 0 (or none) is unlimited.
+      // docs/protocol.md 11.7: a reseller created with key_quota 0 (or none) is unlimited.
       keyQuota: teamPolicy.sells(role) && b.key_quota ? b.key_quota : null,
       notes: teamPolicy.sells(role) ? (b.notes ?? '') : '',
       permissions: teamPolicy.sells(role) ? { ...noPermissions(), ...b.permissions } : noPermissions(),
@@ -176,7 +176,7 @@ export class TeamService {
     return adopted;
   }
 
-  /** PROTOCOL 11.8: any subset of the eleven keys; omitted keys become false. */
+  /** docs/protocol.md 11.8: any subset of the eleven keys; omitted keys become false. */
   async setPermissions(p: Principal, id: string, permissions: Partial<Permissions>): Promise<Account> {
     const t = await this.target(p, id);
     const account = await this.team.update(t.id, {

@@ -47,7 +47,10 @@ interface ClusterNodeOptions {
   listen?: ListenOptions | undefined;
   /** This worker's balancer route (AFFINITY_ROUTE-<index>), advertised to the others with its address. */
   route?: string | undefined;
-  /** The cluster version it announces (tests of mixed clusters; 1: as a build before versions); default CLUSTER_VERSION. */
+  /**
+   * The cluster version it announces (tests of mixed clusters; 1: as a build before versions);
+   * default CLUSTER_VERSION.
+   */
   version?: number | undefined;
 }
 

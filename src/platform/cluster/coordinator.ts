@@ -1,5 +1,5 @@
-// The coordination port (STYLE 5): everything workers share goes through this interface.
-// LocalCoordinator serves one process without Redis; RedisCoordinator serves a cluster.
+// The coordination port (docs/architecture.md "House practices" 5): everything workers share goes through this
+// interface. LocalCoordinator serves one process without Redis; RedisCoordinator serves a cluster.
 // test/platform/cluster/coordinator.contract.test.ts runs one suite against both.
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 

@@ -1,5 +1,5 @@
-// Errors that cross workers (STYLE 7): a coded error raised on a shard's owner arrives at the
-// caller as the same error, with its code, its detail (an app's disabled_message, a 426 object)
+// Errors that cross workers (docs/architecture.md "House practices" 7): a coded error raised on a shard's owner arrives
+// at the caller as the same error, with its code, its detail (an app's disabled_message, a 426 object)
 // and its headers (Retry-After), so the HTTP answer is the one the owner would have given.
 import { AppError, ERRORS, ValidationError, type Detail, type ErrorCode, type ValidationIssue } from '../../errors.js';
 

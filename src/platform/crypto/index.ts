@@ -124,7 +124,7 @@ export function hmacSha256Base64(key: string | Uint8Array, data: string | Uint8A
   return hmacBlocks(key, data) ? hmacOuterHash('base64') : createHmac('sha256', key).update(data).digest('base64');
 }
 
-/** HMAC-SHA512: only where a foreign contract fixes it (shops' fulfilment webhooks, PROTOCOL 14.6). */
+/** HMAC-SHA512: only where a foreign contract fixes it (shops' fulfilment webhooks, docs/protocol.md 14.6). */
 export function hmacSha512(key: string | Uint8Array, data: string | Uint8Array): Buffer {
   return createHmac('sha512', key).update(data).digest();
 }
@@ -263,9 +263,9 @@ export async function burnPasswordCheck(password: string): Promise<false> {
   return false;
 }
 
-// ---- AES-256-CBC response encryption (PROTOCOL 5) -------------------------------------------
+// ---- AES-256-CBC response encryption (docs/protocol.md 5) -------------------------------------------
 
-/** PROTOCOL 5's response key: sha256(utf8(enc_key "-" api_secret)). */
+/** docs/protocol.md 5's response key: sha256(utf8(enc_key "-" api_secret)). */
 export function responseEncryptionKey(encKey: string, apiSecret: string): Buffer {
   return sha256(Buffer.from(`${encKey}-${apiSecret}`, 'utf8'));
 }

@@ -41,11 +41,11 @@ export interface ResponseSigningKey extends SigningKeyPair {
 }
 
 export interface Secrets {
-  /** The active response-signing key (PROTOCOL 4). */
+  /** The active response-signing key (docs/protocol.md 4). */
   readonly signing: ResponseSigningKey;
   /** Every published key; the active one is among them. */
   readonly publishedKeys: readonly ResponseSigningKey[];
-  /** Key of the HMAC under which license keys are stored (PROTOCOL 9). */
+  /** Key of the HMAC under which license keys are stored (docs/protocol.md 9). */
   readonly licenseHashKey: Buffer;
   /**
    * Key of the sealed client-session tokens (modules/client/session-token.ts). Derived from the active

@@ -1,5 +1,5 @@
 // The keys every host of a deployment must share (the response-signing seed, the license-hash key,
-// the two-factor key, and any added later: PROTOCOL 11.40)
+// the two-factor key, and any added later: docs/protocol.md 11.40)
 // are checked against the database at start: the first host records a keyed fingerprint of each
 // (HMAC-SHA256 under the key itself, of a fixed label: it tells keys apart and reveals nothing of
 // them), and a host whose key differs refuses to start. Without this, a host with other keys joins

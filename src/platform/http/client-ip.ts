@@ -1,5 +1,5 @@
 // Client IP: the socket address, or the right-most untrusted X-Forwarded-For hop when the socket
-// peer is a trusted proxy (PROTOCOL 1). node:net's BlockList does the CIDR matching.
+// peer is a trusted proxy (docs/protocol.md 1). node:net's BlockList does the CIDR matching.
 import { BlockList, isIP } from 'node:net';
 import { normalizeIp } from './ip-address.js';
 

@@ -1,4 +1,4 @@
-// PROTOCOL 3 (request signatures), 4 (response signatures) and 5 (response encryption).
+// docs/protocol.md 3 (request signatures), 4 (response signatures) and 5 (response encryption).
 import {
   aes256CbcEncrypt,
   constantTimeEqual,

@@ -1,5 +1,5 @@
-// The one mapping from thrown errors to HTTP replies (STYLE 7): `{detail}` bodies everywhere.
-// Besides coded errors it recognises the failures of the infrastructure below (errors.ts,
+// The one mapping from thrown errors to HTTP replies (docs/architecture.md "House practices" 7): `{detail}` bodies
+// everywhere. Besides coded errors it recognises the failures of the infrastructure below (errors.ts,
 // infrastructureError) so that an outage answers 503 with Retry-After and a lost unique-name race
 // answers the catalogue's conflict: never a 500 for something that is not a bug.
 import type { Logger } from 'pino';

@@ -1,5 +1,5 @@
 // Route registry: every route is declared once with its schemas; the registry mounts it on the
-// transport (with and without the /api prefix where PROTOCOL 1 says so) and writes the OpenAPI
+// transport (with and without the /api prefix where docs/protocol.md 1 says so) and writes the OpenAPI
 // document from the very schemas the handlers validate with.
 import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
@@ -9,7 +9,7 @@ import type { Method, Reply, RouteHandler } from './types.js';
 import type { HttpServer } from './uws.js';
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
-/** PROTOCOL 1, 11.27: calls carrying a screenshot (3 MiB decoded, 4 MiB as base64) may send 5 MiB. */
+/** docs/protocol.md 1, 11.27: calls carrying a screenshot (3 MiB decoded, 4 MiB as base64) may send 5 MiB. */
 export const SCREENSHOT_BODY_LIMIT = 5 * 1024 * 1024;
 
 export interface RouteDoc {
@@ -31,7 +31,7 @@ interface Route {
   method: Method;
   /** Canonical path with `:param` segments, e.g. `/api/apps/:id`. */
   path: string;
-  /** Also serve the path without its `/api` prefix (PROTOCOL 1). */
+  /** Also serve the path without its `/api` prefix (docs/protocol.md 1). */
   unprefixed?: boolean;
   bodyLimit?: number;
   /** The handler reads the body as it arrives (IncomingRequest.upload), up to bodyLimit. */
@@ -51,7 +51,7 @@ export class Router {
     this.matchers = undefined;
   }
 
-  /** Methods some route serves at this concrete path (an unmatched request's 405 `Allow`, PROTOCOL 11.20). */
+  /** Methods some route serves at this concrete path (an unmatched request's 405 `Allow`, docs/protocol.md 11.20). */
   methodsAt(path: string): Method[] {
     this.matchers ??= this.routes.flatMap((r) => {
       const variants = r.unprefixed ? [r.path, r.path.replace(/^\/api/, '')] : [r.path];
@@ -81,7 +81,7 @@ export class Router {
   }
 
   /**
-   * PROTOCOL 11.20: an unknown path is 404, a known path with another method 405 with `Allow`;
+   * docs/protocol.md 11.20: an unknown path is 404, a known path with another method 405 with `Allow`;
    * `finish` (the client signature under /api/client/) applies to them like to every answer.
    */
   mountFallback(

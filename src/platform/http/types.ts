@@ -1,4 +1,5 @@
-// Transport-neutral request and reply: route handlers never see a uWS object (STYLE 1).
+// Transport-neutral request and reply: route handlers never see a uWS object (docs/architecture.md "House practices"
+// 1).
 import type { BodyStream } from './body-stream.js';
 import type { FileBody } from './file-reply.js';
 

@@ -1,4 +1,4 @@
-// The only module that touches uWebSockets.js request/response objects (STYLE 1, 2).
+// The only module that touches uWebSockets.js request/response objects (docs/architecture.md "House practices" 1, 2).
 // uWS rules this file enforces for every route, so no route has to remember them:
 // - `req` is only valid synchronously inside the handler: headers, url, params and the peer
 //   address are copied out before anything awaits;
@@ -49,7 +49,7 @@ interface HttpServerOptions {
   onReply?: (pattern: string, method: Method, status: number, startedAt: bigint) => void;
   /**
    * Turns an error reply the guard made into what leaves the server (under /api/client/ every
-   * answer is signed, PROTOCOL 4); identity when absent.
+   * answer is signed, docs/protocol.md 4); identity when absent.
    */
   finishError?: (method: string, path: string, nonce: string, reply: Reply) => Reply;
 }
@@ -294,7 +294,7 @@ export function createHttpServer(uws: Uws, opts: HttpServerOptions): HttpServer 
         send(res, aborted, opts.finishError?.(method, path, headers['x-nonce'] ?? '', reply) ?? reply, true);
         return;
       }
-      // PROTOCOL 11.33 (docs/security.md "Declared lengths"): uWS closes the connection right after
+      // docs/protocol.md 11.33 (docs/security.md "Declared lengths"): uWS closes the connection right after
       // this callback on a Content-Length of 10 digits or more or one that is not a decimal number,
       // whatever we answer. No handler may act on such a request (a DELETE would run to the end):
       // it gets the 413 it would get anyway, which seldom leaves before the close.

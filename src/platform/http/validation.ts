@@ -8,7 +8,7 @@ import { AppError, ValidationError, type ValidationIssue } from '../../errors.js
 /**
  * One line of plain text: no control or format character (Unicode Cc, Cf: zero-width characters and
  * bidirectional marks included) and no whitespace at either end. Identifiers a client computes
- * (a HWID) must be this, or two spellings that look alike would be two devices (PROTOCOL 11.38).
+ * (a HWID) must be this, or two spellings that look alike would be two devices (docs/protocol.md 11.38).
  */
 const PLAIN_LINE = /^(?!\s)(?!.*\s$)[^\p{Cc}\p{Cf}]*$/su;
 FormatRegistry.Set('plain-line', (v) => PLAIN_LINE.test(v));
@@ -54,7 +54,7 @@ function issuesOf<T extends TSchema>(check: TypeCheck<T>, value: unknown, where:
 
 /**
  * PostgreSQL text cannot hold U+0000, so text carrying it is refused at the edge for every route
- * (PROTOCOL 11.18): it is never stored, never reaches a query, never becomes a 500.
+ * (docs/protocol.md 11.18): it is never stored, never reaches a query, never becomes a 500.
  */
 function nulIssue(value: unknown, where: string): ValidationIssue | undefined {
   // Iterative: fields a schema leaves open (client bodies ignore unknown fields) may nest thousands deep.

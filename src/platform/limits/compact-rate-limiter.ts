@@ -1,4 +1,4 @@
-// The per-address client-call limits (SPEC Limits, PROTOCOL 11.3) of a process without Redis, in
+// The per-address client-call limits (docs/spec.md "Limits", docs/protocol.md 11.3) of a process without Redis, in
 // 12 bytes a tracked address instead of rate-limiter-flexible's memory store (an object, a
 // string key and a timer per address: about 250 bytes, so a flood from many addresses grew the
 // heap by that much per address and minute). Same rule: a fixed window per key that

@@ -1,4 +1,4 @@
-// Failed-attempt lockouts (PROTOCOL 2, 7, 11.4, 11.31) on rate-limiter-flexible, shared by all
+// Failed-attempt lockouts (docs/protocol.md 2, 7, 11.4, 11.31) on rate-limiter-flexible, shared by all
 // workers through the coordinator. The Nth failure still answers normally; from then on the key is
 // blocked for `lockSeconds` and every attempt, even a correct one, answers 429.
 //

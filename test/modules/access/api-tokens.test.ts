@@ -1,4 +1,4 @@
-// API tokens (PROTOCOL 13.1) against a real server: creation (shown once, stored as a keyed hash),
+// API tokens (docs/protocol.md 13.1) against a real server: creation (shown once, stored as a keyed hash),
 // listing with last use, revocation (own; an owner also its tree's), scopes and app_ids narrowing
 // the account's rights as they are at each call, the 401 and 403 texts, tokens only in the
 // Authorization header (never a query string or a cookie), live streams, the per-token rate limit,
@@ -167,7 +167,7 @@ describe('what a token reaches', () => {
     const [keyB] = (await owner.post(`/api/apps/${appB}/licenses`, { amount: 1, duration: 1 })).body;
     const reset = await as.post(`/api/licenses/${keyB.id}/reset-hwid`);
     expect([reset.status, reset.body]).toEqual([403, SCOPE_DENIED]);
-    // Another owner's app does not exist for this tree, app_ids or not (PROTOCOL 11.36).
+    // Another owner's app does not exist for this tree, app_ids or not (docs/protocol.md 11.36).
     const rivals = await as.get(`/api/apps/${rivalApp}`);
     expect([rivals.status, rivals.body]).toEqual([404, { detail: 'Application not found' }]);
     const [keyA] = (await as.post(`/api/apps/${appA}/licenses`, { amount: 1, duration: 1 })).body;

@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-describe('dashboard sign-in (PROTOCOL 7)', () => {
+describe('dashboard sign-in (docs/protocol.md 7)', () => {
   it('bootstraps the owner from OWNER_USERNAME/OWNER_PASSWORD and signs in with a bearer token and an HttpOnly cookie', async () => {
     const r = await api.post('/api/auth/login', OWNER);
     expect(r.status).toBe(200);

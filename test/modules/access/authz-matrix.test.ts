@@ -42,7 +42,7 @@ const make = {
       `update license_keys set reseller_id = ?, status = 'used', used_by = 'license-only', expires_at = now() + interval '5 days' where id = ?`,
       [resellerId, k.id],
     );
-    // One device (PROTOCOL 12.1), so the device routes have something to remove.
+    // One device (docs/protocol.md 12.1), so the device routes have something to remove.
     await sql(
       `insert into key_devices (license_id, hwid, first_seen, last_seen, bound) values (?, ?, now(), now(), true)`,
       [k.id, MATRIX_DEVICE],
@@ -113,12 +113,30 @@ const make = {
 };
 type Param = keyof typeof make;
 
+/** An air-gapped machine's activation request (docs/air-gapped.md) for a fresh key of the path's app, in the reseller's scope. */
+async function activationBody(path: string): Promise<unknown> {
+  const app = /\/apps\/([^/]+)\//.exec(path)![1]!;
+  const [k] = (await owner.post(`/apps/${app}/licenses`, { amount: 1, duration: 5 })).body;
+  await sql('update license_keys set reseller_id = ? where id = ?', [resellerId, k.id]);
+  const request = {
+    v: 1,
+    app_id: app,
+    key: k.key,
+    hwid: MATRIX_DEVICE,
+    nonce: Buffer.alloc(16, 1).toString('base64url'),
+    created_at: new Date().toISOString(),
+  };
+  return { request: `kwreq1.${Buffer.from(JSON.stringify(request)).toString('base64url')}` };
+}
+
 interface Row {
   method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
   path: string;
   /** A query string the route needs (appended to the path as it is). */
   query?: string;
+  /** The body, or made for the concrete path (an activation request must name that path's app). */
   body?: unknown;
+  makeBody?: (path: string) => Promise<unknown>;
   /** What a reseller needs: a permission, 'allow' (nothing), or 'deny' (never). */
   reseller: PermissionKey | 'allow' | 'deny';
   admin?: boolean;
@@ -150,6 +168,18 @@ const ROWS: Row[] = [
   { method: 'DELETE', path: '/api/licenses/{lic}/devices/{hwid}', reseller: 'reset_hwid' },
   { method: 'PATCH', path: '/api/licenses/{lic}', body: { note: 'matrix' }, reseller: 'generate_keys' },
   { method: 'POST', path: '/api/licenses/{lic}/offline', body: { hwid: MATRIX_DEVICE }, reseller: 'generate_keys' },
+  {
+    method: 'POST',
+    path: '/api/apps/{app}/offline-activations',
+    makeBody: activationBody,
+    reseller: 'generate_keys',
+  },
+  {
+    method: 'POST',
+    path: '/api/licenses/{lic}/pools',
+    body: { seats: 2, valid_days: 30, relay_id: 'matrix-relay' },
+    reseller: 'deny',
+  },
   { method: 'GET', path: '/api/apps/{app}/entitlements', reseller: 'allow' },
   { method: 'PUT', path: '/api/apps/{app}/entitlements', body: { entitlements: [] }, reseller: 'deny' },
   { method: 'PATCH', path: '/api/licenses/{lic}/ban', body: {}, reseller: 'ban_unban_keys' },
@@ -281,7 +311,7 @@ beforeAll(async () => {
   resellerId = (await admin.post('/api/team', { username: 'matrixseller', password: 'seller-pass-1' })).body.id;
   reseller = await new Api(t.base).signIn('matrixseller', 'seller-pass-1');
   appId = await make.app();
-  // Offline files on (PROTOCOL 12.5), so POST /api/licenses/{id}/offline can answer 200.
+  // Offline files on (docs/protocol.md 12.5), so POST /api/licenses/{id}/offline can answer 200.
   await owner.patch(`/apps/${appId}`, { offline_days: 7 });
 });
 afterAll(() => t.close());
@@ -289,9 +319,11 @@ afterAll(() => t.close());
 async function attempt(row: Row, who: Who): Promise<{ status: number; body: any }> {
   let path = row.path;
   for (const m of row.path.matchAll(/\{(\w+)\}/g)) path = path.replace(m[0], await make[m[1] as Param]());
-  const body = JSON.parse(
-    JSON.stringify(row.body ?? null)?.replace('RANDOM', `n${Math.random().toString(36).slice(2, 10)}`) ?? 'null',
-  );
+  const body = row.makeBody
+    ? await row.makeBody(path)
+    : JSON.parse(
+        JSON.stringify(row.body ?? null)?.replace('RANDOM', `n${Math.random().toString(36).slice(2, 10)}`) ?? 'null',
+      );
   const api = { owner, admin, reseller, 'reseller+perm': reseller, developer, rival, anonymous: owner.as(undefined) }[
     who
   ];

@@ -1,4 +1,4 @@
-// PROTOCOL 11.36 and 11.37, walking the router's own table: every dashboard route that names an
+// docs/protocol.md 11.36 and 11.37, walking the router's own table: every dashboard route that names an
 // application, or a key, end user, blacklist entry or product inside one, is called by every kind of
 // caller of owner 1's tree (owner, admin, reseller with no permission and with all of them, API tokens
 // with every scope, limited to an app, with one scope, a reseller's) with owner 2's ids: 404 with the
@@ -100,7 +100,7 @@ function namingRoutes() {
   return t.server.app.router.routes.filter((r) => r.doc.auth === 'dashboard' && NAMES_RECORD.test(r.path));
 }
 
-describe("another owner's application does not exist for this tree (PROTOCOL 11.36)", () => {
+describe("another owner's application does not exist for this tree (docs/protocol.md 11.36)", () => {
   it('the walk covers every kind of record and the routes of each', () => {
     const routes = namingRoutes();
     expect(routes.length).toBeGreaterThan(30);
@@ -167,7 +167,7 @@ describe("another owner's application does not exist for this tree (PROTOCOL 11.
   });
 });
 
-describe('a token limited by app_ids creates no application (PROTOCOL 11.37)', () => {
+describe('a token limited by app_ids creates no application (docs/protocol.md 11.37)', () => {
   it('403 with the scope text, and nothing is created; a token without app_ids may', async () => {
     const before = (await owner.get('/api/apps')).body.length as number;
     for (const who of ['owner token, every scope, app_ids [A]', 'admin token, app_ids [A]']) {

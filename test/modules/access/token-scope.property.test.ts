@@ -1,4 +1,4 @@
-// A reseller's API token never exceeds the reseller (PROTOCOL 13.1), as a property: for random
+// A reseller's API token never exceeds the reseller (docs/protocol.md 13.1), as a property: for random
 // permission sets of the reseller and random token scopes and app_ids, every dashboard route of the
 // router's own table is called with the token and (where the token may) with the reseller's own
 // session, on fresh records. Outside its scopes the token gets exactly 403 `Token scope does not

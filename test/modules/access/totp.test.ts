@@ -49,7 +49,7 @@ describe('TOTP (RFC 6238, HMAC-SHA1, 6 digits, 30 s)', () => {
     expect(matchTotp(SEED, 'abcdef', now)).toBeNull();
   });
 
-  it('spells the otpauth URL as PROTOCOL 13.2 does', () => {
+  it('spells the otpauth URL as docs/protocol.md 13.2 does', () => {
     expect(otpauthUrl('alice_1', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567')).toBe(
       'otpauth://totp/Keywarden:alice_1?secret=ABCDEFGHIJKLMNOPQRSTUVWXYZ234567&issuer=Keywarden',
     );

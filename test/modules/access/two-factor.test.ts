@@ -1,4 +1,4 @@
-// Two-factor sign-in (PROTOCOL 13.2) against a real server: setup, enable with a code, the ten
+// Two-factor sign-in (docs/protocol.md 13.2) against a real server: setup, enable with a code, the ten
 // recovery codes, sign-in with a code or a recovery code (each once), the lockout counting wrong
 // codes, disable, the owner's policy and its reset of a member's second factor, secrets sealed at
 // rest, and no secret or code in any audit field.

@@ -1,4 +1,4 @@
-// SPEC error tables of register, login and license, row by row, plus PROTOCOL 2's rules.
+// docs/spec.md error tables of register, login and license, row by row, plus docs/protocol.md 2's rules.
 // Every response's Ed25519 signature is verified by the test client.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
@@ -210,7 +210,7 @@ describe('POST /api/client/register', () => {
       note: 'x'.repeat(20_000),
     });
     expect(padded.status).toBe(413);
-    // A PNG (PROTOCOL 11.27 accepts PNG, JPEG and WebP, told by their first bytes).
+    // A PNG (docs/protocol.md 11.27 accepts PNG, JPEG and WebP, told by their first bytes).
     const shot = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(200_000, 7)]).toString('base64');
     const ok = await c.post('/api/client/register', {
       session,
@@ -508,7 +508,7 @@ describe('the shared gate', () => {
     });
   });
 
-  describe('request signatures (PROTOCOL 3)', () => {
+  describe('request signatures (docs/protocol.md 3)', () => {
     it('accepts a correct signature and refuses missing headers, bad signatures, stale or future timestamps and replayed nonces', async () => {
       const f = await appFixture(t, { require_signature: true });
       const c = f.client();

@@ -98,7 +98,7 @@ describe('POST /api/client/init', () => {
     expect(r.status).toBe(200);
   });
 
-  it('encrypts the init response when enc_key and init_iv are sent (PROTOCOL 5)', async () => {
+  it('encrypts the init response when enc_key and init_iv are sent (docs/protocol.md 5)', async () => {
     const f = await appFixture(t, { force_encryption: true });
     const r = await f
       .client()

@@ -1,4 +1,4 @@
-// SPEC's license tables as ordered guards: the first failing check decides the answer.
+// docs/spec.md's license tables as ordered guards: the first failing check decides the answer.
 import { describe, expect, it } from 'vitest';
 import {
   isClaimable,
@@ -27,7 +27,7 @@ const key = (over: Partial<KeyFacts> = {}): KeyFacts => ({
 const device = { hwid: 'hwid-0001', hwidLock: true, maxDevices: 1 };
 
 describe('judgeRegister', () => {
-  it('refuses in SPEC order: unknown, banned, already used', () => {
+  it('refuses in docs/spec.md order: unknown, banned, already used', () => {
     expect(judgeRegister(undefined)).toEqual({ ok: false, code: 'license_invalid' });
     expect(judgeRegister(key({ status: 'banned', usedBy: 'x', userId: 'u' }))).toEqual({
       ok: false,
@@ -41,7 +41,7 @@ describe('judgeRegister', () => {
     expect(judgeRegister(key({ status: 'pending' }))).toEqual({ ok: false, code: 'license_used' });
   });
 
-  it('claims an unused key, and a used key whose user was deleted (PROTOCOL 11.10)', () => {
+  it('claims an unused key, and a used key whose user was deleted (docs/protocol.md 11.10)', () => {
     expect(judgeRegister(key())).toMatchObject({ ok: true });
     const orphan = key({ status: 'used', usedBy: 'gone', userId: null, expiresAt: new Date(NOW + 5 * DAY) });
     expect(isClaimable(orphan)).toBe(true);
@@ -54,7 +54,7 @@ describe('judgeRegister', () => {
 });
 
 describe('judgeActivate', () => {
-  it('refuses in SPEC order: unknown, banned, in progress, not valid', () => {
+  it('refuses in docs/spec.md order: unknown, banned, in progress, not valid', () => {
     expect(judgeActivate(undefined, device, NOW)).toEqual({ ok: false, code: 'license_invalid' });
     expect(judgeActivate(key({ status: 'banned' }), device, NOW)).toEqual({ ok: false, code: 'license_banned' });
     expect(judgeActivate(key({ status: 'pending' }), device, NOW)).toEqual({ ok: false, code: 'license_in_progress' });

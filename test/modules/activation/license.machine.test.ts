@@ -1,4 +1,4 @@
-// The license actor walks SPEC's key state table with injected steps (`provide`, no module mocks).
+// The license actor walks docs/spec.md's key state table with injected steps (`provide`, no module mocks).
 import { describe, expect, it } from 'vitest';
 import { createActor, waitFor } from 'xstate';
 import { pino } from 'pino';
@@ -54,7 +54,7 @@ function effects(over: Partial<LicenseEffects>): LicenseEffects {
 async function operate(fx: LicenseEffects, op: typeof activate | typeof register) {
   const host = new LicenseHost(fx, { log: pino({ level: 'silent' }), now: () => 0 });
   const visited: string[] = [];
-  // One actor, observed from outside: the states it passes through are SPEC's transitions.
+  // One actor, observed from outside: the states it passes through are docs/spec.md's transitions.
   const m = (host as unknown as { machine: typeof licenseMachine }).machine;
   const a = createActor(m, { input: { licenseId: 'k1' } });
   a.subscribe((s) => visited.push(String(s.value)));

@@ -1,7 +1,7 @@
-// PROTOCOL 12 against a real server: devices per key and per user (with the exact limit under a
+// docs/protocol.md 12 against a real server: devices per key and per user (with the exact limit under a
 // race), entitlements, trials (once per HWID, even racing), offline license files (verified as the
 // SDK vectors verify them), grace on activation and heartbeat answers (REST and the channel), and
-// PATCH /api/licenses/{id} (PROTOCOL 15.2).
+// PATCH /api/licenses/{id} (docs/protocol.md 15.2).
 import { createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
@@ -37,7 +37,7 @@ async function keyRow(f: AppFixture, key: string) {
   return r.body.items.find((k: { key_preview: string }) => k.key_preview === `${key.slice(0, 4)}****${key.slice(-4)}`);
 }
 
-describe('application fields (PROTOCOL 12.7)', () => {
+describe('application fields (docs/protocol.md 12.7)', () => {
   it('appear in GET /api/apps/{id} at their defaults, are patchable, and are bounded with a 422', async () => {
     const f = await appFixture(t);
     const got = await f.owner.get(`/api/apps/${f.app.id}`);
@@ -67,14 +67,14 @@ describe('application fields (PROTOCOL 12.7)', () => {
   });
 });
 
-describe('devices per license (PROTOCOL 12.1)', () => {
+describe('devices per license (docs/protocol.md 12.1)', () => {
   it('with hwid_lock, a key holds up to max_devices HWIDs; removing one frees its place; reset clears all', async () => {
     const f = await appFixture(t, { hwid_lock: true, max_devices: 3 });
     const [key] = await f.keys(1);
     const sub = await Subscriber.open(t.base, f.owner.token);
     await sub.subscribe(f.app.id);
     for (const n of [1, 2, 3]) expect((await activate(f, key!, hwid(`D${n}`))).r.status).toBe(200);
-    // A held device comes back; a fourth is refused as SPEC's HWID mismatch.
+    // A held device comes back; a fourth is refused as docs/spec.md's HWID mismatch.
     expect((await activate(f, key!, hwid('D2').toUpperCase())).r.status).toBe(200);
     const fourth = await activate(f, key!, hwid('D4'));
     expect(fourth.r.status).toBe(403);
@@ -109,7 +109,7 @@ describe('devices per license (PROTOCOL 12.1)', () => {
     expect((await keyRow(f, key!)).devices.map((d: { hwid: string }) => d.hwid)).toEqual([hwid('D9')]);
   });
 
-  it('without hwid_lock every HWID is recorded and none is refused; at the defaults SPEC pins one HWID', async () => {
+  it('without hwid_lock every HWID is recorded and none is refused; at the defaults docs/spec.md pins one HWID', async () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1);
     for (const n of [1, 2, 3]) expect((await activate(f, key!, hwid(`F${n}`))).r.status).toBe(200);
@@ -189,7 +189,7 @@ describe('devices per license (PROTOCOL 12.1)', () => {
   });
 });
 
-describe('entitlements (PROTOCOL 12.3)', () => {
+describe('entitlements (docs/protocol.md 12.3)', () => {
   it('catalogue, codes on keys (generation, PATCH), sorted in answers; a removed code leaves every key', async () => {
     const f = await appFixture(t);
     const put = await f.owner.put(`/api/apps/${f.app.id}/entitlements`, {
@@ -257,7 +257,7 @@ describe('entitlements (PROTOCOL 12.3)', () => {
   });
 });
 
-describe('PATCH /api/licenses/{id} (PROTOCOL 15.2)', () => {
+describe('PATCH /api/licenses/{id} (docs/protocol.md 15.2)', () => {
   it('changes level and note, is audited as license.update, and refuses unknown or out-of-range fields', async () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1, { level: 2 });
@@ -277,7 +277,7 @@ describe('PATCH /api/licenses/{id} (PROTOCOL 15.2)', () => {
   });
 });
 
-describe('trials (PROTOCOL 12.4)', () => {
+describe('trials (docs/protocol.md 12.4)', () => {
   it('off by default; once per HWID and application, even after the trial key is deleted', async () => {
     const off = await appFixture(t);
     const oc = off.client();
@@ -331,7 +331,7 @@ describe('trials (PROTOCOL 12.4)', () => {
   });
 });
 
-describe('offline license files (PROTOCOL 12.5)', () => {
+describe('offline license files (docs/protocol.md 12.5)', () => {
   async function pinned() {
     const keys = (await f0().get('/api/client/keys')).body.keys as { kid: string; public_key: string }[];
     return pinKeys(keys.map((k) => ({ kid: k.kid, alg: 'Ed25519', public_key: k.public_key }) as never));
@@ -456,7 +456,7 @@ describe('offline license files (PROTOCOL 12.5)', () => {
   });
 });
 
-describe('grace (PROTOCOL 12.6)', () => {
+describe('grace (docs/protocol.md 12.6)', () => {
   it('absent at grace_hours 0; now + grace_hours or the expiry when earlier, on REST and channel beats', async () => {
     const none = await appFixture(t);
     const [k0] = await none.keys(1);

@@ -12,7 +12,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe('applications', () => {
-  it('creates an app with SPEC defaults and generated credentials', async () => {
+  it('creates an app with docs/spec.md defaults and generated credentials', async () => {
     const r = await owner.post('/apps', { name: 'Alpha', description: 'first' });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({

@@ -1,4 +1,4 @@
-// Blacklist ranges and reasons (PROTOCOL 15.4): an `ip` entry may be a CIDR range, IPv4 or IPv6, and
+// Blacklist ranges and reasons (docs/protocol.md 15.4): an `ip` entry may be a CIDR range, IPv4 or IPv6, and
 // blocks every address inside it on the client path (403); entries keep a reason of up to 500 characters.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../helpers/server.js';

@@ -1,4 +1,4 @@
-// A reseller's view of its applications (PROTOCOL 15.3): the app rows carry counts of its own records
+// A reseller's view of its applications (docs/protocol.md 15.3): the app rows carry counts of its own records
 // only, and only with view_stats; and its credit balance reaches its open dashboard as a live event on
 // every change (a top-up, a deduction, a spend on generation).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Who did what (PROTOCOL 13.3): every dashboard write's audit entry names its actor (and the token,
+// Who did what (docs/protocol.md 13.3): every dashboard write's audit entry names its actor (and the token,
 // when one was used) in the application's log; account-level events go to GET /api/audit, which an
 // owner reads for its tree, an admin for its subtree, a reseller for itself, newest first with a
 // cursor; the application log filters by actor.
@@ -68,7 +68,7 @@ describe("actors on an application's log", () => {
     }[];
     expect(sellers.length).toBeGreaterThanOrEqual(2);
     for (const e of sellers) expect(e.actor.username).toBe('audseller');
-    // A reseller sees its own records' entries (PROTOCOL 11.9), with their actors.
+    // A reseller sees its own records' entries (docs/protocol.md 11.9), with their actors.
     const own = (await reseller.get(`/api/apps/${appId}/logs`)).body as { actor: { username: string } | null }[];
     expect(own.length).toBeGreaterThan(0);
     for (const e of own) expect(e.actor?.username).toBe('audseller');

@@ -1,4 +1,4 @@
-// Audit entries outlive their actors (PROTOCOL 11.32): an admin creates a token and acts with it, its
+// Audit entries outlive their actors (docs/protocol.md 11.32): an admin creates a token and acts with it, its
 // reseller signs in and acts; then the admin deletes the reseller and the owner deletes the admin.
 // Every entry the owner saw before it still sees, in GET /api/audit and in the application's log,
 // with the actor as recorded and `deleted: true`; the admin above a deleted reseller keeps its view too.

@@ -1,4 +1,4 @@
-// The audit log as CSV (PROTOCOL 15.5): the listing's filters, every entry once past a page, and
+// The audit log as CSV (docs/protocol.md 15.5): the listing's filters, every entry once past a page, and
 // without view_ip no address column and no address inside a detail.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../../helpers/http.js';

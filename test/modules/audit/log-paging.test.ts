@@ -1,4 +1,4 @@
-// The audit log at volume (PROTOCOL 15.1): newest first by (time, id), and `before` paging reaches every
+// The audit log at volume (docs/protocol.md 15.1): newest first by (time, id), and `before` paging reaches every
 // entry exactly once, although thousands share one time and ids disagree with times (an entry queued
 // early is written late); filters by text (detail or actor), time range and action.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Sealed client-session tokens: PROTOCOL 2's shape, a round trip, and nothing but the
+// Sealed client-session tokens: docs/protocol.md 2's shape, a round trip, and nothing but the
 // exact token this deployment wrote opens: every single-bit change, another key, junk, and the
 // non-canonical spelling of the same bytes are refused.
 import { randomBytes, randomUUID } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Products and order fulfilment (PROTOCOL 14.4-14.7) against a real server: Stripe-Signature exactly
+// Products and order fulfilment (docs/protocol.md 14.4-14.7) against a real server: Stripe-Signature exactly
 // as Stripe documents it (t, any v1, 300 s either way, a changed body refused), keys created once per
 // event even under ten concurrent deliveries, quantity and body bounds, dynamic delivery answering the
 // same keys for the same order id, the buyer's order page, and orders on the dashboard.

@@ -1,5 +1,5 @@
 // Activation geo, known_countries, the Logs Location column and the "new device or new location"
-// alert (SPEC "End user", "Log entry", "Alert webhook"), against the packaged DB-IP Lite
+// alert (docs/spec.md "End user", "Log entry", "Alert webhook"), against the packaged DB-IP Lite
 // city database. The addresses are real public ones whose place that pinned database states:
 // 81.2.69.142 London GB, 8.8.8.8 Mountain View US, 193.0.6.139 Amsterdam NL, 194.150.168.168 Berlin DE.
 // They only travel in X-Forwarded-For (the server trusts 127.0.0.1 as its proxy); nothing connects to them.
@@ -134,7 +134,7 @@ describe('activation geo', () => {
   });
 });
 
-describe('hiding without view_ip (SPEC hiding rule 3, PROTOCOL 11.17)', () => {
+describe('hiding without view_ip (docs/spec.md "Reseller scoping and hiding" rule 3, docs/protocol.md 11.17)', () => {
   it('removes ip, known_countries, geo fields and log locations; they are absent, not empty', async () => {
     const f = await appFixture(t);
     const perms = { view_keys: true, view_auth_logs: true, generate_keys: true, view_hwid: true };
@@ -205,7 +205,7 @@ describe('hiding without view_ip (SPEC hiding rule 3, PROTOCOL 11.17)', () => {
   });
 });
 
-describe('new device or new location alert (SPEC "Alert webhook" rule 1)', () => {
+describe('new device or new location alert (docs/spec.md "Alert webhook" rule 1)', () => {
   it('a login from a new country or a new HWID writes a warning client.alert and marks the webhook; a familiar one does not', async () => {
     const f = await appFixture(t, { webhook: `${hookBase}/alerts` });
     await register(f, LONDON, 'geo-alert');

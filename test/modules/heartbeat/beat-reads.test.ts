@@ -2,7 +2,7 @@
 // at the upgrade: a beat on it is served without reading the session's record again; a REST beat reads
 // it once per worker and then takes the record it read, while a heartbeat start or stop still reads the
 // record afresh (a new activation of the session may have changed its key). The refusal budget
-// (PROTOCOL 11.26) is read only for a session or an address this worker refused in the window.
+// (docs/protocol.md 11.26) is read only for a session or an address this worker refused in the window.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// A removed device ends the sessions running on it and no other (PROTOCOL 12.1, 14.3), against a real
+// A removed device ends the sessions running on it and no other (docs/protocol.md 12.1, 14.3), against a real
 // server: one key (or end user) activated from two HWIDs, heartbeats running over REST and the
 // realtime channel; the dashboard's one-device removal of a key and of a user, and the portal's
 // one-device reset, kill the removed device's sessions (next beat 403, channel `revoked` with

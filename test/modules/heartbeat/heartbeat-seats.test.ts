@@ -1,4 +1,4 @@
-// Floating seats (PROTOCOL 12.2) on one worker: the bound per key (the app's or the key's own),
+// Floating seats (docs/protocol.md 12.2) on one worker: the bound per key (the app's or the key's own),
 // `reject` and `kick_oldest` (REST and the realtime channel), seats freed by stop, kill, expiry and
 // a session that is no longer alive, end users counting against their key, live_sessions on key
 // rows, the settings' validation, and the kill's audit line, live event and webhook.
@@ -241,7 +241,7 @@ describe('an unlimited key (max_sessions 0, the default)', () => {
     clock.advance(16_000); // no longer alive (3 intervals), still inside the 60 s expiry window
     for (let i = 0; i < 17; i++) await started(f, key!); // the table is tidied once it holds 16
     expect((await keyRow(f)).live_sessions).toBe(17);
-    // SPEC unchanged: the late session's next beat is accepted (with a drift warning).
+    // docs/spec.md unchanged: the late session's next beat is accepted (with a drift warning).
     expect((await beat(late, 2)).status).toBe(200);
     expect((await keyRow(f)).live_sessions).toBe(18);
   });

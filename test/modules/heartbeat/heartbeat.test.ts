@@ -275,7 +275,7 @@ describe('expiry and stop', () => {
   });
 });
 
-describe('require_heartbeat (PROTOCOL 2, SPEC "Session alive")', () => {
+describe('require_heartbeat (docs/protocol.md 2, docs/spec.md "Session alive")', () => {
   it('first auth call is free; later ones need a live heartbeat session', async () => {
     const f = await appFixture(t, { require_heartbeat: true, heartbeat_interval: 5 });
     const [key] = await f.keys(1);

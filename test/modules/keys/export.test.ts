@@ -1,4 +1,4 @@
-// CSV exports of keys and users (PROTOCOL 15.5): streamed text/csv with a header row, the listings'
+// CSV exports of keys and users (docs/protocol.md 15.5): streamed text/csv with a header row, the listings'
 // filters and reseller scoping, and a hidden field's column absent; a slow reader gets every row.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Importing keys (PROTOCOL 15.6): list and KeyAuth rows; a key already in the application is skipped
+// Importing keys (docs/protocol.md 15.6): list and KeyAuth rows; a key already in the application is skipped
 // with its preview and the reason; an invalid row fails the whole import with 422 naming its index;
 // imported keys activate like generated ones; limits of 8 MiB and 50,000 keys; a dry run writes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

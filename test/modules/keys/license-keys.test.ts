@@ -9,7 +9,7 @@ import {
   pricePerKey,
 } from '../../../src/modules/keys/license-keys.js';
 
-describe('mask expansion (SPEC key generation rule 1)', () => {
+describe('mask expansion (docs/spec.md "Key generation" rule 1)', () => {
   it('replaces every *, # and X with an alphabet character and copies everything else', () => {
     for (let i = 0; i < 200; i++) {
       const key = expandMask('AB-*#X-z9.', 'Q7');
@@ -37,7 +37,7 @@ describe('alphabet (rule 2)', () => {
   });
 });
 
-describe('durations (rule 3, PROTOCOL 11.6)', () => {
+describe('durations (rule 3, docs/protocol.md 11.6)', () => {
   it.each([
     [1, 'hours', 1],
     [24, 'hours', 1],
@@ -72,7 +72,7 @@ describe('price per key (rule 4)', () => {
   });
 });
 
-describe('key preview (PROTOCOL 11.15)', () => {
+describe('key preview (docs/protocol.md 11.15)', () => {
   it('keeps the first and last four characters', () => {
     expect(keyPreview('AB3D-EFGH-9XYZ')).toBe('AB3D****9XYZ');
   });

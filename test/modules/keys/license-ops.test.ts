@@ -64,7 +64,7 @@ describe('license claims', () => {
   });
 });
 
-describe('deleting an end user from the dashboard (PROTOCOL 11.10)', () => {
+describe('deleting an end user from the dashboard (docs/protocol.md 11.10)', () => {
   it('leaves its key used with its time, and a later register with the key binds the new user', async () => {
     const f = await appFixture(t);
     const [key] = await f.keys(1, { level: 4 });

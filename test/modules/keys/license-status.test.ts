@@ -55,7 +55,7 @@ describe('license status: SQL and TypeScript agree', () => {
     expect(new Set(keys.map((k) => computedStatus(k, NOW)))).toEqual(new Set(computed));
   });
 
-  it('at the boundary instant: not expired at expires_at itself, expired one millisecond after (SPEC "in the past")', async () => {
+  it('at the boundary instant: not expired at expires_at itself, expired one millisecond after (docs/spec.md: "in the past")', async () => {
     const expiresAt = new Date(NOW).toISOString();
     const instants = [NOW - 1, NOW, NOW + 1];
     const { rows } = await client.query<{ active: boolean; expired: boolean }>(

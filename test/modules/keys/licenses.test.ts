@@ -50,7 +50,7 @@ describe('key generation', () => {
       expect(r.status, alphabet).toBe(422);
       expect(r.body.detail[0].loc).toEqual(['body', 'alphabet']);
     }
-    // PROTOCOL 11.19: a mask with fewer than 8 placeholders is weak but valid; one without any is refused.
+    // docs/protocol.md 11.19: a mask with fewer than 8 placeholders is weak but valid; one without any is refused.
     const weakMask = await owner.post(`/apps/${appId}/licenses`, { amount: 1, duration: 1, mask: 'KEY-***' });
     expect(weakMask.status).toBe(200);
     expect(weakMask.body[0].key).toMatch(/^KEY-[A-Z0-9]{3}$/);
@@ -109,7 +109,7 @@ describe('key generation', () => {
     expect(max.body).toHaveLength(500);
   });
 
-  it('charges a reseller per SPEC pricing in the same transaction and refuses a short balance', async () => {
+  it('charges a reseller per docs/spec.md pricing in the same transaction and refuses a short balance', async () => {
     const ownerId = (await owner.get('/api/auth/me')).body.account.id;
     await owner.patch(`/apps/${appId}`, { key_costs: { 'days:30': 10 } });
     const seller = await createAccount(t, {

@@ -1,6 +1,6 @@
-// Listings at volume (PROTOCOL 15.1): keys and users newest first by (time, id), with cursors that reach
+// Listings at volume (docs/protocol.md 15.1): keys and users newest first by (time, id), with cursors that reach
 // every record exactly once although thousands share one timestamp; a pasted full key is found through
-// its keyed hash; users beyond SPEC's 2,000 through server search and cursor pages.
+// its keyed hash; users beyond docs/spec.md's 2,000 through server search and cursor pages.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../helpers/server.js';
 import { appFixture, type AppFixture } from '../../helpers/fixture.js';

@@ -1,4 +1,4 @@
-// Numbers stay in range (PROTOCOL 11.25): an extend past 9999-12-31 is 422 on `value` and stores
+// Numbers stay in range (docs/protocol.md 11.25): an extend past 9999-12-31 is 422 on `value` and stores
 // nothing (so the app's listings and the key's activations keep working), a credits balance past
 // int4 is 422 on `amount`, and a crafted cursor is 422 on `cursor`, for owners and resellers alike.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// PROTOCOL 10: "A URL on discord.com/discordapp.com gets a Discord-style embed (screenshot attached)".
+// docs/protocol.md 10: "A URL on discord.com/discordapp.com gets a Discord-style embed (screenshot attached)".
 // A test cannot reach Discord, so the receiver is local and the server is told, through the test-only
 // WEBHOOK_DISCORD_HOSTS, that this receiver's host:port is a Discord host: detection is the same
 // host-name match production uses, with one more name in its list. Multipart bodies are parsed by

@@ -1,4 +1,4 @@
-// Live streams follow access as it changes (PROTOCOL 11.24): a reseller's /api/ws socket and SSE
+// Live streams follow access as it changes (docs/protocol.md 11.24): a reseller's /api/ws socket and SSE
 // stream stop showing what it may no longer see, and are closed when its session, account or
 // app goes away; a cookie-authenticated upgrade needs the dashboard's own Origin; subscribing
 // twice is one subscription. The streams' periodic re-check runs every 15 s, so each wait below

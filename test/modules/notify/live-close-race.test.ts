@@ -1,4 +1,4 @@
-// A dashboard socket that subscribes and closes at once (PROTOCOL 11.24): the subscribe's
+// A dashboard socket that subscribes and closes at once (docs/protocol.md 11.24): the subscribe's
 // continuation runs after the close and must touch nothing of the closed socket (uWS throws
 // "Invalid access of closed uWS.WebSocket"), so no rejection escapes and the server goes on serving.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

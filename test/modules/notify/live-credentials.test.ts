@@ -1,4 +1,4 @@
-// Streams of a credential that stops being valid are closed within a second (PROTOCOL 11.35): an
+// Streams of a credential that stops being valid are closed within a second (docs/protocol.md 11.35): an
 // API token revoked or reaching its expiry, a sign-in session signed out. An SSE response ends (the
 // body is done), a WebSocket closes with 1008; merely sending nothing more would not pass.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

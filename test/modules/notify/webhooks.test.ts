@@ -1,4 +1,4 @@
-// PROTOCOL 10: activation webhooks with resolution order, signatures, retries and audit lines;
+// docs/protocol.md 10: activation webhooks with resolution order, signatures, retries and audit lines;
 // screenshots; and the per-app SDK archive.
 import http from 'node:http';
 import { createHmac } from 'node:crypto';

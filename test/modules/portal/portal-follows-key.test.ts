@@ -1,6 +1,6 @@
-// A portal session follows its key (PROTOCOL 11.34): once the key is banned, expired or its
+// A portal session follows its key (docs/protocol.md 11.34): once the key is banned, expired or its
 // application paused, GET /api/portal/me still answers and shows that state, and every portal
-// write answers SPEC's license error for it; once the key or the end user is deleted, the session
+// write answers docs/spec.md's license error for it; once the key or the end user is deleted, the session
 // is gone (401).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../../helpers/http.js';

@@ -1,4 +1,4 @@
-// The customer portal's API (PROTOCOL 14.1-14.3) against a real server: every sign-in failure with its
+// The customer portal's API (docs/protocol.md 14.1-14.3) against a real server: every sign-in failure with its
 // exact answer, the client lockouts and the 20/min per-IP budget, the kw_portal cookie and its Origin
 // check, tokens that open only their own side, a customer seeing only itself, and a device reset that
 // ends the key's live heartbeat session and then holds a cooldown (429 with Retry-After).

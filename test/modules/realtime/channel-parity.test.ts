@@ -1,4 +1,4 @@
-// Kill-condition parity: every heartbeat rule of SPEC and PROTOCOL 6 behaves the same whether the
+// Kill-condition parity: every heartbeat rule of docs/spec.md and docs/protocol.md 6 behaves the same whether the
 // beats travel as REST calls or on the realtime channel (table-driven over both transports): the same
 // answers, the same audit lines, the same end of the activation; on the channel a kill also closes
 // it with `revoked` (session_killed).
@@ -210,7 +210,7 @@ describe.each<Transport>(['rest', 'ws'])('heartbeat rules over %s', (transport) 
     const ok = await l.beat({ beat_index: 3 });
     expect(ok.status).toBe(200);
     expect(ok.body.beat_count).toBe(3);
-    // PROTOCOL 11.26: a session's refusals write one audit line a minute, the first one's.
+    // docs/protocol.md 11.26: a session's refusals write one audit line a minute, the first one's.
     const refusals = (await l.f.owner.get(`/api/apps/${l.f.app.id}/logs?action=client.heartbeat`)).body.map(
       (e: { detail: string }) => e.detail,
     );

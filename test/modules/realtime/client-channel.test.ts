@@ -1,4 +1,4 @@
-// The realtime channel on one server: the upgrade's gate (every refusal signed per PROTOCOL 4),
+// The realtime channel on one server: the upgrade's gate (every refusal signed per docs/protocol.md 4),
 // the signed hello and keys, calls and replies, switching between REST and the channel, one channel
 // per session, the server refusing forged, replayed and reordered client frames, and the limits
 // (connections per IP, upgrades per minute, calls in flight, a client that does not read).
@@ -131,7 +131,7 @@ describe('upgrade', () => {
     });
   });
 
-  it('with require_signature the upgrade must be signed (PROTOCOL 3, empty body) and its key is a nonce used once', async () => {
+  it('with require_signature the upgrade must be signed (docs/protocol.md 3, empty body) and its key is a nonce used once', async () => {
     const a = await activated(undefined, { require_signature: true });
     const unsigned = await refused(ChannelClient.connect(t.base, a.session, { ip: a.ip }));
     expect(unsigned).toMatchObject({ status: 401, body: { detail: 'Invalid request signature' } });

@@ -290,7 +290,7 @@ describe('the upgrade check and download links', () => {
     expect((await upgrade({ channel: 'rc', version: '1.9.0' })).body.upgrade).toBeNull();
     const bad = await upgrade({ version: 'one' });
     expect([bad.status, bad.body.detail?.[0]?.loc]).toEqual([422, ['body', 'version']]);
-    // Encrypted when asked (PROTOCOL 5), like every client answer.
+    // Encrypted when asked (docs/protocol.md 5), like every client answer.
     const enc = await c.post('/api/client/releases/upgrade', {
       session,
       version: '1.0.0',

@@ -1,4 +1,4 @@
-// SPEC "Dashboard: team" rules 1-8 and PROTOCOL 7 / 11.7 / 11.8 / 11.11.
+// docs/spec.md "Dashboard: team" rules 1-8 and docs/protocol.md 7 / 11.7 / 11.8 / 11.11.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../../helpers/http.js';
 import { OWNER, createAccount, startTestServer, type TestServer } from '../../helpers/server.js';
@@ -83,7 +83,7 @@ describe('team', () => {
     await createAccount(t, { username: 'otherowner', password: 'other-pass-1' });
     const other = await new Api(t.base).signIn('otherowner', 'other-pass-1');
     const foreign = (await other.post('/apps', { name: 'Foreign' })).body.id;
-    // PROTOCOL 11.36: an app of another tree does not exist for this one.
+    // docs/protocol.md 11.36: an app of another tree does not exist for this one.
     const grab = await owner.post('/api/team', {
       username: 'grabber',
       password: 'member-pass-1',

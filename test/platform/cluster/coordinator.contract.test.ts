@@ -1,4 +1,5 @@
-// One contract, two implementations (STYLE 5): LocalCoordinator and RedisCoordinator must behave alike.
+// One contract, two implementations (docs/architecture.md "House practices" 5): LocalCoordinator and RedisCoordinator
+// must behave alike.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createClientIpResolver } from '../../../src/platform/http/client-ip.js';
 
-describe('client IP (PROTOCOL 1, TRUSTED_PROXIES)', () => {
+describe('client IP (docs/protocol.md 1, TRUSTED_PROXIES)', () => {
   it('uses the socket address and ignores X-Forwarded-For without trusted proxies', () => {
     const resolve = createClientIpResolver([]);
     expect(resolve('::ffff:203.0.113.9', '1.2.3.4')).toBe('203.0.113.9');

@@ -1,4 +1,4 @@
-// Nothing a stranger sends ends the process (PROTOCOL 11.23): malformed credentials are an unknown
+// Nothing a stranger sends ends the process (docs/protocol.md 11.23): malformed credentials are an unknown
 // session on every route, SSE streams and WebSocket upgrades included; and one guard around every
 // uWS callback answers whatever a handler throws synchronously, so a future parser bug cannot
 // take the service down either.
@@ -125,7 +125,7 @@ describe('the guard around every uWS handler', () => {
     expect((await fetch(`${base}/plain`)).status).toBe(200);
   });
 
-  it('signs the answer under /api/client/ (PROTOCOL 4)', async () => {
+  it('signs the answer under /api/client/ (docs/protocol.md 4)', async () => {
     const res = await fetch(`${base}/api/client/thing`, {
       headers: { 'x-forwarded-for': 'throw', 'x-nonce': 'guard-nonce-0123456789' },
     });

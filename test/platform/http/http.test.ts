@@ -86,7 +86,7 @@ describe('HTTP layer', () => {
     expect(str.status).toBe(422);
   });
 
-  it('serves 404 for unknown paths and 405 with Allow for a known path with another method (PROTOCOL 11.20)', async () => {
+  it('serves 404 for unknown paths and 405 with Allow for a known path with another method (docs/protocol.md 11.20)', async () => {
     const r = await owner.get('/no/such/thing');
     expect(r.status).toBe(404);
     expect(r.body).toEqual({ detail: 'Not found' });

@@ -1,4 +1,4 @@
-// The edge's refusal of U+0000 (PROTOCOL 11.18) wherever it hides in a body: in a field the schema
+// The edge's refusal of U+0000 (docs/protocol.md 11.18) wherever it hides in a body: in a field the schema
 // knows, in one it leaves open, in a key, deep in arrays, as the very last value looked at; and the
 // location it names.
 import { Type } from '@sinclair/typebox';

@@ -1,4 +1,4 @@
-// Expiry while running (PROTOCOL 12.8) with the C# SDK: activates a key, beats on the realtime channel
+// Expiry while running (docs/protocol.md 12.8) with the C# SDK: activates a key, beats on the realtime channel
 // and reports what the heartbeat tells (protocol: test/helpers/sdk-expiry.ts).
 //   mono ExpiryWatch.exe <keywarden.json> <license key> <hwid>
 using System;

@@ -1,4 +1,4 @@
-// Expiry while running (PROTOCOL 12.8) with the Java SDK: activates a key, beats on the realtime channel and
+// Expiry while running (docs/protocol.md 12.8) with the Java SDK: activates a key, beats on the realtime channel and
 // reports what the heartbeat tells (protocol: test/helpers/sdk-expiry.ts). Run in source-file mode:
 //   java -cp keywarden.jar ExpiryWatch.java <keywarden.json> <license key> <hwid>
 import io.keywarden.Client;

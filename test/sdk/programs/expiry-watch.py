@@ -1,4 +1,4 @@
-"""Expiry while running (PROTOCOL 12.8) with the Python SDK: activates a key, beats on the realtime
+"""Expiry while running (docs/protocol.md 12.8) with the Python SDK: activates a key, beats on the realtime
 channel and reports what the heartbeat tells (protocol: test/helpers/sdk-expiry.ts).
 Usage: expiry-watch.py <keywarden.json> <license key> <hwid>"""
 import sys

@@ -13,7 +13,9 @@ import type {
   Credentials,
   EndUser,
   Entitlements,
+  OfflineActivation,
   OfflineFile,
+  SeatPool,
   Generated,
   ImportResult,
   License,
@@ -107,7 +109,7 @@ export const apps = {
 
 export type ProductInput = Body<'/api/apps/{id}/products', 'post'>;
 
-/** A product as its managers see it (PROTOCOL 14.4). */
+/** A product as its managers see it (docs/protocol.md 14.4). */
 export interface Product {
   id: string;
   name: string;
@@ -236,7 +238,13 @@ export const licenses = {
     unwrap<unknown>(api.DELETE('/api/licenses/{id}/devices/{hwid}', { params: { path: { id: licenseId, hwid } } })),
   offline: (licenseId: string, hwid: string) =>
     unwrap<OfflineFile>(api.POST('/api/licenses/{id}/offline', { ...id(licenseId), body: { hwid } })),
-  /** PROTOCOL 15.6; `dryRun` reports what would be imported and skipped without writing. */
+  /** An air-gapped machine's activation request (kwreq1.) answered with its license file (docs/air-gapped.md). */
+  answerRequest: (appId: string, request: string) =>
+    unwrap<OfflineActivation>(api.POST('/api/apps/{id}/offline-activations', { ...id(appId), body: { request } })),
+  /** A signed seat pool (kwpool1.) for `keywarden relay`. */
+  pool: (licenseId: string, body: Body<'/api/licenses/{id}/pools', 'post'>) =>
+    unwrap<SeatPool>(api.POST('/api/licenses/{id}/pools', { ...id(licenseId), body })),
+  /** docs/protocol.md 15.6; `dryRun` reports what would be imported and skipped without writing. */
   import: (appId: string, body: Body<'/api/apps/{id}/licenses/import', 'post'>, dryRun: boolean) =>
     unwrap<ImportResult>(
       api.POST('/api/apps/{id}/licenses/import', {

@@ -1,5 +1,5 @@
 // Every failed call becomes an ApiError carrying the server's `detail` text, and for a 422 the
-// message of each field it names (PROTOCOL 1: detail = [{loc: ["body", "field", ...], msg, type}]),
+// message of each field it names (docs/protocol.md 1: detail = [{loc: ["body", "field", ...], msg, type}]),
 // put in words a person understands (validation-text.ts).
 import { fieldLabel, issuePath, issueText } from './validation-text.js';
 

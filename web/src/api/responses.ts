@@ -2,7 +2,7 @@
 // not responses, so they are declared here once, as TypeBox schemas: the page imports only the
 // types (no TypeBox code reaches the bundle) and test/web/api-contract.test.ts checks real server
 // answers against the schemas, so a field renamed on the server fails a test instead of the page.
-// Fields a caller may not see (SPEC "Reseller scoping and hiding") are optional: hidden means absent.
+// Fields a caller may not see (docs/spec.md "Reseller scoping and hiding") are optional: hidden means absent.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
@@ -33,7 +33,7 @@ export const AccountSchema = Type.Object({
   permissions: Nullable(PermissionMap),
   subscription_expires_at: Nullable(Iso),
   webhook: Nullable(Type.String()),
-  /** Two-factor sign-in is on (PROTOCOL 13.2). */
+  /** Two-factor sign-in is on (docs/protocol.md 13.2). */
   two_factor: Type.Boolean(),
   created_at: Iso,
 });
@@ -84,7 +84,7 @@ export const AppSchema = Type.Object({
   expired_updates: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('maintain')])),
   portal_enabled: Type.Boolean(),
   portal_reset_cooldown_hours: Type.Integer(),
-  // Licensing models (PROTOCOL 12).
+  // Licensing models (docs/protocol.md 12).
   max_devices: Type.Integer(),
   trial_hours: Type.Integer(),
   trial_level: Type.Integer(),
@@ -106,7 +106,7 @@ export const CredentialsSchema = Type.Object({
 });
 export type Credentials = Static<typeof CredentialsSchema>;
 
-/** A machine of a key or an end user (PROTOCOL 12.1); hidden with hwid. */
+/** A machine of a key or an end user (docs/protocol.md 12.1); hidden with hwid. */
 const DeviceSchema = Type.Object({ hwid: Type.String(), first_seen: Iso, last_seen: Iso });
 export type Device = Static<typeof DeviceSchema>;
 
@@ -167,13 +167,19 @@ export const OfflineFileSchema = Type.Object({
 });
 export type OfflineFile = Static<typeof OfflineFileSchema>;
 
+export const OfflineActivationSchema = Type.Object({ response: Type.String() });
+export type OfflineActivation = Static<typeof OfflineActivationSchema>;
+
+export const SeatPoolSchema = Type.Object({ pool: Type.String() });
+export type SeatPool = Static<typeof SeatPoolSchema>;
+
 export const LicensePageSchema = Type.Object({
   items: Type.Array(LicenseSchema),
   next_cursor: Nullable(Type.String()),
 });
 export type LicensePage = Static<typeof LicensePageSchema>;
 
-/** PROTOCOL 15.6: what an import wrote (or, as a dry run, would write) and what it skipped. */
+/** docs/protocol.md 15.6: what an import wrote (or, as a dry run, would write) and what it skipped. */
 export const ImportResultSchema = Type.Object({
   imported: Type.Integer(),
   skipped: Type.Array(Type.Object({ key_preview: Type.String(), reason: Type.String() })),
@@ -220,7 +226,7 @@ export const BanSchema = Type.Object({
 });
 export type Ban = Static<typeof BanSchema>;
 
-/** Who made a dashboard change (PROTOCOL 13.3), and through which API token; null for client calls. */
+/** Who made a dashboard change (docs/protocol.md 13.3), and through which API token; null for client calls. */
 const ActorSchema = Nullable(
   Type.Object({
     id: Type.String(),
@@ -394,7 +400,7 @@ export type Overview = Static<typeof OverviewSchema>;
 
 export const TeamDeleteSchema = Type.Object({ success: Type.Boolean(), adopted_children: Type.Integer() });
 
-/** One frame of GET /api/ws (PROTOCOL 9). */
+/** One frame of GET /api/ws (docs/protocol.md 9). */
 export const LiveFrameSchema = Type.Union([
   Type.Object({ type: Type.Literal('subscribed'), app_id: Type.String() }),
   Type.Object({ type: Type.Literal('error'), app_id: Type.Optional(Type.String()), detail: Type.String() }),

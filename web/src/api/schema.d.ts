@@ -1423,6 +1423,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/{id}/offline-activations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer an air-gapped machine's activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse or names another application */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/{id}/orders": {
         parameters: {
             query?: never;
@@ -3115,7 +3170,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per PROTOCOL 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes (docs/protocol.md "Realtime channel") */
+        /** Realtime channel (WebSocket): headers X-Session and X-Nonce = base64url(client X25519 key), signed per docs/protocol.md 3 when required; a signed hello, then MAC-ed heartbeat calls and pushes (docs/protocol.md "Realtime channel") */
         get: {
             parameters: {
                 query?: never;
@@ -3754,6 +3809,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/licenses/{id}/pools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue a signed seat pool (kwpool1.) for a relay on an air-gapped network */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: plain-line */
+                        relay_id: string;
+                        seats: number;
+                        valid_days: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"pool": POOL} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/licenses/{id}/reset-hwid": {
         parameters: {
             query?: never;
@@ -4106,7 +4219,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An offline license file for one of the customer's devices (PROTOCOL 12.5) */
+        /** An offline license file for one of the customer's devices (docs/protocol.md 12.5) */
         post: {
             parameters: {
                 query?: never;
@@ -4144,6 +4257,59 @@ export interface paths {
                     };
                 };
                 /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/portal/offline-activation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer the customer's own activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse, or names another application or key */
                 422: {
                     headers: {
                         [name: string]: unknown;
@@ -6295,6 +6461,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apps/{id}/offline-activations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer an air-gapped machine's activation request (kwreq1.) with its license file */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        request: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"response": FILE} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description request does not parse or names another application */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apps/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -6773,6 +6994,64 @@ export interface paths {
             };
             responses: {
                 /** @description Success */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description Validation failure */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            detail: string | Record<string, never> | components["schemas"]["ValidationIssue"][];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/licenses/{id}/pools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Issue a signed seat pool (kwpool1.) for a relay on an air-gapped network */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: plain-line */
+                        relay_id: string;
+                        seats: number;
+                        valid_days: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description {"pool": POOL} */
                 200: {
                     headers: {
                         [name: string]: unknown;

@@ -1,4 +1,4 @@
-// A checkbox per entitlement of the application's catalogue (PROTOCOL 12.3): the generator and the
+// A checkbox per entitlement of the application's catalogue (docs/protocol.md 12.3): the generator and the
 // key details pick a key's codes with it; the value is kept sorted, as the server answers it.
 import type { Entitlements } from '../api/responses.js';
 

@@ -1,4 +1,4 @@
-// The batch history (SPEC Limits: 5 in the browser session), bulk runs (one request per row with
+// The batch history (docs/spec.md "Limits": 5 in the browser session), bulk runs (one request per row with
 // succeeded and failed counts), 422 details mapped to their fields, and the activation time.
 import { describe, expect, it } from 'vitest';
 import { readBatches, rememberBatch, type Batch } from './history.js';

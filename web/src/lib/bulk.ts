@@ -1,4 +1,4 @@
-// Bulk actions (SPEC: "one request per row, report counts as succeeded and failed"): a few
+// Bulk actions (docs/spec.md: "one request per row, report counts as succeeded and failed"): a few
 // requests at a time, progress after each, every failure kept with the server's detail, and a
 // Cancel (an aborted signal) that sends nothing more; requests already sent finish and count.
 

@@ -1,4 +1,4 @@
-// SPEC key generation rules 1-2 as the form applies them.
+// docs/spec.md "Key generation" rules 1-2 as the form applies them.
 import { describe, expect, it } from 'vitest';
 import { alphabetFor, crowdedKeySpace, generatorProblems, keySpace, placeholderCount, weakMask } from './generator.js';
 

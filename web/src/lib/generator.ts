@@ -1,8 +1,8 @@
-// The key generator's form rules (SPEC key generation rules 1-2, PROTOCOL 11.19).
+// The key generator's form rules (docs/spec.md "Key generation" rules 1-2, docs/protocol.md 11.19).
 
 export const MASK_PLACEHOLDERS = ['*', '#', 'X'] as const;
 export const DEFAULT_MASK = 'XXXXX-XXXXX-XXXXX-XXXXX-XXXXX';
-/** Masks with fewer random characters are accepted by the server but weak (PROTOCOL 11.19). */
+/** Masks with fewer random characters are accepted by the server but weak (docs/protocol.md 11.19). */
 export const MIN_RANDOM_CHARS = 8;
 export const MAX_BATCH = 500;
 
@@ -42,7 +42,7 @@ export function generatorProblems(form: {
   return out;
 }
 
-/** PROTOCOL 11.19: warn (not refuse) below 8 random characters. */
+/** docs/protocol.md 11.19: warn (not refuse) below 8 random characters. */
 export function weakMask(mask: string): boolean {
   const n = placeholderCount(mask);
   return n > 0 && n < MIN_RANDOM_CHARS;

@@ -1,4 +1,4 @@
-// The last generated batches (SPEC Limits: 5), kept in sessionStorage: they survive a reload of
+// The last generated batches (docs/spec.md "Limits": 5), kept in sessionStorage: they survive a reload of
 // this tab and are gone when the browser session ends. Nothing of it reaches the server.
 
 export const HISTORY_KEY = 'keywarden.batches';

@@ -1,4 +1,4 @@
-// Reading pasted or picked text into the body of an import (PROTOCOL 15.6). Three shapes are
+// Reading pasted or picked text into the body of an import (docs/protocol.md 15.6). Three shapes are
 // recognised: KeyAuth's `licenses` table exported as JSON (rows with `expires`, `usedby`...), a
 // JSON list (key strings or `list` rows), a CSV with a header naming the `list` columns (the
 // generator's .csv download is one), and otherwise a plain list with one key per line. The server
@@ -17,7 +17,7 @@ export interface ParsedImport {
   kind: 'keyauth-json' | 'json' | 'csv' | 'lines';
 }
 
-/** The `list` columns a CSV header may name (PROTOCOL 15.6); others are ignored. */
+/** The `list` columns a CSV header may name (docs/protocol.md 15.6); others are ignored. */
 export const LIST_COLUMNS = [
   'key',
   'duration',

@@ -1,8 +1,8 @@
-// What a Licenses table row says of a key's devices and entitlements (PROTOCOL 12.1, 12.3).
+// What a Licenses table row says of a key's devices and entitlements (docs/protocol.md 12.1, 12.3).
 import type { License } from '../api/responses.js';
 import { formatCount, plural } from './plural.js';
 
-/** A key's devices against its limit (PROTOCOL 12.1); the limit counts only with HWID lock on. */
+/** A key's devices against its limit (docs/protocol.md 12.1); the limit counts only with HWID lock on. */
 export function devicesLabel(
   k: Pick<License, 'devices' | 'max_devices'>,
   app: { max_devices: number; hwid_lock: boolean },

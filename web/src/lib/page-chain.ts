@@ -2,7 +2,7 @@
 // page i's next cursor. A windowed table asks this which page holds row r and how many rows it
 // can show; each page is fetched (and refetched by a live event) only while its rows are in view.
 //
-// The listings (PROTOCOL 9 and 15.1) return a next cursor only after a full page, so every page but
+// The listings (docs/protocol.md 9 and 15.1) return a next cursor only after a full page, so every page but
 // the last holds exactly `size` rows, and row r is row r % size of page floor(r / size) without
 // loading the pages in between.
 

@@ -1,4 +1,4 @@
-// SPEC Dashboard rule 2 (tabs) and the stats tiles, for every role and the permissions that matter.
+// docs/spec.md "Dashboard roles" rule 2 (tabs) and the stats tiles, for every role and the permissions that matter.
 import { describe, expect, it } from 'vitest';
 import {
   can,
@@ -17,7 +17,7 @@ const reseller = (...keys: (keyof Permissions)[]): Caller => ({
   permissions: Object.fromEntries(keys.map((k) => [k, true])),
 });
 
-describe('tabs (SPEC Dashboard rule 2)', () => {
+describe('tabs (docs/spec.md "Dashboard roles" rule 2)', () => {
   it.each(['owner', 'admin', 'developer'] as const)('%s sees every tab, Licenses first', (role) => {
     const c: Caller = { role, permissions: null }; // their stored matrix does not matter
     expect(visibleTabs(c)).toEqual([

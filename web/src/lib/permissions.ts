@@ -1,4 +1,4 @@
-// Who sees what (SPEC "Permission set" and "Dashboard" rule 2), as pure functions of the signed-in
+// Who sees what (docs/spec.md "Permission set" and "Dashboard roles" rule 2), as pure functions of the signed-in
 // account. The server enforces every rule; these only decide what the page offers.
 
 export const PERMISSION_KEYS = [
@@ -71,7 +71,7 @@ export const TAB_LABELS: Readonly<Record<Tab, string>> = {
 };
 
 /**
- * SPEC Dashboard rule 2: Licenses and Users need view_keys; Security needs view_blocked_ips; Logs
+ * docs/spec.md "Dashboard roles" rule 2: Licenses and Users need view_keys; Security needs view_blocked_ips; Logs
  * needs view_auth_logs; Integration always; Settings only for owners, admins and developers.
  */
 export function visibleTabs(c: Caller): Tab[] {

@@ -1,4 +1,4 @@
-// SPEC key generation rules 3-5 as the generator applies them before sending, and the proof that
+// docs/spec.md "Key generation" rules 3-5 as the generator applies them before sending, and the proof that
 // the page and the server price every batch the same (the server's own pricePerKey is the oracle).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';

@@ -1,4 +1,4 @@
-// Reseller key prices (SPEC key generation rules 3-5, PROTOCOL 11.6-11.7), as the server computes
+// Reseller key prices (docs/spec.md "Key generation" rules 3-5, docs/protocol.md 11.6-11.7), as the server computes
 // them: the page shows the price before sending and refuses a batch the balance cannot pay.
 
 export const KEY_COST_TIERS = ['days:1', 'days:7', 'days:30', 'days:90', 'days:180', 'days:365', 'lifetime'] as const;

@@ -28,7 +28,7 @@ export function utcTitle(iso: string | null | undefined): string {
 }
 
 /**
- * SPEC: activated time = expires_at minus duration value times unit. null for a key never
+ * docs/spec.md: activated time = expires_at minus duration value times unit. null for a key never
  * activated (no expires_at) or a lifetime key (its expiry says nothing about the activation).
  */
 export function activatedAt(k: {

@@ -25,7 +25,7 @@ export function updateUrlProblem(value: string): string | undefined {
   return hostProblem(url);
 }
 
-/** A webhook: https only (PROTOCOL 11.14). */
+/** A webhook: https only (docs/protocol.md 11.14). */
 export function webhookProblem(value: string): string | undefined {
   const v = value.trim();
   if (v === '') return undefined;

@@ -1,4 +1,4 @@
-// Live updates for one application (PROTOCOL 9): the WebSocket /api/ws, authenticated by the
+// Live updates for one application (docs/protocol.md 9): the WebSocket /api/ws, authenticated by the
 // kw_session cookie the browser sends with the upgrade. When the stream is down the feed says so,
 // polls every 10 s, and reconnects with exponential backoff (1 s doubling to 30 s, with jitter).
 

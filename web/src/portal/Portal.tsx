@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
-import { call, PortalError, type Me } from './api.js';
+import { call, failureText, type Me } from './api.js';
 import { when } from './time.js';
+import { OfflineActivation } from './OfflineActivation.js';
 // Only the small file helper: the portal keeps a bundle of its own.
 import { saveFile } from '../lib/download.js';
 
@@ -10,10 +11,6 @@ const STATUS_TEXT: Record<Me['license']['computed_status'], string> = {
   unactivated: 'Not activated yet',
   expired: 'Expired',
 };
-
-function message(e: unknown): string {
-  return e instanceof PortalError ? e.message : 'The service could not be reached. Try again.';
-}
 
 /** The application's api_key: the vendor links to /portal/?app=<api_key>. */
 function appKey(): string {
@@ -36,7 +33,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       await call('POST', '/api/portal/login', mode === 'key' ? { api_key, license } : { api_key, username, password });
       onSignedIn();
     } catch (err) {
-      setError(message(err));
+      setError(failureText(err));
     } finally {
       setBusy(false);
     }
@@ -99,7 +96,7 @@ function PasswordForm() {
       setCurrent('');
       setNext('');
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
   };
   return (
@@ -139,20 +136,20 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
       const r = await call<{ next_reset_at: string | null }>('POST', '/api/portal/reset-hwid', hwid ? { hwid } : {});
       setNote(`Devices reset. ${r.next_reset_at ? `Next reset possible ${when(r.next_reset_at)}.` : ''}`);
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
     reload();
   };
   const onCooldown = me.next_reset_at !== null;
   const offline = me.app.offline_days > 0;
-  /** PROTOCOL 14.3: a signed license file (12.5) for a machine without internet access. */
+  /** docs/protocol.md 14.3: a signed license file (12.5) for a machine without internet access. */
   const download = async (hwid: string) => {
     try {
       const r = await call<{ license_file: string }>('POST', '/api/portal/offline', { hwid });
       saveFile(`${l.key_preview.replace(/\*+/g, '-')}.kwlic`, r.license_file + '\n', 'application/octet-stream');
       setNote('Offline license file downloaded.');
     } catch (err) {
-      setNote(message(err));
+      setNote(failureText(err));
     }
   };
   return (
@@ -231,6 +228,7 @@ function License({ me, reload, signOut }: { me: Me; reload: () => void; signOut:
         {onCooldown && <p className="muted">Next reset possible {when(me.next_reset_at)}.</p>}
         {note && <p role="status">{note}</p>}
       </section>
+      <OfflineActivation onDone={reload} />
       {me.user && <PasswordForm />}
     </>
   );

@@ -1,4 +1,4 @@
-// The portal's calls (PROTOCOL 14). The kw_portal cookie authenticates (HttpOnly: this page never
+// The portal's calls (docs/protocol.md 14). The kw_portal cookie authenticates (HttpOnly: this page never
 // sees the token); the browser sends the page's Origin, which the server checks on writes.
 
 export interface Device {
@@ -38,6 +38,11 @@ export class PortalError extends Error {
   ) {
     super(message);
   }
+}
+
+/** What a customer reads when a call fails. */
+export function failureText(e: unknown): string {
+  return e instanceof PortalError ? e.message : 'The service could not be reached. Try again.';
 }
 
 function detailText(detail: unknown): string {

@@ -1,5 +1,5 @@
 // The signed-in account: own password (other sessions are signed out), the global alert webhook
-// (not for resellers: SPEC "Resellers don't own apps") and its signing secret. Security (second
+// (not for resellers: docs/spec.md "Alert webhook" rule 3) and its signing secret. Security (second
 // factor, sessions, API tokens) is the Account's other tab (SecurityView.tsx). Below: the webhook delivery log.
 import { useState } from 'react';
 import { useMutation } from '@tanstack/react-query';

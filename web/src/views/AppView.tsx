@@ -1,5 +1,5 @@
-// One application: stats tiles and charts (view_stats), the tabs SPEC Dashboard rule 2 allows, the live-update
-// state, and the current tab.
+// One application: stats tiles and charts (view_stats), the tabs docs/spec.md "Dashboard roles" rule 2 allows, the
+// live-update state, and the current tab.
 import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { apps as appsApi } from '../api/endpoints.js';

@@ -1,4 +1,4 @@
-// The entitlement catalogue editor (PROTOCOL 12.3): one `code Name` per line; saving replaces the
+// The entitlement catalogue editor (docs/protocol.md 12.3): one `code Name` per line; saving replaces the
 // catalogue, and a code removed from it leaves every key that had it.
 import { useEffect, useState } from 'react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';

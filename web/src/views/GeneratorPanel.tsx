@@ -1,4 +1,4 @@
-// The key generator (SPEC key generation rules 1-6): mask, character classes, amount, duration and
+// The key generator (docs/spec.md "Key generation" rules 1-6): mask, character classes, amount, duration and
 // unit, level, note; a reseller sees the price (rule 4) and a batch over the balance is refused
 // before anything is sent (rule 5). The plaintext keys are shown once, with copy and download, and
 // the last five batches stay in sessionStorage for this browser session only. A batch that takes
@@ -42,7 +42,7 @@ export function GeneratorPanel({ app, onClose }: { app: App; onClose: () => void
   const [unit, setUnit] = useState<DurationUnit>('days');
   const [level, setLevel] = useState('1');
   const [note, setNote] = useState('');
-  /** PROTOCOL 12.2: the keys' own max_sessions; blank: the application's. */
+  /** docs/protocol.md 12.2: the keys' own max_sessions; blank: the application's. */
   const [seats, setSeats] = useState('');
   const [maxDevices, setMaxDevices] = useState('');
   const [codes, setCodes] = useState<string[]>([]);

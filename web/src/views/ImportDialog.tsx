@@ -1,4 +1,4 @@
-// Importing existing keys (PROTOCOL 15.6), for owners, admins and developers: paste or pick a file
+// Importing existing keys (docs/protocol.md 15.6), for owners, admins and developers: paste or pick a file
 // (one key per line, a CSV with the list columns, or KeyAuth's licenses exported as JSON), see what
 // a dry run says (how many would be imported, which are skipped and why, or the row the server
 // refuses), then import exactly that text with "Import N keys".

@@ -17,7 +17,7 @@ const SDKS = [
   ['java', 'Java / Kotlin'],
 ] as const;
 
-/** The customer portal of this application (PROTOCOL 14.1): the api_key names it. */
+/** The customer portal of this application (docs/protocol.md 14.1): the api_key names it. */
 function portalUrl(apiKey: string): string {
   return `${window.location.origin}/portal/?app=${encodeURIComponent(apiKey)}`;
 }

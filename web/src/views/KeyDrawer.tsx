@@ -1,7 +1,8 @@
-// One key in detail (PROTOCOL 12, 15.2): its devices with first and last use (each removable), its
+// One key in detail (docs/protocol.md 12, 15.2): its devices with first and last use (each removable), its
 // level, note, device and session limits and entitlements (the changed ones saved with
 // PATCH /api/licenses/{id}, each refusal shown at its field), and "Issue offline file" for an
-// air-gapped machine, downloaded as <key>.kwlic.
+// air-gapped machine, downloaded as <key>.kwlic; an offline activation request answered and seat pools
+// for a relay (KeyAirgap.tsx).
 import { useEffect, useState } from 'react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { apps as appsApi, licenses as licensesApi, type LicensePatch } from '../api/endpoints.js';
@@ -9,6 +10,7 @@ import type { App, License } from '../api/responses.js';
 import { Button, Dialog, Field, FormError, Time, fieldError } from '../components/ui.js';
 import { saveFile } from '../lib/download.js';
 import { EntitlementPicks } from '../components/EntitlementPicks.js';
+import { OfflineActivationBox, SeatPools } from './KeyAirgap.js';
 import { can, isManager } from '../lib/permissions.js';
 import { useSession } from '../session.js';
 import { useNotice } from '../notices.js';
@@ -231,6 +233,8 @@ export function KeyDrawer({ app, license, onClose }: { app: App; license: Licens
               </div>
             </form>
           )}
+          {mayEdit && <OfflineActivationBox app={app} />}
+          {isManager(caller) && <SeatPools license={row} />}
         </div>
       )}
     </Dialog>

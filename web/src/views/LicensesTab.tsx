@@ -254,7 +254,7 @@ export function LicensesTab({ app }: { app: App }) {
   // The row menu and the columns keep their identity across selection changes and progress, so a
   // ticked checkbox re-renders its own row only; the latest state is read through refs.
   const menu = useRowMenu();
-  // The drawer edits the key for those PATCH allows (PROTOCOL 15.2); others only look.
+  // The drawer edits the key for those PATCH allows (docs/protocol.md 15.2); others only look.
   const detailsLabel = isManager(caller) || can(caller, 'generate_keys') ? 'Edit / details' : 'Details';
   const live = useRef({ start, busy: false, details: setDrawer });
   live.current = { start, busy: progress !== null || activeJob !== null, details: setDrawer };

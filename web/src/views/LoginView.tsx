@@ -1,4 +1,4 @@
-// Sign-in (PROTOCOL 7, 13.2): the server sets the HttpOnly, SameSite=Strict kw_session cookie; the
+// Sign-in (docs/protocol.md 7, 13.2): the server sets the HttpOnly, SameSite=Strict kw_session cookie; the
 // page never sees or stores the token. Wrong passwords and the lockout show the server's own words.
 // An account with two-factor sign-in on is asked, after its password, for a code from its
 // authenticator app or one of its recovery codes.
@@ -10,7 +10,7 @@ import type { Account } from '../api/responses.js';
 import { Button, Field, FormError } from '../components/ui.js';
 import { useTitle } from '../hooks/useTitle.js';
 
-/** The server's answer to a right password without a code (PROTOCOL 13.2). */
+/** The server's answer to a right password without a code (docs/protocol.md 13.2). */
 const CODE_REQUIRED = 'Two-factor code required';
 
 /** `notice`: why a signed-in page came back here (its session was ended), shown above the form. */

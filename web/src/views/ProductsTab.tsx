@@ -1,4 +1,4 @@
-// Products (PROTOCOL 14.4-14.7): what a shop sells, the webhook URLs and secret to paste into Stripe
+// Products (docs/protocol.md 14.4-14.7): what a shop sells, the webhook URLs and secret to paste into Stripe
 // or the shop, and the orders fulfilled, with their keys' previews (the plaintext is the buyer's).
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';

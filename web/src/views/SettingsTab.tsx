@@ -1,4 +1,4 @@
-// Application settings: every PATCH field of PROTOCOL 11.1 (flags as switches, key_costs tiers,
+// Application settings: every PATCH field of docs/protocol.md 11.1 (flags as switches, key_costs tiers,
 // heartbeat_interval), the allowed binary hashes, secret rotation with a confirmation and deletion
 // with a typed confirmation. Only changed fields are sent; a 422 shows next to its field; the update
 // and webhook addresses are checked before sending; leaving with unsaved changes asks first.
@@ -45,7 +45,7 @@ const TEXTS = [
 type TextField = (typeof TEXTS)[number];
 
 type Overflow = NonNullable<App['session_overflow']>;
-/** The licensing models (PROTOCOL 12): whole numbers, each with what it does. */
+/** The licensing models (docs/protocol.md 12): whole numbers, each with what it does. */
 const NUMBERS = [
   [
     'max_devices',
@@ -75,7 +75,7 @@ interface FormState {
   flags: Record<Flag, boolean>;
   text: Record<TextField, string>;
   heartbeat: string;
-  /** PROTOCOL 12.2: max_sessions as typed, and session_overflow. */
+  /** docs/protocol.md 12.2: max_sessions as typed, and session_overflow. */
   seats: string;
   overflow: Overflow;
   /** docs/releases.md: what an expired key may still receive. */

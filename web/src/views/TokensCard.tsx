@@ -1,4 +1,4 @@
-// API tokens for automation (PROTOCOL 13.1): made here with a name, scopes, the applications they
+// API tokens for automation (docs/protocol.md 13.1): made here with a name, scopes, the applications they
 // reach and an expiry; the token is shown once, right after it is made. The list shows when and
 // from where each was last used; a token is revoked at once.
 import { useState } from 'react';

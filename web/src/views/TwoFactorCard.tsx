@@ -1,4 +1,4 @@
-// Two-factor sign-in for the signed-in account (PROTOCOL 13.2): set up (a QR code of the otpauth
+// Two-factor sign-in for the signed-in account (docs/protocol.md 13.2): set up (a QR code of the otpauth
 // URL, drawn as SVG by the qrcode library and shown as an <img> data URL, so the page's strict CSP
 // needs no inline script or style; the secret as text for typing in), confirm with a code, keep the
 // ten recovery codes (copy or download: they are shown once), or turn it off with password and code.

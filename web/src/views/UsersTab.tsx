@@ -1,4 +1,4 @@
-// End users (the 2000 newest, SPEC Limits) in a windowed table: reset HWID, freeze/unfreeze, delete
+// End users (the 2000 newest, docs/spec.md "Limits") in a windowed table: reset HWID, freeze/unfreeze, delete
 // from each row's menu, with the fields the caller may see. Hidden fields are absent from the answer;
 // their columns simply are not shown. The filter is the browser's over the loaded users until the
 // server searches users itself.
@@ -15,7 +15,7 @@ import { useSession } from '../session.js';
 import { usePagedList } from '../hooks/usePagedList.js';
 import { useNotice } from '../notices.js';
 
-/** What GET /api/apps/{id}/users returns at most (SPEC Limits). */
+/** What GET /api/apps/{id}/users returns at most (docs/spec.md "Limits"). */
 const PAGE = 100;
 
 /** `value`, once it has stayed the same for `ms` (a search sent when typing pauses). */
@@ -87,7 +87,7 @@ export function UsersTab({ app }: { app: App }) {
                 },
               ]
             : []),
-          // PROTOCOL 12.1: one machine off the account, freeing its place.
+          // docs/protocol.md 12.1: one machine off the account, freeing its place.
           ...(can(caller, 'reset_hwid')
             ? (u.devices ?? []).map((d) => ({
                 label: `Remove device ${d.hwid}`,

@@ -7,7 +7,7 @@
 //
 // Every call carries a fresh X-Nonce (and an HMAC when keywarden.json has an api_secret), and
 // every answer is verified against the pinned Ed25519 keys before a byte of it is believed
-// (PROTOCOL 3-6). Failures are keywarden::Error exceptions with a code; the library never calls
+// (docs/protocol.md 3-6). Failures are keywarden::Error exceptions with a code; the library never calls
 // exit() or abort(). This header does not expose libcurl, libsodium or nlohmann/json.
 #pragma once
 
@@ -47,7 +47,7 @@ enum class ErrorCode {
   network,
   timeout,
   server,  // the fallback: an answer no table entry names (status and detail stay on the error)
-  // PROTOCOL 12 (licensing models)
+  // docs/protocol.md 12 (licensing models)
   trial_disabled,    // the application offers no trials
   trial_used,        // this device already had its trial of this application
   offline_disabled,  // the application issues no offline license files
@@ -73,7 +73,8 @@ class Error : public std::runtime_error {
   /**
    * For `verification`: unsigned, unknown_kid, bad_base64, stale, bad_signature, bad_proof, malformed.
    * For `offline_invalid` (checked in this order): malformed, unknown_kid, bad_signature, wrong_app,
-   * wrong_hwid, clock_rolled_back, issued_in_future, expired.
+   * wrong_hwid, clock_rolled_back, issued_in_future, expired, then wrong_request (an activation answer
+   * to another request).
    */
   const std::string& reason() const noexcept { return reason_; }
   /** Seconds from Retry-After (rate_limited, locked_out). */
@@ -138,7 +139,7 @@ struct Config {
   std::vector<ResponseKey> responseKeys;
   /** Present only when the application requires signed requests. */
   std::optional<std::string> apiSecret;
-  /** The application's id (app_id): an offline license file must name it (PROTOCOL 12.5). Empty: none. */
+  /** The application's id (app_id): an offline license file must name it (docs/protocol.md 12.5). Empty: none. */
   std::string appId;
 
   /** Parses keywarden.json text; throws ConfigError. Unknown fields are ignored. */
@@ -224,12 +225,19 @@ struct Options {
   Logger logger;
   Clock clock;
   std::shared_ptr<Transport> transport;
-  /** Asks for encrypted success bodies (PROTOCOL 5); needs the config's api_secret. Max 35 chars. */
+  /** Asks for encrypted success bodies (docs/protocol.md 5); needs the config's api_secret. Max 35 chars. */
   std::string encKey;
   /** Largest clock offset adopted from the first verified answer; further off it is refused as stale. */
   std::chrono::seconds maxClockOffset{600};
-  /** Where offline license checks keep the latest time seen (PROTOCOL 12.5). Empty: defaultStateFile(api_key). */
+  /**
+   * Where offline license checks keep the latest time seen (docs/protocol.md 12.5). Empty: defaultStateFile(api_key).
+   */
   std::string stateFile;
+  /**
+   * Where activationRequest keeps the nonce of this machine's latest activation request. Empty: the state
+   * file's path with ".request.json" instead of ".json".
+   */
+  std::string requestFile;
 };
 
 struct AppInfo {
@@ -250,7 +258,7 @@ struct UserInfo {
   /** nullopt: no expiry (lifetime). */
   std::optional<TimePoint> expiresAt;
   std::string message;
-  /** The key's entitlement codes, sorted (PROTOCOL 12.3). */
+  /** The key's entitlement codes, sorted (docs/protocol.md 12.3). */
   std::vector<std::string> entitlements;
   bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
 };
@@ -260,12 +268,12 @@ struct LicenseInfo {
   /** nullopt: no expiry (lifetime key). */
   std::optional<TimePoint> expiresAt;
   std::string message;
-  /** The key's entitlement codes, sorted (PROTOCOL 12.3). */
+  /** The key's entitlement codes, sorted (docs/protocol.md 12.3). */
   std::vector<std::string> entitlements;
   bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
 };
 
-/** A trial key created for this device and activated at once (PROTOCOL 12.4). */
+/** A trial key created for this device and activated at once (docs/protocol.md 12.4). */
 struct TrialInfo {
   /** The plaintext key: the server shows it this once. */
   std::string key;
@@ -276,7 +284,7 @@ struct TrialInfo {
   bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
 };
 
-/** A verified offline license file (PROTOCOL 12.5): what it grants and until when. */
+/** A verified offline license file (docs/protocol.md 12.5): what it grants and until when. */
 struct OfflineLicense {
   std::string appId;
   std::string licenseId;
@@ -293,6 +301,53 @@ struct OfflineLicense {
   TimePoint validUntil{};
   std::string kid;
   bool hasEntitlement(const std::string& code) const noexcept { return hasCode(entitlements, code); }
+};
+
+/** A verified seat pool (the relay's license, kwpool1): what it grants and until when. */
+struct SeatPool {
+  std::string appId;
+  std::string licenseId;
+  std::string relayId;
+  std::int64_t seats = 0;
+  std::int64_t level = 0;
+  /** Sorted codes. */
+  std::vector<std::string> entitlements;
+  std::optional<TimePoint> expiresAt;
+  TimePoint validUntil{};
+  TimePoint issuedAt{};
+  std::string kid;
+};
+
+/**
+ * A floating seat leased from a relay, renewed by a thread at half its remaining time until release() or
+ * destruction (the last copy of the handle). A lease the relay forgot (404) is taken again.
+ */
+class SeatLease {
+ public:
+  struct State;
+  explicit SeatLease(std::shared_ptr<State> state);
+  SeatLease(const SeatLease&) = delete;
+  SeatLease& operator=(const SeatLease&) = delete;
+  SeatLease(SeatLease&&) noexcept = default;
+  SeatLease& operator=(SeatLease&&) noexcept = default;
+  /** Releases the seat. */
+  ~SeatLease();
+  std::string leaseId() const;
+  std::string hwid() const;
+  SeatPool pool() const;
+  TimePoint expiresAt() const;
+  int renewals() const;
+  /** True while held and not past its expiry. */
+  bool active() const;
+  /** Why the seat was lost (session_limit, offline_invalid...), nullopt while held. */
+  std::optional<Error> lost() const;
+  /** Renews now (throws like the first lease). */
+  void renew();
+  /** Gives the seat back (DELETE); never throws (an unreachable relay lets the lease expire). */
+  void release() noexcept;
+
+ private:
+  std::shared_ptr<State> state_;
 };
 
 struct InitOptions {
@@ -370,8 +425,8 @@ struct RevokedEvent {
   std::string detail;
 };
 /**
- * The license (or end user) expired while running (PROTOCOL 12.8): pushed on the channel as `revoked` with reason
- * `expired`, or a beat refused (or unreachable) after the known expiry. onKilled follows with code expired.
+ * The license (or end user) expired while running (docs/protocol.md 12.8): pushed on the channel as `revoked` with
+ * reason `expired`, or a beat refused (or unreachable) after the known expiry. onKilled follows with code expired.
  */
 struct ExpiredEvent {
   std::optional<TimePoint> expiresAt;  // the expiry the client knew from its last verified activation
@@ -388,7 +443,7 @@ struct NoticeEvent {
   std::string message;
   std::optional<TimePoint> at;
 };
-/** The service cannot be reached and the grace period (PROTOCOL 12.6) covers now: the license stays valid until graceUntil. */
+/** The service cannot be reached and the grace period (docs/protocol.md 12.6) covers now: the license stays valid until graceUntil. */
 struct OfflineEvent {
   Error error;  // why the service was not reached
   TimePoint graceUntil;
@@ -490,7 +545,7 @@ class Client {
   /** init + the last successful login/license again (what a heartbeat's reauth does). */
   void reauthenticate();
 
-  // Licensing models (PROTOCOL 12).
+  // Licensing models (docs/protocol.md 12).
   /**
    * Creates this device's trial key and activates it (POST /api/client/trial). Once per device and
    * application: again throws trial_used; trial_disabled when the application offers none. The key is
@@ -503,17 +558,38 @@ class Client {
    */
   std::string offlineFile(const std::string& hwid = {});
   /**
-   * Checks an offline license file without the service (PROTOCOL 12.5): throws Error(offline_invalid)
+   * Checks an offline license file without the service (docs/protocol.md 12.5): throws Error(offline_invalid)
    * with its reason(), or ConfigError when the config has no app_id. Every check records the clock in
    * the state file; on success entitlements() are the file's.
    */
   OfflineLicense loadOffline(const std::string& file, const std::string& hwid = {});
+  /**
+   * A "kwreq1" activation request for key on this machine, written with no network. Carry it to a connected
+   * machine (dashboard or customer portal); pass its answer to completeActivation. A new request replaces the
+   * kept nonce (requestFile()): answers to older ones are refused. components: optional name -> value.
+   */
+  std::string activationRequest(const std::string& key, const std::string& hwid = {},
+                                const std::map<std::string, std::string>& components = {});
+  /**
+   * Checks the answer to this machine's latest activation request: every check of loadOffline, then its
+   * request_nonce (offline_invalid with reason wrong_request for an answer to an older request, or when no
+   * request is kept here). Save the answer; later starts check it with loadOffline.
+   */
+  OfflineLicense completeActivation(const std::string& response, const std::string& hwid = {});
+  /** Where activationRequest keeps its nonce (Options::requestFile). */
+  std::string requestFile() const;
+  /**
+   * Leases a floating seat from a relay on the local network (instead of the service) and keeps it renewed.
+   * Believed only with a pool that verifies under the pinned keys and names this application (else
+   * offline_invalid with a reason); every seat taken: session_limit. entitlements() become the pool's.
+   */
+  [[nodiscard]] SeatLease leaseSeat(const std::string& relayUrl, const std::string& hwid = {});
   /** The codes of the last verified license, login, register or trial answer, or of the last file loaded (sorted). */
   std::vector<std::string> entitlements() const;
   bool hasEntitlement(const std::string& code) const;
   /**
    * Until when the license stays valid while the service cannot be reached, from the latest verified
-   * answer; nullopt when it grants none or a verified refusal ended it (PROTOCOL 12.6).
+   * answer; nullopt when it grants none or a verified refusal ended it (docs/protocol.md 12.6).
    */
   std::optional<TimePoint> graceUntil() const;
   /** True while the (server-corrected) clock is before graceUntil(). */
@@ -521,7 +597,7 @@ class Client {
   /**
    * When the license (an end user's: the user) expires, from the last verified license, login, register or trial
    * answer; nullopt for a lifetime key or before any activation. A running heartbeat reports `expired` once the
-   * server ends its session then (PROTOCOL 12.8).
+   * server ends its session then (docs/protocol.md 12.8).
    */
   std::optional<TimePoint> expiresAt() const;
   /** Where loadOffline keeps the latest time seen (Options::stateFile or defaultStateFile). */
@@ -561,7 +637,7 @@ class Client {
 };
 
 /**
- * A running heartbeat (PROTOCOL 6). Beats on its own std::thread; a beat that never reached the
+ * A running heartbeat (docs/protocol.md 6). Beats on its own std::thread; a beat that never reached the
  * server is sent again with the same index and token; a lost answer reports `degraded` (and with
  * reauth re-authenticates); a server kill reports `killed` then `stopped`. `compromisedAfter`
  * verification failures in a row report `compromised`. A beat refused as `rejected` right after the
@@ -652,11 +728,22 @@ bool debuggerAttached();
  */
 std::string defaultStateFile(const std::string& apiKey);
 /**
- * PROTOCOL 12.5 on its own: checks `file` for application appId on machine hwid with `now` as the clock and
+ * docs/protocol.md 12.5 on its own: checks `file` for application appId on machine hwid with `now` as the clock and
  * lastSeen as the state file's record. Throws Error(offline_invalid) with reason(), checked in this order:
  * malformed, unknown_kid, bad_signature, wrong_app, wrong_hwid, clock_rolled_back, issued_in_future, expired.
  */
 OfflineLicense verifyLicenseFile(const std::string& file, const std::vector<ResponseKey>& keys, const std::string& appId,
                                  const std::string& hwid, TimePoint now, std::optional<TimePoint> lastSeen);
+
+/** The relay's detail when every seat of its pool is leased (Error session_limit). */
+inline constexpr const char* kNoSeats = "No seats available";
+/** "kwreq1." base64url(UTF-8 JSON) for these values (nonce and time are the caller's; sdk/vectors/airgap.json). */
+std::string buildActivationRequest(const std::string& appId, const std::string& key, const std::string& hwid,
+                                   const std::string& nonce, const std::string& createdAt,
+                                   const std::map<std::string, std::string>& components = {});
+/** After the offline-file checks passed: request_nonce must be nonce (else Error offline_invalid, wrong_request). */
+void checkRequestNonce(const std::string& file, const std::optional<std::string>& nonce);
+/** A POOL checked in this order: malformed, unknown_kid, bad_signature, wrong_app, expired (Error offline_invalid). */
+SeatPool verifyPool(const std::string& pool, const std::vector<ResponseKey>& keys, const std::string& appId, TimePoint now);
 
 }  // namespace keywarden

@@ -1,7 +1,7 @@
 /*
  * Keywarden client SDK: C ABI, for game engines and languages with a C FFI (Unity/C# P/Invoke,
  * Unreal, Godot GDExtension, Rust, Python ctypes...). A thin layer over the C++ client with the
- * same security: every answer is verified (PROTOCOL 3-6) before it is believed.
+ * same security: every answer is verified (docs/protocol.md 3-6) before it is believed.
  *
  * Rules of this ABI:
  *  - Every call returns a kw_status: KW_OK (0) or an error code; it never exits, aborts or lets a
@@ -53,7 +53,7 @@ typedef enum kw_status {
   KW_ERR_NETWORK = 14,
   KW_ERR_TIMEOUT = 15,
   KW_ERR_SERVER = 16,
-  KW_ERR_TRIAL_DISABLED = 17,   /* PROTOCOL 12: the application offers no trials */
+  KW_ERR_TRIAL_DISABLED = 17,   /* docs/protocol.md 12: the application offers no trials */
   KW_ERR_TRIAL_USED = 18,       /* this device already had its trial */
   KW_ERR_OFFLINE_DISABLED = 19, /* the application issues no offline license files */
   KW_ERR_OFFLINE_INVALID = 20,  /* an offline license file refused: see kw_error.reason */
@@ -142,7 +142,7 @@ typedef struct kw_heartbeat_callbacks {
   void (*on_offline)(void* user, const kw_error* error, int64_t grace_until_ms);
   /* still unreachable, and the grace period is over */
   void (*on_grace_expired)(void* user, int64_t grace_until_ms);
-  /* the license (or end user) expired while running (PROTOCOL 12.8); expires_at_ms: the expiry the client
+  /* the license (or end user) expired while running (docs/protocol.md 12.8); expires_at_ms: the expiry the client
      knew (unix ms), 0 when unknown. on_killed follows with KW_ERR_EXPIRED */
   void (*on_expired)(void* user, int64_t expires_at_ms);
 } kw_heartbeat_callbacks;
@@ -174,7 +174,7 @@ KW_API kw_status kw_login(kw_client* client, const char* username, const char* p
 KW_API kw_status kw_activate_license(kw_client* client, const char* key, const char* hwid, kw_license_info* out,
                                      kw_error* err);
 
-/* PROTOCOL 12. A trial key for this device, activated at once (once per device: KW_ERR_TRIAL_USED). */
+/* docs/protocol.md 12. A trial key for this device, activated at once (once per device: KW_ERR_TRIAL_USED). */
 KW_API kw_status kw_trial(kw_client* client, const char* hwid, kw_trial_info* out, kw_error* err);
 /* An offline license file for this machine after an activation, NUL-terminated into out (KW_ERR_ARGUMENT
    when out_size is too small; 2048 bytes always do). */

@@ -22,7 +22,7 @@ export function noPermissions(): Permissions {
   return Object.fromEntries(PERMISSION_KEYS.map((k) => [k, false])) as Permissions;
 }
 
-/** A dashboard team account (SPEC "Team account"). */
+/** A dashboard team account (docs/spec.md "Team account"). */
 export interface Account {
   id: string;
   username: string;
@@ -34,7 +34,7 @@ export interface Account {
   ownerId: string;
   enabled: boolean;
   allowedApps: string[];
-  /** Credits; null means unlimited (PROTOCOL 11.7). */
+  /** Credits; null means unlimited (docs/protocol.md 11.7). */
   keyQuota: number | null;
   notes: string;
   permissions: Permissions;

@@ -1,7 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
 /**
- * An API token for automation (PROTOCOL 13.1): it acts as its account, narrowed to `scopes` and
+ * An API token for automation (docs/protocol.md 13.1): it acts as its account, narrowed to `scopes` and
  * `appIds`. The token itself is never stored, only its keyed hash (HMAC-SHA256 under a server key).
  */
 export interface ApiToken {

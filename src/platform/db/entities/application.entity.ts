@@ -8,7 +8,7 @@ export const EXPIRED_UPDATES = ['none', 'maintain'] as const;
 export type ExpiredUpdates = (typeof EXPIRED_UPDATES)[number];
 export type KeyCosts = Partial<Record<KeyCostTier, number>>;
 
-/** SPEC "Application" plus PROTOCOL 2 (allowed_hashes) and 6 (heartbeat_interval). */
+/** docs/spec.md "Application" plus docs/protocol.md 2 (allowed_hashes) and 6 (heartbeat_interval). */
 export interface Application {
   id: string;
   ownerId: string;
@@ -32,10 +32,12 @@ export interface Application {
   keyCosts: KeyCosts;
   allowedHashes: string[];
   heartbeatInterval: number;
-  /** PROTOCOL 12.2: live heartbeat sessions per key (0: unlimited) and what a start over it does. */
+  /** docs/protocol.md 12.2: live heartbeat sessions per key (0: unlimited) and what a start over it does. */
   maxSessions: number;
   sessionOverflow: SessionOverflow;
-  /** PROTOCOL 12: devices per key, trials, offline files, grace (every default keeps SPEC's behaviour). */
+  /**
+   * docs/protocol.md 12: devices per key, trials, offline files, grace (every default keeps docs/spec.md's behaviour).
+   */
   maxDevices: number;
   trialHours: number;
   trialLevel: number;
@@ -43,7 +45,7 @@ export interface Application {
   graceHours: number;
   /** docs/releases.md "Expired licenses": `none` (no updates once expired) or `maintain`. */
   expiredUpdates: ExpiredUpdates;
-  /** PROTOCOL 14.1: the customer portal, and the hours between two device resets of one customer. */
+  /** docs/protocol.md 14.1: the customer portal, and the hours between two device resets of one customer. */
   portalEnabled: boolean;
   portalResetCooldownHours: number;
   apiKey: string;

@@ -2,7 +2,7 @@ import { EntitySchema } from '@mikro-orm/core';
 
 export type AuditLevel = 'info' | 'warning' | 'error';
 
-/** One audit-log line (SPEC "Log entry"); `action` is a dotted event name such as `client.login`. */
+/** One audit-log line (docs/spec.md "Log entry"); `action` is a dotted event name such as `client.login`. */
 export interface AuditEntry {
   id: string;
   appId: string | null;

@@ -2,7 +2,7 @@ import { EntitySchema } from '@mikro-orm/core';
 import type { DurationUnit } from './license-key.entity.js';
 
 /**
- * What a shop sells (PROTOCOL 14.4): the generation settings of the keys an order creates, and the
+ * What a shop sells (docs/protocol.md 14.4): the generation settings of the keys an order creates, and the
  * secret its webhooks are signed with (sealed with secretbox, never stored in the clear).
  */
 export interface Product {
@@ -51,7 +51,7 @@ export const ProductSchema = new EntitySchema<Product>({
 });
 
 /**
- * A fulfilled order (PROTOCOL 14.5-14.7). `eventId` makes a provider's event count once (unique);
+ * A fulfilled order (docs/protocol.md 14.5-14.7). `eventId` makes a provider's event count once (unique);
  * the keys' plaintext is kept sealed until `keysUntil` (30 days) for the buyer's order page.
  * The product may be deleted later: the order keeps its name and stays readable.
  */
@@ -98,7 +98,7 @@ export const OrderSchema = new EntitySchema<Order>({
   },
 });
 
-/** A customer's portal sign-in (PROTOCOL 14.1): the token's SHA-256, the key (and end user) it shows. */
+/** A customer's portal sign-in (docs/protocol.md 14.1): the token's SHA-256, the key (and end user) it shows. */
 export interface PortalSession {
   tokenHash: string;
   appId: string;
@@ -128,7 +128,7 @@ export const PortalSessionSchema = new EntitySchema<PortalSession>({
   },
 });
 
-/** When a key's customer last reset its devices from the portal (the cooldown, PROTOCOL 14.3). */
+/** When a key's customer last reset its devices from the portal (the cooldown, docs/protocol.md 14.3). */
 export interface PortalReset {
   licenseId: string;
   resetAt: Date;

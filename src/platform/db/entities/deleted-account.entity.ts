@@ -1,7 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
 /**
- * What is kept of a deleted team member (PROTOCOL 11.32): the accounts above it when it was deleted,
+ * What is kept of a deleted team member (docs/protocol.md 11.32): the accounts above it when it was deleted,
  * so the audit entries it made stay visible to everyone who saw them (an owner, the admins above it)
  * and can be shown with the actor marked deleted. Never read for authorization.
  */

@@ -2,8 +2,8 @@ import { EntitySchema } from '@mikro-orm/core';
 
 /**
  * A machine that activated a key license-only (`KeyDevice`) or logged in as an end user (`UserDevice`)
- * (PROTOCOL 12.1). Every HWID seen is recorded; `bound` marks the ones that hold one of the key's
- * `max_devices` places under hwid_lock (the generalisation of SPEC's single pinned HWID).
+ * (docs/protocol.md 12.1). Every HWID seen is recorded; `bound` marks the ones that hold one of the key's
+ * `max_devices` places under hwid_lock (the generalisation of docs/spec.md's single pinned HWID).
  */
 export interface KeyDevice {
   licenseId: string;

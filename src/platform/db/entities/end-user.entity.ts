@@ -1,6 +1,6 @@
 import { EntitySchema } from '@mikro-orm/core';
 
-/** SPEC "End user": an account of a licensed program, unique by username inside its application. */
+/** docs/spec.md "End user": an account of a licensed program, unique by username inside its application. */
 export interface EndUser {
   id: string;
   appId: string;

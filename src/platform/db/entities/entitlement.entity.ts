@@ -1,6 +1,6 @@
 import { EntitySchema } from '@mikro-orm/core';
 
-/** One entry of an application's entitlement catalogue (PROTOCOL 12.3); keys carry the codes. */
+/** One entry of an application's entitlement catalogue (docs/protocol.md 12.3); keys carry the codes. */
 export interface Entitlement {
   appId: string;
   code: string;

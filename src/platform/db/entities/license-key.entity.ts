@@ -5,7 +5,7 @@ export type DurationUnit = 'hours' | 'days' | 'weeks' | 'months' | 'lifetime';
 
 /**
  * A license key. The plaintext is never stored: `keyHash` is HMAC-SHA256 under LICENSE_HASH_KEY
- * and `keyPreview` keeps the first and last four characters (PROTOCOL 9, 11.15).
+ * and `keyPreview` keeps the first and last four characters (docs/protocol.md 9, 11.15).
  */
 export interface LicenseKey {
   id: string;
@@ -35,11 +35,11 @@ export interface LicenseKey {
   lastGeo: Record<string, unknown> | null;
   knownCountries: string[];
   screenshotPath: string;
-  /** PROTOCOL 12.2: this key's bound on live heartbeat sessions; null: the application's. */
+  /** docs/protocol.md 12.2: this key's bound on live heartbeat sessions; null: the application's. */
   maxSessions: number | null;
-  /** Devices this key (or its user) may hold under hwid_lock; null: the application's (PROTOCOL 12.1). */
+  /** Devices this key (or its user) may hold under hwid_lock; null: the application's (docs/protocol.md 12.1). */
   maxDevices: number | null;
-  /** Entitlement codes of the application's catalogue (PROTOCOL 12.3). */
+  /** Entitlement codes of the application's catalogue (docs/protocol.md 12.3). */
   entitlements: string[];
 }
 

@@ -1,6 +1,6 @@
 import { EntitySchema } from '@mikro-orm/core';
 
-/** A two-factor recovery code (PROTOCOL 13.2), stored as its keyed hash; usable once. */
+/** A two-factor recovery code (docs/protocol.md 13.2), stored as its keyed hash; usable once. */
 export interface RecoveryCode {
   accountId: string;
   codeHash: string;

@@ -1,7 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
 /**
- * The request-nonce ledger (PROTOCOL 3, 11.21): a nonce accepted once for an application is refused
+ * The request-nonce ledger (docs/protocol.md 3, 11.21): a nonce accepted once for an application is refused
  * until `expiresAt`, whatever happened to the process that accepted it. No foreign key: rows live
  * 600 s and an application's deletion leaves nothing that could match again.
  */

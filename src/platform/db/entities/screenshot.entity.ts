@@ -1,7 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
 /**
- * One screenshot kept for a key or an end user (PROTOCOL 11.27). The file is named by its content
+ * One screenshot kept for a key or an end user (docs/protocol.md 11.27). The file is named by its content
  * (`screenshots/<app id>/<sha256>.<ext>` under DATA_DIR), so an identical image is stored once per
  * application however often it is sent; a row per owner keeps that owner's newest 20.
  */

@@ -1,7 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
 /**
- * A trial taken by one HWID of one application (PROTOCOL 12.4). The primary key is what makes a
+ * A trial taken by one HWID of one application (docs/protocol.md 12.4). The primary key is what makes a
  * trial once per device forever: the row outlives its key (no foreign key to license_keys).
  */
 export interface Trial {

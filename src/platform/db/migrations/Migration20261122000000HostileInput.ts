@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Hostile input: free text up to 4,096 characters (PROTOCOL 11.18), blacklist uniqueness on a hash of the
-// value (a long value cannot be a btree key), and the durable request-nonce ledger (PROTOCOL 11.21).
+// Hostile input: free text up to 4,096 characters (docs/protocol.md 11.18), blacklist uniqueness on a hash of the
+// value (a long value cannot be a btree key), and the durable request-nonce ledger (docs/protocol.md 11.21).
 export class Migration20261122000000HostileInput extends Migration {
   override async up(): Promise<void> {
     this.addSql(`alter table "applications" alter column "name" type varchar(4096) using ("name"::varchar(4096));`);

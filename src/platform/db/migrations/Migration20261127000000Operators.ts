@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Operators (PROTOCOL 13): API tokens, two-factor sign-in (sealed secrets, recovery codes, the owner's
+// Operators (docs/protocol.md 13): API tokens, two-factor sign-in (sealed secrets, recovery codes, the owner's
 // policy), who did what on audit entries, and the browser of each dashboard session.
 export class Migration20261127000000Operators extends Migration {
   override async up(): Promise<void> {

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Licensing models (PROTOCOL 12): devices per key and per end user (SPEC's pinned HWID becomes the first
-// bound device), the entitlement catalogue and the codes on keys, trials once per HWID (kept when the key
+// Licensing models (docs/protocol.md 12): devices per key and per end user (docs/spec.md's pinned HWID becomes the
+// first bound device), the entitlement catalogue and the codes on keys, trials once per HWID (kept when the key
 // goes), and the application fields of devices, trials, offline files and grace. Existing pins are carried
 // over as bound devices, so every key and user keeps exactly the machine it was locked to.
 export class Migration20261128000000Models extends Migration {

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Floating seats (PROTOCOL 12.2): an application's bound on concurrent heartbeat sessions per key and
+// Floating seats (docs/protocol.md 12.2): an application's bound on concurrent heartbeat sessions per key and
 // what a start over it does; a key's own bound (null: the application's).
 export class Migration20261128010000Seats extends Migration {
   override async up(): Promise<void> {

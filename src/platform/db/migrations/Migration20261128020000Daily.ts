@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Daily work at scale (PROTOCOL 15): the audit log's (at, id) listing order, a reason on blacklist
+// Daily work at scale (docs/protocol.md 15): the audit log's (at, id) listing order, a reason on blacklist
 // entries.
 export class Migration20261128020000Daily extends Migration {
   override async up(): Promise<void> {

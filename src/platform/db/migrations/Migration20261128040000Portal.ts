@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-// Customer portal and order fulfilment (PROTOCOL 14): the portal settings of an application, products
+// Customer portal and order fulfilment (docs/protocol.md 14): the portal settings of an application, products
 // with their sealed webhook secrets, orders (one per provider event), portal sign-ins and reset cooldowns.
 export class Migration20261128040000Portal extends Migration {
   override async up(): Promise<void> {

@@ -18,7 +18,7 @@ import java.util.regex.Pattern;
 
 /**
  * A Keywarden client for one application. Every call carries a fresh nonce (and an HMAC when the config holds a
- * secret), and every answer is verified against the pinned keys before a byte of it is believed (PROTOCOL 3-5).
+ * secret), and every answer is verified against the pinned keys before a byte of it is believed (docs/protocol.md 3-5).
  * Failures are {@link KeywardenException}s (unchecked); nothing here exits the process. Thread-safe for one host
  * thread plus the heartbeat's threads; one session at a time ({@link #init} replaces it).
  */
@@ -84,7 +84,7 @@ public final class Client {
         this.defaultTransport = o.transport == null;
         this.transport = o.transport != null ? o.transport : new DefaultTransport(o.maxResponseBytes);
         this.encKey = o.encKey;
-        if (encKey != null && config.getApiSecret() == null) throw new ConfigException("encKey needs the api_secret of the config (PROTOCOL 5 keys the cipher with it)");
+        if (encKey != null && config.getApiSecret() == null) throw new ConfigException("encKey needs the api_secret of the config (docs/protocol.md 5 keys the cipher with it)");
         this.maxOffset = o.maxClockOffset.toMillis() / 1000.0;
         Map<String, PublicKey> k = new LinkedHashMap<>();
         for (Config.ResponseKey rk : config.getResponseKeys()) {
@@ -154,7 +154,7 @@ public final class Client {
     /**
      * When the license (an end user's: the user) expires, from the last verified license, login, register or trial
      * answer; null for a lifetime key or before any activation. A running heartbeat reports the license expired once
-     * the server ends its session then (PROTOCOL 12.8).
+     * the server ends its session then (docs/protocol.md 12.8).
      */
     public Instant getExpiresAt() {
         return licenseExpiresAt;
@@ -330,7 +330,7 @@ public final class Client {
     }
 
     /**
-     * Checks an offline license file without the service (PROTOCOL 12.5; the order of the checks is in
+     * Checks an offline license file without the service (docs/protocol.md 12.5; the order of the checks is in
      * {@link Offline}). Throws {@code offline_invalid} with an {@link OfflineReason}; ConfigException when the
      * config has no app_id. Every check records the clock in the state file. On success {@link #getEntitlements()}
      * are the file's.
@@ -394,6 +394,90 @@ public final class Client {
      */
     public Path downloadUpdate(Artifact artifact, Path target, DownloadProgress progress) {
         return Updates.download(keys, artifact, target, progress, timeoutMillis);
+    /** Where {@link #activationRequest} keeps its nonce (ClientOptions.requestFile). */
+    public Path getRequestFile() {
+        if (options.requestFile != null) return options.requestFile;
+        String state = getStateFile().toString();
+        return Path.of((state.endsWith(".json") ? state.substring(0, state.length() - 5) : state) + ".request.json");
+    }
+
+    Transport transport() {
+        return transport;
+    }
+
+    private String requireAppId() {
+        if (config.getAppId() == null) throw new ConfigException("keywarden config: app_id missing (offline files and pools are checked against it)");
+        return config.getAppId();
+    }
+
+    /**
+     * A "kwreq1" activation request for {@code key} on this machine, written with no network. Carry it to a connected
+     * machine (dashboard or customer portal); pass its answer to {@link #completeActivation}. A new request replaces
+     * the kept nonce: answers to older ones are refused. hwid null: {@link #machineHwid()}; components may be null.
+     */
+    public String activationRequest(String key, String hwid, Map<String, String> components) {
+        String appId = requireAppId();
+        byte[] b = new byte[16];
+        new java.security.SecureRandom().nextBytes(b);
+        String nonce = java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(b);
+        String created = Instant.ofEpochMilli((long) (localNow() * 1000)).truncatedTo(java.time.temporal.ChronoUnit.MILLIS).toString();
+        if (!created.contains(".")) created = created.replace("Z", ".000Z");
+        Path file = getRequestFile();
+        try {
+            if (file.getParent() != null) java.nio.file.Files.createDirectories(file.getParent());
+            Path tmp = java.nio.file.Files.createTempFile(file.getParent() != null ? file.getParent() : Path.of("."), ".kwreq-", "");
+            Map<String, Object> kept = new LinkedHashMap<>();
+            kept.put("v", 1L);
+            kept.put("nonce", nonce);
+            kept.put("created_at", created);
+            java.nio.file.Files.writeString(tmp, Json.write(kept));
+            java.nio.file.Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("keywarden: cannot write " + file, e);
+        }
+        return Airgap.buildRequest(appId, key, hwid != null ? hwid : machineHwid(), nonce, created, components);
+    }
+
+    private String keptNonce() {
+        try {
+            Map<String, Object> v = Json.parseObject(java.nio.file.Files.readString(getRequestFile()));
+            Object n = v == null ? null : v.get("nonce");
+            return n instanceof String && !((String) n).isEmpty() ? (String) n : null;
+        } catch (java.io.IOException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /**
+     * Checks the answer to this machine's latest activation request: every check of {@link #loadOffline}, then its
+     * request_nonce ({@code offline_invalid} / {@code wrong_request} for an answer to an older request, or when no
+     * request is kept here). Save the answer; later starts check it with {@link #loadOffline}.
+     */
+    public OfflineLicense completeActivation(String response, String hwid) {
+        OfflineLicense lic = loadOffline(response, hwid);
+        try {
+            Airgap.checkRequestNonce(response, keptNonce());
+        } catch (KeywardenException e) {
+            entitlements = List.of();
+            log.log(System.Logger.Level.WARNING, "keywarden.offline.refused: " + e.getMessage());
+            throw e;
+        }
+        return lic;
+    }
+
+    /**
+     * Leases a floating seat from a relay on the local network (instead of the service) and keeps it renewed until
+     * {@link SeatLease#release()}. Believed only with a pool that verifies under the pinned keys and names this
+     * application (else {@code offline_invalid}); every seat taken: {@code session_limit}. {@link #getEntitlements()}
+     * become the pool's. hwid null: {@link #machineHwid()}.
+     */
+    public SeatLease leaseSeat(String relayUrl, String hwid) {
+        requireAppId();
+        SeatLease lease = new SeatLease(this, relayUrl, hwid != null ? hwid : machineHwid());
+        lease.take();
+        entitlements = lease.pool().entitlements();
+        lease.start();
+        return lease;
     }
 
     /**
@@ -703,9 +787,9 @@ public final class Client {
     }
 
     /**
-     * PROTOCOL 4 response verification in the order sdk/vectors/response-signatures.json fixes: headers present, kid
-     * pinned, signature encoding, freshness, Ed25519 over this request's nonce. Returns the answer's timestamp.
-     * Header names lower-cased.
+     * docs/protocol.md 4 response verification in the order sdk/vectors/response-signatures.json fixes: headers
+     * present, kid pinned, signature encoding, freshness, Ed25519 over this request's nonce. Returns the answer's
+     * timestamp. Header names lower-cased.
      */
     public static long verifyResponse(Map<String, PublicKey> keys, String method, String path, int status,
             Map<String, String> headers, byte[] body, String nonce, double now, double maxSkewSeconds) {

@@ -22,6 +22,7 @@ public final class ClientOptions {
     final Duration maxClockOffset;
     final int maxResponseBytes;
     final Path stateFile;
+    final Path requestFile;
 
     private ClientOptions(Builder b) {
         this.baseUrl = b.baseUrl;
@@ -34,6 +35,7 @@ public final class ClientOptions {
         this.maxClockOffset = b.maxClockOffset;
         this.maxResponseBytes = b.maxResponseBytes;
         this.stateFile = b.stateFile;
+        this.requestFile = b.requestFile;
     }
 
     public static Builder builder() {
@@ -56,6 +58,7 @@ public final class ClientOptions {
         private Duration maxClockOffset = Duration.ofSeconds(600);
         private int maxResponseBytes = 1 << 20;
         private Path stateFile;
+        private Path requestFile;
 
         private Builder() {}
 
@@ -95,7 +98,7 @@ public final class ClientOptions {
             return this;
         }
 
-        /** Asks for encrypted answers (PROTOCOL 5); needs the config's api_secret. */
+        /** Asks for encrypted answers (docs/protocol.md 5); needs the config's api_secret. */
         public Builder encKey(String v) {
             this.encKey = v;
             return this;
@@ -116,6 +119,15 @@ public final class ClientOptions {
         /** Where offline license checks keep the latest time seen; default {@link Offline#defaultStateFile}. */
         public Builder stateFile(Path v) {
             this.stateFile = v;
+            return this;
+        }
+
+        /**
+         * Where {@link Client#activationRequest} keeps the nonce of this machine's latest activation request
+         * (default: the state file's path with ".request.json" instead of ".json").
+         */
+        public Builder requestFile(Path v) {
+            this.requestFile = v;
             return this;
         }
 

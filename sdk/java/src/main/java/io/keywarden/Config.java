@@ -15,7 +15,7 @@ import java.util.Objects;
  * programming mistake, not a runtime outcome: it throws {@link ConfigException}. Unknown fields are ignored.
  */
 public final class Config {
-    /** A pinned Ed25519 response-signing key (PROTOCOL 4); {@code publicKey} is base64 of its 32 bytes. */
+    /** A pinned Ed25519 response-signing key (docs/protocol.md 4); {@code publicKey} is base64 of its 32 bytes. */
     public record ResponseKey(String kid, String publicKey) {}
 
     private final String baseUrl;

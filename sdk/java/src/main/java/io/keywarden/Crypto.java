@@ -25,8 +25,8 @@ import javax.crypto.spec.IvParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * PROTOCOL 3-6 and the realtime channel's crypto with the JDK alone. Each function matches one file of sdk/vectors
- * (the unit tests check them).
+ * docs/protocol.md 3-6 and the realtime channel's crypto with the JDK alone. Each function matches one file of
+ * sdk/vectors (the unit tests check them).
  */
 public final class Crypto {
     private Crypto() {}
@@ -75,7 +75,7 @@ public final class Crypto {
         }
     }
 
-    /** PROTOCOL 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
+    /** docs/protocol.md 3: METHOD \n PATH \n X-Timestamp \n X-Nonce \n hex(sha256(body)). */
     public static String canonicalRequest(String method, String path, String timestamp, String nonce, byte[] body) {
         return method.toUpperCase(java.util.Locale.ROOT) + "\n" + path + "\n" + timestamp + "\n" + nonce + "\n" + sha256Hex(body);
     }
@@ -85,7 +85,7 @@ public final class Crypto {
         return toHex(hmacSha256(utf8(apiSecret), utf8(canonical)));
     }
 
-    /** PROTOCOL 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
+    /** docs/protocol.md 4: kw1 \n KID \n METHOD \n PATH \n STATUS \n TS \n NONCE \n hex(sha256(body)). */
     public static String responseMessage(String kid, String method, String path, int status, String timestamp,
             String nonce, byte[] body) {
         return "kw1\n" + kid + "\n" + method.toUpperCase(java.util.Locale.ROOT) + "\n" + path + "\n" + status + "\n"
@@ -127,12 +127,12 @@ public final class Crypto {
         }
     }
 
-    /** PROTOCOL 6, heartbeat/start. */
+    /** docs/protocol.md 6, heartbeat/start. */
     public static String startProof(String session, String systemId, String token) {
         return Base64.getEncoder().encodeToString(hmacSha256(utf8(session), utf8("kwhs1\n" + systemId + "\n" + token)));
     }
 
-    /** PROTOCOL 6, heartbeat (integers in decimal). */
+    /** docs/protocol.md 6, heartbeat (integers in decimal). */
     public static String beatProof(String previousToken, String session, long beatIndex, String newToken, long beatCount) {
         String msg = "kwhb1\n" + session + "\n" + beatIndex + "\n" + newToken + "\n" + beatCount;
         return Base64.getEncoder().encodeToString(hmacSha256(utf8(previousToken), utf8(msg)));
@@ -143,7 +143,7 @@ public final class Crypto {
         return given instanceof String && MessageDigest.isEqual(utf8((String) given), utf8(expected));
     }
 
-    /** PROTOCOL 5: the plaintext bytes; IllegalArgumentException on a wrong key or a damaged ciphertext. */
+    /** docs/protocol.md 5: the plaintext bytes; IllegalArgumentException on a wrong key or a damaged ciphertext. */
     public static byte[] decryptResponse(String ciphertextB64, String encKey, String apiSecret, String initIv) {
         byte[] key = sha256(utf8(encKey + "-" + apiSecret));
         byte[] iv = Arrays.copyOf(sha256(utf8(initIv)), 16);

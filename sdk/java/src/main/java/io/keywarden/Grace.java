@@ -3,7 +3,7 @@ package io.keywarden;
 import java.util.Map;
 
 /**
- * The grace period (PROTOCOL 12.6): the latest verified grace_until, shared by a client and its heartbeat. Each
+ * The grace period (docs/protocol.md 12.6): the latest verified grace_until, shared by a client and its heartbeat. Each
  * verified answer of license, login, register, trial, heartbeat/start or an accepted beat sets it (an answer without
  * one, or with one that is not a strict ISO 8601 UTC time, grants none); a verified refusal ends it at once.
  */

@@ -13,7 +13,7 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
 
 /**
- * A running heartbeat (PROTOCOL 6) on a daemon thread, made by {@link Client#startHeartbeat}. With the default
+ * A running heartbeat (docs/protocol.md 6) on a daemon thread, made by {@link Client#startHeartbeat}. With the default
  * transport the beats travel on the realtime channel when the server offers it and over REST whenever it is down:
  * one token chain on both. Events (see {@link HeartbeatEvent}) are delivered on the heartbeat's thread, pushes and
  * channel events on the channel's reader thread; a listener that throws is logged, never fatal.
@@ -24,7 +24,7 @@ import java.util.function.BooleanSupplier;
  * server that lost the session (a restart without its state): with {@code reauth} it re-authenticates once. While the
  * service cannot be reached and the grace period covers now, the state is {@code offline}; it leaves {@code offline}
  * the moment the grace period ends (GraceExpired). A license that expires while running ends the heartbeat as
- * {@code expired} (PROTOCOL 12.8), never covered by grace.
+ * {@code expired} (docs/protocol.md 12.8), never covered by grace.
  */
 public final class Heartbeat {
     /** A listener: SAM-convertible from Kotlin and Java lambdas; runs on an SDK thread and must not block long. */
@@ -36,8 +36,8 @@ public final class Heartbeat {
     private static final Set<ErrorCode> FINAL = Set.of(ErrorCode.HEARTBEAT_KILLED, ErrorCode.BANNED, ErrorCode.EXPIRED,
             ErrorCode.APP_DISABLED, ErrorCode.INVALID_KEY, ErrorCode.HWID_MISMATCH, ErrorCode.UPDATE_REQUIRED, ErrorCode.KEY_USED);
     /**
-     * A beat refused this close to (or after) the license's known expiry is the expiry's kill (PROTOCOL 12.8): the
-     * clock offset is learned to the second and the server ends the session within a second of expires_at.
+     * A beat refused this close to (or after) the license's known expiry is the expiry's kill (docs/protocol.md 12.8):
+     * the clock offset is learned to the second and the server ends the session within a second of expires_at.
      */
     private static final double EXPIRY_SLACK_SECONDS = 2;
     /** How long after the known expiry the heartbeat beats at the latest, so a REST client learns the end on time. */
@@ -300,7 +300,7 @@ public final class Heartbeat {
             beatLock.unlock();
         }
         String detail = p.detail() == null ? "" : String.valueOf(p.detail());
-        if ("expired".equals(p.reason())) { // PROTOCOL 12.8: Expired, then Killed with code expired
+        if ("expired".equals(p.reason())) { // docs/protocol.md 12.8: Expired, then Killed with code expired
             kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired while running (" + detail + ")"), HeartbeatState.EXPIRED);
             return;
         }
@@ -432,7 +432,7 @@ public final class Heartbeat {
             if (ended || revoking) return; // ended meanwhile (revoked, killed, stopped): no degradation
             KeywardenException e = asError(err);
             if (refusedBeat(e) && client.licenseExpiredWithin(EXPIRY_SLACK_SECONDS)) {
-                // PROTOCOL 12.8: the server ends a session whose key expired; its next beat is refused.
+                // docs/protocol.md 12.8: the server ends a session whose key expired; its next beat is refused.
                 kill(new KeywardenException(ErrorCode.EXPIRED, "expired: the license expired at " + client.getExpiresAt()), HeartbeatState.EXPIRED);
                 return;
             }

@@ -36,9 +36,9 @@ public sealed interface HeartbeatEvent {
     record Revoked(String reason, String detail) implements HeartbeatEvent {}
 
     /**
-     * The license (or end user) reached its expiry while running (PROTOCOL 12.8: pushed on the channel as revoked with
-     * reason "expired", or a beat refused, or no answer at all, after the known expiry). Final; Killed (code
-     * {@code expired}) follows. {@code expiresAt} is the expiry the client knew, may be null.
+     * The license (or end user) reached its expiry while running (docs/protocol.md 12.8: pushed on the channel as
+     * revoked with reason "expired", or a beat refused, or no answer at all, after the known expiry). Final; Killed
+     * (code {@code expired}) follows. {@code expiresAt} is the expiry the client knew, may be null.
      */
     record Expired(Instant expiresAt, KeywardenException error) implements HeartbeatEvent {}
 

@@ -4,7 +4,9 @@ package io.keywarden;
 public enum HeartbeatState {
     /** The last beat verified. */
     HEALTHY("healthy"),
-    /** The service cannot be reached and the grace period (PROTOCOL 12.6) covers now: the license stays valid. */
+    /**
+     * The service cannot be reached and the grace period (docs/protocol.md 12.6) covers now: the license stays valid.
+     */
     OFFLINE("offline"),
     /** The last beat did not reach the server or did not verify (and no grace covers it). */
     DEGRADED("degraded"),
@@ -12,7 +14,7 @@ public enum HeartbeatState {
     COMPROMISED("compromised"),
     /** Ended: revoked by a push on the realtime channel (ban, deletion, app disabled...). */
     REVOKED("revoked"),
-    /** Ended: the license reached its expiry while running (PROTOCOL 12.8); grace never covers it. */
+    /** Ended: the license reached its expiry while running (docs/protocol.md 12.8); grace never covers it. */
     EXPIRED("expired"),
     /** Ended: the server refused the heartbeat (debugger, banned, a broken token chain...). */
     KILLED("killed"),

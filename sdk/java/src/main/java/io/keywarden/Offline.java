@@ -19,7 +19,7 @@ import java.util.TreeSet;
 import java.util.regex.Pattern;
 
 /**
- * Offline license files (PROTOCOL 12.5) and the clock record that guards them. A file is
+ * Offline license files (docs/protocol.md 12.5) and the clock record that guards them. A file is
  * {@code "kwlic1." base64url(PAYLOAD) "." base64url(Ed25519("kwlic1." base64url(PAYLOAD)))}, signed by a pinned
  * response-signing key. It is accepted only when, in this order (fixed by sdk/vectors/offline.json):
  * it has that shape and PAYLOAD is 12.5's JSON ({@code malformed}); its kid is pinned ({@code unknown_kid}); the
@@ -35,7 +35,7 @@ public final class Offline {
     public static final int MAX_ROLLBACK_SECONDS = 300;
     private static final Pattern B64URL = Pattern.compile("^[A-Za-z0-9_-]+$");
 
-    private static byte[] b64url(String text) {
+    static byte[] b64url(String text) {
         if (!B64URL.matcher(text).matches() || text.length() % 4 == 1) return null;
         try {
             return Base64.getUrlDecoder().decode(text);
@@ -44,12 +44,12 @@ public final class Offline {
         }
     }
 
-    private static boolean text(Map<String, Object> p, String name) {
+    static boolean text(Map<String, Object> p, String name) {
         Object v = p.get(name);
         return v instanceof String && !((String) v).isEmpty();
     }
 
-    private static String trimAscii(String s) {
+    static String trimAscii(String s) {
         int a = 0;
         int b = s.length();
         while (a < b && " \t\r\n".indexOf(s.charAt(a)) >= 0) a++;
@@ -61,11 +61,17 @@ public final class Offline {
      * Checks {@code file} as the class comment says; {@code now} and {@code lastSeen} in unix seconds ({@code lastSeen}
      * null: no record). Throws {@code offline_invalid} with an {@link OfflineReason}.
      */
-    public static OfflineLicense verify(String file, Map<String, PublicKey> keys, String appId, String hwid, double now,
-            Double lastSeen) {
-        if (file == null) throw KeywardenException.offline(OfflineReason.MALFORMED, "a license file is a string");
-        String[] parts = trimAscii(file).split("\\.", -1);
-        if (parts.length != 3 || !parts[0].equals("kwlic1")) throw KeywardenException.offline(OfflineReason.MALFORMED, "not \"kwlic1.<payload>.<signature>\"");
+    /** A decoded "tag.payload.signature": the signed text, the 64-byte signature, the payload object. */
+    record Opened(String signed, byte[] sig, Map<String, Object> p) {}
+
+    /**
+     * Splits and decodes {@code tag.payload.signature}, else {@code offline_invalid} malformed. Shared by license
+     * files (kwlic1) and seat pools (kwpool1).
+     */
+    static Opened open(String text, String tag) {
+        if (text == null) throw KeywardenException.offline(OfflineReason.MALFORMED, "a " + tag + " text is a string");
+        String[] parts = trimAscii(text).split("\\.", -1);
+        if (parts.length != 3 || !parts[0].equals(tag)) throw KeywardenException.offline(OfflineReason.MALFORMED, "not \"" + tag + ".<payload>.<signature>\"");
         byte[] raw = b64url(parts[1]);
         byte[] sig = b64url(parts[2]);
         if (raw == null || sig == null || sig.length != 64) throw KeywardenException.offline(OfflineReason.MALFORMED, "payload or signature is not base64url (a signature is 64 bytes)");
@@ -77,18 +83,30 @@ public final class Offline {
             throw KeywardenException.offline(OfflineReason.MALFORMED, "payload is not UTF-8 JSON");
         }
         if (p == null) throw KeywardenException.offline(OfflineReason.MALFORMED, "payload is not a JSON object");
+        return new Opened(tag + "." + parts[1], sig, p);
+    }
+
+    /** What files and pools both grant: v 1, an integer level, entitlement codes, the times. */
+    static boolean grantFieldsOk(Map<String, Object> p) {
         Object ents = p.get("entitlements");
-        boolean good = Long.valueOf(1).equals(p.get("v")) && text(p, "kid") && text(p, "app_id") && text(p, "license_id") && text(p, "hwid")
-                && p.containsKey("user") && (p.get("user") == null || p.get("user") instanceof String)
-                && p.get("level") instanceof Long
+        return Long.valueOf(1).equals(p.get("v")) && p.get("level") instanceof Long
                 && ents instanceof List && ((List<?>) ents).stream().allMatch(e -> e instanceof String)
                 && p.containsKey("expires_at") && (p.get("expires_at") == null || Utc.parseMs(p.get("expires_at")) != null)
                 && Utc.parseMs(p.get("issued_at")) != null && Utc.parseMs(p.get("valid_until")) != null;
-        if (!good) throw KeywardenException.offline(OfflineReason.MALFORMED, "payload lacks a field of PROTOCOL 12.5 or has one of the wrong type");
+    }
+
+    public static OfflineLicense verify(String file, Map<String, PublicKey> keys, String appId, String hwid, double now,
+            Double lastSeen) {
+        Opened o = open(file, "kwlic1");
+        Map<String, Object> p = o.p();
+        Object ents = p.get("entitlements");
+        boolean good = grantFieldsOk(p) && text(p, "kid") && text(p, "app_id") && text(p, "license_id") && text(p, "hwid")
+                && p.containsKey("user") && (p.get("user") == null || p.get("user") instanceof String);
+        if (!good) throw KeywardenException.offline(OfflineReason.MALFORMED, "payload lacks a field of docs/protocol.md 12.5 or has one of the wrong type");
         String kid = (String) p.get("kid");
         PublicKey key = keys.get(kid);
         if (key == null) throw KeywardenException.offline(OfflineReason.UNKNOWN_KID, "signed under key '" + kid + "', which this SDK does not pin");
-        if (!Crypto.ed25519Verify(key, ("kwlic1." + parts[1]).getBytes(StandardCharsets.US_ASCII), sig)) throw KeywardenException.offline(OfflineReason.BAD_SIGNATURE, "the signature does not verify");
+        if (!Crypto.ed25519Verify(key, o.signed().getBytes(StandardCharsets.US_ASCII), o.sig())) throw KeywardenException.offline(OfflineReason.BAD_SIGNATURE, "the signature does not verify");
         if (!p.get("app_id").equals(appId)) throw KeywardenException.offline(OfflineReason.WRONG_APP, "issued for application '" + p.get("app_id") + "'");
         if (!p.get("hwid").equals(hwid.toLowerCase(Locale.ROOT))) throw KeywardenException.offline(OfflineReason.WRONG_HWID, "issued for another machine");
         double nowMs = now * 1000;
@@ -104,7 +122,7 @@ public final class Offline {
                 expires == null ? null : Instant.ofEpochMilli(expires), Instant.ofEpochMilli(issued), Instant.ofEpochMilli(until), kid);
     }
 
-    private static List<String> castStrings(List<?> l) {
+    static List<String> castStrings(List<?> l) {
         List<String> out = new ArrayList<>();
         for (Object o : l) out.add((String) o);
         return out;

@@ -15,7 +15,9 @@ public enum OfflineReason {
     /** issued_at is more than 300 s ahead of the clock. */
     ISSUED_IN_FUTURE("issued_in_future"),
     /** The clock has reached valid_until. */
-    EXPIRED("expired");
+    EXPIRED("expired"),
+    /** An activation answer without the nonce of this machine's latest activation request (checked last). */
+    WRONG_REQUEST("wrong_request");
 
     private final String wire;
 

@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * A verified login or register answer. {@code expiresAt} is null for an account without expiry; {@code entitlements}
- * are the key's codes, sorted (PROTOCOL 12.3).
+ * are the key's codes, sorted (docs/protocol.md 12.3).
  */
 public record UserInfo(String username, long level, Instant expiresAt, String message, List<String> entitlements) {
     public boolean hasEntitlement(String code) {

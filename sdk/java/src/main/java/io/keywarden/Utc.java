@@ -8,8 +8,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * Strict ISO 8601 UTC times as PROTOCOL 1 writes them ({@code 2026-11-21T22:00:00.000Z}): date, T, time, an optional
- * fraction of 1-9 digits (cut to milliseconds), then Z; nothing else. The same rule in every SDK.
+ * Strict ISO 8601 UTC times as docs/protocol.md 1 writes them ({@code 2026-11-21T22:00:00.000Z}): date, T, time, an
+ * optional fraction of 1-9 digits (cut to milliseconds), then Z; nothing else. The same rule in every SDK.
  */
 final class Utc {
     private Utc() {}

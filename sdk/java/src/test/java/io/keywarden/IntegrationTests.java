@@ -25,8 +25,8 @@ import java.util.function.Predicate;
  * Against a real server prepared by test/helpers/sdk-harness.ts (its env contract): the client API, every tamper
  * mode of the tamper proxy, the realtime channel (a dashboard ban pushed to the running heartbeat, every channel
  * refusal), resilience (compromised, an outage then a server that forgot the session, a ban during an outage) and
- * the licensing models of PROTOCOL 12 (trial, devices, entitlements, offline files, grace across a real restart).
- * Skipped without KW_BASE_URL, unless KW_REQUIRE_INTEGRATION=1.
+ * the licensing models of docs/protocol.md 12 (trial, devices, entitlements, offline files, grace across a real
+ * restart). Skipped without KW_BASE_URL, unless KW_REQUIRE_INTEGRATION=1.
  */
 final class IntegrationTests {
     private IntegrationTests() {}
@@ -184,7 +184,7 @@ final class IntegrationTests {
                 .POST(HttpRequest.BodyPublishers.ofString("{}")).build();
         if (HTTP.send(req, HttpResponse.BodyHandlers.ofString()).statusCode() == 404) {
             if ("1".equals(System.getenv("KW_REQUIRE_MODELS"))) throw new AssertionError("KW_REQUIRE_MODELS=1 but the server answers 404 for /api/client/trial");
-            throw new TestRunner.Skip("PROTOCOL 12 pending: the server answers 404 for /api/client/trial");
+            throw new TestRunner.Skip("licensing models pending: the server answers 404 for /api/client/trial");
         }
         if (System.getenv("KW_MODELS_ERROR") != null) throw new AssertionError("the harness could not prepare app MODELS: " + System.getenv("KW_MODELS_ERROR"));
     }
@@ -195,6 +195,7 @@ final class IntegrationTests {
         channel(t);
         resilience(t);
         models(t);
+        AirgapTests.run(t);
         System.out.println("integration tests run: " + ran);
     }
 
@@ -469,7 +470,7 @@ final class IntegrationTests {
         });
     }
 
-    // --- PROTOCOL 12 ----------------------------------------------------------------------------------
+    // --- docs/protocol.md 12 ----------------------------------------------------------------------------------
     static Path tmp;
     static int stateFiles;
 
@@ -512,7 +513,7 @@ final class IntegrationTests {
             off.init();
             eq(ErrorCode.TRIAL_DISABLED, throwsKw(() -> off.trial(h)).getCode(), "MODELS OFF");
         });
-        integration(t, "models: entitlements of the key; one device per key (devices, PROTOCOL 12.1)", () -> {
+        integration(t, "models: entitlements of the key; one device per key (devices, docs/protocol.md 12.1)", () -> {
             requireModels();
             Client c = models(ClientOptions.builder());
             c.init();
@@ -524,7 +525,7 @@ final class IntegrationTests {
             eq(lic.level(), c.activateLicense(k, h.toUpperCase(java.util.Locale.ROOT)).level(), "the same device (case-insensitive)");
             eq(ErrorCode.HWID_MISMATCH, throwsKw(() -> c.activateLicense(k, h + "-second")).getCode(), "a second device over the limit");
         });
-        integration(t, "models: floating seats: a start over max_sessions is session_limit; kick_oldest ends the oldest (PROTOCOL 12.2)", () -> {
+        integration(t, "models: floating seats: a start over max_sessions is session_limit; kick_oldest ends the oldest (docs/protocol.md 12.2)", () -> {
             requireModels();
             Fresh f = freshApp(Map.of("hwid_lock", false, "heartbeat_interval", 5L, "max_sessions", 1L, "session_overflow", "reject"));
             String id = f.id();

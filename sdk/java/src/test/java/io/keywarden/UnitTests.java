@@ -43,6 +43,11 @@ final class UnitTests {
     }
 
     @SuppressWarnings("unchecked")
+    static Map<String, Object> decodeRequest(String r) {
+        check(r.startsWith("kwreq1.") && !r.contains("="), "kwreq1. without padding");
+        return Json.parseObject(new String(java.util.Base64.getUrlDecoder().decode(r.substring(7)), java.nio.charset.StandardCharsets.UTF_8));
+    }
+
     static List<Map<String, Object>> list(Object o) {
         return (List<Map<String, Object>>) o;
     }
@@ -145,6 +150,9 @@ final class UnitTests {
             Map<String, PublicKey> keys = pinned(v.get("pinned_keys"));
             List<String> reasons = new ArrayList<>();
             for (OfflineReason r : OfflineReason.values()) reasons.add(r.wire());
+            // wrong_request (airgap.json) comes after the eight of offline.json.
+            eq(List.of("wrong_request"), reasons.subList(reasons.size() - 1, reasons.size()), "the air-gapped reason last");
+            reasons = new ArrayList<>(reasons.subList(0, reasons.size() - 1));
             eq(v.get("reasons"), reasons, "reasons in order");
             Set<String> seen = new TreeSet<>();
             for (Map<String, Object> c : list(v.get("cases"))) {
@@ -171,6 +179,65 @@ final class UnitTests {
                 }
             }
             eq(new TreeSet<>(reasons), seen, "every reason has a case");
+        });
+        t.test("unit/vectors: activation requests carry exactly the fields of each case (airgap.json)", () -> {
+            for (Map<String, Object> c : list(Json.obj(vector("airgap.json").get("requests")).get("cases"))) {
+                Map<String, String> comps = null;
+                if (c.get("components") != null) {
+                    comps = new java.util.LinkedHashMap<>();
+                    for (Map.Entry<String, Object> e : Json.obj(c.get("components")).entrySet()) comps.put(e.getKey(), (String) e.getValue());
+                }
+                String mine = Airgap.buildRequest(s(c, "app_id"), s(c, "key"), s(c, "hwid"), s(c, "nonce"), s(c, "created_at"), comps);
+                eq(decodeRequest(s(c, "request")), decodeRequest(mine), "request of " + c.get("name"));
+            }
+        });
+        t.test("unit/vectors: activation answers are accepted only for the latest request's nonce (airgap.json)", () -> {
+            Map<String, Object> v = vector("airgap.json");
+            Map<String, PublicKey> keys = pinned(v.get("pinned_keys"));
+            Map<String, Object> part = Json.obj(v.get("responses"));
+            Set<String> seen = new TreeSet<>();
+            for (Map<String, Object> c : list(part.get("cases"))) {
+                Double last = c.get("last_seen") == null ? null : ((Number) c.get("last_seen")).doubleValue();
+                double now = ((Number) c.get("now")).doubleValue();
+                Runnable run = () -> {
+                    Offline.verify(s(c, "file"), keys, s(c, "app_id"), s(c, "hwid"), now, last);
+                    Airgap.checkRequestNonce(s(c, "file"), (String) c.get("nonce"));
+                };
+                if (Boolean.TRUE.equals(c.get("valid"))) {
+                    run.run();
+                } else {
+                    KeywardenException e = throwsKw(run::run);
+                    eq(ErrorCode.OFFLINE_INVALID, e.getCode(), "code of " + c.get("name"));
+                    eq(c.get("reason"), e.getReasonName(), "reason of " + c.get("name"));
+                    seen.add((String) c.get("reason"));
+                }
+            }
+            eq(new TreeSet<>(castList(part.get("reasons"))), seen, "every reason has a case");
+        });
+        t.test("unit/vectors: seat pools are accepted or refused for the reason each case names (airgap.json)", () -> {
+            Map<String, Object> v = vector("airgap.json");
+            Map<String, PublicKey> keys = pinned(v.get("pinned_keys"));
+            Map<String, Object> part = Json.obj(v.get("pools"));
+            Set<String> seen = new TreeSet<>();
+            for (Map<String, Object> c : list(part.get("cases"))) {
+                double now = ((Number) c.get("now")).doubleValue();
+                if (Boolean.TRUE.equals(c.get("valid"))) {
+                    SeatPool pool = Airgap.verifyPool(s(c, "pool"), keys, s(c, "app_id"), now);
+                    Map<String, Object> p = Json.obj(c.get("payload"));
+                    eq(p.get("license_id"), pool.licenseId(), "license_id");
+                    eq(p.get("relay_id"), pool.relayId(), "relay_id");
+                    eq(p.get("seats"), pool.seats(), "seats");
+                    eq(p.get("level"), pool.level(), "level");
+                    eq(new ArrayList<>(new TreeSet<>(castList(p.get("entitlements")))), pool.entitlements(), "entitlements");
+                    eq(p.get("expires_at") == null, pool.expiresAt() == null, "expires_at");
+                } else {
+                    KeywardenException e = throwsKw(() -> Airgap.verifyPool(s(c, "pool"), keys, s(c, "app_id"), now));
+                    eq(ErrorCode.OFFLINE_INVALID, e.getCode(), "code of " + c.get("name"));
+                    eq(c.get("reason"), e.getReasonName(), "reason of " + c.get("name"));
+                    seen.add((String) c.get("reason"));
+                }
+            }
+            eq(new TreeSet<>(castList(part.get("reasons"))), seen, "every reason has a case");
         });
         t.test("unit/vectors: what each grace_until grants", () -> {
             Map<String, Object> v = Json.obj(vector("offline.json").get("grace"));
@@ -570,7 +637,7 @@ final class UnitTests {
             eq(HeartbeatState.HEALTHY, hb2.getState(), "beats on");
             hb2.stop();
         });
-        t.test("unit/heartbeat: expiry while running is reported as expired, never covered by grace (PROTOCOL 12.8)", () -> {
+        t.test("unit/heartbeat: expiry while running is reported as expired, never covered by grace (docs/protocol.md 12.8)", () -> {
             Fake f = new Fake();
             AtomicReference<Long> clock = new AtomicReference<>(System.currentTimeMillis());
             Client c = f.client(clock::get);
