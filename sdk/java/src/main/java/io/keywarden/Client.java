@@ -394,6 +394,8 @@ public final class Client {
      */
     public Path downloadUpdate(Artifact artifact, Path target, DownloadProgress progress) {
         return Updates.download(keys, artifact, target, progress, timeoutMillis);
+    }
+
     /** Where {@link #activationRequest} keeps its nonce (ClientOptions.requestFile). */
     public Path getRequestFile() {
         if (options.requestFile != null) return options.requestFile;
