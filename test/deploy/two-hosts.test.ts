@@ -443,7 +443,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     const ahead = await rounds();
     fs.writeFileSync(clockFile(1), '0');
     const back = await rounds();
-    // eslint-disable-next-line no-console
     console.log(
       `clock step +30 s and back on one host: ${ahead} + ${back} signed 503s, slowest call ${Math.round(slowestMs)} ms, ` +
         `${(await forwarded()) - forwardedBefore} beats forwarded`,
@@ -494,7 +493,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       if (performance.now() - back > 30_000) throw new Error('PostgreSQL back 30 s, calls still refused');
     }
     const took = performance.now() - back;
-    // eslint-disable-next-line no-console
     console.log(
       `PostgreSQL away 5 s: ${refused} activations refused (all signed 503s), beats meanwhile ${beats.ok} ok / ` +
         `${beats.unavailable} signed 503s; activations served again ${Math.round(took)} ms after its return`,
@@ -548,7 +546,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
     // sources through the TypeScript loader before that is the test's, not a deployment's (dist/).
     const firstLine = phases(a, ['']).start!;
     const rejoin = joinedAt - firstLine;
-    // eslint-disable-next-line no-console
     console.log(
       `rejoin: first line ${firstLine - t0} ms after the process started, listening ${listening} ms, ` +
         `holding its shards ${rejoin} ms after its first line; ${JSON.stringify(steps)}`,
@@ -602,7 +599,6 @@ describe.skipIf(!ready)('two hosts behind nginx: partition, Redis restart, host 
       await load;
       resetsAllowed = false;
     }
-    // eslint-disable-next-line no-console
     console.log(
       `rolling upgrade under load: ${beats} beats, ${refused} signed 503s, ${resets} client connections ` +
         `reset by nginx's reloads, cluster versions ${versions}`,

@@ -2,29 +2,15 @@
 // notify module. Listings run newest first by (at, id); `before` is the id of the last row seen.
 import type { Sql } from '../../platform/db/sql.js';
 import { toDate } from '../../platform/db/sql.js';
+import type { WebhookDelivery } from '../../platform/db/entities/index.js';
 
 /** Deliveries are kept this long. */
 export const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 
-interface DeliveryRecord {
-  accountId: string;
-  appId: string;
-  event: string;
-  eventId: string;
-  url: string;
-  attempt: number;
-  status: number | null;
-  error: string | null;
-  latencyMs: number;
-  responseExcerpt: string;
-  contentType: string;
-  body: Buffer;
-  at: Date;
-}
+/** A delivery as it is written: the entity's columns, the id given by the database. */
+type DeliveryRecord = Omit<WebhookDelivery, 'id'>;
 
-export interface StoredDelivery extends DeliveryRecord {
-  id: string;
-}
+export type StoredDelivery = WebhookDelivery;
 
 interface DeliveryRow {
   id: string;

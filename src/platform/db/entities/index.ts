@@ -69,3 +69,4 @@ export const ENTITIES = [
   ReleaseArtifactSchema,
   ReleaseDownloadMarkSchema,
 ];
+export type { WebhookDelivery } from './webhook-delivery.entity.js';

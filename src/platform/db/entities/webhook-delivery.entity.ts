@@ -5,7 +5,7 @@ import { EntitySchema } from '@mikro-orm/core';
  * and what came back. The body is kept so the delivery can be sent again with a fresh signature.
  * Rows older than 30 days are pruned by the notify module.
  */
-interface WebhookDelivery {
+export interface WebhookDelivery {
   id: string;
   /** The account whose webhook it is (its secret signs the delivery). */
   accountId: string;
